@@ -1,0 +1,12 @@
+"""ASGI entry point: MCP requests go to mcp_django's consumer, the rest to Django."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_site.settings")
+django_asgi_app = get_asgi_application()
+
+from mcp_django.routing import MCPRouter  # noqa: E402  (needs Django set up first)
+
+application = MCPRouter(django_asgi_app)

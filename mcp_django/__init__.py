@@ -1,0 +1,54 @@
+"""Serve the Model Context Protocol from Django: models, admin actions and functions as MCP
+resources, tools and prompts, over Streamable HTTP.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "site",
+    "MCPSite",
+    "Context",
+    "ToolError",
+    "ToolResult",
+    "Text",
+    "Image",
+    "Audio",
+    "EmbeddedResource",
+    "ResourceLink",
+    "Message",
+    "autodiscover",
+]
+
+
+def autodiscover() -> None:
+    """Import every installed app's ``mcp.py`` so that its registrations run."""
+    from django.utils.module_loading import autodiscover_modules
+
+    from .sites import site
+
+    autodiscover_modules("mcp", register_to=site)
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that "import mcp_django" in settings.py does not import models before setup.
+    if name in ("site", "MCPSite"):
+        from . import sites
+
+        return getattr(sites, name)
+    if name == "Context":
+        from .context import Context
+
+        return Context
+    if name == "ToolError":
+        from .functions import ToolError
+
+        return ToolError
+    if name in ("ToolResult", "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "Message"):
+        from . import content
+
+        return getattr(content, name)
+    raise AttributeError(f"module 'mcp_django' has no attribute {name!r}")

@@ -1,0 +1,114 @@
+"""Admin screens for sessions and their event logs: read-only, with a terminate action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _, ngettext
+
+from .models import Event, Session
+
+
+class StateFilter(admin.SimpleListFilter):
+    title = _("state")
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("active", _("Active")), ("expired", _("Expired")), ("terminated", _("Terminated"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Session]) -> QuerySet[Session]:
+        now = timezone.now()
+        if self.value() == "active":
+            return queryset.filter(terminated_at__isnull=True, expires_at__gt=now)
+        if self.value() == "expired":
+            return queryset.filter(terminated_at__isnull=True, expires_at__lte=now)
+        if self.value() == "terminated":
+            return queryset.filter(terminated_at__isnull=False)
+        return queryset
+
+
+class ReadOnlyMixin:
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class EventInline(ReadOnlyMixin, admin.TabularInline):
+    model = Event
+    fields = ["stream", "seq", "created_at", "payload"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    ordering = ["created_at", "seq"]
+    verbose_name_plural = _("event log (latest 200)")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
+        # A long-lived session can have thousands of events; the page shows the latest ones.
+        qs = super().get_queryset(request)
+        latest = list(qs.order_by("-created_at", "-seq").values_list("pk", flat=True)[:200])
+        return qs.filter(pk__in=latest)
+
+
+@admin.register(Session)
+class SessionAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["short_id", "user", "client_name", "client_version", "protocol_version", "created_at", "last_active_at", "state_badge"]
+    list_filter = [StateFilter, "protocol_version", "client_name", "created_at"]
+    search_fields = ["id", "client_name", "user__username", "user__email"]
+    date_hierarchy = "created_at"
+    list_select_related = ["user"]
+    readonly_fields = [
+        "id", "site_name", "user", "protocol_version", "client_name", "client_version", "client_info",
+        "client_capabilities", "log_level", "subscriptions", "initialized", "created_at", "last_active_at",
+        "expires_at", "terminated_at",
+    ]
+    inlines = [EventInline]
+    actions = ["terminate_sessions"]
+
+    @admin.display(description=_("session"), ordering="id")
+    def short_id(self, obj: Session) -> str:
+        return f"{obj.id[:10]}…"
+
+    @admin.display(description=_("state"))
+    def state_badge(self, obj: Session) -> str:
+        colours = {"active": "#2e7d32", "expired": "#8d6e63", "terminated": "#c62828"}
+        return format_html('<b style="color:{}">{}</b>', colours[obj.state], obj.state)
+
+    @admin.action(description=_("Terminate selected sessions"), permissions=["terminate"])
+    def terminate_sessions(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
+        from .transport.layers import get_layer, session_group
+
+        ids = list(queryset.filter(terminated_at__isnull=True).values_list("pk", flat=True))
+        Session.objects.filter(pk__in=ids).update(terminated_at=timezone.now())
+        layer = get_layer()
+        for session_id in ids:
+            # Open streams of the session close wherever they are held.
+            async_to_sync(layer.group_send)(session_group(session_id), {"type": "mcp.terminate"})
+        self.message_user(
+            request,
+            ngettext("%d session terminated.", "%d sessions terminated.", len(ids)) % len(ids),
+            messages.SUCCESS,
+        )
+
+    def has_terminate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("mcp_django.delete_session")
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["event_id", "session", "created_at", "closes_stream", "short_payload"]
+    list_filter = ["created_at", "closes_stream"]
+    search_fields = ["session__id", "stream", "payload"]
+    list_select_related = ["session"]
+    readonly_fields = ["session", "stream", "seq", "payload", "closes_stream", "created_at"]
+
+    @admin.display(description=_("payload"))
+    def short_payload(self, obj: Event) -> str:
+        return obj.payload if len(obj.payload) <= 120 else obj.payload[:120] + "…"

@@ -1,0 +1,1 @@
+"""Authentication policies for the MCP endpoint (``MCP_DJANGO["AUTHENTICATION"]``)."""

@@ -1,0 +1,56 @@
+"""Authentication policies: each MCP request is authenticated on its own.
+
+A session id is never a credential: the session only binds to the user a policy returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+
+
+class AuthenticationFailed(Exception):
+    """Refuse the request with ``status`` (401 or 403) and these response headers."""
+
+    def __init__(self, message: str, status: int = 401, headers: dict[str, str] | None = None) -> None:
+        self.message = message
+        self.status = status
+        self.headers = headers or {}
+        super().__init__(message)
+
+
+class BaseAuthentication:
+    """Decide who is calling. Return a user, or None when anonymous calls are allowed."""
+
+    #: True when sessions and data are bound to a Django user.
+    binds_user = True
+
+    async def authenticate(self, request: HttpRequest) -> Any:
+        raise NotImplementedError("Authentication classes must implement async authenticate(request) -> user or None")
+
+
+class NoAuthentication(BaseAuthentication):
+    """No authentication (development and conformance runs only; a system check warns)."""
+
+    binds_user = False
+
+    async def authenticate(self, request: HttpRequest) -> Any:
+        return None
+
+
+class DjangoAuthentication(BaseAuthentication):
+    """The request's Django user from the session cookie, for same-site clients."""
+
+    async def authenticate(self, request: HttpRequest) -> Any:
+        from importlib import import_module
+
+        from django.conf import settings
+        from django.contrib.auth import aget_user
+
+        engine = import_module(settings.SESSION_ENGINE)
+        request.session = engine.SessionStore(request.COOKIES.get(settings.SESSION_COOKIE_NAME))
+        user = await aget_user(request)
+        if not user.is_authenticated or not user.is_active:
+            raise AuthenticationFailed("Authentication credentials were not provided.")
+        return user

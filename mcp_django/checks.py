@@ -1,0 +1,147 @@
+"""System checks for everything a user can get wrong in configuration (ids mcp_django.E/W0xx)."""
+
+from __future__ import annotations
+
+from difflib import get_close_matches
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning
+from django.utils.module_loading import import_string
+
+from .conf import AUTHENTICATION_ALIASES, DEFAULTS
+
+POSITIVE_INTS = ("MAX_BODY_SIZE", "MAX_BATCH_SIZE", "SESSION_TTL", "SESSION_RETENTION", "EVENT_RETENTION", "PAGE_SIZE", "SSE_RETRY_MS")
+
+
+def _user_settings() -> Any:
+    return getattr(settings, "MCP_DJANGO", {})
+
+
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    from .auth.base import BaseAuthentication
+    from .protocol.negotiation import normalize_origin
+    from .stores import BaseEventStore
+
+    user = _user_settings()
+    if not isinstance(user, dict):
+        return [Error("MCP_DJANGO must be a dict.", hint="Set MCP_DJANGO = {...} in your settings.", id="mcp_django.E001")]
+    errors: list[CheckMessage] = []
+    for key in user:
+        if key not in DEFAULTS:
+            close = get_close_matches(str(key), DEFAULTS, n=1)
+            hint = f"Did you mean {close[0]!r}?" if close else f"Valid keys: {', '.join(sorted(DEFAULTS))}."
+            errors.append(Error(f"Unknown MCP_DJANGO setting {key!r}.", hint=hint, id="mcp_django.E002"))
+    mode = user.get("RESPONSE_MODE", DEFAULTS["RESPONSE_MODE"])
+    if mode not in ("json", "sse"):
+        errors.append(Error(f"MCP_DJANGO['RESPONSE_MODE'] is {mode!r}.", hint='Use "json" or "sse".', id="mcp_django.E003"))
+    auth = user.get("AUTHENTICATION", DEFAULTS["AUTHENTICATION"])
+    auth_path = AUTHENTICATION_ALIASES.get(auth, auth) if isinstance(auth, str) else auth
+    try:
+        auth_class = import_string(auth_path) if isinstance(auth_path, str) else auth_path
+        if not (isinstance(auth_class, type) and issubclass(auth_class, BaseAuthentication)):
+            raise TypeError("not a BaseAuthentication subclass")
+    except (ImportError, TypeError) as exc:
+        errors.append(
+            Error(
+                f"MCP_DJANGO['AUTHENTICATION'] {auth!r} is not usable: {exc}.",
+                hint='Use "none", "django", or the dotted path of a mcp_django.auth.base.BaseAuthentication subclass.',
+                id="mcp_django.E004",
+            )
+        )
+    for key in POSITIVE_INTS:
+        value = user.get(key, DEFAULTS[key])
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            errors.append(Error(f"MCP_DJANGO[{key!r}] must be a positive integer, not {value!r}.", id="mcp_django.E005"))
+    for key in ("SSE_KEEPALIVE_SECONDS", "SSE_MAX_CONNECTION_SECONDS"):
+        value = user.get(key, DEFAULTS[key])
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
+            errors.append(Error(f"MCP_DJANGO[{key!r}] must be a non-negative number or None, not {value!r}.", id="mcp_django.E005"))
+    origins = user.get("ALLOWED_ORIGINS", [])
+    if not isinstance(origins, (list, tuple)) or not all(isinstance(o, str) for o in origins):
+        errors.append(Error("MCP_DJANGO['ALLOWED_ORIGINS'] must be a list of strings.", id="mcp_django.E006"))
+    else:
+        for origin in origins:
+            if origin != "*" and normalize_origin(origin) is None:
+                errors.append(
+                    Error(f"MCP_DJANGO['ALLOWED_ORIGINS'] has {origin!r}, which is not an origin.",
+                          hint='Write origins as "https://host[:port]".', id="mcp_django.E006")
+                )
+    store = user.get("EVENT_STORE_CLASS", DEFAULTS["EVENT_STORE_CLASS"])
+    try:
+        store_class = import_string(store) if isinstance(store, str) else store
+        if not (isinstance(store_class, type) and issubclass(store_class, BaseEventStore)):
+            raise TypeError("not a BaseEventStore subclass")
+    except (ImportError, TypeError) as exc:
+        errors.append(Error(f"MCP_DJANGO['EVENT_STORE_CLASS'] {store!r} is not usable: {exc}.", id="mcp_django.E007"))
+    errors += _check_channel_layer(user)
+    errors += _check_asgi()
+    if auth == "none" and not settings.DEBUG:
+        errors.append(
+            Warning(
+                "MCP_DJANGO['AUTHENTICATION'] is 'none' while DEBUG is False: anyone who reaches the endpoint can use it.",
+                hint='Use "oauth" or "django" in production; "none" is for local development and conformance runs.',
+                id="mcp_django.W002",
+            )
+        )
+    return errors
+
+
+def _check_channel_layer(user: dict[str, Any]) -> list[CheckMessage]:
+    alias = user.get("CHANNEL_LAYER", DEFAULTS["CHANNEL_LAYER"])
+    layers = getattr(settings, "CHANNEL_LAYERS", None)
+    if not layers:
+        return [
+            Warning(
+                "CHANNEL_LAYERS is not set: mcp_django uses a process-local in-memory layer.",
+                hint="That only works with one server process. Configure channels_redis to run several.",
+                id="mcp_django.W001",
+            )
+        ]
+    if alias not in layers:
+        return [Error(f"MCP_DJANGO['CHANNEL_LAYER'] is {alias!r}, which is not in CHANNEL_LAYERS.", id="mcp_django.E008")]
+    return []
+
+
+def _check_asgi() -> list[CheckMessage]:
+    from .routing import MCPRouter
+
+    path = getattr(settings, "ASGI_APPLICATION", None)
+    hint = "In asgi.py: application = mcp_django.routing.MCPRouter(get_asgi_application()), and set ASGI_APPLICATION to it."
+    if not path:
+        return [Warning("ASGI_APPLICATION is not set; the MCP endpoint is served only under ASGI with mcp_django's router.", hint=hint, id="mcp_django.W003")]
+    try:
+        app = import_string(path)
+    except ImportError as exc:
+        return [Error(f"ASGI_APPLICATION {path!r} cannot be imported: {exc}.", id="mcp_django.E009")]
+    # Accept the router anywhere in a chain of wrappers (ProtocolTypeRouter, middleware...).
+    seen = 0
+    while app is not None and seen < 10:
+        if isinstance(app, MCPRouter):
+            return []
+        routes = getattr(app, "application_mapping", None)
+        app = routes.get("http") if isinstance(routes, dict) else getattr(app, "application", getattr(app, "inner", None))
+        seen += 1
+    return [Warning(f"ASGI_APPLICATION {path!r} does not route through mcp_django.routing.MCPRouter.", hint=hint, id="mcp_django.W003")]
+
+
+def check_sites(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    from .sites import all_sites
+
+    errors: list[CheckMessage] = []
+    for site in list(all_sites):
+        errors.extend(site.check(app_configs))
+    return errors
+
+
+def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    user = _user_settings()
+    if isinstance(user, dict) and "*" in user.get("ALLOWED_ORIGINS", []):
+        return [
+            Warning(
+                "MCP_DJANGO['ALLOWED_ORIGINS'] contains '*': any web page can call the MCP endpoint from a browser.",
+                hint="List the origins of your own web clients instead.",
+                id="mcp_django.W004",
+            )
+        ]
+    return []

@@ -1,0 +1,180 @@
+"""The ``MCP_DJANGO`` settings dict, read lazily through one typed object.
+
+Modelled on DRF's ``api_settings``: defaults here, the user's dict read on first access (never
+at import), import strings resolved on access, the cache cleared on ``setting_changed``.
+Shape and type problems are reported by ``checks.py`` with ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+DEFAULTS: dict[str, Any] = {
+    # What the server says about itself in ``initialize``.
+    "SERVER_NAME": "mcp_django",
+    "SERVER_VERSION": None,  # None: the installed mcp_django version
+    "SERVER_TITLE": None,
+    "INSTRUCTIONS": None,
+    # "none", "django", or a dotted path to a BaseAuthentication subclass.
+    "AUTHENTICATION": "django",
+    # How POST requests are answered by default: "json" or "sse". A tool that takes a Context
+    # (and so may send progress, logs or requests while it runs) is always answered with SSE.
+    "RESPONSE_MODE": "json",
+    "MAX_BODY_SIZE": 4 * 1024 * 1024,
+    "MAX_BATCH_SIZE": 100,
+    # Origins allowed besides the endpoint's own (exact "scheme://host[:port]", or "*").
+    "ALLOWED_ORIGINS": [],
+    # Seconds of inactivity after which a session expires.
+    "SESSION_TTL": 24 * 3600,
+    # Seconds that terminated or expired sessions (and their events) are kept for the admin
+    # before ``mcp_clearsessions`` removes them.
+    "SESSION_RETENTION": 7 * 24 * 3600,
+    # Seconds an event is kept for replay, even in a live session.
+    "EVENT_RETENTION": 24 * 3600,
+    "PAGE_SIZE": 50,
+    "SSE_RETRY_MS": 1000,
+    "SSE_KEEPALIVE_SECONDS": 15,
+    # Close an SSE connection after this many seconds (the client resumes with Last-Event-ID,
+    # 2025-11-25 SSE polling). None keeps connections open.
+    "SSE_MAX_CONNECTION_SECONDS": None,
+    # Which CHANNEL_LAYERS alias delivers events between processes.
+    "CHANNEL_LAYER": "default",
+    "EVENT_STORE_CLASS": "mcp_django.stores.DatabaseEventStore",
+    # Show exception text in tool error results (never tracebacks). None follows DEBUG.
+    "TOOL_ERROR_DETAILS": None,
+}
+
+IMPORT_STRINGS = frozenset({"EVENT_STORE_CLASS"})
+
+AUTHENTICATION_ALIASES = {
+    "none": "mcp_django.auth.base.NoAuthentication",
+    "django": "mcp_django.auth.base.DjangoAuthentication",
+}
+
+
+def perform_import(value: Any, setting_name: str) -> Any:
+    """Import a dotted path, naming the setting in the error when it fails."""
+    if value is None or not isinstance(value, str):
+        return value
+    try:
+        return import_string(value)
+    except ImportError as exc:
+        raise ImportError(f"Could not import {value!r} for MCP_DJANGO[{setting_name!r}]: {exc}") from exc
+
+
+class MCPSettings:
+    """Lazy, cached access to ``settings.MCP_DJANGO`` with defaults."""
+
+    def __init__(self, user_settings: dict[str, Any] | None = None, defaults: dict[str, Any] | None = None) -> None:
+        self._explicit = user_settings
+        self.defaults = defaults or DEFAULTS
+        self._cached: set[str] = set()
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        if not hasattr(self, "_user_settings"):
+            self._user_settings = self._explicit if self._explicit is not None else getattr(settings, "MCP_DJANGO", {}) or {}
+        return self._user_settings
+
+    def get(self, name: str) -> Any:
+        if name not in self.defaults:
+            raise AttributeError(f"Invalid MCP_DJANGO setting: {name!r}")
+        if name in self.__dict__:
+            return self.__dict__[name]
+        value = self.user_settings.get(name, self.defaults[name])
+        if name in IMPORT_STRINGS:
+            value = perform_import(value, name)
+        self._cached.add(name)
+        self.__dict__[name] = value
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names that are not properties: keeps unknown keys an AttributeError.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.get(name)
+
+    def reload(self) -> None:
+        for name in self._cached:
+            self.__dict__.pop(name, None)
+        self._cached.clear()
+        if hasattr(self, "_user_settings"):
+            del self._user_settings
+
+    # Typed accessors, so that callers (and mypy) know what each setting is.
+    @property
+    def server_name(self) -> str:
+        return str(self.get("SERVER_NAME"))
+
+    @property
+    def server_version(self) -> str:
+        value = self.get("SERVER_VERSION")
+        if value is None:
+            from mcp_django import __version__
+
+            return __version__
+        return str(value)
+
+    @property
+    def response_mode(self) -> str:
+        return str(self.get("RESPONSE_MODE"))
+
+    @property
+    def max_body_size(self) -> int:
+        return int(self.get("MAX_BODY_SIZE"))
+
+    @property
+    def max_batch_size(self) -> int:
+        return int(self.get("MAX_BATCH_SIZE"))
+
+    @property
+    def allowed_origins(self) -> list[str]:
+        return list(self.get("ALLOWED_ORIGINS"))
+
+    @property
+    def session_ttl(self) -> int:
+        return int(self.get("SESSION_TTL"))
+
+    @property
+    def page_size(self) -> int:
+        return int(self.get("PAGE_SIZE"))
+
+    @property
+    def sse_retry_ms(self) -> int:
+        return int(self.get("SSE_RETRY_MS"))
+
+    @property
+    def sse_keepalive_seconds(self) -> float:
+        return float(self.get("SSE_KEEPALIVE_SECONDS"))
+
+    @property
+    def sse_max_connection_seconds(self) -> float | None:
+        value = self.get("SSE_MAX_CONNECTION_SECONDS")
+        return None if value is None else float(value)
+
+    @property
+    def authentication_class(self) -> type:
+        value = self.get("AUTHENTICATION")
+        path = AUTHENTICATION_ALIASES.get(value, value) if isinstance(value, str) else value
+        if isinstance(path, str):
+            return perform_import(path, "AUTHENTICATION")
+        return path
+
+    @property
+    def tool_error_details(self) -> bool:
+        value = self.get("TOOL_ERROR_DETAILS")
+        return bool(settings.DEBUG) if value is None else bool(value)
+
+
+mcp_settings = MCPSettings()
+
+
+@receiver(setting_changed)
+def reload_mcp_settings(*, setting: str, **kwargs: Any) -> None:
+    if setting == "MCP_DJANGO":
+        mcp_settings.reload()

@@ -1,0 +1,482 @@
+"""Plain Python functions as MCP tools, resources, resource templates and prompts.
+
+Schemas come from type hints through pydantic (JSON Schema 2020-12, the dialect MCP assumes),
+descriptions from docstrings. Sync functions run off the event loop in Django's thread, so they
+may use the ORM freely.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import is_dataclass
+from typing import Any, get_type_hints
+from urllib.parse import unquote
+
+import orjson
+import uritemplate
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+
+from .conf import mcp_settings
+from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
+from .context import Context
+from .protocol.errors import InvalidParamsError
+
+logger = logging.getLogger(__name__)
+
+# SEP-986: tool names are 1-128 characters of A-Z a-z 0-9 _ - . (no spaces or commas).
+TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+Completer = Callable[..., Any]
+
+
+class ToolError(Exception):
+    """Raise inside a tool to answer ``isError: true`` with this message (not a protocol error)."""
+
+
+async def acall(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """Call a sync or async function; sync ones run in Django's thread, off the event loop."""
+    if inspect.iscoroutinefunction(func):
+        return await func(**kwargs)
+    result = await sync_to_async(func, thread_sensitive=True)(**kwargs)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+def _description(func: Callable[..., Any], given: str | None) -> str:
+    if given is not None:
+        return given
+    return inspect.cleandoc(func.__doc__) if func.__doc__ else ""
+
+
+def _is_context(annotation: Any) -> bool:
+    return inspect.isclass(annotation) and issubclass(annotation, Context)
+
+
+class Signature:
+    """The arguments a function takes from the client, as a pydantic model and JSON Schema."""
+
+    def __init__(self, func: Callable[..., Any], owner: str) -> None:
+        self.context_param: str | None = None
+        try:
+            hints = get_type_hints(func, include_extras=True)
+        except Exception as exc:  # unresolvable forward references
+            raise ImproperlyConfigured(f"Cannot read the type hints of {owner}: {exc}") from exc
+        fields: dict[str, Any] = {}
+        for name, param in inspect.signature(func).parameters.items():
+            annotation = hints.get(name, Any)
+            if _is_context(annotation):
+                self.context_param = name
+                continue
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+                raise ImproperlyConfigured(f"{owner}: parameter {name!r} must be an ordinary named parameter")
+            fields[name] = (annotation, ... if param.default is param.empty else param.default)
+        self.names = list(fields)
+        self.model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+            f"{owner}_arguments", __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True), **fields
+        )
+        self.return_annotation = hints.get("return", inspect.Signature.empty)
+
+    def json_schema(self) -> dict[str, Any]:
+        schema = self.model.model_json_schema()
+        schema.pop("title", None)
+        for name, prop in schema.get("properties", {}).items():
+            # pydantic invents a title from the name; it only adds noise for a model.
+            if prop.get("title") == name.replace("_", " ").title():
+                prop.pop("title")
+        schema.setdefault("properties", {})
+        return schema
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        instance = self.model.model_validate(arguments)
+        return {name: getattr(instance, name) for name in self.names}
+
+    def bind(self, kwargs: dict[str, Any], ctx: Context | None) -> dict[str, Any]:
+        if self.context_param is not None:
+            kwargs[self.context_param] = ctx
+        return kwargs
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """List each argument's problem on its own line, in words an LLM can act on."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        lines.append(f"{where}: {error['msg']}")
+    return "\n".join(lines)
+
+
+class FunctionTool:
+    """A tool backed by a function."""
+
+    kind = "tool"
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.func = func
+        self.name = name or func.__name__
+        if not TOOL_NAME_RE.match(self.name):
+            raise ImproperlyConfigured(
+                f"Invalid tool name {self.name!r}: use 1-128 characters from A-Z, a-z, 0-9, '_', '-' and '.'"
+            )
+        self.title = title
+        self.description = _description(func, description)
+        self.annotations = annotations
+        self.icons = icons
+        self.meta = meta
+        self.signature = Signature(func, f"tool {self.name!r}")
+        self.explicit_schema = input_schema
+        self._validator: Any = None
+        if input_schema is not None:
+            from jsonschema import Draft202012Validator
+
+            Draft202012Validator.check_schema(input_schema)
+            self._validator = Draft202012Validator(input_schema)
+        self.input_schema = input_schema if input_schema is not None else self.signature.json_schema()
+        self.output_adapter, self.output_schema, self.wrap_output = self._output()
+
+    @property
+    def streams(self) -> bool:
+        """Tools that take a Context may send progress, logs or requests: answer them as SSE."""
+        return self.signature.context_param is not None
+
+    def _output(self) -> tuple[TypeAdapter[Any] | None, dict[str, Any] | None, bool]:
+        annotation = self.signature.return_annotation
+        if annotation in (inspect.Signature.empty, None, type(None), str, Any) or annotation is ToolResult:
+            return None, None, False
+        if inspect.isclass(annotation) and issubclass(annotation, CONTENT_TYPES):
+            return None, None, False
+        try:
+            adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+            schema = adapter.json_schema(mode="serialization")
+        except Exception:
+            return None, None, False  # not describable (e.g. content lists): plain content
+        if schema.get("type") == "object":
+            schema.pop("title", None)
+            return adapter, schema, False
+        # Structured content must be an object: wrap other values as {"result": value}.
+        wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+        return adapter, wrapped, True
+
+    def definition(self) -> dict[str, Any]:
+        tool: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
+        if self.title:
+            tool["title"] = self.title
+        if self.output_schema is not None:
+            tool["outputSchema"] = self.output_schema
+        if self.annotations:
+            tool["annotations"] = self.annotations
+        if self.icons:
+            tool["icons"] = self.icons
+        if self.meta:
+            tool["_meta"] = self.meta
+        return tool
+
+    def _arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        if self._validator is not None:
+            errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
+            if errors:
+                raise ToolError(
+                    "Invalid arguments:\n"
+                    + "\n".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors)
+                )
+            return dict(arguments)
+        try:
+            return self.signature.validate(arguments)
+        except ValidationError as exc:
+            raise ToolError(f"Invalid arguments for tool {self.name!r}:\n{format_validation_error(exc)}") from None
+
+    async def call(self, arguments: dict[str, Any], ctx: Context | None) -> dict[str, Any]:
+        """Run the tool and return a ``CallToolResult``; failures become ``isError`` results."""
+        try:
+            kwargs = self.signature.bind(self._arguments(arguments), ctx)
+            value = await acall(self.func, kwargs)
+            return self.to_result(value)
+        except ToolError as exc:
+            return {"content": [{"type": "text", "text": str(exc) or "Tool failed"}], "isError": True}
+        except Exception as exc:
+            logger.exception("Tool %r failed", self.name)
+            text = f"Error running tool {self.name!r}"
+            if mcp_settings.tool_error_details:
+                text += f": {type(exc).__name__}: {exc}"
+            return {"content": [{"type": "text", "text": text}], "isError": True}
+
+    def to_result(self, value: Any) -> dict[str, Any]:
+        if isinstance(value, ToolResult):
+            return value.to_result()
+        if self.output_adapter is not None:
+            data = self.output_adapter.dump_python(value, mode="json")
+            structured = {"result": data} if self.wrap_output else data
+            # Older clients read text; newer ones read structuredContent (2025-06-18 tools spec).
+            return {"content": [{"type": "text", "text": orjson.dumps(data).decode()}], "structuredContent": structured}
+        if value is None:
+            return {"content": []}
+        if isinstance(value, (list, tuple)) and all(isinstance(v, (str, *CONTENT_TYPES)) for v in value):
+            return {"content": [to_content_block(v) for v in value]}
+        if isinstance(value, BaseModel):
+            data = value.model_dump(mode="json")
+        elif is_dataclass(value) and not isinstance(value, type):
+            data = TypeAdapter(type(value)).dump_python(value, mode="json")
+        else:
+            return {"content": [to_content_block(value)]}
+        return {"content": [{"type": "text", "text": orjson.dumps(data).decode()}], "structuredContent": data}
+
+
+def _resource_contents(value: Any, uri: str, mime_type: str | None) -> list[dict[str, Any]]:
+    if isinstance(value, EmbeddedResource):
+        return [value.contents()]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, EmbeddedResource) for v in value):
+        return [v.contents() for v in value]
+    item: dict[str, Any] = {"uri": uri}
+    if isinstance(value, bytes):
+        item["blob"] = EmbeddedResource(uri, blob=value).contents()["blob"]
+        item["mimeType"] = mime_type or "application/octet-stream"
+    elif isinstance(value, str):
+        item["text"] = value
+        item["mimeType"] = mime_type or "text/plain"
+    else:
+        if isinstance(value, BaseModel):
+            value = value.model_dump(mode="json")
+        item["text"] = orjson.dumps(value, default=str).decode()
+        item["mimeType"] = mime_type or "application/json"
+    return [item]
+
+
+class FunctionResource:
+    """A resource with a fixed URI, read by calling a function."""
+
+    kind = "resource"
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        annotations: dict[str, Any] | None = None,
+    ) -> None:
+        self.func = func
+        self.uri = uri
+        self.name = name or func.__name__
+        self.title = title
+        self.description = _description(func, description)
+        self.mime_type = mime_type
+        self.icons = icons
+        self.annotations = annotations
+        self.signature = Signature(func, f"resource {uri!r}")
+        if self.signature.names:
+            raise ImproperlyConfigured(
+                f"Resource {uri!r} takes parameters {self.signature.names}; use a URI template with matching variables"
+            )
+
+    def definition(self) -> dict[str, Any]:
+        resource: dict[str, Any] = {"uri": self.uri, "name": self.name}
+        for key, value in (("title", self.title), ("description", self.description), ("mimeType", self.mime_type)):
+            if value:
+                resource[key] = value
+        if self.icons:
+            resource["icons"] = self.icons
+        if self.annotations:
+            resource["annotations"] = self.annotations
+        return resource
+
+    async def read(self, uri: str, ctx: Context | None) -> list[dict[str, Any]]:
+        value = await acall(self.func, self.signature.bind({}, ctx))
+        return _resource_contents(value, uri, self.mime_type)
+
+
+_OPERATOR_PATTERNS = {
+    "": r"[^/?#,&]+",
+    "+": r"[^?#]+?",
+    "#": r".+?",
+    ".": r"[^/?#.]+",
+    "/": r"[^/?#]+",
+    ";": r"[^/?#;]*",
+    "?": r"[^&#]*",
+    "&": r"[^&#]*",
+}
+_EXPRESSION_RE = re.compile(r"\{([+#./;?&]?)([^}]+)\}")
+
+
+def template_regex(template: str) -> re.Pattern[str]:
+    """Compile an RFC 6570 template into a regex that extracts its variables from a URI."""
+    parts: list[str] = []
+    last = 0
+    for match in _EXPRESSION_RE.finditer(template):
+        parts.append(re.escape(template[last : match.start()]))
+        operator, names = match.group(1), [n.strip().rstrip("*").split(":")[0] for n in match.group(2).split(",")]
+        value = _OPERATOR_PATTERNS[operator]
+        if operator in ("?", "&"):
+            lead = re.escape(operator)
+            parts.append(lead + "&".join(f"{re.escape(n)}=(?P<{n}>{value})" for n in names))
+        else:
+            prefix = re.escape(operator) if operator in (".", "/", ";", "#") else ""
+            sep = "," if operator in ("", "+", "#") else re.escape(operator)
+            parts.append(prefix + sep.join(f"(?P<{n}>{value})" for n in names))
+        last = match.end()
+    parts.append(re.escape(template[last:]))
+    return re.compile("^" + "".join(parts) + "$")
+
+
+class FunctionResourceTemplate:
+    """A family of resources named by an RFC 6570 URI template; variables become arguments."""
+
+    kind = "template"
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        uri_template: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        complete: dict[str, Completer] | None = None,
+    ) -> None:
+        self.func = func
+        self.uri_template = uri_template
+        self.name = name or func.__name__
+        self.title = title
+        self.description = _description(func, description)
+        self.mime_type = mime_type
+        self.icons = icons
+        self.complete = dict(complete or {})
+        try:
+            self.variables = sorted(uritemplate.variables(uri_template))
+            self.regex = template_regex(uri_template)
+        except (re.error, KeyError, ValueError) as exc:
+            raise ImproperlyConfigured(f"Invalid URI template {uri_template!r}: {exc}") from exc
+        self.signature = Signature(func, f"resource template {uri_template!r}")
+        if sorted(self.signature.names) != self.variables:
+            raise ImproperlyConfigured(
+                f"Resource template {uri_template!r} has variables {self.variables} "
+                f"but its function takes {sorted(self.signature.names)}"
+            )
+        for variable in self.complete:
+            if variable not in self.variables:
+                raise ImproperlyConfigured(f"Completer for unknown variable {variable!r} of template {uri_template!r}")
+
+    def definition(self) -> dict[str, Any]:
+        template: dict[str, Any] = {"uriTemplate": self.uri_template, "name": self.name}
+        for key, value in (("title", self.title), ("description", self.description), ("mimeType", self.mime_type)):
+            if value:
+                template[key] = value
+        if self.icons:
+            template["icons"] = self.icons
+        return template
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        found = self.regex.match(uri)
+        if found is None:
+            return None
+        return {k: unquote(v) for k, v in found.groupdict().items() if v is not None}
+
+    async def read(self, uri: str, variables: dict[str, str], ctx: Context | None) -> list[dict[str, Any]]:
+        try:
+            kwargs = self.signature.validate(variables)
+        except ValidationError as exc:
+            raise InvalidParamsError(f"Invalid params: {format_validation_error(exc)}", data={"uri": uri}) from None
+        value = await acall(self.func, self.signature.bind(kwargs, ctx))
+        return _resource_contents(value, uri, self.mime_type)
+
+
+class FunctionPrompt:
+    """A prompt template backed by a function returning text or messages."""
+
+    kind = "prompt"
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        complete: dict[str, Completer] | None = None,
+    ) -> None:
+        self.func = func
+        self.name = name or func.__name__
+        self.title = title
+        self.description = _description(func, description)
+        self.icons = icons
+        self.complete = dict(complete or {})
+        self.signature = Signature(func, f"prompt {self.name!r}")
+        for argument in self.complete:
+            if argument not in self.signature.names:
+                raise ImproperlyConfigured(f"Completer for unknown argument {argument!r} of prompt {self.name!r}")
+
+    def arguments(self) -> list[dict[str, Any]]:
+        schema = self.signature.model.model_json_schema()
+        required = set(schema.get("required", []))
+        arguments = []
+        for name in self.signature.names:
+            argument: dict[str, Any] = {"name": name, "required": name in required}
+            description = schema.get("properties", {}).get(name, {}).get("description")
+            if description:
+                argument["description"] = description
+            arguments.append(argument)
+        return arguments
+
+    def definition(self) -> dict[str, Any]:
+        prompt: dict[str, Any] = {"name": self.name, "description": self.description, "arguments": self.arguments()}
+        if self.title:
+            prompt["title"] = self.title
+        if self.icons:
+            prompt["icons"] = self.icons
+        return prompt
+
+    async def get(self, arguments: dict[str, Any], ctx: Context | None) -> dict[str, Any]:
+        try:
+            kwargs = self.signature.validate(arguments)
+        except ValidationError as exc:
+            raise InvalidParamsError(f"Invalid arguments for prompt {self.name!r}: {format_validation_error(exc)}") from None
+        value = await acall(self.func, self.signature.bind(kwargs, ctx))
+        if isinstance(value, (str, Message, *CONTENT_TYPES)):
+            value = [value]
+        messages = []
+        for item in value:
+            if isinstance(item, Message):
+                messages.append(item.to_message())
+            elif isinstance(item, dict) and "role" in item:
+                messages.append(item)
+            else:
+                messages.append({"role": "user", "content": to_content_block(item)})
+        result: dict[str, Any] = {"messages": messages}
+        if self.description:
+            result["description"] = self.description
+        return result
+
+
+async def run_completer(completer: Completer, value: str, context: dict[str, str]) -> list[str]:
+    """Call a completer with the partial value (and the other arguments when it takes them)."""
+    params = inspect.signature(completer).parameters
+    kwargs: dict[str, Any] = {}
+    names = list(params)
+    if names:
+        kwargs[names[0]] = value
+    if len(names) > 1:
+        kwargs[names[1]] = context
+    result = await acall(completer, kwargs)
+    return [str(v) for v in result]

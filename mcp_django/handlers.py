@@ -1,0 +1,175 @@
+"""The standard MCP method handlers, built over an ``MCPSite``'s registry.
+
+Each handler takes the request params and the :class:`~mcp_django.context.Context`, and returns
+the result dict or raises a protocol error. ``initialize`` is not here: it creates the session,
+which is the transport's business.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .conf import mcp_settings
+from .context import Context
+from .functions import run_completer
+from .protocol.dispatcher import Handler
+from .protocol.errors import InvalidParamsError, ResourceNotFoundError
+from .protocol.lifecycle import parse_log_level
+from .protocol.pagination import paginate
+from .stores import SessionStore
+
+if TYPE_CHECKING:
+    from .sites import MCPSite
+
+MAX_COMPLETIONS = 100
+
+
+def _require_str(params: dict[str, Any], key: str) -> str:
+    value = params.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidParamsError(f'Invalid params: "{key}" must be a non-empty string')
+    return value
+
+
+def _optional_object(params: dict[str, Any], key: str) -> dict[str, Any]:
+    value = params.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidParamsError(f'Invalid params: "{key}" must be an object')
+    return value
+
+
+def _page(items: list[dict[str, Any]], params: dict[str, Any], key: str) -> dict[str, Any]:
+    page, next_cursor = paginate(items, params, mcp_settings.page_size)
+    result: dict[str, Any] = {key: page}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+async def ping(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    return {}
+
+
+async def set_log_level(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    level = parse_log_level(params)
+    if ctx.session is not None:
+        ctx.session.log_level = level
+        await SessionStore().aupdate(ctx.session.pk, log_level=level)
+    return {}
+
+
+async def list_tools(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    return _page([t.definition() for t in ctx.site.get_tools()], params, "tools")
+
+
+async def call_tool(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    name = _require_str(params, "name")
+    arguments = _optional_object(params, "arguments")
+    tool = ctx.site.get_tool(name)
+    if tool is None:
+        raise InvalidParamsError(f"Unknown tool: {name[:128]}")
+    return await tool.call(arguments, ctx)
+
+
+async def list_resources(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    return _page([r.definition() for r in ctx.site.get_resources()], params, "resources")
+
+
+async def list_resource_templates(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    return _page([t.definition() for t in ctx.site.get_resource_templates()], params, "resourceTemplates")
+
+
+async def read_resource(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    uri = _require_str(params, "uri")
+    resource = ctx.site.get_resource(uri)
+    if resource is not None:
+        return {"contents": await resource.read(uri, ctx)}
+    for template in ctx.site.get_resource_templates():
+        variables = template.match(uri)
+        if variables is not None:
+            return {"contents": await template.read(uri, variables, ctx)}
+    raise ResourceNotFoundError(uri)
+
+
+def _known_resource(site: MCPSite, uri: str) -> bool:
+    return site.get_resource(uri) is not None or any(t.match(uri) is not None for t in site.get_resource_templates())
+
+
+async def subscribe(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    uri = _require_str(params, "uri")
+    if not _known_resource(ctx.site, uri):
+        raise ResourceNotFoundError(uri)
+    if ctx.session is not None and uri not in ctx.session.subscriptions:
+        ctx.session.subscriptions = [*ctx.session.subscriptions, uri]
+        await SessionStore().aupdate(ctx.session.pk, subscriptions=ctx.session.subscriptions)
+    return {}
+
+
+async def unsubscribe(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    uri = _require_str(params, "uri")
+    if ctx.session is not None and uri in ctx.session.subscriptions:
+        ctx.session.subscriptions = [u for u in ctx.session.subscriptions if u != uri]
+        await SessionStore().aupdate(ctx.session.pk, subscriptions=ctx.session.subscriptions)
+    return {}
+
+
+async def list_prompts(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    return _page([p.definition() for p in ctx.site.get_prompts()], params, "prompts")
+
+
+async def get_prompt(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    name = _require_str(params, "name")
+    arguments = _optional_object(params, "arguments")
+    prompt = ctx.site.get_prompt(name)
+    if prompt is None:
+        raise InvalidParamsError(f"Unknown prompt: {name[:128]}")
+    return await prompt.get(arguments, ctx)
+
+
+async def complete(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    ref = _optional_object(params, "ref")
+    argument = _optional_object(params, "argument")
+    name = argument.get("name")
+    value = argument.get("value", "")
+    if not isinstance(name, str) or not isinstance(value, str):
+        raise InvalidParamsError('Invalid params: "argument" needs string "name" and "value"')
+    context_args = _optional_object(_optional_object(params, "context"), "arguments")
+    ref_type = ref.get("type")
+    completers: dict[str, Any]
+    if ref_type == "ref/prompt":
+        prompt = ctx.site.get_prompt(_require_str(ref, "name"))
+        if prompt is None:
+            raise InvalidParamsError(f"Unknown prompt: {str(ref.get('name'))[:128]}")
+        completers = prompt.complete
+    elif ref_type == "ref/resource":
+        uri = _require_str(ref, "uri")
+        template = ctx.site.get_resource_template(uri)
+        if template is None:
+            if ctx.site.get_resource(uri) is None:
+                raise InvalidParamsError(f"Unknown resource template: {uri[:200]}")
+            completers = {}
+        else:
+            completers = template.complete
+    else:
+        raise InvalidParamsError('Invalid params: "ref.type" must be "ref/prompt" or "ref/resource"')
+    completer = completers.get(name)
+    values = await run_completer(completer, value, context_args) if completer is not None else []
+    return {"completion": {"values": values[:MAX_COMPLETIONS], "total": len(values), "hasMore": len(values) > MAX_COMPLETIONS}}
+
+
+STANDARD_HANDLERS: dict[str, Handler] = {
+    "ping": ping,
+    "logging/setLevel": set_log_level,
+    "tools/list": list_tools,
+    "tools/call": call_tool,
+    "resources/list": list_resources,
+    "resources/templates/list": list_resource_templates,
+    "resources/read": read_resource,
+    "resources/subscribe": subscribe,
+    "resources/unsubscribe": unsubscribe,
+    "prompts/list": list_prompts,
+    "prompts/get": get_prompt,
+    "completion/complete": complete,
+}

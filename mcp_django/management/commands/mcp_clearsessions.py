@@ -1,0 +1,42 @@
+"""Remove expired and terminated MCP sessions, and events past their retention."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from django.db.models import Q
+from django.utils import timezone
+
+from mcp_django.conf import mcp_settings
+from mcp_django.models import Session
+from mcp_django.stores import get_event_store
+
+
+class Command(BaseCommand):
+    help = (
+        "Delete MCP sessions that ended (expired or terminated) more than SESSION_RETENTION seconds ago, "
+        "with their events, and events older than EVENT_RETENTION seconds. Run it from cron, like clearsessions."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--dry-run", action="store_true", help="Count what would be deleted, delete nothing.")
+
+    def handle(self, *args: Any, dry_run: bool = False, **options: Any) -> None:
+        now = timezone.now()
+        cutoff = now - timedelta(seconds=int(mcp_settings.SESSION_RETENTION))
+        ended = Session.objects.filter(Q(terminated_at__lt=cutoff) | Q(terminated_at__isnull=True, expires_at__lt=cutoff))
+        event_cutoff = now - timedelta(seconds=int(mcp_settings.EVENT_RETENTION))
+        if dry_run:
+            from mcp_django.models import Event
+
+            self.stdout.write(
+                f"Would delete {ended.count()} sessions and "
+                f"{Event.objects.filter(Q(session__in=ended) | Q(created_at__lt=event_cutoff)).count()} events."
+            )
+            return
+        sessions = ended.count()
+        deleted, per_model = ended.delete()
+        events = per_model.get("mcp_django.Event", 0) + get_event_store().clear_expired(event_cutoff)
+        self.stdout.write(self.style.SUCCESS(f"Deleted {sessions} sessions and {events} events."))

@@ -1,0 +1,110 @@
+"""Sessions and the SSE event log, in the project's database.
+
+Every SSE event is a row before it is written to a socket, so a stream can be replayed after a
+disconnect, on any process, and read in the admin.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+def new_session_id() -> str:
+    """Return a fresh session id: 256 random bits, URL-safe (visible ASCII, as the spec asks)."""
+    return secrets.token_urlsafe(32)
+
+
+def new_stream_id() -> str:
+    """Return a fresh stream token (unique within and across sessions)."""
+    return secrets.token_urlsafe(12)
+
+
+class SessionQuerySet(models.QuerySet["Session"]):
+    def live(self) -> SessionQuerySet:
+        """Sessions a client may still use: not terminated, not expired."""
+        return self.filter(terminated_at__isnull=True, expires_at__gt=timezone.now())
+
+
+class Session(models.Model):
+    """One MCP session: created by ``initialize``, ended by DELETE, expiry or the admin."""
+
+    id = models.CharField(_("session id"), primary_key=True, max_length=64, default=new_session_id, editable=False)
+    site_name = models.CharField(_("MCP site"), max_length=100, default="mcp")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("user"),
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="mcp_sessions",
+        help_text=_("Empty only when the server runs without authentication."),
+    )
+    protocol_version = models.CharField(_("protocol version"), max_length=20)
+    client_name = models.CharField(_("client name"), max_length=200, blank=True)
+    client_version = models.CharField(_("client version"), max_length=100, blank=True)
+    client_info = models.JSONField(_("client info"), default=dict, blank=True)
+    client_capabilities = models.JSONField(_("client capabilities"), default=dict, blank=True)
+    log_level = models.CharField(_("log level"), max_length=20, blank=True)
+    subscriptions = models.JSONField(_("resource subscriptions"), default=list, blank=True)
+    initialized = models.BooleanField(_("initialized"), default=False)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    last_active_at = models.DateTimeField(_("last active"), default=timezone.now)
+    expires_at = models.DateTimeField(_("expires"), db_index=True)
+    terminated_at = models.DateTimeField(_("terminated"), null=True, blank=True, db_index=True)
+
+    objects = SessionQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("MCP session")
+        verbose_name_plural = _("MCP sessions")
+        ordering = ["-last_active_at"]
+
+    def __str__(self) -> str:
+        return f"{self.client_name or 'client'} {self.id[:8]}…"
+
+    @property
+    def state(self) -> str:
+        if self.terminated_at is not None:
+            return "terminated"
+        if self.expires_at <= timezone.now():
+            return "expired"
+        return "active"
+
+    def is_live(self) -> bool:
+        return self.state == "active"
+
+    @staticmethod
+    def expiry_from(now: timezone.datetime, ttl_seconds: int) -> timezone.datetime:
+        return now + timedelta(seconds=ttl_seconds)
+
+
+class Event(models.Model):
+    """One SSE event on one stream of a session; its SSE id is ``<stream>:<seq>``."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events", verbose_name=_("session"))
+    stream = models.CharField(_("stream"), max_length=64)
+    seq = models.PositiveIntegerField(_("sequence"))
+    # The exact JSON text sent, so replay writes the same bytes without re-serialising.
+    payload = models.TextField(_("payload"))
+    # The last event of a POST stream (its final response): replay ends the connection after it.
+    closes_stream = models.BooleanField(_("closes stream"), default=False)
+    created_at = models.DateTimeField(_("created"), default=timezone.now, db_index=True)
+
+    class Meta:
+        verbose_name = _("MCP event")
+        verbose_name_plural = _("MCP events")
+        ordering = ["session", "stream", "seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "stream", "seq"], name="mcp_django_event_unique_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.stream}:{self.seq}"
+
+    @property
+    def event_id(self) -> str:
+        return f"{self.stream}:{self.seq}"

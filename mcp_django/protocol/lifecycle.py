@@ -1,0 +1,67 @@
+"""The ``initialize`` handshake: parameter validation and the result it answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .errors import InvalidParamsError
+from .negotiation import negotiate_version
+
+#: ``logging/setLevel`` levels (RFC 5424 severities), least severe first.
+LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+@dataclass(slots=True, frozen=True)
+class InitializeParams:
+    """What a client says about itself in ``initialize``."""
+
+    requested_version: str
+    version: str
+    capabilities: dict[str, Any]
+    client_info: dict[str, Any]
+
+
+def parse_initialize(params: dict[str, Any]) -> InitializeParams:
+    """Validate ``initialize`` params and negotiate the version; -32602 when malformed."""
+    requested = params.get("protocolVersion")
+    if not isinstance(requested, str) or not requested:
+        raise InvalidParamsError('Invalid params: "protocolVersion" must be a non-empty string')
+    capabilities = params.get("capabilities", {})
+    if not isinstance(capabilities, dict):
+        raise InvalidParamsError('Invalid params: "capabilities" must be an object')
+    client_info = params.get("clientInfo", {})
+    if not isinstance(client_info, dict):
+        raise InvalidParamsError('Invalid params: "clientInfo" must be an object')
+    for key in ("name", "version"):
+        if key in client_info and not isinstance(client_info[key], str):
+            raise InvalidParamsError(f'Invalid params: "clientInfo.{key}" must be a string')
+    return InitializeParams(requested, negotiate_version(requested), capabilities, client_info)
+
+
+def initialize_result(
+    version: str,
+    capabilities: dict[str, Any],
+    server_info: dict[str, Any],
+    instructions: str | None = None,
+) -> dict[str, Any]:
+    """Build the ``InitializeResult``."""
+    result: dict[str, Any] = {"protocolVersion": version, "capabilities": capabilities, "serverInfo": server_info}
+    if instructions:
+        result["instructions"] = instructions
+    return result
+
+
+def parse_log_level(params: dict[str, Any]) -> str:
+    """Validate ``logging/setLevel`` params."""
+    level = params.get("level")
+    if level not in LOG_LEVELS:
+        raise InvalidParamsError(f'Invalid params: "level" must be one of {", ".join(LOG_LEVELS)}')
+    return level
+
+
+def level_enabled(message_level: str, threshold: str | None) -> bool:
+    """Tell whether a log message at ``message_level`` passes the session's threshold."""
+    if threshold is None:
+        return True
+    return LOG_LEVELS.index(message_level) >= LOG_LEVELS.index(threshold)

@@ -1,0 +1,64 @@
+"""ASGI wiring: send requests for MCP endpoints to the consumer, everything else to Django.
+
+In ``asgi.py``::
+
+    from django.core.asgi import get_asgi_application
+    django_asgi_app = get_asgi_application()
+
+    from mcp_django.routing import MCPRouter
+    application = MCPRouter(django_asgi_app)
+
+Where the endpoint lives is decided by the URLconf (``include("mcp_django.urls")``): the router
+resolves each path once and remembers the answer.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from django.urls import Resolver404, resolve
+
+
+class MCPRouter:
+    """An ASGI application that serves MCP endpoints itself and passes the rest on."""
+
+    cache_size = 1024
+
+    def __init__(self, application: Any) -> None:
+        self.application = application
+        self._paths: OrderedDict[str, Any] = OrderedDict()
+        self._apps: dict[int, Any] = {}
+
+    def endpoint_for(self, path: str) -> Any:
+        """Return the consumer application serving ``path``, or None for a non-MCP path."""
+        if path in self._paths:
+            self._paths.move_to_end(path)
+            return self._paths[path]
+        try:
+            match = resolve(path)
+        except Resolver404:
+            app = None
+        else:
+            site = getattr(match.func, "mcp_site", None)
+            app = self._app_for(site) if site is not None else None
+        self._paths[path] = app
+        if len(self._paths) > self.cache_size:
+            self._paths.popitem(last=False)
+        return app
+
+    def _app_for(self, site: Any) -> Any:
+        from .transport.consumers import MCPConsumer
+
+        if id(site) not in self._apps:
+            self._apps[id(site)] = MCPConsumer.as_asgi(site=site)
+        return self._apps[id(site)]
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        if scope["type"] == "http":
+            path = scope.get("path", "")
+            root = scope.get("root_path", "")
+            app = self.endpoint_for(path[len(root):] if root and path.startswith(root) else path)
+            if app is not None:
+                return await app(scope, receive, send)
+        return await self.application(scope, receive, send)

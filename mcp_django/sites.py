@@ -1,0 +1,267 @@
+"""The registry: an ``MCPSite`` holds what a server offers, like ``AdminSite`` holds ModelAdmins.
+
+Usage::
+
+    from mcp_django import site
+
+    @site.tool()
+    def add(a: int, b: int) -> int:
+        \"\"\"Add two numbers.\"\"\"
+        return a + b
+
+Apps put registrations in an ``mcp.py`` module; ``autodiscover()`` imports them from
+``AppConfig.ready()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+from weakref import WeakSet
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.functional import LazyObject
+
+from .conf import mcp_settings
+from .exceptions import AlreadyRegistered, NotRegistered
+from .functions import Completer, FunctionPrompt, FunctionResource, FunctionResourceTemplate, FunctionTool
+from .protocol.dispatcher import Handler
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+all_sites: WeakSet[MCPSite] = WeakSet()
+
+Entry = FunctionTool | FunctionResource | FunctionResourceTemplate | FunctionPrompt
+
+_CAPABILITY_METHODS = {
+    "tools": ("tools/list", "tools/call"),
+    "resources": ("resources/list", "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe"),
+    "prompts": ("prompts/list", "prompts/get"),
+}
+
+
+class MCPSite:
+    """One MCP server: a registry of tools, resources and prompts, and its URL patterns."""
+
+    def __init__(self, name: str = "mcp") -> None:
+        # One flat registry, so that a failed autodiscover import can be rolled back whole.
+        self._registry: dict[tuple[str, str], Entry] = {}
+        self.name = name
+        self._handlers: dict[str, Handler] | None = None
+        all_sites.add(self)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(name={self.name!r})"
+
+    # -- registration -------------------------------------------------------------------
+
+    @staticmethod
+    def _key(entry: Entry) -> tuple[str, str]:
+        if isinstance(entry, FunctionResource):
+            return ("resource", entry.uri)
+        if isinstance(entry, FunctionResourceTemplate):
+            return ("template", entry.uri_template)
+        return (entry.kind, entry.name)
+
+    def register_entry(self, entry: Entry) -> Entry:
+        """Add a built entry; raise ``AlreadyRegistered`` for a name or URI already taken."""
+        key = self._key(entry)
+        if key in self._registry:
+            existing = self._registry[key]
+            func = getattr(existing, "func", None)
+            where = f"{func.__module__}.{func.__qualname__}" if func is not None else repr(existing)
+            raise AlreadyRegistered(f"The {key[0]} {key[1]!r} is already registered on {self!r} (by {where}).")
+        self._registry[key] = entry
+        self._handlers = None
+        return entry
+
+    def unregister(self, kind: str, name: str) -> None:
+        """Remove the tool, prompt, resource (by URI) or template (by URI template) named."""
+        try:
+            del self._registry[(kind, name)]
+        except KeyError:
+            raise NotRegistered(f"No {kind} {name!r} is registered on {self!r}.") from None
+        self._handlers = None
+
+    def is_registered(self, kind: str, name: str) -> bool:
+        return (kind, name) in self._registry
+
+    def tool(
+        self,
+        func: F | None = None,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Any:
+        """Register a function as a tool: ``@site.tool`` or ``@site.tool(name=..., ...)``.
+
+        The input schema comes from the type hints (or ``input_schema``, validated with
+        JSON Schema 2020-12), the description from the docstring. A parameter annotated
+        ``Context`` receives the request context and is not part of the schema.
+        """
+
+        def decorator(f: F) -> F:
+            self.register_entry(
+                FunctionTool(
+                    f, name=name, title=title, description=description, input_schema=input_schema,
+                    annotations=annotations, icons=icons, meta=meta,
+                )
+            )
+            return f
+
+        return decorator(func) if func is not None else decorator
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        complete: dict[str, Completer] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function as a resource. A URI with ``{variables}`` (RFC 6570) makes a
+        resource template whose variables are the function's arguments."""
+
+        def decorator(f: F) -> F:
+            entry: Entry
+            if "{" in uri:
+                entry = FunctionResourceTemplate(
+                    f, uri, name=name, title=title, description=description, mime_type=mime_type, icons=icons, complete=complete
+                )
+            else:
+                if complete:
+                    raise ImproperlyConfigured(f"Resource {uri!r} has no template variables to complete")
+                entry = FunctionResource(f, uri, name=name, title=title, description=description, mime_type=mime_type, icons=icons)
+            self.register_entry(entry)
+            return f
+
+        return decorator
+
+    def prompt(
+        self,
+        func: F | None = None,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        complete: dict[str, Completer] | None = None,
+    ) -> Any:
+        """Register a function returning text or messages as a prompt."""
+
+        def decorator(f: F) -> F:
+            self.register_entry(FunctionPrompt(f, name=name, title=title, description=description, icons=icons, complete=complete))
+            return f
+
+        return decorator(func) if func is not None else decorator
+
+    # -- lookups ------------------------------------------------------------------------
+
+    def _of(self, cls: type) -> list[Any]:
+        return [e for e in self._registry.values() if isinstance(e, cls)]
+
+    def get_tools(self) -> list[FunctionTool]:
+        return self._of(FunctionTool)
+
+    def get_tool(self, name: str) -> FunctionTool | None:
+        entry = self._registry.get(("tool", name))
+        return entry if isinstance(entry, FunctionTool) else None
+
+    def get_resources(self) -> list[FunctionResource]:
+        return self._of(FunctionResource)
+
+    def get_resource(self, uri: str) -> FunctionResource | None:
+        entry = self._registry.get(("resource", uri))
+        return entry if isinstance(entry, FunctionResource) else None
+
+    def get_resource_templates(self) -> list[FunctionResourceTemplate]:
+        return self._of(FunctionResourceTemplate)
+
+    def get_resource_template(self, uri_template: str) -> FunctionResourceTemplate | None:
+        entry = self._registry.get(("template", uri_template))
+        return entry if isinstance(entry, FunctionResourceTemplate) else None
+
+    def get_prompts(self) -> list[FunctionPrompt]:
+        return self._of(FunctionPrompt)
+
+    def get_prompt(self, name: str) -> FunctionPrompt | None:
+        entry = self._registry.get(("prompt", name))
+        return entry if isinstance(entry, FunctionPrompt) else None
+
+    # -- protocol -----------------------------------------------------------------------
+
+    def get_capabilities(self) -> dict[str, Any]:
+        """Declare exactly what this site offers (lifecycle spec: capability negotiation)."""
+        capabilities: dict[str, Any] = {"logging": {}, "completions": {}}
+        if self.get_tools():
+            capabilities["tools"] = {"listChanged": False}
+        if self.get_resources() or self.get_resource_templates():
+            capabilities["resources"] = {"subscribe": True, "listChanged": False}
+        if self.get_prompts():
+            capabilities["prompts"] = {"listChanged": False}
+        return capabilities
+
+    def get_handlers(self) -> dict[str, Handler]:
+        """The method table for the dispatcher: only methods of offered capabilities."""
+        if self._handlers is None:
+            from .handlers import STANDARD_HANDLERS
+
+            offered = self.get_capabilities()
+            hidden = {m for cap, methods in _CAPABILITY_METHODS.items() if cap not in offered for m in methods}
+            self._handlers = {m: h for m, h in STANDARD_HANDLERS.items() if m not in hidden}
+        return self._handlers
+
+    def get_server_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"name": mcp_settings.server_name, "version": mcp_settings.server_version}
+        title = mcp_settings.SERVER_TITLE
+        if title:
+            info["title"] = title
+        return info
+
+    def get_instructions(self) -> str | None:
+        return mcp_settings.INSTRUCTIONS
+
+    # -- URLs ---------------------------------------------------------------------------
+
+    def get_urls(self) -> list[Any]:
+        from django.urls import re_path
+
+        from .transport.endpoint import endpoint_view
+
+        # Both "<prefix>" and "<prefix>/": a POST cannot follow an APPEND_SLASH redirect.
+        return [re_path(r"^(?:/)?$", endpoint_view(self), name="endpoint")]
+
+    @property
+    def urls(self) -> tuple[list[Any], str, str]:
+        return self.get_urls(), "mcp_django", self.name
+
+    # -- checks -------------------------------------------------------------------------
+
+    def check(self, app_configs: Any = None) -> list[Any]:
+        """Run the registry's own checks (more arrive with ModelMCP)."""
+        return []
+
+
+class DefaultMCPSite(LazyObject):
+    """The default site, built on first use from the app config (like ``admin.site``)."""
+
+    def _setup(self) -> None:
+        from django.apps import apps
+        from django.utils.module_loading import import_string
+
+        site_class = import_string(apps.get_app_config("mcp_django").default_site)
+        self._wrapped = site_class()
+
+    def __repr__(self) -> str:
+        return repr(self._wrapped)
+
+
+site = DefaultMCPSite()

@@ -1,0 +1,168 @@
+"""Where sessions and stream events are kept: a backend interface and the database backend.
+
+The transport talks only to these classes, never to the ORM, so a project can swap the event
+store (``MCP_DJANGO["EVENT_STORE_CLASS"]``) without touching the request path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from .conf import mcp_settings
+from .models import Event, Session
+
+
+@dataclass(slots=True, frozen=True)
+class StoredEvent:
+    """An event as replayed: its sequence number, exact JSON text, and whether it ends the stream."""
+
+    seq: int
+    payload: str
+    closes_stream: bool
+
+
+class BaseEventStore:
+    """The event log behind resumable SSE streams.
+
+    Subclasses implement the sync methods; the ``a*`` twins run them off the event loop.
+    """
+
+    # -- subclass implementation --------------------------------------------------------
+
+    def append(self, session_id: str, stream: str, payload: str, *, seq: int | None = None, closes_stream: bool = False) -> int:
+        """Store one event and return its sequence number (allocated when ``seq`` is None)."""
+        raise NotImplementedError("Event stores must implement append(session_id, stream, payload, seq=, closes_stream=)")
+
+    def replay(self, session_id: str, stream: str, after: int) -> list[StoredEvent]:
+        """Return the events of one stream of one session after sequence ``after``, in order."""
+        raise NotImplementedError("Event stores must implement replay(session_id, stream, after)")
+
+    def has_stream(self, session_id: str, stream: str) -> bool:
+        """Tell whether ``stream`` is a stream of ``session_id`` (for Last-Event-ID checks)."""
+        raise NotImplementedError("Event stores must implement has_stream(session_id, stream)")
+
+    def last_seq(self, session_id: str, stream: str) -> int:
+        """Return the highest sequence number stored on a stream (0 when empty)."""
+        raise NotImplementedError("Event stores must implement last_seq(session_id, stream)")
+
+    def clear_expired(self, before: timezone.datetime) -> int:
+        """Delete events created before ``before``; return how many."""
+        raise NotImplementedError("Event stores must implement clear_expired(before)")
+
+    # -- shouldn't need to override -----------------------------------------------------
+
+    async def aappend(self, session_id: str, stream: str, payload: str, *, seq: int | None = None, closes_stream: bool = False) -> int:
+        return await sync_to_async(self.append)(session_id, stream, payload, seq=seq, closes_stream=closes_stream)
+
+    async def areplay(self, session_id: str, stream: str, after: int) -> list[StoredEvent]:
+        return await sync_to_async(self.replay)(session_id, stream, after)
+
+    async def ahas_stream(self, session_id: str, stream: str) -> bool:
+        return await sync_to_async(self.has_stream)(session_id, stream)
+
+    async def alast_seq(self, session_id: str, stream: str) -> int:
+        return await sync_to_async(self.last_seq)(session_id, stream)
+
+
+class DatabaseEventStore(BaseEventStore):
+    """Events as rows of :class:`~mcp_django.models.Event` in the default database."""
+
+    def append(self, session_id: str, stream: str, payload: str, *, seq: int | None = None, closes_stream: bool = False) -> int:
+        if seq is not None:
+            # A POST stream has a single writer (the task answering the request): no race.
+            Event.objects.create(session_id=session_id, stream=stream, seq=seq, payload=payload, closes_stream=closes_stream)
+            return seq
+        # Shared streams (the session's GET stream) may be written by several processes at
+        # once: take the next number and let the unique constraint settle collisions.
+        for _attempt in range(20):
+            try:
+                with transaction.atomic():
+                    last = Event.objects.filter(session_id=session_id, stream=stream).aggregate(m=Max("seq"))["m"] or 0
+                    Event.objects.create(session_id=session_id, stream=stream, seq=last + 1, payload=payload, closes_stream=closes_stream)
+                    return last + 1
+            except IntegrityError:
+                continue
+        raise RuntimeError(f"could not append to stream {stream!r} after 20 attempts")
+
+    def replay(self, session_id: str, stream: str, after: int) -> list[StoredEvent]:
+        rows = Event.objects.filter(session_id=session_id, stream=stream, seq__gt=after).order_by("seq")
+        return [StoredEvent(seq, payload, closes) for seq, payload, closes in rows.values_list("seq", "payload", "closes_stream")]
+
+    def has_stream(self, session_id: str, stream: str) -> bool:
+        return Event.objects.filter(session_id=session_id, stream=stream).exists()
+
+    def last_seq(self, session_id: str, stream: str) -> int:
+        return Event.objects.filter(session_id=session_id, stream=stream).aggregate(m=Max("seq"))["m"] or 0
+
+    def clear_expired(self, before: timezone.datetime) -> int:
+        deleted, _ = Event.objects.filter(created_at__lt=before).delete()
+        return deleted
+
+
+def get_event_store() -> BaseEventStore:
+    """Return an instance of the configured event store class."""
+    return mcp_settings.EVENT_STORE_CLASS()
+
+
+class SessionStore:
+    """Create, load, touch and end :class:`~mcp_django.models.Session` rows."""
+
+    # Touching ``last_active_at`` on every request would be a write per request; a session
+    # only needs it to move when it is worth extending the expiry.
+    TOUCH_INTERVAL = timedelta(seconds=60)
+
+    def create(self, *, site_name: str, user_id: Any, protocol_version: str, client_info: dict[str, Any], capabilities: dict[str, Any]) -> Session:
+        now = timezone.now()
+        return Session.objects.create(
+            site_name=site_name,
+            user_id=user_id,
+            protocol_version=protocol_version,
+            client_name=str(client_info.get("name", ""))[:200],
+            client_version=str(client_info.get("version", ""))[:100],
+            client_info=client_info,
+            client_capabilities=capabilities,
+            created_at=now,
+            last_active_at=now,
+            expires_at=Session.expiry_from(now, mcp_settings.session_ttl),
+        )
+
+    def load(self, session_id: str, *, site_name: str, user_id: Any) -> Session | None:
+        """Return the live session with that id owned by ``user_id``, or None.
+
+        Unknown, expired, terminated and foreign sessions all come back as None, so callers
+        answer them the same way (404) and nothing tells them apart.
+        """
+        session = Session.objects.filter(pk=session_id).first()
+        if session is None or session.site_name != site_name or session.user_id != user_id or not session.is_live():
+            return None
+        now = timezone.now()
+        if now - session.last_active_at >= self.TOUCH_INTERVAL:
+            session.last_active_at = now
+            session.expires_at = Session.expiry_from(now, mcp_settings.session_ttl)
+            Session.objects.filter(pk=session.pk).update(last_active_at=now, expires_at=session.expires_at)
+        return session
+
+    def update(self, session_id: str, **fields: Any) -> None:
+        Session.objects.filter(pk=session_id).update(**fields)
+
+    def terminate(self, session_id: str) -> bool:
+        return bool(Session.objects.filter(pk=session_id, terminated_at__isnull=True).update(terminated_at=timezone.now()))
+
+    async def acreate(self, **kwargs: Any) -> Session:
+        return await sync_to_async(self.create)(**kwargs)
+
+    async def aload(self, session_id: str, *, site_name: str, user_id: Any) -> Session | None:
+        return await sync_to_async(self.load)(session_id, site_name=site_name, user_id=user_id)
+
+    async def aupdate(self, session_id: str, **fields: Any) -> None:
+        await sync_to_async(self.update)(session_id, **fields)
+
+    async def aterminate(self, session_id: str) -> bool:
+        return await sync_to_async(self.terminate)(session_id)

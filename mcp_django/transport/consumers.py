@@ -1,0 +1,487 @@
+"""The Streamable HTTP endpoint as a Channels consumer: POST, GET and DELETE on one path.
+
+The consumer extracts headers and body, calls the protocol core and the stores, and writes
+the answer. Work that outlives the HTTP connection (a tool call answered over SSE) runs in its
+own task and writes to the event store, so a client that drops the connection loses nothing:
+it resumes with ``Last-Event-ID``, on this process or another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from io import BytesIO
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from channels.exceptions import StopConsumer
+from channels.generic.http import AsyncHttpConsumer
+from channels.utils import await_many_dispatch
+from django.core.exceptions import DisallowedHost
+from django.core.handlers.asgi import ASGIRequest
+
+from ..auth.base import AuthenticationFailed
+from ..conf import mcp_settings
+from ..context import Context
+from ..models import Session
+from ..protocol import negotiation
+from ..protocol.dispatcher import dispatch
+from ..protocol.errors import INVALID_REQUEST, InvalidRequestError, MCPError, TransportError
+from ..protocol.jsonrpc import Invalid, Notification, Request, Response, decode, encode, error_message, result_message
+from ..protocol.lifecycle import initialize_result, parse_initialize
+from ..protocol.sse import encode_event, make_event_id, parse_event_id
+from ..stores import BaseEventStore, SessionStore, get_event_store
+from .layers import GET_STREAM, get_layer, get_stream_group, new_stream_token, session_group, stream_belongs_to, stream_group
+from .streams import StreamEmitter
+
+if TYPE_CHECKING:
+    from ..sites import MCPSite
+
+logger = logging.getLogger("mcp_django.transport")
+security_logger = logging.getLogger("django.security.DisallowedHost")
+
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    # nginx and friends must not buffer the stream.
+    (b"x-accel-buffering", b"no"),
+]
+
+# Tasks answering requests over SSE, by (session id, request id). They are not tied to the
+# connection (a disconnect is not a cancel) and this keeps them from being garbage-collected.
+RUNNING: dict[tuple[str, str], asyncio.Task[Any]] = {}
+
+
+def _request_key(session_id: str, request_id: Any) -> tuple[str, str]:
+    # Keep the JSON type in the key: id 1 and id "1" are different requests.
+    return session_id, orjson.dumps(request_id).decode()
+
+
+class MCPConsumer(AsyncHttpConsumer):
+    """One HTTP request to the MCP endpoint."""
+
+    settings = mcp_settings
+    site: MCPSite
+
+    def __init__(self, site: MCPSite, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.site = site
+        self.store: BaseEventStore = get_event_store()
+        self.sessions = SessionStore()
+        self.body_size = 0
+        self.streaming = False
+        self.closed = False
+        self.session_id: str | None = None
+        self.stream: str | None = None
+        self.last_seq = 0
+        self.joined: list[str] = []
+        self.timers: list[asyncio.Task[Any]] = []
+
+    # -- ASGI plumbing ------------------------------------------------------------------
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        self.scope = scope
+        self.base_send = send
+        self.channel_layer = get_layer()
+        self.channel_name = await self.channel_layer.new_channel()
+        self.channel_receive = functools.partial(self.channel_layer.receive, self.channel_name)
+        try:
+            await await_many_dispatch([receive, self.channel_receive], self.dispatch)
+        except StopConsumer:
+            pass
+        finally:
+            await self.cleanup()
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Unlike AsyncConsumer.dispatch, no close_old_connections() per message: every ORM call
+        # here goes through sync_to_async, which manages connections in its own thread.
+        handler = getattr(self, message["type"].replace(".", "_"), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    async def http_request(self, message: dict[str, Any]) -> None:
+        if self.body_size == 0 and not self.body:
+            length = self.header("content-length")
+            if length is not None and length.isdigit() and int(length) > self.settings.max_body_size:
+                await self.send_transport_error(TransportError(413, f"Payload Too Large: the body exceeds {self.settings.max_body_size} bytes"))
+                raise StopConsumer()
+        chunk = message.get("body", b"")
+        self.body_size += len(chunk)
+        if self.body_size > self.settings.max_body_size:
+            await self.send_transport_error(TransportError(413, f"Payload Too Large: the body exceeds {self.settings.max_body_size} bytes"))
+            raise StopConsumer()
+        self.body.append(chunk)
+        if message.get("more_body"):
+            return
+        try:
+            await self.handle(b"".join(self.body))
+        except TransportError as exc:
+            await self.send_transport_error(exc)
+        except AuthenticationFailed as exc:
+            await self.send_json(exc.status, {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": exc.message}}, exc.headers)
+        if not self.streaming:
+            raise StopConsumer()
+
+    async def http_disconnect(self, message: dict[str, Any]) -> None:
+        raise StopConsumer()
+
+    async def cleanup(self) -> None:
+        for timer in self.timers:
+            timer.cancel()
+        self.timers.clear()
+        for group in self.joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+        self.joined.clear()
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def header(self, name: str) -> str | None:
+        if not hasattr(self, "_headers"):
+            headers: dict[str, str] = {}
+            for key, value in self.scope.get("headers", []):
+                k = key.decode("latin-1").lower()
+                v = value.decode("latin-1")
+                headers[k] = f"{headers[k]}, {v}" if k in headers else v
+            self._headers = headers
+        return self._headers.get(name)
+
+    async def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        raw = [(b"content-type", b"application/json")]
+        raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+        await self.send_response(status, encode(body), headers=raw)
+
+    async def send_transport_error(self, exc: TransportError) -> None:
+        await self.send_json(exc.status, exc.to_body(), exc.headers)
+
+    async def send_empty(self, status: int, headers: dict[str, str] | None = None) -> None:
+        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+        await self.send_response(status, b"", headers=raw)
+
+    async def join(self, group: str) -> None:
+        await self.channel_layer.group_add(group, self.channel_name)
+        self.joined.append(group)
+
+    # -- the request ----------------------------------------------------------------------
+
+    async def handle(self, body: bytes) -> None:
+        request = ASGIRequest(self.scope, BytesIO(body))
+        try:
+            host = request.get_host()
+        except DisallowedHost as exc:
+            security_logger.error(str(exc))
+            raise TransportError(400, "Bad Request: invalid Host header") from None
+        negotiation.check_origin(self.header("origin"), host, request.scheme, self.settings.allowed_origins)
+        auth = self.settings.authentication_class()
+        user = await auth.authenticate(request)
+        method = self.scope["method"]
+        if method == "POST":
+            await self.post(request, user, body)
+        elif method == "GET":
+            await self.get(user)
+        elif method == "DELETE":
+            await self.delete(user)
+        else:
+            raise TransportError(405, "Method Not Allowed", headers={"Allow": "GET, POST, DELETE"})
+
+    async def load_session(self, user: Any, required: bool = True) -> Session | None:
+        session_id = self.header("mcp-session-id")
+        if session_id is None:
+            if required:
+                raise TransportError(400, "Bad Request: Mcp-Session-Id header is required; send initialize first")
+            return None
+        if not negotiation.is_valid_session_id(session_id):
+            raise TransportError(400, "Bad Request: malformed Mcp-Session-Id")
+        session = await self.sessions.aload(
+            session_id, site_name=self.site.name, user_id=getattr(user, "pk", None)
+        )
+        if session is None:
+            # Unknown, expired, terminated and someone else's: the same answer for all.
+            raise TransportError(404, "Not Found: session not found or terminated; initialize a new session")
+        return session
+
+    def context(self, request: Any, user: Any, session: Session | None, message: Request, emitter: Any = None) -> Context:
+        meta = message.params.get("_meta")
+        return Context(
+            site=self.site, request=request, user=user, session=session, request_id=message.id,
+            meta=meta if isinstance(meta, dict) else None, emitter=emitter,
+        )
+
+    # -- POST -----------------------------------------------------------------------------
+
+    async def post(self, request: Any, user: Any, body: bytes) -> None:
+        negotiation.check_post_accept(self.header("accept"))
+        negotiation.check_content_type(self.header("content-type"))
+        negotiation.check_protocol_version_header(self.header("mcp-protocol-version"))
+        try:
+            decoded = decode(body)
+        except MCPError as exc:
+            await self.send_json(400, error_message(None, exc))
+            return
+        messages = decoded.messages
+        if any(isinstance(m, Request) and m.method == "initialize" for m in messages):
+            if decoded.is_batch:
+                raise TransportError(400, "Invalid Request: initialize must not be part of a batch")
+            if self.header("mcp-session-id") is not None:
+                raise TransportError(400, "Invalid Request: initialize must be sent without Mcp-Session-Id")
+            await self.initialize(request, user, messages[0])  # type: ignore[arg-type]
+            return
+        session = await self.load_session(user, required=not self.is_sessionless_ping(decoded))
+        if session is None:
+            ping = messages[0]
+            await self.send_json(200, result_message(ping.id, {}))  # type: ignore[union-attr]
+            return
+        self.session_id = session.pk
+        if decoded.is_batch:
+            if not negotiation.supports_batches(session.protocol_version):
+                raise TransportError(
+                    400, f"Invalid Request: JSON-RPC batches are not supported in protocol revision {session.protocol_version}"
+                )
+            if len(messages) > self.settings.max_batch_size:
+                raise TransportError(400, f"Invalid Request: a batch may hold at most {self.settings.max_batch_size} messages")
+        requests: list[Request] = []
+        replies: list[dict[str, Any]] = []  # errors for invalid members, in order
+        seen: set[str] = set()
+        for message in messages:
+            if isinstance(message, Invalid):
+                replies.append(error_message(message.id, message.error))
+            elif isinstance(message, Notification):
+                await self.notification(session, message)
+            elif isinstance(message, Response):
+                logger.debug("Response %r from client with no waiting request", message.id)
+            else:
+                key = _request_key(session.pk, message.id)
+                if key[1] in seen or key in RUNNING:
+                    replies.append(error_message(message.id, InvalidRequestError("Invalid Request: request id already in use")))
+                    continue
+                seen.add(key[1])
+                requests.append(message)
+        if not requests:
+            if replies:
+                await self.send_json(200 if decoded.is_batch else 400, replies if decoded.is_batch else replies[0])
+            else:
+                await self.send_empty(202)
+            return
+        if self.settings.response_mode == "sse" or any(self.needs_stream(r) for r in requests):
+            await self.answer_as_stream(request, user, session, requests, replies, decoded.is_batch)
+            return
+        handlers = self.site.get_handlers()
+        results = await asyncio.gather(
+            *(dispatch(r, handlers, self.context(request, user, session, r)) for r in requests)
+        )
+        answers = replies + list(results)
+        await self.send_json(200, answers if decoded.is_batch else answers[0])
+
+    @staticmethod
+    def is_sessionless_ping(decoded: Any) -> bool:
+        # ping is the one request allowed before initialize (lifecycle spec).
+        return (not decoded.is_batch and isinstance(decoded.messages[0], Request) and decoded.messages[0].method == "ping")
+
+    def needs_stream(self, request: Request) -> bool:
+        if request.method != "tools/call":
+            return False
+        name = request.params.get("name")
+        tool = self.site.get_tool(name) if isinstance(name, str) else None
+        return tool is not None and tool.streams
+
+    async def initialize(self, request: Any, user: Any, message: Request) -> None:
+        try:
+            params = parse_initialize(message.params)
+        except MCPError as exc:
+            await self.send_json(200, error_message(message.id, exc))
+            return
+        session = await self.sessions.acreate(
+            site_name=self.site.name,
+            user_id=getattr(user, "pk", None),
+            protocol_version=params.version,
+            client_info=params.client_info,
+            capabilities=params.capabilities,
+        )
+        result = initialize_result(
+            params.version, self.site.get_capabilities(), self.site.get_server_info(), self.site.get_instructions()
+        )
+        from ..signals import session_created
+
+        await session_created.asend(sender=self.site.__class__, site=self.site, session=session, request=request)
+        await self.send_json(200, result_message(message.id, result), {"mcp-session-id": session.pk})
+
+    async def notification(self, session: Session, message: Notification) -> None:
+        if message.method == "notifications/initialized":
+            if not session.initialized:
+                session.initialized = True
+                await self.sessions.aupdate(session.pk, initialized=True)
+        elif message.method == "notifications/cancelled":
+            request_id = message.params.get("requestId")
+            task = RUNNING.get(_request_key(session.pk, request_id))
+            if task is not None:
+                task.cancel()
+        # Other notifications (progress, roots/list_changed) need no action here.
+
+    async def answer_as_stream(
+        self, request: Any, user: Any, session: Session, requests: list[Request], replies: list[dict[str, Any]], is_batch: bool
+    ) -> None:
+        stream = new_stream_token(session.pk)
+        self.stream = stream
+        await self.join(stream_group(stream))
+        await self.join(session_group(session.pk))
+        self.streaming = True
+        await self.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", session.pk.encode())])
+        # Priming event: an id with empty data, so the client can resume even before the first event.
+        await self.send_body(encode_event("", event_id=make_event_id(stream, 0), retry_ms=self.settings.sse_retry_ms), more_body=True)
+        self.start_timers()
+        emitter = StreamEmitter(session.pk, stream, self.store)
+        for reply in replies:
+            await emitter.send(reply)
+        handlers = self.site.get_handlers()
+        pending = {"count": len(requests), "sent": 0}
+        lock = asyncio.Lock()
+
+        async def answer(message: Request) -> None:
+            key = _request_key(session.pk, message.id)
+            try:
+                response = await dispatch(message, handlers, self.context(request, user, session, message, emitter))
+            except asyncio.CancelledError:
+                response = None  # cancelled by the client: no response is sent (cancellation spec)
+            finally:
+                RUNNING.pop(key, None)
+            async with lock:
+                pending["count"] -= 1
+                last = pending["count"] == 0
+                if response is not None:
+                    await emitter.send(response, closes=last)
+                    pending["sent"] += 1
+                elif last:
+                    await emitter.end_without_event()
+
+        for message in requests:
+            task = asyncio.get_running_loop().create_task(answer(message))
+            RUNNING[_request_key(session.pk, message.id)] = task
+
+    # -- GET ------------------------------------------------------------------------------
+
+    async def get(self, user: Any) -> None:
+        negotiation.check_get_accept(self.header("accept"))
+        negotiation.check_protocol_version_header(self.header("mcp-protocol-version"))
+        session = await self.load_session(user)
+        assert session is not None
+        self.session_id = session.pk
+        last_event_id = self.header("last-event-id")
+        if last_event_id is not None:
+            try:
+                stream, after = parse_event_id(last_event_id)
+            except ValueError:
+                raise TransportError(400, "Bad Request: malformed Last-Event-ID") from None
+            if not stream_belongs_to(session.pk, stream):
+                raise TransportError(400, "Bad Request: Last-Event-ID names no stream of this session")
+            await self.resume(session, stream, after)
+            return
+        # One connection holds the standalone stream: a new GET takes it over, so that every
+        # message goes out on exactly one connection (transports spec, "no broadcast").
+        await self.channel_layer.group_send(get_stream_group(session.pk), {"type": "mcp.takeover"})
+        self.stream = GET_STREAM
+        self.last_seq = await self.store.alast_seq(session.pk, GET_STREAM)
+        await self.join(get_stream_group(session.pk))
+        await self.join(session_group(session.pk))
+        self.streaming = True
+        await self.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", session.pk.encode())])
+        await self.send_body(
+            encode_event("", event_id=make_event_id(GET_STREAM, self.last_seq), retry_ms=self.settings.sse_retry_ms), more_body=True
+        )
+        self.start_timers()
+
+    async def resume(self, session: Session, stream: str, after: int) -> None:
+        self.stream = stream
+        # Join before reading the store: an event stored in between arrives live and is
+        # skipped by sequence number, so none is lost and none is sent twice.
+        if stream == GET_STREAM:
+            await self.channel_layer.group_send(get_stream_group(session.pk), {"type": "mcp.takeover"})
+            await self.join(get_stream_group(session.pk))
+        else:
+            await self.join(stream_group(stream))
+        await self.join(session_group(session.pk))
+        self.streaming = True
+        self.last_seq = after
+        await self.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", session.pk.encode())])
+        await self.send_body(b"", more_body=True)
+        for event in await self.store.areplay(session.pk, stream, after):
+            await self.write_event(event.seq, event.payload)
+            if event.closes_stream:
+                await self.end_stream()
+                return
+        self.start_timers()
+
+    # -- DELETE ---------------------------------------------------------------------------
+
+    async def delete(self, user: Any) -> None:
+        session = await self.load_session(user)
+        assert session is not None
+        await self.sessions.aterminate(session.pk)
+        await self.channel_layer.group_send(session_group(session.pk), {"type": "mcp.terminate"})
+        from ..signals import session_closed
+
+        await session_closed.asend(sender=self.site.__class__, site=self.site, session=session, reason="deleted")
+        await self.send_empty(204)
+
+    # -- streaming ------------------------------------------------------------------------
+
+    def start_timers(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.settings.sse_keepalive_seconds > 0:
+            self.timers.append(loop.create_task(self.keepalive()))
+        limit = self.settings.sse_max_connection_seconds
+        if limit is not None:
+            self.timers.append(loop.create_task(self.close_after(limit)))
+
+    async def keepalive(self) -> None:
+        interval = self.settings.sse_keepalive_seconds
+        while True:
+            await asyncio.sleep(interval)
+            if self.closed:
+                return
+            await self.send_body(b": keep-alive\n\n", more_body=True)
+
+    async def close_after(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        await self.channel_layer.send(self.channel_name, {"type": "mcp.disconnect"})
+
+    async def write_event(self, seq: int, payload: str) -> None:
+        await self.send_body(encode_event(payload, event_id=make_event_id(self.stream or "", seq)), more_body=True)
+        self.last_seq = seq
+
+    async def end_stream(self) -> None:
+        if not self.closed:
+            self.closed = True
+            await self.send_body(b"", more_body=False)
+
+    async def mcp_event(self, message: dict[str, Any]) -> None:
+        seq = message["seq"]
+        if self.closed or seq <= self.last_seq:
+            return
+        if seq > self.last_seq + 1 and self.session_id is not None and self.stream is not None:
+            # A full channel dropped something: fill the gap from the store.
+            for event in await self.store.areplay(self.session_id, self.stream, self.last_seq):
+                if event.seq >= seq:
+                    break
+                await self.write_event(event.seq, event.payload)
+        await self.write_event(seq, message["payload"])
+        if message.get("closes"):
+            await self.end_stream()
+            raise StopConsumer()
+
+    async def mcp_disconnect(self, message: dict[str, Any]) -> None:
+        """Close the connection, not the stream: the client resumes with Last-Event-ID."""
+        await self.end_stream()
+        raise StopConsumer()
+
+    async def mcp_end(self, message: dict[str, Any]) -> None:
+        await self.end_stream()
+        raise StopConsumer()
+
+    async def mcp_takeover(self, message: dict[str, Any]) -> None:
+        await self.end_stream()
+        raise StopConsumer()
+
+    async def mcp_terminate(self, message: dict[str, Any]) -> None:
+        await self.end_stream()
+        raise StopConsumer()

@@ -1,0 +1,42 @@
+"""Minimal settings for mcp_django's own tests."""
+
+SECRET_KEY = "mcp-django-tests-not-secret"
+DEBUG = False
+ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
+USE_TZ = True
+ROOT_URLCONF = "tests.urls"
+ASGI_APPLICATION = "tests.asgi.application"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "channels",
+    "mcp_django",
+    "tests.testapp",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {"context_processors": [
+            "django.template.context_processors.request",
+            "django.contrib.auth.context_processors.auth",
+            "django.contrib.messages.context_processors.messages",
+        ]},
+    }
+]
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+MCP_DJANGO = {"AUTHENTICATION": "none", "SERVER_NAME": "mcp-django-tests"}
+SILENCED_SYSTEM_CHECKS = ["mcp_django.W002"]

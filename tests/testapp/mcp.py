@@ -1,0 +1,65 @@
+"""Autodiscovered registrations used by the tests."""
+
+from __future__ import annotations
+
+from mcp_django import Context, ToolError, site
+
+
+@site.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@site.tool()
+async def echo(text: str) -> str:
+    """Echo the text back."""
+    return text
+
+
+@site.tool()
+def fail(message: str = "boom") -> str:
+    """Always fail with a ToolError."""
+    raise ToolError(message)
+
+
+@site.tool()
+def crash() -> str:
+    """Raise an unexpected exception."""
+    raise RuntimeError("secret internal detail")
+
+
+@site.tool()
+async def progress(ctx: Context, steps: int = 3) -> str:
+    """Report progress and log while working."""
+    for i in range(steps):
+        await ctx.log.info(f"step {i + 1}")
+        await ctx.report_progress(i + 1, steps)
+    return f"done {steps}"
+
+
+@site.tool()
+async def reconnect(ctx: Context) -> str:
+    """Close the SSE connection mid-call; the result arrives on resume."""
+    await ctx.log.info("before close")
+    await ctx.close_stream()
+    await ctx.log.info("after close")
+    return "resumed"
+
+
+@site.resource("test://hello", name="hello", mime_type="text/plain")
+def hello() -> str:
+    """A greeting."""
+    return "Hello!"
+
+
+@site.resource("test://items/{item_id}", name="item", complete={"item_id": lambda value: [v for v in ("1", "2", "12") if v.startswith(value)]})
+def item(item_id: int) -> dict:
+    """One item by id."""
+    return {"id": item_id}
+
+
+@site.prompt(complete={"topic": lambda value: [t for t in ("django", "databases") if t.startswith(value)]})
+def explain(topic: str, level: str = "beginner") -> str:
+    """Explain a topic."""
+    return f"Explain {topic} at {level} level."
