@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _, ngettext
 
-from .models import Event, Session
+from .models import Event, ServerRequest, Session
 
 
 class StateFilter(admin.SimpleListFilter):
@@ -112,3 +112,12 @@ class EventAdmin(ReadOnlyMixin, admin.ModelAdmin):
     @admin.display(description=_("payload"))
     def short_payload(self, obj: Event) -> str:
         return obj.payload if len(obj.payload) <= 120 else obj.payload[:120] + "…"
+
+
+@admin.register(ServerRequest)
+class ServerRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["request_id", "method", "session", "state", "created_at", "answered_at"]
+    list_filter = ["state", "method", "created_at"]
+    search_fields = ["session__id", "request_id", "method"]
+    list_select_related = ["session"]
+    readonly_fields = ["session", "request_id", "method", "params", "channel_name", "state", "response", "created_at", "answered_at"]

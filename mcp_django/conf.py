@@ -45,6 +45,9 @@ DEFAULTS: dict[str, Any] = {
     # Which CHANNEL_LAYERS alias delivers events between processes.
     "CHANNEL_LAYER": "default",
     "EVENT_STORE_CLASS": "mcp_django.stores.DatabaseEventStore",
+    # Seconds a tool waits for the client to answer a request (sampling, elicitation, roots,
+    # ping) before it sends notifications/cancelled and gives up.
+    "CLIENT_REQUEST_TIMEOUT": 600,
     # Show exception text in tool error results (never tracebacks). None follows DEBUG.
     "TOOL_ERROR_DETAILS": None,
 }
@@ -156,6 +159,10 @@ class MCPSettings:
     def sse_max_connection_seconds(self) -> float | None:
         value = self.get("SSE_MAX_CONNECTION_SECONDS")
         return None if value is None else float(value)
+
+    @property
+    def client_request_timeout(self) -> float:
+        return float(self.get("CLIENT_REQUEST_TIMEOUT"))
 
     @property
     def authentication_class(self) -> type:

@@ -7,7 +7,8 @@ messages on the stream of the request being answered.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .protocol.jsonrpc import RequestId, notification_message
 from .protocol.lifecycle import LOG_LEVELS, level_enabled
@@ -27,6 +28,67 @@ class Emitter(Protocol):
     async def send(self, message: dict[str, Any]) -> None: ...
 
     async def close_connection(self) -> None: ...
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]: ...
+
+
+class ClientRequestError(Exception):
+    """A request to the client could not be made, timed out, or was refused.
+
+    Raised inside a tool; unless the tool catches it, its message becomes the tool's
+    ``isError`` result, like a ``ToolError``.
+    """
+
+
+@dataclass(slots=True, frozen=True)
+class ElicitationResult:
+    """The user's answer to a form elicitation."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+    #: ``content`` as an instance of the pydantic model or dataclass given as schema, on accept.
+    data: Any = None
+
+
+_PRIMITIVES = {"string", "number", "integer", "boolean"}
+
+
+def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(schema, dict):
+        if "$ref" in schema and isinstance(schema["$ref"], str) and schema["$ref"].startswith("#/$defs/"):
+            return _inline_refs(defs[schema["$ref"].split("/")[-1]], defs)
+        return {k: _inline_refs(v, defs) for k, v in schema.items() if k != "$defs"}
+    if isinstance(schema, list):
+        return [_inline_refs(v, defs) for v in schema]
+    return schema
+
+
+def elicitation_schema(schema: Any) -> tuple[dict[str, Any], Any]:
+    """Turn a JSON Schema dict, pydantic model or dataclass into the flat object schema that
+    form elicitation allows; return it with the type to build ``data`` from (or None)."""
+    model = None
+    if isinstance(schema, dict):
+        result = dict(schema)
+    else:
+        from pydantic import TypeAdapter
+
+        model = schema
+        raw = TypeAdapter(schema).json_schema()
+        result = _inline_refs(raw, raw.get("$defs", {}))
+        result.pop("title", None)
+    if result.get("type") != "object" or not isinstance(result.get("properties"), dict):
+        raise ValueError("An elicitation schema must be an object with properties")
+    for name, prop in result["properties"].items():
+        if not isinstance(prop, dict):
+            raise ValueError(f"Elicitation property {name!r} must be a schema object")
+        kind = prop.get("type")
+        if kind == "array":
+            items = prop.get("items", {})
+            if not (isinstance(items, dict) and ("enum" in items or "anyOf" in items or "oneOf" in items)):
+                raise ValueError(f"Elicitation property {name!r}: arrays must be multi-select enums")
+        elif kind not in _PRIMITIVES:
+            raise ValueError(f"Elicitation property {name!r} must be a string, number, integer, boolean or enum, not {kind!r}")
+    return result, model
 
 
 class Log:
@@ -132,6 +194,96 @@ class Context:
         if message is not None:
             params["message"] = message
         await self.send_notification("notifications/progress", params)
+
+    # -- requests to the client ---------------------------------------------------------
+
+    def _require_capability(self, name: str) -> dict[str, Any]:
+        capability = self.client_capabilities.get(name)
+        if not isinstance(capability, dict):
+            raise ClientRequestError(f"The client did not declare the {name!r} capability, so it cannot be asked for it")
+        return capability
+
+    async def _request(self, method: str, params: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+        from .conf import mcp_settings
+
+        if self._emitter is None:
+            raise ClientRequestError(f"{method} needs a streamed answer; this request is answered as JSON")
+        try:
+            response = await self._emitter.request(method, params, timeout or mcp_settings.client_request_timeout)
+        except TimeoutError:
+            raise ClientRequestError(f"The client did not answer {method} in time") from None
+        if "error" in response:
+            error = response["error"]
+            raise ClientRequestError(f"The client refused {method}: {error.get('message', 'error')} ({error.get('code')})")
+        return response.get("result") or {}
+
+    async def sample(
+        self,
+        messages: list[dict[str, Any]] | str,
+        max_tokens: int,
+        *,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        stop_sequences: list[str] | None = None,
+        model_preferences: dict[str, Any] | None = None,
+        include_context: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Ask the client's LLM for a completion (``sampling/createMessage``); return its result."""
+        self._require_capability("sampling")
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
+        params: dict[str, Any] = {"messages": messages, "maxTokens": max_tokens}
+        for key, value in (
+            ("systemPrompt", system_prompt), ("temperature", temperature), ("stopSequences", stop_sequences),
+            ("modelPreferences", model_preferences), ("includeContext", include_context), ("metadata", metadata),
+        ):
+            if value is not None:
+                params[key] = value
+        return await self._request("sampling/createMessage", params, timeout)
+
+    async def elicit(self, message: str, schema: Any, *, timeout: float | None = None) -> ElicitationResult:
+        """Ask the user to fill a form (form-mode ``elicitation/create``).
+
+        ``schema`` is a flat JSON Schema object, a pydantic model or a dataclass. An accepted
+        answer is validated against the schema before it is returned.
+        """
+        capability = self._require_capability("elicitation")
+        if capability and "form" not in capability:
+            raise ClientRequestError("The client supports only URL-mode elicitation, not forms")
+        requested, model = elicitation_schema(schema)
+        params: dict[str, Any] = {"message": message, "requestedSchema": requested}
+        if self.session is not None and self.session.protocol_version >= "2025-11-25":
+            params["mode"] = "form"  # the field exists from 2025-11-25 (URL mode came with it)
+        result = await self._request("elicitation/create", params, timeout)
+        action = result.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            raise ClientRequestError(f"The client answered elicitation/create with an unknown action {action!r}")
+        content = result.get("content") if action == "accept" else None
+        data = None
+        if action == "accept":
+            from jsonschema import Draft202012Validator
+
+            errors = [e.message for e in Draft202012Validator(requested).iter_errors(content or {})]
+            if errors:
+                raise ClientRequestError("The elicitation answer does not match the form: " + "; ".join(errors))
+            if model is not None:
+                from pydantic import TypeAdapter
+
+                data = TypeAdapter(model).validate_python(content or {})
+        return ElicitationResult(action, content, data)
+
+    async def list_roots(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        """Ask the client for its roots (``roots/list``)."""
+        self._require_capability("roots")
+        result = await self._request("roots/list", {}, timeout)
+        roots = result.get("roots", [])
+        return roots if isinstance(roots, list) else []
+
+    async def ping(self, *, timeout: float | None = None) -> None:
+        """Check that the client is there (server-to-client ``ping``)."""
+        await self._request("ping", {}, timeout)
 
     async def close_stream(self) -> None:
         """Close this request's SSE connection now; the client resumes with ``Last-Event-ID``.

@@ -38,6 +38,12 @@ class ToolError(Exception):
     """Raise inside a tool to answer ``isError: true`` with this message (not a protocol error)."""
 
 
+def _is_tool_error(exc: BaseException) -> bool:
+    from .context import ClientRequestError
+
+    return isinstance(exc, (ToolError, ClientRequestError))
+
+
 async def acall(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     """Call a sync or async function; sync ones run in Django's thread, off the event loop."""
     if inspect.iscoroutinefunction(func):
@@ -207,9 +213,9 @@ class FunctionTool:
             kwargs = self.signature.bind(self._arguments(arguments), ctx)
             value = await acall(self.func, kwargs)
             return self.to_result(value)
-        except ToolError as exc:
-            return {"content": [{"type": "text", "text": str(exc) or "Tool failed"}], "isError": True}
         except Exception as exc:
+            if _is_tool_error(exc):
+                return {"content": [{"type": "text", "text": str(exc) or "Tool failed"}], "isError": True}
             logger.exception("Tool %r failed", self.name)
             text = f"Error running tool {self.name!r}"
             if mcp_settings.tool_error_details:

@@ -108,3 +108,31 @@ class Event(models.Model):
     @property
     def event_id(self) -> str:
         return f"{self.stream}:{self.seq}"
+
+
+class ServerRequest(models.Model):
+    """A request the server sent to the client (sampling, elicitation, roots, ping), awaiting
+    its answer. The answer may arrive on any process: the row says which channel waits for it."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", _("pending")
+        ANSWERED = "answered", _("answered")
+        CANCELLED = "cancelled", _("cancelled (timed out)")
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="server_requests", verbose_name=_("session"))
+    request_id = models.CharField(_("request id"), max_length=64)
+    method = models.CharField(_("method"), max_length=100)
+    params = models.JSONField(_("params"), default=dict, blank=True)
+    channel_name = models.CharField(_("waiting channel"), max_length=200)
+    state = models.CharField(_("state"), max_length=20, choices=State.choices, default=State.PENDING)
+    response = models.JSONField(_("response"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    answered_at = models.DateTimeField(_("answered"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("server-to-client request")
+        verbose_name_plural = _("server-to-client requests")
+        constraints = [models.UniqueConstraint(fields=["session", "request_id"], name="mcp_django_server_request_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.request_id}"

@@ -166,3 +166,44 @@ class SessionStore:
 
     async def aterminate(self, session_id: str) -> bool:
         return await sync_to_async(self.terminate)(session_id)
+
+
+class ServerRequestStore:
+    """Pending server-to-client requests: who waits for which answer."""
+
+    def create(self, *, session_id: str, request_id: str, method: str, params: dict[str, Any], channel_name: str) -> None:
+        from .models import ServerRequest
+
+        ServerRequest.objects.create(
+            session_id=session_id, request_id=request_id, method=method, params=params, channel_name=channel_name
+        )
+
+    def answer(self, session_id: str, request_id: str, response: dict[str, Any]) -> str | None:
+        """Record the client's answer; return the waiting channel, or None when nobody waits
+        (unknown id, another session's id, already answered or timed out)."""
+        from .models import ServerRequest
+
+        pending = ServerRequest.objects.filter(session_id=session_id, request_id=request_id, state=ServerRequest.State.PENDING)
+        channel = pending.values_list("channel_name", flat=True).first()
+        if channel is None:
+            return None
+        # Only the first answer wins, even when two arrive at two processes at once.
+        if not pending.update(state=ServerRequest.State.ANSWERED, response=response, answered_at=timezone.now()):
+            return None
+        return channel
+
+    def cancel(self, session_id: str, request_id: str) -> None:
+        from .models import ServerRequest
+
+        ServerRequest.objects.filter(session_id=session_id, request_id=request_id, state=ServerRequest.State.PENDING).update(
+            state=ServerRequest.State.CANCELLED, answered_at=timezone.now()
+        )
+
+    async def acreate(self, **kwargs: Any) -> None:
+        await sync_to_async(self.create)(**kwargs)
+
+    async def aanswer(self, session_id: str, request_id: str, response: dict[str, Any]) -> str | None:
+        return await sync_to_async(self.answer)(session_id, request_id, response)
+
+    async def acancel(self, session_id: str, request_id: str) -> None:
+        await sync_to_async(self.cancel)(session_id, request_id)

@@ -33,7 +33,7 @@ from ..protocol.lifecycle import initialize_result, parse_initialize
 from ..protocol.sse import encode_event, make_event_id, parse_event_id
 from ..stores import BaseEventStore, SessionStore, get_event_store
 from .layers import GET_STREAM, get_layer, get_stream_group, new_stream_token, session_group, stream_belongs_to, stream_group
-from .streams import StreamEmitter
+from .streams import StreamEmitter, deliver_response
 
 if TYPE_CHECKING:
     from ..sites import MCPSite
@@ -249,7 +249,9 @@ class MCPConsumer(AsyncHttpConsumer):
             elif isinstance(message, Notification):
                 await self.notification(session, message)
             elif isinstance(message, Response):
-                logger.debug("Response %r from client with no waiting request", message.id)
+                answer = {"result": message.result} if message.error is None else {"error": message.error}
+                if not await deliver_response(session.pk, message.id, answer):
+                    logger.debug("Response %r from the client matches no pending request", message.id)
             else:
                 key = _request_key(session.pk, message.id)
                 if key[1] in seen or key in RUNNING:

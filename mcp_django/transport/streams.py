@@ -7,10 +7,11 @@ writes the event out; if nobody holds it, the event waits in the store for a res
 from __future__ import annotations
 
 import asyncio
+import secrets
 from typing import Any
 
-from ..protocol.jsonrpc import encode
-from ..stores import BaseEventStore, get_event_store
+from ..protocol.jsonrpc import encode, notification_message, request_message
+from ..stores import BaseEventStore, ServerRequestStore, get_event_store
 from .layers import GET_STREAM, get_layer, get_stream_group, stream_group
 
 
@@ -37,6 +38,29 @@ class StreamEmitter:
             )
         return seq
 
+    async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send a request to the client on this stream and wait for its answer.
+
+        The answer is POSTed separately, possibly to another process; that process finds the
+        waiting channel in the ServerRequest row and forwards the answer there. Return the
+        JSON-RPC response (``result`` or ``error``); raise TimeoutError after ``timeout``.
+        """
+        requests = ServerRequestStore()
+        request_id = f"srv-{secrets.token_urlsafe(12)}"
+        channel = await self.layer.new_channel()
+        await requests.acreate(session_id=self.session_id, request_id=request_id, method=method, params=params, channel_name=channel)
+        await self.send(request_message(request_id, method, params))
+        try:
+            message = await asyncio.wait_for(self.layer.receive(channel), timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+            await asyncio.shield(self._cancel_request(requests, request_id, "timed out" if isinstance(exc, asyncio.TimeoutError) else "cancelled"))
+            raise
+        return message["response"]
+
+    async def _cancel_request(self, requests: ServerRequestStore, request_id: str, reason: str) -> None:
+        await requests.acancel(self.session_id, request_id)
+        await self.send(notification_message("notifications/cancelled", {"requestId": request_id, "reason": reason}))
+
     async def close_connection(self) -> None:
         """Ask the process holding the connection to close it without ending the stream."""
         await self.layer.group_send(stream_group(self.stream), {"type": "mcp.disconnect"})
@@ -44,6 +68,17 @@ class StreamEmitter:
     async def end_without_event(self) -> None:
         """End the connection when the stream has nothing left to send (e.g. all requests cancelled)."""
         await self.layer.group_send(stream_group(self.stream), {"type": "mcp.end"})
+
+
+async def deliver_response(session_id: str, request_id: Any, response: dict[str, Any]) -> bool:
+    """Hand a client's answer to the tool call waiting for it, wherever that call runs."""
+    if not isinstance(request_id, str):
+        return False  # we only mint string ids
+    channel = await ServerRequestStore().aanswer(session_id, request_id, response)
+    if channel is None:
+        return False
+    await get_layer().send(channel, {"type": "mcp.response", "response": response})
+    return True
 
 
 async def send_to_session(session_id: str, message: dict[str, Any], store: BaseEventStore | None = None) -> int:

@@ -63,3 +63,11 @@ def item(item_id: int) -> dict:
 def explain(topic: str, level: str = "beginner") -> str:
     """Explain a topic."""
     return f"Explain {topic} at {level} level."
+
+
+@site.tool()
+async def ask(ctx: Context, question: str) -> str:
+    """Ask the client's LLM, then the user."""
+    sampled = await ctx.sample(question, max_tokens=50)
+    answer = await ctx.elicit("Confirm?", {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})
+    return f"{sampled['content']['text']} / {answer.action} {answer.content}"
