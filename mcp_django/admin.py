@@ -66,7 +66,7 @@ class SessionAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_select_related = ["user"]
     readonly_fields = [
         "id", "site_name", "user", "protocol_version", "client_name", "client_version", "client_info",
-        "client_capabilities", "log_level", "subscriptions", "initialized", "created_at", "last_active_at",
+        "client_capabilities", "log_level", "initialized", "created_at", "last_active_at",
         "expires_at", "terminated_at",
     ]
     inlines = [EventInline]

@@ -16,7 +16,7 @@ from .protocol.dispatcher import Handler
 from .protocol.errors import InvalidParamsError, ResourceNotFoundError
 from .protocol.lifecycle import parse_log_level
 from .protocol.pagination import paginate
-from .stores import SessionStore
+from .stores import SessionStore, SubscriptionStore
 
 if TYPE_CHECKING:
     from .sites import MCPSite
@@ -99,19 +99,17 @@ def _known_resource(site: MCPSite, uri: str) -> bool:
 
 async def subscribe(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     uri = _require_str(params, "uri")
-    if not _known_resource(ctx.site, uri):
-        raise ResourceNotFoundError(uri)
-    if ctx.session is not None and uri not in ctx.session.subscriptions:
-        ctx.session.subscriptions = [*ctx.session.subscriptions, uri]
-        await SessionStore().aupdate(ctx.session.pk, subscriptions=ctx.session.subscriptions)
+    if len(uri) > 2000 or not _known_resource(ctx.site, uri):
+        raise ResourceNotFoundError(uri[:2000])
+    if ctx.session is not None:
+        await SubscriptionStore().asubscribe(ctx.session.pk, uri)
     return {}
 
 
 async def unsubscribe(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     uri = _require_str(params, "uri")
-    if ctx.session is not None and uri in ctx.session.subscriptions:
-        ctx.session.subscriptions = [u for u in ctx.session.subscriptions if u != uri]
-        await SessionStore().aupdate(ctx.session.pk, subscriptions=ctx.session.subscriptions)
+    if ctx.session is not None:
+        await SubscriptionStore().aunsubscribe(ctx.session.pk, uri)
     return {}
 
 

@@ -51,7 +51,6 @@ class Session(models.Model):
     client_info = models.JSONField(_("client info"), default=dict, blank=True)
     client_capabilities = models.JSONField(_("client capabilities"), default=dict, blank=True)
     log_level = models.CharField(_("log level"), max_length=20, blank=True)
-    subscriptions = models.JSONField(_("resource subscriptions"), default=list, blank=True)
     initialized = models.BooleanField(_("initialized"), default=False)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     last_active_at = models.DateTimeField(_("last active"), default=timezone.now)
@@ -136,3 +135,20 @@ class ServerRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.method} {self.request_id}"
+
+
+class Subscription(models.Model):
+    """A session's ``resources/subscribe`` to one URI."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="subscriptions", verbose_name=_("session"))
+    uri = models.CharField(_("URI"), max_length=2000)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("resource subscription")
+        verbose_name_plural = _("resource subscriptions")
+        constraints = [models.UniqueConstraint(fields=["session", "uri"], name="mcp_django_subscription_unique")]
+        indexes = [models.Index(fields=["uri"], name="mcp_django_subscription_uri")]
+
+    def __str__(self) -> str:
+        return self.uri

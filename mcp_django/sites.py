@@ -196,17 +196,44 @@ class MCPSite:
         entry = self._registry.get(("prompt", name))
         return entry if isinstance(entry, FunctionPrompt) else None
 
+    # -- change announcements -------------------------------------------------------------
+
+    def notify_resource_updated(self, uri: str) -> int:
+        """Tell subscribed sessions that ``uri`` changed; return how many were told.
+
+        Callable from sync code anywhere; async code uses :meth:`anotify_resource_updated`.
+        """
+        from .notifications import notify_resource_updated
+
+        return notify_resource_updated(self, uri)
+
+    async def anotify_resource_updated(self, uri: str) -> int:
+        from .notifications import anotify_resource_updated
+
+        return await anotify_resource_updated(self, uri)
+
+    def notify_list_changed(self, kind: str) -> int:
+        """Tell every live session that the ``"tools"``, ``"resources"`` or ``"prompts"`` list changed."""
+        from .notifications import notify_list_changed
+
+        return notify_list_changed(self, kind)
+
+    async def anotify_list_changed(self, kind: str) -> int:
+        from .notifications import anotify_list_changed
+
+        return await anotify_list_changed(self, kind)
+
     # -- protocol -----------------------------------------------------------------------
 
     def get_capabilities(self) -> dict[str, Any]:
         """Declare exactly what this site offers (lifecycle spec: capability negotiation)."""
         capabilities: dict[str, Any] = {"logging": {}, "completions": {}}
         if self.get_tools():
-            capabilities["tools"] = {"listChanged": False}
+            capabilities["tools"] = {"listChanged": True}
         if self.get_resources() or self.get_resource_templates():
-            capabilities["resources"] = {"subscribe": True, "listChanged": False}
+            capabilities["resources"] = {"subscribe": True, "listChanged": True}
         if self.get_prompts():
-            capabilities["prompts"] = {"listChanged": False}
+            capabilities["prompts"] = {"listChanged": True}
         return capabilities
 
     def get_handlers(self) -> dict[str, Handler]:

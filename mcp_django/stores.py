@@ -207,3 +207,42 @@ class ServerRequestStore:
 
     async def acancel(self, session_id: str, request_id: str) -> None:
         await sync_to_async(self.cancel)(session_id, request_id)
+
+
+class SubscriptionStore:
+    """Which sessions follow which resource URIs."""
+
+    def subscribe(self, session_id: str, uri: str) -> None:
+        from .models import Subscription
+
+        Subscription.objects.get_or_create(session_id=session_id, uri=uri)
+
+    def unsubscribe(self, session_id: str, uri: str) -> None:
+        from .models import Subscription
+
+        Subscription.objects.filter(session_id=session_id, uri=uri).delete()
+
+    def subscribers(self, site_name: str, uri: str) -> list[str]:
+        """Live sessions of ``site_name`` subscribed to ``uri``."""
+        from .models import Subscription
+
+        now = timezone.now()
+        return list(
+            Subscription.objects.filter(
+                uri=uri, session__site_name=site_name, session__terminated_at__isnull=True, session__expires_at__gt=now
+            ).values_list("session_id", flat=True)
+        )
+
+    async def asubscribe(self, session_id: str, uri: str) -> None:
+        await sync_to_async(self.subscribe)(session_id, uri)
+
+    async def aunsubscribe(self, session_id: str, uri: str) -> None:
+        await sync_to_async(self.unsubscribe)(session_id, uri)
+
+    async def asubscribers(self, site_name: str, uri: str) -> list[str]:
+        return await sync_to_async(self.subscribers)(site_name, uri)
+
+
+def live_session_ids(site_name: str) -> list[str]:
+    """Every live session of a site (for list_changed announcements)."""
+    return list(Session.objects.filter(site_name=site_name).live().values_list("pk", flat=True))

@@ -14,7 +14,6 @@ import logging
 from io import BytesIO
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from channels.utils import await_many_dispatch
@@ -33,6 +32,8 @@ from ..protocol.lifecycle import initialize_result, parse_initialize
 from ..protocol.sse import encode_event, make_event_id, parse_event_id
 from ..stores import BaseEventStore, SessionStore, get_event_store
 from .layers import GET_STREAM, get_layer, get_stream_group, new_stream_token, session_group, stream_belongs_to, stream_group
+from .process import RUNNING, cancel_request, process_channel
+from .process import request_key as _request_key
 from .streams import StreamEmitter, deliver_response
 
 if TYPE_CHECKING:
@@ -48,14 +49,6 @@ SSE_HEADERS = [
     (b"x-accel-buffering", b"no"),
 ]
 
-# Tasks answering requests over SSE, by (session id, request id). They are not tied to the
-# connection (a disconnect is not a cancel) and this keeps them from being garbage-collected.
-RUNNING: dict[tuple[str, str], asyncio.Task[Any]] = {}
-
-
-def _request_key(session_id: str, request_id: Any) -> tuple[str, str]:
-    # Keep the JSON type in the key: id 1 and id "1" are different requests.
-    return session_id, orjson.dumps(request_id).decode()
 
 
 class MCPConsumer(AsyncHttpConsumer):
@@ -315,9 +308,8 @@ class MCPConsumer(AsyncHttpConsumer):
                 await self.sessions.aupdate(session.pk, initialized=True)
         elif message.method == "notifications/cancelled":
             request_id = message.params.get("requestId")
-            task = RUNNING.get(_request_key(session.pk, request_id))
-            if task is not None:
-                task.cancel()
+            if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+                await cancel_request(session.pk, request_id)
         # Other notifications (progress, roots/list_changed) need no action here.
 
     async def answer_as_stream(
@@ -339,14 +331,15 @@ class MCPConsumer(AsyncHttpConsumer):
         pending = {"count": len(requests), "sent": 0}
         lock = asyncio.Lock()
 
-        async def answer(message: Request) -> None:
+        async def answer(message: Request, watched: asyncio.Event) -> None:
             key = _request_key(session.pk, message.id)
+            await watched.wait()  # so unwatch() cannot run before watch() has finished
             try:
                 response = await dispatch(message, handlers, self.context(request, user, session, message, emitter))
             except asyncio.CancelledError:
                 response = None  # cancelled by the client: no response is sent (cancellation spec)
             finally:
-                RUNNING.pop(key, None)
+                await process_channel.unwatch(key)
             async with lock:
                 pending["count"] -= 1
                 last = pending["count"] == 0
@@ -357,8 +350,10 @@ class MCPConsumer(AsyncHttpConsumer):
                     await emitter.end_without_event()
 
         for message in requests:
-            task = asyncio.get_running_loop().create_task(answer(message))
-            RUNNING[_request_key(session.pk, message.id)] = task
+            watched = asyncio.Event()
+            task = asyncio.get_running_loop().create_task(answer(message, watched))
+            await process_channel.watch(_request_key(session.pk, message.id), task)
+            watched.set()
 
     # -- GET ------------------------------------------------------------------------------
 

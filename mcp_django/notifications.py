@@ -1,0 +1,52 @@
+"""Announce changes to connected clients from any code: a view, a signal handler, a management
+command or a task queue worker, with or without an open MCP connection.
+
+Each announcement is stored on the session's GET stream and sent over the channel layer, so it
+reaches the stream wherever it is held, or waits for the client to resume.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from asgiref.sync import async_to_sync, sync_to_async
+
+from .protocol.jsonrpc import notification_message
+from .stores import SubscriptionStore, live_session_ids
+
+if TYPE_CHECKING:
+    from .sites import MCPSite
+
+LIST_KINDS = ("tools", "resources", "prompts")
+
+
+async def anotify_resource_updated(site: MCPSite, uri: str) -> int:
+    """Send ``notifications/resources/updated`` to the sessions subscribed to ``uri``."""
+    from .transport.streams import send_to_session
+
+    session_ids = await SubscriptionStore().asubscribers(site.name, uri)
+    for session_id in session_ids:
+        await send_to_session(session_id, notification_message("notifications/resources/updated", {"uri": uri}))
+    return len(session_ids)
+
+
+async def anotify_list_changed(site: MCPSite, kind: str) -> int:
+    """Send ``notifications/<kind>/list_changed`` to every live session of ``site``."""
+    from .transport.streams import send_to_session
+
+    if kind not in LIST_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(LIST_KINDS)}, not {kind!r}")
+    session_ids = await sync_to_async(live_session_ids)(site.name)
+    for session_id in session_ids:
+        await send_to_session(session_id, notification_message(f"notifications/{kind}/list_changed"))
+    return len(session_ids)
+
+
+def notify_resource_updated(site: MCPSite, uri: str) -> int:
+    """Synchronous twin of :func:`anotify_resource_updated` (views, signals, commands)."""
+    return async_to_sync(anotify_resource_updated)(site, uri)
+
+
+def notify_list_changed(site: MCPSite, kind: str) -> int:
+    """Synchronous twin of :func:`anotify_list_changed`."""
+    return async_to_sync(anotify_list_changed)(site, kind)

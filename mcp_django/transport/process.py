@@ -1,0 +1,82 @@
+"""Per-process plumbing: a channel on which this process hears about its running requests.
+
+A ``notifications/cancelled`` may be POSTed to any process; it is sent to a group named after
+the request, and the process running that request (which joined the group) cancels its task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from typing import Any
+
+import orjson
+
+from .layers import get_layer
+
+logger = logging.getLogger("mcp_django.transport")
+
+# Tasks answering requests over SSE, by (session id, request id as JSON). Holding them here
+# also keeps them alive: they are not tied to the HTTP connection (a disconnect is no cancel).
+RUNNING: dict[tuple[str, str], asyncio.Task[Any]] = {}
+
+
+def request_key(session_id: str, request_id: Any) -> tuple[str, str]:
+    # Keep the JSON type in the key: id 1 and id "1" are different requests.
+    return session_id, orjson.dumps(request_id).decode()
+
+
+def request_group(key: tuple[str, str]) -> str:
+    digest = hashlib.sha256(key[1].encode()).hexdigest()[:20]
+    return f"mcp.req.{key[0]}.{digest}"
+
+
+class ProcessChannel:
+    """One channel per process and event loop, with a task that acts on what arrives."""
+
+    def __init__(self) -> None:
+        self.channel: str | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Task[Any] | None = None
+
+    async def ensure(self) -> str:
+        loop = asyncio.get_running_loop()
+        if self.channel is None or self.loop is not loop or self.task is None or self.task.done():
+            self.loop = loop
+            self.channel = await get_layer().new_channel()
+            self.task = loop.create_task(self.listen(self.channel))
+        return self.channel
+
+    async def listen(self, channel: str) -> None:
+        layer = get_layer()
+        while True:
+            message = await layer.receive(channel)
+            if message.get("type") == "mcp.cancel":
+                task = RUNNING.get((message["session"], message["request"]))
+                if task is not None and not task.done():
+                    task.cancel()
+
+    async def watch(self, key: tuple[str, str], task: asyncio.Task[Any]) -> None:
+        """Register a running request so a cancel POSTed to any process reaches it."""
+        RUNNING[key] = task
+        channel = await self.ensure()
+        await get_layer().group_add(request_group(key), channel)
+
+    async def unwatch(self, key: tuple[str, str]) -> None:
+        RUNNING.pop(key, None)
+        if self.channel is not None:
+            await get_layer().group_discard(request_group(key), self.channel)
+
+
+process_channel = ProcessChannel()
+
+
+async def cancel_request(session_id: str, request_id: Any) -> None:
+    """Cancel a running request of a session, wherever it runs."""
+    key = request_key(session_id, request_id)
+    task = RUNNING.get(key)
+    if task is not None:
+        task.cancel()
+        return
+    await get_layer().group_send(request_group(key), {"type": "mcp.cancel", "session": key[0], "request": key[1]})
