@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "channels",
     "mcp_django",
     "example_site.library",
+    "example_site.live",
     "example_site.conformance",
 ]
 
