@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -99,7 +100,7 @@ def test_decode_arbitrary_json_returns_decoded_or_documented_error(value):
         raise AssertionError("a non-empty batch must never be refused as a whole")
 
 
-@FUZZ
+@QUICK
 @given(st.one_of(s.jsonrpc_ish(), st.lists(s.jsonrpc_ish(), min_size=1, max_size=5)))
 def test_decode_jsonrpc_like_messages_returns_decoded_or_documented_error(value):
     outcome = decode_or_documented_error(orjson.dumps(value))
@@ -109,7 +110,7 @@ def test_decode_jsonrpc_like_messages_returns_decoded_or_documented_error(value)
             assert len(outcome.messages) == len(value)
 
 
-@FUZZ
+@QUICK
 @given(s.jsonrpc_ish())
 def test_parse_message_never_raises_and_only_attributes_valid_ids(value):
     message = parse_message(value)
@@ -164,11 +165,15 @@ def test_event_id_round_trips(stream, sequence):
 
 @FUZZ
 @given(s.header_text)
+@example("abc\n:1")
+@example("abc:\u0661")
 def test_parse_event_id_raises_only_value_error(value):
     try:
         stream, sequence = parse_event_id(value)
     except ValueError:
         return
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", stream)
+    assert 0 <= sequence < 10**18
     # Whatever is accepted is canonical up to whitespace and leading zeros.
     assert make_event_id(stream, sequence) == f"{stream}:{int(value.strip().rpartition(':')[2])}"
 
@@ -254,6 +259,8 @@ def test_protocol_version_header_raises_only_400(value):
 
 @FUZZ
 @given(s.header_text)
+@example("abc\n")
+@example("x" * 129)
 def test_session_id_validity_matches_the_spec_rule(value):
     expected = 1 <= len(value) <= 128 and all(0x21 <= ord(c) <= 0x7E for c in value)
     assert is_valid_session_id(value) is expected
