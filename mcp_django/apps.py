@@ -18,6 +18,14 @@ class SimpleMcpDjangoConfig(AppConfig):
         checks.register(mcp_checks.check_sites, "mcp_django")
         checks.register(mcp_checks.check_deployment, "mcp_django", deploy=True)
 
+        from .conf import mcp_settings
+
+        bridge = mcp_settings.LOG_BRIDGE_LOGGERS
+        if bridge and isinstance(bridge, (list, tuple)):
+            from .log_bridge import install
+
+            install(list(bridge))
+
 
 class McpDjangoConfig(SimpleMcpDjangoConfig):
     """mcp_django, importing each installed app's ``mcp.py`` (like admin.py)."""

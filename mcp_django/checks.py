@@ -53,10 +53,13 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         value = user.get(key, DEFAULTS[key])
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             errors.append(Error(f"MCP_DJANGO[{key!r}] must be a positive integer, not {value!r}.", id="mcp_django.E005"))
-    for key in ("SSE_KEEPALIVE_SECONDS", "SSE_MAX_CONNECTION_SECONDS", "CLIENT_REQUEST_TIMEOUT"):
+    for key in ("SSE_KEEPALIVE_SECONDS", "SSE_MAX_CONNECTION_SECONDS", "CLIENT_REQUEST_TIMEOUT", "PROGRESS_MIN_INTERVAL"):
         value = user.get(key, DEFAULTS[key])
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
             errors.append(Error(f"MCP_DJANGO[{key!r}] must be a non-negative number or None, not {value!r}.", id="mcp_django.E005"))
+    bridge = user.get("LOG_BRIDGE_LOGGERS", [])
+    if not isinstance(bridge, (list, tuple)) or not all(isinstance(n, str) and n for n in bridge):
+        errors.append(Error("MCP_DJANGO['LOG_BRIDGE_LOGGERS'] must be a list of logger names.", id="mcp_django.E010"))
     origins = user.get("ALLOWED_ORIGINS", [])
     if not isinstance(origins, (list, tuple)) or not all(isinstance(o, str) for o in origins):
         errors.append(Error("MCP_DJANGO['ALLOWED_ORIGINS'] must be a list of strings.", id="mcp_django.E006"))

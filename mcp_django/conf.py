@@ -45,6 +45,12 @@ DEFAULTS: dict[str, Any] = {
     # Which CHANNEL_LAYERS alias delivers events between processes.
     "CHANNEL_LAYER": "default",
     "EVENT_STORE_CLASS": "mcp_django.stores.DatabaseEventStore",
+    # Minimum seconds between two progress notifications of one request; updates in between
+    # are dropped (the final one, progress == total, always goes out).
+    "PROGRESS_MIN_INTERVAL": 0.02,
+    # Loggers whose records, emitted while a tool runs, are forwarded to the client as
+    # notifications/message (e.g. ["myapp.tools"]). Empty: the bridge is off.
+    "LOG_BRIDGE_LOGGERS": [],
     # Seconds a tool waits for the client to answer a request (sampling, elicitation, roots,
     # ping) before it sends notifications/cancelled and gives up.
     "CLIENT_REQUEST_TIMEOUT": 600,
@@ -159,6 +165,10 @@ class MCPSettings:
     def sse_max_connection_seconds(self) -> float | None:
         value = self.get("SSE_MAX_CONNECTION_SECONDS")
         return None if value is None else float(value)
+
+    @property
+    def progress_min_interval(self) -> float:
+        return float(self.get("PROGRESS_MIN_INTERVAL"))
 
     @property
     def client_request_timeout(self) -> float:

@@ -6,7 +6,10 @@ messages on the stream of the request being answered.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -20,6 +23,9 @@ if TYPE_CHECKING:
     from .sites import MCPSite
 
 logger = logging.getLogger(__name__)
+
+#: The Context of the tool call running in this task (or in the thread of a sync tool).
+current_context: contextvars.ContextVar[Context | None] = contextvars.ContextVar("mcp_django_context", default=None)
 
 
 class Emitter(Protocol):
@@ -156,7 +162,9 @@ class Context:
         self.meta = meta or {}
         self._emitter = emitter
         self._last_progress: float | None = None
+        self._last_progress_sent = 0.0
         self.log = Log(self)
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def session_id(self) -> str | None:
@@ -188,6 +196,13 @@ class Context:
         if self._last_progress is not None and progress <= self._last_progress:
             raise ValueError(f"Progress must increase: {progress} after {self._last_progress}")
         self._last_progress = progress
+        from .conf import mcp_settings
+
+        now = time.monotonic()
+        final = total is not None and progress >= total
+        if not final and now - self._last_progress_sent < mcp_settings.progress_min_interval:
+            return  # rate-limited: the client sees the next update instead
+        self._last_progress_sent = now
         params: dict[str, Any] = {"progressToken": token, "progress": progress}
         if total is not None:
             params["total"] = total

@@ -7,6 +7,7 @@ may use the ORM freely.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import re
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create
 
 from .conf import mcp_settings
 from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
-from .context import Context
+from .context import Context, current_context
 from .protocol.errors import InvalidParamsError
 
 logger = logging.getLogger(__name__)
@@ -209,6 +210,9 @@ class FunctionTool:
 
     async def call(self, arguments: dict[str, Any], ctx: Context | None) -> dict[str, Any]:
         """Run the tool and return a ``CallToolResult``; failures become ``isError`` results."""
+        if ctx is not None:
+            ctx.loop = asyncio.get_running_loop()
+            current_context.set(ctx)  # each request runs in its own task, so this stays local
         try:
             kwargs = self.signature.bind(self._arguments(arguments), ctx)
             value = await acall(self.func, kwargs)

@@ -401,11 +401,19 @@ class MCPConsumer(AsyncHttpConsumer):
         self.last_seq = after
         await self.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", session.pk.encode())])
         await self.send_body(b"", more_body=True)
+        # Replay in chunks: one socket write per few hundred events keeps a long replay fast.
+        chunk: list[bytes] = []
         for event in await self.store.areplay(session.pk, stream, after):
-            await self.write_event(event.seq, event.payload)
+            chunk.append(encode_event(event.payload, event_id=make_event_id(stream, event.seq)))
+            self.last_seq = event.seq
+            if event.closes_stream or len(chunk) >= 256:
+                await self.send_body(b"".join(chunk), more_body=True)
+                chunk.clear()
             if event.closes_stream:
                 await self.end_stream()
                 return
+        if chunk:
+            await self.send_body(b"".join(chunk), more_body=True)
         self.start_timers()
 
     # -- DELETE ---------------------------------------------------------------------------
