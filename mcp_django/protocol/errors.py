@@ -35,6 +35,8 @@ class MCPError(Exception):
 
     code: int = INTERNAL_ERROR
     default_message: str = "Internal error"
+    #: The id of the request this error answers, when it could be read from a bad message.
+    request_id: str | int | None = None
 
     def __init__(self, message: str | None = None, data: Any = None) -> None:
         self.message = message or self.default_message

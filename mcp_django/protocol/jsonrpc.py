@@ -82,7 +82,9 @@ def decode(body: bytes) -> Decoded:
     if isinstance(data, dict):
         message = parse_message(data)
         if isinstance(message, Invalid):
-            raise InvalidRequestError(message.error.message, data=message.error.data)
+            error = InvalidRequestError(message.error.message, data=message.error.data)
+            error.request_id = message.id  # JSON-RPC: answer with the id when it can be read
+            raise error
         return Decoded([message], is_batch=False)
     raise InvalidRequestError("Invalid Request: the body must be a JSON object")
 

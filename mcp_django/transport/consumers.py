@@ -210,7 +210,7 @@ class MCPConsumer(AsyncHttpConsumer):
         try:
             decoded = decode(body)
         except MCPError as exc:
-            await self.send_json(400, error_message(None, exc))
+            await self.send_json(400, error_message(exc.request_id, exc))
             return
         messages = decoded.messages
         if any(isinstance(m, Request) and m.method == "initialize" for m in messages):
