@@ -11,6 +11,8 @@ __version__ = "0.1.0"
 __all__ = [
     "site",
     "MCPSite",
+    "ModelMCP",
+    "register",
     "Context",
     "ToolError",
     "ToolResult",
@@ -33,12 +35,28 @@ def autodiscover() -> None:
     autodiscover_modules("mcp", register_to=site)
 
 
+def register(*models: Any, site: Any = None) -> Any:
+    """Register models with a ``ModelMCP`` subclass: ``@register(Book)`` (like ``admin.register``)."""
+
+    def wrapper(model_mcp_class: Any) -> Any:
+        from .sites import site as default_site
+
+        (site or default_site).register(models, model_mcp_class)
+        return model_mcp_class
+
+    return wrapper
+
+
 def __getattr__(name: str) -> Any:
     # Lazy, so that "import mcp_django" in settings.py does not import models before setup.
     if name in ("site", "MCPSite"):
         from . import sites
 
         return getattr(sites, name)
+    if name == "ModelMCP":
+        from .options import ModelMCP
+
+        return ModelMCP
     if name == "Context":
         from .context import Context
 

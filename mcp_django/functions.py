@@ -20,7 +20,7 @@ import orjson
 import uritemplate
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, ValidationError, create_model
 
 from .conf import mcp_settings
 from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
@@ -69,6 +69,7 @@ class Signature:
     """The arguments a function takes from the client, as a pydantic model and JSON Schema."""
 
     def __init__(self, func: Callable[..., Any], owner: str) -> None:
+        self.owner = owner
         self.context_param: str | None = None
         try:
             hints = get_type_hints(func, include_extras=True)
@@ -90,7 +91,10 @@ class Signature:
         self.return_annotation = hints.get("return", inspect.Signature.empty)
 
     def json_schema(self) -> dict[str, Any]:
-        schema = self.model.model_json_schema()
+        try:
+            schema = self.model.model_json_schema()
+        except PydanticUserError as exc:  # a parameter type with no JSON Schema form
+            raise ImproperlyConfigured(f"Cannot describe the parameters of {self.owner} in JSON Schema: {exc}") from exc
         schema.pop("title", None)
         for name, prop in schema.get("properties", {}).items():
             # pydantic invents a title from the name; it only adds noise for a model.
@@ -134,8 +138,10 @@ class FunctionTool:
         annotations: dict[str, Any] | None = None,
         icons: list[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
+        permission: str | list[str] | tuple[str, ...] | None = None,
     ) -> None:
         self.func = func
+        self.permissions = (permission,) if isinstance(permission, str) else tuple(permission or ())
         self.name = name or func.__name__
         if not TOOL_NAME_RE.match(self.name):
             raise ImproperlyConfigured(
@@ -151,11 +157,25 @@ class FunctionTool:
         self._validator: Any = None
         if input_schema is not None:
             from jsonschema import Draft202012Validator
+            from jsonschema.exceptions import SchemaError
 
-            Draft202012Validator.check_schema(input_schema)
+            try:
+                Draft202012Validator.check_schema(input_schema)
+            except SchemaError as exc:
+                raise ImproperlyConfigured(f"Tool {self.name!r} has an invalid input_schema: {exc.message}") from exc
+            # MCP's Tool.inputSchema is always an object schema: arguments are named.
+            if input_schema.get("type") != "object":
+                raise ImproperlyConfigured(f"Tool {self.name!r}: input_schema must have \"type\": \"object\"")
             self._validator = Draft202012Validator(input_schema)
         self.input_schema = input_schema if input_schema is not None else self.signature.json_schema()
         self.output_adapter, self.output_schema, self.wrap_output = self._output()
+
+    def is_visible(self, request: Any) -> bool:
+        """Whether the request's user may see and call this tool (its Django permissions)."""
+        if not self.permissions:
+            return True
+        user = getattr(request, "user", None)
+        return bool(user is not None and user.has_perms(self.permissions))
 
     @property
     def streams(self) -> bool:
@@ -436,9 +456,10 @@ class FunctionPrompt:
         for argument in self.complete:
             if argument not in self.signature.names:
                 raise ImproperlyConfigured(f"Completer for unknown argument {argument!r} of prompt {self.name!r}")
+        self.arguments()  # fail at registration, not at prompts/list, on undescribable types
 
     def arguments(self) -> list[dict[str, Any]]:
-        schema = self.signature.model.model_json_schema()
+        schema = self.signature.json_schema()
         required = set(schema.get("required", []))
         arguments = []
         for name in self.signature.names:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
+
 from .conf import mcp_settings
 from .context import Context
 from .functions import run_completer
 from .protocol.dispatcher import Handler
 from .protocol.errors import InvalidParamsError, ResourceNotFoundError
 from .protocol.lifecycle import parse_log_level
-from .protocol.pagination import paginate
+from .protocol.pagination import decode_cursor, encode_cursor, paginate
 from .stores import SessionStore, SubscriptionStore
 
 if TYPE_CHECKING:
@@ -60,25 +62,87 @@ async def set_log_level(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     return {}
 
 
+def _needs_permission_check(tool: Any) -> bool:
+    return bool(getattr(tool, "permissions", True))
+
+
+async def visible_tools(ctx: Context) -> list[Any]:
+    """The tools this user may use; permission checks touch the database, so off the loop."""
+    tools = ctx.site.get_tools()
+    if not any(_needs_permission_check(t) for t in tools):
+        return tools
+    return await sync_to_async(lambda: [t for t in tools if t.is_visible(ctx.request)])()
+
+
 async def list_tools(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    return _page([t.definition() for t in ctx.site.get_tools()], params, "tools")
+    return _page([t.definition() for t in await visible_tools(ctx)], params, "tools")
 
 
 async def call_tool(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     name = _require_str(params, "name")
     arguments = _optional_object(params, "arguments")
     tool = ctx.site.get_tool(name)
-    if tool is None:
+    # A tool the user may not use answers like one that does not exist: nothing leaks.
+    if tool is None or (_needs_permission_check(tool) and not await sync_to_async(tool.is_visible)(ctx.request)):
         raise InvalidParamsError(f"Unknown tool: {name[:128]}")
     return await tool.call(arguments, ctx)
 
 
+def _list_resources_page(site: MCPSite, request: Any, params: dict[str, Any], page_size: int) -> dict[str, Any]:
+    """Function resources first, then each model's rows by primary key.
+
+    The cursor holds the section and the last primary key seen (keyset pagination): page 1,000
+    of a large table costs what page 1 costs, one query per section touched.
+    """
+    sections: list[Any] = [None, *site.get_model_mcps()]
+    section, key = 0, None
+    if params.get("cursor") is not None:
+        position = decode_cursor(params["cursor"])
+        section, key = position.get("s"), position.get("k")
+        if not isinstance(section, int) or isinstance(section, bool) or not 0 <= section < len(sections):
+            raise InvalidParamsError("Invalid params: invalid cursor")
+    items: list[dict[str, Any]] = []
+    while section < len(sections) and len(items) < page_size:
+        want = page_size - len(items)
+        if sections[section] is None:
+            offset = key if isinstance(key, int) and not isinstance(key, bool) and key >= 0 else 0
+            statics = site.get_resources()
+            page = statics[offset : offset + want]
+            items += [r.definition() for r in page]
+            if offset + want < len(statics):
+                return {"resources": items, "nextCursor": encode_cursor({"s": section, "k": offset + want})}
+        else:
+            model_mcp = sections[section]
+            after = model_mcp.coerce_pk(key) if key is not None else None
+            page = model_mcp.list_page(request, after, want + 1)
+            items += [definition for _pk, definition in page[:want]]
+            if len(page) > want:
+                last_pk = page[want - 1][0]
+                last_pk = last_pk if isinstance(last_pk, int) else str(last_pk)
+                return {"resources": items, "nextCursor": encode_cursor({"s": section, "k": last_pk})}
+        section, key = section + 1, None
+    return {"resources": items}
+
+
 async def list_resources(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    return _page([r.definition() for r in ctx.site.get_resources()], params, "resources")
+    if not ctx.site.get_model_mcps():
+        return _page([r.definition() for r in ctx.site.get_resources()], params, "resources")
+    return await sync_to_async(_list_resources_page)(ctx.site, ctx.request, params, mcp_settings.page_size)
 
 
 async def list_resource_templates(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    return _page([t.definition() for t in ctx.site.get_resource_templates()], params, "resourceTemplates")
+    templates = [t.definition() for t in ctx.site.get_resource_templates()]
+    templates += [m.template_definition() for m in ctx.site.get_model_mcps()]
+    return _page(templates, params, "resourceTemplates")
+
+
+def _read_model(model_mcp: Any, request: Any, pk: str, uri: str) -> dict[str, Any]:
+    import orjson
+
+    obj = model_mcp.get_object(request, pk)
+    if obj is None:
+        raise ResourceNotFoundError(uri)  # missing and forbidden look the same
+    return {"contents": [{"uri": uri, "mimeType": "application/json", "text": orjson.dumps(model_mcp.serialize(obj), default=str).decode()}]}
 
 
 async def read_resource(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -86,6 +150,9 @@ async def read_resource(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     resource = ctx.site.get_resource(uri)
     if resource is not None:
         return {"contents": await resource.read(uri, ctx)}
+    found = ctx.site.get_model_mcp_for_uri(uri)
+    if found is not None:
+        return await sync_to_async(_read_model)(found[0], ctx.request, found[1], uri)
     for template in ctx.site.get_resource_templates():
         variables = template.match(uri)
         if variables is not None:
@@ -94,7 +161,11 @@ async def read_resource(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 
 def _known_resource(site: MCPSite, uri: str) -> bool:
-    return site.get_resource(uri) is not None or any(t.match(uri) is not None for t in site.get_resource_templates())
+    return (
+        site.get_resource(uri) is not None
+        or any(t.match(uri) is not None for t in site.get_resource_templates())
+        or site.get_model_mcp_for_uri(uri) is not None
+    )
 
 
 async def subscribe(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -144,6 +215,12 @@ async def complete(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     elif ref_type == "ref/resource":
         uri = _require_str(ref, "uri")
         template = ctx.site.get_resource_template(uri)
+        model_mcp = next((m for m in ctx.site.get_model_mcps() if m.uri_template == uri), None)
+        if model_mcp is not None:
+            if name != "pk":
+                return {"completion": {"values": [], "total": 0, "hasMore": False}}
+            values = await sync_to_async(model_mcp.complete_pk)(ctx.request, value, MAX_COMPLETIONS + 1)
+            return {"completion": {"values": values[:MAX_COMPLETIONS], "hasMore": len(values) > MAX_COMPLETIONS}}
         if template is None:
             if ctx.site.get_resource(uri) is None:
                 raise InvalidParamsError(f"Unknown resource template: {uri[:200]}")

@@ -7,7 +7,8 @@ reaches the stream wherever it is held, or waits for the client to resume.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 
@@ -16,6 +17,8 @@ from .stores import SubscriptionStore, live_session_ids
 
 if TYPE_CHECKING:
     from .sites import MCPSite
+
+logger = logging.getLogger(__name__)
 
 LIST_KINDS = ("tools", "resources", "prompts")
 
@@ -50,3 +53,36 @@ def notify_resource_updated(site: MCPSite, uri: str) -> int:
 def notify_list_changed(site: MCPSite, kind: str) -> int:
     """Synchronous twin of :func:`anotify_list_changed`."""
     return async_to_sync(anotify_list_changed)(site, kind)
+
+
+def model_changed(sender: Any, instance: Any, created: bool | None = None, **kwargs: Any) -> None:
+    """post_save / post_delete of a registered model, from any code path (admin, shell, MCP,
+    another process): tell subscribers of its URI, and everyone when the list changed."""
+    from django.db import transaction
+
+    from .sites import all_sites
+
+    deleted = _is_delete(kwargs)
+    for site in list(all_sites):
+        model_mcp = site._registry.get(sender)
+        if model_mcp is None:
+            continue
+        uri = model_mcp.uri_for(instance)
+        list_changed = bool(created) or deleted
+
+        def announce(site: Any = site, uri: str = uri, list_changed: bool = list_changed) -> None:
+            try:
+                notify_resource_updated(site, uri)
+                if list_changed:
+                    notify_list_changed(site, "resources")
+            except Exception:
+                # A notification must never break the save that caused it.
+                logger.exception("Could not announce the change of %s", uri)
+
+        transaction.on_commit(announce, robust=True)
+
+
+def _is_delete(kwargs: dict[str, Any]) -> bool:
+    from django.db.models.signals import post_delete
+
+    return kwargs.get("signal") is post_delete

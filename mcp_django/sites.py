@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from weakref import WeakSet
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models.base import ModelBase
 from django.utils.functional import LazyObject
 
 from .conf import mcp_settings
@@ -44,8 +45,9 @@ class MCPSite:
     """One MCP server: a registry of tools, resources and prompts, and its URL patterns."""
 
     def __init__(self, name: str = "mcp") -> None:
-        # One flat registry, so that a failed autodiscover import can be rolled back whole.
-        self._registry: dict[tuple[str, str], Entry] = {}
+        # One flat registry, so that a failed autodiscover import can be rolled back whole:
+        # model classes map to ModelMCP instances, (kind, name) to function entries.
+        self._registry: dict[Any, Any] = {}
         self.name = name
         self._handlers: dict[str, Handler] | None = None
         all_sites.add(self)
@@ -75,16 +77,96 @@ class MCPSite:
         self._handlers = None
         return entry
 
-    def unregister(self, kind: str, name: str) -> None:
-        """Remove the tool, prompt, resource (by URI) or template (by URI template) named."""
-        try:
-            del self._registry[(kind, name)]
-        except KeyError:
-            raise NotRegistered(f"No {kind} {name!r} is registered on {self!r}.") from None
+    def register(self, model_or_iterable: Any, model_mcp_class: Any = None, **options: Any) -> Callable[[Any], Any]:
+        """Expose one or more models, with a ``ModelMCP`` subclass or the default options.
+
+        ``site.register(Book)`` and ``site.register(Book, BookMCP)`` register at once;
+        ``@site.register(Book)`` on a ``ModelMCP`` subclass registers with that class.
+        """
+        from .options import ModelMCP
+
+        models = [model_or_iterable] if isinstance(model_or_iterable, ModelBase) else list(model_or_iterable)
+        for model in models:
+            if not isinstance(model, ModelBase):
+                raise ImproperlyConfigured(f"{model!r} is not a Django model class.")
+            if model._meta.abstract:
+                raise ImproperlyConfigured(f"The model {model.__name__} is abstract, so it cannot be registered with MCP.")
+            if model._meta.swapped:
+                continue
+            if model in self._registry:
+                raise AlreadyRegistered(f"The model {model.__name__} is already registered with {self._registry[model].__class__.__name__} on {self!r}.")
+            cls = model_mcp_class or ModelMCP
+            if options:
+                cls = type(f"{model.__name__}ModelMCP", (cls,), {"__module__": __name__, **options})
+            self._registry[model] = cls(model, self)
+            self._connect_signals(model)
         self._handlers = None
 
-    def is_registered(self, kind: str, name: str) -> bool:
-        return (kind, name) in self._registry
+        def decorator(model_mcp_cls: Any) -> Any:
+            if not (isinstance(model_mcp_cls, type) and issubclass(model_mcp_cls, ModelMCP)):
+                raise ValueError("Wrapped class must subclass ModelMCP.")
+            for model in models:
+                self._registry[model] = model_mcp_cls(model, self)
+            self._handlers = None
+            return model_mcp_cls
+
+        return decorator
+
+    def unregister(self, model_or_kind: Any, name: str | None = None) -> None:
+        """Remove models (``unregister(Book)``) or a function entry (``unregister("tool", "add")``):
+        kinds are "tool", "prompt", "resource" (by URI) and "template" (by URI template)."""
+        if name is None:
+            models = [model_or_kind] if isinstance(model_or_kind, ModelBase) else list(model_or_kind)
+            for model in models:
+                if model not in self._registry:
+                    raise NotRegistered(f"The model {model.__name__} is not registered on {self!r}.")
+                del self._registry[model]
+        else:
+            try:
+                del self._registry[(model_or_kind, name)]
+            except KeyError:
+                raise NotRegistered(f"No {model_or_kind} {name!r} is registered on {self!r}.") from None
+        self._handlers = None
+
+    def is_registered(self, model_or_kind: Any, name: str | None = None) -> bool:
+        return (model_or_kind if name is None else (model_or_kind, name)) in self._registry
+
+    def get_model_mcp(self, model: Any) -> Any:
+        try:
+            return self._registry[model]
+        except KeyError:
+            raise NotRegistered(f"The model {model.__name__} is not registered on {self!r}.") from None
+
+    def get_model_mcps(self) -> list[Any]:
+        from .options import ModelMCP
+
+        return [e for e in self._registry.values() if isinstance(e, ModelMCP)]
+
+    def get_model_mcp_for_uri(self, uri: str) -> tuple[Any, str] | None:
+        """Find the ModelMCP of a ``django://<app_label>/<name>/<pk>`` URI; return it with the pk."""
+        from .options import URI_SCHEME
+
+        prefix = f"{URI_SCHEME}://"
+        if not uri.startswith(prefix):
+            return None
+        parts = uri[len(prefix):].split("/")
+        if len(parts) != 3 or not parts[2]:
+            return None
+        for model_mcp in self.get_model_mcps():
+            if model_mcp.opts.app_label == parts[0] and model_mcp.name == parts[1]:
+                from urllib.parse import unquote
+
+                return model_mcp, unquote(parts[2])
+        return None
+
+    def _connect_signals(self, model: Any) -> None:
+        from django.db.models.signals import post_delete, post_save
+
+        from .notifications import model_changed
+
+        uid = f"mcp_django:{id(self)}:{model._meta.label}"
+        post_save.connect(model_changed, sender=model, dispatch_uid=uid + ":save", weak=False)
+        post_delete.connect(model_changed, sender=model, dispatch_uid=uid + ":delete", weak=False)
 
     def tool(
         self,
@@ -97,19 +179,22 @@ class MCPSite:
         annotations: dict[str, Any] | None = None,
         icons: list[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
+        permission: str | list[str] | None = None,
     ) -> Any:
         """Register a function as a tool: ``@site.tool`` or ``@site.tool(name=..., ...)``.
 
         The input schema comes from the type hints (or ``input_schema``, validated with
         JSON Schema 2020-12), the description from the docstring. A parameter annotated
-        ``Context`` receives the request context and is not part of the schema.
+        ``Context`` receives the request context and is not part of the schema. With
+        ``permission`` (a Django permission name or a list), only users holding it see and call
+        the tool.
         """
 
         def decorator(f: F) -> F:
             self.register_entry(
                 FunctionTool(
                     f, name=name, title=title, description=description, input_schema=input_schema,
-                    annotations=annotations, icons=icons, meta=meta,
+                    annotations=annotations, icons=icons, meta=meta, permission=permission,
                 )
             )
             return f
@@ -168,12 +253,22 @@ class MCPSite:
     def _of(self, cls: type) -> list[Any]:
         return [e for e in self._registry.values() if isinstance(e, cls)]
 
-    def get_tools(self) -> list[FunctionTool]:
-        return self._of(FunctionTool)
+    def get_tools(self) -> list[Any]:
+        """Function tools, then each registered model's generated tools."""
+        tools: list[Any] = self._of(FunctionTool)
+        for model_mcp in self.get_model_mcps():
+            tools.extend(model_mcp.get_generated_tools())
+        return tools
 
-    def get_tool(self, name: str) -> FunctionTool | None:
+    def get_tool(self, name: str) -> Any:
         entry = self._registry.get(("tool", name))
-        return entry if isinstance(entry, FunctionTool) else None
+        if isinstance(entry, FunctionTool):
+            return entry
+        for model_mcp in self.get_model_mcps():
+            for tool in model_mcp.get_generated_tools():
+                if tool.name == name:
+                    return tool
+        return None
 
     def get_resources(self) -> list[FunctionResource]:
         return self._of(FunctionResource)
@@ -230,7 +325,7 @@ class MCPSite:
         capabilities: dict[str, Any] = {"logging": {}, "completions": {}}
         if self.get_tools():
             capabilities["tools"] = {"listChanged": True}
-        if self.get_resources() or self.get_resource_templates():
+        if self.get_resources() or self.get_resource_templates() or self.get_model_mcps():
             capabilities["resources"] = {"subscribe": True, "listChanged": True}
         if self.get_prompts():
             capabilities["prompts"] = {"listChanged": True}
@@ -273,8 +368,17 @@ class MCPSite:
     # -- checks -------------------------------------------------------------------------
 
     def check(self, app_configs: Any = None) -> list[Any]:
-        """Run the registry's own checks (more arrive with ModelMCP)."""
-        return []
+        """Run each registered ModelMCP's checks (only for the given apps, when given)."""
+        errors: list[Any] = []
+        for model_mcp in self.get_model_mcps():
+            if app_configs is None or model_mcp.opts.app_config in app_configs:
+                errors.extend(model_mcp.check())
+        tool_names = [t.name for t in self.get_tools()]
+        for name in sorted({n for n in tool_names if tool_names.count(n) > 1}):
+            from django.core.checks import Error
+
+            errors.append(Error(f"Two tools are named {name!r} on {self!r}.", hint="Rename one; tool names must be unique.", id="mcp_django.E105"))
+        return errors
 
 
 class DefaultMCPSite(LazyObject):

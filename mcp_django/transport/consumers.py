@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from channels.utils import await_many_dispatch
+from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
 
@@ -168,6 +169,8 @@ class MCPConsumer(AsyncHttpConsumer):
         negotiation.check_origin(self.header("origin"), host, request.scheme, self.settings.allowed_origins)
         auth = self.settings.authentication_class()
         user = await auth.authenticate(request)
+        # Hooks (get_queryset(request), has_*_permission(request)) read request.user, as in the admin.
+        request.user = user if user is not None else AnonymousUser()
         method = self.scope["method"]
         if method == "POST":
             await self.post(request, user, body)

@@ -71,3 +71,32 @@ async def ask(ctx: Context, question: str) -> str:
     sampled = await ctx.sample(question, max_tokens=50)
     answer = await ctx.elicit("Confirm?", {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})
     return f"{sampled['content']['text']} / {answer.action} {answer.content}"
+
+
+from mcp_django import ModelMCP  # noqa: E402
+
+from .models import Note  # noqa: E402
+
+
+@site.register(Note)
+class NoteMCP(ModelMCP):
+    fields = ["title", "body", "priority", "owner"]
+    read_only_fields = ["owner"]
+    search_fields = ["title", "body"]
+    ordering = ["title", "-title"]
+    filter_fields = ["priority"]
+    tools = ["search", "get", "create", "update", "delete"]
+
+    def get_queryset(self, request):
+        # Row-level: a user sees only their own notes.
+        return super().get_queryset(request).filter(owner_id=getattr(request.user, "pk", None))
+
+    def get_serializer_class(self):
+        base = super().get_serializer_class()
+
+        class NoteSerializer(base):  # type: ignore[misc,valid-type]
+            def create(self, validated_data):
+                validated_data["owner"] = self.context["request"].user
+                return super().create(validated_data)
+
+        return NoteSerializer

@@ -1,0 +1,527 @@
+"""``ModelMCP``: how one Django model is exposed over MCP, like ``ModelAdmin`` for the admin.
+
+Usage::
+
+    @site.register(Book)
+    class BookMCP(ModelMCP):
+        fields = ["title", "author", "isbn", "published"]
+        search_fields = ["title", "author__name"]
+        tools = ["search", "get", "create", "update"]
+
+A registered model becomes a resource template ``django://<app_label>/<name>/{pk}``, its rows
+(those ``get_queryset(request)`` returns) are listed in ``resources/list``, and the opted-in
+tools read and write through a DRF serializer, checking the user's Django permissions on every
+call and every row.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from functools import reduce
+from operator import or_
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from asgiref.sync import sync_to_async
+from django.core import checks
+from django.core.exceptions import FieldDoesNotExist, ValidationError as DjangoValidationError
+from django.db import models, transaction
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+from rest_framework import serializers
+from rest_framework.schemas.openapi import AutoSchema
+
+from .functions import TOOL_NAME_RE
+from .protocol.errors import InvalidParamsError
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .sites import MCPSite
+
+logger = logging.getLogger(__name__)
+
+GENERATED_TOOLS = ("search", "get", "create", "update", "delete")
+URI_SCHEME = "django"
+_INT64 = 9223372036854775807
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Turn DRF's OpenAPI 3.0 field schema into JSON Schema 2020-12."""
+    schema = dict(schema)
+    nullable = schema.pop("nullable", False)
+    schema.pop("readOnly", None)
+    schema.pop("writeOnly", None)
+    if schema.get("format") in ("int64", "int32"):
+        schema.pop("format")
+    if schema.get("maximum") == _INT64:
+        schema.pop("maximum")
+    if schema.get("minimum") == -_INT64 - 1:
+        schema.pop("minimum")
+    if "items" in schema and isinstance(schema["items"], dict):
+        schema["items"] = _clean_schema(schema["items"])
+    if nullable and "type" in schema:
+        schema["type"] = [schema["type"], "null"]
+    return schema
+
+
+class ModelMCPChecks:
+    """System checks for a ``ModelMCP``; each ``_check_*`` returns a list of errors."""
+
+    def check(self, model_mcp: ModelMCP) -> list[checks.CheckMessage]:
+        return [
+            *self._check_fields(model_mcp, "fields"),
+            *self._check_fields(model_mcp, "exclude"),
+            *self._check_fields(model_mcp, "filter_fields"),
+            *self._check_lookups(model_mcp, "search_fields"),
+            *self._check_lookups(model_mcp, "ordering"),
+            *self._check_tools(model_mcp),
+        ]
+
+    def _error(self, model_mcp: ModelMCP, msg: str, hint: str, id: str) -> checks.Error:
+        return checks.Error(msg, hint=hint, obj=model_mcp.__class__, id=id)
+
+    def _check_fields(self, model_mcp: ModelMCP, attr: str) -> list[checks.CheckMessage]:
+        value = getattr(model_mcp, attr)
+        if value is None or value == "__all__":
+            return []
+        if not isinstance(value, (list, tuple)):
+            return [self._error(model_mcp, f"'{attr}' must be a list or tuple.", "Use a list of field names.", "mcp_django.E101")]
+        errors: list[checks.CheckMessage] = []
+        for name in value:
+            try:
+                model_mcp.opts.get_field(name)
+            except FieldDoesNotExist:
+                errors.append(
+                    self._error(
+                        model_mcp,
+                        f"'{attr}' refers to {name!r}, which is not a field of {model_mcp.opts.label}.",
+                        f"Fields of {model_mcp.opts.label}: {', '.join(f.name for f in model_mcp.opts.get_fields())}.",
+                        "mcp_django.E102",
+                    )
+                )
+        return errors
+
+    def _check_lookups(self, model_mcp: ModelMCP, attr: str) -> list[checks.CheckMessage]:
+        value = getattr(model_mcp, attr) or []
+        if not isinstance(value, (list, tuple)):
+            return [self._error(model_mcp, f"'{attr}' must be a list or tuple.", "Use a list of field lookups.", "mcp_django.E101")]
+        errors: list[checks.CheckMessage] = []
+        for lookup in value:
+            path = str(lookup).lstrip("-^=@").split("__")
+            model = model_mcp.model
+            for part in path:
+                try:
+                    field = model._meta.get_field(part)
+                except FieldDoesNotExist:
+                    if part in ("pk",) or (part == path[-1] and part in ("iexact", "icontains", "istartswith", "exact")):
+                        break
+                    errors.append(
+                        self._error(
+                            model_mcp,
+                            f"'{attr}' refers to {lookup!r}, which does not resolve on {model_mcp.opts.label}.",
+                            "Use field names, following relations with '__'.",
+                            "mcp_django.E103",
+                        )
+                    )
+                    break
+                if field.is_relation and field.related_model is not None:
+                    model = field.related_model
+        return errors
+
+    def _check_tools(self, model_mcp: ModelMCP) -> list[checks.CheckMessage]:
+        errors: list[checks.CheckMessage] = []
+        for tool in model_mcp.tools:
+            if tool not in GENERATED_TOOLS:
+                errors.append(
+                    self._error(model_mcp, f"'tools' has {tool!r}, which is not a generated tool.",
+                                f"Choose from {', '.join(GENERATED_TOOLS)}.", "mcp_django.E104")
+                )
+        return errors
+
+
+class ModelMCP:
+    """Options and hooks for exposing one model. Subclass it and register with the site."""
+
+    #: Fields read and written by the generated serializer: a list, or None for all.
+    fields: list[str] | tuple[str, ...] | str | None = None
+    exclude: list[str] | tuple[str, ...] | None = None
+    read_only_fields: list[str] | tuple[str, ...] = ()
+    #: Lookups matched (icontains) by the ``search`` tool and by completion of ``{pk}``.
+    search_fields: list[str] | tuple[str, ...] = ()
+    #: Orderings the ``search`` tool accepts (the first is its default).
+    ordering: list[str] | tuple[str, ...] | None = None
+    #: Exact-match filters the ``search`` tool accepts.
+    filter_fields: list[str] | tuple[str, ...] = ()
+    serializer_class: type[serializers.ModelSerializer] | None = None
+    #: Generated tools to offer: any of "search", "get", "create", "update", "delete".
+    tools: list[str] | tuple[str, ...] = ()
+    #: The ``<name>`` in ``django://<app_label>/<name>/{pk}``; the model name by default.
+    uri_name: str | None = None
+    #: Relations to fetch with each listed row, so that ``str(obj)`` costs no extra query.
+    list_select_related: list[str] | tuple[str, ...] = ()
+    #: Upper bound (and default) of the ``search`` tool's ``limit``.
+    search_limit: int = 50
+    description: str | None = None
+    checks_class = ModelMCPChecks
+
+    def __init__(self, model: type[models.Model], site: MCPSite) -> None:
+        self.model = model
+        self.opts = model._meta
+        self.site = site
+        self.name = self.uri_name or self.opts.model_name
+
+    def __repr__(self) -> str:
+        return f"<{self.__class__.__name__}: model={self.opts.label} site={self.site!r}>"
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        return self.checks_class().check(self)
+
+    # -- hooks you may override ---------------------------------------------------------
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        """Rows this request may see; every read, list, search and write starts here."""
+        return self.model._default_manager.get_queryset()
+
+    def _has_perm(self, request: HttpRequest, action: str) -> bool:
+        user = getattr(request, "user", None)
+        return bool(user is not None and user.has_perm(f"{self.opts.app_label}.{action}_{self.opts.model_name}"))
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._has_perm(request, "view") or self._has_perm(request, "change")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return self._has_perm(request, "add")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._has_perm(request, "change")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._has_perm(request, "delete")
+
+    def get_serializer_class(self) -> type[serializers.ModelSerializer]:
+        if self.serializer_class is not None:
+            return self.serializer_class
+        meta_attrs: dict[str, Any] = {"model": self.model, "read_only_fields": tuple(self.read_only_fields)}
+        if self.exclude:
+            meta_attrs["exclude"] = tuple(self.exclude)
+        else:
+            pk_name = self.opts.pk.name
+            meta_attrs["fields"] = (
+                "__all__" if self.fields in (None, "__all__")
+                else tuple(self.fields if pk_name in self.fields else [pk_name, *self.fields])
+            )
+        meta = type("Meta", (), meta_attrs)
+        return type(f"{self.model.__name__}MCPSerializer", (serializers.ModelSerializer,), {"Meta": meta})
+
+    def get_resource_name(self, obj: Any) -> str:
+        return str(obj)
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], term: str) -> QuerySet[Any]:
+        if not term or not self.search_fields:
+            return queryset
+        lookups = [Q(**{f"{f}__icontains": term}) for f in self.search_fields]
+        return queryset.filter(reduce(or_, lookups)).distinct()
+
+    # -- URIs -----------------------------------------------------------------------------
+
+    @property
+    def uri_template(self) -> str:
+        return f"{URI_SCHEME}://{self.opts.app_label}/{self.name}/{{pk}}"
+
+    def uri_for(self, obj: Any) -> str:
+        return f"{URI_SCHEME}://{self.opts.app_label}/{self.name}/{obj.pk}"
+
+    def template_definition(self) -> dict[str, Any]:
+        definition = {
+            "uriTemplate": self.uri_template,
+            "name": f"{self.opts.app_label}.{self.name}",
+            "title": str(self.opts.verbose_name).capitalize(),
+            "description": self.description or f"One {self.opts.verbose_name} by primary key.",
+            "mimeType": "application/json",
+        }
+        return definition
+
+    def resource_definition(self, obj: Any) -> dict[str, Any]:
+        return {"uri": self.uri_for(obj), "name": self.get_resource_name(obj), "mimeType": "application/json"}
+
+    # -- sync work (runs in Django's thread) -------------------------------------------------
+
+    def coerce_pk(self, value: Any) -> Any:
+        try:
+            return self.opts.pk.to_python(value)
+        except (DjangoValidationError, TypeError, ValueError):
+            return None
+
+    def get_object(self, request: HttpRequest, pk: Any, permission: str = "view") -> Any:
+        """The row ``pk`` if this request may see it and hold ``permission`` on it, else None.
+
+        Missing and forbidden rows give the same answer, so nothing leaks.
+        """
+        pk = self.coerce_pk(pk)
+        if pk is None:
+            return None
+        obj = self.get_queryset(request).filter(pk=pk).first()
+        if obj is None or not self.has_view_permission(request, obj):
+            return None
+        if permission == "change" and not self.has_change_permission(request, obj):
+            return None
+        if permission == "delete" and not self.has_delete_permission(request, obj):
+            return None
+        return obj
+
+    def serialize(self, obj: Any) -> dict[str, Any]:
+        return dict(self.get_serializer_class()(obj).data)
+
+    def list_page(self, request: HttpRequest, after: Any, limit: int) -> list[tuple[Any, dict[str, Any]]]:
+        """Up to ``limit`` ``(pk, resource entry)`` pairs with pk greater than ``after``: keyset,
+        not offset, so a deep page costs what the first one costs."""
+        if not self.has_view_permission(request):
+            return []
+        queryset = self.get_queryset(request).order_by("pk")
+        if self.list_select_related:
+            queryset = queryset.select_related(*self.list_select_related)
+        if after is not None:
+            queryset = queryset.filter(pk__gt=after)
+        return [(obj.pk, self.resource_definition(obj)) for obj in queryset[:limit]]
+
+    def complete_pk(self, request: HttpRequest, value: str, limit: int = 100) -> list[str]:
+        if not self.has_view_permission(request):
+            return []
+        queryset = self.get_queryset(request)
+        matches = Q()
+        if value:
+            pk = self.coerce_pk(value)
+            matches = Q(pk__startswith=value) if pk is not None or value.isdigit() else Q(pk__startswith=value)
+            for field in self.search_fields:
+                matches |= Q(**{f"{field}__icontains": value})
+        return [str(pk) for pk in queryset.filter(matches).order_by("pk").values_list("pk", flat=True).distinct()[:limit]]
+
+    # -- generated tools --------------------------------------------------------------------
+
+    def get_generated_tools(self) -> list[ModelTool]:
+        return [ModelTool(self, action) for action in self.tools if action in GENERATED_TOOLS]
+
+    def field_schemas(self, *, writable: bool) -> dict[str, Any]:
+        serializer = self.get_serializer_class()()
+        schema = AutoSchema().map_serializer(serializer)
+        properties = {}
+        for name, field in serializer.fields.items():
+            if name not in schema["properties"]:
+                continue
+            if writable and field.read_only:
+                continue
+            properties[name] = _clean_schema(schema["properties"][name])
+        required = [n for n in schema.get("required", []) if n in properties]
+        return {"type": "object", "properties": properties, "required": required}
+
+
+def _safe_name(value: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", value)
+
+
+class ModelTool:
+    """A generated tool (search, get, create, update, delete) of one ``ModelMCP``."""
+
+    kind = "tool"
+    streams = False
+    title: str | None = None
+    icons = None
+    meta = None
+
+    def __init__(self, model_mcp: ModelMCP, action: str) -> None:
+        self.model_mcp = model_mcp
+        self.action = action
+        opts = model_mcp.opts
+        self.name = _safe_name(f"{opts.app_label}_{model_mcp.name}_{action}")
+        if not TOOL_NAME_RE.match(self.name):
+            raise ValueError(f"Generated tool name {self.name!r} is not a valid tool name")
+        verbose, plural = str(opts.verbose_name), str(opts.verbose_name_plural)
+        self.description = {
+            "search": f"Search {plural}" + (f" by {', '.join(model_mcp.search_fields)}" if model_mcp.search_fields else "") + ".",
+            "get": f"Get one {verbose} by primary key.",
+            "create": f"Create a {verbose}.",
+            "update": f"Change fields of a {verbose} (only the fields given).",
+            "delete": f"Delete a {verbose}.",
+        }[action]
+        self.annotations = {
+            "search": {"readOnlyHint": True, "openWorldHint": False},
+            "get": {"readOnlyHint": True, "openWorldHint": False},
+            "create": {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False},
+            "update": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False},
+            "delete": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False},
+        }[action]
+
+    # -- schemas ------------------------------------------------------------------------------
+
+    def _pk_schema(self) -> dict[str, Any]:
+        pk = self.model_mcp.opts.pk
+        kind = "integer" if isinstance(pk, (models.AutoField, models.BigAutoField, models.IntegerField)) else "string"
+        return {"type": kind, "description": f"Primary key of the {self.model_mcp.opts.verbose_name}."}
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        mm = self.model_mcp
+        if self.action == "search":
+            properties: dict[str, Any] = {
+                "query": {"type": "string", "description": "Text matched against " + (", ".join(mm.search_fields) or "nothing")},
+                "limit": {"type": "integer", "minimum": 1, "maximum": mm.search_limit, "default": min(20, mm.search_limit)},
+                "cursor": {"type": "string", "description": "nextCursor of a previous page."},
+            }
+            if mm.ordering:
+                properties["ordering"] = {"type": "string", "enum": list(mm.ordering), "default": mm.ordering[0]}
+            fields = mm.field_schemas(writable=False)["properties"]
+            for name in mm.filter_fields:
+                properties[name] = _clean_schema(fields.get(name, {"type": "string"}))
+            return {"type": "object", "properties": properties, "additionalProperties": False}
+        if self.action in ("get", "delete"):
+            return {"type": "object", "properties": {"pk": self._pk_schema()}, "required": ["pk"], "additionalProperties": False}
+        writable = mm.field_schemas(writable=True)
+        if self.action == "create":
+            return {**writable, "additionalProperties": False}
+        return {
+            "type": "object",
+            "properties": {"pk": self._pk_schema(), **writable["properties"]},
+            "required": ["pk"],
+            "additionalProperties": False,
+        }
+
+    @property
+    def output_schema(self) -> dict[str, Any]:
+        item = self.model_mcp.field_schemas(writable=False)
+        item = {"type": "object", "properties": item["properties"]}
+        if self.action == "search":
+            return {"type": "object", "properties": {"items": {"type": "array", "items": item}, "nextCursor": {"type": ["string", "null"]}}, "required": ["items"]}
+        if self.action == "delete":
+            return {"type": "object", "properties": {"deleted": {"type": "boolean"}, "pk": self._pk_schema()}, "required": ["deleted"]}
+        return item
+
+    def definition(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "outputSchema": self.output_schema,
+            "annotations": self.annotations,
+        }
+
+    # -- permission -------------------------------------------------------------------------
+
+    def is_visible(self, request: HttpRequest) -> bool:
+        mm = self.model_mcp
+        if self.action in ("search", "get"):
+            return mm.has_view_permission(request)
+        if self.action == "create":
+            return mm.has_add_permission(request)
+        if self.action == "update":
+            return mm.has_change_permission(request)
+        return mm.has_delete_permission(request)
+
+    # -- calls --------------------------------------------------------------------------------
+
+    async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        return await sync_to_async(self._call, thread_sensitive=True)(arguments, ctx.request)
+
+    def _result(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": orjson.dumps(data, default=str).decode()}], "structuredContent": data}
+
+    def _error(self, text: str) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": text}], "isError": True}
+
+    def _not_found(self, pk: Any) -> dict[str, Any]:
+        return self._error(f"No {self.model_mcp.opts.verbose_name} with pk {pk!r} (or you may not see it).")
+
+    def _validation_error(self, errors: Any) -> dict[str, Any]:
+        lines = []
+        for field, messages in (errors.items() if isinstance(errors, dict) else [("non_field_errors", errors)]):
+            for message in messages if isinstance(messages, list) else [messages]:
+                lines.append(f"{field}: {message}")
+        return self._error("Invalid data:\n" + "\n".join(lines))
+
+    def _call(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
+        from jsonschema import Draft202012Validator
+
+        schema_errors = sorted(Draft202012Validator(self.input_schema).iter_errors(arguments), key=lambda e: list(e.path))
+        if schema_errors:
+            return self._error(
+                "Invalid arguments:\n" + "\n".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in schema_errors)
+            )
+        if not self.is_visible(request):
+            # Tools a user may not use are not listed; calling one anyway is refused the same way.
+            raise InvalidParamsError(f"Unknown tool: {self.name}")
+        return getattr(self, f"_{self.action}")(dict(arguments), request)
+
+    def _search(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
+        from .protocol.pagination import decode_cursor, encode_cursor
+
+        mm = self.model_mcp
+        limit = arguments.pop("limit", min(20, mm.search_limit))
+        offset = 0
+        if "cursor" in arguments:
+            try:
+                offset = int(decode_cursor(arguments.pop("cursor")).get("o", 0))
+            except (InvalidParamsError, TypeError, ValueError):
+                return self._error("cursor: invalid cursor")
+        queryset = mm.get_search_results(request, mm.get_queryset(request), arguments.pop("query", ""))
+        ordering = arguments.pop("ordering", None) or (mm.ordering[0] if mm.ordering else "pk")
+        filters = {name: arguments[name] for name in mm.filter_fields if name in arguments}
+        queryset = queryset.filter(**filters).order_by(ordering, "pk")
+        if mm.list_select_related:
+            queryset = queryset.select_related(*mm.list_select_related)
+        rows = list(queryset[offset : offset + limit + 1])
+        serializer = mm.get_serializer_class()(rows[:limit], many=True)
+        next_cursor = encode_cursor({"o": offset + limit}) if len(rows) > limit else None
+        return self._result({"items": list(serializer.data), "nextCursor": next_cursor})
+
+    def _get(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
+        obj = self.model_mcp.get_object(request, arguments["pk"])
+        if obj is None:
+            return self._not_found(arguments["pk"])
+        return self._result(self.model_mcp.serialize(obj))
+
+    def _create(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
+        serializer = self.model_mcp.get_serializer_class()(data=arguments, context={"request": request})
+        if not serializer.is_valid():
+            return self._validation_error(serializer.errors)
+        with transaction.atomic():
+            obj = serializer.save()
+            log_change(request, obj, "add", "Added through MCP.")
+        return self._result(dict(serializer.data))
+
+    def _update(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
+        pk = arguments.pop("pk")
+        obj = self.model_mcp.get_object(request, pk, permission="change")
+        if obj is None:
+            return self._not_found(pk)
+        serializer = self.model_mcp.get_serializer_class()(obj, data=arguments, partial=True, context={"request": request})
+        if not serializer.is_valid():
+            return self._validation_error(serializer.errors)
+        with transaction.atomic():
+            obj = serializer.save()
+            log_change(request, obj, "change", f"Changed {', '.join(sorted(arguments)) or 'nothing'} through MCP.")
+        return self._result(dict(serializer.data))
+
+    def _delete(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
+        pk = arguments["pk"]
+        obj = self.model_mcp.get_object(request, pk, permission="delete")
+        if obj is None:
+            return self._not_found(pk)
+        with transaction.atomic():
+            log_change(request, obj, "delete", "Deleted through MCP.")
+            obj.delete()
+        return self._result({"deleted": True, "pk": pk})
+
+
+def log_change(request: HttpRequest, obj: Any, action: str, message: str) -> None:
+    """Write the admin's ``LogEntry`` so the change shows in the object's admin history."""
+    from django.apps import apps
+
+    if not apps.is_installed("django.contrib.admin"):
+        return
+    user = getattr(request, "user", None)
+    if user is None or not getattr(user, "is_authenticated", False):
+        return
+    from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+
+    flag = {"add": ADDITION, "change": CHANGE, "delete": DELETION}[action]
+    LogEntry.objects.log_actions(user.pk, [obj], flag, change_message=message, single_object=True)
