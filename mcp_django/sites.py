@@ -50,6 +50,8 @@ class MCPSite:
         self._registry: dict[Any, Any] = {}
         self.name = name
         self._handlers: dict[str, Handler] | None = None
+        # (ModelAdmin, action name) pairs that register_admin() could not expose.
+        self._unexposable_actions: list[tuple[Any, str]] = []
         all_sites.add(self)
 
     def __repr__(self) -> str:
@@ -111,6 +113,37 @@ class MCPSite:
             return model_mcp_cls
 
         return decorator
+
+    def register_admin(
+        self,
+        admin_site: Any,
+        *,
+        models: Any = None,
+        tools: tuple[str, ...] = ("search", "get"),
+        actions: bool = True,
+        include_delete_selected: bool = False,
+    ) -> None:
+        """Expose the models of a Django admin site, with their ModelAdmins' querysets, search,
+        permissions, and actions as tools (``delete_selected`` only when opted in).
+
+        Models already registered with a ModelMCP keep it; their admin actions are still added.
+        """
+        from .adminsite import AdminModelMCP, admin_actions
+
+        for model, model_admin in list(admin_site._registry.items()):
+            if models is not None and model not in models:
+                continue
+            if model not in self._registry:
+                self._registry[model] = AdminModelMCP(model, self, model_admin, tools=tuple(tools))
+                self._connect_signals(model)
+            if actions:
+                exposed, skipped = admin_actions(model_admin, include_delete_selected)
+                for tool in exposed:
+                    if ("tool", tool.name) in self._registry:
+                        raise AlreadyRegistered(f"The tool {tool.name!r} is already registered on {self!r}.")
+                    self._registry[("tool", tool.name)] = tool
+                self._unexposable_actions += [(model_admin, name) for name in skipped]
+        self._handlers = None
 
     def unregister(self, model_or_kind: Any, name: str | None = None) -> None:
         """Remove models (``unregister(Book)``) or a function entry (``unregister("tool", "add")``):
@@ -254,15 +287,15 @@ class MCPSite:
         return [e for e in self._registry.values() if isinstance(e, cls)]
 
     def get_tools(self) -> list[Any]:
-        """Function tools, then each registered model's generated tools."""
-        tools: list[Any] = self._of(FunctionTool)
+        """Function and admin-action tools, then each registered model's generated tools."""
+        tools: list[Any] = [e for k, e in self._registry.items() if isinstance(k, tuple) and k[0] == "tool"]
         for model_mcp in self.get_model_mcps():
             tools.extend(model_mcp.get_generated_tools())
         return tools
 
     def get_tool(self, name: str) -> Any:
         entry = self._registry.get(("tool", name))
-        if isinstance(entry, FunctionTool):
+        if entry is not None:
             return entry
         for model_mcp in self.get_model_mcps():
             for tool in model_mcp.get_generated_tools():
@@ -373,6 +406,18 @@ class MCPSite:
         for model_mcp in self.get_model_mcps():
             if app_configs is None or model_mcp.opts.app_config in app_configs:
                 errors.extend(model_mcp.check())
+        from django.core.checks import Warning
+
+        for model_admin, action in self._unexposable_actions:
+            errors.append(
+                Warning(
+                    f"The admin action {action!r} of {model_admin} can return an HTTP response "
+                    "(a download or an intermediate page), so it is not exposed over MCP.",
+                    hint="Split the work from the response into an action that returns None, or add an @site.tool.",
+                    obj=model_admin.__class__,
+                    id="mcp_django.W101",
+                )
+            )
         tool_names = [t.name for t in self.get_tools()]
         for name in sorted({n for n in tool_names if tool_names.count(n) > 1}):
             from django.core.checks import Error

@@ -1,0 +1,197 @@
+"""Expose what a Django admin site already knows: its models and its actions.
+
+``site.register_admin(admin.site)`` reuses each ``ModelAdmin``'s ``get_queryset``,
+``search_fields`` / ``get_search_results``, ``list_display`` fields and ``has_*_permission``
+methods, and offers its actions as tools taking a list of primary keys.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import logging
+import textwrap
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.messages.storage.base import BaseStorage
+from django.db import models, transaction
+from django.http import HttpRequest, HttpResponseBase
+
+from .options import ModelMCP, _safe_name
+from .protocol.errors import InvalidParamsError
+
+if TYPE_CHECKING:
+    from django.contrib.admin import ModelAdmin
+
+    from .context import Context
+
+logger = logging.getLogger(__name__)
+
+MAX_ACTION_OBJECTS = 1000
+
+
+def answers_with_response(func: Any) -> bool:
+    """Tell whether an admin action can return something (a download, a confirmation page).
+
+    Such actions need a browser, so they are not exposed; ``site.check()`` says which.
+    """
+    try:
+        source = textwrap.dedent(inspect.getsource(func))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError):
+        return False
+    function = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if function is None:
+        return False
+    for node in ast.walk(function):
+        if isinstance(node, ast.Return) and node.value is not None and not (isinstance(node.value, ast.Constant) and node.value.value is None):
+            return True
+    return False
+
+
+class AdminModelMCP(ModelMCP):
+    """A ``ModelMCP`` that asks a ``ModelAdmin`` for querysets, searches and permissions."""
+
+    model_admin: ModelAdmin[Any]
+
+    def __init__(self, model: type[models.Model], site: Any, model_admin: ModelAdmin[Any], tools: tuple[str, ...] = ("search", "get")) -> None:
+        self.model_admin = model_admin
+        self.tools = tools
+        self.search_fields = tuple(f.lstrip("^=@") for f in model_admin.search_fields or ())
+        field_names = {f.name for f in model._meta.concrete_fields}
+        shown = [name for name in model_admin.list_display if isinstance(name, str) and name in field_names]
+        self.fields = shown or None
+        ordering = model_admin.ordering or model._meta.ordering
+        self.ordering = tuple(ordering) if ordering else None
+        list_select_related = model_admin.list_select_related
+        self.list_select_related = tuple(list_select_related) if isinstance(list_select_related, (list, tuple)) else ()
+        super().__init__(model, site)
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return self.model_admin.get_queryset(request)
+
+    def get_search_results(self, request: HttpRequest, queryset: Any, term: str) -> Any:
+        results, may_have_duplicates = self.model_admin.get_search_results(request, queryset, term)
+        return results.distinct() if may_have_duplicates else results
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.model_admin.has_view_or_change_permission(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return self.model_admin.has_add_permission(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.model_admin.has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.model_admin.has_delete_permission(request, obj)
+
+
+class _CapturedMessages(BaseStorage):
+    """Collect ``message_user()`` output so an action's messages become the tool's answer."""
+
+    def _get(self, *args: Any, **kwargs: Any) -> tuple[list[Any], bool]:
+        return [], True
+
+    def _store(self, messages: list[Any], response: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        return []
+
+
+class AdminActionTool:
+    """An admin action as a tool: ``<app>_<model>_<action>(pks=[...])``."""
+
+    kind = "tool"
+    streams = False
+    title = None
+    icons = None
+    meta = None
+    permissions = ("admin action",)  # always checked against ModelAdmin.get_actions(request)
+
+    def __init__(self, model_admin: ModelAdmin[Any], action_name: str, func: Any, description: str) -> None:
+        self.model_admin = model_admin
+        self.action_name = action_name
+        self.func = func
+        opts = model_admin.model._meta
+        self.name = _safe_name(f"{opts.app_label}_{opts.model_name}_{action_name}")
+        self.description = f"{description} (admin action on {opts.verbose_name_plural}; give the primary keys)."
+        pk = opts.pk
+        pk_type = "integer" if isinstance(pk, (models.AutoField, models.BigAutoField, models.IntegerField)) else "string"
+        self.input_schema = {
+            "type": "object",
+            "properties": {"pks": {"type": "array", "items": {"type": pk_type}, "minItems": 1, "maxItems": MAX_ACTION_OBJECTS}},
+            "required": ["pks"],
+            "additionalProperties": False,
+        }
+        self.annotations = {"readOnlyHint": False, "destructiveHint": action_name == "delete_selected", "openWorldHint": False}
+
+    def definition(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "inputSchema": self.input_schema, "annotations": self.annotations}
+
+    def is_visible(self, request: HttpRequest) -> bool:
+        # get_actions() applies the action's allowed_permissions, as the changelist does.
+        return self.action_name in self.model_admin.get_actions(request)
+
+    async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        return await sync_to_async(self._call, thread_sensitive=True)(arguments, ctx.request)
+
+    def _call(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
+        from jsonschema import Draft202012Validator
+
+        errors = [e.message for e in Draft202012Validator(self.input_schema).iter_errors(arguments)]
+        if errors:
+            return {"content": [{"type": "text", "text": "Invalid arguments: " + "; ".join(errors)}], "isError": True}
+        if not self.is_visible(request):
+            raise InvalidParamsError(f"Unknown tool: {self.name}")
+        queryset = self.model_admin.get_queryset(request).filter(pk__in=arguments["pks"])
+        count = queryset.count()
+        if count == 0:
+            return {"content": [{"type": "text", "text": "None of those objects exist (or you may not see them)."}], "isError": True}
+        request._messages = _CapturedMessages(request)  # type: ignore[attr-defined]
+        with transaction.atomic():
+            response = self.func(self.model_admin, request, queryset)
+            if isinstance(response, HttpResponseBase):
+                transaction.set_rollback(True)
+                return {
+                    "content": [{"type": "text", "text": "This action answers with a web page or a download; use the admin for it."}],
+                    "isError": True,
+                }
+        messages = [str(m) for m in request._messages._queued_messages]  # type: ignore[attr-defined]
+        text = "\n".join(messages) or f"Ran {self.action_name} on {count} object(s)."
+        return {"content": [{"type": "text", "text": text}], "structuredContent": {"affected": count, "messages": messages}}
+
+    def __repr__(self) -> str:
+        return f"<AdminActionTool {self.name}>"
+
+
+def admin_actions(model_admin: ModelAdmin[Any], include_delete_selected: bool) -> tuple[list[AdminActionTool], list[str]]:
+    """The exposable actions of a ModelAdmin, and the names of those that are not (responses)."""
+    tools: list[AdminActionTool] = []
+    skipped: list[str] = []
+    # The same list the changelist builds its action menu from (site-wide plus the model's).
+    for func, name, description in model_admin._get_base_actions():
+        if name == "delete_selected" and not include_delete_selected:
+            continue
+        if name != "delete_selected" and answers_with_response(func):
+            skipped.append(name)
+            continue
+        text = str(description or name.replace("_", " ").capitalize())
+        if name == "delete_selected":
+            text = f"Delete selected {model_admin.model._meta.verbose_name_plural}"
+            func = _delete_selected_without_confirmation
+        tools.append(AdminActionTool(model_admin, name, func, text))
+    return tools, skipped
+
+
+def _delete_selected_without_confirmation(model_admin: ModelAdmin[Any], request: HttpRequest, queryset: Any) -> None:
+    """delete_selected, minus its confirmation page: the MCP client asks its user instead
+    (the tool is marked destructive) and only exists when the site opts in."""
+    from django.contrib.admin.models import DELETION, LogEntry
+
+    objects = list(queryset)
+    for obj in objects:
+        if not model_admin.has_delete_permission(request, obj):
+            raise PermissionError(f"You may not delete {obj}")
+    LogEntry.objects.log_actions(request.user.pk, objects, DELETION, change_message="Deleted through MCP.")
+    model_admin.delete_queryset(request, queryset)
+    model_admin.message_user(request, f"Deleted {len(objects)} {model_admin.model._meta.verbose_name_plural}.")

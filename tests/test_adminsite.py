@@ -1,0 +1,135 @@
+"""register_admin(): an admin site's models, permissions and actions over MCP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission, User
+from django.http import HttpResponse
+
+from mcp_django.protocol.errors import INVALID_PARAMS
+from mcp_django.sites import MCPSite
+from tests.testapp.models import Note
+
+
+class NoteAdmin(admin.ModelAdmin):
+    list_display = ["title", "priority"]
+    search_fields = ["title"]
+    actions = ["make_high", "export_csv"]
+
+    @admin.action(description="Mark as high priority", permissions=["change"])
+    def make_high(self, request: Any, queryset: Any) -> None:
+        updated = queryset.update(priority="high")
+        self.message_user(request, f"{updated} notes marked high.")
+
+    @admin.action(description="Export as CSV")
+    def export_csv(self, request: Any, queryset: Any) -> HttpResponse:
+        return HttpResponse("title\n", content_type="text/csv")
+
+    def get_queryset(self, request: Any) -> Any:
+        return super().get_queryset(request).filter(owner=request.user)
+
+
+def _sites(**options: Any) -> tuple[admin.AdminSite, MCPSite]:
+    admin_site = admin.AdminSite(name="test-admin")
+    admin_site.register(Note, NoteAdmin)
+    mcp_site = MCPSite(name="admin-mcp")
+    mcp_site.register_admin(admin_site, **options)
+    return admin_site, mcp_site
+
+
+def _request(user: User) -> Any:
+    from django.test import RequestFactory
+
+    request = RequestFactory().post("/mcp")
+    request.user = user
+    return request
+
+
+def _user(username: str, *codenames: str) -> User:
+    user = User.objects.create_user(username, password="pw")
+    for codename in codenames:
+        user.user_permissions.add(Permission.objects.get(codename=codename, content_type__app_label="testapp"))
+    return User.objects.get(pk=user.pk)
+
+
+def test_admin_actions_become_tools_named_after_app_model_and_action() -> None:
+    _, mcp_site = _sites()
+    names = [t.name for t in mcp_site.get_tools()]
+    assert "testapp_note_make_high" in names
+    assert "testapp_note_delete_selected" not in names  # only when opted in
+    assert "testapp_note_search" in names and "testapp_note_get" in names
+
+
+def test_delete_selected_is_exposed_only_when_opted_in() -> None:
+    _, mcp_site = _sites(include_delete_selected=True)
+    tool = mcp_site.get_tool("testapp_note_delete_selected")
+    assert tool is not None and tool.annotations["destructiveHint"] is True
+
+
+def test_action_answering_with_a_response_is_reported_at_check_time() -> None:
+    _, mcp_site = _sites()
+    assert mcp_site.get_tool("testapp_note_export_csv") is None
+    warnings = [e for e in mcp_site.check() if e.id == "mcp_django.W101"]
+    assert len(warnings) == 1 and "export_csv" in warnings[0].msg
+
+
+def test_model_admin_fields_search_and_queryset_are_reused() -> None:
+    _, mcp_site = _sites()
+    model_mcp = mcp_site.get_model_mcp(Note)
+    assert model_mcp.fields == ["title", "priority"]
+    assert model_mcp.search_fields == ("title",)
+
+
+@pytest.mark.django_db
+def test_action_runs_on_the_users_rows_with_the_admin_permission() -> None:
+    _, mcp_site = _sites()
+    editor = _user("editor", "view_note", "change_note")
+    stranger = _user("stranger", "view_note", "change_note")
+    mine = Note.objects.create(owner=editor, title="mine")
+    theirs = Note.objects.create(owner=stranger, title="theirs")
+    tool = mcp_site.get_tool("testapp_note_make_high")
+    result = tool._call({"pks": [mine.pk, theirs.pk]}, _request(editor))
+    assert result["structuredContent"] == {"affected": 1, "messages": ["1 notes marked high."]}
+    mine.refresh_from_db()
+    theirs.refresh_from_db()
+    assert (mine.priority, theirs.priority) == ("high", "low")
+
+
+@pytest.mark.django_db
+def test_action_is_hidden_and_refused_without_its_permission() -> None:
+    from mcp_django.protocol.errors import InvalidParamsError
+
+    _, mcp_site = _sites()
+    reader = _user("reader", "view_note")
+    note = Note.objects.create(owner=reader, title="n")
+    tool = mcp_site.get_tool("testapp_note_make_high")
+    assert not tool.is_visible(_request(reader))
+    with pytest.raises(InvalidParamsError) as exc:
+        tool._call({"pks": [note.pk]}, _request(reader))
+    assert exc.value.code == INVALID_PARAMS
+
+
+@pytest.mark.django_db
+def test_delete_selected_writes_the_admin_history() -> None:
+    _, mcp_site = _sites(include_delete_selected=True)
+    user = _user("deleter", "view_note", "delete_note")
+    note = Note.objects.create(owner=user, title="doomed")
+    result = mcp_site.get_tool("testapp_note_delete_selected")._call({"pks": [note.pk]}, _request(user))
+    assert result["structuredContent"]["affected"] == 1
+    assert not Note.objects.filter(pk=note.pk).exists()
+    assert LogEntry.objects.filter(object_id=str(note.pk), action_flag=3).exists()
+
+
+@pytest.mark.django_db
+def test_admin_model_rows_follow_the_model_admin_queryset() -> None:
+    _, mcp_site = _sites()
+    user = _user("lister", "view_note")
+    other = _user("other", "view_note")
+    Note.objects.create(owner=user, title="visible")
+    Note.objects.create(owner=other, title="hidden")
+    page = mcp_site.get_model_mcp(Note).list_page(_request(user), None, 10)
+    assert [d["name"] for _pk, d in page] == ["visible"]
