@@ -1,27 +1,50 @@
-# The two commands of the README: `make run` serves the example site, `make test` runs every test.
+# mcp_django: run the example site, run the tests.
+#
+#   make run              serve the example library on http://127.0.0.1:8000/mcp
+#   make run PORT=8001    ... on another port
+#   make test             the whole test suite
+#   make test ARGS="tests/e2e -q"
+#   make clean            back to a fresh clone: remove .venv, caches and the demo database
+#
+# Both run and test first make sure .venv exists and holds requirements.txt.
+
 PYTHON ?= python3
 VENV ?= .venv
 PORT ?= 8000
+ARGS ?=
+
 BIN := $(VENV)/bin
+# Touched after each successful install: pip runs again only when requirements.txt is newer.
 STAMP := $(VENV)/.requirements.stamp
 
-.PHONY: run test clean
-
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-
-$(STAMP): requirements.txt | $(BIN)/python
-	$(BIN)/pip install --quiet -r requirements.txt
-	touch $(STAMP)
+.PHONY: run test venv clean
 
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
-	@echo "MCP endpoint: http://127.0.0.1:$(PORT)/mcp"
+	$(BIN)/python manage.py load_demo_data
+	@echo
+	@echo "  MCP endpoint:  http://127.0.0.1:$(PORT)/mcp"
+	@echo "  Django admin:  http://127.0.0.1:$(PORT)/admin/   (log in as admin / admin)"
+	@echo "  Stop with Ctrl-C."
+	@echo
 	exec $(BIN)/daphne -b 127.0.0.1 -p $(PORT) example_site.asgi:application
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(ARGS)
 
+venv: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Order-only on the interpreter: creating files in .venv must not look like a change.
+$(STAMP): requirements.txt | $(BIN)/python
+	@echo "Installing requirements.txt into $(VENV) (the first time takes a minute or two)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info
+	rm -f example_site.sqlite3 example_site.sqlite3-shm example_site.sqlite3-wal
+	find . -type d -name __pycache__ -prune -exec rm -rf {} +

@@ -20,6 +20,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ROOT_URLCONF = "example_site.urls"
 ASGI_APPLICATION = "example_site.asgi.application"
 STATIC_URL = "static/"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/admin/"
 
 INSTALLED_APPS = [
     "daphne",
@@ -90,6 +92,8 @@ MCP_DJANGO = {
     "AUTHENTICATION": os.environ.get("MCP_AUTH", "none"),
     "RESPONSE_MODE": os.environ.get("MCP_RESPONSE_MODE", "json"),
 }
+if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
+    MCP_DJANGO["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
 if os.environ.get("MCP_SSE_MAX_CONNECTION_SECONDS"):
     MCP_DJANGO["SSE_MAX_CONNECTION_SECONDS"] = float(os.environ["MCP_SSE_MAX_CONNECTION_SECONDS"])
 

@@ -1,0 +1,153 @@
+"""Start the real example site (daphne, in a subprocess) for the e2e tests.
+
+The server runs with ``example_site.settings`` on a fresh SQLite file in a temporary
+directory, migrated and loaded with the demo data; this pytest process keeps
+``tests.settings``. Daphne is asked for port 0 and reports the port it got, so parallel runs
+and other servers on this machine cannot collide with it.
+
+``example_server`` serves without authentication (the example site's default);
+``example_server_django_auth`` is a second process on the same database with
+``MCP_AUTH=django``, started only when a test asks for it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT = 30.0
+LISTENING_RE = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
+
+# The fixture pins the configuration, whatever the developer's shell has set.
+UNSET = ("DATABASE_URL", "REDIS_URL", "MCP_RESPONSE_MODE", "MCP_SSE_MAX_CONNECTION_SECONDS", "DJANGO_SECRET_KEY")
+
+# Prints a session cookie value for a user, as django.test.Client.force_login builds it.
+LOGIN_SCRIPT = """
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from importlib import import_module
+user = get_user_model().objects.get(username={username!r})
+session = import_module(settings.SESSION_ENGINE).SessionStore()
+session[SESSION_KEY] = user._meta.pk.value_to_string(user)
+session[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[0]
+session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+session.create()
+print(session.session_key)
+"""
+
+
+@dataclass(frozen=True)
+class ExampleServer:
+    base_url: str
+    log_path: Path
+    env: dict[str, str]
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.base_url}/mcp"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def login(self, username: str) -> dict[str, str]:
+        """Cookies of a Django session logged in as ``username`` (for ``MCP_AUTH=django``)."""
+        session_key = manage(self.env, "shell", "-v0", "-c", LOGIN_SCRIPT.format(username=username)).strip()
+        return {"sessionid": session_key}
+
+
+def server_env(sqlite_path: Path, auth: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env.update(
+        DJANGO_SETTINGS_MODULE="example_site.settings",
+        SQLITE_PATH=str(sqlite_path),
+        MCP_AUTH=auth,
+        DJANGO_DEBUG="1",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    if result.returncode != 0:
+        pytest.fail(f"manage.py {args[0]} failed:\n{result.stdout}\n{result.stderr}", pytrace=False)
+    return result.stdout
+
+
+def _wait_until_ready(process: subprocess.Popen[bytes], log_path: Path) -> str:
+    """Return the server's base URL once it answers HTTP; fail after STARTUP_TIMEOUT."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    base_url: str | None = None
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"daphne exited with {process.returncode}:\n{log_path.read_text(errors='replace')}", pytrace=False)
+        if base_url is None:
+            found = LISTENING_RE.search(log_path.read_text(errors="replace"))
+            if found:
+                base_url = f"http://127.0.0.1:{found.group(1)}"
+        if base_url is not None:
+            try:
+                # ping is the one request a server answers without a session (401 with auth on).
+                response = httpx.post(
+                    f"{base_url}/mcp",
+                    json={"jsonrpc": "2.0", "id": 0, "method": "ping"},
+                    headers={"Accept": "application/json, text/event-stream"},
+                    timeout=2,
+                )
+                if response.status_code in (200, 401):
+                    return base_url
+            except httpx.TransportError:
+                pass
+        time.sleep(0.05)  # bounded by the deadline above
+    pytest.fail(f"daphne not ready after {STARTUP_TIMEOUT}s:\n{log_path.read_text(errors='replace')}", pytrace=False)
+
+
+@contextmanager
+def run_server(env: dict[str, str], log_path: Path) -> Iterator[ExampleServer]:
+    """Run daphne until the block ends, whether it ends normally or not."""
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", "0", "example_site.asgi:application"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+    try:
+        yield ExampleServer(base_url=_wait_until_ready(process, log_path), log_path=log_path, env=env)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def example_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleServer]:
+    """The example site without authentication, on a free loopback port for the whole session."""
+    workdir = tmp_path_factory.mktemp("e2e-server")
+    env = server_env(workdir / "example.sqlite3", auth="none")
+    manage(env, "migrate", "--noinput")
+    manage(env, "load_demo_data")
+    with run_server(env, workdir / "daphne.log") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def example_server_django_auth(example_server: ExampleServer) -> Iterator[ExampleServer]:
+    """A second process on the same database with ``MCP_AUTH=django`` (session cookies)."""
+    env = {**example_server.env, "MCP_AUTH": "django"}
+    with run_server(env, example_server.log_path.with_name("daphne-django-auth.log")) as server:
+        yield server

@@ -1,0 +1,452 @@
+"""The example library site, served by daphne, driven by the official MCP Python SDK client.
+
+The client runs in its default ``mode="auto"``: it probes ``server/discover``, gets an error
+from this handshake-era server, and falls back to ``initialize`` at 2025-11-25. A few tests
+drop to raw HTTP for what the SDK hides (status codes, redirects, the GET stream).
+
+Tests share one server and its database, so each leaves the demo data as it found it (what a
+test borrows, it returns) and relies only on rows no other test changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import date, timedelta
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import (
+    LoggingMessageNotificationParams,
+    PromptReference,
+    ResourceTemplateReference,
+    TextContent,
+    TextResourceContents,
+)
+
+from .conftest import ExampleServer
+
+pytestmark = pytest.mark.e2e
+
+# Demo data (example_site/library/management/commands/load_demo_data.py) this module relies on.
+HOUND = "9780000500021"  # 1 copy, lent to alice: never available
+TIME_MACHINE = "9780000300010"  # 3 copies, 1 lent to reader
+PHANTASTES = "9780001300019"  # 1 copy, not on loan
+PRINCESS = "9780001300026"  # 2 copies, not on loan
+DOYLE = {"9780000500014", "9780000500021", "9780000500038"}
+RESOURCE_NOT_FOUND = -32002
+ACCEPT_BOTH = {"Accept": "application/json, text/event-stream"}
+
+# The SDK deprecates the logging capability for the 2026-07-28 revision; on the 2025-11-25
+# revision this server speaks, logging/setLevel is still how a client asks for log messages.
+ignore_logging_deprecation = pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
+
+
+def connect(server: ExampleServer, **kwargs: Any) -> Client:
+    # A bounded read timeout: a server that never answers fails the test instead of hanging it.
+    return Client(server.mcp_url, read_timeout_seconds=10, **kwargs)
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+# -- connecting ---------------------------------------------------------------------------------
+
+
+async def test_client_in_auto_mode_falls_back_to_the_initialize_handshake(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        assert client.protocol_version == "2025-11-25"
+        assert client.server_info is not None
+        assert client.server_info.name == "example-library"
+        assert client.server_info.title == "Example Library"
+        assert client.instructions is not None and "lending library" in client.instructions
+        capabilities = client.server_capabilities
+        assert capabilities.tools is not None
+        assert capabilities.resources is not None
+        assert capabilities.prompts is not None
+        assert capabilities.logging is not None
+        assert capabilities.completions is not None
+
+
+async def test_ping_is_answered(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        result = await client.session.send_ping()
+        assert result.model_dump(exclude_none=True) == {}
+
+
+async def test_session_is_kept_across_requests_and_deleted_when_the_client_exits(example_server: ExampleServer) -> None:
+    seen: list[tuple[str, int, str | None]] = []
+
+    async def remember(response: httpx2.Response) -> None:
+        seen.append((response.request.method, response.status_code, response.headers.get("mcp-session-id")))
+
+    async with httpx2.AsyncClient(event_hooks={"response": [remember]}, timeout=10) as http:
+        async with Client(streamable_http_client(example_server.mcp_url, http_client=http), read_timeout_seconds=10) as client:
+            await client.list_tools()
+            await client.call_tool("search_books", {"query": "Austen"})
+            await client.read_resource("library://catalogue/stats")
+    session_ids = {sid for _, status, sid in seen if sid and status < 400}
+    assert len(session_ids) == 1, seen
+    (session_id,) = session_ids
+    assert ("DELETE", 204, None) in seen
+
+    async with httpx.AsyncClient(timeout=10) as raw:
+        response = await raw.post(
+            example_server.mcp_url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={**ACCEPT_BOTH, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"},
+        )
+    assert response.status_code == 404
+
+
+# -- tools ----------------------------------------------------------------------------------------
+
+
+async def test_tools_are_listed_with_input_and_output_schemas(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert {"search_books", "book_availability", "member_loans", "borrow_book", "return_book", "renew_loan"} <= set(tools)
+    search = tools["search_books"]
+    assert search.title == "Search the catalogue"
+    assert search.annotations is not None and search.annotations.read_only_hint is True
+    assert search.input_schema["properties"]["limit"]["maximum"] == 50
+    assert search.output_schema is not None
+    assert {"total", "books"} <= set(search.output_schema["properties"])
+    renew = tools["renew_loan"]
+    assert renew.input_schema["required"] == ["loan_id"]
+    assert "ctx" not in renew.input_schema["properties"]
+
+
+async def test_search_books_returns_structured_content_matching_its_text(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        result = await client.call_tool("search_books", {"query": "wells"})
+    assert not result.is_error
+    assert result.structured_content is not None
+    assert result.structured_content["total"] == 3
+    assert {b["title"] for b in result.structured_content["books"]} == {
+        "The Time Machine", "The War of the Worlds", "The Invisible Man",
+    }
+    assert json.loads(text_of(result)) == result.structured_content
+
+
+async def test_search_books_filters_by_genre_and_limits(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        result = await client.call_tool("search_books", {"genre": "mystery", "limit": 2})
+    assert result.structured_content is not None
+    assert result.structured_content["total"] == 5
+    assert len(result.structured_content["books"]) == 2
+    assert {b["genre"] for b in result.structured_content["books"]} == {"mystery"}
+
+
+async def test_book_availability_counts_copies_on_loan(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        result = await client.call_tool("book_availability", {"isbn": HOUND})
+    assert result.structured_content is not None
+    assert result.structured_content["copies"] == 1
+    assert result.structured_content["available"] == 0
+    assert date.fromisoformat(result.structured_content["next_due_on"]) >= date.today()
+
+
+async def test_tool_error_is_an_is_error_result(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        unknown = await client.call_tool("book_availability", {"isbn": "9999999999999"})
+        no_copies = await client.call_tool("borrow_book", {"isbn": HOUND, "member_username": "carol"})
+    assert unknown.is_error
+    assert "No book with ISBN 9999999999999" in text_of(unknown)
+    assert no_copies.is_error
+    assert "No copies of 'The Hound of the Baskervilles' are available" in text_of(no_copies)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "mentions"),
+    [
+        ("search_books", {"limit": 0}, "limit"),
+        ("search_books", {"limit": "lots"}, "limit"),
+        ("book_availability", {"isbn": "12-34"}, "isbn"),
+        ("book_availability", {}, "isbn"),
+        ("search_books", {"query": "x", "colour": "red"}, "colour"),
+    ],
+)
+async def test_invalid_arguments_are_an_is_error_result(
+    example_server: ExampleServer, tool: str, arguments: dict[str, Any], mentions: str
+) -> None:
+    async with connect(example_server) as client:
+        result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    assert "Invalid arguments" in text_of(result)
+    assert mentions in text_of(result)
+
+
+@ignore_logging_deprecation
+async def test_loan_lifecycle_reports_progress_and_logs(example_server: ExampleServer) -> None:
+    progress: list[tuple[float, float | None, str | None]] = []
+    logs: list[LoggingMessageNotificationParams] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+
+    async def on_log(params: LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    async with connect(example_server, logging_callback=on_log) as client:
+        await client.set_logging_level("info")
+        borrowed = await client.call_tool("borrow_book", {"isbn": PHANTASTES, "member_username": "carol"})
+        assert not borrowed.is_error, text_of(borrowed)
+        loan = borrowed.structured_content
+        assert loan is not None and loan["title"] == "Phantastes" and loan["returned_on"] is None
+        try:
+            renewed = await client.call_tool(
+                "renew_loan", {"loan_id": loan["loan_id"], "days": 7}, progress_callback=on_progress
+            )
+            assert not renewed.is_error, text_of(renewed)
+            assert renewed.structured_content is not None
+            due_on = date.fromisoformat(loan["due_on"])
+            assert date.fromisoformat(renewed.structured_content["due_on"]) == due_on + timedelta(days=7)
+            loans = await client.call_tool("member_loans", {"member_username": "carol"})
+            assert loans.structured_content is not None
+            assert loan["loan_id"] in {item["loan_id"] for item in loans.structured_content["loans"]}
+        finally:
+            returned = await client.call_tool("return_book", {"loan_id": loan["loan_id"]})
+        assert not returned.is_error, text_of(returned)
+        assert returned.structured_content is not None and returned.structured_content["returned_on"] is not None
+        again = await client.call_tool("return_book", {"loan_id": loan["loan_id"]})
+        assert again.is_error and "already returned" in text_of(again)
+
+    # The server may rate-limit progress (PROGRESS_MIN_INTERVAL), but sends the first and last.
+    steps = [(value, total) for value, total, _ in progress]
+    assert steps[0] == (0, 3) and steps[-1] == (3, 3), steps
+    assert set(steps) <= {(0, 3), (1, 3), (2, 3), (3, 3)} and steps == sorted(steps), steps
+    assert progress[-1][2] == "Renewed"
+    messages = [str(log.data) for log in logs]
+    assert any(m.startswith("Lending 9780001300019 to carol") for m in messages), messages
+    assert any("renewed" in m for m in messages), messages
+    assert any("back on the shelf" in m for m in messages), messages
+    assert {log.logger for log in logs} == {"library"}
+
+
+@ignore_logging_deprecation
+async def test_log_messages_below_the_requested_level_are_not_sent(example_server: ExampleServer) -> None:
+    logs: list[LoggingMessageNotificationParams] = []
+
+    async def on_log(params: LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    async with connect(example_server, logging_callback=on_log) as client:
+        await client.set_logging_level("warning")
+        result = await client.call_tool("borrow_book", {"isbn": HOUND, "member_username": "carol"})
+    assert result.is_error
+    # borrow_book logs "Lending ..." at info, then the refusal at warning.
+    assert [log.level for log in logs] == ["warning"]
+    assert "No copies" in str(logs[0].data)
+
+
+# -- resources ------------------------------------------------------------------------------------
+
+
+async def test_resources_and_templates_are_listed(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        resources = (await client.list_resources()).resources
+        templates = (await client.list_resource_templates()).resource_templates
+    # Other apps of the example site register resources too: look for the library's own.
+    assert ("library://catalogue/stats", "application/json") in [(r.uri, r.mime_type) for r in resources]
+    assert ("library://books/{isbn}", "book") in [(t.uri_template, t.name) for t in templates]
+
+
+async def test_static_resource_is_read(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        result = await client.read_resource("library://catalogue/stats")
+    (contents,) = result.contents
+    assert isinstance(contents, TextResourceContents)
+    assert contents.uri == "library://catalogue/stats"
+    assert contents.mime_type == "application/json"
+    stats = json.loads(contents.text)
+    assert (stats["authors"], stats["books"], stats["members"]) == (13, 30, 4)
+    assert stats["genres"]["mystery"] == {"label": "Mystery", "books": 5}
+
+
+async def test_template_resource_is_read(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        result = await client.read_resource(f"library://books/{HOUND}")
+    (contents,) = result.contents
+    assert isinstance(contents, TextResourceContents)
+    assert contents.uri == f"library://books/{HOUND}"
+    record = json.loads(contents.text)
+    assert record["title"] == "The Hound of the Baskervilles"
+    assert record["author"]["name"] == "Arthur Conan Doyle"
+    assert record["available"] == 0
+
+
+async def test_reading_an_unknown_book_is_resource_not_found(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        with pytest.raises(MCPError) as caught:
+            await client.read_resource("library://books/9999999999999")
+    assert caught.value.code == RESOURCE_NOT_FOUND
+
+
+async def test_isbn_is_completed_from_its_prefix(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        result = await client.complete(
+            ResourceTemplateReference(uri="library://books/{isbn}"), {"name": "isbn", "value": "978000050"}
+        )
+    assert set(result.completion.values) == DOYLE
+    assert result.completion.has_more is False
+
+
+async def test_authors_are_exposed_through_model_mcp(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        templates = (await client.list_resource_templates()).resource_templates
+        found = await client.call_tool("library_author_search", {"query": "Austen"})
+        assert not found.is_error, text_of(found)
+        assert found.structured_content is not None
+        (author,) = found.structured_content["items"]
+        result = await client.read_resource(f"django://library/author/{author['id']}")
+        resources = (await client.list_resources()).resources
+    assert "django://library/author/{pk}" in [t.uri_template for t in templates]
+    assert author["name"] == "Jane Austen"
+    (contents,) = result.contents
+    assert isinstance(contents, TextResourceContents)
+    assert json.loads(contents.text)["country"] == "England"
+    assert f"django://library/author/{author['id']}" in [r.uri for r in resources]
+
+
+# -- prompts --------------------------------------------------------------------------------------
+
+
+async def test_prompt_is_listed_and_rendered_from_the_catalogue(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+        result = await client.get_prompt("recommend_books", {"interest": "mystery", "level": "enthusiast"})
+    arguments = {a.name: a.required for a in prompts["recommend_books"].arguments or []}
+    assert arguments == {"interest": True, "level": False}
+    (message,) = result.messages
+    assert message.role == "user"
+    assert isinstance(message.content, TextContent)
+    assert "enthusiast reader interested in mystery" in message.content.text
+    assert "The Hound of the Baskervilles by Arthur Conan Doyle" in message.content.text
+    assert "Frankenstein" not in message.content.text
+
+
+async def test_prompt_interest_is_completed_with_genres(example_server: ExampleServer) -> None:
+    async with connect(example_server) as client:
+        interest = await client.complete(PromptReference(name="recommend_books"), {"name": "interest", "value": "sci"})
+        level = await client.complete(PromptReference(name="recommend_books"), {"name": "level", "value": "s"})
+    assert interest.completion.values == ["science-fiction", "science"]
+    assert level.completion.values == ["scholar"]
+
+
+# -- MCP_AUTH=django: the session cookie decides who calls ----------------------------------------
+
+
+@asynccontextmanager
+async def connect_as(server: ExampleServer, username: str) -> AsyncIterator[Client]:
+    async with httpx2.AsyncClient(cookies=server.login(username), timeout=10) as http:
+        async with Client(streamable_http_client(server.mcp_url, http_client=http), read_timeout_seconds=10) as client:
+            yield client
+
+
+async def test_django_auth_refuses_a_client_that_is_not_logged_in(example_server_django_auth: ExampleServer) -> None:
+    async with httpx.AsyncClient(timeout=10) as http:
+        response = await http.post(example_server_django_auth.mcp_url, json=INITIALIZE, headers=ACCEPT_BOTH)
+    assert response.status_code == 401
+
+
+async def test_django_auth_lets_a_member_manage_only_their_own_loans(example_server_django_auth: ExampleServer) -> None:
+    async with connect_as(example_server_django_auth, "reader") as client:
+        own = await client.call_tool("member_loans", {"member_username": "reader"})
+        others = await client.call_tool("member_loans", {"member_username": "alice"})
+        borrow_for_other = await client.call_tool("borrow_book", {"isbn": PRINCESS, "member_username": "alice"})
+    assert not own.is_error, text_of(own)
+    assert own.structured_content is not None
+    assert [loan["title"] for loan in own.structured_content["loans"]] == ["The Time Machine"]
+    for refused in (others, borrow_for_other):
+        assert refused.is_error
+        assert "signed in as 'reader'" in text_of(refused)
+
+
+async def test_django_auth_lets_staff_act_for_any_member(example_server_django_auth: ExampleServer) -> None:
+    async with connect_as(example_server_django_auth, "admin") as client:
+        loans = await client.call_tool("member_loans", {"member_username": "alice"})
+    assert not loans.is_error, text_of(loans)
+    assert loans.structured_content is not None
+    assert "The Hound of the Baskervilles" in [loan["title"] for loan in loans.structured_content["loans"]]
+
+
+# -- raw HTTP against the live server -------------------------------------------------------------
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "e2e-raw", "version": "0"}},
+}
+
+
+@asynccontextmanager
+async def raw_session(server: ExampleServer, path: str = "/mcp") -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
+    """Initialize over plain HTTP; yield the client and the headers later requests need."""
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=10, follow_redirects=False) as http:
+        response = await http.post(path, json=INITIALIZE, headers=ACCEPT_BOTH)
+        assert response.status_code == 200, response.text
+        headers = {"Mcp-Session-Id": response.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+        yield http, headers
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/mcp/"])
+async def test_endpoint_answers_initialize_with_or_without_trailing_slash(example_server: ExampleServer, path: str) -> None:
+    async with httpx.AsyncClient(base_url=example_server.base_url, timeout=10, follow_redirects=False) as http:
+        response = await http.post(path, json=INITIALIZE, headers=ACCEPT_BOTH)
+        assert response.status_code == 200, response.text
+        assert response.json()["result"]["protocolVersion"] == "2025-11-25"
+        session_id = response.headers["mcp-session-id"]
+        deleted = await http.delete(path, headers={"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"})
+        assert deleted.status_code == 204
+
+
+async def test_get_stream_is_primed_and_held_open_until_the_session_is_deleted(example_server: ExampleServer) -> None:
+    async with raw_session(example_server) as (http, headers):
+        initialized = await http.post(
+            "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers={**ACCEPT_BOTH, **headers}
+        )
+        assert initialized.status_code == 202
+        async with http.stream("GET", "/mcp", headers={"Accept": "text/event-stream", **headers}) as stream:
+            assert stream.status_code == 200
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            assert stream.headers["cache-control"] == "no-cache"
+            assert stream.headers["x-accel-buffering"] == "no"
+            chunks = stream.aiter_text()
+            received = ""
+            while "\n\n" not in received:
+                received += await asyncio.wait_for(anext(chunks), 5)
+            priming = received.split("\n\n")[0]
+            # An id to resume from and a retry hint, with no data (2025-11-25 SSE polling).
+            assert "id: " in priming and "retry: " in priming
+
+            deleted = await http.delete("/mcp", headers=headers)
+            assert deleted.status_code == 204
+
+            async def drain() -> str:
+                return "".join([chunk async for chunk in chunks])
+
+            # The stream ends because the session ended: a hang here would mean it leaked.
+            rest = await asyncio.wait_for(drain(), 5)
+            assert "data:" not in rest
+
+
+# -- last: the server's own view of the run -------------------------------------------------------
+
+
+@pytest.mark.parametrize("server", ["example_server", "example_server_django_auth"])
+def test_server_logged_no_errors(request: pytest.FixtureRequest, server: str) -> None:
+    # Runs last (file order): a tool that crashed, or a consumer that raised, shows up here
+    # even when the client saw a well-formed answer.
+    log = request.getfixturevalue(server).log()
+    assert "Traceback" not in log, log
+    assert not [line for line in log.splitlines() if " ERROR " in line or " CRITICAL " in line], log
