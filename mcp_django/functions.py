@@ -122,7 +122,23 @@ def format_validation_error(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-class FunctionTool:
+class PermissionGated:
+    """Entries a user sees and uses only with the given Django permissions."""
+
+    permissions: tuple[str, ...] = ()
+
+    def set_permissions(self, permission: str | list[str] | tuple[str, ...] | None) -> None:
+        self.permissions = (permission,) if isinstance(permission, str) else tuple(permission or ())
+
+    def is_visible(self, request: Any) -> bool:
+        """Whether the request's user may see and use this entry (its Django permissions)."""
+        if not self.permissions:
+            return True
+        user = getattr(request, "user", None)
+        return bool(user is not None and user.has_perms(self.permissions))
+
+
+class FunctionTool(PermissionGated):
     """A tool backed by a function."""
 
     kind = "tool"
@@ -141,7 +157,7 @@ class FunctionTool:
         permission: str | list[str] | tuple[str, ...] | None = None,
     ) -> None:
         self.func = func
-        self.permissions = (permission,) if isinstance(permission, str) else tuple(permission or ())
+        self.set_permissions(permission)
         self.name = name or func.__name__
         if not TOOL_NAME_RE.match(self.name):
             raise ImproperlyConfigured(
@@ -169,13 +185,6 @@ class FunctionTool:
             self._validator = Draft202012Validator(input_schema)
         self.input_schema = input_schema if input_schema is not None else self.signature.json_schema()
         self.output_adapter, self.output_schema, self.wrap_output = self._output()
-
-    def is_visible(self, request: Any) -> bool:
-        """Whether the request's user may see and call this tool (its Django permissions)."""
-        if not self.permissions:
-            return True
-        user = getattr(request, "user", None)
-        return bool(user is not None and user.has_perms(self.permissions))
 
     @property
     def streams(self) -> bool:
@@ -250,6 +259,9 @@ class FunctionTool:
         if isinstance(value, ToolResult):
             return value.to_result()
         if self.output_adapter is not None:
+            # structuredContent must match the advertised outputSchema (tools spec); a value
+            # of the wrong type is a bug in the tool, answered like any other tool exception.
+            value = self.output_adapter.validate_python(value)
             data = self.output_adapter.dump_python(value, mode="json")
             structured = {"result": data} if self.wrap_output else data
             # Older clients read text; newer ones read structuredContent (2025-06-18 tools spec).
@@ -287,7 +299,7 @@ def _resource_contents(value: Any, uri: str, mime_type: str | None) -> list[dict
     return [item]
 
 
-class FunctionResource:
+class FunctionResource(PermissionGated):
     """A resource with a fixed URI, read by calling a function."""
 
     kind = "resource"
@@ -303,8 +315,10 @@ class FunctionResource:
         mime_type: str | None = None,
         icons: list[dict[str, Any]] | None = None,
         annotations: dict[str, Any] | None = None,
+        permission: str | list[str] | None = None,
     ) -> None:
         self.func = func
+        self.set_permissions(permission)
         self.uri = uri
         self.name = name or func.__name__
         self.title = title
@@ -367,7 +381,7 @@ def template_regex(template: str) -> re.Pattern[str]:
     return re.compile("^" + "".join(parts) + "$")
 
 
-class FunctionResourceTemplate:
+class FunctionResourceTemplate(PermissionGated):
     """A family of resources named by an RFC 6570 URI template; variables become arguments."""
 
     kind = "template"
@@ -383,8 +397,10 @@ class FunctionResourceTemplate:
         mime_type: str | None = None,
         icons: list[dict[str, Any]] | None = None,
         complete: dict[str, Completer] | None = None,
+        permission: str | list[str] | None = None,
     ) -> None:
         self.func = func
+        self.set_permissions(permission)
         self.uri_template = uri_template
         self.name = name or func.__name__
         self.title = title
@@ -431,7 +447,7 @@ class FunctionResourceTemplate:
         return _resource_contents(value, uri, self.mime_type)
 
 
-class FunctionPrompt:
+class FunctionPrompt(PermissionGated):
     """A prompt template backed by a function returning text or messages."""
 
     kind = "prompt"
@@ -445,8 +461,10 @@ class FunctionPrompt:
         description: str | None = None,
         icons: list[dict[str, Any]] | None = None,
         complete: dict[str, Completer] | None = None,
+        permission: str | list[str] | None = None,
     ) -> None:
         self.func = func
+        self.set_permissions(permission)
         self.name = name or func.__name__
         self.title = title
         self.description = _description(func, description)

@@ -66,12 +66,19 @@ def _needs_permission_check(tool: Any) -> bool:
     return bool(getattr(tool, "permissions", True))
 
 
+async def visible(entries: list[Any], ctx: Context) -> list[Any]:
+    """The entries this user may use; permission checks touch the database, so off the loop."""
+    if not any(_needs_permission_check(e) for e in entries):
+        return entries
+    return await sync_to_async(lambda: [e for e in entries if e.is_visible(ctx.request)])()
+
+
+async def _usable(entry: Any, ctx: Context) -> bool:
+    return entry is not None and (not _needs_permission_check(entry) or await sync_to_async(entry.is_visible)(ctx.request))
+
+
 async def visible_tools(ctx: Context) -> list[Any]:
-    """The tools this user may use; permission checks touch the database, so off the loop."""
-    tools = ctx.site.get_tools()
-    if not any(_needs_permission_check(t) for t in tools):
-        return tools
-    return await sync_to_async(lambda: [t for t in tools if t.is_visible(ctx.request)])()
+    return await visible(ctx.site.get_tools(), ctx)
 
 
 async def list_tools(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -83,7 +90,7 @@ async def call_tool(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     arguments = _optional_object(params, "arguments")
     tool = ctx.site.get_tool(name)
     # A tool the user may not use answers like one that does not exist: nothing leaks.
-    if tool is None or (_needs_permission_check(tool) and not await sync_to_async(tool.is_visible)(ctx.request)):
+    if not await _usable(tool, ctx):
         raise InvalidParamsError(f"Unknown tool: {name[:128]}")
     return await tool.call(arguments, ctx)
 
@@ -94,6 +101,7 @@ def _list_resources_page(site: MCPSite, request: Any, params: dict[str, Any], pa
     The cursor holds the section and the last primary key seen (keyset pagination): page 1,000
     of a large table costs what page 1 costs, one query per section touched.
     """
+    statics = [r for r in site.get_resources() if r.is_visible(request)]
     sections: list[Any] = [None, *site.get_model_mcps()]
     section, key = 0, None
     if params.get("cursor") is not None:
@@ -106,7 +114,6 @@ def _list_resources_page(site: MCPSite, request: Any, params: dict[str, Any], pa
         want = page_size - len(items)
         if sections[section] is None:
             offset = key if isinstance(key, int) and not isinstance(key, bool) and key >= 0 else 0
-            statics = site.get_resources()
             page = statics[offset : offset + want]
             items += [r.definition() for r in page]
             if offset + want < len(statics):
@@ -126,12 +133,12 @@ def _list_resources_page(site: MCPSite, request: Any, params: dict[str, Any], pa
 
 async def list_resources(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     if not ctx.site.get_model_mcps():
-        return _page([r.definition() for r in ctx.site.get_resources()], params, "resources")
+        return _page([r.definition() for r in await visible(ctx.site.get_resources(), ctx)], params, "resources")
     return await sync_to_async(_list_resources_page)(ctx.site, ctx.request, params, mcp_settings.page_size)
 
 
 async def list_resource_templates(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    templates = [t.definition() for t in ctx.site.get_resource_templates()]
+    templates = [t.definition() for t in await visible(ctx.site.get_resource_templates(), ctx)]
     templates += [m.template_definition() for m in ctx.site.get_model_mcps()]
     return _page(templates, params, "resourceTemplates")
 
@@ -149,13 +156,15 @@ async def read_resource(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     uri = _require_str(params, "uri")
     resource = ctx.site.get_resource(uri)
     if resource is not None:
+        if not await _usable(resource, ctx):
+            raise ResourceNotFoundError(uri)
         return {"contents": await resource.read(uri, ctx)}
     found = ctx.site.get_model_mcp_for_uri(uri)
     if found is not None:
         return await sync_to_async(_read_model)(found[0], ctx.request, found[1], uri)
     for template in ctx.site.get_resource_templates():
         variables = template.match(uri)
-        if variables is not None:
+        if variables is not None and await _usable(template, ctx):
             return {"contents": await template.read(uri, variables, ctx)}
     raise ResourceNotFoundError(uri)
 
@@ -185,14 +194,14 @@ async def unsubscribe(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 
 async def list_prompts(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    return _page([p.definition() for p in ctx.site.get_prompts()], params, "prompts")
+    return _page([p.definition() for p in await visible(ctx.site.get_prompts(), ctx)], params, "prompts")
 
 
 async def get_prompt(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     name = _require_str(params, "name")
     arguments = _optional_object(params, "arguments")
     prompt = ctx.site.get_prompt(name)
-    if prompt is None:
+    if not await _usable(prompt, ctx):
         raise InvalidParamsError(f"Unknown prompt: {name[:128]}")
     return await prompt.get(arguments, ctx)
 
@@ -209,7 +218,7 @@ async def complete(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     completers: dict[str, Any]
     if ref_type == "ref/prompt":
         prompt = ctx.site.get_prompt(_require_str(ref, "name"))
-        if prompt is None:
+        if not await _usable(prompt, ctx):
             raise InvalidParamsError(f"Unknown prompt: {str(ref.get('name'))[:128]}")
         completers = prompt.complete
     elif ref_type == "ref/resource":

@@ -244,20 +244,25 @@ class MCPSite:
         mime_type: str | None = None,
         icons: list[dict[str, Any]] | None = None,
         complete: dict[str, Completer] | None = None,
+        permission: str | list[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a function as a resource. A URI with ``{variables}`` (RFC 6570) makes a
-        resource template whose variables are the function's arguments."""
+        resource template whose variables are the function's arguments. With ``permission``,
+        only users holding it see and read it."""
 
         def decorator(f: F) -> F:
             entry: Entry
             if "{" in uri:
                 entry = FunctionResourceTemplate(
-                    f, uri, name=name, title=title, description=description, mime_type=mime_type, icons=icons, complete=complete
+                    f, uri, name=name, title=title, description=description, mime_type=mime_type, icons=icons,
+                    complete=complete, permission=permission,
                 )
             else:
                 if complete:
                     raise ImproperlyConfigured(f"Resource {uri!r} has no template variables to complete")
-                entry = FunctionResource(f, uri, name=name, title=title, description=description, mime_type=mime_type, icons=icons)
+                entry = FunctionResource(
+                    f, uri, name=name, title=title, description=description, mime_type=mime_type, icons=icons, permission=permission
+                )
             self.register_entry(entry)
             return f
 
@@ -272,11 +277,14 @@ class MCPSite:
         description: str | None = None,
         icons: list[dict[str, Any]] | None = None,
         complete: dict[str, Completer] | None = None,
+        permission: str | list[str] | None = None,
     ) -> Any:
-        """Register a function returning text or messages as a prompt."""
+        """Register a function returning text or messages as a prompt (``permission`` as for tools)."""
 
         def decorator(f: F) -> F:
-            self.register_entry(FunctionPrompt(f, name=name, title=title, description=description, icons=icons, complete=complete))
+            self.register_entry(
+                FunctionPrompt(f, name=name, title=title, description=description, icons=icons, complete=complete, permission=permission)
+            )
             return f
 
         return decorator(func) if func is not None else decorator

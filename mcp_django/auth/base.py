@@ -52,5 +52,9 @@ class DjangoAuthentication(BaseAuthentication):
         request.session = engine.SessionStore(request.COOKIES.get(settings.SESSION_COOKIE_NAME))
         user = await aget_user(request)
         if not user.is_authenticated or not user.is_active:
-            raise AuthenticationFailed("Authentication credentials were not provided.")
+            # RFC 9110 requires a challenge with every 401; cookies have no registered scheme.
+            raise AuthenticationFailed(
+                "Authentication credentials were not provided: log in to this site first.",
+                headers={"WWW-Authenticate": 'Session realm="mcp"'},
+            )
         return user

@@ -71,6 +71,8 @@ class MCPConsumer(AsyncHttpConsumer):
         self.last_seq = 0
         self.joined: list[str] = []
         self.timers: list[asyncio.Task[Any]] = []
+        # Set once the Origin is known to be an explicitly allowed cross-origin caller.
+        self.cors_headers: list[tuple[bytes, bytes]] = []
 
     # -- ASGI plumbing ------------------------------------------------------------------
 
@@ -141,6 +143,10 @@ class MCPConsumer(AsyncHttpConsumer):
             self._headers = headers
         return self._headers.get(name)
 
+    async def send_headers(self, *, status: int = 200, headers: Any = None) -> None:
+        raw = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
+        await super().send_headers(status=status, headers=raw + self.cors_headers)
+
     async def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         raw = [(b"content-type", b"application/json")]
         raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
@@ -166,7 +172,22 @@ class MCPConsumer(AsyncHttpConsumer):
         except DisallowedHost as exc:
             security_logger.error(str(exc))
             raise TransportError(400, "Bad Request: invalid Host header") from None
-        negotiation.check_origin(self.header("origin"), host, request.scheme, self.settings.allowed_origins)
+        origin = self.header("origin")
+        negotiation.check_origin(origin, host, request.scheme, self.settings.allowed_origins)
+        if origin is not None and not negotiation.origin_allowed(origin, host, request.scheme, []):
+            # An allowed cross-origin caller (a browser-based client): let it read our answers.
+            self.cors_headers = [
+                (b"access-control-allow-origin", origin.encode("latin-1")),
+                (b"access-control-expose-headers", b"Mcp-Session-Id, WWW-Authenticate"),
+                (b"vary", b"Origin"),
+            ]
+            if self.scope["method"] == "OPTIONS":
+                await self.send_empty(204, {
+                    "Access-Control-Allow-Methods": "GET, POST, DELETE",
+                    "Access-Control-Allow-Headers": "Accept, Authorization, Content-Type, Last-Event-ID, Mcp-Session-Id, MCP-Protocol-Version",
+                    "Access-Control-Max-Age": "600",
+                })
+                return
         auth = self.settings.authentication_class()
         user = await auth.authenticate(request)
         # Hooks (get_queryset(request), has_*_permission(request)) read request.user, as in the admin.
@@ -405,8 +426,14 @@ class MCPConsumer(AsyncHttpConsumer):
         await self.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", session.pk.encode())])
         await self.send_body(b"", more_body=True)
         # Replay in chunks: one socket write per few hundred events keeps a long replay fast.
+        # Reading from one event earlier shows whether the client already has the final one.
         chunk: list[bytes] = []
-        for event in await self.store.areplay(session.pk, stream, after):
+        for event in await self.store.areplay(session.pk, stream, max(after - 1, 0)):
+            if event.seq <= after:
+                if event.closes_stream:
+                    await self.end_stream()
+                    return
+                continue
             chunk.append(encode_event(event.payload, event_id=make_event_id(stream, event.seq)))
             self.last_seq = event.seq
             if event.closes_stream or len(chunk) >= 256:
