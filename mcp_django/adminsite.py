@@ -129,8 +129,9 @@ class AdminActionTool:
         return {"name": self.name, "description": self.description, "inputSchema": self.input_schema, "annotations": self.annotations}
 
     def is_visible(self, request: HttpRequest) -> bool:
-        # get_actions() applies the action's allowed_permissions, as the changelist does.
-        return self.action_name in self.model_admin.get_actions(request)
+        # The admin only offers actions on a changelist the user may open, and get_actions()
+        # then applies each action's allowed_permissions: both gates, in that order.
+        return self.model_admin.has_view_or_change_permission(request) and self.action_name in self.model_admin.get_actions(request)
 
     async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
         return await sync_to_async(self._call, thread_sensitive=True)(arguments, ctx.request)

@@ -133,3 +133,21 @@ def test_admin_model_rows_follow_the_model_admin_queryset() -> None:
     Note.objects.create(owner=other, title="hidden")
     page = mcp_site.get_model_mcp(Note).list_page(_request(user), None, 10)
     assert [d["name"] for _pk, d in page] == ["visible"]
+
+
+@pytest.mark.django_db
+def test_action_without_allowed_permissions_still_needs_the_changelist_permission() -> None:
+    class OpenActionAdmin(NoteAdmin):
+        actions = ["touch"]
+
+        @admin.action(description="Touch")
+        def touch(self, request: Any, queryset: Any) -> None:
+            queryset.update(body="touched")
+
+    admin_site = admin.AdminSite(name="open-admin")
+    admin_site.register(Note, OpenActionAdmin)
+    mcp_site = MCPSite(name="open-mcp")
+    mcp_site.register_admin(admin_site)
+    tool = mcp_site.get_tool("testapp_note_touch")
+    assert not tool.is_visible(_request(_user("nobody")))
+    assert tool.is_visible(_request(_user("viewer", "view_note")))

@@ -11,6 +11,7 @@ from datetime import date
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
+from django.contrib import admin
 from django.db.models import Count, Q
 from django.http import HttpRequest
 from pydantic import BaseModel, Field
@@ -269,6 +270,28 @@ class AuthorMCP(ModelMCP):
         # The catalogue is public, like the library's website: reading needs no Django permission.
         # Changing authors stays with staff, in the admin.
         return True
+
+
+@site.register(Book)
+class BookMCP(ModelMCP):
+    """Books as resources, with generated tools that follow Django's permissions: anyone may
+    search and read the catalogue; librarians (add_book / change_book) may create and edit."""
+
+    fields = ["title", "author", "isbn", "published", "genre", "summary", "copies"]
+    search_fields = ["title", "author__name", "isbn"]
+    ordering = ["title", "-published", "published"]
+    filter_fields = ["genre", "author"]
+    list_select_related = ["author"]  # str(book) names its author: no query per row
+    tools = ["search", "get", "create", "update"]
+    description = "A book of the catalogue, by primary key."
+
+    def has_view_permission(self, request: HttpRequest, obj: Book | None = None) -> bool:
+        return True  # the catalogue is public
+
+
+# Loans and members are the admin's business: expose them as the admin sees them, with the
+# ModelAdmin's querysets, permissions and actions (mark returned, renew, add a copy).
+site.register_admin(admin.site, models=[Loan, Member, Book])
 
 
 # -- prompts ----------------------------------------------------------------------------------

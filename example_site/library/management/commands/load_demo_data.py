@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
@@ -120,7 +121,7 @@ LOANS = [
 class Command(BaseCommand):
     help = (
         "Create the example library's demo data: authors, books, members, loans, the superuser admin/admin "
-        "and the non-staff user reader/reader. Existing rows are kept, so it is safe to run repeatedly."
+        "the librarian librarian/librarian (staff, catalogue and desk permissions) and the non-staff user reader/reader. Existing rows are kept, so it is safe to run repeatedly."
     )
 
     @transaction.atomic
@@ -148,6 +149,16 @@ class Command(BaseCommand):
             created["users"] += 1
         _, new = Member.objects.get_or_create(user=reader)
         created["members"] += new
+        # A librarian: staff with the catalogue and desk permissions, but not a superuser, so
+        # the admin and MCP show what Django's permissions allow and nothing more.
+        librarian = User.objects.filter(username="librarian").first()
+        if librarian is None:
+            librarian = User.objects.create_user(
+                "librarian", "librarian@example.com", "librarian", first_name="Demo", last_name="Librarian", is_staff=True
+            )
+            created["users"] += 1
+            codenames = ["view_book", "add_book", "change_book", "view_author", "view_loan", "change_loan", "view_member"]
+            librarian.user_permissions.set(Permission.objects.filter(content_type__app_label="library", codename__in=codenames))
         for username, first, last, max_loans in MEMBERS:
             user = User.objects.filter(username=username).first()
             if user is None:
