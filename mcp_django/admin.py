@@ -15,6 +15,15 @@ from django.utils.translation import gettext_lazy as _, ngettext
 from .models import Event, ServerRequest, Session
 
 
+def _site_named(name: str) -> Any:
+    """Return the MCP site a session belongs to (the default site when none is named so)."""
+    from .sites import all_sites, site as default_site
+
+    if default_site.name == name:
+        return default_site._wrapped  # the site itself, not its lazy proxy (set by .name above)
+    return next((s for s in list(all_sites) if s.name == name), None)
+
+
 class StateFilter(admin.SimpleListFilter):
     title = _("state")
     parameter_name = "state"
@@ -83,14 +92,22 @@ class SessionAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.action(description=_("Terminate selected sessions"), permissions=["terminate"])
     def terminate_sessions(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
+        from .signals import session_closed
         from .transport.layers import get_layer, session_group
 
-        ids = list(queryset.filter(terminated_at__isnull=True).values_list("pk", flat=True))
-        Session.objects.filter(pk__in=ids).update(terminated_at=timezone.now())
+        sessions = list(queryset.filter(terminated_at__isnull=True))
+        ids = [session.pk for session in sessions]
+        now = timezone.now()
+        Session.objects.filter(pk__in=ids).update(terminated_at=now)
         layer = get_layer()
-        for session_id in ids:
+        for session in sessions:
+            session.terminated_at = now
             # Open streams of the session close wherever they are held.
-            async_to_sync(layer.group_send)(session_group(session_id), {"type": "mcp.terminate"})
+            async_to_sync(layer.group_send)(session_group(session.pk), {"type": "mcp.terminate"})
+            # signals.py promises session_closed for sessions ended in the admin, as for DELETE.
+            site = _site_named(session.site_name)
+            sender = type(site) if site is not None else Session
+            session_closed.send(sender=sender, site=site, session=session, reason="terminated")
         self.message_user(
             request,
             ngettext("%d session terminated.", "%d sessions terminated.", len(ids)) % len(ids),

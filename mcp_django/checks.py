@@ -83,7 +83,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         errors.append(
             Warning(
                 "MCP_DJANGO['AUTHENTICATION'] is 'none' while DEBUG is False: anyone who reaches the endpoint can use it.",
-                hint='Use "oauth" or "django" in production; "none" is for local development and conformance runs.',
+                hint='Use "django" or your own authentication class in production; "none" is for local development and conformance runs.',
                 id="mcp_django.W002",
             )
         )
@@ -139,7 +139,9 @@ def check_sites(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 
 def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     user = _user_settings()
-    if isinstance(user, dict) and "*" in user.get("ALLOWED_ORIGINS", []):
+    origins = user.get("ALLOWED_ORIGINS", []) if isinstance(user, dict) else []
+    # A malformed value is E006's to report; this check must not crash on it.
+    if isinstance(origins, (list, tuple)) and "*" in origins:
         return [
             Warning(
                 "MCP_DJANGO['ALLOWED_ORIGINS'] contains '*': any web page can call the MCP endpoint from a browser.",

@@ -71,7 +71,11 @@ class StreamClosed(Exception):
 
 @dataclass(frozen=True)
 class SSEEvent:
-    """One server-sent event, as a browser's EventSource would see it."""
+    """One server-sent event, as a browser's EventSource would see it.
+
+    ``id`` and ``retry`` are the fields of this event itself (None when it had none), so a
+    test can check exactly what the server framed.
+    """
 
     data: str
     id: str | None = None
@@ -99,7 +103,7 @@ class SSEParser:
         self._id: str | None = None
         self._event: str | None = None
         self._retry: int | None = None
-        self._fields = False
+        self._has_data = False
         self._decoder = _utf8_decoder()
 
     def feed(self, chunk: bytes) -> list[SSEEvent | SSEComment]:
@@ -121,20 +125,20 @@ class SSEParser:
 
     def _line(self, line: str) -> SSEEvent | SSEComment | None:
         if line == "":
-            if not self._fields:
-                return None
-            event = SSEEvent("\n".join(self._data), self._id, self._event, self._retry)
-            self._data, self._id, self._event, self._retry, self._fields = [], None, None, None, False
+            # WHATWG: a block without any data line dispatches nothing (an id-only block
+            # only moves the browser's last event id), so neither does this parser.
+            event = SSEEvent("\n".join(self._data), self._id, self._event, self._retry) if self._has_data else None
+            self._data, self._id, self._event, self._retry, self._has_data = [], None, None, None, False
             return event
         if line.startswith(":"):
             return SSEComment(line[1:].removeprefix(" "))
         name, colon, value = line.partition(":")
         if colon:
             value = value.removeprefix(" ")
-        self._fields = True
         if name == "data":
             self._data.append(value)
-        elif name == "id":
+            self._has_data = True
+        elif name == "id" and "\0" not in value:  # browsers ignore an id containing NUL
             self._id = value
         elif name == "event":
             self._event = value
@@ -231,12 +235,12 @@ class _Exchange:
         if self.finished:
             raise StreamClosed("the response has ended")
         try:
-            async with asyncio.timeout(self.timeout if timeout is None else timeout):
-                message = await self.communicator.output_queue.get()
-        except TimeoutError:
+            message = await asyncio.wait_for(self.communicator.output_queue.get(), self.timeout if timeout is None else timeout)
+        except asyncio.TimeoutError:
             if self.communicator.future.done():
-                self.communicator.future.result()
-            raise
+                self.communicator.future.result()  # the application failed: show why
+            # The builtin on every Python (asyncio.TimeoutError is distinct from it before 3.11).
+            raise TimeoutError("no response data within the timeout") from None
         if message["type"] != "http.response.body":
             raise AssertionError(f"Expected http.response.body, got {message['type']!r}")
         if not message.get("more_body", False):
@@ -257,12 +261,8 @@ class _Exchange:
         future = self.communicator.future
         if not future.done():
             await self.communicator.input_queue.put({"type": "http.disconnect"})
-        try:
-            # wait() cancels the application if it does not stop within the timeout.
-            await self.communicator.wait(self.timeout)
-        except asyncio.CancelledError:
-            if not future.cancelled():
-                raise
+        # wait() cancels the application if it does not stop within the timeout.
+        await self.communicator.wait(self.timeout)
 
 
 class EventStream:

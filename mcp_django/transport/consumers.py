@@ -97,8 +97,27 @@ class MCPConsumer(AsyncHttpConsumer):
             raise ValueError(f"No handler for message type {message['type']}")
         await handler(message)
 
+    def allowed_cross_origin(self) -> str | None:
+        """The Origin of an explicitly allowed cross-origin caller (a browser-based client)."""
+        origin = self.header("origin")
+        if origin is None or not self.settings.allowed_origins:
+            return None
+        scheme = self.scope.get("scheme", "http")
+        host = self.header("host") or ""
+        if negotiation.origin_allowed(origin, host, scheme, []):
+            return None  # same-origin: no CORS needed
+        return origin if negotiation.origin_allowed(origin, host, scheme, self.settings.allowed_origins) else None
+
     async def http_request(self, message: dict[str, Any]) -> None:
         if self.body_size == 0 and not self.body:
+            origin = self.allowed_cross_origin()
+            if origin is not None:
+                # Set before any answer (even a 413) so the browser can read it.
+                self.cors_headers = [
+                    (b"access-control-allow-origin", origin.encode("latin-1")),
+                    (b"access-control-expose-headers", b"Mcp-Session-Id, WWW-Authenticate"),
+                    (b"vary", b"Origin"),
+                ]
             length = self.header("content-length")
             if length is not None and length.isdigit() and int(length) > self.settings.max_body_size:
                 await self.send_transport_error(TransportError(413, f"Payload Too Large: the body exceeds {self.settings.max_body_size} bytes"))
@@ -174,13 +193,7 @@ class MCPConsumer(AsyncHttpConsumer):
             raise TransportError(400, "Bad Request: invalid Host header") from None
         origin = self.header("origin")
         negotiation.check_origin(origin, host, request.scheme, self.settings.allowed_origins)
-        if origin is not None and not negotiation.origin_allowed(origin, host, request.scheme, []):
-            # An allowed cross-origin caller (a browser-based client): let it read our answers.
-            self.cors_headers = [
-                (b"access-control-allow-origin", origin.encode("latin-1")),
-                (b"access-control-expose-headers", b"Mcp-Session-Id, WWW-Authenticate"),
-                (b"vary", b"Origin"),
-            ]
+        if self.cors_headers:
             if self.scope["method"] == "OPTIONS":
                 await self.send_empty(204, {
                     "Access-Control-Allow-Methods": "GET, POST, DELETE",

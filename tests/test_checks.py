@@ -1,0 +1,167 @@
+"""System checks: one test per check id, plus the clean configuration reporting nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core import checks
+from django.test import override_settings
+
+from mcp_django import site
+from mcp_django.checks import check_deployment, check_settings, check_sites
+from mcp_django.sites import MCPSite
+
+BASE: dict[str, Any] = {"AUTHENTICATION": "none", "SERVER_NAME": "mcp-django-tests"}
+
+
+def ids(messages: list[checks.CheckMessage]) -> list[str]:
+    return [m.id for m in messages]
+
+
+def settings_errors(**overrides: Any) -> list[checks.CheckMessage]:
+    # DEBUG on, so that W002 (no authentication in production) stays out of other checks' way.
+    with override_settings(DEBUG=True, MCP_DJANGO={**BASE, **overrides}):
+        return check_settings()
+
+
+def project_errors(**django_settings: Any) -> list[checks.CheckMessage]:
+    with override_settings(DEBUG=True, **django_settings):
+        return check_settings()
+
+
+def test_test_project_configuration_is_clean():
+    assert project_errors() == []
+    assert check_deployment() == []
+    # Only the default site: other tests leave their own sites in all_sites meanwhile.
+    assert site.check(None) == []
+
+
+def test_site_checks_run_over_every_site():
+    class Complaining(MCPSite):
+        def check(self, app_configs=None):
+            return [checks.Error("complaint", id="test.E001")]
+
+    complaining = Complaining(name="complaining")
+    assert "test.E001" in ids(check_sites())
+    del complaining
+
+
+def test_checks_are_registered_with_the_mcp_django_tag():
+    with override_settings(DEBUG=True, MCP_DJANGO={**BASE, "RESPONSE_MODE": "xml"}):
+        found = checks.run_checks(tags=["mcp_django"])
+    assert "mcp_django.E003" in ids(found)
+
+
+def test_e001_mcp_django_must_be_a_dict():
+    assert ids(project_errors(MCP_DJANGO=["AUTHENTICATION", "none"])) == ["mcp_django.E001"]
+
+
+def test_e002_unknown_setting_suggests_the_close_match():
+    [error] = settings_errors(PAGE_SIZ=10)
+    assert error.id == "mcp_django.E002"
+    assert "PAGE_SIZ" in error.msg
+    assert "PAGE_SIZE" in error.hint
+
+
+def test_e003_response_mode_must_be_json_or_sse():
+    [error] = settings_errors(RESPONSE_MODE="xml")
+    assert error.id == "mcp_django.E003"
+    assert error.hint
+
+
+@pytest.mark.parametrize("value", ["no.such.Authentication", "mcp_django.stores.DatabaseEventStore", 42])
+def test_e004_authentication_must_be_an_authentication_class(value):
+    [error] = settings_errors(AUTHENTICATION=value)
+    assert error.id == "mcp_django.E004"
+
+
+@pytest.mark.parametrize(
+    "key,value",
+    [("MAX_BODY_SIZE", 0), ("PAGE_SIZE", -1), ("SESSION_TTL", "60"), ("MAX_BATCH_SIZE", True), ("SSE_RETRY_MS", 1.5),
+     ("SSE_KEEPALIVE_SECONDS", -1), ("SSE_MAX_CONNECTION_SECONDS", "10"), ("CLIENT_REQUEST_TIMEOUT", False)],
+)
+def test_e005_numbers_must_be_in_range(key, value):
+    [error] = settings_errors(**{key: value})
+    assert error.id == "mcp_django.E005"
+    assert key in error.msg
+
+
+@pytest.mark.parametrize("value", ["https://app.example", [1], ["not an origin"], ["ftp://files.example"]])
+def test_e006_allowed_origins_must_be_a_list_of_origins(value):
+    errors = settings_errors(ALLOWED_ORIGINS=value)
+    assert ids(errors) == ["mcp_django.E006"]
+
+
+def test_e006_accepts_origins_and_the_wildcard():
+    assert settings_errors(ALLOWED_ORIGINS=["https://app.example", "http://localhost:3000", "*"]) == []
+
+
+@pytest.mark.parametrize("value", ["no.such.Store", "mcp_django.auth.base.NoAuthentication"])
+def test_e007_event_store_class_must_be_an_event_store(value):
+    [error] = settings_errors(EVENT_STORE_CLASS=value)
+    assert error.id == "mcp_django.E007"
+
+
+def test_e008_channel_layer_alias_must_exist():
+    [error] = settings_errors(CHANNEL_LAYER="elsewhere")
+    assert error.id == "mcp_django.E008"
+
+
+def test_e009_asgi_application_must_be_importable():
+    assert ids(project_errors(ASGI_APPLICATION="tests.no_such_module.application")) == ["mcp_django.E009"]
+
+
+def test_e010_log_bridge_loggers_must_be_logger_names():
+    [error] = settings_errors(LOG_BRIDGE_LOGGERS="myapp")
+    assert error.id == "mcp_django.E010"
+
+
+def test_w001_without_channel_layers():
+    assert ids(project_errors(CHANNEL_LAYERS={})) == ["mcp_django.W001"]
+
+
+def test_w002_no_authentication_without_debug():
+    with override_settings(DEBUG=False, MCP_DJANGO=BASE):
+        assert ids(check_settings()) == ["mcp_django.W002"]
+
+
+def test_w002_is_quiet_in_debug():
+    assert settings_errors(AUTHENTICATION="none") == []
+
+
+def test_w003_without_asgi_application():
+    assert ids(project_errors(ASGI_APPLICATION=None)) == ["mcp_django.W003"]
+
+
+def test_w003_asgi_application_without_the_router():
+    assert ids(project_errors(ASGI_APPLICATION="tests.asgi.django_asgi_app")) == ["mcp_django.W003"]
+
+
+def test_w003_is_quiet_when_the_router_is_wrapped():
+    import tests.asgi
+
+    from channels.routing import ProtocolTypeRouter
+
+    tests.asgi.wrapped_for_check = ProtocolTypeRouter({"http": tests.asgi.application})
+    try:
+        assert project_errors(ASGI_APPLICATION="tests.asgi.wrapped_for_check") == []
+    finally:
+        del tests.asgi.wrapped_for_check
+
+
+def test_w004_wildcard_allowed_origin_in_deployment():
+    with override_settings(MCP_DJANGO={**BASE, "ALLOWED_ORIGINS": ["*"]}):
+        assert ids(check_deployment()) == ["mcp_django.W004"]
+
+
+@pytest.mark.parametrize("value", [42, None, "https://app.example"])
+def test_deployment_check_survives_a_malformed_allowed_origins(value):
+    # A wrong type is E006's business; the deployment check must not crash on it.
+    with override_settings(MCP_DJANGO={**BASE, "ALLOWED_ORIGINS": value}):
+        assert check_deployment() == []
+
+
+def test_several_problems_are_reported_one_error_each():
+    errors = settings_errors(RESPONSE_MODE="xml", PAGE_SIZE=0, NOPE=1)
+    assert sorted(ids(errors)) == ["mcp_django.E002", "mcp_django.E003", "mcp_django.E005"]

@@ -1,0 +1,111 @@
+"""``manage.py mcp_clearsessions``: the clearsessions of MCP sessions and their event logs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+from django.utils import timezone
+
+from mcp_django.models import Event, ServerRequest, Session, Subscription
+from mcp_django.stores import SessionStore
+
+pytestmark = pytest.mark.django_db
+
+HOUR = timedelta(hours=1)
+RETENTION = {"AUTHENTICATION": "none", "SESSION_RETENTION": 3600, "EVENT_RETENTION": 600}
+
+
+def make_session(**fields) -> Session:
+    session = SessionStore().create(site_name="mcp", user_id=None, protocol_version="2025-11-25", client_info={}, capabilities={})
+    if fields:
+        Session.objects.filter(pk=session.pk).update(**fields)
+    return session
+
+
+def add_event(session: Session, seq: int = 1, age: timedelta = timedelta(0)) -> Event:
+    return Event.objects.create(session=session, stream="get", seq=seq, payload="{}", created_at=timezone.now() - age)
+
+
+def clear(*args: str) -> str:
+    out = StringIO()
+    with override_settings(MCP_DJANGO=RETENTION):
+        call_command("mcp_clearsessions", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_expired_session_past_retention_is_deleted_with_its_events():
+    session = make_session(expires_at=timezone.now() - 2 * HOUR)
+    add_event(session)
+    Subscription.objects.create(session=session, uri="test://hello")
+    ServerRequest.objects.create(session=session, request_id="srv-1", method="ping", channel_name="c")
+    output = clear()
+    assert not Session.objects.filter(pk=session.pk).exists()
+    assert not Event.objects.filter(session_id=session.pk).exists()
+    assert not Subscription.objects.exists()
+    assert not ServerRequest.objects.exists()
+    assert "Deleted 1 sessions and 1 events." in output
+
+
+def test_terminated_session_past_retention_is_deleted():
+    session = make_session(terminated_at=timezone.now() - 2 * HOUR)
+    clear()
+    assert not Session.objects.filter(pk=session.pk).exists()
+
+
+def test_recently_terminated_session_is_kept_for_the_admin():
+    session = make_session(terminated_at=timezone.now() - timedelta(minutes=5))
+    add_event(session)
+    clear()
+    assert Session.objects.filter(pk=session.pk).exists()
+    assert Event.objects.filter(session_id=session.pk).exists()
+
+
+def test_recently_expired_session_is_kept_for_the_admin():
+    session = make_session(expires_at=timezone.now() - timedelta(minutes=5))
+    clear()
+    assert Session.objects.filter(pk=session.pk).exists()
+
+
+def test_terminated_session_is_judged_by_termination_not_expiry():
+    # Expired long ago but terminated just now: it ended now, so it is kept.
+    session = make_session(expires_at=timezone.now() - 2 * HOUR, terminated_at=timezone.now())
+    clear()
+    assert Session.objects.filter(pk=session.pk).exists()
+
+
+def test_live_session_and_its_recent_events_are_kept():
+    session = make_session()
+    add_event(session)
+    clear()
+    assert Session.objects.filter(pk=session.pk).exists()
+    assert Event.objects.filter(session_id=session.pk).count() == 1
+
+
+def test_events_past_event_retention_are_deleted_even_in_live_sessions():
+    session = make_session()
+    add_event(session, seq=1, age=HOUR)
+    add_event(session, seq=2)
+    output = clear()
+    assert Session.objects.filter(pk=session.pk).exists()
+    assert list(Event.objects.filter(session_id=session.pk).values_list("seq", flat=True)) == [2]
+    assert "Deleted 0 sessions and 1 events." in output
+
+
+def test_dry_run_deletes_nothing_and_reports_counts():
+    ended = make_session(expires_at=timezone.now() - 2 * HOUR)
+    add_event(ended, seq=1)
+    live = make_session()
+    add_event(live, seq=1, age=HOUR)
+    add_event(live, seq=2)
+    output = clear("--dry-run")
+    assert Session.objects.count() == 2
+    assert Event.objects.count() == 3
+    assert "Would delete 1 sessions and 2 events." in output
+
+
+def test_nothing_to_clear_reports_zero():
+    assert "Deleted 0 sessions and 0 events." in clear()
