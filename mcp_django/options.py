@@ -456,21 +456,32 @@ class ModelTool:
 
         mm = self.model_mcp
         limit = arguments.pop("limit", min(20, mm.search_limit))
+        ordering = arguments.pop("ordering", None) or (mm.ordering[0] if mm.ordering else "pk")
+        queryset = mm.get_search_results(request, mm.get_queryset(request), arguments.pop("query", ""))
+        filters = {name: arguments[name] for name in mm.filter_fields if name in arguments}
+        queryset = queryset.filter(**filters)
+        try:
+            keyset: KeysetOrdering | None = KeysetOrdering(mm.opts, ordering)
+        except (ValueError, FieldDoesNotExist):
+            keyset = None  # related or nullable ordering: page by offset instead
         offset = 0
         if "cursor" in arguments:
             try:
-                offset = int(decode_cursor(arguments.pop("cursor")).get("o", 0))
-            except (InvalidParamsError, TypeError, ValueError):
-                return self._error("cursor: invalid cursor")
-        queryset = mm.get_search_results(request, mm.get_queryset(request), arguments.pop("query", ""))
-        ordering = arguments.pop("ordering", None) or (mm.ordering[0] if mm.ordering else "pk")
-        filters = {name: arguments[name] for name in mm.filter_fields if name in arguments}
-        queryset = queryset.filter(**filters).order_by(ordering, "pk")
+                position = decode_cursor(arguments.pop("cursor"))
+                if keyset is not None:
+                    queryset = queryset.filter(keyset.after(position))
+                else:
+                    offset = int(position["o"])
+            except (InvalidParamsError, DjangoValidationError, KeyError, TypeError, ValueError):
+                return self._error("cursor: invalid cursor (it belongs to a search with the same ordering)")
+        queryset = queryset.order_by(*(keyset.order_by if keyset is not None else [ordering, "pk"]))
         if mm.list_select_related:
             queryset = queryset.select_related(*mm.list_select_related)
         rows = list(queryset[offset : offset + limit + 1])
         serializer = mm.get_serializer_class()(rows[:limit], many=True)
-        next_cursor = encode_cursor({"o": offset + limit}) if len(rows) > limit else None
+        next_cursor = None
+        if len(rows) > limit:
+            next_cursor = encode_cursor(keyset.position(rows[limit - 1]) if keyset is not None else {"o": offset + limit})
         return self._result({"items": list(serializer.data), "nextCursor": next_cursor})
 
     def _get(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
@@ -510,6 +521,38 @@ class ModelTool:
             log_change(request, obj, "delete", "Deleted through MCP.")
             obj.delete()
         return self._result({"deleted": True, "pk": pk})
+
+
+class KeysetOrdering:
+    """Page through ``order_by(field, pk)`` by position, not offset: page N costs what page 1
+    costs, and rows added meanwhile neither repeat nor vanish."""
+
+    def __init__(self, opts: Any, ordering: str) -> None:
+        self.descending = ordering.startswith("-")
+        name = ordering.lstrip("-")
+        if "__" in name:
+            raise ValueError(f"ordering {ordering!r} follows a relation")
+        self.field = None if name == "pk" else opts.get_field(name)
+        if self.field is not None and self.field.null:
+            # NULLs sort differently per database; a nullable key cannot be a reliable keyset.
+            raise ValueError(f"ordering on nullable field {name!r} is not supported by keyset pagination")
+        self.name = None if self.field is None else self.field.attname
+        self.order_by = ["pk"] if self.field is None else [ordering.replace(name, self.name), "pk"]
+
+    def position(self, obj: Any) -> dict[str, Any]:
+        position: dict[str, Any] = {"pk": obj.pk if isinstance(obj.pk, int) else str(obj.pk)}
+        if self.field is not None:
+            value = getattr(obj, self.name)
+            position["v"] = value if isinstance(value, (int, float, str, bool)) else str(value)
+        return position
+
+    def after(self, position: dict[str, Any]) -> Q:
+        pk = position["pk"]
+        if self.field is None:
+            return Q(pk__gt=pk)
+        value = self.field.to_python(position["v"])
+        beyond = Q(**{f"{self.name}__lt" if self.descending else f"{self.name}__gt": value})
+        return beyond | Q(**{self.name: value, "pk__gt": pk})
 
 
 def log_change(request: HttpRequest, obj: Any, action: str, message: str) -> None:

@@ -293,3 +293,29 @@ async def test_saving_a_registered_model_notifies_subscribed_sessions(alice: Use
 
 def test_default_site_registers_the_test_model() -> None:
     assert site.is_registered(Note)
+
+
+async def test_search_pages_by_position_so_new_rows_do_not_shift_pages(alice: User) -> None:
+    await _notes(alice, "a1", "a2", "a3")
+    client = await _client_for(alice)
+    first = await client.call_tool("testapp_note_search", {"ordering": "title", "limit": 2})
+    assert [i["title"] for i in first["structuredContent"]["items"]] == ["a1", "a2"]
+    await _notes(alice, "a0")  # sorts before the cursor: an offset would repeat "a2"
+    second = await client.call_tool("testapp_note_search", {"ordering": "title", "limit": 2, "cursor": first["structuredContent"]["nextCursor"]})
+    assert [i["title"] for i in second["structuredContent"]["items"]] == ["a3"]
+    assert second["structuredContent"]["nextCursor"] is None
+
+
+@pytest.mark.parametrize("limit", [5, 40])
+def test_search_costs_a_bounded_number_of_queries_whatever_the_limit(limit: int, django_assert_num_queries: Any) -> None:
+    from django.test import RequestFactory
+
+    owner = _user("dave", "view_note")
+    Note.objects.bulk_create([Note(owner=owner, title=f"n{i:02}") for i in range(50)])
+    request = RequestFactory().get("/")
+    request.user = owner
+    request.user.has_perm("testapp.view_note")
+    tool = site.get_tool("testapp_note_search")
+    with django_assert_num_queries(1):
+        result = tool._search({"limit": limit, "ordering": "title"}, request)
+    assert len(result["structuredContent"]["items"]) == limit
