@@ -268,6 +268,9 @@ class FunctionTool(PermissionGated):
             return {"content": [{"type": "text", "text": orjson.dumps(data).decode()}], "structuredContent": structured}
         if value is None:
             return {"content": []}
+        if isinstance(value, CONTENT_TYPES):
+            # Content helpers are dataclasses too: they must not fall to the structured branch.
+            return {"content": [to_content_block(value)]}
         if isinstance(value, (list, tuple)) and all(isinstance(v, (str, *CONTENT_TYPES)) for v in value):
             return {"content": [to_content_block(v) for v in value]}
         if isinstance(value, BaseModel):

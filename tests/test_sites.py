@@ -11,7 +11,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel, Field
 
-from mcp_django import Context, site
+from mcp_django import Audio, Context, EmbeddedResource, Image, Text, site
 from mcp_django.exceptions import AlreadyRegistered, NotRegistered
 from mcp_django.protocol.dispatcher import dispatch
 from mcp_django.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND
@@ -561,3 +561,22 @@ async def test_return_value_is_coerced_to_the_output_schema():
 
     response = await call(mcp, "tools/call", {"name": "counts"})
     assert response["result"]["structuredContent"] == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    ("value", "block"),
+    [
+        (Image(b"\x89PNG", mime_type="image/png"), {"type": "image", "data": "iVBORw==", "mimeType": "image/png"}),
+        (Audio(b"RIFF", mime_type="audio/wav"), {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"}),
+        (Text("hi"), {"type": "text", "text": "hi"}),
+        (EmbeddedResource("test://x", text="t", mime_type="text/plain"), {"type": "resource", "resource": {"uri": "test://x", "mimeType": "text/plain", "text": "t"}}),
+    ],
+)
+def test_a_tool_returning_one_content_helper_answers_that_content_block(value, block):
+    fresh = MCPSite()
+
+    @fresh.tool()
+    def give():
+        return value
+
+    assert fresh.get_tool("give").to_result(value) == {"content": [block]}

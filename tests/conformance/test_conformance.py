@@ -1,0 +1,51 @@
+"""The example site passes the official MCP conformance suite (see run_conformance.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.conformance
+
+RUNNER = Path(__file__).with_name("run_conformance.py")
+REPO = RUNNER.parents[2]
+SUITE_PACKAGE_JSON = REPO / ".conformance" / "node_modules" / "@modelcontextprotocol" / "conformance" / "package.json"
+
+# Above the runner's own limits for a normal run (install once, then two short suite runs);
+# only reached if the runner itself hangs.
+RUNNER_TIMEOUT = 1200
+
+
+def test_example_site_passes_the_official_conformance_suite(capsys: pytest.CaptureFixture[str]) -> None:
+    # npm is needed only to install the suite the first time.
+    if shutil.which("npm") is None and not SUITE_PACKAGE_JSON.exists():
+        message = "npm is not installed: cannot install the MCP conformance suite (@modelcontextprotocol/conformance)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message + "; CI must provide it")
+        pytest.skip(message)
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}  # the runner picks its own
+    # Own session: on timeout the runner gets SIGTERM first, so it stops the server it started.
+    process = subprocess.Popen(
+        [sys.executable, str(RUNNER)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=RUNNER_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGTERM)
+        try:
+            output, _ = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output, _ = process.communicate()
+        pytest.fail(f"the conformance runner did not finish in {RUNNER_TIMEOUT} s:\n{output}")
+    # Shown even on success, so the CI log always carries the per-scenario table.
+    with capsys.disabled():
+        print("\n" + output)
+    assert process.returncode == 0, f"run_conformance.py exited with {process.returncode} (see the table above)"
