@@ -18,6 +18,7 @@ from django.contrib.messages.storage.base import BaseStorage
 from django.db import models, transaction
 from django.http import HttpRequest, HttpResponseBase
 
+from .functions import missing_scopes
 from .options import ModelMCP, _safe_name
 from .protocol.errors import InvalidParamsError
 
@@ -55,9 +56,19 @@ class AdminModelMCP(ModelMCP):
 
     model_admin: ModelAdmin[Any]
 
-    def __init__(self, model: type[models.Model], site: Any, model_admin: ModelAdmin[Any], tools: tuple[str, ...] = ("search", "get")) -> None:
+    def __init__(
+        self,
+        model: type[models.Model],
+        site: Any,
+        model_admin: ModelAdmin[Any],
+        tools: tuple[str, ...] = ("search", "get"),
+        read_scopes: tuple[str, ...] = (),
+        write_scopes: tuple[str, ...] = (),
+    ) -> None:
         self.model_admin = model_admin
         self.tools = tools
+        self.read_scopes = read_scopes
+        self.write_scopes = write_scopes
         self.search_fields = tuple(f.lstrip("^=@") for f in model_admin.search_fields or ())
         field_names = {f.name for f in model._meta.concrete_fields}
         shown = [name for name in model_admin.list_display if isinstance(name, str) and name in field_names]
@@ -108,8 +119,9 @@ class AdminActionTool:
     meta = None
     permissions = ("admin action",)  # always checked against ModelAdmin.get_actions(request)
 
-    def __init__(self, model_admin: ModelAdmin[Any], action_name: str, func: Any, description: str) -> None:
+    def __init__(self, model_admin: ModelAdmin[Any], action_name: str, func: Any, description: str, scopes: tuple[str, ...] = ()) -> None:
         self.model_admin = model_admin
+        self.scopes = scopes
         self.action_name = action_name
         self.func = func
         opts = model_admin.model._meta
@@ -129,6 +141,8 @@ class AdminActionTool:
         return {"name": self.name, "description": self.description, "inputSchema": self.input_schema, "annotations": self.annotations}
 
     def is_visible(self, request: HttpRequest) -> bool:
+        if missing_scopes(request, self.scopes):
+            return False
         # The admin only offers actions on a changelist the user may open, and get_actions()
         # then applies each action's allowed_permissions: both gates, in that order.
         return self.model_admin.has_view_or_change_permission(request) and self.action_name in self.model_admin.get_actions(request)
@@ -165,7 +179,9 @@ class AdminActionTool:
         return f"<AdminActionTool {self.name}>"
 
 
-def admin_actions(model_admin: ModelAdmin[Any], include_delete_selected: bool) -> tuple[list[AdminActionTool], list[str]]:
+def admin_actions(
+    model_admin: ModelAdmin[Any], include_delete_selected: bool, scopes: tuple[str, ...] = ()
+) -> tuple[list[AdminActionTool], list[str]]:
     """The exposable actions of a ModelAdmin, and the names of those that are not (responses)."""
     tools: list[AdminActionTool] = []
     skipped: list[str] = []
@@ -180,7 +196,7 @@ def admin_actions(model_admin: ModelAdmin[Any], include_delete_selected: bool) -
         if name == "delete_selected":
             text = f"Delete selected {model_admin.model._meta.verbose_name_plural}"
             func = _delete_selected_without_confirmation
-        tools.append(AdminActionTool(model_admin, name, func, text))
+        tools.append(AdminActionTool(model_admin, name, func, text, scopes))
     return tools, skipped
 
 

@@ -77,6 +77,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             raise TypeError("not a BaseEventStore subclass")
     except (ImportError, TypeError) as exc:
         errors.append(Error(f"MCP_DJANGO['EVENT_STORE_CLASS'] {store!r} is not usable: {exc}.", id="mcp_django.E007"))
+    errors += _check_oauth(user, auth)
     errors += _check_channel_layer(user)
     errors += _check_asgi()
     if auth == "none" and not settings.DEBUG:
@@ -85,6 +86,42 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 "MCP_DJANGO['AUTHENTICATION'] is 'none' while DEBUG is False: anyone who reaches the endpoint can use it.",
                 hint='Use "django" or your own authentication class in production; "none" is for local development and conformance runs.',
                 id="mcp_django.W002",
+            )
+        )
+    return errors
+
+
+def _check_oauth(user: dict[str, Any], auth: Any) -> list[CheckMessage]:
+    from django.apps import apps
+
+    errors: list[CheckMessage] = []
+    for key in ("SCOPES_SUPPORTED", "REQUIRED_SCOPES", "AUTHORIZATION_SERVERS"):
+        value = user.get(key, DEFAULTS[key])
+        if value is not None and (not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v and " " not in v for v in value)):
+            errors.append(Error(f"MCP_DJANGO[{key!r}] must be a list of strings without spaces.", id="mcp_django.E013"))
+    resource = user.get("RESOURCE_URL")
+    if resource is not None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(str(resource))
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
+            errors.append(
+                Error(f"MCP_DJANGO['RESOURCE_URL'] is {resource!r}, which is not an absolute http(s) URI without a fragment.",
+                      hint='Give the endpoint\'s public URL, e.g. "https://api.example.com/mcp".', id="mcp_django.E012")
+            )
+    if auth != "oauth":
+        return errors
+    if not apps.is_installed("oauth2_provider"):
+        errors.append(
+            Error("MCP_DJANGO['AUTHENTICATION'] is 'oauth' but django-oauth-toolkit is not installed.",
+                  hint="pip install django-oauth-toolkit and add 'oauth2_provider' to INSTALLED_APPS.", id="mcp_django.E011")
+        )
+    if resource is None and not settings.DEBUG:
+        errors.append(
+            Warning(
+                "MCP_DJANGO['RESOURCE_URL'] is not set: the audience of tokens is checked against a URL built from each request.",
+                hint="Set it to the endpoint's public URL, so the check holds behind proxies and cannot follow the Host header.",
+                id="mcp_django.W005",
             )
         )
     return errors

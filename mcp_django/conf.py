@@ -20,8 +20,20 @@ DEFAULTS: dict[str, Any] = {
     "SERVER_VERSION": None,  # None: the installed mcp_django version
     "SERVER_TITLE": None,
     "INSTRUCTIONS": None,
-    # "none", "django", or a dotted path to a BaseAuthentication subclass.
+    # "none", "django", "oauth", or a dotted path to a BaseAuthentication subclass.
     "AUTHENTICATION": "django",
+    # OAuth resource server ("oauth"): the canonical URI of the MCP endpoint, exactly as clients
+    # name it in the token request's ``resource`` (e.g. "https://api.example.com/mcp"). Tokens
+    # must be issued for it. None derives it from each request (development only: W005).
+    "RESOURCE_URL": None,
+    # Issuers of the authorization servers clients should use; None: this site's own origin.
+    "AUTHORIZATION_SERVERS": None,
+    # The minimal scopes for basic use, advertised in the metadata and the 401 challenge.
+    "SCOPES_SUPPORTED": [],
+    # Scopes every request needs (on top of any an individual tool, resource or prompt needs).
+    "REQUIRED_SCOPES": [],
+    # A human-readable name for the protected-resource metadata; None: SERVER_TITLE or SERVER_NAME.
+    "RESOURCE_NAME": None,
     # How POST requests are answered by default: "json" or "sse". A tool that takes a Context
     # (and so may send progress, logs or requests while it runs) is always answered with SSE.
     "RESPONSE_MODE": "json",
@@ -63,6 +75,7 @@ IMPORT_STRINGS = frozenset({"EVENT_STORE_CLASS"})
 AUTHENTICATION_ALIASES = {
     "none": "mcp_django.auth.base.NoAuthentication",
     "django": "mcp_django.auth.base.DjangoAuthentication",
+    "oauth": "mcp_django.auth.oauth.OAuthAuthentication",
 }
 
 

@@ -122,16 +122,28 @@ def format_validation_error(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
+def missing_scopes(request: Any, scopes: tuple[str, ...]) -> list[str]:
+    """Scopes the request's OAuth token lacks (none when the request is not OAuth-authenticated)."""
+    granted = getattr(request, "auth_scopes", None)
+    if granted is None or not scopes:
+        return []
+    return [s for s in scopes if s not in granted]
+
+
 class PermissionGated:
-    """Entries a user sees and uses only with the given Django permissions."""
+    """Entries a user sees and uses only with the given Django permissions and OAuth scopes."""
 
     permissions: tuple[str, ...] = ()
+    scopes: tuple[str, ...] = ()
 
-    def set_permissions(self, permission: str | list[str] | tuple[str, ...] | None) -> None:
+    def set_permissions(self, permission: str | list[str] | tuple[str, ...] | None, scopes: Any = None) -> None:
         self.permissions = (permission,) if isinstance(permission, str) else tuple(permission or ())
+        self.scopes = (scopes,) if isinstance(scopes, str) else tuple(scopes or ())
 
     def is_visible(self, request: Any) -> bool:
-        """Whether the request's user may see and use this entry (its Django permissions)."""
+        """Whether the request's user may see and use this entry (permissions and token scopes)."""
+        if missing_scopes(request, self.scopes):
+            return False
         if not self.permissions:
             return True
         user = getattr(request, "user", None)
@@ -155,9 +167,10 @@ class FunctionTool(PermissionGated):
         icons: list[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
         permission: str | list[str] | tuple[str, ...] | None = None,
+        scopes: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         self.func = func
-        self.set_permissions(permission)
+        self.set_permissions(permission, scopes)
         self.name = name or func.__name__
         if not TOOL_NAME_RE.match(self.name):
             raise ImproperlyConfigured(
@@ -319,9 +332,10 @@ class FunctionResource(PermissionGated):
         icons: list[dict[str, Any]] | None = None,
         annotations: dict[str, Any] | None = None,
         permission: str | list[str] | None = None,
+        scopes: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         self.func = func
-        self.set_permissions(permission)
+        self.set_permissions(permission, scopes)
         self.uri = uri
         self.name = name or func.__name__
         self.title = title
@@ -401,9 +415,10 @@ class FunctionResourceTemplate(PermissionGated):
         icons: list[dict[str, Any]] | None = None,
         complete: dict[str, Completer] | None = None,
         permission: str | list[str] | None = None,
+        scopes: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         self.func = func
-        self.set_permissions(permission)
+        self.set_permissions(permission, scopes)
         self.uri_template = uri_template
         self.name = name or func.__name__
         self.title = title
@@ -465,9 +480,10 @@ class FunctionPrompt(PermissionGated):
         icons: list[dict[str, Any]] | None = None,
         complete: dict[str, Completer] | None = None,
         permission: str | list[str] | None = None,
+        scopes: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         self.func = func
-        self.set_permissions(permission)
+        self.set_permissions(permission, scopes)
         self.name = name or func.__name__
         self.title = title
         self.description = _description(func, description)

@@ -32,7 +32,7 @@ from django.http import HttpRequest
 from rest_framework import serializers
 from rest_framework.schemas.openapi import AutoSchema
 
-from .functions import TOOL_NAME_RE
+from .functions import TOOL_NAME_RE, missing_scopes
 from .protocol.errors import InvalidParamsError
 
 if TYPE_CHECKING:
@@ -163,6 +163,9 @@ class ModelMCP:
     #: Upper bound (and default) of the ``search`` tool's ``limit``.
     search_limit: int = 50
     description: str | None = None
+    #: OAuth scopes a token needs to read rows (list, read, search, get) and to write them.
+    read_scopes: list[str] | tuple[str, ...] = ()
+    write_scopes: list[str] | tuple[str, ...] = ()
     checks_class = ModelMCPChecks
 
     def __init__(self, model: type[models.Model], site: MCPSite) -> None:
@@ -189,6 +192,10 @@ class ModelMCP:
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._has_perm(request, "view") or self._has_perm(request, "change")
+
+    def has_read_scopes(self, request: HttpRequest) -> bool:
+        """Whether the request's token (if any) carries ``read_scopes``."""
+        return not missing_scopes(request, tuple(self.read_scopes))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return self._has_perm(request, "add")
@@ -259,7 +266,7 @@ class ModelMCP:
         Missing and forbidden rows give the same answer, so nothing leaks.
         """
         pk = self.coerce_pk(pk)
-        if pk is None:
+        if pk is None or not self.has_read_scopes(request):
             return None
         obj = self.get_queryset(request).filter(pk=pk).first()
         if obj is None or not self.has_view_permission(request, obj):
@@ -276,7 +283,7 @@ class ModelMCP:
     def list_page(self, request: HttpRequest, after: Any, limit: int) -> list[tuple[Any, dict[str, Any]]]:
         """Up to ``limit`` ``(pk, resource entry)`` pairs with pk greater than ``after``: keyset,
         not offset, so a deep page costs what the first one costs."""
-        if not self.has_view_permission(request):
+        if not self.has_read_scopes(request) or not self.has_view_permission(request):
             return []
         queryset = self.get_queryset(request).order_by("pk")
         if self.list_select_related:
@@ -286,7 +293,7 @@ class ModelMCP:
         return [(obj.pk, self.resource_definition(obj)) for obj in queryset[:limit]]
 
     def complete_pk(self, request: HttpRequest, value: str, limit: int = 100) -> list[str]:
-        if not self.has_view_permission(request):
+        if not self.has_read_scopes(request) or not self.has_view_permission(request):
             return []
         queryset = self.get_queryset(request)
         matches = Q()
@@ -407,7 +414,14 @@ class ModelTool:
 
     # -- permission -------------------------------------------------------------------------
 
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        mm = self.model_mcp
+        return tuple(mm.read_scopes) if self.action in ("search", "get") else tuple(mm.read_scopes) + tuple(mm.write_scopes)
+
     def is_visible(self, request: HttpRequest) -> bool:
+        if missing_scopes(request, self.scopes):
+            return False
         mm = self.model_mcp
         if self.action in ("search", "get"):
             return mm.has_view_permission(request)

@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from django.urls import Resolver404, resolve
+from django.urls import NoReverseMatch, Resolver404, resolve, reverse
+
+PRM_PATH = "/.well-known/oauth-protected-resource"
 
 
 class MCPRouter:
@@ -54,11 +56,37 @@ class MCPRouter:
             self._apps[id(site)] = MCPConsumer.as_asgi(site=site)
         return self._apps[id(site)]
 
+    def metadata_for(self, path: str) -> Any:
+        """The protected-resource metadata app for ``/.well-known/oauth-protected-resource[/<endpoint>]``,
+        when the server authenticates with OAuth; None otherwise."""
+        from .conf import mcp_settings
+
+        if not path.startswith(PRM_PATH) or mcp_settings.get("AUTHENTICATION") != "oauth":
+            return None
+        endpoint = path[len(PRM_PATH):]
+        if endpoint in ("", "/"):
+            configured = mcp_settings.get("RESOURCE_URL")
+            if configured:
+                from urllib.parse import urlsplit
+
+                endpoint = urlsplit(configured).path
+            else:
+                try:
+                    endpoint = reverse("mcp_django:endpoint")
+                except NoReverseMatch:
+                    return None
+        elif self.endpoint_for(endpoint) is None:
+            return None
+        from .transport.metadata import MetadataConsumer
+
+        return MetadataConsumer.as_asgi(endpoint_path=endpoint.rstrip("/") or "/")
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         if scope["type"] == "http":
             path = scope.get("path", "")
             root = scope.get("root_path", "")
-            app = self.endpoint_for(path[len(root):] if root and path.startswith(root) else path)
+            path = path[len(root):] if root and path.startswith(root) else path
+            app = self.endpoint_for(path) or self.metadata_for(path)
             if app is not None:
                 return await app(scope, receive, send)
         return await self.application(scope, receive, send)

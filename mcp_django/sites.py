@@ -122,6 +122,8 @@ class MCPSite:
         tools: tuple[str, ...] = ("search", "get"),
         actions: bool = True,
         include_delete_selected: bool = False,
+        read_scopes: tuple[str, ...] = (),
+        write_scopes: tuple[str, ...] = (),
     ) -> None:
         """Expose the models of a Django admin site, with their ModelAdmins' querysets, search,
         permissions, and actions as tools (``delete_selected`` only when opted in).
@@ -134,10 +136,12 @@ class MCPSite:
             if models is not None and model not in models:
                 continue
             if model not in self._registry:
-                self._registry[model] = AdminModelMCP(model, self, model_admin, tools=tuple(tools))
+                self._registry[model] = AdminModelMCP(
+                    model, self, model_admin, tools=tuple(tools), read_scopes=tuple(read_scopes), write_scopes=tuple(write_scopes)
+                )
                 self._connect_signals(model)
             if actions:
-                exposed, skipped = admin_actions(model_admin, include_delete_selected)
+                exposed, skipped = admin_actions(model_admin, include_delete_selected, tuple(write_scopes))
                 for tool in exposed:
                     if ("tool", tool.name) in self._registry:
                         raise AlreadyRegistered(f"The tool {tool.name!r} is already registered on {self!r}.")
@@ -213,6 +217,7 @@ class MCPSite:
         icons: list[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
         permission: str | list[str] | None = None,
+        scopes: list[str] | None = None,
     ) -> Any:
         """Register a function as a tool: ``@site.tool`` or ``@site.tool(name=..., ...)``.
 
@@ -220,14 +225,15 @@ class MCPSite:
         JSON Schema 2020-12), the description from the docstring. A parameter annotated
         ``Context`` receives the request context and is not part of the schema. With
         ``permission`` (a Django permission name or a list), only users holding it see and call
-        the tool.
+        the tool; with ``scopes``, OAuth tokens need them to see it, and calling it without them
+        answers 403 with a step-up challenge.
         """
 
         def decorator(f: F) -> F:
             self.register_entry(
                 FunctionTool(
                     f, name=name, title=title, description=description, input_schema=input_schema,
-                    annotations=annotations, icons=icons, meta=meta, permission=permission,
+                    annotations=annotations, icons=icons, meta=meta, permission=permission, scopes=scopes,
                 )
             )
             return f
@@ -245,6 +251,7 @@ class MCPSite:
         icons: list[dict[str, Any]] | None = None,
         complete: dict[str, Completer] | None = None,
         permission: str | list[str] | None = None,
+        scopes: list[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a function as a resource. A URI with ``{variables}`` (RFC 6570) makes a
         resource template whose variables are the function's arguments. With ``permission``,
@@ -255,13 +262,14 @@ class MCPSite:
             if "{" in uri:
                 entry = FunctionResourceTemplate(
                     f, uri, name=name, title=title, description=description, mime_type=mime_type, icons=icons,
-                    complete=complete, permission=permission,
+                    complete=complete, permission=permission, scopes=scopes,
                 )
             else:
                 if complete:
                     raise ImproperlyConfigured(f"Resource {uri!r} has no template variables to complete")
                 entry = FunctionResource(
-                    f, uri, name=name, title=title, description=description, mime_type=mime_type, icons=icons, permission=permission
+                    f, uri, name=name, title=title, description=description, mime_type=mime_type, icons=icons,
+                    permission=permission, scopes=scopes,
                 )
             self.register_entry(entry)
             return f
@@ -278,12 +286,14 @@ class MCPSite:
         icons: list[dict[str, Any]] | None = None,
         complete: dict[str, Completer] | None = None,
         permission: str | list[str] | None = None,
+        scopes: list[str] | None = None,
     ) -> Any:
-        """Register a function returning text or messages as a prompt (``permission`` as for tools)."""
+        """Register a function returning text or messages as a prompt (``permission`` and
+        ``scopes`` as for tools)."""
 
         def decorator(f: F) -> F:
             self.register_entry(
-                FunctionPrompt(f, name=name, title=title, description=description, icons=icons, complete=complete, permission=permission)
+                FunctionPrompt(f, name=name, title=title, description=description, icons=icons, complete=complete, permission=permission, scopes=scopes)
             )
             return f
 

@@ -6,12 +6,13 @@ store (``MCP_DJANGO["EVENT_STORE_CLASS"]``) without touching the request path.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, connections, router, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -81,14 +82,26 @@ class DatabaseEventStore(BaseEventStore):
             return seq
         # Shared streams (the session's GET stream) may be written by several processes at
         # once: take the next number and let the unique constraint settle collisions.
-        for _attempt in range(20):
+        alias = router.db_for_write(Event)
+        for attempt in range(20):
             try:
-                with transaction.atomic():
-                    last = Event.objects.filter(session_id=session_id, stream=stream).aggregate(m=Max("seq"))["m"] or 0
-                    Event.objects.create(session_id=session_id, stream=stream, seq=last + 1, payload=payload, closes_stream=closes_stream)
+                with transaction.atomic(using=alias):
+                    events = Event.objects.using(alias).filter(session_id=session_id, stream=stream)
+                    last = events.aggregate(m=Max("seq"))["m"] or 0
+                    Event.objects.using(alias).create(
+                        session_id=session_id, stream=stream, seq=last + 1, payload=payload, closes_stream=closes_stream
+                    )
                     return last + 1
             except IntegrityError:
                 continue
+            except OperationalError as exc:
+                # SQLite cannot turn this read transaction into a write while another process
+                # writes: it fails at once ("database is locked") instead of waiting out the
+                # busy timeout. A management command announcing a change next to the server is
+                # enough to get there; try again with a fresh snapshot after a short pause.
+                if connections[alias].vendor != "sqlite" or "locked" not in str(exc):
+                    raise
+                time.sleep(min(0.005 * 2**attempt, 0.25))
         raise RuntimeError(f"could not append to stream {stream!r} after 20 attempts")
 
     def replay(self, session_id: str, stream: str, after: int) -> list[StoredEvent]:

@@ -15,6 +15,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "channels",
+    "oauth2_provider",
     "mcp_django",
     "tests.testapp",
 ]

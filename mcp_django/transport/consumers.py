@@ -186,6 +186,7 @@ class MCPConsumer(AsyncHttpConsumer):
 
     async def handle(self, body: bytes) -> None:
         request = ASGIRequest(self.scope, BytesIO(body))
+        request.mcp_endpoint_path = request.path.rstrip("/") or "/"  # the canonical URI has no trailing slash
         try:
             host = request.get_host()
         except DisallowedHost as exc:
@@ -289,6 +290,7 @@ class MCPConsumer(AsyncHttpConsumer):
                     continue
                 seen.add(key[1])
                 requests.append(message)
+        self.check_scopes(request, requests)
         if not requests:
             if replies:
                 await self.send_json(200 if decoded.is_batch else 400, replies if decoded.is_batch else replies[0])
@@ -304,6 +306,39 @@ class MCPConsumer(AsyncHttpConsumer):
         )
         answers = replies + list(results)
         await self.send_json(200, answers if decoded.is_batch else answers[0])
+
+    def check_scopes(self, request: Any, requests: list[Request]) -> None:
+        """Refuse, before anything runs, an operation the OAuth token lacks scopes for: 403 with
+        a step-up challenge naming every scope it needs (2025-11-25 authorization spec)."""
+        if getattr(request, "auth_scopes", None) is None:
+            return
+        needed: list[str] = []
+        for message in requests:
+            for scope in self.required_scopes(message):
+                if scope not in request.auth_scopes and scope not in needed:
+                    needed.append(scope)
+        if needed:
+            from ..auth.oauth import InsufficientScope, resource_url
+
+            base = [s for s in self.settings.get("REQUIRED_SCOPES") or [] if s not in needed]
+            raise InsufficientScope(resource_url(request, getattr(request, "mcp_endpoint_path", None)), base + needed)
+
+    def required_scopes(self, message: Request) -> tuple[str, ...]:
+        params = message.params
+        entry: Any = None
+        if message.method == "tools/call" and isinstance(params.get("name"), str):
+            entry = self.site.get_tool(params["name"])
+        elif message.method == "prompts/get" and isinstance(params.get("name"), str):
+            entry = self.site.get_prompt(params["name"])
+        elif message.method == "resources/read" and isinstance(params.get("uri"), str):
+            uri = params["uri"]
+            entry = self.site.get_resource(uri)
+            if entry is None:
+                found = self.site.get_model_mcp_for_uri(uri)
+                if found is not None:
+                    return tuple(found[0].read_scopes)
+                entry = next((t for t in self.site.get_resource_templates() if t.match(uri) is not None), None)
+        return tuple(getattr(entry, "scopes", ()) or ())
 
     @staticmethod
     def is_sessionless_ping(decoded: Any) -> bool:

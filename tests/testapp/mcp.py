@@ -47,6 +47,12 @@ async def reconnect(ctx: Context) -> str:
     return "resumed"
 
 
+@site.tool(scopes=["notes:write"])
+def scoped_write(text: str) -> str:
+    """A tool that needs the notes:write OAuth scope."""
+    return f"wrote {text}"
+
+
 @site.resource("test://hello", name="hello", mime_type="text/plain")
 def hello() -> str:
     """A greeting."""

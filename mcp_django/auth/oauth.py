@@ -1,0 +1,157 @@
+"""mcp_django as an OAuth 2.1 resource server, with django-oauth-toolkit's tokens.
+
+Every request carries ``Authorization: Bearer <token>``. A token is accepted only when it is
+known, unexpired, acts for an active user, and was issued for this server: its ``resource``
+(RFC 8707) names the configured canonical URI. Comparing with the configured URI rather than
+the request's keeps the check right behind a TLS-terminating proxy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest
+
+from ..conf import mcp_settings
+from .base import AuthenticationFailed, BaseAuthentication
+
+PRM_PATH = "/.well-known/oauth-protected-resource"
+
+
+def canonical(uri: str) -> str:
+    """Normalise a resource URI for comparison: lower-case scheme and host, no default port,
+    no fragment, no trailing slash (RFC 8707 and the MCP authorization spec)."""
+    parts = urlsplit(uri.strip())
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    default = {"http": 80, "https": 443}.get(scheme)
+    netloc = host if port in (None, default) else f"{host}:{port}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+def resource_url(request: HttpRequest | None, endpoint_path: str | None = None) -> str:
+    """The canonical URI of the MCP endpoint: the setting, or derived from the request."""
+    configured = mcp_settings.get("RESOURCE_URL")
+    if configured:
+        return canonical(configured)
+    if request is None:
+        raise ValueError("MCP_DJANGO['RESOURCE_URL'] is not set and there is no request to derive it from")
+    path = endpoint_path if endpoint_path is not None else request.path
+    return canonical(f"{request.scheme}://{request.get_host()}{path}")
+
+
+def metadata_url(resource: str) -> str:
+    """The path-inserted RFC 9728 metadata URL for ``resource``."""
+    parts = urlsplit(resource)
+    return urlunsplit((parts.scheme, parts.netloc, PRM_PATH + parts.path, "", ""))
+
+
+def authorization_servers(resource: str) -> list[str]:
+    configured = mcp_settings.get("AUTHORIZATION_SERVERS")
+    if configured:
+        return list(configured)
+    parts = urlsplit(resource)
+    return [urlunsplit((parts.scheme, parts.netloc, "", "", ""))]
+
+
+def protected_resource_metadata(resource: str) -> dict[str, Any]:
+    """The RFC 9728 document for ``resource``."""
+    document: dict[str, Any] = {
+        "resource": resource,
+        "authorization_servers": authorization_servers(resource),
+        "bearer_methods_supported": ["header"],
+    }
+    scopes = list(mcp_settings.get("SCOPES_SUPPORTED") or [])
+    if scopes:
+        document["scopes_supported"] = scopes
+    name = mcp_settings.get("RESOURCE_NAME") or mcp_settings.get("SERVER_TITLE") or mcp_settings.server_name
+    document["resource_name"] = name
+    return document
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def challenge(resource: str, *, error: str | None = None, description: str | None = None, scopes: list[str] | None = None) -> str:
+    """Build a ``WWW-Authenticate: Bearer`` challenge (RFC 6750 section 3, RFC 9728 section 5.1)."""
+    params = []
+    if error:
+        params.append(f"error={_quote(error)}")
+    if description:
+        params.append(f"error_description={_quote(description)}")
+    scope = " ".join(scopes if scopes is not None else list(mcp_settings.get("SCOPES_SUPPORTED") or []))
+    if scope:
+        params.append(f"scope={_quote(scope)}")
+    params.append(f"resource_metadata={_quote(metadata_url(resource))}")
+    return "Bearer " + ", ".join(params)
+
+
+class InsufficientScope(AuthenticationFailed):
+    """The token is good but lacks scopes the operation needs: 403 with a step-up challenge."""
+
+    def __init__(self, resource: str, scopes: list[str]) -> None:
+        super().__init__(
+            f"Insufficient scope: this operation needs {' '.join(scopes)}",
+            status=403,
+            headers={"WWW-Authenticate": challenge(resource, error="insufficient_scope", scopes=scopes,
+                                                   description="The access token lacks a scope this operation needs")},
+        )
+        self.scopes = scopes
+
+
+class OAuthAuthentication(BaseAuthentication):
+    """Bearer tokens from django-oauth-toolkit, bound to this server by their audience."""
+
+    def _fail(self, resource: str, message: str, error: str | None = "invalid_token", status: int = 401) -> AuthenticationFailed:
+        return AuthenticationFailed(message, status=status, headers={"WWW-Authenticate": challenge(resource, error=error, description=message if error else None)})
+
+    async def authenticate(self, request: HttpRequest) -> Any:
+        resource = resource_url(request, getattr(request, "mcp_endpoint_path", None))
+        if "access_token" in request.GET:
+            # RFC 6750 section 2.3 is forbidden by OAuth 2.1 and the MCP spec: never read it.
+            raise self._fail(resource, "Access tokens are not accepted in the query string; use the Authorization header.", "invalid_request", 400)
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if not header:
+            raise self._fail(resource, "Authentication required.", error=None)
+        if scheme.lower() != "bearer":
+            # No bearer credentials at all: a plain challenge, without an error code (RFC 6750 3.1).
+            raise self._fail(resource, "Authentication required: send 'Authorization: Bearer <token>'.", error=None)
+        if not token.strip():
+            raise self._fail(resource, "The Authorization header must be 'Bearer <token>'.", "invalid_request", 400)
+        found = await sync_to_async(self._load)(token.strip())
+        if found is None:
+            raise self._fail(resource, "The access token is unknown, revoked or expired.")
+        access_token, user = found
+        audiences = [canonical(str(a)) for a in (access_token.resource or [])]
+        if resource not in audiences:
+            # Tokens issued without a resource, or for another server, are not ours to accept.
+            raise self._fail(resource, "The access token was not issued for this server.")
+        if user is None or not user.is_active:
+            raise self._fail(resource, "The access token does not act for an active user.")
+        request.auth_token = access_token  # type: ignore[attr-defined]
+        request.auth_scopes = frozenset(access_token.scope.split())  # type: ignore[attr-defined]
+        required = [s for s in mcp_settings.get("REQUIRED_SCOPES") or [] if s not in request.auth_scopes]  # type: ignore[attr-defined]
+        if required:
+            raise InsufficientScope(resource, list(mcp_settings.get("REQUIRED_SCOPES")))
+        return user
+
+    @staticmethod
+    def _load(token: str) -> tuple[Any, Any] | None:
+        from oauth2_provider.models import get_access_token_model
+
+        checksum = hashlib.sha256(token.encode("utf-8")).hexdigest()
+        access_token = get_access_token_model().objects.select_related("user").filter(token_checksum=checksum).first()
+        if access_token is None or access_token.is_expired():
+            return None
+        return access_token, access_token.user

@@ -1,0 +1,46 @@
+"""RFC 9728 protected-resource metadata, served next to the endpoint by the ASGI router.
+
+Clients look for it at the path-inserted URL (``/.well-known/oauth-protected-resource/mcp``)
+and at the root (``/.well-known/oauth-protected-resource``); both are answered here, before the
+project's URLconf, so no extra URL pattern is needed.
+"""
+
+from __future__ import annotations
+
+from io import BytesIO
+from typing import Any
+
+from channels.generic.http import AsyncHttpConsumer
+from django.core.exceptions import DisallowedHost
+from django.core.handlers.asgi import ASGIRequest
+
+from ..auth.oauth import protected_resource_metadata, resource_url
+from ..protocol.jsonrpc import encode
+
+
+class MetadataConsumer(AsyncHttpConsumer):
+    """Answer GET (and CORS preflight) for one endpoint's protected-resource metadata."""
+
+    def __init__(self, endpoint_path: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.endpoint_path = endpoint_path
+
+    async def handle(self, body: bytes) -> None:
+        # Public metadata that browser-based clients must be able to read from any origin.
+        cors = [(b"access-control-allow-origin", b"*"), (b"access-control-allow-methods", b"GET, OPTIONS")]
+        method = self.scope["method"]
+        if method == "OPTIONS":
+            await self.send_response(204, b"", headers=cors + [(b"access-control-allow-headers", b"MCP-Protocol-Version")])
+            return
+        if method not in ("GET", "HEAD"):
+            await self.send_response(405, b"", headers=[(b"allow", b"GET, HEAD, OPTIONS")])
+            return
+        request = ASGIRequest(self.scope, BytesIO(body))
+        try:
+            resource = resource_url(request, self.endpoint_path)
+        except DisallowedHost:
+            await self.send_response(400, b"Bad Request: invalid Host header", headers=[(b"content-type", b"text/plain")])
+            return
+        document = encode(protected_resource_metadata(resource))
+        headers = [(b"content-type", b"application/json"), (b"cache-control", b"public, max-age=3600"), *cors]
+        await self.send_response(200, b"" if method == "HEAD" else document, headers=headers)
