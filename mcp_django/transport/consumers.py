@@ -392,21 +392,17 @@ class MCPConsumer(AsyncHttpConsumer):
         await self.join(stream_group(stream))
         await self.join(session_group(session.pk))
         self.streaming = True
-        await self.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", session.pk.encode())])
-        # Priming event: an id with empty data, so the client can resume even before the first event.
-        await self.send_body(encode_event("", event_id=make_event_id(stream, 0), retry_ms=self.settings.sse_retry_ms), more_body=True)
-        self.start_timers()
         emitter = StreamEmitter(session.pk, stream, self.store)
-        for reply in replies:
-            await emitter.send(reply)
         handlers = self.site.get_handlers()
-        pending = {"count": len(requests), "sent": 0}
+        pending = {"count": len(requests)}
         lock = asyncio.Lock()
+        started = asyncio.Event()
 
-        async def answer(message: Request, watched: asyncio.Event) -> None:
+        async def answer(message: Request) -> None:
             key = _request_key(session.pk, message.id)
-            await watched.wait()  # so unwatch() cannot run before watch() has finished
             try:
+                # Nothing runs before the priming event is out and the request can be cancelled.
+                await started.wait()
                 response = await dispatch(message, handlers, self.context(request, user, session, message, emitter))
             except asyncio.CancelledError:
                 response = None  # cancelled by the client: no response is sent (cancellation spec)
@@ -417,15 +413,21 @@ class MCPConsumer(AsyncHttpConsumer):
                 last = pending["count"] == 0
                 if response is not None:
                     await emitter.send(response, closes=last)
-                    pending["sent"] += 1
                 elif last:
                     await emitter.end_without_event()
 
+        # Register every request before the client hears of the stream, so a cancel POSTed
+        # as soon as it sees the priming event finds the task, on this process or another.
         for message in requests:
-            watched = asyncio.Event()
-            task = asyncio.get_running_loop().create_task(answer(message, watched))
+            task = asyncio.get_running_loop().create_task(answer(message))
             await process_channel.watch(_request_key(session.pk, message.id), task)
-            watched.set()
+        await self.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", session.pk.encode())])
+        # Priming event: an id with empty data, so the client can resume even before the first event.
+        await self.send_body(encode_event("", event_id=make_event_id(stream, 0), retry_ms=self.settings.sse_retry_ms), more_body=True)
+        self.start_timers()
+        for reply in replies:
+            await emitter.send(reply)
+        started.set()
 
     # -- GET ------------------------------------------------------------------------------
 
@@ -449,9 +451,10 @@ class MCPConsumer(AsyncHttpConsumer):
         # message goes out on exactly one connection (transports spec, "no broadcast").
         await self.channel_layer.group_send(get_stream_group(session.pk), {"type": "mcp.takeover"})
         self.stream = GET_STREAM
-        self.last_seq = await self.store.alast_seq(session.pk, GET_STREAM)
+        # Join before reading the last number: an event stored in between then arrives live.
         await self.join(get_stream_group(session.pk))
         await self.join(session_group(session.pk))
+        self.last_seq = await self.store.alast_seq(session.pk, GET_STREAM)
         self.streaming = True
         await self.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", session.pk.encode())])
         await self.send_body(
