@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _, ngettext
 
-from .models import Event, ServerRequest, Session
+from .models import Elicitation, Event, ServerRequest, Session, SessionState, UserSecret, UserState
 
 
 def _site_named(name: str) -> Any:
@@ -66,6 +66,17 @@ class EventInline(ReadOnlyMixin, admin.TabularInline):
         return qs.filter(pk__in=latest)
 
 
+class SessionStateInline(ReadOnlyMixin, admin.TabularInline):
+    """The session's ``ctx.session_state`` (cleared with the "Clear session state" action)."""
+
+    model = SessionState
+    fields = ["key", "value", "updated_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name_plural = _("session state")
+
+
 @admin.register(Session)
 class SessionAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["short_id", "user", "client_name", "client_version", "protocol_version", "created_at", "last_active_at", "state_badge"]
@@ -76,10 +87,20 @@ class SessionAdmin(ReadOnlyMixin, admin.ModelAdmin):
     readonly_fields = [
         "id", "site_name", "user", "protocol_version", "client_name", "client_version", "client_info",
         "client_capabilities", "log_level", "initialized", "created_at", "last_active_at",
-        "expires_at", "terminated_at",
+        "expires_at", "terminated_at", "user_state_link",
     ]
-    inlines = [EventInline]
-    actions = ["terminate_sessions"]
+    inlines = [SessionStateInline, EventInline]
+    actions = ["terminate_sessions", "clear_session_state", "clear_user_state"]
+
+    @admin.display(description=_("user state"))
+    def user_state_link(self, obj: Session) -> str:
+        from django.urls import reverse
+
+        if obj.user_id is None:
+            return "-"
+        count = UserState.objects.filter(user_id=obj.user_id, site_name=obj.site_name).count()
+        url = reverse("admin:mcp_django_userstate_changelist") + f"?user__id__exact={obj.user_id}"
+        return format_html('<a href="{}">{} key(s) kept for this user</a>', url, count)
 
     @admin.display(description=_("session"), ordering="id")
     def short_id(self, obj: Session) -> str:
@@ -114,6 +135,22 @@ class SessionAdmin(ReadOnlyMixin, admin.ModelAdmin):
             messages.SUCCESS,
         )
 
+    @admin.action(description=_("Clear session state of selected sessions"), permissions=["clear_state"])
+    def clear_session_state(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
+        deleted, _ = SessionState.objects.filter(session__in=queryset).delete()
+        self.message_user(request, ngettext("%d entry cleared.", "%d entries cleared.", deleted) % deleted, messages.SUCCESS)
+
+    @admin.action(description=_("Clear user state of the selected sessions' users"), permissions=["clear_state"])
+    def clear_user_state(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
+        pairs = set(queryset.exclude(user=None).values_list("user_id", "site_name"))
+        deleted = 0
+        for user_id, site_name in pairs:
+            deleted += UserState.objects.filter(user_id=user_id, site_name=site_name).delete()[0]
+        self.message_user(request, ngettext("%d entry cleared.", "%d entries cleared.", deleted) % deleted, messages.SUCCESS)
+
+    def has_clear_state_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("mcp_django.delete_sessionstate") and request.user.has_perm("mcp_django.delete_userstate")
+
     def has_terminate_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("mcp_django.delete_session")
 
@@ -138,3 +175,46 @@ class ServerRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
     search_fields = ["session__id", "request_id", "method"]
     list_select_related = ["session"]
     readonly_fields = ["session", "request_id", "method", "params", "channel_name", "state", "response", "created_at", "answered_at"]
+
+
+
+@admin.register(Elicitation)
+class ElicitationAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """URL elicitations: who was asked what, and how it ended. Nothing entered on the pages is here."""
+
+    list_display = ["id_short", "user", "view_name", "state_now", "created_at", "expires_at", "completed_at"]
+    list_filter = ["state", "view_name", "created_at"]
+    search_fields = ["id", "user__username", "message"]
+    list_select_related = ["user"]
+    readonly_fields = ["id", "user", "session", "request_id", "mode", "message", "view_name", "params", "state", "created_at", "expires_at", "completed_at"]
+
+    @admin.display(description=_("elicitation"))
+    def id_short(self, obj: Elicitation) -> str:
+        return f"{obj.id[:10]}…"
+
+    @admin.display(description=_("state"))
+    def state_now(self, obj: Elicitation) -> str:
+        return obj.current_state
+
+
+@admin.register(UserSecret)
+class UserSecretAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Which services a user connected. The secret itself is never shown (not even encrypted);
+    deleting the row is how a user's secret is revoked."""
+
+    list_display = ["service", "user", "created_at", "updated_at"]
+    list_filter = ["service"]
+    search_fields = ["service", "user__username"]
+    fields = ["user", "service", "created_at", "updated_at"]
+    readonly_fields = fields
+
+
+@admin.register(UserState)
+class UserStateAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """``ctx.user_state``: what tools keep for each user, across sessions; delete rows to clear."""
+
+    list_display = ["key", "user", "site_name", "updated_at"]
+    list_filter = ["site_name"]
+    search_fields = ["key", "user__username"]
+    fields = ["user", "site_name", "key", "value", "updated_at"]
+    readonly_fields = fields

@@ -11,7 +11,10 @@ from django.utils.module_loading import import_string
 
 from .conf import AUTHENTICATION_ALIASES, DEFAULTS
 
-POSITIVE_INTS = ("MAX_BODY_SIZE", "MAX_BATCH_SIZE", "SESSION_TTL", "SESSION_RETENTION", "EVENT_RETENTION", "PAGE_SIZE", "SSE_RETRY_MS")
+POSITIVE_INTS = (
+    "MAX_BODY_SIZE", "MAX_BATCH_SIZE", "SESSION_TTL", "SESSION_RETENTION", "EVENT_RETENTION", "PAGE_SIZE", "SSE_RETRY_MS",
+    "ELICITATION_TTL", "STATE_MAX_KEYS", "STATE_MAX_VALUE_BYTES",
+)
 
 
 def _user_settings() -> Any:
@@ -57,6 +60,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         value = user.get(key, DEFAULTS[key])
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
             errors.append(Error(f"MCP_DJANGO[{key!r}] must be a non-negative number or None, not {value!r}.", id="mcp_django.E005"))
+    keys = user.get("SECRETS_KEYS")
+    if keys is not None and (not isinstance(keys, (list, tuple)) or not keys or not all(isinstance(k, str) and len(k) >= 32 for k in keys)):
+        errors.append(Error("MCP_DJANGO['SECRETS_KEYS'] must be None or a non-empty list of strings of 32 characters or more.",
+                            hint="Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))'", id="mcp_django.E014"))
     bridge = user.get("LOG_BRIDGE_LOGGERS", [])
     if not isinstance(bridge, (list, tuple)) or not all(isinstance(n, str) and n for n in bridge):
         errors.append(Error("MCP_DJANGO['LOG_BRIDGE_LOGGERS'] must be a list of logger names.", id="mcp_django.E010"))

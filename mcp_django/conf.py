@@ -66,6 +66,14 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a tool waits for the client to answer a request (sampling, elicitation, roots,
     # ping) before it sends notifications/cancelled and gives up.
     "CLIENT_REQUEST_TIMEOUT": 600,
+    # Seconds a URL-mode elicitation page stays usable.
+    "ELICITATION_TTL": 15 * 60,
+    # Keys for encrypting users' secrets (the first encrypts, all decrypt); None derives them
+    # from SECRET_KEY and SECRET_KEY_FALLBACKS.
+    "SECRETS_KEYS": None,
+    # ctx.user_state / ctx.session_state limits: keys per user (or session), bytes per value.
+    "STATE_MAX_KEYS": 100,
+    "STATE_MAX_VALUE_BYTES": 64 * 1024,
     # Show exception text in tool error results (never tracebacks). None follows DEBUG.
     "TOOL_ERROR_DETAILS": None,
 }

@@ -56,6 +56,15 @@ class ElicitationResult:
     data: Any = None
 
 
+@dataclass(slots=True, frozen=True)
+class URLElicitation:
+    """A URL-mode elicitation sent to the client: its id, its page, and the user's action."""
+
+    id: str
+    url: str
+    action: str
+
+
 _PRIMITIVES = {"string", "number", "integer", "boolean"}
 
 
@@ -299,6 +308,103 @@ class Context:
     async def ping(self, *, timeout: float | None = None) -> None:
         """Check that the client is there (server-to-client ``ping``)."""
         await self._request("ping", {}, timeout)
+
+    # -- URL-mode elicitation, secrets and state ------------------------------------------
+
+    def _supports_url_elicitation(self) -> bool:
+        capability = self.client_capabilities.get("elicitation")
+        return isinstance(capability, dict) and isinstance(capability.get("url"), dict)
+
+    async def elicit_url(
+        self,
+        message: str,
+        view: str = "mcp_django:elicit-confirm",
+        *,
+        params: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> URLElicitation:
+        """Send the user to a page of this site (URL-mode ``elicitation/create``).
+
+        The page (``view``, a URL name taking ``elicitation_id``) only opens for the user who
+        triggered it. The result's ``action`` says whether the user agreed to open it
+        ("accept" means only that); :meth:`wait_for_elicitation` waits until the page is done.
+        When the client cannot do URL mode, this raises ``URLElicitationRequiredError``, which
+        answers the request with -32042 and the page's URL.
+        """
+        from asgiref.sync import sync_to_async
+
+        from .elicitation import services
+        from .protocol.errors import URLElicitationRequiredError
+
+        user_id = getattr(self.user, "pk", None)
+        if user_id is None:
+            raise ClientRequestError("URL elicitation needs an authenticated user: the page must know who may open it")
+        elicitation = await sync_to_async(services.create)(
+            user_id=user_id, session_id=self.session_id, request_id=self.request_id, message=message, view_name=view, params=params or {}
+        )
+        url = services.page_url(elicitation, self.request)
+        request = {"mode": "url", "message": message, "url": url, "elicitationId": elicitation.pk}
+        if not self._supports_url_elicitation() or self._emitter is None:
+            raise URLElicitationRequiredError(
+                "This request needs you to complete an action in your browser first.", data={"elicitations": [request]}
+            )
+        result = await self._request("elicitation/create", request, timeout)
+        action = result.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            raise ClientRequestError(f"The client answered elicitation/create with an unknown action {action!r}")
+        if action != "accept":
+            await sync_to_async(services.finish)(elicitation, "declined" if action == "decline" else "cancelled")
+        return URLElicitation(elicitation.pk, url, action)
+
+    async def wait_for_elicitation(self, elicitation: URLElicitation | str, timeout: float | None = None) -> str:
+        """Wait until the page is finished; return "completed", "declined", "cancelled" or "expired"."""
+        from .conf import mcp_settings
+        from .elicitation import services
+
+        elicitation_id = elicitation if isinstance(elicitation, str) else elicitation.id
+        return await services.wait(elicitation_id, timeout or float(mcp_settings.get("ELICITATION_TTL")))
+
+    async def get_secret(self, service: str) -> str | None:
+        """The calling user's secret for ``service``, entered on a secret page; None if absent."""
+        from asgiref.sync import sync_to_async
+
+        from .elicitation import services
+
+        user_id = getattr(self.user, "pk", None)
+        if user_id is None:
+            return None
+        return await sync_to_async(services.read_secret)(user_id, service)
+
+    async def require_secret(self, service: str, message: str, *, label: str | None = None, timeout: float | None = None) -> str:
+        """The user's secret for ``service``; if there is none, ask for it on a page and wait."""
+        secret = await self.get_secret(service)
+        if secret is not None:
+            return secret
+        params = {"service": service, **({"label": label} if label else {})}
+        elicitation = await self.elicit_url(message, "mcp_django:elicit-secret", params=params)
+        if elicitation.action != "accept":
+            raise ClientRequestError(f"The user did not open the page to connect {label or service}")
+        state = await self.wait_for_elicitation(elicitation, timeout)
+        secret = await self.get_secret(service) if state == "completed" else None
+        if secret is None:
+            raise ClientRequestError(f"No secret for {label or service} was given ({state})")
+        return secret
+
+    @property
+    def user_state(self) -> Any:
+        """A persisted key-value store for the calling user on this site (outlives sessions)."""
+        from .state import UserStateStore
+
+        return UserStateStore(getattr(self.user, "pk", None), self.site.name)
+
+    @property
+    def session_state(self) -> Any:
+        """A persisted key-value store that dies with the session."""
+        from .state import SessionStateStore
+
+        if self.session_id is None:
+            raise ClientRequestError("There is no session to keep state in")
+        return SessionStateStore(self.session_id)
 
     async def close_stream(self) -> None:
         """Close this request's SSE connection now; the client resumes with ``Last-Event-ID``.

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, Vali
 from .conf import mcp_settings
 from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
 from .context import Context, current_context
-from .protocol.errors import InvalidParamsError
+from .protocol.errors import InvalidParamsError, URLElicitationRequiredError
 
 logger = logging.getLogger(__name__)
 
@@ -259,6 +259,8 @@ class FunctionTool(PermissionGated):
             kwargs = self.signature.bind(self._arguments(arguments), ctx)
             value = await acall(self.func, kwargs)
             return self.to_result(value)
+        except URLElicitationRequiredError:
+            raise  # a protocol answer (-32042) by design, not a tool failure
         except Exception as exc:
             if _is_tool_error(exc):
                 return {"content": [{"type": "text", "text": str(exc) or "Tool failed"}], "isError": True}

@@ -152,3 +152,109 @@ class Subscription(models.Model):
 
     def __str__(self) -> str:
         return self.uri
+
+
+def new_elicitation_id() -> str:
+    """An unguessable elicitation id (it appears in a URL, so it carries no personal data)."""
+    return secrets.token_urlsafe(24)
+
+
+class Elicitation(models.Model):
+    """A URL-mode elicitation: a page on this site that one user must open and finish.
+
+    Bound to the user (and session) that triggered it: only that user, logged in, can use the
+    page, and only once, before it expires.
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending", _("pending")
+        COMPLETED = "completed", _("completed")
+        DECLINED = "declined", _("declined")
+        CANCELLED = "cancelled", _("cancelled")
+        EXPIRED = "expired", _("expired")
+
+    id = models.CharField(_("elicitation id"), primary_key=True, max_length=64, default=new_elicitation_id, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("user"), null=True, blank=True, on_delete=models.CASCADE, related_name="mcp_elicitations"
+    )
+    session = models.ForeignKey(Session, verbose_name=_("session"), null=True, blank=True, on_delete=models.SET_NULL, related_name="elicitations")
+    request_id = models.CharField(_("request id"), max_length=200, blank=True)
+    mode = models.CharField(_("mode"), max_length=10, default="url")
+    message = models.TextField(_("message"))
+    #: The URL name of the page (e.g. "mcp_django:elicit-secret").
+    view_name = models.CharField(_("target view"), max_length=200)
+    #: What the page needs to know (never secrets): e.g. {"service": "weather"}.
+    params = models.JSONField(_("parameters"), default=dict, blank=True)
+    state = models.CharField(_("state"), max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    expires_at = models.DateTimeField(_("expires"))
+    completed_at = models.DateTimeField(_("completed"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("URL elicitation")
+        verbose_name_plural = _("URL elicitations")
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.view_name} for {self.user or 'anonymous'} ({self.current_state})"
+
+    @property
+    def current_state(self) -> str:
+        if self.state == self.State.PENDING and self.expires_at <= timezone.now():
+            return self.State.EXPIRED
+        return self.state
+
+
+class UserSecret(models.Model):
+    """A secret a user entered on one of our pages (an API key for another service), encrypted
+    at rest. Never shown in the admin, never sent to an MCP client; tools read it through
+    ``ctx.get_secret(service)``."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, verbose_name=_("user"), on_delete=models.CASCADE, related_name="mcp_secrets")
+    service = models.CharField(_("service"), max_length=100)
+    ciphertext = models.TextField(_("ciphertext"), editable=False)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    updated_at = models.DateTimeField(_("updated"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("user secret")
+        verbose_name_plural = _("user secrets")
+        constraints = [models.UniqueConstraint(fields=["user", "service"], name="mcp_django_secret_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.service} secret of {self.user}"
+
+
+class UserState(models.Model):
+    """``ctx.user_state``: what tools remember for a user on one MCP site, across sessions."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, verbose_name=_("user"), on_delete=models.CASCADE, related_name="mcp_state")
+    site_name = models.CharField(_("MCP site"), max_length=100, default="mcp")
+    key = models.CharField(_("key"), max_length=200)
+    value = models.JSONField(_("value"))
+    updated_at = models.DateTimeField(_("updated"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("user state")
+        verbose_name_plural = _("user state")
+        constraints = [models.UniqueConstraint(fields=["user", "site_name", "key"], name="mcp_django_user_state_unique")]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class SessionState(models.Model):
+    """``ctx.session_state``: what tools remember for one session; it dies with the session."""
+
+    session = models.ForeignKey(Session, verbose_name=_("session"), on_delete=models.CASCADE, related_name="state_entries")
+    key = models.CharField(_("key"), max_length=200)
+    value = models.JSONField(_("value"))
+    updated_at = models.DateTimeField(_("updated"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("session state")
+        verbose_name_plural = _("session state")
+        constraints = [models.UniqueConstraint(fields=["session", "key"], name="mcp_django_session_state_unique")]
+
+    def __str__(self) -> str:
+        return self.key

@@ -8,8 +8,9 @@ In ``asgi.py``::
     from mcp_django.routing import MCPRouter
     application = MCPRouter(django_asgi_app)
 
-Where the endpoint lives is decided by the URLconf (``include("mcp_django.urls")``): the router
-resolves each path once and remembers the answer.
+Where the endpoint lives is decided by the URLconf (``path("mcp/", include("mcp_django.urls"))``):
+the router resolves each path once and remembers the answer, and serves ``/mcp`` as well as
+``/mcp/``.
 """
 
 from __future__ import annotations
@@ -37,17 +38,23 @@ class MCPRouter:
         if path in self._paths:
             self._paths.move_to_end(path)
             return self._paths[path]
-        try:
-            match = resolve(path)
-        except Resolver404:
-            app = None
-        else:
-            site = getattr(match.func, "mcp_site", None)
-            app = self._app_for(site) if site is not None else None
+        app = self._resolve(path)
+        if app is None and not path.endswith("/"):
+            # "/mcp" for an endpoint mounted at "mcp/": answer in place, since a POST cannot
+            # follow APPEND_SLASH's redirect.
+            app = self._resolve(path + "/")
         self._paths[path] = app
         if len(self._paths) > self.cache_size:
             self._paths.popitem(last=False)
         return app
+
+    def _resolve(self, path: str) -> Any:
+        try:
+            match = resolve(path)
+        except Resolver404:
+            return None
+        site = getattr(match.func, "mcp_site", None)
+        return self._app_for(site) if site is not None else None
 
     def _app_for(self, site: Any) -> Any:
         from .transport.consumers import MCPConsumer

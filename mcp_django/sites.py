@@ -405,12 +405,17 @@ class MCPSite:
     # -- URLs ---------------------------------------------------------------------------
 
     def get_urls(self) -> list[Any]:
-        from django.urls import re_path
+        from django.urls import path
 
+        from .elicitation import views
         from .transport.endpoint import endpoint_view
 
-        # Both "<prefix>" and "<prefix>/": a POST cannot follow an APPEND_SLASH redirect.
-        return [re_path(r"^(?:/)?$", endpoint_view(self), name="endpoint")]
+        # The router also serves the endpoint without its trailing slash.
+        return [
+            path("", endpoint_view(self), name="endpoint"),
+            path("elicitations/<str:elicitation_id>/secret/", views.SecretElicitationView.as_view(site=self), name="elicit-secret"),
+            path("elicitations/<str:elicitation_id>/confirm/", views.ConfirmElicitationView.as_view(site=self), name="elicit-confirm"),
+        ]
 
     @property
     def urls(self) -> tuple[list[Any], str, str]:

@@ -1,4 +1,5 @@
-"""URLs of the default site: ``path("mcp", include("mcp_django.urls"))`` serves ``/mcp`` and ``/mcp/``."""
+"""URLs of the default site: ``path("mcp/", include("mcp_django.urls"))`` serves the endpoint at
+``/mcp`` and ``/mcp/`` (with the ASGI router) and the URL-elicitation pages below it."""
 
 from .sites import site
 

@@ -128,7 +128,7 @@ def test_site_urls_are_namespaced():
     patterns, app_name, namespace = MCPSite(name="other").urls
     assert app_name == "mcp_django"
     assert namespace == "other"
-    assert len(patterns) == 1
+    assert [p.name for p in patterns] == ["endpoint", "elicit-secret", "elicit-confirm"]
 
 
 # --- names --------------------------------------------------------------------------------

@@ -3,5 +3,5 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("mcp", include("mcp_django.urls")),
+    path("mcp/", include("mcp_django.urls")),
 ]

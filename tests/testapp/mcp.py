@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from mcp_django import Context, ToolError, site
 
+from .models import Note
+
 
 @site.tool()
 def add(a: int, b: int) -> int:
@@ -81,7 +83,6 @@ async def ask(ctx: Context, question: str) -> str:
 
 from mcp_django import ModelMCP  # noqa: E402
 
-from .models import Note  # noqa: E402
 
 
 @site.register(Note)
@@ -106,3 +107,38 @@ class NoteMCP(ModelMCP):
                 return super().create(validated_data)
 
         return NoteSerializer
+
+
+@site.tool()
+async def weather(ctx: Context, city: str) -> str:
+    """Use the user's weather-service key, asking for it on a page the first time."""
+    key = await ctx.require_secret("weather", "Connect your weather service: enter its API key.", label="Weather")
+    # A real tool would call the service with the key; it never returns the key itself.
+    return f"Sunny in {city} (key of {len(key)} characters used)"
+
+
+@site.tool()
+async def purge_notes(ctx: Context) -> str:
+    """Delete all of the user's notes, after they confirm on a page."""
+    elicitation = await ctx.elicit_url("Delete all your notes? This cannot be undone.", params={"summary": "All notes will be deleted."})
+    if elicitation.action != "accept":
+        return "Kept: the user did not open the page."
+    state = await ctx.wait_for_elicitation(elicitation, timeout=10)
+    if state != "completed":
+        return f"Kept ({state})."
+    deleted, _ = await Note.objects.filter(owner_id=ctx.user.pk).adelete()
+    return f"Deleted {deleted} notes."
+
+
+@site.tool()
+async def remember(ctx: Context, key: str, value: str) -> dict:
+    """Keep a value for this user and for this session."""
+    await ctx.user_state.set(key, value)
+    await ctx.session_state.set(key, value)
+    return {"user": await ctx.user_state.items(), "session": await ctx.session_state.items()}
+
+
+@site.tool()
+async def recall(ctx: Context, key: str) -> dict:
+    """Read what remember() kept."""
+    return {"user": await ctx.user_state.get(key), "session": await ctx.session_state.get(key)}

@@ -1,0 +1,129 @@
+"""Create, finish and wait for URL-mode elicitations."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from ..conf import mcp_settings
+from ..models import Elicitation, Session, UserSecret
+from ..protocol.jsonrpc import notification_message
+
+FINAL_STATES = (Elicitation.State.COMPLETED, Elicitation.State.DECLINED, Elicitation.State.CANCELLED, Elicitation.State.EXPIRED)
+
+
+def elicitation_group(elicitation_id: str) -> str:
+    return f"mcp.elicitation.{elicitation_id}"
+
+
+def create(*, user_id: Any, session_id: str | None, request_id: Any, message: str, view_name: str, params: dict[str, Any]) -> Elicitation:
+    now = timezone.now()
+    return Elicitation.objects.create(
+        user_id=user_id,
+        session_id=session_id,
+        request_id="" if request_id is None else str(request_id)[:200],
+        message=message,
+        view_name=view_name,
+        params=params,
+        created_at=now,
+        expires_at=now + timedelta(seconds=int(mcp_settings.get("ELICITATION_TTL"))),
+    )
+
+
+def page_url(elicitation: Elicitation, request: Any) -> str:
+    """The page's absolute URL: on the configured public origin when there is one."""
+    path = reverse(elicitation.view_name, kwargs={"elicitation_id": elicitation.pk})
+    resource = mcp_settings.get("RESOURCE_URL")
+    if resource:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(resource)
+        return f"{parts.scheme}://{parts.netloc}{path}"
+    return request.build_absolute_uri(path)
+
+
+def open_for(elicitation_id: str, user: Any) -> Elicitation | None:
+    """The pending, unexpired elicitation ``elicitation_id`` of ``user``; None otherwise (the page
+    answers unknown, foreign, used and expired ids with the same 404)."""
+    if user is None or not user.is_authenticated:
+        return None
+    return Elicitation.objects.filter(
+        pk=elicitation_id, user=user, state=Elicitation.State.PENDING, expires_at__gt=timezone.now()
+    ).first()
+
+
+def finish(elicitation: Elicitation, state: str) -> bool:
+    """Close a pending elicitation, then tell the session that started it and any waiting tool.
+
+    Return False when it was already closed (a double submit): nothing is sent twice.
+    """
+    closed = Elicitation.objects.filter(pk=elicitation.pk, state=Elicitation.State.PENDING).update(state=state, completed_at=timezone.now())
+    if not closed:
+        return False
+    elicitation.state = state
+    transaction.on_commit(lambda: async_to_sync(announce)(elicitation.pk, elicitation.session_id, state))
+    return True
+
+
+async def announce(elicitation_id: str, session_id: str | None, state: str) -> None:
+    from ..transport.layers import get_layer
+    from ..transport.streams import send_to_session
+
+    if session_id is not None:
+        session = await Session.objects.filter(pk=session_id).afirst()
+        # notifications/elicitation/complete exists from 2025-11-25, and only for its own session.
+        if session is not None and session.is_live() and session.protocol_version >= "2025-11-25":
+            await send_to_session(session_id, notification_message("notifications/elicitation/complete", {"elicitationId": elicitation_id}))
+    await get_layer().group_send(elicitation_group(elicitation_id), {"type": "mcp.elicitation", "state": state})
+
+
+async def wait(elicitation_id: str, timeout: float) -> str:
+    """Wait until the elicitation is finished (on any process); return its final state."""
+    from ..transport.layers import get_layer
+
+    layer = get_layer()
+    channel = await layer.new_channel()
+    group = elicitation_group(elicitation_id)
+    await layer.group_add(group, channel)
+    try:
+        # Read after joining: a finish between the two arrives on the channel.
+        state = await Elicitation.objects.filter(pk=elicitation_id).values_list("state", flat=True).afirst()
+        if state in FINAL_STATES:
+            return state
+        try:
+            message = await asyncio.wait_for(layer.receive(channel), timeout)
+        except asyncio.TimeoutError:
+            await sync_to_async(expire)(elicitation_id)
+            return Elicitation.State.EXPIRED
+        return message["state"]
+    finally:
+        await layer.group_discard(group, channel)
+
+
+def expire(elicitation_id: str) -> None:
+    Elicitation.objects.filter(pk=elicitation_id, state=Elicitation.State.PENDING).update(state=Elicitation.State.EXPIRED, completed_at=timezone.now())
+
+
+def store_secret(user: Any, service: str, secret: str) -> None:
+    from ..crypto import encrypt
+
+    now = timezone.now()
+    UserSecret.objects.update_or_create(user=user, service=service, defaults={"ciphertext": encrypt(secret), "updated_at": now})
+
+
+def read_secret(user_id: Any, service: str) -> str | None:
+    from ..crypto import InvalidToken, decrypt
+
+    ciphertext = UserSecret.objects.filter(user_id=user_id, service=service).values_list("ciphertext", flat=True).first()
+    if ciphertext is None:
+        return None
+    try:
+        return decrypt(ciphertext)
+    except InvalidToken:
+        return None  # encrypted with a key that is gone: as good as missing
