@@ -25,9 +25,11 @@ run: $(STAMP)
 	@echo
 	@echo "  MCP endpoint:  http://127.0.0.1:$(PORT)/mcp"
 	@echo "  Django admin:  http://127.0.0.1:$(PORT)/admin/   (log in as admin / admin)"
+	@echo "  OAuth clients: users sign in as reader / reader   (MCP_AUTH=none make run: no sign-in)"
 	@echo "  Stop with Ctrl-C."
 	@echo
-	exec $(BIN)/daphne -b 127.0.0.1 -p $(PORT) example_site.asgi:application
+# OAuth tokens are bound to the endpoint's URL: it follows PORT unless MCP_RESOURCE_URL is set.
+	MCP_RESOURCE_URL=$${MCP_RESOURCE_URL:-http://127.0.0.1:$(PORT)/mcp} exec $(BIN)/daphne -b 127.0.0.1 -p $(PORT) example_site.asgi:application
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(ARGS)

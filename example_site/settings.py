@@ -7,6 +7,9 @@ DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/mcp_example) and REDIS_URL
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -33,6 +36,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "mcp_django",
+    "oauth2_provider",
+    # After oauth2_provider: its admin.py replaces DOT's ModelAdmins.
+    "example_site.accounts",
     "example_site.library",
     "example_site.live",
     "example_site.conformance",
@@ -84,18 +90,117 @@ if os.environ.get("REDIS_URL"):
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}
 
+if os.environ.get("REDIS_URL"):
+    # The registration rate limit and DOT's metadata-document fetch backoff live in the cache:
+    # with several processes it has to be shared, or each process counts on its own.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["REDIS_URL"]}}
+
+# -- MCP ----------------------------------------------------------------------------------------
+
+# The canonical URI of the MCP endpoint, exactly as clients name it: tokens are issued for it
+# (RFC 8707 audience) and the protected-resource metadata announces it. Set it to the public
+# https:// URL in a deployment; the check compares with it, never with the request's own URL.
+MCP_RESOURCE_URL = os.environ.get("MCP_RESOURCE_URL", "http://127.0.0.1:8000/mcp")
+# The authorization server is this site: its issuer is the origin of the MCP endpoint.
+_resource = urlsplit(MCP_RESOURCE_URL)
+OAUTH_ISSUER = os.environ.get("OAUTH_ISSUER", f"{_resource.scheme}://{_resource.netloc}")
+
 MCP_DJANGO = {
     "SERVER_NAME": "example-library",
     "SERVER_TITLE": "Example Library",
     "INSTRUCTIONS": "A small lending library: search the catalogue, look up books and authors, and manage loans.",
-    # "none" for local trials and the conformance suite; the README shows how to switch.
-    "AUTHENTICATION": os.environ.get("MCP_AUTH", "none"),
+    # "oauth": bearer tokens from the authorization server below. "none" for local trials and
+    # the conformance suite, "django" for the session cookie; the README shows how to switch.
+    "AUTHENTICATION": os.environ.get("MCP_AUTH", "oauth"),
+    "RESOURCE_URL": MCP_RESOURCE_URL,
+    "AUTHORIZATION_SERVERS": [OAUTH_ISSUER],
+    # The minimal set for basic use (the spec's advice), which every request needs: reading.
+    # Tools that change something declare library:write (example_site/library/mcp.py), and a
+    # token without it gets a 403 step-up challenge naming it.
+    "SCOPES_SUPPORTED": ["library:read"],
+    "REQUIRED_SCOPES": ["library:read"],
     "RESPONSE_MODE": os.environ.get("MCP_RESPONSE_MODE", "json"),
 }
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
     MCP_DJANGO["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
 if os.environ.get("MCP_SSE_MAX_CONNECTION_SECONDS"):
     MCP_DJANGO["SSE_MAX_CONNECTION_SECONDS"] = float(os.environ["MCP_SSE_MAX_CONNECTION_SECONDS"])
+
+# -- OAuth 2.1 authorization server (django-oauth-toolkit), set up for MCP clients -------------
+# docs/authorization.md explains each choice. DOT's defaults are looser than MCP requires.
+
+# Client ID metadata documents on 127.0.0.1 (the e2e tests serve one): DOT refuses to fetch
+# from loopback, rightly, in a deployment. Only with DEBUG on, and only when asked for.
+OAUTH_CIMD_ALLOW_LOOPBACK = os.environ.get("OAUTH_CIMD_ALLOW_LOOPBACK") == "1"
+OAUTH_CIMD_LOOPBACK_CA_FILE = os.environ.get("OAUTH_CIMD_LOOPBACK_CA_FILE") or None
+if OAUTH_CIMD_ALLOW_LOOPBACK and not DEBUG:
+    raise ImproperlyConfigured("OAUTH_CIMD_ALLOW_LOOPBACK=1 is for tests and development: it needs DJANGO_DEBUG=1")
+
+# Dynamic client registration: at most this many registrations per client address and window
+# ("count/seconds"), answered 429 beyond it.
+_count, _, _seconds = os.environ.get("OAUTH_DCR_RATE_LIMIT", "20/3600").partition("/")
+OAUTH_DCR_RATE_LIMIT = (int(_count), int(_seconds or 3600))
+
+OAUTH2_PROVIDER = {
+    # Scopes in words: the consent page shows these sentences.
+    "SCOPES": {
+        "library:read": "Read the catalogue and your loans",
+        "library:write": "Borrow, return and renew books, edit the catalogue",
+    },
+    # A client that asks for no scope gets reading only (DOT's default is every scope).
+    "DEFAULT_SCOPES": ["library:read"],
+    # Binds every token to the MCP endpoint (RFC 8707), refuses other resources with
+    # invalid_target, reads an empty "scope=" as absent, http redirects only to loopback.
+    "OAUTH2_VALIDATOR_CLASS": "example_site.accounts.oauth.MCPOAuth2Validator",
+    # A fixed issuer: RFC 8414 metadata, endpoint URLs and RFC 9207 iss do not depend on the
+    # Host header (behind a proxy it may be an internal name).
+    "OIDC_ISS_ENDPOINT": OAUTH_ISSUER,
+    # RFC 9700 (OAuth 2.0 Security BCP) and OAuth 2.1, as MCP requires. DOT keeps the legacy
+    # behaviour unless told otherwise (until 4.0).
+    "PKCE_REQUIRED": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,  # S256 only; "plain" refused and not advertised
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,  # no tokens in query strings
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,  # RFC 9207 iss on authorization responses
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,  # tokens hashed at rest; lookups use the checksum
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,  # check --deploy errors without reuse protection
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,  # ... and with wildcard redirect URIs
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,  # ... and without PKCE
+    # Left as a warning: "http" must stay allowed for loopback redirects (RFC 8252 native
+    # clients, i.e. most MCP clients); the validator refuses http to any other host.
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": False,
+    # Desktop and CLI clients register http://localhost/... and listen on any port.
+    "ALLOW_LOCALHOST_LOOPBACK": True,
+    # Public clients MUST get rotated refresh tokens; replaying a rotated one revokes the family.
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,  # then cleartokens removes them
+    # RFC 8414 metadata: what this server actually does, and nothing else.
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    # "none": MCP clients are public clients (PKCE instead of a secret).
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
+    # Client ID metadata documents (CIMD): the client_id is an https URL the server fetches.
+    # The preferred registration in MCP 2025-11-25 and later.
+    "CIMD_ENABLED": True,
+    "CIMD_FETCH_TIMEOUT_SECONDS": 3,
+    "CIMD_MAX_DOCUMENT_SIZE": 5 * 1024,  # the draft's recommendation
+    "CIMD_METADATA_MIN_AGE_SECONDS": 300,
+    "CIMD_METADATA_MAX_AGE_SECONDS": 86400,
+    "CIMD_FAILURE_BACKOFF_SECONDS": 60,
+    "CIMD_MAX_CONCURRENT_FETCHES": 4,  # per process; fetches hold a worker thread
+    "CIMD_METADATA_FETCHER": (
+        "example_site.accounts.cimd.LoopbackMetadataFetcher"
+        if OAUTH_CIMD_ALLOW_LOOPBACK
+        else "oauth2_provider.cimd.SafeMetadataFetcher"
+    ),
+    # Dynamic client registration (RFC 7591): deprecated by MCP 2026-07-28 but what most
+    # clients still do, anonymously. Rate limited in the view; prune_dcr_clients cleans up.
+    "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+}
 
 LOGGING = {
     "version": 1,

@@ -1,10 +1,36 @@
 from django.contrib import admin
 from django.urls import include, path
+from oauth2_provider import urls as oauth2_urls
+from oauth2_provider import views as oauth2_views
+
+from example_site.accounts.views import ConnectedApplicationsView, ConsentView, RegistrationView
+
+# The authorization server, under DOT's namespace (its views reverse "oauth2_provider:...").
+# Only what an MCP client uses: no implicit or device flow, no introspection (the MCP endpoint
+# reads tokens from the database), no OIDC, no application-management pages (the admin has them).
+oauth2_patterns = [
+    # RFC 8414 metadata at the domain root, where strict clients look for it. DOT's list also
+    # holds its own protected-resource metadata view; mcp_django serves that document (with
+    # this site's resource and scopes), so it is left out rather than shadowed.
+    *(p for p in oauth2_urls.metadata_urlpatterns if p.name == "oauth-server-metadata"),
+    path("o/authorize/", ConsentView.as_view(), name="authorize"),
+    path("o/token/", oauth2_views.TokenView.as_view(), name="token"),
+    path("o/revoke_token/", oauth2_views.RevokeTokenView.as_view(), name="revoke-token"),
+    path("o/register/", RegistrationView.as_view(), name="dcr-register"),
+    path(
+        "o/register/<str:client_id>/",
+        oauth2_views.DynamicClientRegistrationManagementView.as_view(),
+        name="dcr-register-management",
+    ),
+]
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    # Django's own login page, for users who are not staff (MCP_AUTH=django uses its cookie).
+    # Django's own login page: the consent page sends users here first.
     path("accounts/", include("django.contrib.auth.urls")),
+    # Every user's list of the applications acting for them, with a revoke button each.
+    path("accounts/applications/", ConnectedApplicationsView.as_view(), name="connected-applications"),
+    path("", include((oauth2_patterns, "oauth2_provider"))),
     # Serves /mcp and /mcp/ alike (a POST cannot follow a redirect).
-    path("mcp", include("mcp_django.urls")),
+    path("mcp/", include("mcp_django.urls")),
 ]

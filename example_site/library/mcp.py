@@ -25,6 +25,10 @@ from .models import Author, Book, Genre, Loan, Member, today
 ISBN = Annotated[str, Field(description="The book's ISBN-13 (13 digits).", pattern=r"^\d{13}$")]
 Level = Literal["casual", "enthusiast", "scholar"]
 LEVELS: tuple[str, ...] = ("casual", "enthusiast", "scholar")
+# OAuth (MCP_AUTH=oauth): every request needs library:read (REQUIRED_SCOPES in settings.py);
+# what changes loans or the catalogue needs library:write too, and a token without it gets a
+# 403 step-up challenge naming it.
+WRITE = ["library:write"]
 
 
 # -- what the tools return (each becomes the tool's outputSchema) -----------------------------
@@ -150,7 +154,7 @@ def member_loans(
     return MemberLoans(member=member_username, max_loans=member.max_loans, loans=[loan_out(loan) for loan in loans])
 
 
-@site.tool(title="Borrow a book", annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False})
+@site.tool(title="Borrow a book", scopes=WRITE, annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False})
 async def borrow_book(ctx: Context, isbn: ISBN, member_username: str) -> LoanOut:
     """Lend a copy of a book to a member, for three weeks."""
     may_act_for(ctx.user, member_username)
@@ -172,7 +176,7 @@ async def _get_loan(loan_id: int) -> Loan:
     return loan
 
 
-@site.tool(title="Return a book", annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True})
+@site.tool(title="Return a book", scopes=WRITE, annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True})
 async def return_book(ctx: Context, loan_id: int) -> LoanOut:
     """Record that the book of a loan came back today."""
     loan = await _get_loan(loan_id)
@@ -186,7 +190,7 @@ async def return_book(ctx: Context, loan_id: int) -> LoanOut:
     return loan_out(loan)
 
 
-@site.tool(title="Renew a loan", annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False})
+@site.tool(title="Renew a loan", scopes=WRITE, annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False})
 async def renew_loan(
     ctx: Context, loan_id: int, days: Annotated[int, Field(ge=1, le=28, description="Days to add to the due date.")] = 14
 ) -> LoanOut:
@@ -283,6 +287,7 @@ class BookMCP(ModelMCP):
     filter_fields = ["genre", "author"]
     list_select_related = ["author"]  # str(book) names its author: no query per row
     tools = ["search", "get", "create", "update"]
+    write_scopes = WRITE
     description = "A book of the catalogue, by primary key."
 
     def has_view_permission(self, request: HttpRequest, obj: Book | None = None) -> bool:
@@ -291,7 +296,7 @@ class BookMCP(ModelMCP):
 
 # Loans and members are the admin's business: expose them as the admin sees them, with the
 # ModelAdmin's querysets, permissions and actions (mark returned, renew, add a copy).
-site.register_admin(admin.site, models=[Loan, Member, Book])
+site.register_admin(admin.site, models=[Loan, Member, Book], write_scopes=tuple(WRITE))
 
 
 # -- prompts ----------------------------------------------------------------------------------

@@ -5,9 +5,10 @@ directory, migrated and loaded with the demo data; this pytest process keeps
 ``tests.settings``. Daphne is asked for port 0 and reports the port it got, so parallel runs
 and other servers on this machine cannot collide with it.
 
-``example_server`` serves without authentication (the example site's default);
+``example_server`` serves without authentication (``MCP_AUTH=none``; the site defaults to OAuth);
 ``example_server_django_auth`` is a second process on the same database with
-``MCP_AUTH=django``, started only when a test asks for it.
+``MCP_AUTH=django``, started only when a test asks for it; ``test_oauth.py`` starts a third,
+with ``MCP_AUTH=oauth``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ STARTUP_TIMEOUT = 30.0
 LISTENING_RE = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
 
 # The fixture pins the configuration, whatever the developer's shell has set.
-UNSET = ("DATABASE_URL", "REDIS_URL", "MCP_RESPONSE_MODE", "MCP_SSE_MAX_CONNECTION_SECONDS", "DJANGO_SECRET_KEY")
+UNSET = (
+    "DATABASE_URL", "REDIS_URL", "MCP_RESPONSE_MODE", "MCP_SSE_MAX_CONNECTION_SECONDS", "DJANGO_SECRET_KEY",
+    "MCP_RESOURCE_URL", "OAUTH_ISSUER", "OAUTH_CIMD_ALLOW_LOOPBACK", "OAUTH_CIMD_LOOPBACK_CA_FILE", "OAUTH_DCR_RATE_LIMIT",
+)
 
 # Prints a session cookie value for a user, as django.test.Client.force_login builds it.
 LOGIN_SCRIPT = """
@@ -116,11 +120,12 @@ def _wait_until_ready(process: subprocess.Popen[bytes], log_path: Path) -> str:
 
 
 @contextmanager
-def run_server(env: dict[str, str], log_path: Path) -> Iterator[ExampleServer]:
-    """Run daphne until the block ends, whether it ends normally or not."""
+def run_server(env: dict[str, str], log_path: Path, port: int = 0) -> Iterator[ExampleServer]:
+    """Run daphne until the block ends, whether it ends normally or not. ``port`` 0 lets the
+    system choose; a server that must know its own URL up front (OAuth) passes one."""
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", "0", "example_site.asgi:application"],
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "example_site.asgi:application"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
     try:

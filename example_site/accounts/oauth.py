@@ -1,0 +1,86 @@
+"""django-oauth-toolkit tightened for MCP clients: what this authorization server issues.
+
+DOT 3.4 accepts any absolute URI as an RFC 8707 ``resource`` and issues tokens without one,
+which its own resource servers then accept everywhere. This site protects exactly one
+resource, the MCP endpoint, so every token is bound to that endpoint's canonical URI:
+other resources are refused with ``invalid_target``, and a request without ``resource`` gets
+this one as the default audience (RFC 8707 section 2 allows a predefined default).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauthlib.oauth2.rfc6749 import errors
+
+from mcp_django.auth.oauth import canonical
+
+# RFC 8252 section 7.3 (and the MCP spec): plain-http redirects only to the user's own machine.
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+# The grants an MCP client needs. DOT lets dynamically registered clients pick others
+# (client_credentials, password, device code) and the metadata lists are advertisement only,
+# so the token endpoint enforces this list itself.
+ALLOWED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+
+
+def mcp_resource() -> str:
+    """The canonical URI of this site's MCP endpoint, the one audience tokens are issued for."""
+    return canonical(settings.MCP_DJANGO["RESOURCE_URL"])
+
+
+def is_mcp_resource(uri: object) -> bool:
+    return isinstance(uri, str) and canonical(uri) == mcp_resource()
+
+
+def redirect_uri_is_acceptable(uri: str) -> bool:
+    """https anywhere, http only on loopback (RFC 8252 native clients), nothing else."""
+    parts = urlsplit(uri)
+    if parts.scheme == "https":
+        return True
+    return parts.scheme == "http" and (parts.hostname or "") in LOOPBACK_HOSTS
+
+
+class MCPOAuth2Validator(OAuth2Validator):
+    def _validate_resource_uris(self, request, resources):
+        # Called for the token request's own values and for those inherited from the grant or
+        # refresh token, so a resource smuggled in at the authorization endpoint is caught too.
+        super()._validate_resource_uris(request, resources)
+        for resource in resources:
+            if not is_mcp_resource(resource):
+                raise errors.CustomOAuth2Error(
+                    error="invalid_target",
+                    description=f"This server issues tokens only for {mcp_resource()}, not for {resource!r}.",
+                    request=request,
+                )
+
+    def _check_and_set_request_resource(self, request):
+        super()._check_and_set_request_resource(request)
+        if not request.resource:
+            # A token without an audience would be accepted by any resource server trusting
+            # DOT's defaults; bind it to the one resource this server protects.
+            request.resource = [mcp_resource()]
+
+    def validate_scopes(self, client_id, scopes, client, request, *args, **kwargs):
+        # oauthlib turns "scope=" into [""] and refuses it as invalid_scope; some MCP clients
+        # send exactly that. An empty scope means "no scope asked for": use the defaults.
+        wanted = [scope for scope in scopes if scope]
+        if not wanted:
+            wanted = self.get_default_scopes(client_id, request)
+        if wanted != list(scopes):
+            request.scopes = wanted  # oauthlib reads the validated list back from the request
+        return super().validate_scopes(client_id, wanted, client, request, *args, **kwargs)
+
+    def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs):
+        # DOT allows http redirects to any host once "http" is an allowed scheme (needed for
+        # loopback); registration cannot be trusted to have checked, so check every request.
+        if not redirect_uri_is_acceptable(redirect_uri):
+            return False
+        return super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs)
+
+    def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs):
+        if grant_type not in ALLOWED_GRANT_TYPES:
+            return False
+        return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
