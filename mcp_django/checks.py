@@ -64,6 +64,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     if keys is not None and (not isinstance(keys, (list, tuple)) or not keys or not all(isinstance(k, str) and len(k) >= 32 for k in keys)):
         errors.append(Error("MCP_DJANGO['SECRETS_KEYS'] must be None or a non-empty list of strings of 32 characters or more.",
                             hint="Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))'", id="mcp_django.E014"))
+    providers = user.get("CONNECT_PROVIDERS", {})
+    if not isinstance(providers, dict):
+        errors.append(Error("MCP_DJANGO['CONNECT_PROVIDERS'] must be a dict of provider name to settings.", id="mcp_django.E015"))
+    else:
+        for name, config in providers.items():
+            missing = [k for k in ("authorize_url", "token_url", "client_id") if not isinstance(config, dict) or not config.get(k)]
+            if missing:
+                errors.append(Error(f"MCP_DJANGO['CONNECT_PROVIDERS'][{name!r}] lacks {', '.join(missing)}.", id="mcp_django.E015"))
     bridge = user.get("LOG_BRIDGE_LOGGERS", [])
     if not isinstance(bridge, (list, tuple)) or not all(isinstance(n, str) and n for n in bridge):
         errors.append(Error("MCP_DJANGO['LOG_BRIDGE_LOGGERS'] must be a list of logger names.", id="mcp_django.E010"))

@@ -71,6 +71,10 @@ DEFAULTS: dict[str, Any] = {
     # Keys for encrypting users' secrets (the first encrypts, all decrypt); None derives them
     # from SECRET_KEY and SECRET_KEY_FALLBACKS.
     "SECRETS_KEYS": None,
+    # Third-party OAuth providers a user can connect through a URL elicitation, by name:
+    # {"github": {"authorize_url": ..., "token_url": ..., "client_id": ..., "client_secret": ...,
+    #             "scopes": [...], "label": "GitHub"}}. Tools use ctx.require_connection(name).
+    "CONNECT_PROVIDERS": {},
     # ctx.user_state / ctx.session_state limits: keys per user (or session), bytes per value.
     "STATE_MAX_KEYS": 100,
     "STATE_MAX_VALUE_BYTES": 64 * 1024,

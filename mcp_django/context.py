@@ -390,6 +390,28 @@ class Context:
             raise ClientRequestError(f"No secret for {label or service} was given ({state})")
         return secret
 
+    async def get_connection(self, provider: str) -> dict[str, Any] | None:
+        """The calling user's tokens for a third-party provider (``CONNECT_PROVIDERS``), if connected."""
+        import json
+
+        stored = await self.get_secret(f"connect:{provider}")
+        return json.loads(stored) if stored else None
+
+    async def require_connection(self, provider: str, message: str, *, timeout: float | None = None) -> dict[str, Any]:
+        """The user's tokens for ``provider``; if not connected, send them to the connect page
+        (which logs them in to the provider) and wait."""
+        tokens = await self.get_connection(provider)
+        if tokens is not None:
+            return tokens
+        elicitation = await self.elicit_url(message, "mcp_django:elicit-connect", params={"provider": provider})
+        if elicitation.action != "accept":
+            raise ClientRequestError(f"The user did not open the page to connect {provider}")
+        state = await self.wait_for_elicitation(elicitation, timeout)
+        tokens = await self.get_connection(provider) if state == "completed" else None
+        if tokens is None:
+            raise ClientRequestError(f"{provider} was not connected ({state})")
+        return tokens
+
     @property
     def user_state(self) -> Any:
         """A persisted key-value store for the calling user on this site (outlives sessions)."""

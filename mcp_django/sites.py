@@ -407,7 +407,7 @@ class MCPSite:
     def get_urls(self) -> list[Any]:
         from django.urls import path
 
-        from .elicitation import views
+        from .elicitation import connect, views
         from .transport.endpoint import endpoint_view
 
         # The router also serves the endpoint without its trailing slash.
@@ -415,6 +415,8 @@ class MCPSite:
             path("", endpoint_view(self), name="endpoint"),
             path("elicitations/<str:elicitation_id>/secret/", views.SecretElicitationView.as_view(site=self), name="elicit-secret"),
             path("elicitations/<str:elicitation_id>/confirm/", views.ConfirmElicitationView.as_view(site=self), name="elicit-confirm"),
+            path("elicitations/<str:elicitation_id>/connect/", connect.ConnectElicitationView.as_view(site=self), name="elicit-connect"),
+            path("connect/callback/", connect.ConnectCallbackView.as_view(site=self), name="connect-callback"),
         ]
 
     @property

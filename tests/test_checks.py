@@ -165,3 +165,12 @@ def test_deployment_check_survives_a_malformed_allowed_origins(value):
 def test_several_problems_are_reported_one_error_each():
     errors = settings_errors(RESPONSE_MODE="xml", PAGE_SIZE=0, NOPE=1)
     assert sorted(ids(errors)) == ["mcp_django.E002", "mcp_django.E003", "mcp_django.E005"]
+
+
+def test_connect_provider_without_its_urls_is_e015():
+    from django.test import override_settings
+
+    from mcp_django.checks import check_settings
+
+    with override_settings(MCP_DJANGO={"AUTHENTICATION": "none", "CONNECT_PROVIDERS": {"gh": {"client_id": "x"}}}):
+        assert [e.id for e in check_settings() if e.id == "mcp_django.E015"] == ["mcp_django.E015"]
