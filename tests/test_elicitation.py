@@ -9,8 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.test import Client, override_settings
 from django.utils import timezone
 
@@ -18,33 +17,19 @@ from mcp_django.crypto import decrypt
 from mcp_django.models import Elicitation, SessionState, UserSecret, UserState
 from mcp_django.protocol.errors import URL_ELICITATION_REQUIRED
 from mcp_django.testing import MCPTestClient
+from tests.conftest import make_user, mcp_settings_fixture
 from tests.testapp.models import Note
 
 SETTINGS = {"AUTHENTICATION": "django", "SERVER_NAME": "mcp-django-tests"}
 URL_CAPABLE = {"elicitation": {"form": {}, "url": {}}}
 SECRET = "sk-weather-0123456789-very-secret"
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True)
-def django_authentication():
-    with override_settings(MCP_DJANGO=SETTINGS):
-        yield
-
-
-@pytest.fixture(autouse=True)
-async def fresh_channel_layer():
-    layer = get_channel_layer()
-    await layer.flush()
-    yield
-    await layer.flush()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+django_authentication = mcp_settings_fixture(**SETTINGS)
 
 
 def _user(username: str) -> User:
-    user = User.objects.create_user(username, password="pw")
-    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="testapp"))
-    return User.objects.get(pk=user.pk)
+    return make_user(username, "*")
 
 
 async def _mcp(user: User, capabilities: dict[str, Any] | None = None, **kwargs: Any) -> MCPTestClient:

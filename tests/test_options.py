@@ -6,44 +6,28 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
 from django.test import override_settings
-from django.test.utils import CaptureQueriesContext
 
 from mcp_django import ModelMCP
 from mcp_django.exceptions import AlreadyRegistered, NotRegistered
 from mcp_django.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
 from mcp_django.sites import MCPSite, site
 from mcp_django.testing import JSONRPCErrorResponse, MCPTestClient
+from tests.conftest import make_user, mcp_settings_fixture
 from tests.testapp.models import Note
 
 DJANGO_AUTH = {"AUTHENTICATION": "django", "SERVER_NAME": "mcp-django-tests"}
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
 
-@pytest.fixture(autouse=True)
-def django_authentication():
-    with override_settings(MCP_DJANGO=DJANGO_AUTH):
-        yield
-
-
-@pytest.fixture(autouse=True)
-async def fresh_channel_layer():
-    layer = get_channel_layer()
-    await layer.flush()
-    yield
-    await layer.flush()
+django_authentication = mcp_settings_fixture(**DJANGO_AUTH)
 
 
 def _user(username: str, *perms: str) -> User:
-    user = User.objects.create_user(username, password="pw")
-    for codename in perms:
-        user.user_permissions.add(Permission.objects.get(codename=codename, content_type__app_label="testapp"))
-    return User.objects.get(pk=user.pk)  # a fresh instance: no stale permission cache
+    return make_user(username, *perms)
 
 
 async def _client_for(user: User) -> MCPTestClient:

@@ -9,7 +9,6 @@ from typing import Any
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.contrib.auth.models import User
 from django.test import override_settings
 from django.utils import timezone
@@ -17,6 +16,7 @@ from oauth2_provider.models import AccessToken, Application
 
 from mcp_django.checks import check_settings
 from mcp_django.testing import MCPTestClient
+from tests.conftest import mcp_settings_fixture
 
 RESOURCE = "https://mcp.example.com/mcp"
 OAUTH = {
@@ -27,21 +27,8 @@ OAUTH = {
 }
 PRM_URL = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True)
-def oauth_settings():
-    with override_settings(MCP_DJANGO=OAUTH):
-        yield
-
-
-@pytest.fixture(autouse=True)
-async def fresh_channel_layer():
-    layer = get_channel_layer()
-    await layer.flush()
-    yield
-    await layer.flush()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+oauth_settings = mcp_settings_fixture(**OAUTH)
 
 
 def _token(username: str, *, resource: list[str] | None = None, scope: str = "notes:read", expires_in: int = 3600) -> str:

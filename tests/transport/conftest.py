@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from channels.layers import get_channel_layer
 from django.test import override_settings
 
 from mcp_django.testing import MCPTestClient
 
-#: The test project's MCP_DJANGO; overrides build on it so authentication stays off.
-BASE_SETTINGS: dict[str, Any] = {"AUTHENTICATION": "none", "SERVER_NAME": "mcp-django-tests"}
+from tests.conftest import BASE_SETTINGS
 
 
 def mcp_settings(**overrides: Any) -> override_settings:
@@ -21,13 +18,8 @@ def mcp_settings(**overrides: Any) -> override_settings:
 
 
 @pytest.fixture(autouse=True)
-async def fresh_channel_layer() -> AsyncIterator[None]:
-    # The in-memory layer outlives each test's event loop; queues and group memberships left
-    # behind by one test must not reach the next.
-    layer = get_channel_layer()
-    await layer.flush()
-    yield
-    await layer.flush()
+async def _flush_layer(fresh_channel_layer: None) -> None:
+    """Every transport test starts with an empty in-memory layer (see tests/conftest.py)."""
 
 
 @pytest.fixture

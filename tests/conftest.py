@@ -1,0 +1,46 @@
+"""Fixtures and helpers shared by the test modules."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from channels.layers import get_channel_layer
+from django.test import override_settings
+
+#: The test project's MCP_DJANGO; overrides build on it.
+BASE_SETTINGS: dict[str, Any] = {"AUTHENTICATION": "none", "SERVER_NAME": "mcp-django-tests"}
+
+
+@pytest.fixture
+async def fresh_channel_layer() -> AsyncIterator[None]:
+    """Flush the in-memory layer around a test: it outlives each test's event loop, and queues
+    or group memberships left by one test must not reach the next."""
+    layer = get_channel_layer()
+    await layer.flush()
+    yield
+    await layer.flush()
+
+
+def mcp_settings_fixture(**overrides: Any) -> Any:
+    """Build an autouse fixture that runs every test of a module under these MCP_DJANGO keys."""
+
+    @pytest.fixture(autouse=True)
+    def _mcp_settings() -> Iterator[None]:
+        with override_settings(MCP_DJANGO={**BASE_SETTINGS, **overrides}):
+            yield
+
+    return _mcp_settings
+
+
+def make_user(username: str, *codenames: str, app_label: str = "testapp", **fields: Any) -> Any:
+    """Create a user holding the given permissions of ``app_label`` (all of them for ``"*"``)."""
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.create_user(username, password="pw", **fields)
+    permissions = Permission.objects.filter(content_type__app_label=app_label)
+    if codenames != ("*",):
+        permissions = permissions.filter(codename__in=codenames)
+    user.user_permissions.add(*permissions)
+    return User.objects.get(pk=user.pk)  # a fresh instance: no stale permission cache
