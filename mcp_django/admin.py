@@ -114,6 +114,7 @@ class SessionAdmin(ReadOnlyMixin, admin.ModelAdmin):
     @admin.action(description=_("Terminate selected sessions"), permissions=["terminate"])
     def terminate_sessions(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
         from .signals import session_closed
+        from .stores import announce_session_changed
         from .transport.layers import get_layer, session_group
 
         sessions = list(queryset.filter(terminated_at__isnull=True))
@@ -123,8 +124,10 @@ class SessionAdmin(ReadOnlyMixin, admin.ModelAdmin):
         layer = get_layer()
         for session in sessions:
             session.terminated_at = now
-            # Open streams of the session close wherever they are held.
+            # Open streams of the session close wherever they are held, and no process keeps
+            # serving it from its cache.
             async_to_sync(layer.group_send)(session_group(session.pk), {"type": "mcp.terminate"})
+            async_to_sync(announce_session_changed)(session.pk)
             # signals.py promises session_closed for sessions ended in the admin, as for DELETE.
             site = _site_named(session.site_name)
             sender = type(site) if site is not None else Session

@@ -43,6 +43,10 @@ DEFAULTS: dict[str, Any] = {
     "ALLOWED_ORIGINS": [],
     # Seconds of inactivity after which a session expires.
     "SESSION_TTL": 24 * 3600,
+    # Seconds a process may serve a session from memory before reading it again. Changes are
+    # broadcast over the channel layer at once; this bounds staleness if a broadcast is lost.
+    # 0 reads the session from the database on every request.
+    "SESSION_CACHE_SECONDS": 30,
     # Seconds that terminated or expired sessions (and their events) are kept for the admin
     # before ``mcp_clearsessions`` removes them.
     "SESSION_RETENTION": 7 * 24 * 3600,

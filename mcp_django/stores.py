@@ -7,6 +7,8 @@ store (``MCP_DJANGO["EVENT_STORE_CLASS"]``) without touching the request path.
 from __future__ import annotations
 
 import time
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -124,6 +126,55 @@ def get_event_store() -> BaseEventStore:
     return mcp_settings.EVENT_STORE_CLASS()
 
 
+class SessionCache:
+    """Live sessions this process has seen recently, so most requests cost no query.
+
+    Every change to a session (terminate, log level, initialized) drops it here and is
+    broadcast to the other processes over the channel layer (``transport.process``); entries
+    are re-read at least every ``SESSION_CACHE_SECONDS`` in case a broadcast was missed.
+    """
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[str, tuple[Session, float]] = OrderedDict()
+
+    def get(self, session_id: str) -> Session | None:
+        entry = self._entries.get(session_id)
+        if entry is None:
+            return None
+        session, loaded = entry
+        if time.monotonic() - loaded > float(mcp_settings.get("SESSION_CACHE_SECONDS")):
+            self._entries.pop(session_id, None)
+            return None
+        self._entries.move_to_end(session_id)
+        return session
+
+    def put(self, session: Session) -> None:
+        if float(mcp_settings.get("SESSION_CACHE_SECONDS")) <= 0:
+            return
+        self._entries[session.pk] = (session, time.monotonic())
+        self._entries.move_to_end(session.pk)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def drop(self, session_id: str) -> None:
+        self._entries.pop(session_id, None)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+session_cache = SessionCache()
+
+
+async def announce_session_changed(session_id: str) -> None:
+    """Drop a session from every process's cache (this one at once, the others by broadcast)."""
+    from .transport.process import broadcast_session_changed
+
+    session_cache.drop(session_id)
+    await broadcast_session_changed(session_id)
+
+
 class SessionStore:
     """Create, load, touch and end :class:`~mcp_django.models.Session` rows."""
 
@@ -146,21 +197,30 @@ class SessionStore:
             expires_at=Session.expiry_from(now, mcp_settings.session_ttl),
         )
 
-    def load(self, session_id: str, *, site_name: str, user_id: Any) -> Session | None:
-        """Return the live session with that id owned by ``user_id``, or None.
+    @staticmethod
+    def _usable(session: Session | None, site_name: str, user_id: Any) -> bool:
+        # Unknown, expired, terminated and foreign sessions all fail alike, so callers answer
+        # them the same way (404) and nothing tells them apart.
+        return session is not None and session.site_name == site_name and session.user_id == user_id and session.is_live()
 
-        Unknown, expired, terminated and foreign sessions all come back as None, so callers
-        answer them the same way (404) and nothing tells them apart.
-        """
+    def load(self, session_id: str, *, site_name: str, user_id: Any) -> Session | None:
+        """Return the live session with that id owned by ``user_id``, or None (always a query)."""
         session = Session.objects.filter(pk=session_id).first()
-        if session is None or session.site_name != site_name or session.user_id != user_id or not session.is_live():
+        if not self._usable(session, site_name, user_id):
             return None
-        now = timezone.now()
-        if now - session.last_active_at >= self.TOUCH_INTERVAL:
-            session.last_active_at = now
-            session.expires_at = Session.expiry_from(now, mcp_settings.session_ttl)
-            Session.objects.filter(pk=session.pk).update(last_active_at=now, expires_at=session.expires_at)
+        assert session is not None
+        if self._touch_due(session):
+            self._touch(session)
         return session
+
+    def _touch_due(self, session: Session) -> bool:
+        return timezone.now() - session.last_active_at >= self.TOUCH_INTERVAL
+
+    def _touch(self, session: Session) -> None:
+        now = timezone.now()
+        session.last_active_at = now
+        session.expires_at = Session.expiry_from(now, mcp_settings.session_ttl)
+        Session.objects.filter(pk=session.pk).update(last_active_at=now, expires_at=session.expires_at)
 
     def update(self, session_id: str, **fields: Any) -> None:
         Session.objects.filter(pk=session_id).update(**fields)
@@ -169,16 +229,31 @@ class SessionStore:
         return bool(Session.objects.filter(pk=session_id, terminated_at__isnull=True).update(terminated_at=timezone.now()))
 
     async def acreate(self, **kwargs: Any) -> Session:
-        return await sync_to_async(self.create)(**kwargs)
+        session = await sync_to_async(self.create)(**kwargs)
+        session_cache.put(session)
+        return session
 
     async def aload(self, session_id: str, *, site_name: str, user_id: Any) -> Session | None:
-        return await sync_to_async(self.load)(session_id, site_name=site_name, user_id=user_id)
+        session = session_cache.get(session_id)
+        if session is None:
+            session = await sync_to_async(self.load)(session_id, site_name=site_name, user_id=user_id)
+            if session is not None:
+                session_cache.put(session)
+            return session
+        if not self._usable(session, site_name, user_id):
+            return None
+        if self._touch_due(session):
+            await sync_to_async(self._touch)(session)
+        return session
 
     async def aupdate(self, session_id: str, **fields: Any) -> None:
         await sync_to_async(self.update)(session_id, **fields)
+        await announce_session_changed(session_id)
 
     async def aterminate(self, session_id: str) -> bool:
-        return await sync_to_async(self.terminate)(session_id)
+        terminated = await sync_to_async(self.terminate)(session_id)
+        await announce_session_changed(session_id)
+        return terminated
 
 
 class ServerRequestStore:

@@ -80,9 +80,13 @@ class MCPConsumer(AsyncHttpConsumer):
         self.scope = scope
         self.base_send = send
         self.channel_layer = get_layer()
-        self.channel_name = await self.channel_layer.new_channel()
-        self.channel_receive = functools.partial(self.channel_layer.receive, self.channel_name)
+        self.channel_name = None
         try:
+            # Most requests are answered at once and need no channel: read, answer, done.
+            while not self.streaming:
+                await self.dispatch(await receive())
+            # A stream follows the channel layer as well as the client (for its disconnect).
+            self.channel_receive = functools.partial(self.channel_layer.receive, self.channel_name)
             await await_many_dispatch([receive, self.channel_receive], self.dispatch)
         except StopConsumer:
             pass
@@ -179,12 +183,16 @@ class MCPConsumer(AsyncHttpConsumer):
         await self.send_response(status, b"", headers=raw)
 
     async def join(self, group: str) -> None:
+        if self.channel_name is None:
+            self.channel_name = await self.channel_layer.new_channel()
         await self.channel_layer.group_add(group, self.channel_name)
         self.joined.append(group)
 
     # -- the request ----------------------------------------------------------------------
 
     async def handle(self, body: bytes) -> None:
+        # This process must hear about session changes before it serves sessions from memory.
+        await process_channel.ensure()
         request = ASGIRequest(self.scope, BytesIO(body))
         request.mcp_endpoint_path = request.path.rstrip("/") or "/"  # the canonical URI has no trailing slash
         try:

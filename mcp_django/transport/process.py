@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from typing import Any
 
 import orjson
@@ -27,6 +28,12 @@ def request_key(session_id: str, request_id: Any) -> tuple[str, str]:
     return session_id, orjson.dumps(request_id).decode()
 
 
+#: Every process's channel is in this group: session changes are announced to all of them.
+SESSIONS_GROUP = "mcp.sessions"
+# Channel layers forget group members after group_expiry (a day by default): re-join well before.
+REJOIN_SECONDS = 3600.0
+
+
 def request_group(key: tuple[str, str]) -> str:
     digest = hashlib.sha256(key[1].encode()).hexdigest()[:20]
     return f"mcp.req.{key[0]}.{digest}"
@@ -39,6 +46,7 @@ class ProcessChannel:
         self.channel: str | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.task: asyncio.Task[Any] | None = None
+        self.joined_at: float | None = None
 
     async def ensure(self) -> str:
         loop = asyncio.get_running_loop()
@@ -46,13 +54,21 @@ class ProcessChannel:
             self.loop = loop
             self.channel = await get_layer().new_channel()
             self.task = loop.create_task(self.listen(self.channel))
+            self.joined_at = None
+        if self.joined_at is None or time.monotonic() - self.joined_at > REJOIN_SECONDS:
+            self.joined_at = time.monotonic()
+            await get_layer().group_add(SESSIONS_GROUP, self.channel)
         return self.channel
 
     async def listen(self, channel: str) -> None:
         layer = get_layer()
         while True:
             message = await layer.receive(channel)
-            if message.get("type") == "mcp.cancel":
+            if message.get("type") == "mcp.session.changed":
+                from ..stores import session_cache
+
+                session_cache.drop(message["session"])
+            elif message.get("type") == "mcp.cancel":
                 task = RUNNING.get((message["session"], message["request"]))
                 if task is not None and not task.done():
                     task.cancel()
@@ -80,3 +96,8 @@ async def cancel_request(session_id: str, request_id: Any) -> None:
         task.cancel()
         return
     await get_layer().group_send(request_group(key), {"type": "mcp.cancel", "session": key[0], "request": key[1]})
+
+
+async def broadcast_session_changed(session_id: str) -> None:
+    """Tell every process to forget its cached copy of a session."""
+    await get_layer().group_send(SESSIONS_GROUP, {"type": "mcp.session.changed", "session": session_id})
