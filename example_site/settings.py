@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "example_site.library",
     "example_site.live",
     "example_site.conformance",
+    "example_site.integrations",
 ]
 
 MIDDLEWARE = [
@@ -125,6 +126,28 @@ if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
     MCP_DJANGO["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
 if os.environ.get("MCP_SSE_MAX_CONNECTION_SECONDS"):
     MCP_DJANGO["SSE_MAX_CONNECTION_SECONDS"] = float(os.environ["MCP_SSE_MAX_CONNECTION_SECONDS"])
+# Seconds a URL-elicitation page (secret, confirmation, connect) stays usable; 15 minutes by default.
+if os.environ.get("MCP_ELICITATION_TTL"):
+    MCP_DJANGO["ELICITATION_TTL"] = int(os.environ["MCP_ELICITATION_TTL"])
+
+# -- Third-party OAuth: "Bookshelf", another site users connect through a URL elicitation ------
+# example_site/integrations/mcp.py (sync_reading_list) uses it. Configured only when
+# MCP_CONNECT_PROVIDER_URL names the provider's origin (e.g. https://bookshelf.example.com); its
+# OAuth server must list this site's /mcp/connect/callback/ as a redirect URI for the client.
+if os.environ.get("MCP_CONNECT_PROVIDER_URL"):
+    _provider = os.environ["MCP_CONNECT_PROVIDER_URL"].rstrip("/")
+    MCP_DJANGO["CONNECT_PROVIDERS"] = {
+        "bookshelf": {
+            "label": "Bookshelf",
+            "authorize_url": f"{_provider}/o/authorize/",
+            "token_url": f"{_provider}/o/token/",
+            "client_id": os.environ.get("MCP_CONNECT_CLIENT_ID", ""),
+            "client_secret": os.environ.get("MCP_CONNECT_CLIENT_SECRET", ""),
+            "scopes": ["reading-list"],
+        }
+    }
+    # The API the tool calls with the user's Bookshelf token, server-side.
+    BOOKSHELF_API_URL = f"{_provider}/api/reading-list/"
 
 # -- OAuth 2.1 authorization server (django-oauth-toolkit), set up for MCP clients -------------
 # docs/authorization.md explains each choice. DOT's defaults are looser than MCP requires.

@@ -353,7 +353,7 @@ class Context:
         if action not in ("accept", "decline", "cancel"):
             raise ClientRequestError(f"The client answered elicitation/create with an unknown action {action!r}")
         if action != "accept":
-            await sync_to_async(services.finish)(elicitation, "declined" if action == "decline" else "cancelled")
+            await sync_to_async(services.finish)(elicitation, "declined" if action == "decline" else "cancelled", announce_to_client=False)
         return URLElicitation(elicitation.pk, url, action)
 
     async def wait_for_elicitation(self, elicitation: URLElicitation | str, timeout: float | None = None) -> str:

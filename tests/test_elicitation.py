@@ -240,3 +240,41 @@ def test_admin_clears_session_and_user_state_from_the_sessions_page() -> None:
         response = browser.post("/admin/mcp_django/session/", {"action": action, "_selected_action": [session.pk]})
         assert response.status_code == 302
     assert not SessionState.objects.exists() and not UserState.objects.exists()
+
+
+BOOKS = {"authorize_url": "https://books.example/authorize", "token_url": "https://books.example/token", "client_id": "cid", "scopes": ["read"]}
+
+
+def test_connect_page_redirects_to_the_provider_with_pkce_and_this_sites_callback() -> None:
+    # Regression: the callback URL was reversed as "<site.name>:connect-callback", which does
+    # not exist when the URLs are included as include("mcp_django.urls") (namespace mcp_django).
+    from urllib.parse import parse_qs
+
+    from django.conf import settings
+
+    from mcp_django.elicitation import services
+
+    alice = _user("alice")
+    elicitation = services.create(
+        user_id=alice.pk, session_id=None, request_id=1, message="m", view_name="mcp_django:elicit-connect", params={"provider": "books"}
+    )
+    with override_settings(MCP_DJANGO={**settings.MCP_DJANGO, "CONNECT_PROVIDERS": {"books": BOOKS}}):
+        response = _browser(alice).get(f"/mcp/elicitations/{elicitation.pk}/connect/")
+        assert _browser(_user("bob")).get(f"/mcp/elicitations/{elicitation.pk}/connect/").status_code == 404
+    assert response.status_code == 302 and response["Location"].startswith("https://books.example/authorize?")
+    query = parse_qs(urlsplit(response["Location"]).query)
+    assert query["redirect_uri"] == ["http://testserver/mcp/connect/callback/"]
+    assert query["client_id"] == ["cid"] and query["scope"] == ["read"] and query["code_challenge_method"] == ["S256"]
+    assert len(query["state"][0]) >= 32 and len(query["code_challenge"][0]) == 43
+
+
+async def test_a_url_the_client_declined_to_open_is_not_announced_as_complete() -> None:
+    user = await sync_to_async(_user)("alice")
+    client = await _mcp(user)
+    client.request_handlers["elicitation/create"] = lambda params: {"action": "decline"}
+    async with await client.open_stream() as stream:
+        await stream.next_event()  # priming
+        result = await client.call_tool("purge_notes")
+        assert result["content"][0]["text"] == "Kept: the user did not open the page."
+        with pytest.raises(TimeoutError):
+            await stream.next_message(timeout=1)

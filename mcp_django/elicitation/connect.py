@@ -40,7 +40,10 @@ def provider(name: str) -> dict[str, Any]:
 
 
 def callback_url(request: HttpRequest, site_name: str) -> str:
-    path = reverse(f"{site_name}:connect-callback")
+    # The app namespace, with the site as current app: works whether the site's URLs are
+    # included as ``include("mcp_django.urls")`` (instance namespace "mcp_django") or as
+    # ``site.urls`` (instance namespace ``site.name``), like the admin's reverse().
+    path = reverse("mcp_django:connect-callback", current_app=site_name)
     resource = mcp_settings.get("RESOURCE_URL")
     if resource:
         parts = urllib.parse.urlsplit(resource)

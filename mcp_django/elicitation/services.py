@@ -58,16 +58,19 @@ def open_for(elicitation_id: str, user: Any) -> Elicitation | None:
     ).first()
 
 
-def finish(elicitation: Elicitation, state: str) -> bool:
+def finish(elicitation: Elicitation, state: str, *, announce_to_client: bool = True) -> bool:
     """Close a pending elicitation, then tell the session that started it and any waiting tool.
 
-    Return False when it was already closed (a double submit): nothing is sent twice.
+    ``announce_to_client=False`` when the client itself declined to open the page: it knows,
+    and no out-of-band interaction took place to report as complete. Return False when the
+    elicitation was already closed (a double submit): nothing is sent twice.
     """
     closed = Elicitation.objects.filter(pk=elicitation.pk, state=Elicitation.State.PENDING).update(state=state, completed_at=timezone.now())
     if not closed:
         return False
     elicitation.state = state
-    transaction.on_commit(lambda: async_to_sync(announce)(elicitation.pk, elicitation.session_id, state))
+    session_id = elicitation.session_id if announce_to_client else None
+    transaction.on_commit(lambda: async_to_sync(announce)(elicitation.pk, session_id, state))
     return True
 
 
