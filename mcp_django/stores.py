@@ -7,7 +7,6 @@ store (``MCP_DJANGO["EVENT_STORE_CLASS"]``) without touching the request path.
 from __future__ import annotations
 
 import time
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta

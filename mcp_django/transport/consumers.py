@@ -306,7 +306,7 @@ class MCPConsumer(AsyncHttpConsumer):
                 await self.send_empty(202)
             return
         if self.settings.response_mode == "sse" or any(self.needs_stream(r) for r in requests):
-            await self.answer_as_stream(request, user, session, requests, replies, decoded.is_batch)
+            await self.answer_as_stream(request, user, session, requests, replies)
             return
         handlers = self.site.get_handlers()
         results = await asyncio.gather(
@@ -393,7 +393,7 @@ class MCPConsumer(AsyncHttpConsumer):
         # Other notifications (progress, roots/list_changed) need no action here.
 
     async def answer_as_stream(
-        self, request: Any, user: Any, session: Session, requests: list[Request], replies: list[dict[str, Any]], is_batch: bool
+        self, request: Any, user: Any, session: Session, requests: list[Request], replies: list[dict[str, Any]]
     ) -> None:
         stream = new_stream_token(session.pk)
         self.stream = stream
