@@ -58,7 +58,15 @@ class BaseEventStore:
         """Delete events created before ``before``; return how many."""
         raise NotImplementedError("Event stores must implement clear_expired(before)")
 
+    def append_many(self, session_id: str, stream: str, events: list[StoredEvent]) -> None:
+        """Store several numbered events of one stream at once (override to batch the writes)."""
+        for event in events:
+            self.append(session_id, stream, event.payload, seq=event.seq, closes_stream=event.closes_stream)
+
     # -- shouldn't need to override -----------------------------------------------------
+
+    async def aappend_many(self, session_id: str, stream: str, events: list[StoredEvent]) -> None:
+        await sync_to_async(self.append_many)(session_id, stream, events)
 
     async def aappend(self, session_id: str, stream: str, payload: str, *, seq: int | None = None, closes_stream: bool = False) -> int:
         return await sync_to_async(self.append)(session_id, stream, payload, seq=seq, closes_stream=closes_stream)
@@ -104,6 +112,12 @@ class DatabaseEventStore(BaseEventStore):
                     raise
                 time.sleep(min(0.005 * 2**attempt, 0.25))
         raise RuntimeError(f"could not append to stream {stream!r} after 20 attempts")
+
+    def append_many(self, session_id: str, stream: str, events: list[StoredEvent]) -> None:
+        now = timezone.now()
+        Event.objects.bulk_create(
+            [Event(session_id=session_id, stream=stream, seq=e.seq, payload=e.payload, closes_stream=e.closes_stream, created_at=now) for e in events]
+        )
 
     def replay(self, session_id: str, stream: str, after: int) -> list[StoredEvent]:
         rows = Event.objects.filter(session_id=session_id, stream=stream, seq__gt=after).order_by("seq")

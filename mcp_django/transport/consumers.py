@@ -549,17 +549,36 @@ class MCPConsumer(AsyncHttpConsumer):
             await self.send_body(b"", more_body=False)
 
     async def mcp_event(self, message: dict[str, Any]) -> None:
-        seq = message["seq"]
-        if self.closed or seq <= self.last_seq:
+        await self.write_events([(message["seq"], message["payload"], bool(message.get("closes")))])
+
+    async def mcp_events(self, message: dict[str, Any]) -> None:
+        """A batch of stored events of this stream, in order (see StreamEmitter)."""
+        await self.write_events([(seq, payload, bool(closes)) for seq, payload, closes in message["events"]])
+
+    async def write_events(self, events: list[tuple[int, str, bool]]) -> None:
+        if self.closed:
             return
-        if seq > self.last_seq + 1 and self.session_id is not None and self.stream is not None:
-            # A full channel dropped something: fill the gap from the store.
-            for event in await self.store.areplay(self.session_id, self.stream, self.last_seq):
-                if event.seq >= seq:
-                    break
-                await self.write_event(event.seq, event.payload)
-        await self.write_event(seq, message["payload"])
-        if message.get("closes"):
+        chunk: list[bytes] = []
+        ends = False
+        for seq, payload, closes in events:
+            if seq <= self.last_seq:
+                continue  # already written (replayed before this arrived live)
+            if seq > self.last_seq + 1 and self.session_id is not None and self.stream is not None:
+                # A full channel dropped something: fill the gap from the store.
+                for event in await self.store.areplay(self.session_id, self.stream, self.last_seq):
+                    if event.seq >= seq:
+                        break
+                    chunk.append(encode_event(event.payload, event_id=make_event_id(self.stream, event.seq)))
+                    self.last_seq = event.seq
+            chunk.append(encode_event(payload, event_id=make_event_id(self.stream or "", seq)))
+            self.last_seq = seq
+            if closes:
+                ends = True
+                break
+        if chunk:
+            # One socket write per batch.
+            await self.send_body(b"".join(chunk), more_body=True)
+        if ends:
             await self.end_stream()
             raise StopConsumer()
 

@@ -7,16 +7,27 @@ writes the event out; if nobody holds it, the event waits in the store for a res
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from typing import Any
 
 from ..protocol.jsonrpc import encode, notification_message, request_message
-from ..stores import BaseEventStore, ServerRequestStore, get_event_store
+from ..stores import BaseEventStore, ServerRequestStore, StoredEvent, get_event_store
 from .layers import GET_STREAM, get_layer, get_stream_group, stream_group
+
+logger = logging.getLogger("mcp_django.transport")
 
 
 class StreamEmitter:
-    """The single writer of one POST stream (the task answering that POST)."""
+    """The single writer of one POST stream (the task answering that POST).
+
+    Events are group-committed: ``send`` numbers an event and queues it, and a flusher stores
+    each batch with one write and then announces it as one channel-layer message. Nothing is
+    announced before it is stored; the final response waits for its own flush, and a tool that
+    sends faster than the store keeps up is held back once ``MAX_PENDING`` events wait.
+    """
+
+    MAX_PENDING = 128
 
     def __init__(self, session_id: str, stream: str, store: BaseEventStore | None = None) -> None:
         self.session_id = session_id
@@ -24,19 +35,47 @@ class StreamEmitter:
         self.store = store or get_event_store()
         self.layer = get_layer()
         self._seq = 0
-        # Sequence numbers must reach the store and the group in the order they were taken.
-        self._lock = asyncio.Lock()
+        self._pending: list[StoredEvent] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._failure: BaseException | None = None
 
     async def send(self, message: dict[str, Any], *, closes: bool = False) -> int:
-        payload = encode(message).decode()
-        async with self._lock:
-            self._seq += 1
-            seq = self._seq
-            await self.store.aappend(self.session_id, self.stream, payload, seq=seq, closes_stream=closes)
-            await self.layer.group_send(
-                stream_group(self.stream), {"type": "mcp.event", "seq": seq, "payload": payload, "closes": closes}
-            )
-        return seq
+        if self._failure is not None:
+            raise RuntimeError("this stream can no longer be written") from self._failure
+        self._seq += 1
+        self._pending.append(StoredEvent(self._seq, encode(message).decode(), closes))
+        self._drained.clear()
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+        # Yield once per event: a tool sending in a tight loop must not starve the flusher, which
+        # writes the previous batch while later events gather into the next one.
+        await asyncio.sleep(0)
+        if closes or len(self._pending) >= self.MAX_PENDING:
+            await self.flush()
+        return self._seq
+
+    async def flush(self) -> None:
+        """Wait until every event sent so far is stored and announced."""
+        await self._drained.wait()
+        if self._failure is not None:
+            raise RuntimeError("storing events of this stream failed") from self._failure
+
+    async def _flush(self) -> None:
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                await self.store.aappend_many(self.session_id, self.stream, batch)
+                await self.layer.group_send(
+                    stream_group(self.stream),
+                    {"type": "mcp.events", "events": [[e.seq, e.payload, e.closes_stream] for e in batch]},
+                )
+        except BaseException as exc:  # noqa: BLE001 (reported to the next send or flush)
+            self._failure = exc
+            logger.exception("Could not store events of stream %s", self.stream)
+        finally:
+            self._drained.set()
 
     async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send a request to the client on this stream and wait for its answer.
@@ -63,10 +102,12 @@ class StreamEmitter:
 
     async def close_connection(self) -> None:
         """Ask the process holding the connection to close it without ending the stream."""
+        await self.flush()
         await self.layer.group_send(stream_group(self.stream), {"type": "mcp.disconnect"})
 
     async def end_without_event(self) -> None:
         """End the connection when the stream has nothing left to send (e.g. all requests cancelled)."""
+        await self.flush()
         await self.layer.group_send(stream_group(self.stream), {"type": "mcp.end"})
 
 
