@@ -18,6 +18,8 @@ class SimpleMcpDjangoConfig(AppConfig):
         checks.register(mcp_checks.check_sites, "mcp_django")
         checks.register(mcp_checks.check_deployment, "mcp_django", deploy=True)
 
+        self.connect_permission_signals()
+
         from .conf import mcp_settings
 
         bridge = mcp_settings.LOG_BRIDGE_LOGGERS
@@ -25,6 +27,24 @@ class SimpleMcpDjangoConfig(AppConfig):
             from .log_bridge import install
 
             install(list(bridge))
+
+
+    def connect_permission_signals(self) -> None:
+        """Permission and group changes alter what users may see: tell their sessions."""
+        from django.apps import apps as all_apps
+
+        if not all_apps.is_installed("django.contrib.auth"):
+            return
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.models import Group
+        from django.db.models.signals import m2m_changed
+
+        from .notifications import permissions_changed
+
+        user_model = get_user_model()
+        for through in (getattr(user_model, "user_permissions", None), getattr(user_model, "groups", None), Group.permissions):
+            if through is not None:
+                m2m_changed.connect(permissions_changed, sender=through.through, dispatch_uid=f"mcp_django:{through.through._meta.label}")
 
 
 class McpDjangoConfig(SimpleMcpDjangoConfig):

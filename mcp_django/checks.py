@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from difflib import get_close_matches
 from typing import Any
 
@@ -72,6 +73,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             missing = [k for k in ("authorize_url", "token_url", "client_id") if not isinstance(config, dict) or not config.get(k)]
             if missing:
                 errors.append(Error(f"MCP_DJANGO['CONNECT_PROVIDERS'][{name!r}] lacks {', '.join(missing)}.", id="mcp_django.E015"))
+    scheme = user.get("MODEL_URI_SCHEME", DEFAULTS["MODEL_URI_SCHEME"])
+    if not isinstance(scheme, str) or not re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme):
+        errors.append(Error(f"MCP_DJANGO['MODEL_URI_SCHEME'] is {scheme!r}, which is not a URI scheme.",
+                            hint='Use lower-case letters, digits, "+", "-" or ".", starting with a letter (e.g. "django").', id="mcp_django.E016"))
     bridge = user.get("LOG_BRIDGE_LOGGERS", [])
     if not isinstance(bridge, (list, tuple)) or not all(isinstance(n, str) and n for n in bridge):
         errors.append(Error("MCP_DJANGO['LOG_BRIDGE_LOGGERS'] must be a list of logger names.", id="mcp_django.E010"))

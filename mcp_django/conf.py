@@ -53,6 +53,8 @@ DEFAULTS: dict[str, Any] = {
     # Seconds an event is kept for replay, even in a live session.
     "EVENT_RETENTION": 24 * 3600,
     "PAGE_SIZE": 50,
+    # Scheme of model resources: "<scheme>://<app_label>/<name>/{pk}".
+    "MODEL_URI_SCHEME": "django",
     "SSE_RETRY_MS": 1000,
     "SSE_KEEPALIVE_SECONDS": 15,
     # Close an SSE connection after this many seconds (the client resumes with Last-Event-ID,

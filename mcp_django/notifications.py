@@ -86,3 +86,70 @@ def _is_delete(kwargs: dict[str, Any]) -> bool:
     from django.db.models.signals import post_delete
 
     return kwargs.get("signal") is post_delete
+
+
+def announce_soon(coroutine_function: Any, *args: Any) -> None:
+    """Run an announcement from sync or async code without blocking the caller.
+
+    From an event loop it becomes a task; from sync code it runs after the current transaction
+    commits (so nobody hears of a change that was rolled back).
+    """
+    import asyncio
+
+    from django.db import transaction
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is not None:
+        task = loop.create_task(coroutine_function(*args))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+        return
+
+    def run() -> None:
+        try:
+            async_to_sync(coroutine_function)(*args)
+        except Exception:
+            logger.exception("Could not announce a change to connected clients")
+
+    transaction.on_commit(run, robust=True)
+
+
+_background: set[Any] = set()
+
+
+async def anotify_user_lists_changed(user_ids: list[Any]) -> int:
+    """Tell the live sessions of these users, on every site, that what they may use changed."""
+    from .models import Session
+    from .transport.streams import send_to_session
+
+    sessions = [s async for s in Session.objects.filter(user_id__in=user_ids).live().values_list("pk", flat=True)]
+    for session_id in sessions:
+        for kind in LIST_KINDS:
+            await send_to_session(session_id, notification_message(f"notifications/{kind}/list_changed"))
+    return len(sessions)
+
+
+def permissions_changed(sender: Any, instance: Any, action: str, reverse: bool, model: Any, pk_set: Any, **kwargs: Any) -> None:
+    """m2m_changed on user permissions, user groups and group permissions: the tools, resources
+    and prompts those users may see changed, so their sessions hear list_changed."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    if action not in ("post_add", "post_remove", "post_clear"):
+        return
+    User = get_user_model()
+    if isinstance(instance, User):
+        user_ids = [instance.pk]
+    elif isinstance(instance, Group):
+        user_ids = list(instance.user_set.values_list("pk", flat=True))
+    elif model is Group and pk_set:
+        user_ids = list(User.objects.filter(groups__in=pk_set).values_list("pk", flat=True).distinct())
+    elif model is User and pk_set:
+        user_ids = list(pk_set)
+    else:
+        return
+    if user_ids:
+        announce_soon(anotify_user_lists_changed, user_ids)

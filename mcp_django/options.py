@@ -42,7 +42,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 GENERATED_TOOLS = ("search", "get", "create", "update", "delete")
-URI_SCHEME = "django"
+
+
+def uri_scheme() -> str:
+    """The scheme of model resource URIs (``MCP_DJANGO["MODEL_URI_SCHEME"]``, "django" by default)."""
+    from .conf import mcp_settings
+
+    return str(mcp_settings.get("MODEL_URI_SCHEME"))
 _INT64 = 9223372036854775807
 
 
@@ -234,10 +240,10 @@ class ModelMCP:
 
     @property
     def uri_template(self) -> str:
-        return f"{URI_SCHEME}://{self.opts.app_label}/{self.name}/{{pk}}"
+        return f"{uri_scheme()}://{self.opts.app_label}/{self.name}/{{pk}}"
 
     def uri_for(self, obj: Any) -> str:
-        return f"{URI_SCHEME}://{self.opts.app_label}/{self.name}/{obj.pk}"
+        return f"{uri_scheme()}://{self.opts.app_label}/{self.name}/{obj.pk}"
 
     def template_definition(self) -> dict[str, Any]:
         definition = {

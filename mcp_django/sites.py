@@ -32,6 +32,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 all_sites: WeakSet[MCPSite] = WeakSet()
 
+LIST_KINDS_ALL = ("tools", "resources", "prompts")
+
 Entry = FunctionTool | FunctionResource | FunctionResourceTemplate | FunctionPrompt
 
 _CAPABILITY_METHODS = {
@@ -52,6 +54,8 @@ class MCPSite:
         self._handlers: dict[str, Handler] | None = None
         # (ModelAdmin, action name) pairs that register_admin() could not expose.
         self._unexposable_actions: list[tuple[Any, str]] = []
+        # Set once this site answers requests in this process: only then can clients be listening.
+        self.serving = False
         all_sites.add(self)
 
     def __repr__(self) -> str:
@@ -76,7 +80,7 @@ class MCPSite:
             where = f"{func.__module__}.{func.__qualname__}" if func is not None else repr(existing)
             raise AlreadyRegistered(f"The {key[0]} {key[1]!r} is already registered on {self!r} (by {where}).")
         self._registry[key] = entry
-        self._handlers = None
+        self._changed(entry.kind)
         return entry
 
     def register(self, model_or_iterable: Any, model_mcp_class: Any = None, **options: Any) -> Callable[[Any], Any]:
@@ -102,7 +106,7 @@ class MCPSite:
                 cls = type(f"{model.__name__}ModelMCP", (cls,), {"__module__": __name__, **options})
             self._registry[model] = cls(model, self)
             self._connect_signals(model)
-        self._handlers = None
+        self._changed("model")
 
         def decorator(model_mcp_cls: Any) -> Any:
             if not (isinstance(model_mcp_cls, type) and issubclass(model_mcp_cls, ModelMCP)):
@@ -147,7 +151,7 @@ class MCPSite:
                         raise AlreadyRegistered(f"The tool {tool.name!r} is already registered on {self!r}.")
                     self._registry[("tool", tool.name)] = tool
                 self._unexposable_actions += [(model_admin, name) for name in skipped]
-        self._handlers = None
+        self._changed("model")
 
     def unregister(self, model_or_kind: Any, name: str | None = None) -> None:
         """Remove models (``unregister(Book)``) or a function entry (``unregister("tool", "add")``):
@@ -163,7 +167,19 @@ class MCPSite:
                 del self._registry[(model_or_kind, name)]
             except KeyError:
                 raise NotRegistered(f"No {model_or_kind} {name!r} is registered on {self!r}.") from None
+        self._changed("resource" if name is None else model_or_kind)
+
+    def _changed(self, kind: str) -> None:
+        """The registry changed: rebuild the method table and, once the project has started
+        (not during autodiscover), tell connected clients that the list changed."""
         self._handlers = None
+        if not self.serving:
+            return  # still starting (autodiscover) or never served: nobody to tell
+        lists = {"tool": ("tools",), "prompt": ("prompts",), "resource": ("resources",), "template": ("resources",)}.get(kind, LIST_KINDS_ALL)
+        from .notifications import anotify_list_changed, announce_soon
+
+        for list_kind in lists:
+            announce_soon(anotify_list_changed, self, list_kind)
 
     def is_registered(self, model_or_kind: Any, name: str | None = None) -> bool:
         return (model_or_kind if name is None else (model_or_kind, name)) in self._registry
@@ -181,9 +197,9 @@ class MCPSite:
 
     def get_model_mcp_for_uri(self, uri: str) -> tuple[Any, str] | None:
         """Find the ModelMCP of a ``django://<app_label>/<name>/<pk>`` URI; return it with the pk."""
-        from .options import URI_SCHEME
+        from .options import uri_scheme
 
-        prefix = f"{URI_SCHEME}://"
+        prefix = f"{uri_scheme()}://"
         if not uri.startswith(prefix):
             return None
         parts = uri[len(prefix):].split("/")

@@ -174,3 +174,12 @@ def test_connect_provider_without_its_urls_is_e015():
 
     with override_settings(MCP_DJANGO={"AUTHENTICATION": "none", "CONNECT_PROVIDERS": {"gh": {"client_id": "x"}}}):
         assert [e.id for e in check_settings() if e.id == "mcp_django.E015"] == ["mcp_django.E015"]
+
+
+def test_model_uri_scheme_that_is_not_a_scheme_is_e016():
+    from django.test import override_settings
+
+    from mcp_django.checks import check_settings
+
+    with override_settings(MCP_DJANGO={"AUTHENTICATION": "none", "MODEL_URI_SCHEME": "Not A Scheme"}):
+        assert "mcp_django.E016" in [e.id for e in check_settings()]

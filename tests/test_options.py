@@ -303,3 +303,13 @@ def test_search_costs_a_bounded_number_of_queries_whatever_the_limit(limit: int,
     with django_assert_num_queries(1):
         result = tool._search({"limit": limit, "ordering": "title"}, request)
     assert len(result["structuredContent"]["items"]) == limit
+
+
+async def test_model_uri_scheme_is_configurable(alice: User) -> None:
+    (note,) = await _notes(alice, "schemed")
+    client = await _client_for(alice)
+    with override_settings(MCP_DJANGO={**DJANGO_AUTH, "MODEL_URI_SCHEME": "notes"}):
+        templates = (await client.call("resources/templates/list"))["resourceTemplates"]
+        read = await client.call("resources/read", {"uri": f"notes://testapp/note/{note.pk}"})
+    assert "notes://testapp/note/{pk}" in [t["uriTemplate"] for t in templates]
+    assert '"title":"schemed"' in read["contents"][0]["text"]

@@ -61,6 +61,7 @@ class MCPConsumer(AsyncHttpConsumer):
     def __init__(self, site: MCPSite, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.site = site
+        site.serving = True
         self.store: BaseEventStore = get_event_store()
         self.sessions = SessionStore()
         self.body_size = 0

@@ -47,3 +47,37 @@ async def test_events_a_full_channel_dropped_are_filled_from_the_store(client) -
         received = [await stream.next_event() for _ in range(3)]
     assert [e.id for e in received] == [f"{GET_STREAM}:1", f"{GET_STREAM}:2", f"{GET_STREAM}:3"]
     assert [e.json()["params"]["data"] for e in received] == [1, 2, 3]
+
+
+async def test_registering_a_tool_at_run_time_announces_tools_list_changed(client) -> None:
+    from mcp_django.sites import site
+
+    async with await client.open_stream() as stream:
+        await stream.next_event()  # priming
+        site.tool(name="late_tool")(lambda: "late")
+        try:
+            message = await stream.next_message(timeout=5)
+        finally:
+            site.unregister("tool", "late_tool")
+    assert message == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+
+async def test_a_permission_change_tells_that_users_sessions_their_lists_changed() -> None:
+    from asgiref.sync import sync_to_async
+    from django.contrib.auth.models import Permission
+    from django.test import override_settings
+
+    from mcp_django.testing import MCPTestClient
+    from tests.conftest import BASE_SETTINGS, make_user
+
+    user = await sync_to_async(make_user)("carol")
+    with override_settings(MCP_DJANGO={**BASE_SETTINGS, "AUTHENTICATION": "django"}):
+        client = MCPTestClient()
+        await client.force_login(user)
+        await client.initialize()
+        async with await client.open_stream() as stream:
+            await stream.next_event()  # priming
+            permission = await Permission.objects.aget(codename="add_note")
+            await sync_to_async(user.user_permissions.add)(permission)
+            kinds = {(await stream.next_message(timeout=5))["method"] for _ in range(3)}
+    assert kinds == {"notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed"}
