@@ -89,7 +89,8 @@ if os.environ.get("REDIS_URL"):
         "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [os.environ["REDIS_URL"]], "capacity": 1000}}
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}
+    # mcp_django's subclass of the in-memory layer: the same, with expiry sweeps throttled.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}
 
 if os.environ.get("REDIS_URL"):
     # The registration rate limit and DOT's metadata-document fetch backoff live in the cache:

@@ -172,8 +172,14 @@ class Context:
         self._emitter = emitter
         self._last_progress: float | None = None
         self._last_progress_sent = 0.0
-        self.log = Log(self)
         self.loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def log(self) -> Log:
+        """``await ctx.log.info(...)`` and the other levels (see :class:`Log`)."""
+        # Built on access rather than stored: a stored Log pointing back at its Context made a
+        # reference cycle per request, which only full collections could free (bench/ found it).
+        return Log(self)
 
     @property
     def session_id(self) -> str | None:

@@ -179,6 +179,7 @@ class ModelMCP:
         self.opts = model._meta
         self.site = site
         self.name = self.uri_name or self.opts.model_name
+        self._generated_tools: list[ModelTool] | None = None
 
     def __repr__(self) -> str:
         return f"<{self.__class__.__name__}: model={self.opts.label} site={self.site!r}>"
@@ -313,7 +314,10 @@ class ModelMCP:
     # -- generated tools --------------------------------------------------------------------
 
     def get_generated_tools(self) -> list[ModelTool]:
-        return [ModelTool(self, action) for action in self.tools if action in GENERATED_TOOLS]
+        # Built once per ModelMCP: tools/list and every tools/call look them up.
+        if self._generated_tools is None:
+            self._generated_tools = [ModelTool(self, action) for action in self.tools if action in GENERATED_TOOLS]
+        return self._generated_tools
 
     def field_schemas(self, *, writable: bool) -> dict[str, Any]:
         serializer = self.get_serializer_class()()

@@ -38,6 +38,6 @@ TEMPLATES = [
     }
 ]
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+CHANNEL_LAYERS = {"default": {"BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer"}}
 MCP_DJANGO = {"AUTHENTICATION": "none", "SERVER_NAME": "mcp-django-tests"}
 SILENCED_SYSTEM_CHECKS = ["mcp_django.W002"]

@@ -5,15 +5,40 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from typing import Any
 
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.layers import InMemoryChannelLayer as ChannelsInMemoryChannelLayer
+from channels.layers import get_channel_layer
 from django.conf import settings
 
 from ..conf import mcp_settings
 
 #: The stream token of a session's standalone (GET) stream.
 GET_STREAM = "get"
+
+class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
+    """Channels' in-memory layer, but sweeping expired messages and groups at most once a second.
+
+    The stock layer walks every channel and every group on each send, receive and group_send;
+    with thousands of open MCP streams that made every request slower (measured in bench/: with
+    2,000 idle streams, tools/call fell from about 2,380 to 1,760 calls/s). Expiry is measured in
+    seconds, so sweeping once a second keeps its meaning.
+    """
+
+    sweep_interval = 1.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._last_sweep = 0.0
+
+    def _clean_expired(self) -> None:
+        now = time.monotonic()
+        if now - self._last_sweep < self.sweep_interval:
+            return
+        self._last_sweep = now
+        super()._clean_expired()
+
 
 _fallback_layer: InMemoryChannelLayer | None = None
 
