@@ -217,7 +217,10 @@ async def functional_check(host: str, port: int) -> dict:
             raise HTTPError(f"resources/read returned {res}")
         stream_conn = Connection(host, port)
         try:
-            head = await asyncio.wait_for(stream_conn.open_stream(session.path, session.headers("text/event-stream")), 10)
+            head = await asyncio.wait_for(
+                stream_conn.open_stream(session.path, session.headers("text/event-stream")),
+                10,
+            )
             ctype = (head.header("content-type") or "").split(";")[0]
             if head.status != 200 or ctype != "text/event-stream":
                 raise HTTPError(f"GET stream: HTTP {head.status} {ctype}")

@@ -48,7 +48,14 @@ def main() -> None:
         host=args.host,
     )
     # Single process, no access log: access logging would bias against whichever server logs.
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, backlog=8192)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        backlog=8192,
+    )
 
 
 if __name__ == "__main__":

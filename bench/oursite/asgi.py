@@ -4,6 +4,6 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.oursite.settings")
 
-from example_site.asgi import application  # noqa: E402
+from example_site.asgi import application
 
 __all__ = ["application"]
