@@ -180,6 +180,7 @@ class ModelMCP:
         self.site = site
         self.name = self.uri_name or self.opts.model_name
         self._generated_tools: list[ModelTool] | None = None
+        self._generated_serializer: type[serializers.ModelSerializer] | None = None
 
     def __repr__(self) -> str:
         return f"<{self.__class__.__name__}: model={self.opts.label} site={self.site!r}>"
@@ -216,6 +217,13 @@ class ModelMCP:
     def get_serializer_class(self) -> type[serializers.ModelSerializer]:
         if self.serializer_class is not None:
             return self.serializer_class
+        # Built once: a new class per call would make DRF map the model's fields every time.
+        if self._generated_serializer is None:
+            self._generated_serializer = self.build_serializer_class()
+        return self._generated_serializer
+
+    def build_serializer_class(self) -> type[serializers.ModelSerializer]:
+        """A ModelSerializer over ``fields`` / ``exclude`` / ``read_only_fields``."""
         meta_attrs: dict[str, Any] = {"model": self.model, "read_only_fields": tuple(self.read_only_fields)}
         if self.exclude:
             meta_attrs["exclude"] = tuple(self.exclude)
