@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
-from functools import reduce
+from functools import cached_property, reduce
 from operator import or_
 from typing import TYPE_CHECKING, Any
 
@@ -384,7 +384,7 @@ class ModelTool:
         kind = "integer" if isinstance(pk, (models.AutoField, models.BigAutoField, models.IntegerField)) else "string"
         return {"type": kind, "description": f"Primary key of the {self.model_mcp.opts.verbose_name}."}
 
-    @property
+    @cached_property
     def input_schema(self) -> dict[str, Any]:
         mm = self.model_mcp
         if self.action == "search":
@@ -411,7 +411,7 @@ class ModelTool:
             "additionalProperties": False,
         }
 
-    @property
+    @cached_property
     def output_schema(self) -> dict[str, Any]:
         item = self.model_mcp.field_schemas(writable=False)
         item = {"type": "object", "properties": item["properties"]}
@@ -470,10 +470,14 @@ class ModelTool:
                 lines.append(f"{field}: {message}")
         return self._error("Invalid data:\n" + "\n".join(lines))
 
-    def _call(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
+    @cached_property
+    def validator(self) -> Any:
         from jsonschema import Draft202012Validator
 
-        schema_errors = sorted(Draft202012Validator(self.input_schema).iter_errors(arguments), key=lambda e: list(e.path))
+        return Draft202012Validator(self.input_schema)
+
+    def _call(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
+        schema_errors = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
         if schema_errors:
             return self._error(
                 "Invalid arguments:\n" + "\n".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in schema_errors)
