@@ -444,26 +444,16 @@ def session_setup_result(conc: int, bursts: list[Burst]) -> dict:
     return out
 
 
+def wrk_args(conc: int, script: str, url: str, *script_args: str) -> list[str]:
+    # One connection per wrk thread: the scripts time each request themselves (see the .lua).
+    return ["-t", str(conc), "-c", str(conc), "--timeout", "10s", "-s", script, url, *(["--", *script_args] if script_args else [])]
+
+
 def tools_call_args(conc: int, sessions: dict[str, str], token: str):
     script = str(BENCH / "wrk" / "tools_call.lua")
 
     def make(kind: str, server: Server) -> list[str]:
-        url = f"http://{HOST}:{server.port}/mcp"
-        # One connection per wrk thread: the script times each request itself (see the .lua).
-        return [
-            "-t",
-            str(conc),
-            "-c",
-            str(conc),
-            "--timeout",
-            "10s",
-            "-s",
-            script,
-            url,
-            "--",
-            sessions[kind],
-            token,
-        ]
+        return wrk_args(conc, script, f"http://{HOST}:{server.port}/mcp", sessions[kind], token)
 
     return make
 
@@ -472,17 +462,7 @@ def session_setup_args(conc: int):
     script = str(BENCH / "wrk" / "session_setup.lua")
 
     def make(kind: str, server: Server) -> list[str]:
-        return [
-            "-t",
-            str(conc),
-            "-c",
-            str(conc),
-            "--timeout",
-            "10s",
-            "-s",
-            script,
-            f"http://{HOST}:{server.port}/mcp",
-        ]
+        return wrk_args(conc, script, f"http://{HOST}:{server.port}/mcp")
 
     return make
 

@@ -383,18 +383,12 @@ class Context:
 
     async def require_secret(self, service: str, message: str, *, label: str | None = None, timeout: float | None = None) -> str:
         """The user's secret for ``service``; if there is none, ask for it on a page and wait."""
-        secret = await self.get_secret(service)
-        if secret is not None:
-            return secret
         params = {"service": service, **({"label": label} if label else {})}
-        elicitation = await self.elicit_url(message, "mcp_django:elicit-secret", params=params)
-        if elicitation.action != "accept":
-            raise ClientRequestError(f"The user did not open the page to connect {label or service}")
-        state = await self.wait_for_elicitation(elicitation, timeout)
-        secret = await self.get_secret(service) if state == "completed" else None
-        if secret is None:
-            raise ClientRequestError(f"No secret for {label or service} was given ({state})")
-        return secret
+        name = label or service
+        return await self._get_or_elicit(
+            lambda: self.get_secret(service), message, "mcp_django:elicit-secret", params, timeout,
+            refused=f"The user did not open the page to connect {name}", missing=f"No secret for {name} was given",
+        )
 
     async def get_connection(self, provider: str) -> dict[str, Any] | None:
         """The calling user's tokens for a third-party provider (``CONNECT_PROVIDERS``), if connected."""
@@ -406,17 +400,26 @@ class Context:
     async def require_connection(self, provider: str, message: str, *, timeout: float | None = None) -> dict[str, Any]:
         """The user's tokens for ``provider``; if not connected, send them to the connect page
         (which logs them in to the provider) and wait."""
-        tokens = await self.get_connection(provider)
-        if tokens is not None:
-            return tokens
-        elicitation = await self.elicit_url(message, "mcp_django:elicit-connect", params={"provider": provider})
+        return await self._get_or_elicit(
+            lambda: self.get_connection(provider), message, "mcp_django:elicit-connect", {"provider": provider}, timeout,
+            refused=f"The user did not open the page to connect {provider}", missing=f"{provider} was not connected",
+        )
+
+    async def _get_or_elicit(
+        self, read: Any, message: str, view: str, params: dict[str, Any], timeout: float | None, *, refused: str, missing: str
+    ) -> Any:
+        """Return ``await read()``; when it gives None, send the user to ``view``, wait, read again."""
+        value = await read()
+        if value is not None:
+            return value
+        elicitation = await self.elicit_url(message, view, params=params)
         if elicitation.action != "accept":
-            raise ClientRequestError(f"The user did not open the page to connect {provider}")
+            raise ClientRequestError(refused)
         state = await self.wait_for_elicitation(elicitation, timeout)
-        tokens = await self.get_connection(provider) if state == "completed" else None
-        if tokens is None:
-            raise ClientRequestError(f"{provider} was not connected ({state})")
-        return tokens
+        value = await read() if state == "completed" else None
+        if value is None:
+            raise ClientRequestError(f"{missing} ({state})")
+        return value
 
     @property
     def user_state(self) -> Any:

@@ -58,28 +58,19 @@ def notify_list_changed(site: MCPSite, kind: str) -> int:
 def model_changed(sender: Any, instance: Any, created: bool | None = None, **kwargs: Any) -> None:
     """post_save / post_delete of a registered model, from any code path (admin, shell, MCP,
     another process): tell subscribers of its URI, and everyone when the list changed."""
-    from django.db import transaction
-
     from .sites import all_sites
 
-    deleted = _is_delete(kwargs)
+    list_changed = bool(created) or _is_delete(kwargs)
     for site in list(all_sites):
         model_mcp = site._registry.get(sender)
-        if model_mcp is None:
-            continue
-        uri = model_mcp.uri_for(instance)
-        list_changed = bool(created) or deleted
+        if model_mcp is not None:
+            announce_soon(_announce_model_change, site, model_mcp.uri_for(instance), list_changed)
 
-        def announce(site: Any = site, uri: str = uri, list_changed: bool = list_changed) -> None:
-            try:
-                notify_resource_updated(site, uri)
-                if list_changed:
-                    notify_list_changed(site, "resources")
-            except Exception:
-                # A notification must never break the save that caused it.
-                logger.exception("Could not announce the change of %s", uri)
 
-        transaction.on_commit(announce, robust=True)
+async def _announce_model_change(site: MCPSite, uri: str, list_changed: bool) -> None:
+    await anotify_resource_updated(site, uri)
+    if list_changed:
+        await anotify_list_changed(site, "resources")
 
 
 def _is_delete(kwargs: dict[str, Any]) -> bool:
@@ -103,21 +94,26 @@ def announce_soon(coroutine_function: Any, *args: Any) -> None:
     except RuntimeError:
         loop = None
     if loop is not None:
-        task = loop.create_task(coroutine_function(*args))
+        task = loop.create_task(_logged(coroutine_function, *args))
         _background.add(task)
         task.add_done_callback(_background.discard)
         return
 
     def run() -> None:
-        try:
-            async_to_sync(coroutine_function)(*args)
-        except Exception:
-            logger.exception("Could not announce a change to connected clients")
+        async_to_sync(_logged)(coroutine_function, *args)
 
     transaction.on_commit(run, robust=True)
 
 
 _background: set[Any] = set()
+
+
+async def _logged(coroutine_function: Any, *args: Any) -> None:
+    # An announcement must never break the change (or the request) that caused it.
+    try:
+        await coroutine_function(*args)
+    except Exception:
+        logger.exception("Could not announce a change to connected clients")
 
 
 async def anotify_user_lists_changed(user_ids: list[Any]) -> int:

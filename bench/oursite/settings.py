@@ -9,7 +9,7 @@ import os
 import tempfile
 
 from example_site import settings as _base
-from example_site.settings import *
+from example_site.settings import *  # noqa: F403 (settings module: take everything, then override)
 
 INSTALLED_APPS = [*_base.INSTALLED_APPS, "bench.surface"]
 

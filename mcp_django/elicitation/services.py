@@ -6,8 +6,7 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
-from django.db import transaction
+from asgiref.sync import sync_to_async
 from django.urls import reverse
 from django.utils import timezone
 
@@ -69,8 +68,9 @@ def finish(elicitation: Elicitation, state: str, *, announce_to_client: bool = T
     if not closed:
         return False
     elicitation.state = state
-    session_id = elicitation.session_id if announce_to_client else None
-    transaction.on_commit(lambda: async_to_sync(announce)(elicitation.pk, session_id, state))
+    from ..notifications import announce_soon
+
+    announce_soon(announce, elicitation.pk, elicitation.session_id if announce_to_client else None, state)
     return True
 
 

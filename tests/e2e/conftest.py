@@ -18,13 +18,16 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 30.0
@@ -132,12 +135,25 @@ def run_server(env: dict[str, str], log_path: Path, port: int = 0) -> Iterator[E
     try:
         yield ExampleServer(base_url=_wait_until_ready(process, log_path), log_path=log_path, env=env)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process)
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """Stop a server subprocess: politely, then by force, each wait bounded."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@asynccontextmanager
+async def connect_as(server: ExampleServer, username: str) -> AsyncIterator[Client]:
+    """The official SDK client, logged in as ``username`` through a Django session cookie."""
+    async with httpx2.AsyncClient(cookies=server.login(username), timeout=10) as http:
+        async with Client(streamable_http_client(server.mcp_url, http_client=http), read_timeout_seconds=10) as client:
+            yield client
 
 
 @pytest.fixture(scope="session")

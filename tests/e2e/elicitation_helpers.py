@@ -37,7 +37,7 @@ from mcp.types import (
     ErrorData,
 )
 
-from .conftest import LISTENING_RE, ROOT, STARTUP_TIMEOUT, ExampleServer
+from .conftest import LISTENING_RE, ROOT, STARTUP_TIMEOUT, ExampleServer, stop_process
 from .oauth_helpers import form_fields
 
 WAIT = 20.0  # seconds: every wait in these tests is bounded by this
@@ -259,12 +259,7 @@ def run_provider(env: dict[str, str], access_log: Path, log_path: Path) -> Itera
             time.sleep(0.05)  # bounded by the deadline
         yield Provider(base_url=base_url, env=env, access_log_path=access_log, log_path=log_path)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process)
 
 
 def _answers(base_url: str) -> bool:

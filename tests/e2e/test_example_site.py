@@ -30,7 +30,7 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from .conftest import ExampleServer
+from .conftest import ExampleServer, connect_as
 
 pytestmark = pytest.mark.e2e
 
@@ -342,13 +342,6 @@ async def test_prompt_interest_is_completed_with_genres(example_server: ExampleS
 
 
 # -- MCP_AUTH=django: the session cookie decides who calls ----------------------------------------
-
-
-@asynccontextmanager
-async def connect_as(server: ExampleServer, username: str) -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(cookies=server.login(username), timeout=10) as http:
-        async with Client(streamable_http_client(server.mcp_url, http_client=http), read_timeout_seconds=10) as client:
-            yield client
 
 
 async def test_django_auth_refuses_a_client_that_is_not_logged_in(example_server_django_auth: ExampleServer) -> None:

@@ -8,25 +8,14 @@ not see answers like a row that does not exist.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx2
 import pytest
 from mcp import Client, MCPError
-from mcp.client.streamable_http import streamable_http_client
 
-from .conftest import ExampleServer
+from .conftest import ExampleServer, connect_as
 
 pytestmark = pytest.mark.e2e
-
-
-@asynccontextmanager
-async def connect_as(server: ExampleServer, username: str) -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(cookies=server.login(username), timeout=10) as http:
-        async with Client(streamable_http_client(server.mcp_url, http_client=http), read_timeout_seconds=10) as client:
-            yield client
 
 
 def text_of(result: Any) -> str:
