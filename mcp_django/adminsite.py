@@ -31,6 +31,45 @@ logger = logging.getLogger(__name__)
 
 MAX_ACTION_OBJECTS = 1000
 
+# Never exposed, even when named: mcp_django's own sessions, events and secrets. Exposing them
+# let one user read another's streams, and saving an Event announced a change, which saved
+# Events... (an announcement loop).
+NEVER_EXPOSED_APPS = frozenset({"mcp_django"})
+
+# Credential-bearing models an admin commonly registers: left out of register_admin() unless
+# named in its ``models=``. Lower-case ``app_label.model_name`` labels or whole app labels;
+# the swappable user and django-oauth-toolkit models are added by :func:`default_excluded`.
+DEFAULT_EXCLUDED_MODELS = frozenset({"auth.user", "auth.group", "auth.permission", "admin.logentry", "sessions.session"})
+DEFAULT_EXCLUDED_APPS = frozenset({"oauth2_provider"})
+_OAUTH2_SWAPPABLE = ("APPLICATION", "ACCESS_TOKEN", "REFRESH_TOKEN", "ID_TOKEN", "GRANT")
+
+
+def is_never_exposed(model: type[models.Model]) -> bool:
+    """True for mcp_django's own models, which no site may expose."""
+    return model._meta.app_config is not None and model._meta.app_config.name in NEVER_EXPOSED_APPS
+
+
+def refuse_own_model(model: type[models.Model]) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    if is_never_exposed(model):
+        raise ImproperlyConfigured(
+            f"{model._meta.label} is one of mcp_django's own models (sessions, events, secrets): "
+            "it cannot be exposed over MCP."
+        )
+
+
+def is_excluded_by_default(model: type[models.Model]) -> bool:
+    """True for the user, group, permission, session, admin log and OAuth models."""
+    from django.conf import settings
+
+    opts = model._meta
+    if opts.app_label in DEFAULT_EXCLUDED_APPS or opts.label_lower in DEFAULT_EXCLUDED_MODELS:
+        return True
+    swapped = {settings.AUTH_USER_MODEL.lower()}
+    swapped |= {getattr(settings, f"OAUTH2_PROVIDER_{name}_MODEL", "").lower() for name in _OAUTH2_SWAPPABLE}
+    return opts.label_lower in swapped
+
 
 def answers_with_response(func: Any) -> bool:
     """Tell whether an admin action can return something (a download, a confirmation page).
@@ -140,12 +179,13 @@ class AdminActionTool:
     def definition(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "inputSchema": self.input_schema, "annotations": self.annotations}
 
-    def is_visible(self, request: HttpRequest) -> bool:
-        if missing_scopes(request, self.scopes):
-            return False
+    def has_permission(self, request: HttpRequest) -> bool:
         # The admin only offers actions on a changelist the user may open, and get_actions()
         # then applies each action's allowed_permissions: both gates, in that order.
         return self.model_admin.has_view_or_change_permission(request) and self.action_name in self.model_admin.get_actions(request)
+
+    def is_visible(self, request: HttpRequest) -> bool:
+        return self.has_permission(request) and not missing_scopes(request, self.scopes)
 
     async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
         return await sync_to_async(self._call, thread_sensitive=True)(arguments, ctx.request)
@@ -212,3 +252,64 @@ def _delete_selected_without_confirmation(model_admin: ModelAdmin[Any], request:
     LogEntry.objects.log_actions(request.user.pk, objects, DELETION, change_message="Deleted through MCP.")
     model_admin.delete_queryset(request, queryset)
     model_admin.message_user(request, f"Deleted {len(objects)} {model_admin.model._meta.verbose_name_plural}.")
+
+
+class AdminBridge:
+    """A ``register_admin()`` call, kept so that it can be applied lazily (like
+    ``AdminSite.get_urls``): the admin site may fill its registry after the MCP site's
+    ``mcp.py`` ran, whatever the order of the apps in ``INSTALLED_APPS``."""
+
+    def __init__(
+        self,
+        admin_site: Any,
+        labels: frozenset[str] | None,
+        tools: tuple[str, ...],
+        actions: bool,
+        include_delete_selected: bool,
+        read_scopes: tuple[str, ...],
+        write_scopes: tuple[str, ...],
+    ) -> None:
+        self.admin_site = admin_site
+        self.labels = labels  # lower-case "app_label.model_name" named in models=, or None for all
+        self.tools = tools
+        self.actions = actions
+        self.include_delete_selected = include_delete_selected
+        self.read_scopes = read_scopes
+        self.write_scopes = write_scopes
+        self.seen: set[type[models.Model]] = set()  # admin models already considered (once each)
+        self.applied_size = -1  # len(admin_site._registry) when last applied
+        self.conflicts: list[str] = []  # action tool names already taken on the MCP site
+
+    def is_stale(self) -> bool:
+        return len(self.admin_site._registry) != self.applied_size
+
+    def wants(self, model: type[models.Model]) -> bool:
+        if is_never_exposed(model):
+            return False
+        if self.labels is None:
+            return not is_excluded_by_default(model)
+        return model._meta.label_lower in self.labels
+
+
+def model_labels(models_option: Any) -> frozenset[str] | None:
+    """``models=`` of register_admin (model classes or "app_label.Model" labels), as lower-case
+    labels; mcp_django's own models are refused here, at configuration time."""
+    from django.core.exceptions import ImproperlyConfigured
+    from django.db.models.base import ModelBase
+
+    if models_option is None:
+        return None
+    if isinstance(models_option, (str, ModelBase)):
+        models_option = [models_option]
+    labels: set[str] = set()
+    for item in models_option:
+        if isinstance(item, ModelBase):
+            refuse_own_model(item)  # type: ignore[arg-type]
+            labels.add(item._meta.label_lower)
+        elif isinstance(item, str) and item.count(".") == 1:
+            if item.split(".")[0] in NEVER_EXPOSED_APPS:
+                raise ImproperlyConfigured(f"{item} is one of mcp_django's own models: it cannot be exposed over MCP.")
+            labels.add(item.lower())
+        else:
+            raise ImproperlyConfigured(f"register_admin(models=...) takes model classes or 'app_label.Model' labels, not {item!r}.")
+    return frozenset(labels)

@@ -7,7 +7,13 @@ reaches the stream wherever it is held, or waits for the client to resume.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
+import os
+import threading
+import time
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -45,6 +51,24 @@ async def anotify_list_changed(site: MCPSite, kind: str) -> int:
     return len(session_ids)
 
 
+async def _list_changed(site: MCPSite, kind: str, created_before: Any = None) -> int:
+    """:func:`anotify_list_changed`, skipping sessions started after a delayed change (they
+    listed after it)."""
+    from .models import Session
+    from .transport.streams import send_to_session
+
+    sessions = Session.objects.filter(site_name=site.name).live()
+    if created_before is not None:
+        sessions = sessions.filter(created_at__lte=created_before)
+    session_ids = [pk async for pk in sessions.values_list("pk", flat=True)]
+    for session_id in session_ids:
+        await send_to_session(session_id, notification_message(f"notifications/{kind}/list_changed"))
+    return len(session_ids)
+
+
+_list_changed.takes_created_before = True  # type: ignore[attr-defined]
+
+
 def notify_resource_updated(site: MCPSite, uri: str) -> int:
     """Synchronous twin of :func:`anotify_resource_updated` (views, signals, commands)."""
     return async_to_sync(anotify_resource_updated)(site, uri)
@@ -58,19 +82,41 @@ def notify_list_changed(site: MCPSite, kind: str) -> int:
 def model_changed(sender: Any, instance: Any, created: bool | None = None, **kwargs: Any) -> None:
     """post_save / post_delete of a registered model, from any code path (admin, shell, MCP,
     another process): tell subscribers of its URI, and everyone when the list changed."""
+    from .adminsite import is_never_exposed
     from .sites import all_sites
 
+    if is_never_exposed(sender):
+        return  # an announcement writes these rows: announcing them would loop
     list_changed = bool(created) or _is_delete(kwargs)
     for site in list(all_sites):
         model_mcp = site._registry.get(sender)
         if model_mcp is not None:
-            announce_soon(_announce_model_change, site, model_mcp.uri_for(instance), list_changed)
+            # A bulk import or an admin action over many rows: one batch of URIs, one list_changed.
+            _schedule(("updated", site), _announce_updated, (site,), item=model_mcp.uri_for(instance))
+            if list_changed:
+                announce_soon(_list_changed, site, "resources")
 
 
-async def _announce_model_change(site: MCPSite, uri: str, list_changed: bool) -> None:
-    await anotify_resource_updated(site, uri)
-    if list_changed:
-        await anotify_list_changed(site, "resources")
+async def _announce_updated(site: MCPSite, uris: frozenset[str]) -> int:
+    """``resources/updated`` for each subscriber of each URI, found with one query."""
+    from .transport.streams import send_to_session
+
+    pairs = await sync_to_async(_subscriptions_to)(site.name, sorted(uris))
+    for session_id, uri in pairs:
+        await send_to_session(session_id, notification_message("notifications/resources/updated", {"uri": uri}))
+    return len(pairs)
+
+
+def _subscriptions_to(site_name: str, uris: list[str]) -> list[tuple[str, str]]:
+    from django.utils import timezone
+
+    from .models import Subscription
+
+    return list(
+        Subscription.objects.filter(
+            uri__in=uris, session__site_name=site_name, session__terminated_at__isnull=True, session__expires_at__gt=timezone.now()
+        ).values_list("session_id", "uri")
+    )
 
 
 def _is_delete(kwargs: dict[str, Any]) -> bool:
@@ -83,45 +129,241 @@ def announce_soon(coroutine_function: Any, *args: Any) -> None:
     """Run an announcement from sync or async code without blocking the caller.
 
     From an event loop it becomes a task; from sync code it runs after the current transaction
-    commits (so nobody hears of a change that was rolled back).
+    commits (so nobody hears of a change that was rolled back). The same announcement (same
+    function and arguments) is sent at most once per :data:`WINDOW`; see :class:`Coalescer`.
     """
-    import asyncio
-
-    from django.db import transaction
-
+    if coroutine_function is anotify_list_changed:
+        coroutine_function = _list_changed  # the same, and it skips sessions newer than a delayed change
     try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    if loop is not None:
-        task = loop.create_task(_logged(coroutine_function, *args))
+        key: Hashable = (coroutine_function, args)
+        hash(key)
+    except TypeError:
+        key = object()  # unhashable arguments: not merged, still counted against the cap
+    _schedule(key, coroutine_function, args)
+
+
+#: Seconds during which one announcement (per site and kind, or per site and URI) is not repeated.
+WINDOW = 0.5
+#: Announcements a process holds, waiting or running; beyond it they are dropped with a log line.
+MAX_PENDING = 1000
+
+
+class _Pending:
+    __slots__ = ("function", "args", "items", "loop", "due", "changed_at")
+
+    def __init__(self, function: Any, args: tuple[Any, ...], loop: asyncio.AbstractEventLoop | None, due: float) -> None:
+        self.function = function
+        self.args = args
+        self.items: set[Any] | None = None  # merged arguments (URIs, user ids), passed last
+        self.loop = loop
+        self.due = due
+        self.changed_at = _wall_clock()  # of the latest change merged in
+
+    def is_dead(self) -> bool:
+        return self.loop is not None and self.loop.is_closed()
+
+
+class Coalescer:
+    """Per-process announcement coalescer: a storm of changes (a bulk import, an admin action
+    over 1000 rows, a loop of saves) costs a bounded number of announcements and of memory.
+
+    The first announcement of a key goes out at once; repeats within ``WINDOW`` seconds are
+    merged into one that goes out when the window ends (batches of items, such as URIs, are
+    unioned). Keys waiting, keys remembered and tasks running are each capped at
+    ``MAX_PENDING``; what does not fit is dropped and logged once per window.
+    Announcements from an event loop run on that loop; from sync code without one (a
+    management command, a worker) in the calling thread, or for late ones in a timer thread.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[Hashable, _Pending] = {}
+        self._sent: dict[Hashable, float] = {}  # key -> when it last went out
+        self._running = 0
+        self._timers: dict[Any, Any] = {}  # loop (or None for the timer thread) -> its flush handle
+        self._dropped = 0
+        self._dropped_logged_at = 0.0
+
+    def submit(self, key: Hashable, function: Any, args: tuple[Any, ...], item: Any = None, *, loop: asyncio.AbstractEventLoop | None) -> None:
+        now = time.monotonic()
+        with self._lock:
+            entry = self._pending.get(key)
+            if entry is not None and not entry.is_dead():
+                entry.changed_at = _wall_clock()
+                if item is not None and entry.items is not None:
+                    if len(entry.items) < MAX_PENDING:
+                        entry.items.add(item)
+                    else:
+                        self._drop(now)
+                return  # merged into the one already waiting
+            self._forget_old(now)
+            last = self._sent.get(key)
+            run_now = (last is None or now - last >= WINDOW) and self._running < MAX_PENDING and len(self._sent) < MAX_PENDING
+            if not run_now and len(self._pending) >= MAX_PENDING:
+                self._drop(now)
+                return
+            if run_now:
+                self._sent[key] = now
+                self._running += 1
+            else:
+                entry = _Pending(function, args, loop, max(now, (last or now) + WINDOW))
+                entry.items = {item} if item is not None else None
+                self._pending[key] = entry
+                self._arm(loop, entry.due - now)
+        if run_now:
+            self._start(function, args + ((frozenset((item,)),) if item is not None else ()), loop)
+
+    def _forget_old(self, now: float) -> None:
+        if len(self._sent) >= MAX_PENDING // 2:
+            self._sent = {k: t for k, t in self._sent.items() if now - t < WINDOW}
+        for key in [k for k, e in self._pending.items() if e.is_dead()]:
+            del self._pending[key]  # its loop is gone (a finished test, a closed server)
+
+    def _drop(self, now: float) -> None:
+        self._dropped += 1
+        if now - self._dropped_logged_at >= WINDOW:
+            self._dropped_logged_at = now
+            logger.warning("Too many change announcements at once: dropped %d (at most %d are held).", self._dropped, MAX_PENDING)
+            self._dropped = 0
+
+    def _arm(self, loop: asyncio.AbstractEventLoop | None, delay: float) -> None:
+        """Make sure a flush runs for ``loop`` (lock held)."""
+        handle = self._timers.get(loop)
+        if handle is not None and not (loop is not None and loop.is_closed()):
+            return
+        if loop is None:
+            timer = threading.Timer(delay, self._flush, args=(None,))
+            timer.daemon = False  # a management command waits for its last announcements
+            self._timers[None] = timer
+            timer.start()
+        else:
+            self._timers[loop] = loop.call_later(delay, self._flush, loop, context=contextvars.Context())
+
+    def _flush(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        now = time.monotonic()
+        due: list[_Pending] = []
+        with self._lock:
+            self._timers.pop(loop, None)
+            self._timers = {k: h for k, h in self._timers.items() if k is None or not k.is_closed()}
+            later = None
+            for key, entry in list(self._pending.items()):
+                if entry.loop is not loop:
+                    continue
+                if entry.due <= now + 0.001:
+                    del self._pending[key]
+                    self._sent[key] = now
+                    self._running += 1
+                    due.append(entry)
+                else:
+                    later = entry.due if later is None else min(later, entry.due)
+            if later is not None:
+                self._arm(loop, later - now)
+        try:
+            self._run_due(due, loop)
+        finally:
+            if loop is None:
+                from django.db import connections
+
+                connections.close_all()  # this timer thread's own connections, opened by the announcements
+
+    def _run_due(self, due: list[_Pending], loop: asyncio.AbstractEventLoop | None) -> None:
+        for entry in due:
+            args = entry.args + ((frozenset(entry.items),) if entry.items is not None else ())
+            kwargs = {"created_before": entry.changed_at} if getattr(entry.function, "takes_created_before", False) else {}
+            self._start(entry.function, args, loop, kwargs)
+
+    def _start(self, function: Any, args: tuple[Any, ...], loop: asyncio.AbstractEventLoop | None, kwargs: dict[str, Any] | None = None) -> None:
+        kwargs = kwargs or {}
+        if loop is None:
+            try:
+                async_to_sync(_logged)(function, *args, **kwargs)
+            finally:
+                self._finished()
+            return
+        # A fresh context: the caller's may be inside sync_to_async (asgiref's deadlock guard),
+        # and an announcement outlives the request that caused it.
+        task = contextvars.Context().run(loop.create_task, _logged(function, *args, **kwargs))
         _background.add(task)
-        task.add_done_callback(_background.discard)
-        return
+        task.add_done_callback(self._task_done)
 
-    def run() -> None:
-        async_to_sync(_logged)(coroutine_function, *args)
+    def _task_done(self, task: Any) -> None:
+        _background.discard(task)
+        self._finished()
 
-    transaction.on_commit(run, robust=True)
+    def _finished(self) -> None:
+        with self._lock:
+            self._running -= 1
+
+    def flush_now(self) -> None:
+        """Send now what waits outside any event loop (the end of a management command, a test)."""
+        with self._lock:
+            timer = self._timers.get(None)
+            if timer is not None:
+                timer.cancel()
+            for entry in self._pending.values():
+                if entry.loop is None:
+                    entry.due = 0.0
+        self._flush(None)
+
+    def pending_count(self) -> int:
+        with self._lock:
+            return len(self._pending)
 
 
+coalescer = Coalescer()
 _background: set[Any] = set()
 
 
-async def _logged(coroutine_function: Any, *args: Any) -> None:
+def _wall_clock() -> Any:
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+async def _logged(coroutine_function: Any, *args: Any, **kwargs: Any) -> None:
     # An announcement must never break the change (or the request) that caused it.
     try:
-        await coroutine_function(*args)
+        await coroutine_function(*args, **kwargs)
     except Exception:
         logger.exception("Could not announce a change to connected clients")
 
 
-async def anotify_user_lists_changed(user_ids: list[Any]) -> int:
-    """Tell the live sessions of these users, on every site, that what they may use changed."""
+def _schedule(key: Hashable, function: Any, args: tuple[Any, ...], item: Any = None) -> None:
+    """Hand an announcement to the coalescer: now from an event loop, after commit from sync code."""
+    from asgiref.sync import SyncToAsync
+    from django.db import transaction
+
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is not None:
+        coalescer.submit(key, function, args, item, loop=loop)
+        return
+
+    def run() -> None:
+        # In a thread of an async server (a sync view), run on the server's loop as before.
+        main = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+        if main is not None and getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) == os.getpid() and main.is_running():
+            main.call_soon_threadsafe(
+                lambda: coalescer.submit(key, function, args, item, loop=main), context=contextvars.Context()
+            )
+        else:
+            coalescer.submit(key, function, args, item, loop=None)
+
+    transaction.on_commit(run, robust=True)
+
+
+async def anotify_user_lists_changed(user_ids: list[Any], created_before: Any = None) -> int:
+    """Tell the live sessions of these users, on every site, that what they may use changed
+    (only those started by ``created_before``, when given)."""
     from .models import Session
     from .transport.streams import send_to_session
 
-    sessions = [s async for s in Session.objects.filter(user_id__in=user_ids).live().values_list("pk", flat=True)]
+    queryset = Session.objects.filter(user_id__in=user_ids).live()
+    if created_before is not None:
+        queryset = queryset.filter(created_at__lte=created_before)
+    sessions = [s async for s in queryset.values_list("pk", flat=True)]
     for session_id in sessions:
         for kind in LIST_KINDS:
             await send_to_session(session_id, notification_message(f"notifications/{kind}/list_changed"))
@@ -148,4 +390,13 @@ def permissions_changed(sender: Any, instance: Any, action: str, reverse: bool, 
     else:
         return
     if user_ids:
-        announce_soon(anotify_user_lists_changed, user_ids)
+        # One item per change (a group's users together), so the cap counts changes, not users.
+        _schedule(("user lists",), _announce_user_lists, (), item=frozenset(user_ids))
+
+
+async def _announce_user_lists(changes: frozenset[frozenset[Any]], created_before: Any = None) -> int:
+    user_ids = set().union(*changes)
+    return await anotify_user_lists_changed(list(user_ids), created_before=created_before)
+
+
+_announce_user_lists.takes_created_before = True  # type: ignore[attr-defined]

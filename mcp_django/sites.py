@@ -15,10 +15,12 @@ Apps put registrations in an ``mcp.py`` module; ``autodiscover()`` imports them 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 from weakref import WeakSet
 
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models.base import ModelBase
 from django.utils.functional import LazyObject
@@ -48,8 +50,11 @@ class MCPSite:
 
     def __init__(self, name: str = "mcp") -> None:
         # One flat registry, so that a failed autodiscover import can be rolled back whole:
-        # model classes map to ModelMCP instances, (kind, name) to function entries.
-        self._registry: dict[Any, Any] = {}
+        # model classes map to ModelMCP instances, (kind, name) to function entries and
+        # ("admin", n) to register_admin() calls applied lazily (see _registry).
+        self._entries: dict[Any, Any] = {}
+        self._bridges: list[Any] = []
+        self._bridge_lock = threading.RLock()
         self.name = name
         self._handlers: dict[str, Handler] | None = None
         # (ModelAdmin, action name) pairs that register_admin() could not expose.
@@ -62,6 +67,19 @@ class MCPSite:
         return f"{self.__class__.__name__}(name={self.name!r})"
 
     # -- registration -------------------------------------------------------------------
+
+    @property
+    def _registry(self) -> dict[Any, Any]:
+        """The entries, with register_admin() calls applied once apps are ready: every lookup,
+        the capabilities, the handler table, checks and change signals go through here."""
+        if self._bridges and apps.ready:
+            self._apply_admin_bridges()
+        return self._entries
+
+    @_registry.setter
+    def _registry(self, value: dict[Any, Any]) -> None:
+        self._entries = value  # autodiscover_modules() rolls a failed mcp.py back this way
+
 
     @staticmethod
     def _key(entry: Entry) -> tuple[str, str]:
@@ -89,17 +107,20 @@ class MCPSite:
         ``site.register(Book)`` and ``site.register(Book, BookMCP)`` register at once;
         ``@site.register(Book)`` on a ``ModelMCP`` subclass registers with that class.
         """
+        from .adminsite import AdminModelMCP, refuse_own_model
         from .options import ModelMCP
 
         models = [model_or_iterable] if isinstance(model_or_iterable, ModelBase) else list(model_or_iterable)
         for model in models:
             if not isinstance(model, ModelBase):
                 raise ImproperlyConfigured(f"{model!r} is not a Django model class.")
+            refuse_own_model(model)
             if model._meta.abstract:
                 raise ImproperlyConfigured(f"The model {model.__name__} is abstract, so it cannot be registered with MCP.")
             if model._meta.swapped:
                 continue
-            if model in self._registry:
+            # An explicit registration wins over the admin bridge, whichever came first.
+            if model in self._registry and not isinstance(self._registry[model], AdminModelMCP):
                 raise AlreadyRegistered(f"The model {model.__name__} is already registered with {self._registry[model].__class__.__name__} on {self!r}.")
             cls = model_mcp_class or ModelMCP
             if options:
@@ -132,26 +153,64 @@ class MCPSite:
         """Expose the models of a Django admin site, with their ModelAdmins' querysets, search,
         permissions, and actions as tools (``delete_selected`` only when opted in).
 
-        Models already registered with a ModelMCP keep it; their admin actions are still added.
+        ``models`` (model classes or ``"app_label.Model"`` labels) limits it to those models.
+        Without it, the user, group, permission, session, admin log and django-oauth-toolkit
+        models are left out (see ``adminsite.DEFAULT_EXCLUDED_MODELS``); name them to expose them.
+        mcp_django's own models are never exposed. The admin site is read lazily, on first use
+        of this site once apps are ready, so the order of apps and registrations does not matter;
+        a model registered here explicitly keeps its ModelMCP, and its admin actions are added.
         """
+        from .adminsite import AdminBridge, model_labels
+
+        bridge = AdminBridge(
+            admin_site, model_labels(models), tuple(tools), actions, include_delete_selected, tuple(read_scopes), tuple(write_scopes)
+        )
+        with self._bridge_lock:
+            self._entries[("admin", len(self._bridges))] = bridge
+            self._bridges.append(bridge)
+        if apps.ready:
+            self._apply_admin_bridges()
+
+    def _apply_admin_bridges(self) -> None:
+        """Expose what the bridged admin sites registered since last time (cheap when nothing did)."""
+        if not any(b.is_stale() for b in self._bridges):
+            return
         from .adminsite import AdminModelMCP, admin_actions
 
-        for model, model_admin in list(admin_site._registry.items()):
-            if models is not None and model not in models:
-                continue
-            if model not in self._registry:
-                self._registry[model] = AdminModelMCP(
-                    model, self, model_admin, tools=tuple(tools), read_scopes=tuple(read_scopes), write_scopes=tuple(write_scopes)
-                )
-                self._connect_signals(model)
-            if actions:
-                exposed, skipped = admin_actions(model_admin, include_delete_selected, tuple(write_scopes))
-                for tool in exposed:
-                    if ("tool", tool.name) in self._registry:
-                        raise AlreadyRegistered(f"The tool {tool.name!r} is already registered on {self!r}.")
-                    self._registry[("tool", tool.name)] = tool
-                self._unexposable_actions += [(model_admin, name) for name in skipped]
-        self._changed("model")
+        with self._bridge_lock:
+            changed = announce = False
+            for index, bridge in enumerate(self._bridges):
+                if self._entries.get(("admin", index)) is not bridge or not bridge.is_stale():
+                    continue  # rolled back with a failed mcp.py, or up to date
+                # The first application is the site's starting state, even on the first request:
+                # only admin registrations made later are news to connected clients.
+                announce = announce or bridge.applied_size >= 0
+                bridge.applied_size = len(bridge.admin_site._registry)
+                for model, model_admin in list(bridge.admin_site._registry.items()):
+                    if model in bridge.seen:
+                        continue
+                    bridge.seen.add(model)
+                    if not bridge.wants(model):
+                        continue
+                    changed = True
+                    if model not in self._entries:
+                        self._entries[model] = AdminModelMCP(
+                            model, self, model_admin, tools=bridge.tools, read_scopes=bridge.read_scopes, write_scopes=bridge.write_scopes
+                        )
+                        self._connect_signals(model)
+                    if bridge.actions:
+                        exposed, skipped = admin_actions(model_admin, bridge.include_delete_selected, bridge.write_scopes)
+                        for tool in exposed:
+                            # Raising here would break every lookup: reported by check() (E120).
+                            if ("tool", tool.name) in self._entries:
+                                bridge.conflicts.append(tool.name)
+                            else:
+                                self._entries[("tool", tool.name)] = tool
+                        self._unexposable_actions += [(model_admin, name) for name in skipped]
+            if changed:
+                self._handlers = None
+                if announce:
+                    self._changed("model")
 
     def unregister(self, model_or_kind: Any, name: str | None = None) -> None:
         """Remove models (``unregister(Book)``) or a function entry (``unregister("tool", "add")``):
@@ -215,7 +274,11 @@ class MCPSite:
     def _connect_signals(self, model: Any) -> None:
         from django.db.models.signals import post_delete, post_save
 
+        from .adminsite import is_never_exposed
         from .notifications import model_changed
+
+        if is_never_exposed(model):
+            return  # its rows are written by announcements themselves: never announce them
 
         uid = f"mcp_django:{id(self)}:{model._meta.label}"
         post_save.connect(model_changed, sender=model, dispatch_uid=uid + ":save", weak=False)
@@ -400,6 +463,7 @@ class MCPSite:
 
     def get_handlers(self) -> dict[str, Handler]:
         """The method table for the dispatcher: only methods of offered capabilities."""
+        self._registry  # noqa: B018 - applies pending register_admin() calls, which reset the table
         if self._handlers is None:
             from .handlers import STANDARD_HANDLERS
 
@@ -459,6 +523,27 @@ class MCPSite:
                     id="mcp_django.W101",
                 )
             )
+        from django.core.checks import Error, Warning as CheckWarning
+
+        for bridge in self._bridges:
+            for name in bridge.conflicts:
+                errors.append(
+                    Error(
+                        f"The admin action tool {name!r} from {bridge.admin_site!r} is already registered on {self!r}.",
+                        hint="Rename the admin action or the tool, or pass actions=False to register_admin().",
+                        id="mcp_django.E120",
+                    )
+                )
+            if bridge.labels is not None:
+                registered = {m._meta.label_lower for m in bridge.admin_site._registry}
+                for label in sorted(bridge.labels - registered):
+                    errors.append(
+                        CheckWarning(
+                            f"register_admin(models=...) names {label}, which {bridge.admin_site!r} does not register.",
+                            hint="Register it on the admin site, or remove it from models=.",
+                            id="mcp_django.W120",
+                        )
+                    )
         tool_names = [t.name for t in self.get_tools()]
         for name in sorted({n for n in tool_names if tool_names.count(n) > 1}):
             from django.core.checks import Error

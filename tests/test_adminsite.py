@@ -10,6 +10,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.http import HttpResponse
 
+from mcp_django.adminsite import AdminModelMCP
 from mcp_django.protocol.errors import INVALID_PARAMS
 from mcp_django.sites import MCPSite
 from tests.testapp.models import Note
@@ -151,3 +152,147 @@ def test_action_without_allowed_permissions_still_needs_the_changelist_permissio
     tool = mcp_site.get_tool("testapp_note_touch")
     assert not tool.is_visible(_request(_user("nobody")))
     assert tool.is_visible(_request(_user("viewer", "view_note")))
+
+
+# --- what the bridge exposes by default ---------------------------------------------------
+
+
+def test_register_admin_never_exposes_mcp_django_models_and_leaves_credentials_out_by_default() -> None:
+    from django.contrib.auth.models import Group
+    from django.contrib.sessions.models import Session as DjangoSession
+    from oauth2_provider.models import AccessToken, Application
+
+    from mcp_django.models import Event, Session
+
+    mcp_site = MCPSite(name="default-admin-mcp")
+    mcp_site.register_admin(admin.site)  # mcp_django/admin.py and oauth2_provider register here
+    exposed = {m.model for m in mcp_site.get_model_mcps()}
+    assert Session in admin.site._registry and AccessToken in admin.site._registry
+    assert not exposed & {Session, Event, User, Group, Permission, DjangoSession, AccessToken, Application}
+    assert not [t for t in mcp_site.get_tools() if t.name.startswith(("mcp_django_", "oauth2_provider_", "auth_"))]
+
+
+def test_credential_models_are_exposed_when_named_in_models() -> None:
+    admin_site = admin.AdminSite(name="users-admin")
+    admin_site.register(User)
+    admin_site.register(Note, NoteAdmin)
+    mcp_site = MCPSite(name="users-mcp")
+    mcp_site.register_admin(admin_site, models=[User, "testapp.Note"])
+    assert {m.model for m in mcp_site.get_model_mcps()} == {User, Note}
+
+
+@pytest.mark.parametrize("named", ["mcp_django.Session", "mcp_django.event", "model"])
+def test_naming_an_mcp_django_model_in_models_is_improperly_configured(named: str) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_django.models import Event
+
+    with pytest.raises(ImproperlyConfigured):
+        MCPSite(name="refused").register_admin(admin.site, models=[Event if named == "model" else named])
+
+
+def test_registering_an_mcp_django_model_directly_is_improperly_configured() -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_django.models import Event
+
+    with pytest.raises(ImproperlyConfigured):
+        MCPSite(name="refused").register(Event)
+
+
+def test_a_model_named_in_models_but_not_on_the_admin_site_is_a_check_warning() -> None:
+    _, mcp_site = _sites(models=[Note, "testapp.missing"])
+    warnings = [e for e in mcp_site.check() if e.id == "mcp_django.W120"]
+    assert len(warnings) == 1 and "testapp.missing" in warnings[0].msg
+
+
+# --- registration order ---------------------------------------------------------------------
+
+
+def test_an_explicit_registration_after_register_admin_replaces_the_bridge_entry() -> None:
+    from mcp_django.options import ModelMCP
+
+    class NoteMCP(ModelMCP):
+        tools = ("search", "get", "create")
+
+    _, mcp_site = _sites()
+    mcp_site.register(Note, NoteMCP)
+    assert type(mcp_site.get_model_mcp(Note)) is NoteMCP
+    names = {t.name for t in mcp_site.get_tools()}
+    assert {"testapp_note_create", "testapp_note_make_high"} <= names
+
+
+def test_an_explicit_registration_before_register_admin_is_kept_and_actions_are_added() -> None:
+    from mcp_django.options import ModelMCP
+
+    admin_site = admin.AdminSite(name="order-admin")
+    admin_site.register(Note, NoteAdmin)
+    mcp_site = MCPSite(name="order-mcp")
+
+    @mcp_site.register(Note)
+    class NoteMCP(ModelMCP):
+        tools = ("search", "get", "create")
+
+    mcp_site.register_admin(admin_site)
+    assert type(mcp_site.get_model_mcp(Note)) is NoteMCP
+    assert mcp_site.get_tool("testapp_note_make_high") is not None
+
+
+def test_models_registered_on_the_admin_site_after_register_admin_are_exposed() -> None:
+    # mcp_django before django.contrib.admin in INSTALLED_APPS: mcp.py runs on an empty admin site.
+    admin_site = admin.AdminSite(name="late-admin")
+    mcp_site = MCPSite(name="late-mcp")
+    mcp_site.register_admin(admin_site)
+    assert mcp_site.get_capabilities().get("tools") is None
+    assert "tools/call" not in mcp_site.get_handlers()
+    admin_site.register(Note, NoteAdmin)
+    assert isinstance(mcp_site.get_model_mcp(Note), AdminModelMCP)
+    assert "tools/call" in mcp_site.get_handlers() and "resources" in mcp_site.get_capabilities()
+    assert mcp_site.get_tool("testapp_note_make_high") is not None
+    assert [e.id for e in mcp_site.check() if e.id == "mcp_django.W101"] == ["mcp_django.W101"]
+
+
+def test_an_admin_action_clashing_with_a_tool_name_is_a_check_error_not_an_exception() -> None:
+    admin_site = admin.AdminSite(name="clash-admin")
+    mcp_site = MCPSite(name="clash-mcp")
+    mcp_site.tool(name="testapp_note_make_high")(lambda: "mine")
+    mcp_site.register_admin(admin_site)
+    admin_site.register(Note, NoteAdmin)
+    assert mcp_site.get_tool("testapp_note_make_high").func() == "mine"
+    assert [e.id for e in mcp_site.check() if e.id == "mcp_django.E120"] == ["mcp_django.E120"]
+
+
+def test_admin_models_are_exposed_when_mcp_django_comes_before_the_admin_in_installed_apps() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import django; django.setup()\n"
+        "from django.conf import settings; from mcp_django import site\n"
+        "assert settings.INSTALLED_APPS.index('mcp_django') < settings.INSTALLED_APPS.index('django.contrib.admin')\n"
+        "print(site.get_tool('testapp_note_touch') is not None, sorted(m.opts.label for m in site.get_model_mcps()))\n"
+    )
+    env = {**__import__("os").environ, "DJANGO_SETTINGS_MODULE": "tests.settings_mcp_before_admin"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=Path(__file__).parent.parent, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True ['testapp.Note']"
+
+
+def test_applying_the_bridge_announces_only_admin_registrations_made_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_django import notifications
+
+    submitted: list[Any] = []
+    monkeypatch.setattr(notifications, "_schedule", lambda key, function, args, item=None: submitted.append(args[1:]))
+    admin_site = admin.AdminSite(name="news-admin")
+    admin_site.register(User)
+    mcp_site = MCPSite(name="news-mcp")
+    mcp_site.serving = True  # the first request arrives before the bridge was applied
+    mcp_site.register_admin(admin_site)
+    mcp_site.get_tools()
+    assert submitted == []
+    admin_site.register(Note, NoteAdmin)
+    mcp_site.get_tools()
+    assert sorted(submitted) == [("prompts",), ("resources",), ("tools",)]
