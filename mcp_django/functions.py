@@ -140,14 +140,16 @@ class PermissionGated:
         self.permissions = (permission,) if isinstance(permission, str) else tuple(permission or ())
         self.scopes = (scopes,) if isinstance(scopes, str) else tuple(scopes or ())
 
-    def is_visible(self, request: Any) -> bool:
-        """Whether the request's user may see and use this entry (permissions and token scopes)."""
-        if missing_scopes(request, self.scopes):
-            return False
+    def has_permission(self, request: Any) -> bool:
+        """Whether the request's user holds ``permissions`` (no query when there are none)."""
         if not self.permissions:
             return True
         user = getattr(request, "user", None)
         return bool(user is not None and user.has_perms(self.permissions))
+
+    def is_visible(self, request: Any) -> bool:
+        """Whether the request's user may see and use this entry (permissions and token scopes)."""
+        return self.has_permission(request) and not missing_scopes(request, self.scopes)
 
 
 class FunctionTool(PermissionGated):

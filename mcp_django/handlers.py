@@ -7,13 +7,15 @@ which is the transport's business.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import enum
+import re
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 
 from .conf import mcp_settings
 from .context import Context
-from .functions import run_completer
+from .functions import missing_scopes, run_completer
 from .protocol.dispatcher import Handler
 from .protocol.errors import InvalidParamsError, ResourceNotFoundError
 from .protocol.lifecycle import parse_log_level
@@ -26,10 +28,21 @@ if TYPE_CHECKING:
 MAX_COMPLETIONS = 100
 
 
+# C0, DEL and C1: no URI (RFC 3986) or name has them, and PostgreSQL refuses NUL in text.
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _valid_identifier(value: Any) -> bool:
+    return isinstance(value, str) and bool(value) and _CONTROL_RE.search(value) is None
+
+
 def _require_str(params: dict[str, Any], key: str) -> str:
+    """A name or URI: a non-empty string without control characters, refused before any lookup."""
     value = params.get(key)
     if not isinstance(value, str) or not value:
         raise InvalidParamsError(f'Invalid params: "{key}" must be a non-empty string')
+    if _CONTROL_RE.search(value):
+        raise InvalidParamsError(f'Invalid params: "{key}" must not contain control characters')
     return value
 
 
@@ -62,35 +75,107 @@ async def set_log_level(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     return {}
 
 
-def _needs_permission_check(tool: Any) -> bool:
-    return bool(getattr(tool, "permissions", True))
+class Access(enum.Enum):
+    """What a request may do with an entry, as decided by :func:`gate`."""
+
+    #: Listed, and every method on it runs.
+    VISIBLE = "visible"
+    #: The user holds its permissions but the OAuth token lacks its scopes: not listed, and
+    #: call/get/read answer 403 with a step-up challenge so that the user can grant them.
+    MISSING_SCOPES = "missing_scopes"
+    #: Absent from lists, and every method answers as for an entry that does not exist.
+    HIDDEN = "hidden"
+
+
+def gate(entry: Any, request: Any) -> Access:
+    """Decide what ``request`` may do with ``entry``: the one permission and scope decision.
+
+    Every method (list, call, read, get, complete, subscribe) and the transport's scope check
+    come through here, so none can forget one half of it. Entries give ``has_permission(request)``
+    (Django permissions; it may query, so call this off the event loop unless
+    :func:`_queries` says otherwise) and ``scopes`` (OAuth scopes, compared in memory). Django
+    permissions come first: an entry the user may not use never reveals itself with a 403.
+    """
+    if entry is None or not entry.has_permission(request):
+        return Access.HIDDEN
+    if missing_scopes(request, tuple(entry.scopes)):
+        return Access.MISSING_SCOPES
+    return Access.VISIBLE
+
+
+def _queries(entry: Any) -> bool:
+    # Function entries without `permissions` decide in memory (scopes only) and need no thread
+    # hop; model and admin entries decide through hooks that may query, so they always do.
+    return bool(getattr(entry, "permissions", True))
+
+
+async def agate(entry: Any, request: Any) -> Access:
+    """:func:`gate` from async code, off the event loop when the decision may query."""
+    if entry is not None and _queries(entry):
+        return await sync_to_async(gate)(entry, request)
+    return gate(entry, request)
 
 
 async def visible(entries: list[Any], ctx: Context) -> list[Any]:
-    """The entries this user may use; permission checks touch the database, so off the loop."""
-    if not any(_needs_permission_check(e) for e in entries):
-        return entries
-    return await sync_to_async(lambda: [e for e in entries if e.is_visible(ctx.request)])()
+    """The entries this request may see, each decided by :func:`gate`."""
+    request = ctx.request
+    if any(_queries(e) for e in entries):
+        return await sync_to_async(lambda: [e for e in entries if gate(e, request) is Access.VISIBLE])()
+    return [e for e in entries if gate(e, request) is Access.VISIBLE]
 
 
-async def _usable(entry: Any, ctx: Context) -> bool:
-    return entry is not None and (not _needs_permission_check(entry) or await sync_to_async(entry.is_visible)(ctx.request))
+class Found(NamedTuple):
+    """The entry answering a URI, the request's access to it, and what the URI carries."""
+
+    entry: Any  # a function resource or template, or the ModelMCP of a row URI; None if unknown
+    access: Access
+    pk: str | None = None
+    variables: dict[str, str] | None = None
 
 
-async def visible_tools(ctx: Context) -> list[Any]:
-    return await visible(ctx.site.get_tools(), ctx)
+async def find_resource(site: MCPSite, request: Any, uri: str) -> Found:
+    """The entry a resource URI names for this request: a function resource, a model row, or
+    the first matching template the user may use (a hidden one does not shadow the next)."""
+    resource = site.get_resource(uri)
+    if resource is not None:
+        return Found(resource, await agate(resource, request))
+    row = site.get_model_mcp_for_uri(uri)
+    if row is not None:
+        return Found(row[0], await agate(row[0], request), pk=row[1])
+    for template in site.get_resource_templates():
+        variables = template.match(uri)
+        if variables is not None:
+            access = await agate(template, request)
+            if access is not Access.HIDDEN:
+                return Found(template, access, variables=variables)
+    return Found(None, Access.HIDDEN)
+
+
+async def target(site: MCPSite, request: Any, method: str, params: dict[str, Any]) -> tuple[Any, Access]:
+    """The entry a ``tools/call``, ``prompts/get`` or ``resources/read`` names, and the request's
+    access to it; ``(None, HIDDEN)`` for other methods and for names the handler will refuse."""
+    key = "uri" if method == "resources/read" else "name"
+    value = params.get(key)
+    if method not in ("tools/call", "prompts/get", "resources/read") or not _valid_identifier(value):
+        return None, Access.HIDDEN
+    if method == "resources/read":
+        found = await find_resource(site, request, value)
+        return found.entry, found.access
+    entry = site.get_tool(value) if method == "tools/call" else site.get_prompt(value)
+    return entry, await agate(entry, request)
 
 
 async def list_tools(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    return _page([t.definition() for t in await visible_tools(ctx)], params, "tools")
+    return _page([t.definition() for t in await visible(ctx.site.get_tools(), ctx)], params, "tools")
 
 
 async def call_tool(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     name = _require_str(params, "name")
     arguments = _optional_object(params, "arguments")
     tool = ctx.site.get_tool(name)
-    # A tool the user may not use answers like one that does not exist: nothing leaks.
-    if not await _usable(tool, ctx):
+    # A tool the user may not use answers like one that does not exist: nothing leaks. (A token
+    # lacking the scopes of a tool the user may use got its 403 from the transport already.)
+    if await agate(tool, ctx.request) is not Access.VISIBLE:
         raise InvalidParamsError(f"Unknown tool: {name[:128]}")
     return await tool.call(arguments, ctx)
 
@@ -101,7 +186,7 @@ def _list_resources_page(site: MCPSite, request: Any, params: dict[str, Any], pa
     The cursor holds the section and the last primary key seen (keyset pagination): page 1,000
     of a large table costs what page 1 costs, one query per section touched.
     """
-    statics = [r for r in site.get_resources() if r.is_visible(request)]
+    statics = [r for r in site.get_resources() if gate(r, request) is Access.VISIBLE]
     sections: list[Any] = [None, *site.get_model_mcps()]
     section, key = 0, None
     if params.get("cursor") is not None:
@@ -121,7 +206,7 @@ def _list_resources_page(site: MCPSite, request: Any, params: dict[str, Any], pa
         else:
             model_mcp = sections[section]
             after = model_mcp.coerce_pk(key) if key is not None else None
-            page = model_mcp.list_page(request, after, want + 1)
+            page = model_mcp.list_page(request, after, want + 1) if gate(model_mcp, request) is Access.VISIBLE else []
             items += [definition for _pk, definition in page[:want]]
             if len(page) > want:
                 last_pk = page[want - 1][0]
@@ -138,8 +223,9 @@ async def list_resources(params: dict[str, Any], ctx: Context) -> dict[str, Any]
 
 
 async def list_resource_templates(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    templates = [t.definition() for t in await visible(ctx.site.get_resource_templates(), ctx)]
-    templates += [m.template_definition() for m in ctx.site.get_model_mcps()]
+    models = ctx.site.get_model_mcps()
+    shown = await visible([*ctx.site.get_resource_templates(), *models], ctx)
+    templates = [e.template_definition() if e in models else e.definition() for e in shown]
     return _page(templates, params, "resourceTemplates")
 
 
@@ -154,32 +240,31 @@ def _read_model(model_mcp: Any, request: Any, pk: str, uri: str) -> dict[str, An
 
 async def read_resource(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     uri = _require_str(params, "uri")
-    resource = ctx.site.get_resource(uri)
-    if resource is not None:
-        if not await _usable(resource, ctx):
-            raise ResourceNotFoundError(uri)
-        return {"contents": await resource.read(uri, ctx)}
-    found = ctx.site.get_model_mcp_for_uri(uri)
-    if found is not None:
-        return await sync_to_async(_read_model)(found[0], ctx.request, found[1], uri)
-    for template in ctx.site.get_resource_templates():
-        variables = template.match(uri)
-        if variables is not None and await _usable(template, ctx):
-            return {"contents": await template.read(uri, variables, ctx)}
-    raise ResourceNotFoundError(uri)
+    found = await find_resource(ctx.site, ctx.request, uri)
+    if found.access is not Access.VISIBLE:
+        raise ResourceNotFoundError(uri)
+    if found.pk is not None:
+        return await sync_to_async(_read_model)(found.entry, ctx.request, found.pk, uri)
+    if found.variables is not None:
+        return {"contents": await found.entry.read(uri, found.variables, ctx)}
+    return {"contents": await found.entry.read(uri, ctx)}
 
 
-def _known_resource(site: MCPSite, uri: str) -> bool:
-    return (
-        site.get_resource(uri) is not None
-        or any(t.match(uri) is not None for t in site.get_resource_templates())
-        or site.get_model_mcp_for_uri(uri) is not None
-    )
+async def _readable(ctx: Context, uri: str) -> bool:
+    """Whether this request may read ``uri`` now: the gate, then the row itself for model URIs."""
+    found = await find_resource(ctx.site, ctx.request, uri)
+    if found.access is not Access.VISIBLE:
+        return False
+    if found.pk is not None:
+        return await sync_to_async(found.entry.get_object)(ctx.request, found.pk) is not None
+    return True
 
 
 async def subscribe(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     uri = _require_str(params, "uri")
-    if len(uri) > 2000 or not _known_resource(ctx.site, uri):
+    # Only what the user may read now: a subscription would otherwise announce changes to rows
+    # (and reveal URIs) the user may not see.
+    if len(uri) > 2000 or not await _readable(ctx, uri):
         raise ResourceNotFoundError(uri[:2000])
     if ctx.session is not None:
         await SubscriptionStore().asubscribe(ctx.session.pk, uri)
@@ -201,7 +286,7 @@ async def get_prompt(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     name = _require_str(params, "name")
     arguments = _optional_object(params, "arguments")
     prompt = ctx.site.get_prompt(name)
-    if not await _usable(prompt, ctx):
+    if await agate(prompt, ctx.request) is not Access.VISIBLE:
         raise InvalidParamsError(f"Unknown prompt: {name[:128]}")
     return await prompt.get(arguments, ctx)
 
@@ -213,29 +298,31 @@ async def complete(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     value = argument.get("value", "")
     if not isinstance(name, str) or not isinstance(value, str):
         raise InvalidParamsError('Invalid params: "argument" needs string "name" and "value"')
+    if _CONTROL_RE.search(name) or _CONTROL_RE.search(value):
+        raise InvalidParamsError('Invalid params: "argument" must not contain control characters')
     context_args = _optional_object(_optional_object(params, "context"), "arguments")
     ref_type = ref.get("type")
     completers: dict[str, Any]
+    # Completion offers values, so it is gated like a read: anything short of VISIBLE answers
+    # exactly as a prompt or template that does not exist.
     if ref_type == "ref/prompt":
-        prompt = ctx.site.get_prompt(_require_str(ref, "name"))
-        if not await _usable(prompt, ctx):
-            raise InvalidParamsError(f"Unknown prompt: {str(ref.get('name'))[:128]}")
+        prompt_name = _require_str(ref, "name")
+        prompt = ctx.site.get_prompt(prompt_name)
+        if await agate(prompt, ctx.request) is not Access.VISIBLE:
+            raise InvalidParamsError(f"Unknown prompt: {prompt_name[:128]}")
         completers = prompt.complete
     elif ref_type == "ref/resource":
         uri = _require_str(ref, "uri")
-        template = ctx.site.get_resource_template(uri)
         model_mcp = next((m for m in ctx.site.get_model_mcps() if m.uri_template == uri), None)
+        entry = model_mcp or ctx.site.get_resource_template(uri) or ctx.site.get_resource(uri)
+        if await agate(entry, ctx.request) is not Access.VISIBLE:
+            raise InvalidParamsError(f"Unknown resource template: {uri[:200]}")
         if model_mcp is not None:
             if name != "pk":
                 return {"completion": {"values": [], "total": 0, "hasMore": False}}
             values = await sync_to_async(model_mcp.complete_pk)(ctx.request, value, MAX_COMPLETIONS + 1)
             return {"completion": {"values": values[:MAX_COMPLETIONS], "hasMore": len(values) > MAX_COMPLETIONS}}
-        if template is None:
-            if ctx.site.get_resource(uri) is None:
-                raise InvalidParamsError(f"Unknown resource template: {uri[:200]}")
-            completers = {}
-        else:
-            completers = template.complete
+        completers = getattr(entry, "complete", None) or {}  # a fixed resource has no variables
     else:
         raise InvalidParamsError('Invalid params: "ref.type" must be "ref/prompt" or "ref/resource"')
     completer = completers.get(name)

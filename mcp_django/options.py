@@ -205,6 +205,18 @@ class ModelMCP:
         """Whether the request's token (if any) carries ``read_scopes``."""
         return not missing_scopes(request, tuple(self.read_scopes))
 
+    # The model's template and rows as one entry of the site's gate (``handlers.gate``): listed,
+    # read, completed and subscribed to with view permission and ``read_scopes``.
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        """OAuth scopes a token needs to see this model's template and rows."""
+        return tuple(self.read_scopes)
+
+    def has_permission(self, request: HttpRequest) -> bool:
+        """Whether the user may see this model at all (rows are then filtered one by one)."""
+        return self.has_view_permission(request)
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return self._has_perm(request, "add")
 
@@ -437,9 +449,8 @@ class ModelTool:
         mm = self.model_mcp
         return tuple(mm.read_scopes) if self.action in ("search", "get") else tuple(mm.read_scopes) + tuple(mm.write_scopes)
 
-    def is_visible(self, request: HttpRequest) -> bool:
-        if missing_scopes(request, self.scopes):
-            return False
+    def has_permission(self, request: HttpRequest) -> bool:
+        """Whether the user holds the model permission this action needs (view for reads)."""
         mm = self.model_mcp
         if self.action in ("search", "get"):
             return mm.has_view_permission(request)
@@ -448,6 +459,9 @@ class ModelTool:
         if self.action == "update":
             return mm.has_change_permission(request)
         return mm.has_delete_permission(request)
+
+    def is_visible(self, request: HttpRequest) -> bool:
+        return self.has_permission(request) and not missing_scopes(request, self.scopes)
 
     # -- calls --------------------------------------------------------------------------------
 
