@@ -57,10 +57,18 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         value = user.get(key, DEFAULTS[key])
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             errors.append(Error(f"MCP_DJANGO[{key!r}] must be a positive integer, not {value!r}.", id="mcp_django.E005"))
-    for key in ("SSE_KEEPALIVE_SECONDS", "SSE_MAX_CONNECTION_SECONDS", "CLIENT_REQUEST_TIMEOUT", "PROGRESS_MIN_INTERVAL", "SESSION_CACHE_SECONDS"):
+    for key in ("SSE_KEEPALIVE_SECONDS", "SSE_MAX_CONNECTION_SECONDS", "CLIENT_REQUEST_TIMEOUT", "PROGRESS_MIN_INTERVAL", "SESSION_CACHE_SECONDS",
+                "SSE_REAUTH_SECONDS", "SERVER_REQUEST_TTL"):
         value = user.get(key, DEFAULTS[key])
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
             errors.append(Error(f"MCP_DJANGO[{key!r}] must be a non-negative number or None, not {value!r}.", id="mcp_django.E005"))
+    lease = user.get("REQUEST_LEASE_SECONDS", DEFAULTS["REQUEST_LEASE_SECONDS"])
+    if not isinstance(lease, (int, float)) or isinstance(lease, bool) or lease <= 0:
+        errors.append(Error(
+            f"MCP_DJANGO['REQUEST_LEASE_SECONDS'] must be a positive number, not {lease!r}.",
+            hint="Without a lease every running request would look orphaned; keep the default (60) unless you know why.",
+            id="mcp_django.E160",
+        ))
     keys = user.get("SECRETS_KEYS")
     if keys is not None and (not isinstance(keys, (list, tuple)) or not keys or not all(isinstance(k, str) and len(k) >= 32 for k in keys)):
         errors.append(Error("MCP_DJANGO['SECRETS_KEYS'] must be None or a non-empty list of strings of 32 characters or more.",
@@ -97,6 +105,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             raise TypeError("not a BaseEventStore subclass")
     except (ImportError, TypeError) as exc:
         errors.append(Error(f"MCP_DJANGO['EVENT_STORE_CLASS'] {store!r} is not usable: {exc}.", id="mcp_django.E007"))
+    errors += _check_limits(user)
     errors += _check_oauth(user, auth)
     errors += _check_channel_layer(user)
     errors += _check_asgi()
@@ -108,6 +117,39 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="mcp_django.W002",
             )
         )
+    return errors
+
+
+#: Bounds on what a client may make the server hold (mcp_django.E150).
+LIMITS = (
+    "SESSION_CACHE_MAX_ENTRIES", "SESSION_CACHE_MAX_BYTES", "MAX_CLIENT_INFO_BYTES", "MAX_CLIENT_CAPABILITIES_BYTES",
+    "MAX_CLIENT_VALUE_DEPTH", "MAX_CLIENT_ID_LENGTH", "REPLAY_PAGE_EVENTS", "REPLAY_PAGE_BYTES", "MAX_RESUMES_PER_SESSION",
+    "MAX_RESUMES_PER_USER", "MAX_RESUMES", "MAX_STREAM_EVENTS", "MAX_STREAM_BYTES",
+)
+
+
+def _check_limits(user: dict[str, Any]) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    for key in LIMITS:
+        value = user.get(key, DEFAULTS[key])
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            errors.append(Error(f"MCP_DJANGO[{key!r}] must be a positive integer, not {value!r}.",
+                                hint=f"Remove it to use the default, {DEFAULTS[key]!r}.", id="mcp_django.E150"))
+    timeout = user.get("SSE_WRITE_TIMEOUT", DEFAULTS["SSE_WRITE_TIMEOUT"])
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        errors.append(Error(f"MCP_DJANGO['SSE_WRITE_TIMEOUT'] must be a positive number of seconds, not {timeout!r}.",
+                            hint="A stream must give up on a client that reads nothing; the default is 60.", id="mcp_django.E151"))
+    if errors:
+        return errors
+    page, stream = user.get("REPLAY_PAGE_BYTES", DEFAULTS["REPLAY_PAGE_BYTES"]), user.get("MAX_STREAM_BYTES", DEFAULTS["MAX_STREAM_BYTES"])
+    if page > stream:
+        errors.append(Warning(f"MCP_DJANGO['REPLAY_PAGE_BYTES'] ({page}) is larger than MAX_STREAM_BYTES ({stream}).",
+                              hint="A replay page never needs to hold more than a whole stream; lower REPLAY_PAGE_BYTES.", id="mcp_django.W150"))
+    body = user.get("MAX_BODY_SIZE", DEFAULTS["MAX_BODY_SIZE"])
+    for key in ("MAX_CLIENT_INFO_BYTES", "MAX_CLIENT_CAPABILITIES_BYTES"):
+        if isinstance(body, int) and not isinstance(body, bool) and 0 < body < user.get(key, DEFAULTS[key]):
+            errors.append(Warning(f"MCP_DJANGO[{key!r}] is larger than MAX_BODY_SIZE ({body}), which bounds it first.",
+                                  hint=f"Lower {key} to what you mean to keep per session.", id="mcp_django.W151"))
     return errors
 
 

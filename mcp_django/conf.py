@@ -47,6 +47,34 @@ DEFAULTS: dict[str, Any] = {
     # broadcast over the channel layer at once; this bounds staleness if a broadcast is lost.
     # 0 reads the session from the database on every request.
     "SESSION_CACHE_SECONDS": 30,
+    # Bounds of that in-memory cache per process: entries, and approximate bytes (a session's
+    # clientInfo and capabilities count fully). The least recently loaded go first.
+    "SESSION_CACHE_MAX_ENTRIES": 10_000,
+    "SESSION_CACHE_MAX_BYTES": 32 * 1024 * 1024,
+    # What a client may say about itself in ``initialize`` (bytes as JSON, and nesting depth
+    # of objects and arrays); more is refused with -32602 and nothing is stored.
+    "MAX_CLIENT_INFO_BYTES": 4 * 1024,
+    "MAX_CLIENT_CAPABILITIES_BYTES": 64 * 1024,
+    "MAX_CLIENT_VALUE_DEPTH": 16,
+    # Longest request id or progress token (characters) a client may send: both are echoed
+    # into every event of the request's stream, and stored.
+    "MAX_CLIENT_ID_LENGTH": 256,
+    # Resumes (GET with Last-Event-ID) replay the store in pages of at most this many events
+    # and bytes, each written out (and drained, where the server tells) before the next read.
+    "REPLAY_PAGE_EVENTS": 256,
+    "REPLAY_PAGE_BYTES": 256 * 1024,
+    # Resumes replaying at once, per session, per user and per process; more are refused
+    # with 429 (session, user) or 503 (process) and Retry-After.
+    "MAX_RESUMES_PER_SESSION": 2,
+    "MAX_RESUMES_PER_USER": 8,
+    "MAX_RESUMES": 64,
+    # Seconds a stream waits for a client that does not read before closing the connection
+    # (the events stay stored; the client resumes with Last-Event-ID).
+    "SSE_WRITE_TIMEOUT": 60,
+    # The most one POST stream may hold; a request that would exceed it is answered with an
+    # error and the stream ends.
+    "MAX_STREAM_EVENTS": 100_000,
+    "MAX_STREAM_BYTES": 32 * 1024 * 1024,
     # Seconds that terminated or expired sessions (and their events) are kept for the admin
     # before ``mcp_clearsessions`` removes them.
     "SESSION_RETENTION": 7 * 24 * 3600,
@@ -58,8 +86,20 @@ DEFAULTS: dict[str, Any] = {
     "SSE_RETRY_MS": 1000,
     "SSE_KEEPALIVE_SECONDS": 15,
     # Close an SSE connection after this many seconds (the client resumes with Last-Event-ID,
-    # 2025-11-25 SSE polling). None keeps connections open.
-    "SSE_MAX_CONNECTION_SECONDS": None,
+    # 2025-11-25 SSE polling). Finite by default, so no connection outlives its credential
+    # for long; None keeps connections open.
+    "SSE_MAX_CONNECTION_SECONDS": 3600,
+    # Seconds between two re-checks of an open SSE stream's credential (the configured
+    # authentication re-run on the stream's request headers); a revoked or expired token,
+    # or a logged-out Django session, ends the stream. 0 turns the re-check off.
+    "SSE_REAUTH_SECONDS": 60,
+    # Seconds a process's claim on a running request lasts unless renewed (it renews every
+    # third of it while alive): a request whose claim lapsed died with its process, and its
+    # stream is ended with an error on resume and when a process starts.
+    "REQUEST_LEASE_SECONDS": 60,
+    # Seconds a server-to-client request (sampling, elicitation, ...) stays pending before it
+    # is marked expired; None: CLIENT_REQUEST_TIMEOUT plus REQUEST_LEASE_SECONDS.
+    "SERVER_REQUEST_TTL": None,
     # Which CHANNEL_LAYERS alias delivers events between processes.
     "CHANNEL_LAYER": "default",
     "EVENT_STORE_CLASS": "mcp_django.stores.DatabaseEventStore",
@@ -198,6 +238,21 @@ class MCPSettings:
         return None if value is None else float(value)
 
     @property
+    def sse_reauth_seconds(self) -> float:
+        return float(self.get("SSE_REAUTH_SECONDS"))
+
+    @property
+    def request_lease_seconds(self) -> float:
+        return float(self.get("REQUEST_LEASE_SECONDS"))
+
+    @property
+    def server_request_ttl(self) -> float:
+        value = self.get("SERVER_REQUEST_TTL")
+        if value is None:
+            return self.client_request_timeout + self.request_lease_seconds
+        return float(value)
+
+    @property
     def progress_min_interval(self) -> float:
         return float(self.get("PROGRESS_MIN_INTERVAL"))
 
@@ -212,6 +267,66 @@ class MCPSettings:
         if isinstance(path, str):
             return perform_import(path, "AUTHENTICATION")
         return path
+
+    @property
+    def session_cache_seconds(self) -> float:
+        return float(self.get("SESSION_CACHE_SECONDS"))
+
+    @property
+    def session_cache_max_entries(self) -> int:
+        return int(self.get("SESSION_CACHE_MAX_ENTRIES"))
+
+    @property
+    def session_cache_max_bytes(self) -> int:
+        return int(self.get("SESSION_CACHE_MAX_BYTES"))
+
+    @property
+    def max_client_info_bytes(self) -> int:
+        return int(self.get("MAX_CLIENT_INFO_BYTES"))
+
+    @property
+    def max_client_capabilities_bytes(self) -> int:
+        return int(self.get("MAX_CLIENT_CAPABILITIES_BYTES"))
+
+    @property
+    def max_client_value_depth(self) -> int:
+        return int(self.get("MAX_CLIENT_VALUE_DEPTH"))
+
+    @property
+    def max_client_id_length(self) -> int:
+        return int(self.get("MAX_CLIENT_ID_LENGTH"))
+
+    @property
+    def replay_page_events(self) -> int:
+        return int(self.get("REPLAY_PAGE_EVENTS"))
+
+    @property
+    def replay_page_bytes(self) -> int:
+        return int(self.get("REPLAY_PAGE_BYTES"))
+
+    @property
+    def max_resumes_per_session(self) -> int:
+        return int(self.get("MAX_RESUMES_PER_SESSION"))
+
+    @property
+    def max_resumes_per_user(self) -> int:
+        return int(self.get("MAX_RESUMES_PER_USER"))
+
+    @property
+    def max_resumes(self) -> int:
+        return int(self.get("MAX_RESUMES"))
+
+    @property
+    def sse_write_timeout(self) -> float:
+        return float(self.get("SSE_WRITE_TIMEOUT"))
+
+    @property
+    def max_stream_events(self) -> int:
+        return int(self.get("MAX_STREAM_EVENTS"))
+
+    @property
+    def max_stream_bytes(self) -> int:
+        return int(self.get("MAX_STREAM_BYTES"))
 
     @property
     def tool_error_details(self) -> bool:

@@ -117,6 +117,7 @@ class ServerRequest(models.Model):
         PENDING = "pending", _("pending")
         ANSWERED = "answered", _("answered")
         CANCELLED = "cancelled", _("cancelled (timed out)")
+        EXPIRED = "expired", _("expired (nobody waits any more)")
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="server_requests", verbose_name=_("session"))
     request_id = models.CharField(_("request id"), max_length=64)
@@ -135,6 +136,32 @@ class ServerRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.method} {self.request_id}"
+
+
+class RunningRequest(models.Model):
+    """A client request being answered over SSE, and the process answering it.
+
+    The process renews ``lease_until`` while it lives; a row whose lease lapsed belongs to a
+    process that died with the request, so its stream is ended with an error (see
+    ``stores.RunningRequestStore.close_orphans``) instead of waiting forever.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="running_requests", verbose_name=_("session"))
+    stream = models.CharField(_("stream"), max_length=64)
+    #: The request id as JSON text: id 1 and id "1" are different requests.
+    request_id = models.CharField(_("request id"), max_length=600)
+    owner = models.CharField(_("owning process"), max_length=64)
+    lease_until = models.DateTimeField(_("lease until"), db_index=True)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("running request")
+        verbose_name_plural = _("running requests")
+        constraints = [models.UniqueConstraint(fields=["session", "request_id"], name="mcp_django_running_request_unique")]
+        indexes = [models.Index(fields=["session", "stream"], name="mcp_django_running_stream")]
+
+    def __str__(self) -> str:
+        return f"{self.request_id} on {self.stream}"
 
 
 class Subscription(models.Model):

@@ -10,11 +10,14 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
+from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, OperationalError, connections, router, transaction
 from django.db.models import Max
+from django.db.models.functions import Length
 from django.utils import timezone
 
 from .conf import mcp_settings
@@ -63,6 +66,15 @@ class BaseEventStore:
         for event in events:
             self.append(session_id, stream, event.payload, seq=event.seq, closes_stream=event.closes_stream)
 
+    def replay_page(self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int) -> list[StoredEvent]:
+        """Return the next events after ``after``: at most ``max_events``, and at most
+        ``max_bytes`` of payload unless the first event alone is larger.
+
+        Resumes read a stream page by page with this. The default reads the whole rest of the
+        stream through ``replay`` and cuts it; override it to read only one page.
+        """
+        return cut_page(self.replay(session_id, stream, after), max_events, max_bytes)
+
     # -- shouldn't need to override -----------------------------------------------------
 
     async def aappend_many(self, session_id: str, stream: str, events: list[StoredEvent]) -> None:
@@ -74,11 +86,40 @@ class BaseEventStore:
     async def areplay(self, session_id: str, stream: str, after: int) -> list[StoredEvent]:
         return await sync_to_async(self.replay)(session_id, stream, after)
 
+    async def areplay_page(self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int) -> list[StoredEvent]:
+        return await sync_to_async(self.replay_page)(session_id, stream, after, max_events=max_events, max_bytes=max_bytes)
+
+    async def areplay_pages(
+        self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int, until: int | None = None
+    ) -> AsyncIterator[list[StoredEvent]]:
+        """Yield the events after ``after`` (up to ``until``) page by page, keyset on seq: the
+        caller writes each page out before the next one is read."""
+        while True:
+            page = await self.areplay_page(session_id, stream, after, max_events=max_events, max_bytes=max_bytes)
+            if until is not None:
+                page = [e for e in page if e.seq < until]
+            if not page:
+                return
+            yield page
+            after = page[-1].seq
+            if until is not None and after >= until - 1:
+                return
+
     async def ahas_stream(self, session_id: str, stream: str) -> bool:
         return await sync_to_async(self.has_stream)(session_id, stream)
 
     async def alast_seq(self, session_id: str, stream: str) -> int:
         return await sync_to_async(self.last_seq)(session_id, stream)
+
+
+def cut_page(events: list[StoredEvent], max_events: int, max_bytes: int) -> list[StoredEvent]:
+    """The first events of ``events`` within ``max_events`` and ``max_bytes`` (at least one)."""
+    total = 0
+    for count, event in enumerate(events[:max_events]):
+        total += len(event.payload)
+        if count and total > max_bytes:
+            return events[:count]
+    return events[:max_events]
 
 
 class DatabaseEventStore(BaseEventStore):
@@ -123,6 +164,22 @@ class DatabaseEventStore(BaseEventStore):
         rows = Event.objects.filter(session_id=session_id, stream=stream, seq__gt=after).order_by("seq")
         return [StoredEvent(seq, payload, closes) for seq, payload, closes in rows.values_list("seq", "payload", "closes_stream")]
 
+    def replay_page(self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int) -> list[StoredEvent]:
+        rows = Event.objects.filter(session_id=session_id, stream=stream, seq__gt=after).order_by("seq")
+        # Sizes first (characters, close enough to bytes for a bound), so that a page of large
+        # events never loads more than about max_bytes of payload.
+        sizes = list(rows.annotate(size=Length("payload")).values_list("seq", "size")[:max_events])
+        if not sizes:
+            return []
+        total, last = 0, sizes[0][0]
+        for seq, size in sizes:
+            total += size or 0
+            if seq != sizes[0][0] and total > max_bytes:
+                break
+            last = seq
+        page = rows.filter(seq__lte=last).values_list("seq", "payload", "closes_stream")
+        return [StoredEvent(seq, payload, closes) for seq, payload, closes in page]
+
     def has_stream(self, session_id: str, stream: str) -> bool:
         return Event.objects.filter(session_id=session_id, stream=stream).exists()
 
@@ -145,36 +202,77 @@ class SessionCache:
     Every change to a session (terminate, log level, initialized) drops it here and is
     broadcast to the other processes over the channel layer (``transport.process``); entries
     are re-read at least every ``SESSION_CACHE_SECONDS`` in case a broadcast was missed.
+
+    Bounded three ways (settings): entries expire after ``SESSION_CACHE_SECONDS`` and are
+    swept on every put, and the cache holds at most ``SESSION_CACHE_MAX_ENTRIES`` entries and
+    ``SESSION_CACHE_MAX_BYTES`` approximate bytes; the least recently loaded go first.
     """
 
-    def __init__(self, max_entries: int = 10_000) -> None:
-        self.max_entries = max_entries
-        self._entries: OrderedDict[str, tuple[Session, float]] = OrderedDict()
+    #: What a Session instance costs besides its client's JSON (measured: ~1.5 KB with its state).
+    ENTRY_OVERHEAD = 2048
+
+    def __init__(self, max_entries: int | None = None, max_bytes: int | None = None) -> None:
+        self._max_entries = max_entries
+        self._max_bytes = max_bytes
+        # Ordered by load time, oldest first: expiry and eviction both pop from the front.
+        self._entries: OrderedDict[str, tuple[Session, float, int]] = OrderedDict()
+        self.size = 0
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries if self._max_entries is not None else mcp_settings.session_cache_max_entries
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max_bytes if self._max_bytes is not None else mcp_settings.session_cache_max_bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @classmethod
+    def entry_size(cls, session: Session) -> int:
+        # Approximate: decoded JSON takes up to ~8x its text in Python objects (measured with
+        # tracemalloc on capabilities made of many small objects), plus the instance itself.
+        client = orjson.dumps([session.client_info, session.client_capabilities])
+        return cls.ENTRY_OVERHEAD + 8 * len(client)
 
     def get(self, session_id: str) -> Session | None:
         entry = self._entries.get(session_id)
         if entry is None:
             return None
-        session, loaded = entry
-        if time.monotonic() - loaded > float(mcp_settings.get("SESSION_CACHE_SECONDS")):
-            self._entries.pop(session_id, None)
+        session, loaded, _ = entry
+        if time.monotonic() - loaded > mcp_settings.session_cache_seconds:
+            self.drop(session_id)
             return None
-        self._entries.move_to_end(session_id)
         return session
 
     def put(self, session: Session) -> None:
-        if float(mcp_settings.get("SESSION_CACHE_SECONDS")) <= 0:
+        ttl = mcp_settings.session_cache_seconds
+        if ttl <= 0:
             return
-        self._entries[session.pk] = (session, time.monotonic())
-        self._entries.move_to_end(session.pk)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+        now = time.monotonic()
+        self.drop(session.pk)
+        size = self.entry_size(session)
+        if size > self.max_bytes:
+            return  # larger than the whole cache: read from the database each time
+        self._entries[session.pk] = (session, now, size)
+        self.size += size
+        # Expired entries are at the front (oldest loads first); then evict to the bounds.
+        while self._entries:
+            _, (_, loaded, _) = next(iter(self._entries.items()))
+            if now - loaded <= ttl and len(self._entries) <= self.max_entries and self.size <= self.max_bytes:
+                break
+            _, (_, _, evicted) = self._entries.popitem(last=False)
+            self.size -= evicted
 
     def drop(self, session_id: str) -> None:
-        self._entries.pop(session_id, None)
+        entry = self._entries.pop(session_id, None)
+        if entry is not None:
+            self.size -= entry[2]
 
     def clear(self) -> None:
         self._entries.clear()
+        self.size = 0
 
 
 session_cache = SessionCache()
@@ -308,6 +406,102 @@ class ServerRequestStore:
 
     async def acancel(self, session_id: str, request_id: str) -> None:
         await sync_to_async(self.cancel)(session_id, request_id)
+
+
+    def expire_stale(self, ttl_seconds: float) -> int:
+        """Mark requests pending longer than ``ttl_seconds`` expired: whoever waited for them
+        is gone (its own timeout is shorter), so a late answer finds nobody. Return how many."""
+        from .models import ServerRequest
+
+        cutoff = timezone.now() - timedelta(seconds=ttl_seconds)
+        return ServerRequest.objects.filter(state=ServerRequest.State.PENDING, created_at__lt=cutoff).update(
+            state=ServerRequest.State.EXPIRED, answered_at=timezone.now()
+        )
+
+    async def aexpire_stale(self, ttl_seconds: float) -> int:
+        return await sync_to_async(self.expire_stale)(ttl_seconds)
+
+
+#: The error that ends the stream of a request whose process died while answering it.
+ORPHAN_MESSAGE = "The server process handling this request stopped; send the request again."
+
+
+class RunningRequestStore:
+    """Which process answers which request over SSE, with a lease the process renews.
+
+    Rows are in the database so that any process (a resume lands anywhere) can tell that the
+    process answering a request is gone, and end that request's stream with an error.
+    """
+
+    def start(self, *, session_id: str, stream: str, request_id: str, owner: str, lease_seconds: float) -> None:
+        from .models import RunningRequest
+
+        RunningRequest.objects.update_or_create(
+            session_id=session_id, request_id=request_id,
+            defaults={"stream": stream, "owner": owner, "lease_until": timezone.now() + timedelta(seconds=lease_seconds)},
+        )
+
+    def finish(self, session_id: str, request_id: str) -> None:
+        from .models import RunningRequest
+
+        RunningRequest.objects.filter(session_id=session_id, request_id=request_id).delete()
+
+    def renew(self, owner: str, lease_seconds: float) -> int:
+        from .models import RunningRequest
+
+        return RunningRequest.objects.filter(owner=owner).update(lease_until=timezone.now() + timedelta(seconds=lease_seconds))
+
+    def close_orphans(
+        self, *, session_id: str | None = None, stream: str | None = None, store: BaseEventStore | None = None
+    ) -> list[tuple[str, StoredEvent]]:
+        """End the streams of requests whose lease lapsed with a -32603 error response each,
+        the last one closing the stream; return the events stored, by stream.
+
+        Each row is claimed by deleting it, so two processes sweeping at once never both
+        answer the same request.
+        """
+        from .models import RunningRequest
+        from .protocol.errors import InternalError
+        from .protocol.jsonrpc import encode, error_message
+
+        store = store or get_event_store()
+        lapsed = RunningRequest.objects.filter(lease_until__lt=timezone.now())
+        if session_id is not None:
+            lapsed = lapsed.filter(session_id=session_id)
+        if stream is not None:
+            lapsed = lapsed.filter(stream=stream)
+        stored: list[tuple[str, StoredEvent]] = []
+        for row in list(lapsed.order_by("session_id", "stream", "created_at")):
+            if not RunningRequest.objects.filter(pk=row.pk, lease_until__lt=timezone.now()).delete()[0]:
+                continue  # renewed or claimed by another process meanwhile
+            last = store.last_seq(row.session_id, row.stream)
+            if last and any(e.closes_stream for e in store.replay(row.session_id, row.stream, last - 1)):
+                continue  # the stream already ended (the row outlived its request)
+            closes = not RunningRequest.objects.filter(session_id=row.session_id, stream=row.stream).exists()
+            payload = encode(error_message(orjson.loads(row.request_id), InternalError(ORPHAN_MESSAGE))).decode()
+            seq = store.append(row.session_id, row.stream, payload, closes_stream=closes)
+            stored.append((row.stream, StoredEvent(seq, payload, closes)))
+        return stored
+
+    async def astart(self, **kwargs: Any) -> None:
+        await sync_to_async(self.start)(**kwargs)
+
+    async def afinish(self, session_id: str, request_id: str) -> None:
+        await sync_to_async(self.finish)(session_id, request_id)
+
+    async def arenew(self, owner: str, lease_seconds: float) -> int:
+        return await sync_to_async(self.renew)(owner, lease_seconds)
+
+    async def aclose_orphans(self, **kwargs: Any) -> int:
+        """``close_orphans``, then tell any connection still holding those streams."""
+        from .transport.layers import get_layer, stream_group
+
+        stored = await sync_to_async(self.close_orphans)(**kwargs)
+        for stream, event in stored:
+            await get_layer().group_send(
+                stream_group(stream), {"type": "mcp.event", "seq": event.seq, "payload": event.payload, "closes": event.closes_stream}
+            )
+        return len(stored)
 
 
 class SubscriptionStore:

@@ -79,12 +79,20 @@ def test_e004_authentication_must_be_an_authentication_class(value):
 @pytest.mark.parametrize(
     "key,value",
     [("MAX_BODY_SIZE", 0), ("PAGE_SIZE", -1), ("SESSION_TTL", "60"), ("MAX_BATCH_SIZE", True), ("SSE_RETRY_MS", 1.5),
-     ("SSE_KEEPALIVE_SECONDS", -1), ("SSE_MAX_CONNECTION_SECONDS", "10"), ("CLIENT_REQUEST_TIMEOUT", False)],
+     ("SSE_KEEPALIVE_SECONDS", -1), ("SSE_MAX_CONNECTION_SECONDS", "10"), ("CLIENT_REQUEST_TIMEOUT", False),
+     ("SSE_REAUTH_SECONDS", -1), ("SERVER_REQUEST_TTL", "1")],
 )
 def test_e005_numbers_must_be_in_range(key, value):
     [error] = settings_errors(**{key: value})
     assert error.id == "mcp_django.E005"
     assert key in error.msg
+
+
+@pytest.mark.parametrize("value", [0, -5, "60", True])
+def test_e160_request_lease_must_be_positive(value):
+    [error] = settings_errors(REQUEST_LEASE_SECONDS=value)
+    assert error.id == "mcp_django.E160"
+    assert error.hint
 
 
 @pytest.mark.parametrize("value", ["https://app.example", [1], ["not an origin"], ["ftp://files.example"]])

@@ -47,7 +47,7 @@ def test_expired_session_past_retention_is_deleted_with_its_events():
     assert not Event.objects.filter(session_id=session.pk).exists()
     assert not Subscription.objects.exists()
     assert not ServerRequest.objects.exists()
-    assert "Deleted 1 sessions and 1 events." in output
+    assert "Deleted 1 sessions and 1 events;" in output
 
 
 def test_terminated_session_past_retention_is_deleted():
@@ -92,7 +92,7 @@ def test_events_past_event_retention_are_deleted_even_in_live_sessions():
     output = clear()
     assert Session.objects.filter(pk=session.pk).exists()
     assert list(Event.objects.filter(session_id=session.pk).values_list("seq", flat=True)) == [2]
-    assert "Deleted 0 sessions and 1 events." in output
+    assert "Deleted 0 sessions and 1 events;" in output
 
 
 def test_dry_run_deletes_nothing_and_reports_counts():
@@ -108,4 +108,4 @@ def test_dry_run_deletes_nothing_and_reports_counts():
 
 
 def test_nothing_to_clear_reports_zero():
-    assert "Deleted 0 sessions and 0 events." in clear()
+    assert "Deleted 0 sessions and 0 events;" in clear()

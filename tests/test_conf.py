@@ -22,7 +22,7 @@ def test_defaults_apply_when_the_user_sets_nothing():
     assert conf.page_size == 50
     assert conf.sse_retry_ms == 1000
     assert conf.sse_keepalive_seconds == 15.0
-    assert conf.sse_max_connection_seconds is None
+    assert conf.sse_max_connection_seconds == 3600.0
     assert conf.authentication_class is DjangoAuthentication
     assert conf.EVENT_STORE_CLASS is DatabaseEventStore
     assert conf.INSTRUCTIONS is None

@@ -21,6 +21,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
 
+from .. import handlers
 from ..auth.base import AuthenticationFailed
 from ..conf import mcp_settings
 from ..context import Context
@@ -30,10 +31,12 @@ from ..protocol.dispatcher import dispatch
 from ..protocol.errors import INVALID_REQUEST, InvalidRequestError, MCPError, TransportError
 from ..protocol.jsonrpc import Invalid, Notification, Request, Response, decode, encode, error_message, result_message
 from ..protocol.lifecycle import initialize_result, parse_initialize
+from ..protocol.limits import check_progress_token, check_request_id
 from ..protocol.sse import encode_event, make_event_id, parse_event_id
-from ..stores import BaseEventStore, SessionStore, get_event_store
+from ..stores import BaseEventStore, RunningRequestStore, SessionStore, get_event_store
 from .layers import GET_STREAM, get_layer, get_stream_group, new_stream_token, session_group, stream_belongs_to, stream_group
-from .process import RUNNING, cancel_request, process_channel
+from .flow import WriteFlow, resume_slots
+from .process import RUNNING, cancel_request, cancel_session, process_channel
 from .process import request_key as _request_key
 from .streams import StreamEmitter, deliver_response
 
@@ -72,8 +75,13 @@ class MCPConsumer(AsyncHttpConsumer):
         self.last_seq = 0
         self.joined: list[str] = []
         self.timers: list[asyncio.Task[Any]] = []
+        # Set while this request is a resume replaying the store (see ResumeSlots).
+        self.resume_slot: tuple[str, Any] | None = None
+        self.flow: WriteFlow | None = None
         # Set once the Origin is known to be an explicitly allowed cross-origin caller.
         self.cors_headers: list[tuple[bytes, bytes]] = []
+        # Who opened this request: an open stream re-checks that the credential still names them.
+        self.user: Any = None
 
     # -- ASGI plumbing ------------------------------------------------------------------
 
@@ -148,6 +156,9 @@ class MCPConsumer(AsyncHttpConsumer):
         raise StopConsumer()
 
     async def cleanup(self) -> None:
+        self.release_resume_slot()
+        if self.flow is not None:
+            self.flow.close()
         for timer in self.timers:
             timer.cancel()
         self.timers.clear()
@@ -215,6 +226,7 @@ class MCPConsumer(AsyncHttpConsumer):
         user = await auth.authenticate(request)
         # Hooks (get_queryset(request), has_*_permission(request)) read request.user, as in the admin.
         request.user = user if user is not None else AnonymousUser()
+        self.user = user
         method = self.scope["method"]
         if method == "POST":
             await self.post(request, user, body)
@@ -293,13 +305,23 @@ class MCPConsumer(AsyncHttpConsumer):
                 if not await deliver_response(session.pk, message.id, answer):
                     logger.debug("Response %r from the client matches no pending request", message.id)
             else:
+                try:
+                    # Both are echoed into every stored event of the request's stream.
+                    check_request_id(message.id, self.settings.max_client_id_length)
+                    check_progress_token(message.params, self.settings.max_client_id_length)
+                except InvalidRequestError as exc:
+                    replies.append(error_message(None, exc))  # an id too long to echo
+                    continue
+                except MCPError as exc:
+                    replies.append(error_message(message.id, exc))
+                    continue
                 key = _request_key(session.pk, message.id)
                 if key[1] in seen or key in RUNNING:
                     replies.append(error_message(message.id, InvalidRequestError("Invalid Request: request id already in use")))
                     continue
                 seen.add(key[1])
                 requests.append(message)
-        self.check_scopes(request, requests)
+        await self.check_scopes(request, requests)
         if not requests:
             if replies:
                 await self.send_json(200 if decoded.is_batch else 400, replies if decoded.is_batch else replies[0])
@@ -316,14 +338,14 @@ class MCPConsumer(AsyncHttpConsumer):
         answers = replies + list(results)
         await self.send_json(200, answers if decoded.is_batch else answers[0])
 
-    def check_scopes(self, request: Any, requests: list[Request]) -> None:
+    async def check_scopes(self, request: Any, requests: list[Request]) -> None:
         """Refuse, before anything runs, an operation the OAuth token lacks scopes for: 403 with
         a step-up challenge naming every scope it needs (2025-11-25 authorization spec)."""
         if getattr(request, "auth_scopes", None) is None:
             return
         needed: list[str] = []
         for message in requests:
-            for scope in self.required_scopes(message):
+            for scope in await self.required_scopes(request, message):
                 if scope not in request.auth_scopes and scope not in needed:
                     needed.append(scope)
         if needed:
@@ -332,22 +354,12 @@ class MCPConsumer(AsyncHttpConsumer):
             base = [s for s in self.settings.get("REQUIRED_SCOPES") or [] if s not in needed]
             raise InsufficientScope(resource_url(request, getattr(request, "mcp_endpoint_path", None)), base + needed)
 
-    def required_scopes(self, message: Request) -> tuple[str, ...]:
-        params = message.params
-        entry: Any = None
-        if message.method == "tools/call" and isinstance(params.get("name"), str):
-            entry = self.site.get_tool(params["name"])
-        elif message.method == "prompts/get" and isinstance(params.get("name"), str):
-            entry = self.site.get_prompt(params["name"])
-        elif message.method == "resources/read" and isinstance(params.get("uri"), str):
-            uri = params["uri"]
-            entry = self.site.get_resource(uri)
-            if entry is None:
-                found = self.site.get_model_mcp_for_uri(uri)
-                if found is not None:
-                    return tuple(found[0].read_scopes)
-                entry = next((t for t in self.site.get_resource_templates() if t.match(uri) is not None), None)
-        return tuple(getattr(entry, "scopes", ()) or ())
+    async def required_scopes(self, request: Any, message: Request) -> tuple[str, ...]:
+        """The scopes of the entry a call, get or read names, when the site's gate says the user
+        may use it but the token lacks them. A hidden or unknown entry needs none here: its
+        handler then answers as for one that does not exist, so a 403 never reveals it."""
+        entry, access = await handlers.target(self.site, request, message.method, message.params)
+        return tuple(entry.scopes) if access is handlers.Access.MISSING_SCOPES else ()
 
     @staticmethod
     def is_sessionless_ping(decoded: Any) -> bool:
@@ -363,7 +375,12 @@ class MCPConsumer(AsyncHttpConsumer):
 
     async def initialize(self, request: Any, user: Any, message: Request) -> None:
         try:
-            params = parse_initialize(message.params)
+            params = parse_initialize(
+                message.params,
+                max_client_info_bytes=self.settings.max_client_info_bytes,
+                max_capabilities_bytes=self.settings.max_client_capabilities_bytes,
+                max_depth=self.settings.max_client_value_depth,
+            )
         except MCPError as exc:
             await self.send_json(200, error_message(message.id, exc))
             return
@@ -429,7 +446,7 @@ class MCPConsumer(AsyncHttpConsumer):
         # as soon as it sees the priming event finds the task, on this process or another.
         for message in requests:
             task = asyncio.get_running_loop().create_task(answer(message))
-            await process_channel.watch(_request_key(session.pk, message.id), task)
+            await process_channel.watch(_request_key(session.pk, message.id), task, stream)
         await self.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", session.pk.encode())])
         # Priming event: an id with empty data, so the client can resume even before the first event.
         await self.send_body(encode_event("", event_id=make_event_id(stream, 0), retry_ms=self.settings.sse_retry_ms), more_body=True)
@@ -454,6 +471,7 @@ class MCPConsumer(AsyncHttpConsumer):
                 raise TransportError(400, "Bad Request: malformed Last-Event-ID") from None
             if not stream_belongs_to(session.pk, stream):
                 raise TransportError(400, "Bad Request: Last-Event-ID names no stream of this session")
+            self.take_resume_slot(session, user)
             await self.resume(session, stream, after)
             return
         # One connection holds the standalone stream: a new GET takes it over, so that every
@@ -475,36 +493,70 @@ class MCPConsumer(AsyncHttpConsumer):
         self.stream = stream
         # Join before reading the store: an event stored in between arrives live and is
         # skipped by sequence number, so none is lost and none is sent twice.
+        # The newest connection takes over a stream, POST streams as the GET stream: every
+        # later event goes out on exactly one connection (transports spec, "no broadcast").
         if stream == GET_STREAM:
             await self.channel_layer.group_send(get_stream_group(session.pk), {"type": "mcp.takeover"})
             await self.join(get_stream_group(session.pk))
         else:
+            await self.channel_layer.group_send(stream_group(stream), {"type": "mcp.takeover"})
             await self.join(stream_group(stream))
+            # A request whose process died ends here with an error instead of never.
+            await RunningRequestStore().aclose_orphans(session_id=session.pk, stream=stream)
         await self.join(session_group(session.pk))
         self.streaming = True
         self.last_seq = after
+        self.flow = WriteFlow(self.base_send)
         await self.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", session.pk.encode())])
         await self.send_body(b"", more_body=True)
-        # Replay in chunks: one socket write per few hundred events keeps a long replay fast.
+        # Replay page by page (keyset on seq), one socket write per page, each drained (where
+        # the server tells) before the next is read: a client that does not read holds at
+        # most a page and a socket buffer here, however long the stream.
         # Reading from one event earlier shows whether the client already has the final one.
-        chunk: list[bytes] = []
-        for event in await self.store.areplay(session.pk, stream, max(after - 1, 0)):
-            if event.seq <= after:
-                if event.closes_stream:
+        try:
+            pages = self.store.areplay_pages(
+                session.pk, stream, max(after - 1, 0),
+                max_events=self.settings.replay_page_events, max_bytes=self.settings.replay_page_bytes,
+            )
+            async for page in pages:
+                chunk: list[bytes] = []
+                ends = False
+                for event in page:
+                    if event.seq > after and event.payload:  # a closing marker has no payload
+                        chunk.append(encode_event(event.payload, event_id=make_event_id(stream, event.seq)))
+                        self.last_seq = event.seq
+                    if event.closes_stream:
+                        ends = True
+                        break
+                if chunk:
+                    await self.send_body(b"".join(chunk), more_body=True)
+                if ends:
                     await self.end_stream()
                     return
-                continue
-            chunk.append(encode_event(event.payload, event_id=make_event_id(stream, event.seq)))
-            self.last_seq = event.seq
-            if event.closes_stream or len(chunk) >= 256:
-                await self.send_body(b"".join(chunk), more_body=True)
-                chunk.clear()
-            if event.closes_stream:
-                await self.end_stream()
-                return
-        if chunk:
-            await self.send_body(b"".join(chunk), more_body=True)
+                await self.drain()
+        finally:
+            self.release_resume_slot()
         self.start_timers()
+
+    def take_resume_slot(self, session: Session, user: Any) -> None:
+        """Count this resume against the per-session, per-user and per-process limits (429/503)."""
+        user_key = getattr(user, "pk", None)
+        resume_slots.acquire(session.pk, user_key, self.settings)
+        self.resume_slot = (session.pk, user_key)
+
+    def release_resume_slot(self) -> None:
+        if self.resume_slot is not None:
+            resume_slots.release(*self.resume_slot)
+            self.resume_slot = None
+
+    async def drain(self) -> None:
+        """Wait until the client has taken what was written, where the server tells (Daphne);
+        close the connection when it takes nothing for SSE_WRITE_TIMEOUT (it resumes later)."""
+        if self.flow is None:
+            self.flow = WriteFlow(self.base_send)
+        if self.flow.lost or not await self.flow.drain(self.settings.sse_write_timeout):
+            await self.end_stream()
+            raise StopConsumer()
 
     # -- DELETE ---------------------------------------------------------------------------
 
@@ -512,6 +564,8 @@ class MCPConsumer(AsyncHttpConsumer):
         session = await self.load_session(user)
         assert session is not None
         await self.sessions.aterminate(session.pk)
+        # Its running requests stop too, on every process; their streams end with them.
+        await cancel_session(session.pk)
         await self.channel_layer.group_send(session_group(session.pk), {"type": "mcp.terminate"})
         from ..signals import session_closed
 
@@ -527,6 +581,8 @@ class MCPConsumer(AsyncHttpConsumer):
         limit = self.settings.sse_max_connection_seconds
         if limit is not None:
             self.timers.append(loop.create_task(self.close_after(limit)))
+        if self.settings.sse_reauth_seconds > 0:
+            self.timers.append(loop.create_task(self.recheck_credentials(self.settings.sse_reauth_seconds)))
 
     async def keepalive(self) -> None:
         interval = self.settings.sse_keepalive_seconds
@@ -535,6 +591,29 @@ class MCPConsumer(AsyncHttpConsumer):
             if self.closed:
                 return
             await self.send_body(b": keep-alive\n\n", more_body=True)
+
+    async def recheck_credentials(self, interval: float) -> None:
+        """Close the connection once its credential no longer names the user who opened it (a
+        revoked or expired token, a logged-out session): it re-runs the authentication on the
+        request's headers every ``interval`` seconds."""
+        while True:
+            await asyncio.sleep(interval)
+            if self.closed:
+                return
+            if not await self.still_authenticated():
+                await self.channel_layer.send(self.channel_name, {"type": "mcp.disconnect"})
+                return
+
+    async def still_authenticated(self) -> bool:
+        request = ASGIRequest(self.scope, BytesIO(b""))
+        try:
+            user = await self.settings.authentication_class().authenticate(request)
+        except AuthenticationFailed:
+            return False
+        except Exception:  # noqa: BLE001 (an outage of the token store is not a revocation)
+            logger.exception("Re-checking the credential of an SSE stream failed")
+            return True
+        return getattr(user, "pk", None) == getattr(self.user, "pk", None)
 
     async def close_after(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -547,6 +626,8 @@ class MCPConsumer(AsyncHttpConsumer):
     async def end_stream(self) -> None:
         if not self.closed:
             self.closed = True
+            if self.flow is not None:
+                self.flow.close()
             await self.send_body(b"", more_body=False)
 
     async def mcp_event(self, message: dict[str, Any]) -> None:
@@ -565,13 +646,19 @@ class MCPConsumer(AsyncHttpConsumer):
             if seq <= self.last_seq:
                 continue  # already written (replayed before this arrived live)
             if seq > self.last_seq + 1 and self.session_id is not None and self.stream is not None:
-                # A full channel dropped something: fill the gap from the store.
-                for event in await self.store.areplay(self.session_id, self.stream, self.last_seq):
-                    if event.seq >= seq:
-                        break
-                    chunk.append(encode_event(event.payload, event_id=make_event_id(self.stream, event.seq)))
-                    self.last_seq = event.seq
-            chunk.append(encode_event(payload, event_id=make_event_id(self.stream or "", seq)))
+                # A full channel dropped something: fill the gap from the store, page by page.
+                pages = self.store.areplay_pages(
+                    self.session_id, self.stream, self.last_seq, until=seq,
+                    max_events=self.settings.replay_page_events, max_bytes=self.settings.replay_page_bytes,
+                )
+                async for page in pages:
+                    chunk.extend(encode_event(e.payload, event_id=make_event_id(self.stream, e.seq)) for e in page if e.payload)
+                    self.last_seq = page[-1].seq
+                    await self.send_body(b"".join(chunk), more_body=True)
+                    chunk.clear()
+                    await self.drain()
+            if payload:  # a closing marker (see StreamEmitter.end_without_event) is not written
+                chunk.append(encode_event(payload, event_id=make_event_id(self.stream or "", seq)))
             self.last_seq = seq
             if closes:
                 ends = True
@@ -582,6 +669,10 @@ class MCPConsumer(AsyncHttpConsumer):
         if ends:
             await self.end_stream()
             raise StopConsumer()
+        if chunk:
+            # While this waits, further events queue in the channel layer; what it drops
+            # when full is filled in from the store above.
+            await self.drain()
 
     async def mcp_disconnect(self, message: dict[str, Any]) -> None:
         """Close the connection, not the stream: the client resumes with Last-Event-ID."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import secrets
 import time
 from typing import Any
 
@@ -21,6 +22,10 @@ logger = logging.getLogger("mcp_django.transport")
 # Tasks answering requests over SSE, by (session id, request id as JSON). Holding them here
 # also keeps them alive: they are not tied to the HTTP connection (a disconnect is no cancel).
 RUNNING: dict[tuple[str, str], asyncio.Task[Any]] = {}
+
+
+#: This process incarnation, as recorded on the requests it runs (RunningRequest.owner).
+PROCESS_ID = secrets.token_hex(8)
 
 
 def request_key(session_id: str, request_id: Any) -> tuple[str, str]:
@@ -47,6 +52,9 @@ class ProcessChannel:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.task: asyncio.Task[Any] | None = None
         self.joined_at: float | None = None
+        self.heartbeat: asyncio.Task[Any] | None = None
+        #: The start-up sweep: requests and server requests left behind by dead processes.
+        self.sweeper: asyncio.Task[Any] | None = None
 
     async def ensure(self) -> str:
         loop = asyncio.get_running_loop()
@@ -54,7 +62,10 @@ class ProcessChannel:
             self.loop = loop
             self.channel = await get_layer().new_channel()
             self.task = loop.create_task(self.listen(self.channel))
+            self.heartbeat = loop.create_task(self.renew_leases())
             self.joined_at = None
+            if self.sweeper is None:
+                self.sweeper = loop.create_task(sweep())
         if self.joined_at is None or time.monotonic() - self.joined_at > REJOIN_SECONDS:
             self.joined_at = time.monotonic()
             await get_layer().group_add(SESSIONS_GROUP, self.channel)
@@ -72,15 +83,46 @@ class ProcessChannel:
                 task = RUNNING.get((message["session"], message["request"]))
                 if task is not None and not task.done():
                     task.cancel()
+            elif message.get("type") == "mcp.cancel.session":
+                cancel_local(message["session"])
 
-    async def watch(self, key: tuple[str, str], task: asyncio.Task[Any]) -> None:
-        """Register a running request so a cancel POSTed to any process reaches it."""
+    async def renew_leases(self) -> None:
+        """Keep this process's claim on its running requests while it lives (see RunningRequest),
+    and sweep up after dead processes on every beat."""
+        from ..conf import mcp_settings
+        from ..stores import RunningRequestStore
+
+        while True:
+            lease = mcp_settings.request_lease_seconds
+            await asyncio.sleep(lease / 3)
+            if RUNNING:
+                try:
+                    await RunningRequestStore().arenew(PROCESS_ID, lease)
+                except Exception:  # noqa: BLE001 (retried on the next beat; a lapse only ends streams early)
+                    logger.exception("Could not renew the leases of running requests")
+            # Other processes' requests whose process died: end their streams without waiting
+            # for a resume.
+            await sweep()
+
+    async def watch(self, key: tuple[str, str], task: asyncio.Task[Any], stream: str | None = None) -> None:
+        """Register a running request so a cancel POSTed to any process reaches it, and (with
+        its ``stream``) claim it in the database so a resume elsewhere can tell if it died."""
+        from ..conf import mcp_settings
+        from ..stores import RunningRequestStore
+
         RUNNING[key] = task
         channel = await self.ensure()
         await get_layer().group_add(request_group(key), channel)
+        if stream is not None:
+            await RunningRequestStore().astart(
+                session_id=key[0], stream=stream, request_id=key[1], owner=PROCESS_ID, lease_seconds=mcp_settings.request_lease_seconds
+            )
 
     async def unwatch(self, key: tuple[str, str]) -> None:
+        from ..stores import RunningRequestStore
+
         RUNNING.pop(key, None)
+        await RunningRequestStore().afinish(*key)
         if self.channel is not None:
             await get_layer().group_discard(request_group(key), self.channel)
 
@@ -96,6 +138,36 @@ async def cancel_request(session_id: str, request_id: Any) -> None:
         task.cancel()
         return
     await get_layer().group_send(request_group(key), {"type": "mcp.cancel", "session": key[0], "request": key[1]})
+
+
+def cancel_local(session_id: str) -> int:
+    """Cancel this process's running requests of a session; return how many."""
+    tasks = [task for key, task in RUNNING.items() if key[0] == session_id and not task.done()]
+    for task in tasks:
+        task.cancel()
+    return len(tasks)
+
+
+async def cancel_session(session_id: str) -> None:
+    """Cancel every running request of a session, on every process (DELETE)."""
+    cancel_local(session_id)
+    await get_layer().group_send(SESSIONS_GROUP, {"type": "mcp.cancel.session", "session": session_id})
+
+
+async def sweep() -> None:
+    """End the streams of requests whose process died, and expire stale server requests.
+
+    Run when a process starts (its first request): a restarted server cleans up after the
+    incarnation it replaces, as soon as those leases lapse.
+    """
+    from ..conf import mcp_settings
+    from ..stores import RunningRequestStore, ServerRequestStore
+
+    try:
+        await RunningRequestStore().aclose_orphans()
+        await ServerRequestStore().aexpire_stale(mcp_settings.server_request_ttl)
+    except Exception:  # noqa: BLE001 (a resume and mcp_clearsessions sweep again)
+        logger.exception("Could not sweep requests left by stopped processes")
 
 
 async def broadcast_session_changed(session_id: str) -> None:

@@ -11,11 +11,18 @@ import logging
 import secrets
 from typing import Any
 
-from ..protocol.jsonrpc import encode, notification_message, request_message
+from ..conf import mcp_settings
+from ..context import ClientRequestError
+from ..protocol.errors import InternalError
+from ..protocol.jsonrpc import encode, error_message, notification_message, request_message
 from ..stores import BaseEventStore, ServerRequestStore, StoredEvent, get_event_store
 from .layers import GET_STREAM, get_layer, get_stream_group, stream_group
 
 logger = logging.getLogger("mcp_django.transport")
+
+
+class StreamLimitExceeded(ClientRequestError):
+    """A tool sent more than its stream may hold (``MAX_STREAM_EVENTS``/``MAX_STREAM_BYTES``)."""
 
 
 class StreamEmitter:
@@ -40,12 +47,30 @@ class StreamEmitter:
         self._drained = asyncio.Event()
         self._drained.set()
         self._failure: BaseException | None = None
+        self._bytes = 0
+        #: Set once the stream reached MAX_STREAM_EVENTS or MAX_STREAM_BYTES.
+        self.exceeded = False
+
+    def _within_limits(self, payload: str) -> bool:
+        return self._seq + 1 <= mcp_settings.max_stream_events and self._bytes + len(payload) <= mcp_settings.max_stream_bytes
 
     async def send(self, message: dict[str, Any], *, closes: bool = False) -> int:
         if self._failure is not None:
             raise RuntimeError("this stream can no longer be written") from self._failure
+        payload = encode(message).decode()
+        is_response = "id" in message and ("result" in message or "error" in message)
+        if self.exceeded or not self._within_limits(payload):
+            if not is_response:
+                # Raised in the tool: it stops, and its response becomes the error below.
+                self.exceeded = True
+                raise StreamLimitExceeded(self.limit_message())
+            if self.exceeded or "result" in message:
+                # A response still goes out, as a small error: the stream ends with it.
+                self.exceeded = True
+                payload = encode(error_message(message["id"], InternalError(self.limit_message()))).decode()
         self._seq += 1
-        self._pending.append(StoredEvent(self._seq, encode(message).decode(), closes))
+        self._bytes += len(payload)
+        self._pending.append(StoredEvent(self._seq, payload, closes))
         self._drained.clear()
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
@@ -55,6 +80,13 @@ class StreamEmitter:
         if closes or len(self._pending) >= self.MAX_PENDING:
             await self.flush()
         return self._seq
+
+    @staticmethod
+    def limit_message() -> str:
+        return (
+            f"The response stream exceeded its limit ({mcp_settings.max_stream_events} events, "
+            f"{mcp_settings.max_stream_bytes} bytes); the request was ended"
+        )
 
     async def flush(self) -> None:
         """Wait until every event sent so far is stored and announced."""
@@ -106,9 +138,20 @@ class StreamEmitter:
         await self.layer.group_send(stream_group(self.stream), {"type": "mcp.disconnect"})
 
     async def end_without_event(self) -> None:
-        """End the connection when the stream has nothing left to send (e.g. all requests cancelled)."""
+        """End the stream when it has nothing left to send (e.g. all its requests cancelled).
+
+        A closing marker (no payload) is stored, not only announced: a client that resumes
+        later gets the replay and then the end, not keep-alives forever. No response goes
+        out for a cancelled request (cancellation spec), so the marker carries no message.
+        """
+        if self._failure is not None:
+            raise RuntimeError("this stream can no longer be written") from self._failure
+        self._seq += 1
+        self._pending.append(StoredEvent(self._seq, "", True))
+        self._drained.clear()
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
         await self.flush()
-        await self.layer.group_send(stream_group(self.stream), {"type": "mcp.end"})
 
 
 async def deliver_response(session_id: str, request_id: Any, response: dict[str, Any]) -> bool:

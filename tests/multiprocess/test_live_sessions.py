@@ -168,7 +168,10 @@ async def test_cancel_posted_to_process_2_stops_long_task_on_process_1(deploymen
     assert ended["status"] == "cancelled"
     assert ended["steps_done"] < ended["steps_total"]
     assert ended["finished_at"] is not None
-    stored = [json.loads(p) for _, p, _ in await deployment.db.events(session, stream.received[0].stream)]
+    events = await deployment.db.events(session, stream.received[0].stream)
+    # The stream ends with a stored closing marker (no payload), so a resume ends too.
+    assert events[-1][1] == "" and events[-1][2]
+    stored = [json.loads(p) for _, p, _ in events if p]
     assert not [m for m in stored if "method" not in m]  # nothing stored as a response either
     # Process 2 sees the same record through MCP.
     contents = await raw.request(deployment.p2.url, session, "resources/read", {"uri": f"live://runs/{run}"})

@@ -10,14 +10,16 @@ from django.db.models import Q
 from django.utils import timezone
 
 from mcp_django.conf import mcp_settings
-from mcp_django.models import Session
-from mcp_django.stores import get_event_store
+from mcp_django.models import ServerRequest, Session
+from mcp_django.stores import RunningRequestStore, ServerRequestStore, get_event_store
 
 
 class Command(BaseCommand):
     help = (
         "Delete MCP sessions that ended (expired or terminated) more than SESSION_RETENTION seconds ago, "
-        "with their events, and events older than EVENT_RETENTION seconds. Run it from cron, like clearsessions."
+        "with their events, and events older than EVENT_RETENTION seconds; end the streams of requests whose process "
+        "died, and expire and prune server-to-client requests older than SERVER_REQUEST_TTL. "
+        "Run it from cron, like clearsessions."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -39,4 +41,14 @@ class Command(BaseCommand):
         sessions = ended.count()
         deleted, per_model = ended.delete()
         events = per_model.get("mcp_django.Event", 0) + get_event_store().clear_expired(event_cutoff)
-        self.stdout.write(self.style.SUCCESS(f"Deleted {sessions} sessions and {events} events."))
+        orphans = len(RunningRequestStore().close_orphans())
+        ttl = mcp_settings.server_request_ttl
+        expired = ServerRequestStore().expire_stale(ttl)
+        # Answered, cancelled and expired rows only tell the admin what happened: keep them one TTL.
+        pruned, _ = ServerRequest.objects.exclude(state=ServerRequest.State.PENDING).filter(
+            created_at__lt=now - timedelta(seconds=ttl)
+        ).delete()
+        self.stdout.write(self.style.SUCCESS(
+            f"Deleted {sessions} sessions and {events} events; ended {orphans} orphaned requests; "
+            f"expired {expired} and pruned {pruned} server requests."
+        ))
