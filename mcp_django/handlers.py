@@ -250,13 +250,17 @@ async def read_resource(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     return {"contents": await found.entry.read(uri, ctx)}
 
 
-async def _readable(ctx: Context, uri: str) -> bool:
-    """Whether this request may read ``uri`` now: the gate, then the row itself for model URIs."""
-    found = await find_resource(ctx.site, ctx.request, uri)
+async def readable(site: MCPSite, request: Any, uri: str) -> bool:
+    """Whether ``request`` may read ``uri`` now: the gate, then the row itself for model URIs.
+
+    Subscriptions ask it twice: when made, and again for each ``resources/updated`` (with a
+    request carrying the session's user), so a right lost since then stops the announcements.
+    """
+    found = await find_resource(site, request, uri)
     if found.access is not Access.VISIBLE:
         return False
     if found.pk is not None:
-        return await sync_to_async(found.entry.get_object)(ctx.request, found.pk) is not None
+        return await sync_to_async(found.entry.get_object)(request, found.pk) is not None
     return True
 
 
@@ -264,7 +268,7 @@ async def subscribe(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     uri = _require_str(params, "uri")
     # Only what the user may read now: a subscription would otherwise announce changes to rows
     # (and reveal URIs) the user may not see.
-    if len(uri) > 2000 or not await _readable(ctx, uri):
+    if len(uri) > 2000 or not await readable(ctx.site, ctx.request, uri):
         raise ResourceNotFoundError(uri[:2000])
     if ctx.session is not None:
         await SubscriptionStore().asubscribe(ctx.session.pk, uri)

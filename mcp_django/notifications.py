@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 
+from .handlers import readable
 from .protocol.jsonrpc import notification_message
-from .stores import SubscriptionStore, live_session_ids
+from .stores import live_session_ids
 
 if TYPE_CHECKING:
     from .sites import MCPSite
@@ -33,10 +34,10 @@ async def anotify_resource_updated(site: MCPSite, uri: str) -> int:
     """Send ``notifications/resources/updated`` to the sessions subscribed to ``uri``."""
     from .transport.streams import send_to_session
 
-    session_ids = await SubscriptionStore().asubscribers(site.name, uri)
-    for session_id in session_ids:
+    pairs = await _still_readable(site, await sync_to_async(_subscriptions_to)(site.name, [uri]))
+    for session_id, _ in pairs:
         await send_to_session(session_id, notification_message("notifications/resources/updated", {"uri": uri}))
-    return len(session_ids)
+    return len(pairs)
 
 
 async def anotify_list_changed(site: MCPSite, kind: str) -> int:
@@ -101,13 +102,14 @@ async def _announce_updated(site: MCPSite, uris: frozenset[str]) -> int:
     """``resources/updated`` for each subscriber of each URI, found with one query."""
     from .transport.streams import send_to_session
 
-    pairs = await sync_to_async(_subscriptions_to)(site.name, sorted(uris))
+    pairs = await _still_readable(site, await sync_to_async(_subscriptions_to)(site.name, sorted(uris)))
     for session_id, uri in pairs:
         await send_to_session(session_id, notification_message("notifications/resources/updated", {"uri": uri}))
     return len(pairs)
 
 
-def _subscriptions_to(site_name: str, uris: list[str]) -> list[tuple[str, str]]:
+def _subscriptions_to(site_name: str, uris: list[str]) -> list[tuple[str, str, Any]]:
+    """(session, URI, user id) of each live subscription to one of ``uris``."""
     from django.utils import timezone
 
     from .models import Subscription
@@ -115,8 +117,43 @@ def _subscriptions_to(site_name: str, uris: list[str]) -> list[tuple[str, str]]:
     return list(
         Subscription.objects.filter(
             uri__in=uris, session__site_name=site_name, session__terminated_at__isnull=True, session__expires_at__gt=timezone.now()
-        ).values_list("session_id", "uri")
+        ).values_list("session_id", "uri", "session__user_id")
     )
+
+
+async def _still_readable(site: MCPSite, subscriptions: list[tuple[str, str, Any]]) -> list[tuple[str, str]]:
+    """The subscriptions whose user may still read the URI.
+
+    A subscription is checked when made; a permission or row lost since then must stop the
+    announcements too, or ``resources/updated`` would keep naming rows the user may no longer
+    see. Decided per (user, URI) with the same gate as ``resources/read``.
+    """
+    decided: dict[tuple[Any, str], bool] = {}
+    requests: dict[Any, Any] = {}
+    kept = []
+    for session_id, uri, user_id in subscriptions:
+        if (user_id, uri) not in decided:
+            if user_id not in requests:
+                requests[user_id] = await sync_to_async(_request_as)(user_id)
+            decided[user_id, uri] = await readable(site, requests[user_id], uri)
+        if decided[user_id, uri]:
+            kept.append((session_id, uri))
+    return kept
+
+
+def _request_as(user_id: Any) -> Any:
+    """A bare request carrying the session's user (anonymous when the session has none)."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import AnonymousUser
+    from django.http import HttpRequest
+
+    request = HttpRequest()
+    request.user = AnonymousUser()
+    if user_id is not None:
+        user = get_user_model()._default_manager.filter(pk=user_id).first()
+        if user is not None and user.is_active:
+            request.user = user
+    return request
 
 
 def _is_delete(kwargs: dict[str, Any]) -> bool:

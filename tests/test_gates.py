@@ -232,6 +232,28 @@ async def test_subscribe_to_an_own_row_is_kept() -> None:
     assert await Subscription.objects.filter(uri=uri).aexists()
 
 
+async def test_a_subscription_stops_announcing_once_its_user_loses_the_right_to_read() -> None:
+    user, raw = await _user_with_token("alice", "notes:read", "view_note")
+    mine = await Note.objects.acreate(owner=user, title="mine")
+    other = await Note.objects.acreate(owner=user, title="also mine")
+    client = await _client(raw)
+    for note in (mine, other):
+        assert await client.call("resources/subscribe", {"uri": f"django://testapp/note/{note.pk}"}) == {}
+    assert await anotify_resource_updated(site, f"django://testapp/note/{mine.pk}") == 1
+
+    # The row moves to someone else: its announcements stop, the other row's go on.
+    bob = await sync_to_async(make_user)("bob", "view_note")
+    mine.owner = bob
+    await mine.asave()
+    assert await anotify_resource_updated(site, f"django://testapp/note/{mine.pk}") == 0
+    assert await anotify_resource_updated(site, f"django://testapp/note/{other.pk}") == 1
+
+    # The view permission goes: nothing more is announced, though the subscription stays.
+    await sync_to_async(user.user_permissions.clear)()
+    assert await anotify_resource_updated(site, f"django://testapp/note/{other.pk}") == 0
+    assert await Subscription.objects.filter(uri=f"django://testapp/note/{other.pk}").aexists()
+
+
 # -- control characters -------------------------------------------------------------------------
 
 
