@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _, ngettext
 
-from .models import Elicitation, Event, ServerRequest, Session, SessionState, UserSecret, UserState
+from .models import Elicitation, Event, RunningRequest, ServerRequest, Session, SessionState, UserSecret, UserState
 
 
 def _site_named(name: str) -> Any:
@@ -179,6 +179,21 @@ class ServerRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_select_related = ["session"]
     readonly_fields = ["session", "request_id", "method", "params", "channel_name", "state", "response", "created_at", "answered_at"]
 
+
+@admin.register(RunningRequest)
+class RunningRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Client requests being answered now, and which process holds each (a lapsed lease means
+    the process died; the stream is closed with an error on the next resume or start-up)."""
+
+    list_display = ["request_id", "session", "owner", "created_at", "lease_until", "lease_live"]
+    list_filter = ["owner", "created_at"]
+    search_fields = ["session__id", "request_id", "owner"]
+    list_select_related = ["session"]
+    readonly_fields = ["session", "stream", "request_id", "owner", "created_at", "lease_until"]
+
+    @admin.display(description=_("lease live"), boolean=True)
+    def lease_live(self, obj: RunningRequest) -> bool:
+        return obj.lease_until > timezone.now()
 
 
 @admin.register(Elicitation)

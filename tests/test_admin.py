@@ -10,7 +10,7 @@ from django.test import AsyncClient
 from django.urls import reverse
 from django.utils import timezone
 
-from mcp_django.models import Event, ServerRequest, Session
+from mcp_django.models import Event, RunningRequest, ServerRequest, Session
 from mcp_django.signals import session_closed
 from mcp_django.stores import SessionStore
 from mcp_django.testing import MCPTestClient
@@ -98,6 +98,20 @@ def test_event_and_server_request_changelists_render(admin_client):
     response = admin_client.get(reverse("admin:mcp_django_serverrequest_changelist"), {"state": "pending"})
     assert response.status_code == 200
     assert "roots/list" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_running_requests_are_listed_read_only_with_their_lease(admin_client):
+    session = make_session()
+    now = timezone.now()
+    RunningRequest.objects.create(session=session, stream="s1", request_id='"live-1"', owner="proc-a", lease_until=now + timedelta(minutes=1))
+    RunningRequest.objects.create(session=session, stream="s2", request_id='"dead-1"', owner="proc-b", lease_until=now - timedelta(minutes=1))
+    response = admin_client.get(reverse("admin:mcp_django_runningrequest_changelist"))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "live-1" in page and "dead-1" in page and "proc-a" in page
+    assert 'alt="True"' in page and 'alt="False"' in page  # one lease live, one lapsed
+    assert admin_client.get(reverse("admin:mcp_django_runningrequest_add")).status_code == 403
 
 
 @pytest.mark.django_db
