@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -60,6 +60,7 @@ class ExampleServer:
     base_url: str
     log_path: Path
     env: dict[str, str]
+    process: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
 
     @property
     def mcp_url(self) -> str:
@@ -133,7 +134,7 @@ def run_server(env: dict[str, str], log_path: Path, port: int = 0) -> Iterator[E
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
     try:
-        yield ExampleServer(base_url=_wait_until_ready(process, log_path), log_path=log_path, env=env)
+        yield ExampleServer(base_url=_wait_until_ready(process, log_path), log_path=log_path, env=env, process=process)
     finally:
         stop_process(process)
 

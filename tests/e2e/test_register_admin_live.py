@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from mcp import Client
@@ -44,3 +45,20 @@ async def test_two_clients_connect_one_after_the_other_and_the_event_table_stays
     assert events <= 4  # at most a priming event or two per session
     log = whole_admin_server.log()
     assert "RecursionError" not in log and "Could not announce" not in log
+
+
+async def test_daphne_stops_on_sigterm_with_a_client_connected(tmp_path: Path) -> None:
+    """The announcement loop kept Daphne's reactor busy: it ignored SIGTERM. It must stop."""
+    env = {**server_env(tmp_path / "example.sqlite3", auth="none"), "DJANGO_SETTINGS_MODULE": "tests.e2e.settings_whole_admin"}
+    manage(env, "migrate", "--noinput")
+    manage(env, "load_demo_data")
+    with run_server(env, tmp_path / "daphne.log") as server:
+        async with Client(server.mcp_url, read_timeout_seconds=10) as client:
+            await client.list_tools()
+            process = server.process
+            assert process is not None
+            process.terminate()
+            # Bounded so a hang fails the test instead of the run; the sole claim is "it exits".
+            returncode = await asyncio.to_thread(process.wait, 20)
+    assert returncode is not None
+    assert "RecursionError" not in server.log()
