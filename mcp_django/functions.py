@@ -26,6 +26,7 @@ from .conf import mcp_settings
 from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
 from .context import Context, current_context
 from .protocol.errors import InvalidParamsError, URLElicitationRequiredError
+from .schemas import ecma_patterns
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class Signature:
             if prop.get("title") == name.replace("_", " ").title():
                 prop.pop("title")
         schema.setdefault("properties", {})
-        return schema
+        return ecma_patterns(schema)  # pydantic copies Python patterns (constr, Field(pattern=)) as they are
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         instance = self.model.model_validate(arguments)
@@ -217,6 +218,7 @@ class FunctionTool(PermissionGated):
             schema = adapter.json_schema(mode="serialization")
         except Exception:
             return None, None, False  # not describable (e.g. content lists): plain content
+        schema = ecma_patterns(schema)
         if schema.get("type") == "object":
             schema.pop("title", None)
             return adapter, schema, False

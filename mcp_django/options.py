@@ -30,10 +30,10 @@ from django.db import models, transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from rest_framework import serializers
-from rest_framework.schemas.openapi import AutoSchema
 
 from .functions import TOOL_NAME_RE, missing_scopes
 from .protocol.errors import InvalidParamsError
+from .schemas import nullable, serializer_schema
 
 if TYPE_CHECKING:
     from .context import Context
@@ -49,28 +49,6 @@ def uri_scheme() -> str:
     from .conf import mcp_settings
 
     return str(mcp_settings.get("MODEL_URI_SCHEME"))
-_INT64 = 9223372036854775807
-
-
-def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Turn DRF's OpenAPI 3.0 field schema into JSON Schema 2020-12."""
-    schema = dict(schema)
-    nullable = schema.pop("nullable", False)
-    schema.pop("readOnly", None)
-    schema.pop("writeOnly", None)
-    if schema.get("format") in ("int64", "int32"):
-        schema.pop("format")
-    if schema.get("maximum") == _INT64:
-        schema.pop("maximum")
-    if schema.get("minimum") == -_INT64 - 1:
-        schema.pop("minimum")
-    if "items" in schema and isinstance(schema["items"], dict):
-        schema["items"] = _clean_schema(schema["items"])
-    if nullable and "type" in schema:
-        schema["type"] = [schema["type"], "null"]
-    return schema
-
-
 class ModelMCPChecks:
     """System checks for a ``ModelMCP``; each ``_check_*`` returns a list of errors."""
 
@@ -282,9 +260,10 @@ class ModelMCP:
     # -- sync work (runs in Django's thread) -------------------------------------------------
 
     def coerce_pk(self, value: Any) -> Any:
+        """``value`` as a primary key the database can compare, or None (then no row has it)."""
         try:
-            return self.opts.pk.to_python(value)
-        except (DjangoValidationError, TypeError, ValueError):
+            return db_value(self.opts.pk, value)
+        except DjangoValidationError:
             return None
 
     def get_object(self, request: HttpRequest, pk: Any, permission: str = "view") -> Any:
@@ -339,18 +318,10 @@ class ModelMCP:
             self._generated_tools = [ModelTool(self, action) for action in self.tools if action in GENERATED_TOOLS]
         return self._generated_tools
 
-    def field_schemas(self, *, writable: bool) -> dict[str, Any]:
-        serializer = self.get_serializer_class()()
-        schema = AutoSchema().map_serializer(serializer)
-        properties = {}
-        for name, field in serializer.fields.items():
-            if name not in schema["properties"]:
-                continue
-            if writable and field.read_only:
-                continue
-            properties[name] = _clean_schema(schema["properties"][name])
-        required = [n for n in schema.get("required", []) if n in properties]
-        return {"type": "object", "properties": properties, "required": required}
+    def field_schemas(self, *, writable: bool, output: bool = False) -> dict[str, Any]:
+        """The serializer's fields as JSON Schema: what a client may write (``writable``), or
+        every field it may read, as sent in (``output=False``) or as returned."""
+        return serializer_schema(self.get_serializer_class()(), writable=writable, output=output)
 
 
 def _safe_name(value: str) -> str:
@@ -377,9 +348,11 @@ class ModelTool:
         self.description = {
             "search": f"Search {plural}" + (f" by {', '.join(model_mcp.search_fields)}" if model_mcp.search_fields else "") + ".",
             "get": f"Get one {verbose} by primary key.",
-            "create": f"Create a {verbose}.",
-            "update": f"Change fields of a {verbose} (only the fields given).",
-            "delete": f"Delete a {verbose}.",
+            # "one", not "a": "a order", "an user" read badly, and a verbose name says nothing
+            # of how it sounds.
+            "create": f"Create one {verbose}.",
+            "update": f"Change fields of one {verbose} (only the fields given).",
+            "delete": f"Delete one {verbose}.",
         }[action]
         self.annotations = {
             "search": {"readOnlyHint": True, "openWorldHint": False},
@@ -409,7 +382,7 @@ class ModelTool:
                 properties["ordering"] = {"type": "string", "enum": list(mm.ordering), "default": mm.ordering[0]}
             fields = mm.field_schemas(writable=False)["properties"]
             for name in mm.filter_fields:
-                properties[name] = _clean_schema(fields.get(name, {"type": "string"}))
+                properties[name] = fields.get(name, {"type": "string"})
             return {"type": "object", "properties": properties, "additionalProperties": False}
         if self.action in ("get", "delete"):
             return {"type": "object", "properties": {"pk": self._pk_schema()}, "required": ["pk"], "additionalProperties": False}
@@ -425,10 +398,10 @@ class ModelTool:
 
     @cached_property
     def output_schema(self) -> dict[str, Any]:
-        item = self.model_mcp.field_schemas(writable=False)
+        item = self.model_mcp.field_schemas(writable=False, output=True)
         item = {"type": "object", "properties": item["properties"]}
         if self.action == "search":
-            return {"type": "object", "properties": {"items": {"type": "array", "items": item}, "nextCursor": {"type": ["string", "null"]}}, "required": ["items"]}
+            return {"type": "object", "properties": {"items": {"type": "array", "items": item}, "nextCursor": nullable({"type": "string"})}, "required": ["items"]}
         if self.action == "delete":
             return {"type": "object", "properties": {"deleted": {"type": "boolean"}, "pk": self._pk_schema()}, "required": ["deleted"]}
         return item
@@ -491,15 +464,34 @@ class ModelTool:
         return Draft202012Validator(self.input_schema)
 
     def _call(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
-        schema_errors = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
-        if schema_errors:
-            return self._error(
-                "Invalid arguments:\n" + "\n".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in schema_errors)
-            )
         if not self.is_visible(request):
             # Tools a user may not use are not listed; calling one anyway is refused the same way.
             raise InvalidParamsError(f"Unknown tool: {self.name}")
+        schema_errors = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
+        if schema_errors:
+            return self._invalid(schema_errors, arguments, request)
         return getattr(self, f"_{self.action}")(dict(arguments), request)
+
+    def _invalid(self, schema_errors: list[Any], arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
+        """Every argument's problem in one answer: the schema's, then (for writes) what the
+        serializer says of the arguments the schema let through, so an agent fixes all at once."""
+        lines = []
+        refused = set()
+        for error in schema_errors:
+            field = error.path[0] if error.path else None
+            if field is None and error.validator == "required":
+                field = error.message.split("'")[1] if "'" in error.message else None
+            if field is not None:
+                refused.add(field)
+            lines.append(f"{'.'.join(map(str, error.path)) or field or 'arguments'}: {error.message}")
+        if self.action in ("create", "update"):
+            rest = {k: v for k, v in arguments.items() if k not in refused and k != "pk"}
+            serializer = self.model_mcp.get_serializer_class()(data=rest, partial=True, context={"request": request})
+            if not serializer.is_valid():
+                for field, messages in serializer.errors.items():
+                    if field not in refused:
+                        lines.extend(f"{field}: {m}" for m in (messages if isinstance(messages, list) else [messages]))
+        return self._error("Invalid arguments:\n" + "\n".join(lines))
 
     def _search(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
         from .protocol.pagination import decode_cursor, encode_cursor
@@ -508,7 +500,13 @@ class ModelTool:
         limit = arguments.pop("limit", min(20, mm.search_limit))
         ordering = arguments.pop("ordering", None) or (mm.ordering[0] if mm.ordering else "pk")
         queryset = mm.get_search_results(request, mm.get_queryset(request), arguments.pop("query", ""))
-        filters = {name: arguments[name] for name in mm.filter_fields if name in arguments}
+        filters = {}
+        for name in mm.filter_fields:
+            if name in arguments:
+                try:
+                    filters[name] = db_value(mm.opts.get_field(name), arguments[name])
+                except DjangoValidationError as exc:
+                    return self._error(f"{name}: {' '.join(exc.messages)}")
         queryset = queryset.filter(**filters)
         try:
             keyset: KeysetOrdering | None = KeysetOrdering(mm.opts, ordering)
@@ -516,12 +514,15 @@ class ModelTool:
             keyset = None  # related or nullable ordering: page by offset instead
         offset = 0
         if "cursor" in arguments:
+            # A cursor comes back from the client: anything in it is checked like an argument.
             try:
                 position = decode_cursor(arguments.pop("cursor"))
                 if keyset is not None:
                     queryset = queryset.filter(keyset.after(position))
                 else:
-                    offset = int(position["o"])
+                    offset = position["o"]
+                    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_OFFSET:
+                        raise ValueError(offset)
             except (InvalidParamsError, DjangoValidationError, KeyError, TypeError, ValueError):
                 return self._error("cursor: invalid cursor (it belongs to a search with the same ordering)")
         queryset = queryset.order_by(*(keyset.order_by if keyset is not None else [ordering, "pk"]))
@@ -557,9 +558,12 @@ class ModelTool:
         serializer = self.model_mcp.get_serializer_class()(obj, data=arguments, partial=True, context={"request": request})
         if not serializer.is_valid():
             return self._validation_error(serializer.errors)
+        changed = changed_fields(obj, serializer.validated_data)
+        if not changed:
+            return self._result(dict(serializer.data))  # nothing to save, nothing for the history
         with transaction.atomic():
             obj = serializer.save()
-            log_change(request, obj, "change", f"Changed {', '.join(sorted(arguments)) or 'nothing'} through MCP.")
+            log_change(request, obj, "change", f"Changed {', '.join(changed)} through MCP.")
         return self._result(dict(serializer.data))
 
     def _delete(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
@@ -578,6 +582,7 @@ class KeysetOrdering:
     costs, and rows added meanwhile neither repeat nor vanish."""
 
     def __init__(self, opts: Any, ordering: str) -> None:
+        self.pk = opts.pk
         self.descending = ordering.startswith("-")
         name = ordering.lstrip("-")
         if "__" in name:
@@ -597,12 +602,57 @@ class KeysetOrdering:
         return position
 
     def after(self, position: dict[str, Any]) -> Q:
-        pk = position["pk"]
+        """Rows after ``position``; a value the columns cannot hold raises ValidationError."""
+        pk = db_value(self.pk, position["pk"])
         if self.field is None:
             return Q(pk__gt=pk)
-        value = self.field.to_python(position["v"])
+        value = db_value(self.field, position["v"])
         beyond = Q(**{f"{self.name}__lt" if self.descending else f"{self.name}__gt": value})
         return beyond | Q(**{self.name: value, "pk__gt": pk})
+
+
+#: The deepest offset a cursor may ask for; offset paging is the fallback for orderings that
+#: keyset paging cannot follow, and nobody pages a billion rows by hand.
+MAX_OFFSET = 10**9
+
+
+def db_value(field: Any, value: Any) -> Any:
+    """``value`` as the Python value of ``field`` (the target's, for a relation), checked
+    against the field's validators, including the database's integer range: a value a client
+    sends for a lookup fails here, as ValidationError, not in the database driver."""
+    target = field
+    if field.is_relation:
+        target = getattr(field, "target_field", None) or field.related_model._meta.pk
+    if value is None or isinstance(value, (dict, list)):
+        raise DjangoValidationError("Enter a single value.")
+    if isinstance(value, float) and not value.is_integer() and isinstance(target, models.IntegerField):
+        raise DjangoValidationError("Enter a whole number.")
+    try:
+        python = target.to_python(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise DjangoValidationError(str(exc)) from None
+    target.run_validators(python)
+    if isinstance(python, int) and not isinstance(python, bool) and not -(2**63) <= python < 2**63:
+        raise DjangoValidationError("Ensure this value fits a 64-bit integer.")
+    return python
+
+
+def changed_fields(obj: Any, data: dict[str, Any]) -> list[str]:
+    """The names in ``data`` whose value differs from ``obj``'s (many-to-many by members)."""
+    changed = []
+    for name, value in data.items():
+        try:
+            field = obj._meta.get_field(name)
+        except FieldDoesNotExist:
+            changed.append(name)  # a serializer-only field: assume it does something
+            continue
+        if field.many_to_many:
+            current = {o.pk for o in getattr(obj, name).all()} if obj.pk is not None else set()
+            if current != {getattr(v, "pk", v) for v in value}:
+                changed.append(name)
+        elif getattr(obj, name) != value:
+            changed.append(name)
+    return sorted(changed)
 
 
 def log_change(request: HttpRequest, obj: Any, action: str, message: str) -> None:

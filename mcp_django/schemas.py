@@ -1,0 +1,379 @@
+"""JSON Schema 2020-12 for generated tools, valid for every official client.
+
+DRF maps serializer fields to OpenAPI 3.0, which is close to JSON Schema but not the same:
+``nullable``, Python regular expressions (DRF even writes ``\\Z`` as ``\\z``, valid in neither
+Python nor ECMA-262), decimals as strings with a float ``multipleOf`` and off-by-a-cent bounds.
+MCP clients validate with JSON Schema and ECMA-262 patterns, so :class:`FieldSchemas` keeps
+DRF's mapping and corrects those parts, and :func:`ecma_patterns` cleans any schema (pydantic's
+too) of patterns an ECMA-262 engine would refuse or read differently.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from decimal import Decimal
+from typing import Any
+
+from django.core.validators import (
+    DecimalValidator,
+    EmailValidator,
+    MaxLengthValidator,
+    MaxValueValidator,
+    MinLengthValidator,
+    MinValueValidator,
+    RegexValidator,
+    URLValidator,
+)
+from django.db import models
+from rest_framework import serializers
+from rest_framework.schemas.openapi import AutoSchema
+
+# Keys whose value is a schema, a list of schemas, or a name → schema mapping.
+_SCHEMA_KEYS = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+_SCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+# Annotations stay beside an ``anyOf`` when a schema becomes nullable; the rest moves inside.
+_ANNOTATIONS = ("title", "description", "default", "examples", "readOnly", "writeOnly", "deprecated")
+
+# Word classes: Python's match any letter (é, ß, 名), ECMA-262's only ASCII ones, so a client
+# would refuse a name the server accepts. Kept only for validators compiled with ``re.ASCII``.
+# (\d and \s differ only for exotic digits and spaces; they are kept.)
+_UNICODE_CLASSES = frozenset("wWbB")
+# Escapes that mean the same in both: \\, \. and other punctuation, \n \t \r \f \v, \0.
+_SAME_ESCAPES = frozenset("nrtfv0") | frozenset(r"\.^$|?*+()[]{}/-")
+_FLAGS_ALLOWED = re.ASCII | re.UNICODE  # UNICODE is Python 3's default for str patterns
+
+
+def ecma_pattern(pattern: str, flags: int = 0) -> str | None:
+    """``pattern`` (a Python regular expression) as an ECMA-262 pattern that accepts the same
+    strings, or None when that cannot be said exactly (then leave the pattern out: the server
+    still validates).
+
+    A conservative translation: anchors ``\\A``/``\\Z`` become ``^``/``$``, named groups change
+    spelling, and anything whose meaning differs or that ECMA-262 lacks (inline flags, possessive
+    quantifiers, atomic groups, ``\\Z`` inside a class, Unicode-dependent classes) gives None.
+    """
+    if flags & ~_FLAGS_ALLOWED:
+        return None  # IGNORECASE, MULTILINE, DOTALL, VERBOSE: no way to say them in a pattern
+    ascii_only = bool(flags & re.ASCII)
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        char = pattern[i]
+        if char == "\\":
+            if i + 1 >= n:
+                return None
+            escaped = pattern[i + 1]
+            if escaped in "AZ":
+                if in_class:
+                    return None
+                out.append("^" if escaped == "A" else "$")
+            elif escaped in _UNICODE_CLASSES or escaped in "dDsS":
+                if escaped in _UNICODE_CLASSES and not ascii_only:
+                    return None
+                out.append("\\" + escaped)
+            elif escaped == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", pattern[i + 2 : i + 4]):
+                out.append(pattern[i : i + 4])
+                i += 4
+                continue
+            elif escaped == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", pattern[i + 2 : i + 6]):
+                out.append(pattern[i : i + 6])
+                i += 6
+                continue
+            elif escaped in _SAME_ESCAPES or (not escaped.isalnum() and escaped.isascii()):
+                out.append("\\" + escaped)
+            else:
+                return None  # \U, \N{...}, back references by number, octal: not worth the risk
+            i += 2
+            continue
+        if in_class:
+            if char == "[" and pattern[i + 1 : i + 2] == ":":
+                return None  # POSIX-looking class: literal in Python, an error in ECMA v-mode
+            if char == "]":
+                in_class = False
+            out.append(char)
+            i += 1
+            continue
+        if char == "[":
+            in_class = True
+            out.append(char)
+            i += 1
+            # A leading ] (or ^]) is a literal in Python, an empty class in ECMA-262.
+            if pattern[i : i + 1] == "^":
+                out.append("^")
+                i += 1
+            if pattern[i : i + 1] == "]":
+                out.append("\\]")
+                i += 1
+            continue
+        if char == "(" and pattern[i + 1 : i + 2] == "?":
+            rest = pattern[i + 2 :]
+            if rest.startswith("P<"):
+                out.append("(?<")
+                i += 4
+                continue
+            if rest[:1] in (":", "=", "!") or rest.startswith(("<=", "<!")):
+                out.append("(?")
+                i += 2
+                continue
+            return None  # inline flags, (?P=name), (?>...), (?#...), conditionals
+        if char in "*+?}" and pattern[i + 1 : i + 2] == "+":
+            return None  # possessive quantifier (Python 3.11+)
+        if char == "{" and not re.match(r"\{\d+(,\d*)?\}", pattern[i:]):
+            out.append("\\{")  # a literal brace in Python; ECMA-262's unicode mode refuses it bare
+            i += 1
+            continue
+        if char == "}" and not _closes_quantifier(out):
+            out.append("\\}")
+            i += 1
+            continue
+        out.append(char)
+        i += 1
+    if in_class:
+        return None
+    return "".join(out)
+
+
+def _closes_quantifier(out: list[str]) -> bool:
+    text = "".join(out)
+    return bool(re.search(r"(?<!\\)\{\d+(,\d*)?$", text))
+
+
+def ecma_patterns(schema: Any) -> Any:
+    """A copy of ``schema`` with every ``pattern`` made ECMA-262 (or dropped) and every
+    ``patternProperties`` key likewise; everything else unchanged."""
+    if isinstance(schema, list):
+        return [ecma_patterns(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "pattern" and isinstance(value, str):
+            translated = ecma_pattern(value)
+            if translated is not None:
+                result[key] = translated
+        elif key == "patternProperties" and isinstance(value, dict):
+            kept = {ecma_pattern(k): ecma_patterns(v) for k, v in value.items()}
+            if None in kept:
+                # A key we cannot translate would match other names: allow any extra property.
+                result.pop("additionalProperties", None)
+                kept.pop(None)
+            result[key] = kept
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            result[key] = {name: ecma_patterns(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_LISTS or key in _SCHEMA_KEYS:
+            result[key] = ecma_patterns(value)
+        else:
+            result[key] = value
+    return result
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` or null, as ``anyOf`` (clients such as the Inspector read a ``type`` array
+    poorly); annotations stay outside."""
+    outer = {k: v for k, v in schema.items() if k in _ANNOTATIONS}
+    inner = {k: v for k, v in schema.items() if k not in _ANNOTATIONS}
+    if not inner:
+        return schema  # any value already, null included
+    if list(inner) == ["anyOf"]:
+        branches = list(inner["anyOf"])
+    else:
+        branches = [inner]
+    if {"type": "null"} not in branches:
+        branches.append({"type": "null"})
+    return {**outer, "anyOf": branches}
+
+
+def _json_number(value: Any) -> int | float | None:
+    """A validator's limit as a JSON number, or None (dates, callables, anything else)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, (float, Decimal)):
+        return int(value) if value == int(value) else float(value)
+    return None
+
+
+def decimal_bound(max_digits: int | None, decimal_places: int | None) -> Decimal | None:
+    """The largest value ``max_digits`` / ``decimal_places`` allow: 8, 2 → 999999.99."""
+    if max_digits is None:
+        return None
+    places = decimal_places or 0
+    return Decimal(10) ** (max_digits - places) - Decimal(10) ** -places
+
+
+def decimal_string_pattern(max_digits: int | None, decimal_places: int | None) -> str:
+    """An ECMA-262 pattern for a decimal written as a string, with at most the allowed digits."""
+    whole = "*" if max_digits is None else "{0,%d}" % max(max_digits - (decimal_places or 0), 0)
+    places = "*" if decimal_places is None else "{0,%d}" % decimal_places
+    fraction = "" if decimal_places == 0 else rf"(?:\.\d{places})?"
+    # At least one digit, before or after the point.
+    return rf"^-?(?=\.?\d)\d{whole}{fraction}$"
+
+
+class FieldSchemas(AutoSchema):
+    """DRF's serializer mapping, as JSON Schema 2020-12 that MCP clients accept.
+
+    ``output=True`` describes what the serializer writes (decimals as strings when DRF coerces
+    them), otherwise what it reads (decimals as a JSON number or a numeric string).
+    """
+
+    def __init__(self, *, output: bool = False) -> None:
+        super().__init__()
+        self.output = output
+
+    def map_field(self, field: serializers.Field) -> dict[str, Any]:
+        if isinstance(field, serializers.DecimalField):
+            return self.map_decimal(field)
+        if isinstance(field, (serializers.JSONField, serializers.ReadOnlyField, serializers.SerializerMethodField)):
+            return {}  # any JSON value: DRF's "object" or "string" would refuse lists and numbers
+        if isinstance(field, serializers.PrimaryKeyRelatedField) and not getattr(field, "pk_field", None):
+            return self.map_related_pk(field)
+        return super().map_field(field)
+
+    def map_related_pk(self, field: serializers.PrimaryKeyRelatedField) -> dict[str, Any]:
+        """The JSON type of the related primary key (DRF knows it only for auto fields)."""
+        model = getattr(field.queryset, "model", None)
+        if model is None:  # read-only: the target model is not at hand
+            return {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+        return {"type": "integer"} if isinstance(model._meta.pk, models.IntegerField) else {"type": "string"}
+
+    def map_decimal(self, field: serializers.DecimalField) -> dict[str, Any]:
+        bound = decimal_bound(field.max_digits, field.decimal_places)
+        as_string = {"type": "string", "pattern": decimal_string_pattern(field.max_digits, field.decimal_places)}
+        number: dict[str, Any] = {"type": "number"}
+        low, high = (None, None) if bound is None else (-bound, bound)
+        lows = [field.min_value] + [v.limit_value for v in field.validators if isinstance(v, MinValueValidator)]
+        highs = [field.max_value] + [v.limit_value for v in field.validators if isinstance(v, MaxValueValidator)]
+        for limit in lows:
+            if isinstance(limit, (int, float, Decimal)):
+                low = Decimal(str(limit)) if low is None else max(low, Decimal(str(limit)))
+        for limit in highs:
+            if isinstance(limit, (int, float, Decimal)):
+                high = Decimal(str(limit)) if high is None else min(high, Decimal(str(limit)))
+        if low is not None:
+            number["minimum"] = _json_number(low)
+        if high is not None:
+            number["maximum"] = _json_number(high)
+        if self.output:
+            # What DRF's to_representation does: a string unless told otherwise.
+            return as_string if getattr(field, "coerce_to_string", _coerces()) else number
+        places = "any number of" if field.decimal_places is None else f"at most {field.decimal_places}"
+        return {"anyOf": [number, as_string], "description": f"A decimal number ({places} decimal places), as a JSON number or a string."}
+
+    def map_field_validators(self, field: serializers.Field, schema: dict[str, Any]) -> None:
+        """DRF's validator mapping, with patterns made ECMA-262 (or dropped) and limits kept
+        only where they are JSON numbers; decimals carry their bounds already."""
+        if isinstance(field, serializers.DecimalField):
+            return
+        patterns = []
+        for validator in field.validators:
+            if isinstance(validator, EmailValidator):
+                schema["format"] = "email"
+            elif isinstance(validator, URLValidator):
+                schema["format"] = "uri"  # its pattern is IGNORECASE: left to the format
+            elif isinstance(validator, RegexValidator):
+                translated = None if validator.inverse_match else ecma_pattern(validator.regex.pattern, validator.regex.flags)
+                patterns.append(translated)
+            elif isinstance(validator, MaxLengthValidator):
+                schema["maxItems" if isinstance(field, serializers.ListField) else "maxLength"] = validator.limit_value
+            elif isinstance(validator, MinLengthValidator):
+                schema["minItems" if isinstance(field, serializers.ListField) else "minLength"] = validator.limit_value
+            elif isinstance(validator, (MaxValueValidator, MinValueValidator)):
+                limit = _json_number(validator.limit_value)
+                if limit is not None and schema.get("type") in ("integer", "number"):
+                    schema["maximum" if isinstance(validator, MaxValueValidator) else "minimum"] = limit
+            elif isinstance(validator, DecimalValidator):
+                continue
+        # One pattern says it; two or more would need allOf, and one we cannot say spoils none.
+        # Django runs no validator on an empty value, so a field that may be blank takes "".
+        blank = "|^$" if getattr(field, "allow_blank", False) else ""
+        usable = [f"(?:{p}){blank}" if blank else p for p in patterns if p is not None]
+        if len(usable) == 1:
+            schema["pattern"] = usable[0]
+        elif len(usable) > 1:
+            schema["allOf"] = [{"pattern": p} for p in usable]
+
+    def field_schema(self, field: serializers.Field) -> dict[str, Any]:
+        """One field's schema, complete: DRF's annotations, validators, and nullability.
+
+        Output schemas say the type and leave validators and choices out: they bind what a
+        client sends, not what is stored (rows saved from code or before a validator was
+        added), and a client refuses the whole result when one value breaks its schema.
+        """
+        schema = self.map_field(field)
+        if self.output:
+            schema.pop("enum", None)
+            if isinstance(field, serializers.FileField):
+                schema = {"type": "string"}  # the file's URL, or null when there is none
+                field_may_be_null = True
+            else:
+                field_may_be_null = field.allow_null
+            if field_may_be_null:
+                schema["nullable"] = True
+            if field.help_text:
+                schema["description"] = str(field.help_text)
+            return clean(schema)
+        if field.read_only:
+            schema["readOnly"] = True
+        if field.write_only:
+            schema["writeOnly"] = True
+        if field.allow_null:
+            schema["nullable"] = True
+        if field.default is not None and field.default != serializers.empty and not callable(field.default):
+            default = field.default
+            if isinstance(default, (str, bool, int, float)) or default is None:
+                schema["default"] = default
+        if field.help_text:
+            schema["description"] = str(field.help_text)
+        self.map_field_validators(field, schema)
+        return clean(schema)
+
+
+def _coerces() -> bool:
+    from rest_framework.settings import api_settings
+
+    return bool(api_settings.COERCE_DECIMAL_TO_STRING)
+
+
+def clean(schema: dict[str, Any]) -> dict[str, Any]:
+    """OpenAPI 3.0 leftovers out, JSON Schema 2020-12 in: ``nullable`` → ``anyOf`` with null,
+    integer ``format``s dropped, array items cleaned too."""
+    schema = {key: _json_values(value) if key in ("enum", "default", "const") else value for key, value in schema.items()}
+    is_nullable = schema.pop("nullable", False)
+    if schema.get("format") in ("int64", "int32"):
+        schema.pop("format")
+    if isinstance(schema.get("items"), dict):
+        schema["items"] = clean(schema["items"])
+    return nullable(schema) if is_nullable else schema
+
+
+def serializer_schema(serializer: serializers.Serializer, *, writable: bool, output: bool = False) -> dict[str, Any]:
+    """``{"type": "object", "properties": ..., "required": ...}`` for a serializer's fields
+    (only those a client may write when ``writable``)."""
+    mapper = FieldSchemas(output=output)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, field in serializer.fields.items():
+        if writable and field.read_only:
+            continue
+        if not writable and field.write_only:
+            continue
+        properties[name] = mapper.field_schema(field)
+        if writable and field.required:
+            required.append(name)
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def _json_values(value: Any) -> Any:
+    """Choices and defaults as JSON values (a decimal or a date would not serialize)."""
+    if isinstance(value, list):
+        return [_json_values(v) for v in value]
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return _json_number(value)
+    return value

@@ -1,0 +1,88 @@
+"""The official client takes every generated schema: it validates each tool result against
+the tool's outputSchema (patterns included), so one Python-only pattern made it refuse them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from mcp import Client
+
+from .conftest import ExampleServer, manage, run_server, server_env
+
+pytestmark = pytest.mark.e2e
+
+MAKE_USER = "from django.contrib.auth.models import User; User.objects.create_user('José', 'jose@example.com')"
+
+
+@pytest.fixture(scope="module")
+def schemas_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleServer]:
+    workdir = tmp_path_factory.mktemp("e2e-schemas")
+    env = {**server_env(workdir / "example.sqlite3", auth="none"), "DJANGO_SETTINGS_MODULE": "tests.e2e.settings_schemas"}
+    manage(env, "migrate", "--noinput")
+    manage(env, "shell", "-c", MAKE_USER)
+    with run_server(env, workdir / "daphne.log") as server:
+        yield server
+
+
+CHECK_EVERY_SCHEMA = """
+import regress
+from jsonschema import Draft202012Validator
+from mcp_django.sites import all_sites
+from tests.test_schemas import assert_valid_for_clients
+count = 0
+for mcp in list(all_sites):
+    for tool in mcp.get_tools():
+        definition = tool.definition()
+        for key in ("inputSchema", "outputSchema"):
+            if key in definition:
+                assert_valid_for_clients(definition[key])
+                count += 1
+print(count)
+"""
+
+
+def test_every_schema_of_the_example_site_is_valid_for_clients(schemas_server: ExampleServer) -> None:
+    # The example site's own settings and registrations, plus every field type (settings_schemas).
+    checked = int(manage(schemas_server.env, "shell", "-v0", "-c", CHECK_EVERY_SCHEMA).strip().splitlines()[-1])
+    assert checked > 60
+
+
+async def test_the_client_accepts_every_tool_and_every_result(schemas_server: ExampleServer) -> None:
+    async with Client(schemas_server.mcp_url, read_timeout_seconds=10) as client:
+        tools: dict[str, object] = {}
+        cursor = None
+        while True:  # every page: the client checks each tool's schemas as it lists them
+            page = await client.list_tools(cursor=cursor)
+            tools.update((tool.name, tool) for tool in page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        assert {"testapp_specimen_create", "auth_user_search"} <= set(tools)
+
+        users = await client.call_tool("auth_user_search", {"query": "Jos"})
+        assert not users.is_error, users
+        assert users.structured_content["items"][0]["username"] == "José"
+
+        created = []
+        for price in (3.5, "3.50"):
+            result = await client.call_tool(
+                "testapp_specimen_create", {"char": "x", "price": price, "code": "AB-1234", "ascii_name": "ada.l", "rate": None}
+            )
+            assert not result.is_error, result
+            assert result.structured_content["price"] == "3.50"
+            created.append(result.structured_content["id"])
+
+        fetched = await client.call_tool("testapp_specimen_get", {"pk": created[0]})
+        assert not fetched.is_error and fetched.structured_content["code"] == "AB-1234"
+        found = await client.call_tool("testapp_specimen_search", {"price": "3.50"})
+        assert [item["id"] for item in found.structured_content["items"]] == created
+
+        refused = await client.call_tool("testapp_specimen_create", {"char": "x", "price": "0.125", "code": "nope"})
+        assert refused.is_error
+        text = refused.content[0].text  # type: ignore[union-attr]
+        assert "price" in text and "code" in text  # both in one answer
+
+        crafted = await client.call_tool("testapp_specimen_search", {"cursor": "eyJvIjogLTV9"})
+        assert crafted.is_error
+    assert "Traceback" not in schemas_server.log()

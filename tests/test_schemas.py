@@ -1,0 +1,336 @@
+"""Generated schemas are JSON Schema 2020-12 with ECMA-262 patterns, for every field Django
+ships and every tool of the example site, checked with a real validator and a real ECMA-262
+engine (``regress``, the Rust crate jsonschema itself uses for format "regex")."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+
+import orjson
+import pytest
+import regress
+from asgiref.sync import sync_to_async
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.validators import ASCIIUsernameValidator, UnicodeUsernameValidator
+from django.core import validators
+from jsonschema import Draft202012Validator, FormatChecker
+
+from mcp_django.options import ModelMCP
+from mcp_django.schemas import decimal_bound, ecma_pattern, ecma_patterns, nullable
+from mcp_django.sites import MCPSite, all_sites
+from mcp_django.testing import MCPTestClient
+from mcp_django.transport.consumers import MCPConsumer
+from tests.conftest import make_user, mcp_settings_fixture
+from tests.testapp.models import Specimen, Tag
+
+ALL_TOOLS = ["search", "get", "create", "update", "delete"]
+
+
+def patterns(schema: Any) -> list[str]:
+    """Every ``pattern`` in a schema (and every ``patternProperties`` key)."""
+    found: list[str] = []
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "pattern" and isinstance(value, str):
+                found.append(value)
+            elif key == "patternProperties" and isinstance(value, dict):
+                found.extend(value)
+                found.extend(p for v in value.values() for p in patterns(v))
+            elif key == "properties" and isinstance(value, dict):
+                found.extend(p for v in value.values() for p in patterns(v))
+            else:
+                found.extend(patterns(value))
+    elif isinstance(schema, list):
+        for value in schema:
+            found.extend(patterns(value))
+    return found
+
+
+def assert_valid_for_clients(schema: dict[str, Any]) -> None:
+    """What the official clients need: a valid 2020-12 schema, every pattern ECMA-262, and
+    nothing in it that JSON cannot carry."""
+    Draft202012Validator.check_schema(schema)
+    for pattern in patterns(schema):
+        regress.Regex(pattern)  # raises on anything ECMA-262 refuses
+    orjson.dumps(schema)
+    assert "nullable" not in orjson.dumps(schema).decode()
+
+
+def specimen_site() -> MCPSite:
+    mcp = MCPSite(name="specimens")
+    mcp.register(Specimen, type("SpecimenMCP", (ModelMCP,), {"tools": ALL_TOOLS, "filter_fields": ["owner", "price", "integer", "day"]}))
+    from django.contrib.auth import get_user_model
+
+    mcp.register(get_user_model(), type("UserMCP", (ModelMCP,), {"tools": ALL_TOOLS, "exclude": ["password"]}))
+    return mcp
+
+
+# -- the translation itself ---------------------------------------------------------------------
+
+DJANGO_VALIDATORS = [
+    validators.validate_slug,
+    validators.validate_unicode_slug,
+    validators.validate_ipv4_address,
+    validators.validate_comma_separated_integer_list,
+    validators.int_list_validator(sep=";", allow_negative=True),
+    validators.URLValidator(),
+    validators.EmailValidator(),
+    UnicodeUsernameValidator(),
+    ASCIIUsernameValidator(),
+    validators.RegexValidator(r"\A[A-Z]{2}-\d{4}\Z"),
+    validators.RegexValidator(r"^(?P<year>\d{4})-(?:\d{2})$"),
+    validators.RegexValidator(r"^[]a]+$"),
+    validators.RegexValidator(r"^{x}$"),
+]
+
+
+def _regexes(validator: Any) -> list[re.Pattern[str]]:
+    found = [getattr(validator, "regex", None)]
+    for name in ("user_regex", "domain_regex", "literal_regex"):
+        found.append(getattr(validator, name, None))
+    return [r for r in found if isinstance(r, re.Pattern)]
+
+
+@pytest.mark.parametrize("validator", DJANGO_VALIDATORS, ids=lambda v: type(v).__name__ + str(id(v) % 97))
+def test_every_django_pattern_is_translated_exactly_or_left_out(validator: Any) -> None:
+    samples = ["", "a", "ab-12", "AB-1234", "AB-1234\n", "héllo", "user.name+1@x", "1,2,3", "-1;2", "192.168.0.1", "2024-10", "]a", "{x}", "ok_slug", "名前"]
+    for regex in _regexes(validator):
+        translated = ecma_pattern(regex.pattern, regex.flags)
+        if translated is None:
+            continue
+        engine = regress.Regex(translated)
+        for text in samples:
+            python = regex.search(text) is not None
+            ecma = engine.find(text) is not None
+            # "$" also matches before a final newline in Python; ECMA-262 is the stricter one.
+            if text.endswith("\n") and python and not ecma:
+                continue
+            assert python == ecma, (regex.pattern, translated, text)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "flags", "expected"),
+    [
+        (r"^[\w.@+-]+\Z", re.UNICODE, None),  # \w means more letters in Python: left out
+        (r"^[\w.@+-]+\Z", re.ASCII, r"^[\w.@+-]+$"),
+        (r"\A\d{13}\Z", 0, r"^\d{13}$"),
+        (r"(?i)abc", 0, None),
+        (r"abc", re.IGNORECASE, None),
+        (r"a++", 0, None),
+        (r"(?P<x>a)(?P=x)", 0, None),
+        (r"(?P<x>a)b", 0, r"(?<x>a)b"),
+        (r"[\Z]", 0, None),
+        (r"a{2,3}}", 0, r"a{2,3}\}"),
+    ],
+)
+def test_ecma_pattern_cases(pattern: str, flags: int, expected: str | None) -> None:
+    assert ecma_pattern(pattern, flags) == expected
+    if expected is not None:
+        regress.Regex(expected)
+
+
+def test_patterns_are_cleaned_everywhere_in_a_schema_but_property_names_are_left_alone() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"pattern": {"type": "string", "pattern": r"^\w+\Z"}, "code": {"anyOf": [{"type": "string", "pattern": r"\Ax\Z"}]}},
+        "$defs": {"item": {"type": "array", "items": {"type": "string", "pattern": r"(?s)."}}},
+    }
+    cleaned = ecma_patterns(schema)
+    assert cleaned["properties"]["pattern"] == {"type": "string"}
+    assert cleaned["properties"]["code"]["anyOf"][0]["pattern"] == "^x$"
+    assert cleaned["$defs"]["item"]["items"] == {"type": "string"}
+
+
+def test_nullable_is_any_of_with_annotations_outside() -> None:
+    assert nullable({"type": "string", "description": "d", "maxLength": 3}) == {
+        "description": "d",
+        "anyOf": [{"type": "string", "maxLength": 3}, {"type": "null"}],
+    }
+    assert nullable({"anyOf": [{"type": "number"}, {"type": "string"}]})["anyOf"][-1] == {"type": "null"}
+
+
+def test_decimal_bounds_are_exact() -> None:
+    assert decimal_bound(8, 2) == Decimal("999999.99")
+    assert decimal_bound(5, 4) == Decimal("9.9999")
+    assert decimal_bound(6, 0) == Decimal("999999")
+
+
+# -- every field type, every tool ---------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_every_generated_schema_of_every_field_type_is_valid_for_clients() -> None:
+    mcp = specimen_site()
+    tools = mcp.get_tools()
+    assert len(tools) == 10
+    for tool in tools:
+        definition = tool.definition()
+        assert_valid_for_clients(definition["inputSchema"])
+        assert_valid_for_clients(definition["outputSchema"])
+        assert "a order" not in definition["description"] and " a " not in f" {definition['description']} "[:9]
+
+
+@pytest.mark.django_db
+def test_every_registered_sites_schemas_are_valid_for_clients() -> None:
+    # Every site registered in the test project (the example site's: tests/e2e/test_schemas_live.py).
+    for mcp in list(all_sites):
+        for tool in mcp.get_tools():
+            definition = tool.definition()
+            assert_valid_for_clients(definition["inputSchema"])
+            if "outputSchema" in definition:
+                assert_valid_for_clients(definition["outputSchema"])
+
+
+@pytest.mark.django_db
+def test_field_schemas_read_well() -> None:
+    create = {t.name: t for t in specimen_site().get_tools()}["testapp_specimen_create"].definition()["inputSchema"]["properties"]
+    # Nullable: anyOf with null, never a type array.
+    assert create["char_null"]["anyOf"][-1] == {"type": "null"}
+    assert all(not isinstance(s.get("type"), list) for s in create.values())
+    # Decimal: a number or a numeric string, bounds exact.
+    number, string = create["price"]["anyOf"][:2]
+    assert number == {"type": "number", "minimum": -999999.99, "maximum": 999999.99}
+    assert string["type"] == "string" and "multipleOf" not in str(create["price"])
+    assert create["discount"]["anyOf"][0] == {"type": "number", "minimum": 0, "maximum": 50.5}
+    # Regex validators: ECMA-262 or left out (an inverse match cannot be a pattern).
+    # (Both may be blank, and Django validates no empty value: "" is allowed.)
+    assert create["code"]["pattern"] == r"(?:^[A-Z]{2}-\d{4}$)|^$"
+    assert "pattern" not in create["username_like"]  # \w: Unicode letters in Python only
+    assert create["ascii_name"]["pattern"] == r"(?:^[\w.@+-]+$)|^$"
+    assert create["char"].get("pattern") is None
+    assert create["bounded"]["minimum"] == 1 and create["bounded"]["maximum"] == 99
+    assert create["data"] == {}  # any JSON value (DRF says "object", and a list would be refused)
+
+
+def _specimen_validator(mcp: MCPSite, name: str) -> Draft202012Validator:
+    schema = {t.name: t for t in mcp.get_tools()}[name].definition()["inputSchema"]
+    return Draft202012Validator(schema, format_checker=FormatChecker())
+
+
+@pytest.mark.django_db
+def test_decimal_inputs_a_client_would_send_are_accepted_by_the_schema() -> None:
+    validator = _specimen_validator(specimen_site(), "testapp_specimen_create")
+    for price in (3.5, "3.50", 999999.99, "-999999.99", 0, "12"):
+        assert validator.is_valid({"char": "x", "price": price}), price
+    for price in (1000000, "1000000.00", "3.555", "abc", "1e3"):
+        assert not validator.is_valid({"char": "x", "price": price}), price
+
+
+@pytest.mark.django_db
+def test_output_schemas_describe_stored_values_not_validators() -> None:
+    """A row saved from code (or before a validator existed) must not make a client refuse
+    the whole result: outputs carry types, not validators or choices."""
+    specimen = Specimen.objects.create(char="x", slug="not a slug!", code="nope", char_choice="legacy")
+    mcp = specimen_site()
+    tool = {t.name: t for t in mcp.get_tools()}["testapp_specimen_get"]
+    data = mcp._registry[Specimen].serialize(specimen)
+    assert not list(Draft202012Validator(tool.definition()["outputSchema"]).iter_errors(data))
+    assert data["upload"] is None
+
+
+# -- calls: decimals, all errors at once, crafted cursors and filters, history ------------------
+
+
+django_authentication = mcp_settings_fixture(AUTHENTICATION="django", SERVER_NAME="mcp-django-tests")
+
+
+async def _client(user: Any, mcp: MCPSite) -> MCPTestClient:
+    client = MCPTestClient(MCPConsumer.as_asgi(site=mcp))
+    await client.force_login(user)
+    await client.initialize()
+    return client
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "django_authentication")
+async def test_a_decimal_given_as_number_or_string_is_stored_exactly() -> None:
+    user = await sync_to_async(make_user)("ada", "add_specimen", "view_specimen")
+    client = await _client(user, specimen_site())
+    for price in (3.5, "3.50"):
+        result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": {"char": "x", "price": price}})
+        assert not result.get("isError"), result
+        assert result["structuredContent"]["price"] == "3.50"
+    result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": {"char": "x", "price": "0.125"}})
+    assert result["isError"] and "price" in result["content"][0]["text"]
+    assert await Specimen.objects.filter(price=Decimal("3.50")).acount() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "django_authentication")
+async def test_every_invalid_argument_is_reported_in_one_answer() -> None:
+    user = await sync_to_async(make_user)("ada", "add_specimen", "view_specimen")
+    client = await _client(user, specimen_site())
+    # price breaks the schema; code breaks only a validator the schema cannot say; email both.
+    arguments = {"char": "x", "price": 10**7, "code": "XA-1234", "email": "not-an-email", "bounded": 500}
+    result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": arguments})
+    text = result["content"][0]["text"]
+    assert result["isError"]
+    for field in ("price", "code", "email", "bounded"):
+        assert f"{field}:" in text, text
+    assert not await Specimen.objects.aexists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "django_authentication")
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"cursor": "eyJvIjogLTV9"},  # {"o": -5}
+        {"cursor": "eyJvIjogMWUzMH0"},  # {"o": 1e30}
+        {"cursor": "eyJwayI6IDFlMzB9"},  # {"pk": 1e30}
+        {"cursor": "eyJwayI6IFtdfQ"},  # {"pk": []}
+        {"cursor": "not base64 at all!"},
+        {"owner": 1e30},
+        {"owner": 2**64 - 1},  # past the signed 64-bit range every database column has
+        {"integer": 1.5},
+        {"day": "yesterday"},
+    ],
+)
+async def test_a_crafted_cursor_or_filter_is_an_error_result_not_a_crash(arguments: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    user = await sync_to_async(make_user)("ada", "view_specimen")
+    client = await _client(user, specimen_site())
+    result = await client.call("tools/call", {"name": "testapp_specimen_search", "arguments": arguments})
+    assert result["isError"], result
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "django_authentication")
+async def test_an_offset_cursor_pages_and_a_forged_one_is_refused() -> None:
+    user = await sync_to_async(make_user)("ada", "view_specimen")
+    await Specimen.objects.abulk_create([Specimen(char=f"s{i}") for i in range(3)])
+    mcp = MCPSite(name="offsets")
+    mcp.register(Specimen, type("SpecimenMCP", (ModelMCP,), {"tools": ["search"], "ordering": ["owner__username"]}))
+    client = await _client(user, mcp)
+    first = await client.call("tools/call", {"name": "testapp_specimen_search", "arguments": {"limit": 2}})
+    cursor = first["structuredContent"]["nextCursor"]
+    second = await client.call("tools/call", {"name": "testapp_specimen_search", "arguments": {"limit": 2, "cursor": cursor}})
+    assert len(second["structuredContent"]["items"]) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "django_authentication")
+async def test_get_with_an_out_of_range_pk_is_not_found() -> None:
+    user = await sync_to_async(make_user)("ada", "view_specimen")
+    client = await _client(user, specimen_site())
+    result = await client.call("tools/call", {"name": "testapp_specimen_get", "arguments": {"pk": 1e30}})
+    assert result["isError"] and "No specimen" in result["content"][0]["text"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "django_authentication")
+async def test_an_update_that_changes_nothing_writes_no_history() -> None:
+    user = await sync_to_async(make_user)("ada", "change_specimen", "view_specimen")
+    tag = await Tag.objects.acreate(slug="red")
+    specimen = await Specimen.objects.acreate(char="same", price=Decimal("1.50"))
+    await specimen.tags.aset([tag])
+    client = await _client(user, specimen_site())
+    same = {"pk": specimen.pk, "char": "same", "price": "1.5", "tags": ["red"]}
+    result = await client.call("tools/call", {"name": "testapp_specimen_update", "arguments": same})
+    assert not result.get("isError"), result
+    assert not await LogEntry.objects.aexists()
+    result = await client.call("tools/call", {"name": "testapp_specimen_update", "arguments": {**same, "char": "new"}})
+    entry = await LogEntry.objects.aget()
+    assert entry.change_message == "Changed char through MCP."
