@@ -109,6 +109,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors += _check_oauth(user, auth)
     errors += _check_channel_layer(user)
     errors += _check_asgi()
+    errors += _check_server()
     if auth == "none" and not settings.DEBUG:
         errors.append(
             Warning(
@@ -225,6 +226,65 @@ def _check_asgi() -> list[CheckMessage]:
         app = routes.get("http") if isinstance(routes, dict) else getattr(app, "application", getattr(app, "inner", None))
         seen += 1
     return [Warning(f"ASGI_APPLICATION {path!r} does not route through mcp_django.routing.MCPRouter.", hint=hint, id="mcp_django.W003")]
+
+
+def _check_server() -> list[CheckMessage]:
+    """runserver serves WSGI unless daphne is installed: MCP then gets no consumer at all."""
+    if "daphne" in settings.INSTALLED_APPS:
+        return []
+    return [
+        Warning(
+            "'daphne' is not in INSTALLED_APPS: `manage.py runserver` serves WSGI, where the MCP endpoint "
+            "only answers that it needs an ASGI server.",
+            hint='Put "daphne" first in INSTALLED_APPS. If you serve with uvicorn or hypercorn instead, '
+            'add "mcp_django.W171" to SILENCED_SYSTEM_CHECKS.',
+            id="mcp_django.W171",
+        )
+    ]
+
+
+def _routed_site_names() -> set[str]:
+    """Names of the MCP sites whose endpoint some URL of ROOT_URLCONF reaches."""
+    from django.urls import URLResolver, get_resolver
+
+    names: set[str] = set()
+
+    def walk(patterns: Any) -> None:
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns)
+            else:
+                site = getattr(pattern.callback, "mcp_site", None)
+                if site is not None:
+                    names.add(site.name)
+
+    walk(get_resolver().url_patterns)
+    return names
+
+
+def check_urls(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """An MCP site that no URL reaches answers nothing: POST /mcp gets Django's HTML 404."""
+    from .sites import all_sites, site as default_site
+
+    try:
+        routed = _routed_site_names()
+    except Exception:  # a broken URLconf is Django's own check to report (urls.E…)
+        return []
+    hint = 'In your ROOT_URLCONF: urlpatterns += [path("mcp/", include("mcp_django.urls"))].'
+    messages: list[CheckMessage] = []
+    if default_site.name not in routed:
+        messages.append(Error("No URL routes to the MCP endpoint, so clients get a 404.", hint=hint, id="mcp_django.E170"))
+    for other in list(all_sites):
+        if other.name != default_site.name and other.name not in routed and (other.get_tools() or other.get_model_mcps()):
+            messages.append(
+                Warning(
+                    f"No URL routes to the endpoint of the MCP site {other.name!r}.",
+                    hint='Include its URLs in your ROOT_URLCONF: path("<prefix>/", include(<that site>.urls)).',
+                    obj=other,
+                    id="mcp_django.W170",
+                )
+            )
+    return messages
 
 
 def check_sites(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:

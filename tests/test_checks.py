@@ -9,7 +9,7 @@ from django.core import checks
 from django.test import override_settings
 
 from mcp_django import site
-from mcp_django.checks import check_deployment, check_settings, check_sites
+from mcp_django.checks import check_deployment, check_settings, check_sites, check_urls
 from mcp_django.sites import MCPSite
 
 BASE: dict[str, Any] = {"AUTHENTICATION": "none", "SERVER_NAME": "mcp-django-tests"}
@@ -136,6 +136,40 @@ def test_w002_no_authentication_without_debug():
 
 def test_w002_is_quiet_in_debug():
     assert settings_errors(AUTHENTICATION="none") == []
+
+
+def test_e170_no_url_routes_to_the_endpoint():
+    with override_settings(ROOT_URLCONF="tests.urls_without_mcp"):
+        messages = check_urls()
+    assert "mcp_django.E170" in ids(messages)
+    assert 'include("mcp_django.urls")' in next(m for m in messages if m.id == "mcp_django.E170").hint
+
+
+def test_e170_is_reported_by_manage_py_check():
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    with override_settings(ROOT_URLCONF="tests.urls_without_mcp"), pytest.raises(SystemCheckError, match="mcp_django.E170"):
+        call_command("check")
+
+
+def test_e170_is_quiet_when_the_endpoint_is_routed():
+    assert "mcp_django.E170" not in ids(check_urls())
+
+
+def test_w170_a_second_site_without_urls():
+    other = MCPSite(name="unrouted")
+    other.tool(lambda: "x", name="x")
+    messages = [m for m in check_urls() if m.id == "mcp_django.W170"]
+    assert [m.obj for m in messages if m.obj is other] == [other]
+
+
+def test_w171_runserver_without_daphne_serves_wsgi():
+    from django.conf import settings
+
+    apps = [a for a in settings.INSTALLED_APPS if a != "daphne"]
+    with override_settings(INSTALLED_APPS=apps):
+        assert "mcp_django.W171" in ids(project_errors())
 
 
 def test_w003_without_asgi_application():
