@@ -89,6 +89,10 @@ class MCPRouter:
         return MetadataConsumer.as_asgi(endpoint_path=endpoint.rstrip("/") or "/")
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        if scope["type"] == "lifespan" and not _handles_lifespan(self.application):
+            # Django's handler refuses lifespan with an exception, and uvicorn then logs that
+            # the protocol is unsupported: nothing here needs start-up work, so say it is done.
+            return await _answer_lifespan(receive, send)
         if scope["type"] == "http":
             path = scope.get("path", "")
             root = scope.get("root_path", "")
@@ -97,3 +101,26 @@ class MCPRouter:
             if app is not None:
                 return await app(scope, receive, send)
         return await self.application(scope, receive, send)
+
+
+def _handles_lifespan(application: Any) -> bool:
+    """Whether the wrapped application speaks ASGI lifespan itself (Django's handler does not;
+    a Channels ProtocolTypeRouter does when it routes "lifespan")."""
+    from django.core.handlers.asgi import ASGIHandler
+
+    if isinstance(application, ASGIHandler):
+        return False
+    routes = getattr(application, "application_mapping", None)
+    if isinstance(routes, dict):
+        return "lifespan" in routes
+    return True  # something else: let it answer
+
+
+async def _answer_lifespan(receive: Any, send: Any) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

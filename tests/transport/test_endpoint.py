@@ -1049,3 +1049,22 @@ async def test_chunked_body_over_max_body_size_is_refused_with_413(client):
         status, answer = await send_in_chunks(client, body, 40)
     assert status == 413
     assert orjson.loads(answer)["error"]["code"] == INVALID_REQUEST
+
+
+async def test_mcp_router_answers_lifespan_for_django() -> None:
+    from django.core.asgi import get_asgi_application
+
+    from mcp_django.routing import MCPRouter
+
+    router = MCPRouter(get_asgi_application())
+    inbox = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+    sent: list[dict[str, str]] = []
+
+    async def receive() -> dict[str, str]:
+        return inbox.pop(0)
+
+    async def send(message: dict[str, str]) -> None:
+        sent.append(message)
+
+    await router({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
+    assert sent == [{"type": "lifespan.startup.complete"}, {"type": "lifespan.shutdown.complete"}]
