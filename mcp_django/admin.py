@@ -24,6 +24,22 @@ def _site_named(name: str) -> Any:
     return next((s for s in list(all_sites) if s.name == name), None)
 
 
+def server_label(site_name: str) -> str:
+    """What the admin shows for a site: the server's name (``SERVER_NAME``), which the people
+    reading the admin know, and the site's own name only where there are several sites."""
+    from .conf import mcp_settings
+    from .sites import site as default_site
+
+    name = str(mcp_settings.server_name)
+    return name if site_name == default_site.name else f"{name} ({site_name})"
+
+
+class ServerMixin:
+    @admin.display(description=_("MCP server"), ordering="site_name")
+    def server(self, obj: Any) -> str:
+        return server_label(obj.site_name)
+
+
 class StateFilter(admin.SimpleListFilter):
     title = _("state")
     parameter_name = "state"
@@ -78,17 +94,18 @@ class SessionStateInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(Session)
-class SessionAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class SessionAdmin(ServerMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["short_id", "user", "client_name", "client_version", "protocol_version", "created_at", "last_active_at", "state_badge"]
     list_filter = [StateFilter, "protocol_version", "client_name", "created_at"]
     search_fields = ["id", "client_name", "user__username", "user__email"]
     date_hierarchy = "created_at"
     list_select_related = ["user"]
     readonly_fields = [
-        "id", "site_name", "user", "protocol_version", "client_name", "client_version", "client_info",
+        "id", "server", "user", "protocol_version", "client_name", "client_version", "client_info",
         "client_capabilities", "log_level", "initialized", "created_at", "last_active_at",
         "expires_at", "terminated_at", "user_state_link",
     ]
+    exclude = ["site_name"]  # shown as "server"
     inlines = [SessionStateInline, EventInline]
     actions = ["terminate_sessions", "clear_session_state", "clear_user_state"]
 
@@ -228,11 +245,11 @@ class UserSecretAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(UserState)
-class UserStateAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class UserStateAdmin(ServerMixin, ReadOnlyMixin, admin.ModelAdmin):
     """``ctx.user_state``: what tools keep for each user, across sessions; delete rows to clear."""
 
-    list_display = ["key", "user", "site_name", "updated_at"]
+    list_display = ["key", "user", "server", "updated_at"]
     list_filter = ["site_name"]
     search_fields = ["key", "user__username"]
-    fields = ["user", "site_name", "key", "value", "updated_at"]
+    fields = ["user", "server", "key", "value", "updated_at"]
     readonly_fields = fields

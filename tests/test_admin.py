@@ -79,6 +79,17 @@ def test_session_change_page_shows_the_event_log(admin_client):
 
 
 @pytest.mark.django_db
+def test_the_admin_names_the_server_not_the_site(admin_client):
+    session = make_session()
+    content = admin_client.get(reverse("admin:mcp_django_session_change", args=[session.pk])).content.decode()
+    assert "MCP server" in content and "mcp-django-tests" in content  # SERVER_NAME of tests/settings.py
+    assert "MCP site" not in content
+    other = make_session(site_name="staff")
+    content = admin_client.get(reverse("admin:mcp_django_session_change", args=[other.pk])).content.decode()
+    assert "mcp-django-tests (staff)" in content
+
+
+@pytest.mark.django_db
 def test_sessions_cannot_be_added_or_edited(admin_client):
     session = make_session()
     assert admin_client.get(reverse("admin:mcp_django_session_add")).status_code == 403
