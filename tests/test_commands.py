@@ -47,7 +47,7 @@ def test_expired_session_past_retention_is_deleted_with_its_events():
     assert not Event.objects.filter(session_id=session.pk).exists()
     assert not Subscription.objects.exists()
     assert not ServerRequest.objects.exists()
-    assert "Deleted 1 sessions and 1 events;" in output
+    assert "Deleted 1 sessions, 1 events and 0 elicitations;" in output
 
 
 def test_terminated_session_past_retention_is_deleted():
@@ -92,7 +92,7 @@ def test_events_past_event_retention_are_deleted_even_in_live_sessions():
     output = clear()
     assert Session.objects.filter(pk=session.pk).exists()
     assert list(Event.objects.filter(session_id=session.pk).values_list("seq", flat=True)) == [2]
-    assert "Deleted 0 sessions and 1 events;" in output
+    assert "Deleted 0 sessions, 1 events and 0 elicitations;" in output
 
 
 def test_dry_run_deletes_nothing_and_reports_counts():
@@ -104,8 +104,24 @@ def test_dry_run_deletes_nothing_and_reports_counts():
     output = clear("--dry-run")
     assert Session.objects.count() == 2
     assert Event.objects.count() == 3
-    assert "Would delete 1 sessions and 2 events." in output
+    assert "Would delete 1 sessions, 2 events and 0 elicitations." in output
 
 
 def test_nothing_to_clear_reports_zero():
-    assert "Deleted 0 sessions and 0 events;" in clear()
+    assert "Deleted 0 sessions, 0 events and 0 elicitations;" in clear()
+
+
+def test_elicitations_past_expiry_and_retention_are_deleted_in_any_state():
+    from mcp_django.models import Elicitation
+
+    now = timezone.now()
+    old = [
+        Elicitation.objects.create(message="m", view_name="v", state=state, expires_at=now - 2 * HOUR)
+        for state in (Elicitation.State.PENDING, Elicitation.State.COMPLETED, Elicitation.State.DECLINED)
+    ]
+    recent = Elicitation.objects.create(message="m", view_name="v", expires_at=now - timedelta(minutes=5))
+    live = Elicitation.objects.create(message="m", view_name="v", expires_at=now + HOUR)
+    assert "0 elicitations" not in clear("--dry-run") and Elicitation.objects.count() == 5
+    assert "Deleted 0 sessions, 0 events and 3 elicitations;" in clear()
+    assert set(Elicitation.objects.values_list("pk", flat=True)) == {recent.pk, live.pk}
+    assert not Elicitation.objects.filter(pk__in=[e.pk for e in old]).exists()

@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from mcp_django.conf import mcp_settings
-from mcp_django.models import ServerRequest, Session
+from mcp_django.models import Elicitation, ServerRequest, Session
 from mcp_django.stores import RunningRequestStore, ServerRequestStore, get_event_store
 
 
@@ -18,7 +18,8 @@ class Command(BaseCommand):
     help = (
         "Delete MCP sessions that ended (expired or terminated) more than SESSION_RETENTION seconds ago, "
         "with their events, and events older than EVENT_RETENTION seconds; end the streams of requests whose process "
-        "died, and expire and prune server-to-client requests older than SERVER_REQUEST_TTL. "
+        "died, expire and prune server-to-client requests older than SERVER_REQUEST_TTL, and delete URL elicitations "
+        "that expired more than SESSION_RETENTION seconds ago. "
         "Run it from cron, like clearsessions."
     )
 
@@ -30,12 +31,16 @@ class Command(BaseCommand):
         cutoff = now - timedelta(seconds=int(mcp_settings.SESSION_RETENTION))
         ended = Session.objects.filter(Q(terminated_at__lt=cutoff) | Q(terminated_at__isnull=True, expires_at__lt=cutoff))
         event_cutoff = now - timedelta(seconds=int(mcp_settings.EVENT_RETENTION))
+        # Past their expiry every elicitation is over, whatever its state; the admin keeps
+        # them as long as the sessions they belonged to.
+        old_elicitations = Elicitation.objects.filter(expires_at__lt=cutoff)
         if dry_run:
             from mcp_django.models import Event
 
             self.stdout.write(
-                f"Would delete {ended.count()} sessions and "
-                f"{Event.objects.filter(Q(session__in=ended) | Q(created_at__lt=event_cutoff)).count()} events."
+                f"Would delete {ended.count()} sessions, "
+                f"{Event.objects.filter(Q(session__in=ended) | Q(created_at__lt=event_cutoff)).count()} events and "
+                f"{old_elicitations.count()} elicitations."
             )
             return
         sessions = ended.count()
@@ -48,7 +53,8 @@ class Command(BaseCommand):
         pruned, _ = ServerRequest.objects.exclude(state=ServerRequest.State.PENDING).filter(
             created_at__lt=now - timedelta(seconds=ttl)
         ).delete()
+        elicitations, _ = old_elicitations.delete()
         self.stdout.write(self.style.SUCCESS(
-            f"Deleted {sessions} sessions and {events} events; ended {orphans} orphaned requests; "
-            f"expired {expired} and pruned {pruned} server requests."
+            f"Deleted {sessions} sessions, {events} events and {elicitations} elicitations; ended {orphans} orphaned "
+            f"requests; expired {expired} and pruned {pruned} server requests."
         ))
