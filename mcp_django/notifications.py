@@ -185,6 +185,19 @@ WINDOW = 0.5
 MAX_PENDING = 1000
 
 
+def _before_executors_stop(function: Any) -> None:
+    """Run ``function`` when the interpreter starts shutting down, before concurrent.futures
+    refuses new work (which asgiref's async_to_sync needs). ``atexit`` runs too late for that;
+    threading's own hook is what concurrent.futures itself uses."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # pragma: no cover - every supported Python has it
+        import atexit
+
+        atexit.register(function)
+    else:
+        register(function)
+
+
 class _Pending:
     __slots__ = ("function", "args", "items", "loop", "due", "changed_at")
 
@@ -220,6 +233,7 @@ class Coalescer:
         self._timers: dict[Any, Any] = {}  # loop (or None for the timer thread) -> its flush handle
         self._dropped = 0
         self._dropped_logged_at = 0.0
+        self._exit_hooked = False
 
     def submit(self, key: Hashable, function: Any, args: tuple[Any, ...], item: Any = None, *, loop: asyncio.AbstractEventLoop | None) -> None:
         now = time.monotonic()
@@ -270,11 +284,26 @@ class Coalescer:
             return
         if loop is None:
             timer = threading.Timer(delay, self._flush, args=(None,))
-            timer.daemon = False  # a management command waits for its last announcements
+            timer.daemon = True  # the exit hook below sends what it still holds
             self._timers[None] = timer
+            if not self._exit_hooked:
+                self._exit_hooked = True
+                _before_executors_stop(self._flush_at_exit)
             timer.start()
         else:
             self._timers[loop] = loop.call_later(delay, self._flush, loop, context=contextvars.Context())
+
+    def _flush_at_exit(self) -> None:
+        """Send what sync code left waiting (a management command's last saves) now, while
+        asgiref can still run coroutines: a timer firing during shutdown could not."""
+        with self._lock:
+            timer = self._timers.pop(None, None)
+            for entry in self._pending.values():
+                if entry.loop is None:
+                    entry.due = 0.0
+        if timer is not None:
+            timer.cancel()
+        self._flush(None)
 
     def _flush(self, loop: asyncio.AbstractEventLoop | None) -> None:
         now = time.monotonic()
