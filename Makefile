@@ -22,12 +22,7 @@ STAMP := $(VENV)/.requirements.stamp
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py load_demo_data
-	@echo
-	@echo "  MCP endpoint:  http://127.0.0.1:$(PORT)/mcp"
-	@echo "  Django admin:  http://127.0.0.1:$(PORT)/admin/   (log in as admin / admin)"
-	@echo "  OAuth clients: users sign in as reader / reader   (MCP_AUTH=none make run: no sign-in)"
-	@echo "  Stop with Ctrl-C."
-	@echo
+	@$(BIN)/python manage.py demo_banner --port $(PORT)
 # OAuth tokens are bound to the endpoint's URL: it follows PORT unless MCP_RESOURCE_URL is set.
 	MCP_RESOURCE_URL=$${MCP_RESOURCE_URL:-http://127.0.0.1:$(PORT)/mcp} exec $(BIN)/daphne -b 127.0.0.1 -p $(PORT) example_site.asgi:application
 

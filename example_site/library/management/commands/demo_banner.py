@@ -1,0 +1,34 @@
+"""What ``make run`` prints before it starts Daphne: where things are and how to sign in, for
+the authentication the site runs with (``MCP_AUTH``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from mcp_django.conf import mcp_settings
+
+
+class Command(BaseCommand):
+    help = "Print the example site's URLs and sign-in for `make run`."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--port", type=int, default=8000)
+
+    def handle(self, *args: Any, port: int = 8000, **options: Any) -> None:
+        base = f"http://127.0.0.1:{port}"
+        sign_in = {
+            "oauth": "  OAuth clients: users sign in as reader / reader   (MCP_AUTH=none make run: no sign-in)",
+            "django": f"  Clients send a Django session cookie: sign in at {base}/accounts/login/ as reader / reader",
+            "none": "  No sign-in: MCP_AUTH=none, every client is anonymous",
+        }.get(str(mcp_settings.get("AUTHENTICATION")), "")
+        lines = [
+            "",
+            f"  MCP endpoint:  {base}/mcp",
+            f"  Django admin:  {base}/admin/   (log in as admin / admin)",
+            sign_in,
+            "  Stop with Ctrl-C.",
+            "",
+        ]
+        self.stdout.write("\n".join(lines))

@@ -1,0 +1,50 @@
+"""What ``make run`` prints matches the README and the authentication it runs with, and the
+demo data loads without a traceback (announcements left waiting at exit are sent, not lost
+to a shut-down executor)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT, manage, server_env
+
+pytestmark = pytest.mark.e2e
+
+README = (ROOT / "README.md").read_text()
+
+
+def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_load_demo_data_matches_the_readme_and_exits_cleanly(tmp_path: Path) -> None:
+    env = server_env(tmp_path / "example.sqlite3", auth="none")
+    manage(env, "migrate", "--noinput")
+    first = _run(env, "load_demo_data")
+    assert first.returncode == 0 and first.stderr == "", first.stderr
+    summary = first.stdout.splitlines()[0]
+    assert summary in README  # "Demo data ready (created 13 authors, 30 books, 6 users, ...)."
+    users = int(re.search(r"(\d+) users", summary).group(1))  # type: ignore[union-attr]
+    described = re.search(r"The demo data has (.+?)\n\n", README, re.S).group(1)  # type: ignore[union-attr]
+    named = set(re.findall(r"`(\w+)`", described))
+    assert len(named) == users, (named, users)
+    again = _run(env, "load_demo_data")
+    assert again.returncode == 0 and again.stderr == "" and "created 0 authors, 0 books, 0 users" in again.stdout
+
+
+@pytest.mark.parametrize(("auth", "present", "absent"), [
+    ("oauth", "OAuth clients: users sign in as reader / reader", "No sign-in"),
+    ("none", "No sign-in", "OAuth"),
+    ("django", "/accounts/login/", "OAuth"),
+])
+def test_the_banner_follows_the_authentication(tmp_path: Path, auth: str, present: str, absent: str) -> None:
+    env = server_env(tmp_path / "example.sqlite3", auth=auth)
+    out = _run(env, "demo_banner", "--port", "8123")
+    assert out.returncode == 0, out.stderr
+    assert "http://127.0.0.1:8123/mcp" in out.stdout
+    assert present in out.stdout and absent not in out.stdout
