@@ -22,7 +22,7 @@ from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import AuthorizationView, DynamicClientRegistrationView
 from oauthlib.oauth2.rfc6749 import errors
 
-from .oauth import LOOPBACK_HOSTS, is_mcp_resource, mcp_resource
+from .oauth import LOOPBACK_HOSTS, is_mcp_resource, mcp_resource, redirect_uri_is_acceptable
 from .tokens import revoke_tokens_of
 
 AccessToken = get_access_token_model()
@@ -125,6 +125,17 @@ class RegistrationView(DynamicClientRegistrationView):
         except ValueError:
             metadata = None  # DOT answers invalid_client_metadata itself
         if isinstance(metadata, dict):
+            uris = metadata.get("redirect_uris")
+            if isinstance(uris, list) and not all(isinstance(u, str) and redirect_uri_is_acceptable(u) for u in uris):
+                # Refused at authorize anyway; saying so at registration spares the client a
+                # registration it can never use (RFC 7591 section 3.2.2).
+                return JsonResponse(
+                    {
+                        "error": "invalid_redirect_uri",
+                        "error_description": "Redirect URIs must use https, or http on a loopback address (127.0.0.1, [::1], localhost).",
+                    },
+                    status=400,
+                )
             grant_types = metadata.get("grant_types", ["authorization_code"])
             if isinstance(grant_types, list) and not set(grant_types) <= {"authorization_code", "refresh_token"}:
                 return JsonResponse(

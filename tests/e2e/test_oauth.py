@@ -628,6 +628,18 @@ async def test_registration_is_limited_to_the_authorization_code_grant(http: htt
         assert response.json()["error"] == "invalid_client_metadata"
 
 
+async def test_registration_refuses_http_redirects_off_loopback(oauth_server: ExampleServer) -> None:
+    # From its own loopback address: the registration budget of 127.0.0.1 stays for the others.
+    transport = httpx.AsyncHTTPTransport(local_address="127.0.0.3")
+    async with httpx.AsyncClient(base_url=oauth_server.base_url, transport=transport, timeout=20) as http:
+        for uris in (["http://evil.example/cb"], ["https://ok.example/cb", "http://10.0.0.1/cb"], ["javascript:alert(1)"]):
+            response = await register(http, redirect_uris=uris)
+            assert response.status_code == 400, response.text
+            assert response.json()["error"] == "invalid_redirect_uri"
+        for uris in (["http://127.0.0.1:9999/cb"], ["http://localhost/cb", "https://app.example/cb"], ["http://[::1]:1234/cb"]):
+            assert (await register(http, redirect_uris=uris)).status_code == 201
+
+
 async def test_registration_is_rate_limited_per_address(oauth_server: ExampleServer) -> None:
     # From another loopback address, so the budget of 127.0.0.1 (the other tests) is untouched.
     transport = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
