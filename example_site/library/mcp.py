@@ -169,18 +169,23 @@ async def borrow_book(ctx: Context, isbn: ISBN, member_username: str) -> LoanOut
     return loan_out(loan)
 
 
-async def _get_loan(loan_id: int) -> Loan:
+async def _get_loan(ctx: Context, loan_id: int) -> Loan:
+    """The loan, if this user may act on it. A missing loan and someone else's get the same
+    answer, so loan ids cannot be probed."""
     loan = await Loan.objects.select_related("book", "member__user").filter(pk=loan_id).afirst()
-    if loan is None:
-        raise ToolError(f"No loan with id {loan_id}.")
+    try:
+        if loan is None:
+            raise ToolError
+        may_act_for(ctx.user, loan.member.user.get_username())
+    except ToolError:
+        raise ToolError(f"No loan with id {loan_id} that you may manage.") from None
     return loan
 
 
 @site.tool(title="Return a book", scopes=WRITE, annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True})
 async def return_book(ctx: Context, loan_id: int) -> LoanOut:
     """Record that the book of a loan came back today."""
-    loan = await _get_loan(loan_id)
-    may_act_for(ctx.user, loan.member.user.get_username())
+    loan = await _get_loan(ctx, loan_id)
     returned_on = today()
     # Conditional update: of two simultaneous returns, one wins and the other is told.
     if not await Loan.objects.filter(pk=loan.pk, returned_on__isnull=True).aupdate(returned_on=returned_on):
@@ -196,8 +201,7 @@ async def renew_loan(
 ) -> LoanOut:
     """Extend a loan's due date (loans end at most 90 days after borrowing)."""
     await ctx.report_progress(0, 3, "Looking up the loan")
-    loan = await _get_loan(loan_id)
-    may_act_for(ctx.user, loan.member.user.get_username())
+    loan = await _get_loan(ctx, loan_id)
     await ctx.report_progress(1, 3, "Checking the renewal rules")
     try:
         due_on = services.renewed_due_on(loan, days)

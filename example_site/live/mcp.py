@@ -15,7 +15,7 @@ import orjson
 from django.utils import timezone
 from pydantic import BaseModel, Field
 
-from mcp_django import Context, site
+from mcp_django import Context, ToolError, site
 from mcp_django.exceptions import ResourceNotFoundError
 
 from .models import TaskRun
@@ -130,19 +130,29 @@ async def confirm_reservation(ctx: Context, title: Annotated[str, Field(min_leng
     return Reservation(title=title, action=answer.action, confirmed=False, note="")
 
 
+def staff_only(ctx: Context) -> None:
+    """Announcements reach every live session of every user: staff only. Without
+    authentication (``MCP_AUTH=none``, a demo) there are no users to tell apart."""
+    user = ctx.user
+    if user is not None and user.is_authenticated and not user.is_staff:
+        raise ToolError("Only staff may announce changes to every session.")
+
+
 @site.tool(title="Announce a list change", annotations={"readOnlyHint": True, "openWorldHint": False})
-async def announce_list_changed(kind: ListKind) -> Announcement:
-    """Tell every live session that the list of tools, resources or prompts changed.
+async def announce_list_changed(ctx: Context, kind: ListKind) -> Announcement:
+    """Tell every live session that the list of tools, resources or prompts changed (staff only).
 
     The same as ``site.notify_list_changed(kind)`` from any code, or ``manage.py announce_change``.
     """
+    staff_only(ctx)
     sessions = await site.anotify_list_changed(kind)
     return Announcement(method=f"notifications/{kind}/list_changed", sessions=sessions)
 
 
 @site.tool(title="Announce a resource update", annotations={"readOnlyHint": True, "openWorldHint": False})
-async def announce_resource_updated(uri: Annotated[str, Field(min_length=1, max_length=2000)]) -> Announcement:
-    """Tell the sessions subscribed to a resource URI that the resource changed."""
+async def announce_resource_updated(ctx: Context, uri: Annotated[str, Field(min_length=1, max_length=2000)]) -> Announcement:
+    """Tell the sessions subscribed to a resource URI that the resource changed (staff only)."""
+    staff_only(ctx)
     sessions = await site.anotify_resource_updated(uri)
     return Announcement(method="notifications/resources/updated", sessions=sessions)
 

@@ -363,6 +363,33 @@ async def test_django_auth_lets_a_member_manage_only_their_own_loans(example_ser
         assert "signed in as 'reader'" in text_of(refused)
 
 
+async def test_a_missing_loan_and_someone_elses_get_the_same_answer(example_server_django_auth: ExampleServer) -> None:
+    async with connect_as(example_server_django_auth, "admin") as admin:
+        alices = (await admin.call_tool("member_loans", {"member_username": "alice"})).structured_content
+    assert alices is not None
+    alice_loan = alices["loans"][0]["loan_id"]
+    answers = []
+    async with connect_as(example_server_django_auth, "reader") as client:
+        for tool, arguments in (("return_book", {}), ("renew_loan", {"days": 7})):
+            theirs = await client.call_tool(tool, {"loan_id": alice_loan, **arguments})
+            missing = await client.call_tool(tool, {"loan_id": 987654, **arguments})
+            assert theirs.is_error and missing.is_error
+            answers.append((text_of(theirs).replace(str(alice_loan), "N"), text_of(missing).replace("987654", "N")))
+    for theirs_text, missing_text in answers:
+        assert theirs_text == missing_text, (theirs_text, missing_text)
+
+
+async def test_announcements_to_every_session_are_for_staff_only(example_server_django_auth: ExampleServer) -> None:
+    async with connect_as(example_server_django_auth, "reader") as client:
+        refused = await client.call_tool("announce_list_changed", {"kind": "tools"})
+        refused_uri = await client.call_tool("announce_resource_updated", {"uri": "library://x"})
+    assert refused.is_error and refused_uri.is_error
+    assert "Only staff" in text_of(refused)
+    async with connect_as(example_server_django_auth, "admin") as admin:
+        allowed = await admin.call_tool("announce_list_changed", {"kind": "tools"})
+    assert not allowed.is_error, text_of(allowed)
+
+
 async def test_django_auth_lets_staff_act_for_any_member(example_server_django_auth: ExampleServer) -> None:
     async with connect_as(example_server_django_auth, "admin") as client:
         loans = await client.call_tool("member_loans", {"member_username": "alice"})
