@@ -19,6 +19,12 @@ class SimpleMcpDjangoConfig(AppConfig):
         checks.register(mcp_checks.check_urls, "mcp_django", checks.Tags.urls)
         checks.register(mcp_checks.check_deployment, "mcp_django", deploy=True)
 
+        from django.core.signals import request_started
+
+        from .routing import serve_endpoint_without_slash
+
+        request_started.connect(serve_endpoint_without_slash, dispatch_uid="mcp_django.endpoint_without_slash")
+
         self.connect_permission_signals()
 
         from .conf import mcp_settings

@@ -16,6 +16,7 @@ the router resolves each path once and remembers the answer, and serves ``/mcp``
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import lru_cache
 from typing import Any
 
 from django.urls import NoReverseMatch, Resolver404, resolve, reverse
@@ -124,3 +125,41 @@ async def _answer_lifespan(receive: Any, send: Any) -> None:
         elif message["type"] == "lifespan.shutdown":
             await send({"type": "lifespan.shutdown.complete"})
             return
+
+
+def _slash_form_of_endpoint(path_info: str) -> bool:
+    from django.conf import settings
+
+    return _is_slash_form(path_info, settings.ROOT_URLCONF)
+
+
+@lru_cache(maxsize=1024)
+def _is_slash_form(path_info: str, urlconf: str) -> bool:
+    """Whether ``path_info`` is an MCP endpoint's path without its trailing slash (and
+    resolves to nothing by itself) in ``urlconf``."""
+    try:
+        resolve(path_info, urlconf)
+        return False
+    except Resolver404:
+        pass
+    try:
+        match = resolve(path_info + "/", urlconf)
+    except Resolver404:
+        return False
+    return getattr(match.func, "mcp_site", None) is not None
+
+
+def serve_endpoint_without_slash(sender: Any, environ: Any = None, scope: Any = None, **kwargs: Any) -> None:
+    """``request_started``: when Django itself serves the endpoint (WSGI, or ASGI without
+    :class:`MCPRouter`), send ``/mcp`` to the ``/mcp/`` view, which says what is missing in
+    JSON. Otherwise APPEND_SLASH answers a POST with a 500 (DEBUG) or a redirect that drops
+    its body. Under the router this never sees an endpoint path: the router answers first."""
+    if environ is not None:
+        path = environ.get("PATH_INFO", "")
+        if path and not path.endswith("/") and _slash_form_of_endpoint(path):
+            environ["PATH_INFO"] = path + "/"
+    elif scope is not None and scope.get("type") == "http":
+        path, root = scope.get("path", ""), scope.get("root_path", "")
+        path_info = path[len(root):] if root and path.startswith(root) else path
+        if path_info and not path_info.endswith("/") and _slash_form_of_endpoint(path_info):
+            scope["path"] = path + "/"

@@ -1068,3 +1068,37 @@ async def test_mcp_router_answers_lifespan_for_django() -> None:
 
     await router({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
     assert sent == [{"type": "lifespan.startup.complete"}, {"type": "lifespan.shutdown.complete"}]
+
+
+# --- Without MCPRouter (WSGI, or Django's bare ASGI handler) ---------------------------------
+
+
+@pytest.mark.parametrize("debug", [True, False])
+@pytest.mark.parametrize("path", ["/mcp", "/mcp/"])
+def test_under_wsgi_both_paths_get_the_same_json_error(path, debug, settings):
+    """runserver without daphne, gunicorn: no consumer, so the view says what is missing. The
+    no-slash form must not meet APPEND_SLASH (a 500 under DEBUG, a redirect dropping the POST)."""
+    from django.test import Client
+
+    settings.DEBUG = debug
+    response = Client().post(path, data=ping_body(), content_type="application/json")
+    assert response.status_code == 503
+    assert response["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert "MCPRouter" in error["message"] and "ASGI" in error["message"]
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/mcp/"])
+async def test_under_bare_django_asgi_both_paths_get_the_same_json_error(path):
+    from django.core.asgi import get_asgi_application
+
+    client = MCPTestClient(get_asgi_application(), path=path)
+    response = await client.send("POST", ping_body(), {"content-type": "application/json"})
+    assert response.status == 503
+    assert "MCPRouter" in response.json()["error"]["message"]
+
+
+def test_other_paths_without_a_slash_still_redirect():
+    from django.test import Client
+
+    assert Client().get("/admin").status_code == 301
