@@ -566,12 +566,20 @@ async def test_redirect_uri_not_matching_the_registration_is_refused(
 async def test_http_redirect_to_a_host_other_than_loopback_is_refused(
     oauth_server: ExampleServer, http: httpx.AsyncClient
 ) -> None:
+    # Refused at registration now (test_registration_refuses_http_redirects_off_loopback); an
+    # application made another way (the admin, a shell) is still refused at authorize.
     registered = await register(http, redirect_uris=["http://app.example/callback"])
-    assert registered.status_code == 201, registered.text
+    assert registered.status_code == 400 and registered.json()["error"] == "invalid_redirect_uri"
+    client_id = "e2e-http-redirect-" + secrets.token_hex(4)
+    manage(oauth_server.env, "shell", "-c", (
+        "from oauth2_provider.models import Application; "
+        f"Application.objects.create(client_id={client_id!r}, name='made in the admin', client_type='public', "
+        "authorization_grant_type='authorization-code', redirect_uris='http://app.example/callback')"
+    ))
     verifier, challenge = pkce()
     async with Browser(oauth_server.base_url, "reader") as browser:
         page = await browser.open(
-            authorization_url(oauth_server, registered.json()["client_id"], challenge, redirect_uri="http://app.example/callback")
+            authorization_url(oauth_server, client_id, challenge, redirect_uri="http://app.example/callback")
         )
     assert not page.is_redirect
     assert page.status_code == 400
