@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,11 +19,10 @@ import pytest
 
 from mcp_django.protocol.errors import INVALID_PARAMS
 
-from .conftest import _wait_until_ready, manage, server_env, stop_process
+from .conftest import manage, run_server, server_env
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
 MB = 1024 * 1024
 
@@ -62,16 +59,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MeasuredServer]
     workdir = tmp_path_factory.mktemp("e2e-limits")
     env = server_env(workdir / "example.sqlite3", auth="none")
     manage(env, "migrate", "--noinput")
-    log_path = workdir / "daphne.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", "0", "example_site.asgi:application"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )
-    try:
-        yield MeasuredServer(_wait_until_ready(process, log_path), process.pid, env)
-    finally:
-        stop_process(process)
+    with run_server(env, workdir / "daphne.log") as running:
+        assert running.process is not None
+        yield MeasuredServer(running.base_url, running.process.pid, env)
 
 
 def _initialize(http: httpx.Client, url: str, client_info: dict[str, str]) -> httpx.Response:
