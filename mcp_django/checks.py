@@ -206,38 +206,53 @@ def _check_channel_layer(user: dict[str, Any]) -> list[CheckMessage]:
     return []
 
 
+#: What to write in asgi.py, for every check about the ASGI wiring.
+ROUTER_HINT = "In asgi.py: application = mcp_django.routing.MCPRouter(get_asgi_application()), and set ASGI_APPLICATION to it."
+
+
 def _check_asgi() -> list[CheckMessage]:
-    from .routing import MCPRouter
+    from .routing import routes_through_router
 
     path = getattr(settings, "ASGI_APPLICATION", None)
-    hint = "In asgi.py: application = mcp_django.routing.MCPRouter(get_asgi_application()), and set ASGI_APPLICATION to it."
     if not path:
-        return [Warning("ASGI_APPLICATION is not set; the MCP endpoint is served only under ASGI with mcp_django's router.", hint=hint, id="mcp_django.W003")]
+        if "daphne" not in settings.INSTALLED_APPS:
+            return []  # nothing points at ASGI at all: W171 says so, with both lines to add
+        # daphne's runserver refuses to start without it.
+        return [Warning("ASGI_APPLICATION is not set; the MCP endpoint is served only under ASGI with mcp_django's router.",
+                        hint=ROUTER_HINT, id="mcp_django.W003")]
     try:
         app = import_string(path)
     except ImportError as exc:
         return [Error(f"ASGI_APPLICATION {path!r} cannot be imported: {exc}.", id="mcp_django.E009")]
-    # Accept the router anywhere in a chain of wrappers (ProtocolTypeRouter, middleware...).
-    seen = 0
-    while app is not None and seen < 10:
-        if isinstance(app, MCPRouter):
-            return []
-        routes = getattr(app, "application_mapping", None)
-        app = routes.get("http") if isinstance(routes, dict) else getattr(app, "application", getattr(app, "inner", None))
-        seen += 1
-    return [Warning(f"ASGI_APPLICATION {path!r} does not route through mcp_django.routing.MCPRouter.", hint=hint, id="mcp_django.W003")]
+    routed = routes_through_router(app)
+    if routed is False:
+        return [Error(
+            f"ASGI_APPLICATION {path!r} serves HTTP with Django's handler alone, not through mcp_django.routing.MCPRouter: "
+            "every MCP request gets a 503 saying so.",
+            hint=ROUTER_HINT, id="mcp_django.E172",
+        )]
+    if routed is None:
+        return [Warning(
+            f"Cannot tell whether ASGI_APPLICATION {path!r} routes HTTP through mcp_django.routing.MCPRouter.",
+            hint=ROUTER_HINT + " If a wrapper of your own hides it, keep the wrapped application in an "
+            '"application", "inner" or "app" attribute, or add "mcp_django.W172" to SILENCED_SYSTEM_CHECKS.',
+            id="mcp_django.W172",
+        )]
+    return []
 
 
 def _check_server() -> list[CheckMessage]:
-    """runserver serves WSGI unless daphne is installed: MCP then gets no consumer at all."""
-    if "daphne" in settings.INSTALLED_APPS:
+    """Without daphne, runserver serves WSGI; without ASGI_APPLICATION too, nothing in the
+    settings points at an ASGI server, so the project most likely runs WSGI only."""
+    if "daphne" in settings.INSTALLED_APPS or getattr(settings, "ASGI_APPLICATION", None):
         return []
     return [
         Warning(
-            "'daphne' is not in INSTALLED_APPS: `manage.py runserver` serves WSGI, where the MCP endpoint "
-            "only answers that it needs an ASGI server.",
-            hint='Put "daphne" first in INSTALLED_APPS. If you serve with uvicorn or hypercorn instead, '
-            'add "mcp_django.W171" to SILENCED_SYSTEM_CHECKS.',
+            "This project is served by WSGI only ('daphne' is not in INSTALLED_APPS and ASGI_APPLICATION is not set): "
+            "`manage.py runserver` and gunicorn answer every MCP request with a 503 saying that it needs an ASGI server.",
+            hint='Put "daphne" first in INSTALLED_APPS and set ASGI_APPLICATION = "<project>.asgi.application". '
+            "If you serve asgi.py with uvicorn or hypercorn, set ASGI_APPLICATION to it all the same, so that "
+            "its wiring is checked too.",
             id="mcp_django.W171",
         )
     ]
@@ -264,11 +279,12 @@ def _routed_site_names() -> set[str]:
 
 def check_urls(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """An MCP site that no URL reaches answers nothing: POST /mcp gets Django's HTML 404."""
-    from .sites import all_sites, site as default_site
+    from .sites import all_sites
+    from .sites import site as default_site
 
     try:
         routed = _routed_site_names()
-    except Exception:  # a broken URLconf is Django's own check to report (urls.E…)
+    except Exception:  # noqa: BLE001 - a broken URLconf is Django's own check to report (urls.E…)
         return []
     hint = 'In your ROOT_URLCONF: urlpatterns += [path("mcp/", include("mcp_django.urls"))].'
     messages: list[CheckMessage] = []

@@ -104,6 +104,39 @@ class MCPRouter:
         return await self.application(scope, receive, send)
 
 
+#: Where ASGI wrappers keep the application they wrap: functools.wraps (``__wrapped__``, first:
+#: it also copies the wrapped object's own attributes), Django's static files handler and
+#: Channels' origin validators (``application``), Channels' middleware (``inner``),
+#: Starlette-style middleware (``app``).
+WRAPPED_ATTRIBUTES = ("__wrapped__", "application", "inner", "app")
+
+
+def routes_through_router(application: Any) -> bool | None:
+    """Whether HTTP requests to ``application`` reach an :class:`MCPRouter`, looking through
+    wrappers and Channels' ProtocolTypeRouter: True, False when they end in Django's own
+    handler (or a protocol router without "http"), None when the chain ends in something this
+    cannot see into (a function, a URLRouter, an unknown middleware)."""
+    from django.core.handlers.asgi import ASGIHandler
+
+    seen: set[int] = set()
+    app = application
+    while app is not None and id(app) not in seen:
+        seen.add(id(app))
+        if isinstance(app, MCPRouter):
+            return True
+        routes = getattr(app, "application_mapping", None)
+        if isinstance(routes, dict):
+            if "http" not in routes:
+                return False
+            app = routes["http"]
+            continue
+        inner = next((w for w in (getattr(app, a, None) for a in WRAPPED_ATTRIBUTES) if w is not None), None)
+        if inner is None:
+            return False if isinstance(app, ASGIHandler) else None
+        app = inner
+    return None
+
+
 def _handles_lifespan(application: Any) -> bool:
     """Whether the wrapped application speaks ASGI lifespan itself (Django's handler does not;
     a Channels ProtocolTypeRouter does when it routes "lifespan")."""

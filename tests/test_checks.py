@@ -164,32 +164,89 @@ def test_w170_a_second_site_without_urls():
     assert [m.obj for m in messages if m.obj is other] == [other]
 
 
-def test_w171_runserver_without_daphne_serves_wsgi():
+def without_daphne() -> list[str]:
     from django.conf import settings
 
-    apps = [a for a in settings.INSTALLED_APPS if a != "daphne"]
-    with override_settings(INSTALLED_APPS=apps):
-        assert "mcp_django.W171" in ids(project_errors())
+    return [a for a in settings.INSTALLED_APPS if a != "daphne"]
 
 
-def test_w003_without_asgi_application():
-    assert ids(project_errors(ASGI_APPLICATION=None)) == ["mcp_django.W003"]
+def manage_py_check(*args: str) -> str:
+    """What ``manage.py check`` prints for warnings (errors raise SystemCheckError)."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("check", *args, stdout=out, stderr=out)
+    return out.getvalue()
 
 
-def test_w003_asgi_application_without_the_router():
-    assert ids(project_errors(ASGI_APPLICATION="tests.asgi.django_asgi_app")) == ["mcp_django.W003"]
+def test_w171_a_project_without_daphne_or_asgi_application_runs_wsgi_only():
+    [warning] = project_errors(INSTALLED_APPS=without_daphne(), ASGI_APPLICATION=None)
+    assert warning.id == "mcp_django.W171"
+    assert '"daphne"' in warning.hint and "ASGI_APPLICATION" in warning.hint
 
 
-def test_w003_is_quiet_when_the_router_is_wrapped():
-    import tests.asgi
+def test_w171_is_reported_by_manage_py_check():
+    # Only mcp_django's checks: daphne's own returns None once daphne is taken out this way.
+    with override_settings(INSTALLED_APPS=without_daphne(), ASGI_APPLICATION=None):
+        assert "mcp_django.W171" in manage_py_check("--tag", "mcp_django")
 
-    from channels.routing import ProtocolTypeRouter
 
-    tests.asgi.wrapped_for_check = ProtocolTypeRouter({"http": tests.asgi.application})
-    try:
-        assert project_errors(ASGI_APPLICATION="tests.asgi.wrapped_for_check") == []
-    finally:
-        del tests.asgi.wrapped_for_check
+def test_w171_is_quiet_when_asgi_application_names_what_uvicorn_serves():
+    # No daphne, but ASGI_APPLICATION says which application is served: its wiring is checked.
+    assert project_errors(INSTALLED_APPS=without_daphne()) == []
+    assert ids(project_errors(INSTALLED_APPS=without_daphne(), ASGI_APPLICATION="tests.asgi.django_asgi_app")) == ["mcp_django.E172"]
+
+
+def test_w003_without_asgi_application_under_daphne():
+    # daphne's runserver refuses to start without it.
+    [warning] = project_errors(ASGI_APPLICATION=None)
+    assert warning.id == "mcp_django.W003"
+    assert "MCPRouter" in warning.hint
+
+
+@pytest.mark.parametrize("path", [
+    "tests.asgi.django_asgi_app",
+    "tests.asgi_variants.protocol_router_without_mcp",
+    "tests.asgi_variants.websocket_only",
+    "tests.asgi_variants.static_files_without_mcp",
+])
+def test_e172_asgi_application_without_the_router(path):
+    [error] = project_errors(ASGI_APPLICATION=path)
+    assert error.id == "mcp_django.E172"
+    assert "MCPRouter(get_asgi_application())" in error.hint
+
+
+def test_e172_is_reported_by_manage_py_check():
+    from django.core.management.base import SystemCheckError
+
+    with override_settings(ASGI_APPLICATION="tests.asgi.django_asgi_app"), pytest.raises(SystemCheckError, match="mcp_django.E172"):
+        manage_py_check()
+
+
+@pytest.mark.parametrize("path", [
+    "tests.asgi.application",
+    "tests.asgi_variants.protocol_router",
+    "tests.asgi_variants.channels_middleware",
+    "tests.asgi_variants.static_files",
+    "tests.asgi_variants.starlette_style",
+    "tests.asgi_variants.decorated",
+])
+def test_the_router_is_found_anywhere_in_the_chain_of_wrappers(path):
+    assert project_errors(ASGI_APPLICATION=path) == []
+
+
+@pytest.mark.parametrize("path", ["tests.asgi_variants.opaque", "tests.asgi_variants.url_router"])
+def test_w172_when_the_chain_cannot_be_seen_into(path):
+    [warning] = project_errors(ASGI_APPLICATION=path)
+    assert warning.id == "mcp_django.W172"
+    assert warning.hint
+
+
+def test_w172_is_reported_by_manage_py_check():
+    with override_settings(ASGI_APPLICATION="tests.asgi_variants.opaque"):
+        assert "mcp_django.W172" in manage_py_check()
 
 
 def test_w004_wildcard_allowed_origin_in_deployment():
