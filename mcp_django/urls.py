@@ -1,5 +1,7 @@
 """URLs of the default site: ``path("mcp/", include("mcp_django.urls"))`` serves the endpoint at
-``/mcp`` and ``/mcp/`` (with the ASGI router) and the URL-elicitation pages below it."""
+``/mcp`` and ``/mcp/`` and the URL-elicitation pages below it. Under MCPRouter both paths reach
+the consumer; without it (WSGI, or Django's bare ASGI handler) both get the same JSON error,
+since :func:`mcp_django.routing.serve_endpoint_without_slash` spares ``/mcp`` APPEND_SLASH."""
 
 from .sites import site
 

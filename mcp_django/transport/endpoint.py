@@ -12,8 +12,20 @@ from typing import TYPE_CHECKING, Any
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from ..protocol.errors import INTERNAL_ERROR
+
 if TYPE_CHECKING:
     from ..sites import MCPSite
+
+
+#: The answer to every request that reaches the endpoint without the router, on any path form.
+WITHOUT_ROUTER_MESSAGE = (
+    "This MCP endpoint was reached without mcp_django's ASGI router, so it cannot answer: the "
+    "project is served by WSGI (runserver without daphne, gunicorn) or its ASGI application does "
+    "not wrap Django's. Put \"daphne\" first in INSTALLED_APPS for runserver (or serve asgi.py "
+    "with an ASGI server), and in asgi.py use "
+    "application = mcp_django.routing.MCPRouter(get_asgi_application()). manage.py check says what is missing."
+)
 
 
 def endpoint_view(site: MCPSite) -> Any:
@@ -21,18 +33,8 @@ def endpoint_view(site: MCPSite) -> Any:
 
     @csrf_exempt
     def mcp_endpoint(request: HttpRequest) -> JsonResponse:
-        return JsonResponse(
-            {
-                "jsonrpc": "2.0",
-                "id": None,
-                "error": {
-                    "code": -32603,
-                    "message": "The MCP endpoint needs mcp_django's ASGI router: in asgi.py use "
-                    "application = mcp_django.routing.MCPRouter(get_asgi_application()) and serve it with an ASGI server.",
-                },
-            },
-            status=503,
-        )
+        error = {"code": INTERNAL_ERROR, "message": WITHOUT_ROUTER_MESSAGE}
+        return JsonResponse({"jsonrpc": "2.0", "id": None, "error": error}, status=503)
 
     mcp_endpoint.mcp_site = site  # type: ignore[attr-defined]
     return mcp_endpoint

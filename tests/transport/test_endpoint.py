@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from mcp_django.models import Event, Session
 from mcp_django.protocol.errors import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -1073,29 +1074,43 @@ async def test_mcp_router_answers_lifespan_for_django() -> None:
 # --- Without MCPRouter (WSGI, or Django's bare ASGI handler) ---------------------------------
 
 
+def assert_needs_the_router(status: int, content_type: str, body: bytes) -> None:
+    """The endpoint's answer without MCPRouter: 503 and a JSON-RPC error that says what to add."""
+    assert status == 503, body
+    assert content_type == "application/json"
+    answer = orjson.loads(body)
+    assert answer["jsonrpc"] == "2.0" and answer["id"] is None
+    assert answer["error"]["code"] == INTERNAL_ERROR
+    message = answer["error"]["message"]
+    assert "MCPRouter(get_asgi_application())" in message and '"daphne"' in message
+
+
+@pytest.mark.parametrize("method", ["POST", "GET", "DELETE"])
 @pytest.mark.parametrize("debug", [True, False])
-@pytest.mark.parametrize("path", ["/mcp", "/mcp/"])
-def test_under_wsgi_both_paths_get_the_same_json_error(path, debug, settings):
+def test_under_wsgi_both_paths_get_the_same_json_error(method, debug, settings):
     """runserver without daphne, gunicorn: no consumer, so the view says what is missing. The
     no-slash form must not meet APPEND_SLASH (a 500 under DEBUG, a redirect dropping the POST)."""
     from django.test import Client
 
     settings.DEBUG = debug
-    response = Client().post(path, data=ping_body(), content_type="application/json")
-    assert response.status_code == 503
-    assert response["content-type"] == "application/json"
-    error = response.json()["error"]
-    assert "MCPRouter" in error["message"] and "ASGI" in error["message"]
+    bodies = []
+    for path in ("/mcp", "/mcp/"):
+        response = Client().generic(method, path, ping_body(), content_type="application/json")
+        assert_needs_the_router(response.status_code, response["content-type"], response.content)
+        bodies.append(response.content)
+    assert bodies[0] == bodies[1]
 
 
-@pytest.mark.parametrize("path", ["/mcp", "/mcp/"])
-async def test_under_bare_django_asgi_both_paths_get_the_same_json_error(path):
+async def test_under_bare_django_asgi_both_paths_get_the_same_json_error():
     from django.core.asgi import get_asgi_application
 
-    client = MCPTestClient(get_asgi_application(), path=path)
-    response = await client.send("POST", ping_body(), {"content-type": "application/json"})
-    assert response.status == 503
-    assert "MCPRouter" in response.json()["error"]["message"]
+    bodies = []
+    for path in ("/mcp", "/mcp/"):
+        client = MCPTestClient(get_asgi_application(), path=path)
+        response = await client.send("POST", ping_body(), {"content-type": "application/json"})
+        assert_needs_the_router(response.status, response.content_type, response.body)
+        bodies.append(response.body)
+    assert bodies[0] == bodies[1]
 
 
 def test_other_paths_without_a_slash_still_redirect():
