@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
 
 import orjson
 from django.utils import timezone
 from pydantic import BaseModel, Field
 
-from mcp_django import Context, ToolError, site
+from mcp_django import Context, site
+from mcp_django.conf import mcp_settings
 from mcp_django.exceptions import ResourceNotFoundError
+from mcp_django.functions import FunctionTool
 
 from .models import TaskRun
 
@@ -27,6 +30,7 @@ STEP_SECONDS = 0.1
 STEPS_PER_REPORT = 10
 
 ListKind = Literal["tools", "resources", "prompts"]
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 # -- what the tools return ----------------------------------------------------------------------
@@ -130,29 +134,42 @@ async def confirm_reservation(ctx: Context, title: Annotated[str, Field(min_leng
     return Reservation(title=title, action=answer.action, confirmed=False, note="")
 
 
-def staff_only(ctx: Context) -> None:
-    """Announcements reach every live session of every user: staff only. Without
-    authentication (``MCP_AUTH=none``, a demo) there are no users to tell apart."""
-    user = ctx.user
-    if user is not None and user.is_authenticated and not user.is_staff:
-        raise ToolError("Only staff may announce changes to every session.")
+class StaffTool(FunctionTool):
+    """A tool only staff see and call: for anyone else it is not listed, and calling it answers
+    "Unknown tool", like any tool they may not use. The registry asks every entry
+    ``has_permission(request)`` for every method, so this is the one place to decide."""
+
+    def has_permission(self, request: Any) -> bool:
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            return bool(user.is_staff)
+        # MCP_AUTH=none (a demo): there are no users to tell apart, as for every other tool.
+        return mcp_settings.get("AUTHENTICATION") == "none"
 
 
-@site.tool(title="Announce a list change", annotations={"readOnlyHint": True, "openWorldHint": False})
-async def announce_list_changed(ctx: Context, kind: ListKind) -> Announcement:
+def staff_tool(**options: Any) -> Callable[[F], F]:
+    """``@site.tool(...)`` for :class:`StaffTool`."""
+
+    def decorator(func: F) -> F:
+        site.register_entry(StaffTool(func, **options))
+        return func
+
+    return decorator
+
+
+@staff_tool(title="Announce a list change", annotations={"readOnlyHint": True, "openWorldHint": False})
+async def announce_list_changed(kind: ListKind) -> Announcement:
     """Tell every live session that the list of tools, resources or prompts changed (staff only).
 
     The same as ``site.notify_list_changed(kind)`` from any code, or ``manage.py announce_change``.
     """
-    staff_only(ctx)
     sessions = await site.anotify_list_changed(kind)
     return Announcement(method=f"notifications/{kind}/list_changed", sessions=sessions)
 
 
-@site.tool(title="Announce a resource update", annotations={"readOnlyHint": True, "openWorldHint": False})
-async def announce_resource_updated(ctx: Context, uri: Annotated[str, Field(min_length=1, max_length=2000)]) -> Announcement:
+@staff_tool(title="Announce a resource update", annotations={"readOnlyHint": True, "openWorldHint": False})
+async def announce_resource_updated(uri: Annotated[str, Field(min_length=1, max_length=2000)]) -> Announcement:
     """Tell the sessions subscribed to a resource URI that the resource changed (staff only)."""
-    staff_only(ctx)
     sessions = await site.anotify_resource_updated(uri)
     return Announcement(method="notifications/resources/updated", sessions=sessions)
 
