@@ -125,3 +125,17 @@ def test_elicitations_past_expiry_and_retention_are_deleted_in_any_state():
     assert "Deleted 0 sessions, 0 events and 3 elicitations;" in clear()
     assert set(Elicitation.objects.values_list("pk", flat=True)) == {recent.pk, live.pk}
     assert not Elicitation.objects.filter(pk__in=[e.pk for e in old]).exists()
+
+
+def test_elicitations_go_with_their_session_even_before_they_expire():
+    from mcp_django.models import Elicitation
+
+    ended = make_session(expires_at=timezone.now() - 2 * HOUR)
+    live = make_session()
+    later = timezone.now() + HOUR
+    orphaned = Elicitation.objects.create(session=ended, message="m", view_name="v", expires_at=later)
+    kept = Elicitation.objects.create(session=live, message="m", view_name="v", expires_at=later)
+    assert "Would delete 1 sessions, 0 events and 1 elicitations." in clear("--dry-run")
+    assert "Deleted 1 sessions, 0 events and 1 elicitations;" in clear()
+    assert not Elicitation.objects.filter(pk=orphaned.pk).exists()
+    assert Elicitation.objects.filter(pk=kept.pk).exists()

@@ -19,7 +19,7 @@ class Command(BaseCommand):
         "Delete MCP sessions that ended (expired or terminated) more than SESSION_RETENTION seconds ago, "
         "with their events, and events older than EVENT_RETENTION seconds; end the streams of requests whose process "
         "died, expire and prune server-to-client requests older than SERVER_REQUEST_TTL, and delete URL elicitations "
-        "that expired more than SESSION_RETENTION seconds ago. "
+        "that expired more than SESSION_RETENTION seconds ago or whose session is deleted. "
         "Run it from cron, like clearsessions."
     )
 
@@ -31,9 +31,10 @@ class Command(BaseCommand):
         cutoff = now - timedelta(seconds=int(mcp_settings.SESSION_RETENTION))
         ended = Session.objects.filter(Q(terminated_at__lt=cutoff) | Q(terminated_at__isnull=True, expires_at__lt=cutoff))
         event_cutoff = now - timedelta(seconds=int(mcp_settings.EVENT_RETENTION))
-        # Past their expiry every elicitation is over, whatever its state; the admin keeps
-        # them as long as the sessions they belonged to.
-        old_elicitations = Elicitation.objects.filter(expires_at__lt=cutoff)
+        # Past their expiry every elicitation is over, whatever its state, and is kept
+        # SESSION_RETENTION for the admin; one whose session goes goes with it, as its events do,
+        # since nothing can wait for its answer any more (deleting the session would only unlink it).
+        old_elicitations = Elicitation.objects.filter(Q(expires_at__lt=cutoff) | Q(session__in=ended))
         if dry_run:
             from mcp_django.models import Event
 
@@ -43,6 +44,7 @@ class Command(BaseCommand):
                 f"{old_elicitations.count()} elicitations."
             )
             return
+        elicitations, _ = old_elicitations.delete()
         sessions = ended.count()
         deleted, per_model = ended.delete()
         events = per_model.get("mcp_django.Event", 0) + get_event_store().clear_expired(event_cutoff)
@@ -53,7 +55,6 @@ class Command(BaseCommand):
         pruned, _ = ServerRequest.objects.exclude(state=ServerRequest.State.PENDING).filter(
             created_at__lt=now - timedelta(seconds=ttl)
         ).delete()
-        elicitations, _ = old_elicitations.delete()
         self.stdout.write(self.style.SUCCESS(
             f"Deleted {sessions} sessions, {events} events and {elicitations} elicitations; ended {orphans} orphaned "
             f"requests; expired {expired} and pruned {pruned} server requests."
