@@ -40,6 +40,21 @@ class ServerMixin:
         return server_label(obj.site_name)
 
 
+class ServerFilter(admin.SimpleListFilter):
+    """Rows by the server they belong to, named as :func:`server_label` names it; offered only
+    when the rows belong to more than one site."""
+
+    title = _("MCP server")
+    parameter_name = "server"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        names = sorted(set(model_admin.get_queryset(request).values_list("site_name", flat=True)))
+        return [(name, server_label(name)) for name in names] if len(names) > 1 else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(site_name=self.value()) if self.value() else queryset
+
+
 class StateFilter(admin.SimpleListFilter):
     title = _("state")
     parameter_name = "state"
@@ -96,7 +111,7 @@ class SessionStateInline(ReadOnlyMixin, admin.TabularInline):
 @admin.register(Session)
 class SessionAdmin(ServerMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["short_id", "user", "client_name", "client_version", "protocol_version", "created_at", "last_active_at", "state_badge"]
-    list_filter = [StateFilter, "protocol_version", "client_name", "created_at"]
+    list_filter = [StateFilter, ServerFilter, "protocol_version", "client_name", "created_at"]
     search_fields = ["id", "client_name", "user__username", "user__email"]
     date_hierarchy = "created_at"
     list_select_related = ["user"]
@@ -249,7 +264,7 @@ class UserStateAdmin(ServerMixin, ReadOnlyMixin, admin.ModelAdmin):
     """``ctx.user_state``: what tools keep for each user, across sessions; delete rows to clear."""
 
     list_display = ["key", "user", "server", "updated_at"]
-    list_filter = ["site_name"]
+    list_filter = [ServerFilter]
     search_fields = ["key", "user__username"]
     fields = ["user", "server", "key", "value", "updated_at"]
     readonly_fields = fields

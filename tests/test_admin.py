@@ -90,6 +90,26 @@ def test_the_admin_names_the_server_not_the_site(admin_client):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("changelist", ["admin:mcp_django_session_changelist", "admin:mcp_django_userstate_changelist"])
+def test_changelists_filter_by_server_name_not_site_name(admin_client, changelist):
+    from mcp_django.models import UserState
+
+    admin = get_user_model().objects.get(username="admin")
+    alone = admin_client.get(reverse(changelist)).content.decode()
+    assert "MCP site" not in alone and "By MCP server" not in alone  # one server: nothing to choose
+    for site_name in ("mcp", "staff"):
+        make_session(site_name=site_name)
+        UserState.objects.create(user=admin, site_name=site_name, key="goal", value=1)
+    content = admin_client.get(reverse(changelist)).content.decode()
+    assert "By MCP server" in content and "MCP site" not in content
+    assert "mcp-django-tests (staff)" in content
+    filtered = admin_client.get(reverse(changelist), {"server": "staff"})
+    assert filtered.status_code == 200
+    assert len(filtered.context["cl"].result_list) == 1
+    assert filtered.context["cl"].result_list[0].site_name == "staff"
+
+
+@pytest.mark.django_db
 def test_sessions_cannot_be_added_or_edited(admin_client):
     session = make_session()
     assert admin_client.get(reverse("admin:mcp_django_session_add")).status_code == 403
