@@ -26,7 +26,7 @@ from .conf import mcp_settings
 from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
 from .context import Context, current_context
 from .protocol.errors import InvalidParamsError, URLElicitationRequiredError
-from .schemas import ecma_patterns
+from .schemas import ecma_patterns, error_message
 
 logger = logging.getLogger(__name__)
 
@@ -246,7 +246,7 @@ class FunctionTool(PermissionGated):
             if errors:
                 raise ToolError(
                     "Invalid arguments:\n"
-                    + "\n".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors)
+                    + "\n".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {error_message(e)}" for e in errors)
                 )
             return dict(arguments)
         try:

@@ -33,7 +33,7 @@ from rest_framework import serializers
 
 from .functions import TOOL_NAME_RE, missing_scopes
 from .protocol.errors import InvalidParamsError
-from .schemas import nullable, serializer_schema
+from .schemas import error_message, nullable, serializer_schema
 
 if TYPE_CHECKING:
     from .context import Context
@@ -474,23 +474,36 @@ class ModelTool:
 
     def _invalid(self, schema_errors: list[Any], arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
         """Every argument's problem in one answer: the schema's, then (for writes) what the
-        serializer says of the arguments the schema let through, so an agent fixes all at once."""
+        serializer says of the arguments the schema let through, so an agent fixes all at once.
+
+        Where the schema can only say that no alternative fits (a decimal given as "3.555", a
+        nullable field), the serializer's words are clearer ("no more than 2 decimal places"),
+        so such arguments go to the serializer too, and the schema speaks only if it is silent.
+        """
         lines = []
         refused = set()
+        vague: dict[str, list[Any]] = {}
         for error in schema_errors:
             field = error.path[0] if error.path else None
             if field is None and error.validator == "required":
                 field = error.message.split("'")[1] if "'" in error.message else None
+            if isinstance(field, str) and error.validator == "anyOf" and len(error.path) == 1:
+                vague.setdefault(field, []).append(error)
+                continue
             if field is not None:
                 refused.add(field)
-            lines.append(f"{'.'.join(map(str, error.path)) or field or 'arguments'}: {error.message}")
+            lines.append(f"{'.'.join(map(str, error.path)) or field or 'arguments'}: {error_message(error)}")
+        said: set[str] = set()
         if self.action in ("create", "update"):
             rest = {k: v for k, v in arguments.items() if k not in refused and k != "pk"}
             serializer = self.model_mcp.get_serializer_class()(data=rest, partial=True, context={"request": request})
             if not serializer.is_valid():
                 for field, messages in serializer.errors.items():
-                    if field not in refused:
-                        lines.extend(f"{field}: {m}" for m in (messages if isinstance(messages, list) else [messages]))
+                    said.add(field)
+                    lines.extend(f"{field}: {m}" for m in (messages if isinstance(messages, list) else [messages]))
+        for field, errors in vague.items():
+            if field not in said:
+                lines.extend(f"{field}: {error_message(error)}" for error in errors)
         return self._error("Invalid arguments:\n" + "\n".join(lines))
 
     def _search(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:

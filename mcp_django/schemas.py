@@ -3,9 +3,11 @@
 DRF maps serializer fields to OpenAPI 3.0, which is close to JSON Schema but not the same:
 ``nullable``, Python regular expressions (DRF even writes ``\\Z`` as ``\\z``, valid in neither
 Python nor ECMA-262), decimals as strings with a float ``multipleOf`` and off-by-a-cent bounds.
-MCP clients validate with JSON Schema and ECMA-262 patterns, so :class:`FieldSchemas` keeps
-DRF's mapping and corrects those parts, and :func:`ecma_patterns` cleans any schema (pydantic's
-too) of patterns an ECMA-262 engine would refuse or read differently.
+MCP clients validate with JSON Schema, compiling patterns with an ECMA-262 engine (Ajv in the
+TypeScript SDK and the Inspector) or with Python's ``re`` (python-jsonschema in the Python
+SDK), so :class:`FieldSchemas` keeps DRF's mapping and corrects those parts, and
+:func:`ecma_patterns` cleans any schema (pydantic's too) of patterns one of them would refuse
+or read differently. docs/schemas.md says what each field becomes.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.core.validators import (
     DecimalValidator,
     EmailValidator,
@@ -26,6 +29,7 @@ from django.core.validators import (
     URLValidator,
 )
 from django.db import models
+from jsonschema import ValidationError
 from rest_framework import serializers
 from rest_framework.schemas.openapi import AutoSchema
 
@@ -37,63 +41,104 @@ _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "depe
 _ANNOTATIONS = ("title", "description", "default", "examples", "readOnly", "writeOnly", "deprecated")
 
 # Word classes: Python's match any letter (é, ß, 名), ECMA-262's only ASCII ones, so a client
-# would refuse a name the server accepts. Kept only for validators compiled with ``re.ASCII``.
-# (\d and \s differ only for exotic digits and spaces; they are kept.)
-_UNICODE_CLASSES = frozenset("wWbB")
-# Escapes that mean the same in both: \\, \. and other punctuation, \n \t \r \f \v, \0.
-_SAME_ESCAPES = frozenset("nrtfv0") | frozenset(r"\.^$|?*+()[]{}/-")
+# would refuse a name the server accepts: such a pattern is left out. With ``re.ASCII`` they
+# are spelled as the ASCII sets they then mean, which every engine reads alike (Python's own
+# ``re`` in a client compiles the pattern without the flag). Word boundaries cannot be spelled
+# so. (Without the flag \d and \s differ only for exotic digits and spaces; they are kept.)
+_ASCII_CLASSES = {"w": "0-9A-Za-z_", "d": "0-9", "s": " \\t\\n\\r\\f\\v"}
+# Escapes that mean the same in Python and in ECMA-262, with or without the u flag.
+_CONTROL_ESCAPES = frozenset("nrtfv")
+# ECMA-262's syntax characters: the only punctuation its u flag lets one escape (Ajv, the
+# validator of the TypeScript SDK and the Inspector, turns the flag on by default). Any other
+# escaped punctuation (\@, \-, \#, "\ ") is written as \xHH, which every engine reads alike,
+# inside a class too.
+_SYNTAX_CHARACTERS = frozenset("^$\\.*+?()[]{}|/")
+# Python's {m,n} family: {,n} means {0,n} there and is a literal (or an error) in ECMA-262.
+_QUANTIFIER = re.compile(r"\{(\d*)(,?)(\d*)\}")
 _FLAGS_ALLOWED = re.ASCII | re.UNICODE  # UNICODE is Python 3's default for str patterns
 
 
 def ecma_pattern(pattern: str, flags: int = 0) -> str | None:
-    """``pattern`` (a Python regular expression) as an ECMA-262 pattern that accepts the same
-    strings, or None when that cannot be said exactly (then leave the pattern out: the server
-    still validates).
+    """``pattern`` (a Python regular expression) as a pattern that accepts the same strings in
+    ECMA-262 (with or without the u flag) and in Python's ``re`` (python-jsonschema, hence the
+    official Python client, compiles patterns with it), or None when that cannot be said
+    exactly (then leave the pattern out: the server still validates).
 
-    A conservative translation: anchors ``\\A``/``\\Z`` become ``^``/``$``, named groups change
-    spelling, and anything whose meaning differs or that ECMA-262 lacks (inline flags, possessive
-    quantifiers, atomic groups, ``\\Z`` inside a class, Unicode-dependent classes) gives None.
+    A conservative translation: anchors ``\\A``/``\\Z`` become ``^``/``$``, named groups become
+    non-capturing (nothing can refer to them: back references are refused), ``{,n}`` becomes
+    ``{0,n}``, stray ``]``, ``{`` and ``}`` and escaped punctuation are spelled so every engine
+    reads a literal; anything whose meaning differs or that ECMA-262 lacks (inline flags,
+    possessive quantifiers, atomic groups, back references, ``\\Z`` inside a class,
+    Unicode-dependent classes, characters beyond U+FFFF) gives None.
     """
     if flags & ~_FLAGS_ALLOWED:
         return None  # IGNORECASE, MULTILINE, DOTALL, VERBOSE: no way to say them in a pattern
+    if any(ord(char) > 0xFFFF for char in pattern):
+        return None  # one character in Python, two UTF-16 units in ECMA-262 without the u flag
     ascii_only = bool(flags & re.ASCII)
     out: list[str] = []
     i, n = 0, len(pattern)
     in_class = False
+    groups: list[bool] = []  # for each open group: is it a lookaround?
     while i < n:
         char = pattern[i]
         if char == "\\":
             if i + 1 >= n:
                 return None
             escaped = pattern[i + 1]
+            i += 2
             if escaped in "AZ":
                 if in_class:
                     return None
                 out.append("^" if escaped == "A" else "$")
-            elif escaped in _UNICODE_CLASSES or escaped in "dDsS":
-                if escaped in _UNICODE_CLASSES and not ascii_only:
-                    return None
+            elif escaped.lower() in _ASCII_CLASSES:
+                if not ascii_only:
+                    if escaped in "wW":
+                        return None
+                    out.append("\\" + escaped)
+                elif escaped.islower():
+                    ascii_set = _ASCII_CLASSES[escaped]
+                    out.append(ascii_set if in_class else f"[{ascii_set}]")
+                elif in_class:
+                    return None  # a negated set inside a set: not expressible without v mode
+                else:
+                    out.append(f"[^{_ASCII_CLASSES[escaped.lower()]}]")
+            elif escaped in "bB":
+                if in_class and escaped == "b":
+                    out.append("\\x08")  # backspace, in a class
+                else:
+                    return None  # word boundaries follow \w: see above
+            elif escaped in _CONTROL_ESCAPES:
                 out.append("\\" + escaped)
-            elif escaped == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", pattern[i + 2 : i + 4]):
-                out.append(pattern[i : i + 4])
+            elif escaped == "0":
+                if pattern[i : i + 1].isdigit():
+                    return None  # an octal escape in Python, an error in ECMA-262's u mode
+                out.append("\\x00")
+            elif escaped == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", pattern[i : i + 2]):
+                out.append("\\x" + pattern[i : i + 2])
+                i += 2
+            elif escaped == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", pattern[i : i + 4]):
+                if 0xD800 <= int(pattern[i : i + 4], 16) <= 0xDFFF:
+                    return None  # a surrogate: half a character in ECMA-262, a whole one in Python
+                out.append("\\u" + pattern[i : i + 4])
                 i += 4
-                continue
-            elif escaped == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", pattern[i + 2 : i + 6]):
-                out.append(pattern[i : i + 6])
-                i += 6
-                continue
-            elif escaped in _SAME_ESCAPES or (not escaped.isalnum() and escaped.isascii()):
+            elif escaped in _SYNTAX_CHARACTERS:
                 out.append("\\" + escaped)
+            elif escaped.isascii() and not escaped.isalnum():
+                out.append(_literal(escaped))
             else:
-                return None  # \U, \N{...}, back references by number, octal: not worth the risk
-            i += 2
+                return None  # \U, \N{...}, back references by number or name, \a: not worth the risk
             continue
         if in_class:
-            if char == "[" and pattern[i + 1 : i + 2] == ":":
-                return None  # POSIX-looking class: literal in Python, an error in ECMA v-mode
-            if char == "]":
+            if char == "[":
+                if pattern[i + 1 : i + 2] in (":", "=", "."):
+                    return None  # POSIX-looking class: literal in Python, an error in ECMA v mode
+                out.append("\\[")
+            elif char == "]":
                 in_class = False
-            out.append(char)
+                out.append(char)
+            else:
+                out.append(char)
             i += 1
             continue
         if char == "[":
@@ -111,24 +156,43 @@ def ecma_pattern(pattern: str, flags: int = 0) -> str | None:
         if char == "(" and pattern[i + 1 : i + 2] == "?":
             rest = pattern[i + 2 :]
             if rest.startswith("P<"):
-                out.append("(?<")
-                i += 4
+                close = rest.find(">")
+                if close < 0:
+                    return None
+                out.append("(?:")  # ECMA-262 spells it (?<name>, which Python refuses; nothing uses the name
+                groups.append(False)
+                i += 2 + close + 1
                 continue
             if rest[:1] in (":", "=", "!") or rest.startswith(("<=", "<!")):
                 out.append("(?")
+                groups.append(rest[:1] != ":")
                 i += 2
                 continue
             return None  # inline flags, (?P=name), (?>...), (?#...), conditionals
-        if char in "*+?}" and pattern[i + 1 : i + 2] == "+":
+        if char == "(":
+            groups.append(False)
+        if char == ")" and groups:
+            lookaround = groups.pop()
+            if lookaround and (pattern[i + 1 : i + 2] in ("*", "+", "?") or _QUANTIFIER.match(pattern, i + 1)):
+                return None  # a quantified lookaround: allowed by Python, an error with the u flag
+        if char == "{":
+            quantifier = _QUANTIFIER.match(pattern, i)
+            if quantifier is None or not (quantifier[1] or quantifier[2]):
+                out.append("\\{")  # a literal brace in Python; ECMA-262's u mode refuses it bare
+                i += 1
+                continue
+            low, comma, high = quantifier.groups()
+            out.append(f"{{{low or '0'}{comma}{high}}}")
+            i = quantifier.end()
+            if pattern[i : i + 1] == "+":
+                return None  # possessive quantifier (Python 3.11+)
+            continue
+        if char in "}]":
+            out.append("\\" + char)  # a literal in Python; ECMA-262's u mode refuses it bare
+            i += 1
+            continue
+        if char in "*+?" and pattern[i + 1 : i + 2] == "+":
             return None  # possessive quantifier (Python 3.11+)
-        if char == "{" and not re.match(r"\{\d+(,\d*)?\}", pattern[i:]):
-            out.append("\\{")  # a literal brace in Python; ECMA-262's unicode mode refuses it bare
-            i += 1
-            continue
-        if char == "}" and not _closes_quantifier(out):
-            out.append("\\}")
-            i += 1
-            continue
         out.append(char)
         i += 1
     if in_class:
@@ -136,9 +200,9 @@ def ecma_pattern(pattern: str, flags: int = 0) -> str | None:
     return "".join(out)
 
 
-def _closes_quantifier(out: list[str]) -> bool:
-    text = "".join(out)
-    return bool(re.search(r"(?<!\\)\{\d+(,\d*)?$", text))
+def _literal(char: str) -> str:
+    """An ASCII punctuation character as an escape every engine reads as that character."""
+    return f"\\x{ord(char):02x}"
 
 
 def ecma_patterns(schema: Any) -> Any:
@@ -214,6 +278,21 @@ def decimal_string_pattern(max_digits: int | None, decimal_places: int | None) -
     return rf"^-?(?=\.?\d)\d{whole}{fraction}$"
 
 
+def decimal_description(low: Decimal | None, high: Decimal | None, decimal_places: int | None) -> str:
+    """What a decimal input takes, in words: the schema cannot say "at most 2 places" of a
+    JSON number without a float ``multipleOf``, which clients compute inexactly."""
+    if low is not None and high is not None:
+        span = f" from {low:f} to {high:f}"
+    elif low is not None:
+        span = f" of at least {low:f}"
+    elif high is not None:
+        span = f" of at most {high:f}"
+    else:
+        span = ""
+    places = "any number of" if decimal_places is None else f"at most {decimal_places}"
+    return f"A decimal number{span} with {places} decimal places, as a JSON number or a string."
+
+
 class FieldSchemas(AutoSchema):
     """DRF's serializer mapping, as JSON Schema 2020-12 that MCP clients accept.
 
@@ -259,10 +338,10 @@ class FieldSchemas(AutoSchema):
         if high is not None:
             number["maximum"] = _json_number(high)
         if self.output:
-            # What DRF's to_representation does: a string unless told otherwise.
-            return as_string if getattr(field, "coerce_to_string", _coerces()) else number
-        places = "any number of" if field.decimal_places is None else f"at most {field.decimal_places}"
-        return {"anyOf": [number, as_string], "description": f"A decimal number ({places} decimal places), as a JSON number or a string."}
+            # What DRF's to_representation does: a string unless told otherwise. The string's
+            # shape is DRF's (quantized to the places); bounds are validators', left out.
+            return as_string if getattr(field, "coerce_to_string", _coerces()) else {"type": "number"}
+        return {"anyOf": [number, as_string], "description": decimal_description(low, high, field.decimal_places)}
 
     def map_field_validators(self, field: serializers.Field, schema: dict[str, Any]) -> None:
         """DRF's validator mapping, with patterns made ECMA-262 (or dropped) and limits kept
@@ -306,11 +385,12 @@ class FieldSchemas(AutoSchema):
         """
         schema = self.map_field(field)
         if self.output:
-            schema.pop("enum", None)
             if isinstance(field, serializers.FileField):
                 schema = {"type": "string"}  # the file's URL, or null when there is none
                 field_may_be_null = True
             else:
+                if not isinstance(field, serializers.DecimalField):
+                    schema = types_only(schema)
                 field_may_be_null = field.allow_null
             if field_may_be_null:
                 schema["nullable"] = True
@@ -328,9 +408,51 @@ class FieldSchemas(AutoSchema):
             if isinstance(default, (str, bool, int, float)) or default is None:
                 schema["default"] = default
         if field.help_text:
-            schema["description"] = str(field.help_text)
+            # The field's own words first; a decimal's note on places and range stays.
+            schema["description"] = " ".join(filter(None, [str(field.help_text), schema.get("description")]))
         self.map_field_validators(field, schema)
         return clean(schema)
+
+
+def error_message(error: ValidationError) -> str:
+    """jsonschema's message for ``error``, saying what was expected where it says only "is not
+    valid under any of the given schemas" (decimals, nullable fields)."""
+    if error.validator != "anyOf":
+        return error.message
+    description = error.schema.get("description") if isinstance(error.schema, dict) else None
+    if isinstance(description, str) and description:
+        return f"{error.instance!r} is not valid. Expected: {description}"
+    # The branches' own complaints, but for "is not of type 'null'", which says nothing.
+    causes = [cause.message for cause in error.context or () if cause.schema != {"type": "null"}]
+    return "; ".join(dict.fromkeys(causes)) or error.message
+
+
+# Keywords a stored value may break: validators and choices bind what a client sends, not
+# what is in the table (rows saved from code, or before a validator was added).
+_CONSTRAINTS = frozenset({
+    "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "minLength", "maxLength", "pattern", "minItems", "maxItems", "uniqueItems",
+})
+
+
+def types_only(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` without the constraints a stored value may break, and without the formats
+    DRF's output does not guarantee (an email saved from code need not be one; clients such as
+    the TypeScript SDK's Ajv check formats)."""
+    result = {key: value for key, value in schema.items() if key not in _CONSTRAINTS}
+    if result.get("format") not in _guaranteed_formats():
+        result.pop("format", None)
+    if isinstance(result.get("items"), dict):
+        result["items"] = types_only(result["items"])
+    if isinstance(result.get("anyOf"), list):
+        result["anyOf"] = [types_only(branch) if isinstance(branch, dict) else branch for branch in result["anyOf"]]
+    return result
+
+
+def _guaranteed_formats() -> tuple[str, ...]:
+    """Formats DRF's output always meets: dates and UUIDs; date-times when aware (a naive one
+    has no offset, which RFC 3339 requires)."""
+    return ("date", "uuid", "date-time") if settings.USE_TZ else ("date", "uuid")
 
 
 def _coerces() -> bool:

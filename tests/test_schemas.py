@@ -1,12 +1,13 @@
-"""Generated schemas are JSON Schema 2020-12 with ECMA-262 patterns, for every field Django
-ships and every tool of the example site, checked with a real validator and a real ECMA-262
-engine (``regress``, the Rust crate jsonschema itself uses for format "regex")."""
+"""Generated schemas are JSON Schema 2020-12 whose patterns every client reads alike, for every
+field Django ships and every tool of the example site, checked with a real validator, Python's
+``re`` and a real ECMA-262 engine (``regress``, in Rust) with and without the u flag."""
 
 from __future__ import annotations
 
 import re
+import warnings
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 import pytest
@@ -15,7 +16,10 @@ from asgiref.sync import sync_to_async
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.validators import ASCIIUsernameValidator, UnicodeUsernameValidator
 from django.core import validators
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, FormatChecker
+from pydantic import Field
 
 from mcp_django.options import ModelMCP
 from mcp_django.schemas import decimal_bound, ecma_pattern, ecma_patterns, nullable
@@ -48,12 +52,34 @@ def patterns(schema: Any) -> list[str]:
     return found
 
 
+def compile_everywhere(pattern: str) -> list[Any]:
+    """``pattern`` compiled as each client compiles it: ECMA-262 without and with the u flag
+    (regress, the Rust engine; Ajv, hence the TypeScript SDK and the Inspector, sets u) and
+    Python's ``re`` without flags (python-jsonschema, hence the official Python client)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a FutureWarning from re is a pattern to fix too
+        python = re.compile(pattern)
+    return [regress.Regex(pattern), regress.Regex(pattern, "u"), python]
+
+
+CLIENT_FORMATS = FormatChecker()
+
+
+@CLIENT_FORMATS.checks("regex", raises=(regress.RegressError, re.error, Warning))
+def _is_client_regex(instance: object) -> bool:
+    if isinstance(instance, str):
+        compile_everywhere(instance)
+    return True
+
+
 def assert_valid_for_clients(schema: dict[str, Any]) -> None:
-    """What the official clients need: a valid 2020-12 schema, every pattern ECMA-262, and
-    nothing in it that JSON cannot carry."""
+    """What the official clients need: a valid 2020-12 schema, every pattern a regex in every
+    client's engine, and nothing in it that JSON cannot carry."""
     Draft202012Validator.check_schema(schema)
+    # The metaschema says each "pattern" has format "regex": check them through every engine.
+    Draft202012Validator.check_schema(schema, format_checker=CLIENT_FORMATS)
     for pattern in patterns(schema):
-        regress.Regex(pattern)  # raises on anything ECMA-262 refuses
+        compile_everywhere(pattern)  # the same, for patternProperties keys too
     orjson.dumps(schema)
     assert "nullable" not in orjson.dumps(schema).decode()
 
@@ -83,6 +109,10 @@ DJANGO_VALIDATORS = [
     validators.RegexValidator(r"^(?P<year>\d{4})-(?:\d{2})$"),
     validators.RegexValidator(r"^[]a]+$"),
     validators.RegexValidator(r"^{x}$"),
+    validators.RegexValidator(r"\A(?P<year>\d{4})\-(?P<month>\d{2})\Z"),
+    validators.RegexValidator(r"^a{,2}\@b\Z"),
+    validators.RegexValidator(r"^[\w\-]+\Z", flags=re.ASCII),
+    validators.RegexValidator(r"^x]\Z"),
 ]
 
 
@@ -95,40 +125,98 @@ def _regexes(validator: Any) -> list[re.Pattern[str]]:
 
 @pytest.mark.parametrize("validator", DJANGO_VALIDATORS, ids=lambda v: type(v).__name__ + str(id(v) % 97))
 def test_every_django_pattern_is_translated_exactly_or_left_out(validator: Any) -> None:
-    samples = ["", "a", "ab-12", "AB-1234", "AB-1234\n", "héllo", "user.name+1@x", "1,2,3", "-1;2", "192.168.0.1", "2024-10", "]a", "{x}", "ok_slug", "名前"]
+    samples = [
+        "", "a", "ab-12", "AB-1234", "AB-1234\n", "héllo", "user.name+1@x", "1,2,3", "-1;2", "192.168.0.1",
+        "2024-10", "]a", "{x}", "ok_slug", "名前", "x]", "@b", "aa@b", "aaa@b", "a-b_c", "é-e",
+    ]
     for regex in _regexes(validator):
         translated = ecma_pattern(regex.pattern, regex.flags)
         if translated is None:
             continue
-        engine = regress.Regex(translated)
+        ecma, ecma_u, python = compile_everywhere(translated)
         for text in samples:
-            python = regex.search(text) is not None
-            ecma = engine.find(text) is not None
-            # "$" also matches before a final newline in Python; ECMA-262 is the stricter one.
-            if text.endswith("\n") and python and not ecma:
+            server = regex.search(text) is not None
+            if text.endswith("\n"):
+                # "$" also matches before a final newline in Python, not in ECMA-262, and \Z
+                # has no spelling both read: a client may differ here, the server decides.
                 continue
-            assert python == ecma, (regex.pattern, translated, text)
+            assert server == (ecma.find(text) is not None) == (ecma_u.find(text) is not None), (regex.pattern, translated, text)
+            assert server == (python.search(text) is not None), (regex.pattern, translated, text)
 
 
 @pytest.mark.parametrize(
     ("pattern", "flags", "expected"),
     [
         (r"^[\w.@+-]+\Z", re.UNICODE, None),  # \w means more letters in Python: left out
-        (r"^[\w.@+-]+\Z", re.ASCII, r"^[\w.@+-]+$"),
+        # With re.ASCII, spelled as the ASCII sets (a Python client compiles without the flag).
+        (r"^[\w.@+-]+\Z", re.ASCII, r"^[0-9A-Za-z_.@+-]+$"),
+        (r"^\w\W\d\D\s\S$", re.ASCII, r"^[0-9A-Za-z_][^0-9A-Za-z_][0-9][^0-9][ \t\n\r\f\v][^ \t\n\r\f\v]$"),
+        (r"[^\W]", re.ASCII, None),
+        (r"\bword\b", re.ASCII, None),
+        (r"[\b]", 0, r"[\x08]"),
         (r"\A\d{13}\Z", 0, r"^\d{13}$"),
         (r"(?i)abc", 0, None),
         (r"abc", re.IGNORECASE, None),
         (r"a++", 0, None),
+        (r"a{2}+", 0, None),
         (r"(?P<x>a)(?P=x)", 0, None),
-        (r"(?P<x>a)b", 0, r"(?<x>a)b"),
+        (r"(a)\1", 0, None),
+        # ECMA-262's (?<x>...) is an error in Python's re: nothing refers to the name.
+        (r"(?P<x>a)b", 0, r"(?:a)b"),
         (r"[\Z]", 0, None),
         (r"a{2,3}}", 0, r"a{2,3}\}"),
+        # {,n} is {0,n} in Python, a literal (or an error with u) in ECMA-262.
+        (r"a{,3}", 0, r"a{0,3}"),
+        (r"a{}", 0, r"a\{\}"),
+        # Bare ] and escaped punctuation other than syntax characters: errors with u.
+        (r"a]", 0, r"a\]"),
+        (r"\-\@\#\ \_", 0, r"\x2d\x40\x23\x20\x5f"),
+        (r"[\-\]a]", 0, r"[\x2d\]a]"),
+        (r"\.\/\$", 0, r"\.\/\$"),
+        (r"\0", 0, r"\x00"),
+        (r"\012", 0, None),
+        (r"(?=a)*b", 0, None),
+        (r"\ud83d", 0, None),
+        ("😀+", 0, None),
     ],
 )
 def test_ecma_pattern_cases(pattern: str, flags: int, expected: str | None) -> None:
     assert ecma_pattern(pattern, flags) == expected
     if expected is not None:
-        regress.Regex(expected)
+        compile_everywhere(expected)
+
+
+REGEX_TOKENS = [
+    "a", "b", "1", "-", "é", " ", ".", "@", "^", "$", "*", "+", "?", "*?", "|", "(", ")", "[", "]", "[^",
+    "{", "}", "{2}", "{,2}", "{1,}", "a{1,2}", "(?:", "(?P<n>", "(?=", "(?!", "(?<=", "(?<!", "(?i)",
+    r"\d", r"\D", r"\s", r"\S", r"\w", r"\W", r"\b", r"\B", r"\A", r"\Z", r"\1", r"\n", r"\0",
+    r"\x41", r"\u00e9", r"\-", r"\]", r"\.", r"\@", r"\{", r"\}", r"\/", r"\|", r"\$", r"\ ", r"\_",
+    "[a-c]", "&&", "--", "[:",
+]
+
+
+@settings(max_examples=500, derandomize=True, deadline=None)
+@given(
+    tokens=st.lists(st.sampled_from(REGEX_TOKENS), max_size=8),
+    flags=st.sampled_from([0, re.ASCII]),
+    texts=st.lists(st.text(alphabet="ab1-é .@{}]A\t/|$^_\\&:", max_size=6), min_size=1, max_size=6),
+)
+def test_a_translated_pattern_compiles_and_matches_alike_in_every_engine(tokens: list[str], flags: int, texts: list[str]) -> None:
+    pattern = "".join(tokens)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            server = re.compile(pattern, flags)
+        except (re.error, Warning):
+            assume(False)
+    translated = ecma_pattern(pattern, flags)
+    assume(translated is not None)
+    ecma, ecma_u, python = compile_everywhere(translated)
+    for text in texts:
+        expected = server.search(text) is not None
+        assert (ecma.find(text) is not None) == expected, (pattern, translated, text)
+        assert (ecma_u.find(text) is not None) == expected, (pattern, translated, text)
+        assert (python.search(text) is not None) == expected, (pattern, translated, text)
 
 
 def test_patterns_are_cleaned_everywhere_in_a_schema_but_property_names_are_left_alone() -> None:
@@ -193,12 +281,17 @@ def test_field_schemas_read_well() -> None:
     number, string = create["price"]["anyOf"][:2]
     assert number == {"type": "number", "minimum": -999999.99, "maximum": 999999.99}
     assert string["type"] == "string" and "multipleOf" not in str(create["price"])
+    assert create["price"]["description"] == (
+        "A decimal number from -999999.99 to 999999.99 with at most 2 decimal places, as a JSON number or a string."
+    )
+    assert "from 0 to 50.5 with at most 2" in create["discount"]["description"]
     assert create["discount"]["anyOf"][0] == {"type": "number", "minimum": 0, "maximum": 50.5}
     # Regex validators: ECMA-262 or left out (an inverse match cannot be a pattern).
     # (Both may be blank, and Django validates no empty value: "" is allowed.)
     assert create["code"]["pattern"] == r"(?:^[A-Z]{2}-\d{4}$)|^$"
     assert "pattern" not in create["username_like"]  # \w: Unicode letters in Python only
-    assert create["ascii_name"]["pattern"] == r"(?:^[\w.@+-]+$)|^$"
+    assert create["ascii_name"]["pattern"] == r"(?:^[0-9A-Za-z_.@+-]+$)|^$"
+    assert create["period"]["pattern"] == r"(?:^(?:\d{4})\x2d(?:\d{2})$)|^$"
     assert create["char"].get("pattern") is None
     assert create["bounded"]["minimum"] == 1 and create["bounded"]["maximum"] == 99
     assert create["data"] == {}  # any JSON value (DRF says "object", and a list would be refused)
@@ -222,11 +315,16 @@ def test_decimal_inputs_a_client_would_send_are_accepted_by_the_schema() -> None
 def test_output_schemas_describe_stored_values_not_validators() -> None:
     """A row saved from code (or before a validator existed) must not make a client refuse
     the whole result: outputs carry types, not validators or choices."""
-    specimen = Specimen.objects.create(char="x", slug="not a slug!", code="nope", char_choice="legacy")
+    specimen = Specimen.objects.create(
+        char="x" * 80, slug="not a slug!", code="nope", char_choice="legacy", int_choice=7,
+        bounded=500, email="not an email", url="not a url", ipv4="::1", period="x",
+    )
     mcp = specimen_site()
     tool = {t.name: t for t in mcp.get_tools()}["testapp_specimen_get"]
     data = mcp._registry[Specimen].serialize(specimen)
-    assert not list(Draft202012Validator(tool.definition()["outputSchema"]).iter_errors(data))
+    # Formats too: the TypeScript SDK's Ajv checks them (ajv-formats), and so does this checker.
+    validator = Draft202012Validator(tool.definition()["outputSchema"], format_checker=FormatChecker())
+    assert not list(validator.iter_errors(data))
     assert data["upload"] is None
 
 
@@ -259,6 +357,80 @@ async def test_a_decimal_given_as_number_or_string_is_stored_exactly() -> None:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("fresh_channel_layer", "django_authentication")
+async def test_a_decimal_string_with_too_many_places_gets_django_s_words() -> None:
+    user = await sync_to_async(make_user)("ada", "add_specimen", "view_specimen")
+    client = await _client(user, specimen_site())
+    result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": {"char": "x", "price": "3.555", "rate": "x"}})
+    assert result["isError"]
+    assert result["content"][0]["text"] == (
+        "Invalid arguments:\nprice: Ensure that there are no more than 2 decimal places.\nrate: A valid number is required."
+    )
+    # A search filter has no serializer to ask: the schema says what it expected.
+    result = await client.call("tools/call", {"name": "testapp_specimen_search", "arguments": {"price": "3.555"}})
+    assert result["isError"]
+    assert "price: '3.555' is not valid. Expected: A decimal number from -999999.99 to 999999.99" in result["content"][0]["text"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "django_authentication")
+async def test_a_pattern_with_named_groups_validates_on_the_server() -> None:
+    # Written as ECMA-262's (?<year>...), the pattern broke Python's re in the server's own
+    # argument check: -32603 and a traceback for any value.
+    user = await sync_to_async(make_user)("ada", "add_specimen", "view_specimen")
+    client = await _client(user, specimen_site())
+    result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": {"char": "x", "period": "2024-10"}})
+    assert not result.get("isError"), result
+    assert result["structuredContent"]["period"] == "2024-10"
+    result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": {"char": "x", "period": "2024/10"}})
+    assert result["isError"] and result["content"][0]["text"].startswith("Invalid arguments:\nperiod: ")
+
+
+WRONG_VALUES = [{"x": 1}, [1], True, "x" * 300, 2**64 - 1, 1e300]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "django_authentication")
+@pytest.mark.parametrize("value", WRONG_VALUES, ids=lambda v: type(v).__name__)
+async def test_a_wrong_value_in_every_field_is_reported_not_a_crash(value: Any, caplog: pytest.LogCaptureFixture) -> None:
+    user = await sync_to_async(make_user)("ada", "add_specimen", "view_specimen")
+    client = await _client(user, specimen_site())
+    fields = [name for name in Specimen._meta.get_fields() if getattr(name, "concrete", False) and name.name not in ("id", "created")]
+    arguments = {field.name: value for field in fields}
+    result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": arguments})
+    assert result["isError"], result
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    assert not await Specimen.objects.aexists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "django_authentication")
+async def test_a_function_tool_reports_every_invalid_argument_in_one_answer() -> None:
+    mcp = MCPSite(name="functions")
+
+    def book(title: Annotated[str, Field(max_length=5)], copies: int, year: Annotated[str, Field(pattern=r"^(?P<y>\d{4})$")]) -> str:
+        return title
+
+    mcp.tool(book)
+    mcp.tool(lambda code, count: code, name="explicit", input_schema={
+        "type": "object",
+        "properties": {"code": {"type": "string", "maxLength": 2}, "count": {"type": "integer"}},
+        "required": ["code", "count"],
+    })
+    assert mcp.get_tool("book").definition()["inputSchema"]["properties"]["year"]["pattern"] == r"^(?:\d{4})$"
+    user = await sync_to_async(make_user)("ada")
+    client = await _client(user, mcp)
+    result = await client.call("tools/call", {"name": "book", "arguments": {"title": "too long", "copies": "many", "year": "MMXXIV"}})
+    text = result["content"][0]["text"]
+    assert result["isError"]
+    for field in ("title", "copies", "year"):
+        assert f"\n{field}: " in text, text
+    result = await client.call("tools/call", {"name": "explicit", "arguments": {"code": "long", "count": "x"}})
+    text = result["content"][0]["text"]
+    assert result["isError"] and "\ncode: " in text and "\ncount: " in text, text
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "django_authentication")
 async def test_every_invalid_argument_is_reported_in_one_answer() -> None:
     user = await sync_to_async(make_user)("ada", "add_specimen", "view_specimen")
     client = await _client(user, specimen_site())
@@ -282,6 +454,11 @@ async def test_every_invalid_argument_is_reported_in_one_answer() -> None:
         {"cursor": "eyJwayI6IDFlMzB9"},  # {"pk": 1e30}
         {"cursor": "eyJwayI6IFtdfQ"},  # {"pk": []}
         {"cursor": "not base64 at all!"},
+        {"cursor": "aGVsbG8"},  # base64 of "hello": not JSON
+        {"cursor": "WzFd"},  # [1]: not an object
+        {"cursor": "eyJvIjogIngifQ"},  # {"o": "x"}
+        {"cursor": "eyJvIjogdHJ1ZX0"},  # {"o": true}
+        {"cursor": 5},
         {"owner": 1e30},
         {"owner": 2**64 - 1},  # past the signed 64-bit range every database column has
         {"integer": 1.5},

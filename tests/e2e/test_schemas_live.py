@@ -7,6 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 from mcp import Client
+from mcp.types import Tool
+
+from tests.test_schemas import assert_valid_for_clients
 
 from .conftest import ExampleServer, manage, run_server, server_env
 
@@ -50,7 +53,7 @@ def test_every_schema_of_the_example_site_is_valid_for_clients(schemas_server: E
 
 async def test_the_client_accepts_every_tool_and_every_result(schemas_server: ExampleServer) -> None:
     async with Client(schemas_server.mcp_url, read_timeout_seconds=10) as client:
-        tools: dict[str, object] = {}
+        tools: dict[str, Tool] = {}
         cursor = None
         while True:  # every page: the client checks each tool's schemas as it lists them
             page = await client.list_tools(cursor=cursor)
@@ -59,6 +62,10 @@ async def test_the_client_accepts_every_tool_and_every_result(schemas_server: Ex
             if not cursor:
                 break
         assert {"testapp_specimen_create", "auth_user_search"} <= set(tools)
+        for tool in tools.values():  # as they came over the wire, for clients that check inputs too
+            assert_valid_for_clients(tool.input_schema)
+            if tool.output_schema is not None:
+                assert_valid_for_clients(tool.output_schema)
 
         users = await client.call_tool("auth_user_search", {"query": "Jos"})
         assert not users.is_error, users
@@ -67,7 +74,8 @@ async def test_the_client_accepts_every_tool_and_every_result(schemas_server: Ex
         created = []
         for price in (3.5, "3.50"):
             result = await client.call_tool(
-                "testapp_specimen_create", {"char": "x", "price": price, "code": "AB-1234", "ascii_name": "ada.l", "rate": None}
+                "testapp_specimen_create",
+                {"char": "x", "price": price, "code": "AB-1234", "ascii_name": "ada.l", "rate": None, "period": "2024-10"},
             )
             assert not result.is_error, result
             assert result.structured_content["price"] == "3.50"
@@ -82,6 +90,9 @@ async def test_the_client_accepts_every_tool_and_every_result(schemas_server: Ex
         assert refused.is_error
         text = refused.content[0].text  # type: ignore[union-attr]
         assert "price" in text and "code" in text  # both in one answer
+        refused = await client.call_tool("testapp_specimen_create", {"char": "x", "price": "3.555"})
+        assert refused.is_error
+        assert "price: Ensure that there are no more than 2 decimal places." in refused.content[0].text  # type: ignore[union-attr]
 
         crafted = await client.call_tool("testapp_specimen_search", {"cursor": "eyJvIjogLTV9"})
         assert crafted.is_error

@@ -73,6 +73,9 @@ class Specimen(models.Model):
     )
     username_like = models.CharField(max_length=150, blank=True, validators=[UnicodeUsernameValidator()])
     ascii_name = models.CharField(max_length=150, blank=True, validators=[ASCIIUsernameValidator()])
+    # Named groups and an escaped "-": translated word for word, Python's re refuses the
+    # (?<year>...) spelling and ECMA-262's u mode refuses \-.
+    period = models.CharField(max_length=7, blank=True, validators=[RegexValidator(r"\A(?P<year>\d{4})\-(?P<month>\d{2})\Z")])
     bounded = models.IntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(99)])
     discount = models.DecimalField(max_digits=5, decimal_places=2, default=0, validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("50.5"))])
     created = models.DateTimeField(auto_now_add=True)
