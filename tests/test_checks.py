@@ -171,13 +171,14 @@ def without_daphne() -> list[str]:
 
 
 def manage_py_check(*args: str) -> str:
-    """What ``manage.py check`` prints for warnings (errors raise SystemCheckError)."""
+    """What ``manage.py check`` prints. Errors do not raise: sites that other tests built on
+    purpose with broken registrations may still be alive in this process."""
     from io import StringIO
 
     from django.core.management import call_command
 
     out = StringIO()
-    call_command("check", *args, stdout=out, stderr=out)
+    call_command("check", *args, "--fail-level", "CRITICAL", stdout=out, stderr=out)
     return out.getvalue()
 
 
@@ -219,10 +220,8 @@ def test_e172_asgi_application_without_the_router(path):
 
 
 def test_e172_is_reported_by_manage_py_check():
-    from django.core.management.base import SystemCheckError
-
-    with override_settings(ASGI_APPLICATION="tests.asgi.django_asgi_app"), pytest.raises(SystemCheckError, match="mcp_django.E172"):
-        manage_py_check()
+    with override_settings(ASGI_APPLICATION="tests.asgi.django_asgi_app"):
+        assert "mcp_django.E172" in manage_py_check()
 
 
 @pytest.mark.parametrize("path", [
