@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 __all__ = [
     "site",
@@ -62,7 +62,7 @@ def __getattr__(name: str) -> Any:
 
         return Context
     if name == "ToolError":
-        from .functions import ToolError
+        from .exceptions import ToolError
 
         return ToolError
     if name in ("ToolResult", "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "Message"):

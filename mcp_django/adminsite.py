@@ -18,7 +18,7 @@ from django.contrib.messages.storage.base import BaseStorage
 from django.db import models, transaction
 from django.http import HttpRequest, HttpResponseBase
 
-from .functions import missing_scopes
+from .auth.scopes import missing_scopes
 from .options import ModelMCP, _safe_name
 from .protocol.errors import InvalidParamsError
 

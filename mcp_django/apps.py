@@ -25,6 +25,17 @@ class SimpleMcpDjangoConfig(AppConfig):
 
         request_started.connect(serve_endpoint_without_slash, dispatch_uid="mcp_django.endpoint_without_slash")
 
+        from .site_urls import site_urlpatterns
+        from .sites import MCPSite
+
+        MCPSite.urlpatterns_builder = staticmethod(site_urlpatterns)
+
+        from .signals import session_changed
+        from .transport.process import on_session_changed
+
+        # Storage says a session changed; the bus tells the other processes.
+        session_changed.connect(on_session_changed, dispatch_uid="mcp_django.session_changed")
+
         self.connect_permission_signals()
 
         from .conf import mcp_settings

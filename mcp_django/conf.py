@@ -14,6 +14,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
+from .version import __version__
+
 DEFAULTS: dict[str, Any] = {
     # What the server says about itself in ``initialize``.
     "SERVER_NAME": "mcp_django",
@@ -195,8 +197,6 @@ class MCPSettings:
     def server_version(self) -> str:
         value = self.get("SERVER_VERSION")
         if value is None:
-            from mcp_django import __version__
-
             return __version__
         return str(value)
 

@@ -11,8 +11,9 @@ import contextvars
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
+from .exceptions import ClientRequestError
 from .protocol.jsonrpc import RequestId, notification_message
 from .protocol.lifecycle import LOG_LEVELS, level_enabled
 
@@ -38,12 +39,12 @@ class Emitter(Protocol):
     async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]: ...
 
 
-class ClientRequestError(Exception):
-    """A request to the client could not be made, timed out, or was refused.
+class Completions(NamedTuple):
+    """What an entry offers for one argument: the values, and how many there are in all
+    (None when it stopped counting)."""
 
-    Raised inside a tool; unless the tool catches it, its message becomes the tool's
-    ``isError`` result, like a ``ToolError``.
-    """
+    values: list[str]
+    total: int | None
 
 
 @dataclass(slots=True, frozen=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.core.exceptions import SuspiciousOperation
 
-from .functions import ToolError
 from .protocol.errors import (
     InternalError,
     InvalidParamsError,
@@ -20,6 +19,7 @@ __all__ = [
     "NotRegistered",
     "InvalidSessionId",
     "ToolError",
+    "ClientRequestError",
     "MCPError",
     "InvalidRequestError",
     "MethodNotFoundError",
@@ -28,6 +28,18 @@ __all__ = [
     "ResourceNotFoundError",
     "URLElicitationRequiredError",
 ]
+
+
+class ToolError(Exception):
+    """Raise inside a tool to answer ``isError: true`` with this message (not a protocol error)."""
+
+
+class ClientRequestError(Exception):
+    """A request to the client could not be made, timed out, or was refused.
+
+    Raised inside a tool; unless the tool catches it, its message becomes the tool's
+    ``isError`` result, like a ``ToolError``.
+    """
 
 
 class AlreadyRegistered(Exception):

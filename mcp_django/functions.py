@@ -22,9 +22,11 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, ValidationError, create_model
 
+from .auth.scopes import missing_scopes
 from .conf import mcp_settings
 from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
-from .context import Context, current_context
+from .context import Completions, Context, current_context
+from .exceptions import ClientRequestError, ToolError
 from .protocol.errors import InvalidParamsError, URLElicitationRequiredError
 from .schemas import ecma_patterns, error_message
 
@@ -36,13 +38,7 @@ TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 Completer = Callable[..., Any]
 
 
-class ToolError(Exception):
-    """Raise inside a tool to answer ``isError: true`` with this message (not a protocol error)."""
-
-
 def _is_tool_error(exc: BaseException) -> bool:
-    from .context import ClientRequestError
-
     return isinstance(exc, (ToolError, ClientRequestError))
 
 
@@ -123,14 +119,6 @@ def format_validation_error(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def missing_scopes(request: Any, scopes: tuple[str, ...]) -> list[str]:
-    """Scopes the request's OAuth token lacks (none when the request is not OAuth-authenticated)."""
-    granted = getattr(request, "auth_scopes", None)
-    if granted is None or not scopes:
-        return []
-    return [s for s in scopes if s not in granted]
-
-
 class PermissionGated:
     """Entries a user sees and uses only with the given Django permissions and OAuth scopes."""
 
@@ -151,6 +139,15 @@ class PermissionGated:
     def is_visible(self, request: Any) -> bool:
         """Whether the request's user may see and use this entry (permissions and token scopes)."""
         return self.has_permission(request) and not missing_scopes(request, self.scopes)
+
+    #: Completers by argument (prompts) or variable (templates); none for tools and resources.
+    complete: dict[str, Completer] = {}
+
+    async def completions(self, request: Any, argument: str, value: str, context: dict[str, str]) -> Completions:
+        """Values for ``argument`` starting from ``value`` (``completion/complete``)."""
+        completer = self.complete.get(argument)
+        values = await run_completer(completer, value, context) if completer is not None else []
+        return Completions(values, len(values))
 
 
 class FunctionTool(PermissionGated):

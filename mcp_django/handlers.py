@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 
 from .conf import mcp_settings
 from .context import Context
-from .functions import missing_scopes, run_completer
+from .auth.scopes import missing_scopes
 from .protocol.dispatcher import Handler
 from .protocol.errors import InvalidParamsError, ResourceNotFoundError
 from .protocol.lifecycle import parse_log_level
@@ -306,32 +306,26 @@ async def complete(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         raise InvalidParamsError('Invalid params: "argument" must not contain control characters')
     context_args = _optional_object(_optional_object(params, "context"), "arguments")
     ref_type = ref.get("type")
-    completers: dict[str, Any]
     # Completion offers values, so it is gated like a read: anything short of VISIBLE answers
     # exactly as a prompt or template that does not exist.
     if ref_type == "ref/prompt":
         prompt_name = _require_str(ref, "name")
-        prompt = ctx.site.get_prompt(prompt_name)
-        if await agate(prompt, ctx.request) is not Access.VISIBLE:
+        entry = ctx.site.get_prompt(prompt_name)
+        if await agate(entry, ctx.request) is not Access.VISIBLE:
             raise InvalidParamsError(f"Unknown prompt: {prompt_name[:128]}")
-        completers = prompt.complete
     elif ref_type == "ref/resource":
         uri = _require_str(ref, "uri")
         model_mcp = next((m for m in ctx.site.get_model_mcps() if m.uri_template == uri), None)
         entry = model_mcp or ctx.site.get_resource_template(uri) or ctx.site.get_resource(uri)
         if await agate(entry, ctx.request) is not Access.VISIBLE:
             raise InvalidParamsError(f"Unknown resource template: {uri[:200]}")
-        if model_mcp is not None:
-            if name != "pk":
-                return {"completion": {"values": [], "total": 0, "hasMore": False}}
-            values = await sync_to_async(model_mcp.complete_pk)(ctx.request, value, MAX_COMPLETIONS + 1)
-            return {"completion": {"values": values[:MAX_COMPLETIONS], "hasMore": len(values) > MAX_COMPLETIONS}}
-        completers = getattr(entry, "complete", None) or {}  # a fixed resource has no variables
     else:
         raise InvalidParamsError('Invalid params: "ref.type" must be "ref/prompt" or "ref/resource"')
-    completer = completers.get(name)
-    values = await run_completer(completer, value, context_args) if completer is not None else []
-    return {"completion": {"values": values[:MAX_COMPLETIONS], "total": len(values), "hasMore": len(values) > MAX_COMPLETIONS}}
+    values, total = await entry.completions(ctx.request, name, value, context_args)
+    completion: dict[str, Any] = {"values": values[:MAX_COMPLETIONS], "hasMore": len(values) > MAX_COMPLETIONS}
+    if total is not None:
+        completion["total"] = total
+    return {"completion": completion}
 
 
 STANDARD_HANDLERS: dict[str, Handler] = {

@@ -20,11 +20,6 @@ def new_session_id() -> str:
     return secrets.token_urlsafe(32)
 
 
-def new_stream_id() -> str:
-    """Return a fresh stream token (unique within and across sessions)."""
-    return secrets.token_urlsafe(12)
-
-
 class SessionQuerySet(models.QuerySet["Session"]):
     def live(self) -> SessionQuerySet:
         """Sessions a client may still use: not terminated, not expired."""

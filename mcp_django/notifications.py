@@ -1,6 +1,9 @@
 """Announce changes to connected clients from any code: a view, a signal handler, a management
 command or a task queue worker, with or without an open MCP connection.
 
+This is the bus side: list changes, per-user list changes and the coalescer. What a change of
+a registered model means for a site's subscribers is decided above, in ``changes``.
+
 Each announcement is stored on the session's GET stream and sent over the channel layer, so it
 reaches the stream wherever it is held, or waits for the client to resume.
 """
@@ -18,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 
-from .handlers import readable
 from .protocol.jsonrpc import notification_message
+from .protocol.lifecycle import LIST_KINDS
 from .stores import live_session_ids
 
 if TYPE_CHECKING:
@@ -27,17 +30,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-LIST_KINDS = ("tools", "resources", "prompts")
-
-
-async def anotify_resource_updated(site: MCPSite, uri: str) -> int:
-    """Send ``notifications/resources/updated`` to the sessions subscribed to ``uri``."""
-    from .transport.streams import send_to_session
-
-    pairs = await _still_readable(site, await sync_to_async(_subscriptions_to)(site.name, [uri]))
-    for session_id, _ in pairs:
-        await send_to_session(session_id, notification_message("notifications/resources/updated", {"uri": uri}))
-    return len(pairs)
 
 
 async def anotify_list_changed(site: MCPSite, kind: str) -> int:
@@ -52,7 +44,7 @@ async def anotify_list_changed(site: MCPSite, kind: str) -> int:
     return len(session_ids)
 
 
-async def _list_changed(site: MCPSite, kind: str, created_before: Any = None) -> int:
+async def list_changed(site: MCPSite, kind: str, created_before: Any = None) -> int:
     """:func:`anotify_list_changed`, skipping sessions started after a delayed change (they
     listed after it)."""
     from .models import Session
@@ -67,99 +59,12 @@ async def _list_changed(site: MCPSite, kind: str, created_before: Any = None) ->
     return len(session_ids)
 
 
-_list_changed.takes_created_before = True  # type: ignore[attr-defined]
-
-
-def notify_resource_updated(site: MCPSite, uri: str) -> int:
-    """Synchronous twin of :func:`anotify_resource_updated` (views, signals, commands)."""
-    return async_to_sync(anotify_resource_updated)(site, uri)
+list_changed.takes_created_before = True  # type: ignore[attr-defined]
 
 
 def notify_list_changed(site: MCPSite, kind: str) -> int:
     """Synchronous twin of :func:`anotify_list_changed`."""
     return async_to_sync(anotify_list_changed)(site, kind)
-
-
-def model_changed(sender: Any, instance: Any, created: bool | None = None, **kwargs: Any) -> None:
-    """post_save / post_delete of a registered model, from any code path (admin, shell, MCP,
-    another process): tell subscribers of its URI, and everyone when the list changed."""
-    from .adminsite import is_never_exposed
-    from .sites import all_sites
-
-    if is_never_exposed(sender):
-        return  # an announcement writes these rows: announcing them would loop
-    list_changed = bool(created) or _is_delete(kwargs)
-    for site in list(all_sites):
-        model_mcp = site._registry.get(sender)
-        if model_mcp is not None:
-            # A bulk import or an admin action over many rows: one batch of URIs, one list_changed.
-            _schedule(("updated", site), _announce_updated, (site,), item=model_mcp.uri_for(instance))
-            if list_changed:
-                announce_soon(_list_changed, site, "resources")
-
-
-async def _announce_updated(site: MCPSite, uris: frozenset[str]) -> int:
-    """``resources/updated`` for each subscriber of each URI, found with one query."""
-    from .transport.streams import send_to_session
-
-    pairs = await _still_readable(site, await sync_to_async(_subscriptions_to)(site.name, sorted(uris)))
-    for session_id, uri in pairs:
-        await send_to_session(session_id, notification_message("notifications/resources/updated", {"uri": uri}))
-    return len(pairs)
-
-
-def _subscriptions_to(site_name: str, uris: list[str]) -> list[tuple[str, str, Any]]:
-    """(session, URI, user id) of each live subscription to one of ``uris``."""
-    from django.utils import timezone
-
-    from .models import Subscription
-
-    return list(
-        Subscription.objects.filter(
-            uri__in=uris, session__site_name=site_name, session__terminated_at__isnull=True, session__expires_at__gt=timezone.now()
-        ).values_list("session_id", "uri", "session__user_id")
-    )
-
-
-async def _still_readable(site: MCPSite, subscriptions: list[tuple[str, str, Any]]) -> list[tuple[str, str]]:
-    """The subscriptions whose user may still read the URI.
-
-    A subscription is checked when made; a permission or row lost since then must stop the
-    announcements too, or ``resources/updated`` would keep naming rows the user may no longer
-    see. Decided per (user, URI) with the same gate as ``resources/read``.
-    """
-    decided: dict[tuple[Any, str], bool] = {}
-    requests: dict[Any, Any] = {}
-    kept = []
-    for session_id, uri, user_id in subscriptions:
-        if (user_id, uri) not in decided:
-            if user_id not in requests:
-                requests[user_id] = await sync_to_async(_request_as)(user_id)
-            decided[user_id, uri] = await readable(site, requests[user_id], uri)
-        if decided[user_id, uri]:
-            kept.append((session_id, uri))
-    return kept
-
-
-def _request_as(user_id: Any) -> Any:
-    """A bare request carrying the session's user (anonymous when the session has none)."""
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import AnonymousUser
-    from django.http import HttpRequest
-
-    request = HttpRequest()
-    request.user = AnonymousUser()
-    if user_id is not None:
-        user = get_user_model()._default_manager.filter(pk=user_id).first()
-        if user is not None and user.is_active:
-            request.user = user
-    return request
-
-
-def _is_delete(kwargs: dict[str, Any]) -> bool:
-    from django.db.models.signals import post_delete
-
-    return kwargs.get("signal") is post_delete
 
 
 def announce_soon(coroutine_function: Any, *args: Any) -> None:
@@ -170,13 +75,13 @@ def announce_soon(coroutine_function: Any, *args: Any) -> None:
     function and arguments) is sent at most once per :data:`WINDOW`; see :class:`Coalescer`.
     """
     if coroutine_function is anotify_list_changed:
-        coroutine_function = _list_changed  # the same, and it skips sessions newer than a delayed change
+        coroutine_function = list_changed  # the same, and it skips sessions newer than a delayed change
     try:
         key: Hashable = (coroutine_function, args)
         hash(key)
     except TypeError:
         key = object()  # unhashable arguments: not merged, still counted against the cap
-    _schedule(key, coroutine_function, args)
+    schedule(key, coroutine_function, args)
 
 
 #: Seconds during which one announcement (per site and kind, or per site and URI) is not repeated.
@@ -394,7 +299,7 @@ async def _logged(coroutine_function: Any, *args: Any, **kwargs: Any) -> None:
         logger.exception("Could not announce a change to connected clients")
 
 
-def _schedule(key: Hashable, function: Any, args: tuple[Any, ...], item: Any = None) -> None:
+def schedule(key: Hashable, function: Any, args: tuple[Any, ...], item: Any = None) -> None:
     """Hand an announcement to the coalescer: now from an event loop, after commit from sync code."""
     from asgiref.sync import SyncToAsync
     from django.db import transaction
@@ -457,7 +362,7 @@ def permissions_changed(sender: Any, instance: Any, action: str, reverse: bool, 
         return
     if user_ids:
         # One item per change (a group's users together), so the cap counts changes, not users.
-        _schedule(("user lists",), _announce_user_lists, (), item=frozenset(user_ids))
+        schedule(("user lists",), _announce_user_lists, (), item=frozenset(user_ids))
 
 
 async def _announce_user_lists(changes: frozenset[frozenset[Any]], created_before: Any = None) -> int:

@@ -31,7 +31,9 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from rest_framework import serializers
 
-from .functions import TOOL_NAME_RE, missing_scopes
+from .auth.scopes import missing_scopes
+from .context import Completions
+from .functions import TOOL_NAME_RE
 from .protocol.errors import InvalidParamsError
 from .schemas import error_message, nullable, serializer_schema
 
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 GENERATED_TOOLS = ("search", "get", "create", "update", "delete")
+#: Completion values one answer carries (the spec's maximum).
+COMPLETION_PAGE = 100
 
 
 def uri_scheme() -> str:
@@ -297,6 +301,13 @@ class ModelMCP:
         if after is not None:
             queryset = queryset.filter(pk__gt=after)
         return [(obj.pk, self.resource_definition(obj)) for obj in queryset[:limit]]
+
+    async def completions(self, request: HttpRequest, argument: str, value: str, context: dict[str, str]) -> Completions:
+        """Primary keys of rows this request may see, for ``{pk}`` (counting stops past a page)."""
+        if argument != "pk":
+            return Completions([], 0)
+        values = await sync_to_async(self.complete_pk)(request, value, COMPLETION_PAGE + 1)
+        return Completions(values, None if len(values) > COMPLETION_PAGE else len(values))
 
     def complete_pk(self, request: HttpRequest, value: str, limit: int = 100) -> list[str]:
         if not self.has_read_scopes(request) or not self.has_view_permission(request):

@@ -21,7 +21,8 @@ from typing import Any
 
 from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 
-PRM_PATH = "/.well-known/oauth-protected-resource"
+from .auth.oauth import PRM_PATH
+
 
 
 class MCPRouter:

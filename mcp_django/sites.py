@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 from weakref import WeakSet
 
 from django.apps import apps
@@ -29,12 +29,12 @@ from .conf import mcp_settings
 from .exceptions import AlreadyRegistered, NotRegistered
 from .functions import Completer, FunctionPrompt, FunctionResource, FunctionResourceTemplate, FunctionTool
 from .protocol.dispatcher import Handler
+from .protocol.lifecycle import LIST_KINDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 all_sites: WeakSet[MCPSite] = WeakSet()
 
-LIST_KINDS_ALL = ("tools", "resources", "prompts")
 
 Entry = FunctionTool | FunctionResource | FunctionResourceTemplate | FunctionPrompt
 
@@ -226,7 +226,8 @@ class MCPSite:
                 del self._registry[(model_or_kind, name)]
             except KeyError:
                 raise NotRegistered(f"No {model_or_kind} {name!r} is registered on {self!r}.") from None
-        self._changed("resource" if name is None else model_or_kind)
+        # A model takes its generated tools and admin actions with it: every list it was in.
+        self._changed("model" if name is None else model_or_kind)
 
     def _changed(self, kind: str) -> None:
         """The registry changed: rebuild the method table and, once the project has started
@@ -234,7 +235,7 @@ class MCPSite:
         self._handlers = None
         if not self.serving:
             return  # still starting (autodiscover) or never served: nobody to tell
-        lists = {"tool": ("tools",), "prompt": ("prompts",), "resource": ("resources",), "template": ("resources",)}.get(kind, LIST_KINDS_ALL)
+        lists = {"tool": ("tools",), "prompt": ("prompts",), "resource": ("resources",), "template": ("resources",)}.get(kind, LIST_KINDS)
         from .notifications import anotify_list_changed, announce_soon
 
         for list_kind in lists:
@@ -275,14 +276,15 @@ class MCPSite:
         from django.db.models.signals import post_delete, post_save
 
         from .adminsite import is_never_exposed
-        from .notifications import model_changed
+        from .changes import ModelChanges
 
         if is_never_exposed(model):
             return  # its rows are written by announcements themselves: never announce them
 
         uid = f"mcp_django:{id(self)}:{model._meta.label}"
-        post_save.connect(model_changed, sender=model, dispatch_uid=uid + ":save", weak=False)
-        post_delete.connect(model_changed, sender=model, dispatch_uid=uid + ":delete", weak=False)
+        receiver = ModelChanges(self)
+        post_save.connect(receiver, sender=model, dispatch_uid=uid + ":save", weak=False)
+        post_delete.connect(receiver, sender=model, dispatch_uid=uid + ":delete", weak=False)
 
     def tool(
         self,
@@ -428,12 +430,12 @@ class MCPSite:
 
         Callable from sync code anywhere; async code uses :meth:`anotify_resource_updated`.
         """
-        from .notifications import notify_resource_updated
+        from .changes import notify_resource_updated
 
         return notify_resource_updated(self, uri)
 
     async def anotify_resource_updated(self, uri: str) -> int:
-        from .notifications import anotify_resource_updated
+        from .changes import anotify_resource_updated
 
         return await anotify_resource_updated(self, uri)
 
@@ -484,20 +486,16 @@ class MCPSite:
 
     # -- URLs ---------------------------------------------------------------------------
 
+    #: Builds a site's URL patterns (``mcp_django.site_urls.site_urlpatterns``, handed over by
+    #: mcp_django's AppConfig: the views sit above the registry).
+    urlpatterns_builder: ClassVar[Callable[[MCPSite], list[Any]] | None] = None
+
     def get_urls(self) -> list[Any]:
-        from django.urls import path
-
-        from .elicitation import connect, views
-        from .transport.endpoint import endpoint_view
-
-        # The router also serves the endpoint without its trailing slash.
-        return [
-            path("", endpoint_view(self), name="endpoint"),
-            path("elicitations/<str:elicitation_id>/secret/", views.SecretElicitationView.as_view(site=self), name="elicit-secret"),
-            path("elicitations/<str:elicitation_id>/confirm/", views.ConfirmElicitationView.as_view(site=self), name="elicit-confirm"),
-            path("elicitations/<str:elicitation_id>/connect/", connect.ConnectElicitationView.as_view(site=self), name="elicit-connect"),
-            path("connect/callback/", connect.ConnectCallbackView.as_view(site=self), name="connect-callback"),
-        ]
+        """The endpoint and the URL-elicitation pages, built on demand like ``AdminSite.get_urls``."""
+        builder = type(self).urlpatterns_builder
+        if builder is None:
+            raise ImproperlyConfigured("MCPSite.urls needs 'mcp_django' in INSTALLED_APPS (its AppConfig provides the views).")
+        return builder(self)
 
     @property
     def urls(self) -> tuple[list[Any], str, str]:

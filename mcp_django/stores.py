@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from .conf import mcp_settings
 from .models import Event, Session
+from .signals import session_changed
 
 
 @dataclass(slots=True, frozen=True)
@@ -48,10 +49,6 @@ class BaseEventStore:
     def replay(self, session_id: str, stream: str, after: int) -> list[StoredEvent]:
         """Return the events of one stream of one session after sequence ``after``, in order."""
         raise NotImplementedError("Event stores must implement replay(session_id, stream, after)")
-
-    def has_stream(self, session_id: str, stream: str) -> bool:
-        """Tell whether ``stream`` is a stream of ``session_id`` (for Last-Event-ID checks)."""
-        raise NotImplementedError("Event stores must implement has_stream(session_id, stream)")
 
     def last_seq(self, session_id: str, stream: str) -> int:
         """Return the highest sequence number stored on a stream (0 when empty)."""
@@ -104,9 +101,6 @@ class BaseEventStore:
             after = page[-1].seq
             if until is not None and after >= until - 1:
                 return
-
-    async def ahas_stream(self, session_id: str, stream: str) -> bool:
-        return await sync_to_async(self.has_stream)(session_id, stream)
 
     async def alast_seq(self, session_id: str, stream: str) -> int:
         return await sync_to_async(self.last_seq)(session_id, stream)
@@ -179,9 +173,6 @@ class DatabaseEventStore(BaseEventStore):
             last = seq
         page = rows.filter(seq__lte=last).values_list("seq", "payload", "closes_stream")
         return [StoredEvent(seq, payload, closes) for seq, payload, closes in page]
-
-    def has_stream(self, session_id: str, stream: str) -> bool:
-        return Event.objects.filter(session_id=session_id, stream=stream).exists()
 
     def last_seq(self, session_id: str, stream: str) -> int:
         return Event.objects.filter(session_id=session_id, stream=stream).aggregate(m=Max("seq"))["m"] or 0
@@ -279,11 +270,10 @@ session_cache = SessionCache()
 
 
 async def announce_session_changed(session_id: str) -> None:
-    """Drop a session from every process's cache (this one at once, the others by broadcast)."""
-    from .transport.process import broadcast_session_changed
-
+    """Drop a session from every process's cache: this one at once, the others through the
+    ``session_changed`` signal, which the bus broadcasts."""
     session_cache.drop(session_id)
-    await broadcast_session_changed(session_id)
+    await session_changed.asend(sender=SessionStore, session_id=session_id)
 
 
 class SessionStore:
@@ -491,17 +481,6 @@ class RunningRequestStore:
 
     async def arenew(self, owner: str, lease_seconds: float) -> int:
         return await sync_to_async(self.renew)(owner, lease_seconds)
-
-    async def aclose_orphans(self, **kwargs: Any) -> int:
-        """``close_orphans``, then tell any connection still holding those streams."""
-        from .transport.layers import get_layer, stream_group
-
-        stored = await sync_to_async(self.close_orphans)(**kwargs)
-        for stream, event in stored:
-            await get_layer().group_send(
-                stream_group(stream), {"type": "mcp.event", "seq": event.seq, "payload": event.payload, "closes": event.closes_stream}
-            )
-        return len(stored)
 
 
 class SubscriptionStore:

@@ -285,7 +285,7 @@ def test_applying_the_bridge_announces_only_admin_registrations_made_later(monke
     from mcp_django import notifications
 
     submitted: list[Any] = []
-    monkeypatch.setattr(notifications, "_schedule", lambda key, function, args, item=None: submitted.append(args[1:]))
+    monkeypatch.setattr(notifications, "schedule", lambda key, function, args, item=None: submitted.append(args[1:]))
     admin_site = admin.AdminSite(name="news-admin")
     admin_site.register(User)
     mcp_site = MCPSite(name="news-mcp")

@@ -13,7 +13,7 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
 from mcp_django.models import Subscription
-from mcp_django.notifications import anotify_resource_updated
+from mcp_django.changes import anotify_resource_updated
 from mcp_django.options import ModelMCP
 from mcp_django.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
 from mcp_django.sites import MCPSite, site

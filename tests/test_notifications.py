@@ -9,7 +9,7 @@ import pytest
 from django.contrib import admin
 from django.utils import timezone
 
-from mcp_django import notifications
+from mcp_django import changes, notifications
 from mcp_django.models import Event, Session
 from mcp_django.notifications import Coalescer
 from mcp_django.sites import MCPSite
@@ -49,12 +49,12 @@ def test_register_admin_over_the_default_admin_site_writes_sessions_and_events_w
 
 
 @pytest.mark.django_db(transaction=True)
-def test_model_changed_ignores_mcp_django_rows_even_when_a_registry_holds_them(recorder: _Recorder) -> None:
+def test_model_changes_ignore_mcp_django_rows_even_when_a_registry_holds_them(recorder: _Recorder) -> None:
     mcp_site = MCPSite(name="forced")
     mcp_site._registry[Event] = object()  # as if a bug had registered it
     session = Session.objects.create(protocol_version="2025-11-25", expires_at=timezone.now())
     event = Event.objects.create(session=session, stream="get", seq=1, payload="{}")
-    notifications.model_changed(Event, instance=event, created=True)
+    changes.ModelChanges(mcp_site)(Event, instance=event, created=True)
     assert recorder.calls == []
 
 
@@ -78,8 +78,8 @@ def test_a_burst_of_saves_from_sync_code_makes_a_bounded_number_of_announcements
 
     fresh = Coalescer()
     monkeypatch.setattr(notifications, "coalescer", fresh)
-    monkeypatch.setattr(notifications, "_announce_updated", fake_updated)
-    monkeypatch.setattr(notifications, "_list_changed", fake_list_changed)
+    monkeypatch.setattr(changes, "_announce_updated", fake_updated)
+    monkeypatch.setattr(changes, "list_changed", fake_list_changed)
     monkeypatch.setattr(notifications, "WINDOW", 600.0)  # the whole burst falls in one window
     owner = User.objects.create_user("bulk")
     notes = [Note.objects.create(owner=owner, title=f"n{i}") for i in range(300)]  # a bulk import, autocommit

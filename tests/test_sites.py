@@ -108,6 +108,20 @@ def test_unregister_removes_the_entry_and_its_method():
     assert "tools/call" not in mcp.get_handlers()
 
 
+def test_unregistering_a_model_announces_the_tools_list_too(monkeypatch):
+    from mcp_django import notifications
+    from mcp_django.options import ModelMCP
+    from tests.testapp.models import Note
+
+    announced = []
+    monkeypatch.setattr(notifications, "announce_soon", lambda function, site, kind: announced.append(kind))
+    mcp = MCPSite(name="unregister-model")
+    mcp.register(Note, type("NoteMCP", (ModelMCP,), {"tools": ["search"]}))
+    mcp.serving = True
+    mcp.unregister(Note)
+    assert {"tools", "resources"} <= set(announced)  # its search tool went too
+
+
 def test_unregister_unknown_raises_not_registered():
     with pytest.raises(NotRegistered, match="nope"):
         MCPSite().unregister("tool", "nope")

@@ -23,17 +23,12 @@ class AuthenticationFailed(Exception):
 class BaseAuthentication:
     """Decide who is calling. Return a user, or None when anonymous calls are allowed."""
 
-    #: True when sessions and data are bound to a Django user.
-    binds_user = True
-
     async def authenticate(self, request: HttpRequest) -> Any:
         raise NotImplementedError("Authentication classes must implement async authenticate(request) -> user or None")
 
 
 class NoAuthentication(BaseAuthentication):
     """No authentication (development and conformance runs only; a system check warns)."""
-
-    binds_user = False
 
     async def authenticate(self, request: HttpRequest) -> Any:
         return None

@@ -49,6 +49,16 @@ def resource_url(request: HttpRequest | None, endpoint_path: str | None = None) 
     return canonical(f"{request.scheme}://{request.get_host()}{path}")
 
 
+def public_url(request: HttpRequest, path: str) -> str:
+    """``path`` as an absolute URL of this site: on the public origin of ``RESOURCE_URL`` when
+    it is set (behind a proxy the request's host may be an internal one), else the request's."""
+    configured = mcp_settings.get("RESOURCE_URL")
+    if configured:
+        parts = urlsplit(configured)
+        return f"{parts.scheme}://{parts.netloc}{path}"
+    return request.build_absolute_uri(path)
+
+
 def metadata_url(resource: str) -> str:
     """The path-inserted RFC 9728 metadata URL for ``resource``."""
     parts = urlsplit(resource)

@@ -25,6 +25,7 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.cache import never_cache
 
+from ..auth.oauth import public_url
 from ..conf import mcp_settings
 from ..models import Elicitation
 from . import services
@@ -43,12 +44,7 @@ def callback_url(request: HttpRequest, site_name: str) -> str:
     # The app namespace, with the site as current app: works whether the site's URLs are
     # included as ``include("mcp_django.urls")`` (instance namespace "mcp_django") or as
     # ``site.urls`` (instance namespace ``site.name``), like the admin's reverse().
-    path = reverse("mcp_django:connect-callback", current_app=site_name)
-    resource = mcp_settings.get("RESOURCE_URL")
-    if resource:
-        parts = urllib.parse.urlsplit(resource)
-        return f"{parts.scheme}://{parts.netloc}{path}"
-    return request.build_absolute_uri(path)
+    return public_url(request, reverse("mcp_django:connect-callback", current_app=site_name))
 
 
 @method_decorator(never_cache, name="dispatch")

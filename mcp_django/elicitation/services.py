@@ -10,6 +10,7 @@ from asgiref.sync import sync_to_async
 from django.urls import reverse
 from django.utils import timezone
 
+from ..auth.oauth import public_url
 from ..conf import mcp_settings
 from ..models import Elicitation, Session, UserSecret
 from ..protocol.jsonrpc import notification_message
@@ -37,14 +38,7 @@ def create(*, user_id: Any, session_id: str | None, request_id: Any, message: st
 
 def page_url(elicitation: Elicitation, request: Any) -> str:
     """The page's absolute URL: on the configured public origin when there is one."""
-    path = reverse(elicitation.view_name, kwargs={"elicitation_id": elicitation.pk})
-    resource = mcp_settings.get("RESOURCE_URL")
-    if resource:
-        from urllib.parse import urlsplit
-
-        parts = urlsplit(resource)
-        return f"{parts.scheme}://{parts.netloc}{path}"
-    return request.build_absolute_uri(path)
+    return public_url(request, reverse(elicitation.view_name, kwargs={"elicitation_id": elicitation.pk}))
 
 
 def open_for(elicitation_id: str, user: Any) -> Elicitation | None:

@@ -27,6 +27,10 @@ class InitializeParams:
 CLIENT_INFO_STRING_LIMITS: Final[dict[str, int]] = {"name": 200, "version": 100}
 
 
+#: The lists a server announces changes of (``notifications/<kind>/list_changed``).
+LIST_KINDS = ("tools", "resources", "prompts")
+
+
 def parse_initialize(
     params: dict[str, Any],
     *,

@@ -24,6 +24,7 @@ from django.core.handlers.asgi import ASGIRequest
 from .. import handlers
 from ..auth.base import AuthenticationFailed
 from ..conf import mcp_settings
+from ..exceptions import InvalidSessionId
 from ..context import Context
 from ..models import Session
 from ..protocol import negotiation
@@ -33,12 +34,12 @@ from ..protocol.jsonrpc import Invalid, Notification, Request, Response, decode,
 from ..protocol.lifecycle import initialize_result, parse_initialize
 from ..protocol.limits import check_progress_token, check_request_id
 from ..protocol.sse import encode_event, make_event_id, parse_event_id
-from ..stores import BaseEventStore, RunningRequestStore, SessionStore, get_event_store
+from ..stores import BaseEventStore, SessionStore, get_event_store
 from .layers import GET_STREAM, get_layer, get_stream_group, new_stream_token, session_group, stream_belongs_to, stream_group
 from .flow import WriteFlow, resume_slots
 from .process import RUNNING, cancel_request, cancel_session, process_channel
 from .process import request_key as _request_key
-from .streams import StreamEmitter, deliver_response
+from .streams import StreamEmitter, close_orphaned_streams, deliver_response
 
 if TYPE_CHECKING:
     from ..sites import MCPSite
@@ -244,6 +245,11 @@ class MCPConsumer(AsyncHttpConsumer):
                 raise TransportError(400, "Bad Request: Mcp-Session-Id header is required; send initialize first")
             return None
         if not negotiation.is_valid_session_id(session_id):
+            # Never issued by any server: a guess or a forgery, logged like Django's
+            # SuspiciousOperations (django.security.InvalidSessionId), answered 400.
+            logging.getLogger("django.security.InvalidSessionId").warning(
+                "%s", InvalidSessionId(f"Malformed Mcp-Session-Id ({len(session_id)} characters)")
+            )
             raise TransportError(400, "Bad Request: malformed Mcp-Session-Id")
         session = await self.sessions.aload(
             session_id, site_name=self.site.name, user_id=getattr(user, "pk", None)
@@ -502,7 +508,7 @@ class MCPConsumer(AsyncHttpConsumer):
             await self.channel_layer.group_send(stream_group(stream), {"type": "mcp.takeover"})
             await self.join(stream_group(stream))
             # A request whose process died ends here with an error instead of never.
-            await RunningRequestStore().aclose_orphans(session_id=session.pk, stream=stream)
+            await close_orphaned_streams(session_id=session.pk, stream=stream)
         await self.join(session_group(session.pk))
         self.streaming = True
         self.last_seq = after
@@ -618,10 +624,6 @@ class MCPConsumer(AsyncHttpConsumer):
     async def close_after(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
         await self.channel_layer.send(self.channel_name, {"type": "mcp.disconnect"})
-
-    async def write_event(self, seq: int, payload: str) -> None:
-        await self.send_body(encode_event(payload, event_id=make_event_id(self.stream or "", seq)), more_body=True)
-        self.last_seq = seq
 
     async def end_stream(self) -> None:
         if not self.closed:

@@ -161,10 +161,11 @@ async def sweep() -> None:
     incarnation it replaces, as soon as those leases lapse.
     """
     from ..conf import mcp_settings
-    from ..stores import RunningRequestStore, ServerRequestStore
+    from ..stores import ServerRequestStore
+    from .streams import close_orphaned_streams
 
     try:
-        await RunningRequestStore().aclose_orphans()
+        await close_orphaned_streams()
         await ServerRequestStore().aexpire_stale(mcp_settings.server_request_ttl)
     except Exception:  # noqa: BLE001 (a resume and mcp_clearsessions sweep again)
         logger.exception("Could not sweep requests left by stopped processes")
@@ -173,3 +174,8 @@ async def sweep() -> None:
 async def broadcast_session_changed(session_id: str) -> None:
     """Tell every process to forget its cached copy of a session."""
     await get_layer().group_send(SESSIONS_GROUP, {"type": "mcp.session.changed", "session": session_id})
+
+
+async def on_session_changed(sender: Any, session_id: str, **kwargs: Any) -> None:
+    """Receiver of ``signals.session_changed`` (connected in ``AppConfig.ready``)."""
+    await broadcast_session_changed(session_id)

@@ -12,10 +12,10 @@ import secrets
 from typing import Any
 
 from ..conf import mcp_settings
-from ..context import ClientRequestError
+from ..exceptions import ClientRequestError
 from ..protocol.errors import InternalError
 from ..protocol.jsonrpc import encode, error_message, notification_message, request_message
-from ..stores import BaseEventStore, ServerRequestStore, StoredEvent, get_event_store
+from ..stores import BaseEventStore, RunningRequestStore, ServerRequestStore, StoredEvent, get_event_store
 from .layers import GET_STREAM, get_layer, get_stream_group, stream_group
 
 logger = logging.getLogger("mcp_django.transport")
@@ -174,3 +174,16 @@ async def send_to_session(session_id: str, message: dict[str, Any], store: BaseE
         get_stream_group(session_id), {"type": "mcp.event", "seq": seq, "payload": payload, "closes": False}
     )
     return seq
+
+
+async def close_orphaned_streams(**filters: Any) -> int:
+    """End the streams of requests whose process died (``RunningRequestStore.close_orphans``
+    stores their closing error), and tell any connection still holding one of them."""
+    from asgiref.sync import sync_to_async
+
+    stored = await sync_to_async(RunningRequestStore().close_orphans)(**filters)
+    for stream, event in stored:
+        await get_layer().group_send(
+            stream_group(stream), {"type": "mcp.event", "seq": event.seq, "payload": event.payload, "closes": event.closes_stream}
+        )
+    return len(stored)

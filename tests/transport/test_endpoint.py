@@ -153,9 +153,13 @@ async def test_expired_session_id_is_answered_404(client):
 
 
 @pytest.mark.parametrize("value", ["has space", "x" * 129, "tab\there", "caf\u00e9"])
-async def test_malformed_session_id_is_refused_with_400(client, value):
-    response = await client.post_raw(ping_body(), {"mcp-session-id": value})
+async def test_malformed_session_id_is_refused_with_400(client, value, caplog):
+    with caplog.at_level("WARNING", logger="django.security.InvalidSessionId"):
+        response = await client.post_raw(ping_body(), {"mcp-session-id": value})
     assert_transport_error(response, 400)
+    # Logged where Django logs its SuspiciousOperations, without echoing the value.
+    [record] = [r for r in caplog.records if r.name == "django.security.InvalidSessionId"]
+    assert "Malformed Mcp-Session-Id" in record.getMessage() and value not in record.getMessage()
 
 
 async def test_session_id_is_visible_ascii(client):
