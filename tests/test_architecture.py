@@ -1,0 +1,108 @@
+"""The layers hold: imports point down (``.importlinter``), and no import cycle exists inside
+mcp_django, counting imports inside functions (a cycle hidden in a function is still a cycle).
+Only ``if TYPE_CHECKING:`` imports and the package facade (``mcp_django/__init__.py``, whose
+lazy attributes load the public API) are exempt."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FACADE = "mcp_django"
+
+
+def _graph() -> grimp.ImportGraph:
+    return grimp.build_graph("mcp_django", include_external_packages=False, exclude_type_checking_imports=True)
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iteratively)."""
+    modules = sorted(m for m in graph.modules if m != FACADE)
+    edges = {m: sorted(i for i in graph.find_modules_directly_imported_by(m) if i != FACADE) for m in modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    counter = 0
+    for root in modules:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, child = work.pop()
+            if child == 0:
+                index[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on_stack.add(node)
+            if child < len(edges[node]):
+                work.append((node, child + 1))
+                nxt = edges[node][child]
+                if nxt not in index:
+                    work.append((nxt, 0))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return components
+
+
+def test_no_import_cycle_inside_mcp_django() -> None:
+    graph = _graph()
+    cycles = _cycles(graph)
+    details = []
+    for component in cycles:
+        for importer in component:
+            for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+                if imported in component:
+                    lines = [d["line_number"] for d in graph.get_import_details(importer=importer, imported=imported)]
+                    details.append(f"{importer} -> {imported} (line {', '.join(map(str, lines))})")
+    assert not cycles, "import cycles:\n" + "\n".join(details)
+
+
+def test_the_cycle_finder_finds_a_cycle_hidden_in_a_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "cyclic"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from . import b\n")
+    (package / "b.py").write_text("def f():\n    from . import a\n")
+    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    graph = grimp.build_graph("cyclic", include_external_packages=False, exclude_type_checking_imports=True)
+    modules = {m for m in graph.modules}
+    assert {"cyclic.a", "cyclic.b", "cyclic.c"} <= modules
+    global FACADE
+    saved, FACADE = FACADE, "cyclic"
+    try:
+        assert _cycles(graph) == [["cyclic.a", "cyclic.b"]]
+    finally:
+        FACADE = saved
+
+
+def test_imports_point_down_the_layers() -> None:
+    # In a process of its own: the contracts read the source, they need no Django set up.
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports"), "--config", ".importlinter", "--no-cache", "--no-logo"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
