@@ -9,20 +9,20 @@ from typing import Any
 from .version import __version__ as __version__
 
 __all__ = [
-    "site",
-    "MCPSite",
-    "ModelMCP",
-    "register",
+    "Audio",
     "Context",
+    "EmbeddedResource",
+    "Image",
+    "MCPSite",
+    "Message",
+    "ModelMCP",
+    "ResourceLink",
+    "Text",
     "ToolError",
     "ToolResult",
-    "Text",
-    "Image",
-    "Audio",
-    "EmbeddedResource",
-    "ResourceLink",
-    "Message",
     "autodiscover",
+    "register",
+    "site",
 ]
 
 

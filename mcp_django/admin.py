@@ -10,14 +10,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.translation import gettext_lazy as _, ngettext
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from .models import Elicitation, Event, RunningRequest, ServerRequest, Session, SessionState, UserSecret, UserState
 
 
 def _site_named(name: str) -> Any:
     """Return the MCP site a session belongs to (the default site when none is named so)."""
-    from .sites import all_sites, site as default_site
+    from .sites import all_sites
+    from .sites import site as default_site
 
     if default_site.name == name:
         return default_site._wrapped  # the site itself, not its lazy proxy (set by .name above)

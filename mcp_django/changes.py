@@ -11,7 +11,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from .adminsite import is_never_exposed
 from .handlers import readable
-from .notifications import list_changed, schedule, announce_soon
+from .notifications import announce_soon, list_changed, schedule
 from .protocol.jsonrpc import notification_message
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import orjson
 
@@ -86,7 +86,7 @@ class ResourceLink:
         return item
 
 
-ContentBlock = Union[Text, Image, Audio, EmbeddedResource, ResourceLink]
+ContentBlock = Text | Image | Audio | EmbeddedResource | ResourceLink
 CONTENT_TYPES = (Text, Image, Audio, EmbeddedResource, ResourceLink)
 
 

@@ -16,7 +16,7 @@ from django.conf import settings
 
 from .conf import mcp_settings
 
-__all__ = ["encrypt", "decrypt", "InvalidToken"]
+__all__ = ["InvalidToken", "decrypt", "encrypt"]
 
 
 def _derive(material: str) -> Fernet:

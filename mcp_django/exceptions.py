@@ -16,16 +16,16 @@ from .protocol.errors import (
 
 __all__ = [
     "AlreadyRegistered",
-    "NotRegistered",
-    "InvalidSessionId",
-    "ToolError",
     "ClientRequestError",
-    "MCPError",
-    "InvalidRequestError",
-    "MethodNotFoundError",
-    "InvalidParamsError",
     "InternalError",
+    "InvalidParamsError",
+    "InvalidRequestError",
+    "InvalidSessionId",
+    "MCPError",
+    "MethodNotFoundError",
+    "NotRegistered",
     "ResourceNotFoundError",
+    "ToolError",
     "URLElicitationRequiredError",
 ]
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 
+from .auth.scopes import missing_scopes
 from .conf import mcp_settings
 from .context import Context
-from .auth.scopes import missing_scopes
 from .protocol.dispatcher import Handler
 from .protocol.errors import InvalidParamsError, ResourceNotFoundError
 from .protocol.lifecycle import parse_log_level

@@ -104,7 +104,7 @@ def _before_executors_stop(function: Any) -> None:
 
 
 class _Pending:
-    __slots__ = ("function", "args", "items", "loop", "due", "changed_at")
+    __slots__ = ("args", "changed_at", "due", "function", "items", "loop")
 
     def __init__(self, function: Any, args: tuple[Any, ...], loop: asyncio.AbstractEventLoop | None, due: float) -> None:
         self.function = function

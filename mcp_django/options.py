@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from asgiref.sync import sync_to_async
 from django.core import checks
-from django.core.exceptions import FieldDoesNotExist, ValidationError as DjangoValidationError
+from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models, transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
@@ -315,8 +316,7 @@ class ModelMCP:
         queryset = self.get_queryset(request)
         matches = Q()
         if value:
-            pk = self.coerce_pk(value)
-            matches = Q(pk__startswith=value) if pk is not None or value.isdigit() else Q(pk__startswith=value)
+            matches = Q(pk__startswith=value)
             for field in self.search_fields:
                 matches |= Q(**{f"{field}__icontains": value})
         return [str(pk) for pk in queryset.filter(matches).order_by("pk").values_list("pk", flat=True).distinct()[:limit]]
@@ -412,7 +412,8 @@ class ModelTool:
         item = self.model_mcp.field_schemas(writable=False, output=True)
         item = {"type": "object", "properties": item["properties"]}
         if self.action == "search":
-            return {"type": "object", "properties": {"items": {"type": "array", "items": item}, "nextCursor": nullable({"type": "string"})}, "required": ["items"]}
+            page = {"items": {"type": "array", "items": item}, "nextCursor": nullable({"type": "string"})}
+            return {"type": "object", "properties": page, "required": ["items"]}
         if self.action == "delete":
             return {"type": "object", "properties": {"deleted": {"type": "boolean"}, "pk": self._pk_schema()}, "required": ["deleted"]}
         return item

@@ -24,7 +24,6 @@ from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 from .auth.oauth import PRM_PATH
 
 
-
 class MCPRouter:
     """An ASGI application that serves MCP endpoints itself and passes the rest on."""
 

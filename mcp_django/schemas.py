@@ -241,10 +241,7 @@ def nullable(schema: dict[str, Any]) -> dict[str, Any]:
     inner = {k: v for k, v in schema.items() if k not in _ANNOTATIONS}
     if not inner:
         return schema  # any value already, null included
-    if list(inner) == ["anyOf"]:
-        branches = list(inner["anyOf"])
-    else:
-        branches = [inner]
+    branches = list(inner["anyOf"]) if list(inner) == ["anyOf"] else [inner]
     if {"type": "null"} not in branches:
         branches.append({"type": "null"})
     return {**outer, "anyOf": branches}
@@ -271,8 +268,8 @@ def decimal_bound(max_digits: int | None, decimal_places: int | None) -> Decimal
 
 def decimal_string_pattern(max_digits: int | None, decimal_places: int | None) -> str:
     """An ECMA-262 pattern for a decimal written as a string, with at most the allowed digits."""
-    whole = "*" if max_digits is None else "{0,%d}" % max(max_digits - (decimal_places or 0), 0)
-    places = "*" if decimal_places is None else "{0,%d}" % decimal_places
+    whole = "*" if max_digits is None else f"{{0,{max(max_digits - (decimal_places or 0), 0)}}}"
+    places = "*" if decimal_places is None else f"{{0,{decimal_places}}}"
     fraction = "" if decimal_places == 0 else rf"(?:\.\d{places})?"
     # At least one digit, before or after the point.
     return rf"^-?(?=\.?\d)\d{whole}{fraction}$"

@@ -236,7 +236,7 @@ class MCPSite:
         if not self.serving:
             return  # still starting (autodiscover) or never served: nobody to tell
         lists = {"tool": ("tools",), "prompt": ("prompts",), "resource": ("resources",), "template": ("resources",)}.get(kind, LIST_KINDS)
-        from .notifications import anotify_list_changed, announce_soon
+        from .notifications import announce_soon, anotify_list_changed
 
         for list_kind in lists:
             announce_soon(anotify_list_changed, self, list_kind)
@@ -521,7 +521,8 @@ class MCPSite:
                     id="mcp_django.W101",
                 )
             )
-        from django.core.checks import Error, Warning as CheckWarning
+        from django.core.checks import Error
+        from django.core.checks import Warning as CheckWarning
 
         for bridge in self._bridges:
             for name in bridge.conflicts:

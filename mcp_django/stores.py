@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson

@@ -34,13 +34,13 @@ import orjson
 from channels.testing import ApplicationCommunicator
 
 __all__ = [
-    "MCPTestClient",
-    "Response",
-    "SSEEvent",
-    "SSEComment",
-    "SSEParser",
     "EventStream",
     "JSONRPCErrorResponse",
+    "MCPTestClient",
+    "Response",
+    "SSEComment",
+    "SSEEvent",
+    "SSEParser",
     "StreamClosed",
 ]
 

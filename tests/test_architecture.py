@@ -106,3 +106,12 @@ def test_imports_point_down_the_layers() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
+
+
+def test_ruff_finds_nothing() -> None:
+    # The rule set and why: [tool.ruff] in pyproject.toml.
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "ruff"), "check", "--no-cache", "mcp_django"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

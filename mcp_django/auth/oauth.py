@@ -123,7 +123,8 @@ class OAuthAuthentication(BaseAuthentication):
     """Bearer tokens from django-oauth-toolkit, bound to this server by their audience."""
 
     def _fail(self, resource: str, message: str, error: str | None = "invalid_token", status: int = 401) -> AuthenticationFailed:
-        return AuthenticationFailed(message, status=status, headers={"WWW-Authenticate": challenge(resource, error=error, description=message if error else None)})
+        header = challenge(resource, error=error, description=message if error else None)
+        return AuthenticationFailed(message, status=status, headers={"WWW-Authenticate": header})
 
     async def authenticate(self, request: HttpRequest) -> Any:
         resource = resource_url(request, getattr(request, "mcp_endpoint_path", None))

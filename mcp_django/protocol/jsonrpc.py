@@ -7,7 +7,7 @@ becomes an :class:`Invalid` entry so that its siblings are still served, as JSON
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import orjson
 
@@ -15,7 +15,7 @@ from .errors import InvalidRequestError, MCPError, ParseError
 
 JSONRPC_VERSION = "2.0"
 
-RequestId = Union[str, int]
+RequestId = str | int
 
 
 @dataclass(slots=True, frozen=True)
@@ -52,7 +52,7 @@ class Invalid:
     error: MCPError
 
 
-Message = Union[Request, Notification, Response]
+Message = Request | Notification | Response
 
 
 @dataclass(slots=True, frozen=True)

@@ -11,7 +11,7 @@ import re
 from typing import Final
 
 _STREAM_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-# ASCII digits only: str.isdigit() also admits "²" or "١", which int() rejects or rewrites.
+# ASCII digits only: str.isdigit() also admits "²" or "١", which int() rejects or rewrites.  # noqa: RUF003
 _SEQUENCE_RE = re.compile(r"[0-9]{1,18}")
 KEEPALIVE: Final = b": keep-alive\n\n"
 
@@ -56,4 +56,4 @@ def encode_event(data: bytes | str, event_id: str | None = None, retry_ms: int |
 def encode_comment(text: str = "keep-alive") -> bytes:
     """Frame an SSE comment line (ignored by clients; keeps idle connections open)."""
     safe = text.replace("\r", " ").replace("\n", " ")
-    return f": {safe}\n\n".encode("utf-8")
+    return f": {safe}\n\n".encode()

@@ -24,8 +24,8 @@ from django.core.handlers.asgi import ASGIRequest
 from .. import handlers
 from ..auth.base import AuthenticationFailed
 from ..conf import mcp_settings
-from ..exceptions import InvalidSessionId
 from ..context import Context
+from ..exceptions import InvalidSessionId
 from ..models import Session
 from ..protocol import negotiation
 from ..protocol.dispatcher import dispatch
@@ -35,8 +35,8 @@ from ..protocol.lifecycle import initialize_result, parse_initialize
 from ..protocol.limits import check_progress_token, check_request_id
 from ..protocol.sse import encode_event, make_event_id, parse_event_id
 from ..stores import BaseEventStore, SessionStore, get_event_store
-from .layers import GET_STREAM, get_layer, get_stream_group, new_stream_token, session_group, stream_belongs_to, stream_group
 from .flow import WriteFlow, resume_slots
+from .layers import GET_STREAM, get_layer, get_stream_group, new_stream_token, session_group, stream_belongs_to, stream_group
 from .process import RUNNING, cancel_request, cancel_session, process_channel
 from .process import request_key as _request_key
 from .streams import StreamEmitter, close_orphaned_streams, deliver_response
@@ -215,14 +215,13 @@ class MCPConsumer(AsyncHttpConsumer):
             raise TransportError(400, "Bad Request: invalid Host header") from None
         origin = self.header("origin")
         negotiation.check_origin(origin, host, request.scheme, self.settings.allowed_origins)
-        if self.cors_headers:
-            if self.scope["method"] == "OPTIONS":
-                await self.send_empty(204, {
-                    "Access-Control-Allow-Methods": "GET, POST, DELETE",
-                    "Access-Control-Allow-Headers": "Accept, Authorization, Content-Type, Last-Event-ID, Mcp-Session-Id, MCP-Protocol-Version",
-                    "Access-Control-Max-Age": "600",
-                })
-                return
+        if self.cors_headers and self.scope["method"] == "OPTIONS":
+            await self.send_empty(204, {
+                "Access-Control-Allow-Methods": "GET, POST, DELETE",
+                "Access-Control-Allow-Headers": "Accept, Authorization, Content-Type, Last-Event-ID, Mcp-Session-Id, MCP-Protocol-Version",
+                "Access-Control-Max-Age": "600",
+            })
+            return
         auth = self.settings.authentication_class()
         user = await auth.authenticate(request)
         # Hooks (get_queryset(request), has_*_permission(request)) read request.user, as in the admin.
@@ -616,7 +615,7 @@ class MCPConsumer(AsyncHttpConsumer):
             user = await self.settings.authentication_class().authenticate(request)
         except AuthenticationFailed:
             return False
-        except Exception:  # noqa: BLE001 (an outage of the token store is not a revocation)
+        except Exception:
             logger.exception("Re-checking the credential of an SSE stream failed")
             return True
         return getattr(user, "pk", None) == getattr(self.user, "pk", None)

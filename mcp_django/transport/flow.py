@@ -55,13 +55,13 @@ class WriteFlow:
         return self._request is not None
 
     # Twisted's IPushProducer, called on the reactor, which Daphne runs on this event loop.
-    def pauseProducing(self) -> None:  # noqa: N802
+    def pauseProducing(self) -> None:
         self._writable.clear()
 
-    def resumeProducing(self) -> None:  # noqa: N802
+    def resumeProducing(self) -> None:
         self._writable.set()
 
-    def stopProducing(self) -> None:  # noqa: N802
+    def stopProducing(self) -> None:
         # The connection is gone: nothing waits for it any more (the disconnect follows).
         self.lost = True
         self._writable.set()

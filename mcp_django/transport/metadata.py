@@ -30,7 +30,7 @@ class MetadataConsumer(AsyncHttpConsumer):
         cors = [(b"access-control-allow-origin", b"*"), (b"access-control-allow-methods", b"GET, OPTIONS")]
         method = self.scope["method"]
         if method == "OPTIONS":
-            await self.send_response(204, b"", headers=cors + [(b"access-control-allow-headers", b"MCP-Protocol-Version")])
+            await self.send_response(204, b"", headers=[*cors, (b"access-control-allow-headers", b"MCP-Protocol-Version")])
             return
         if method not in ("GET", "HEAD"):
             await self.send_response(405, b"", headers=[(b"allow", b"GET, HEAD, OPTIONS")])

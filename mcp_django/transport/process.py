@@ -98,7 +98,7 @@ class ProcessChannel:
             if RUNNING:
                 try:
                     await RunningRequestStore().arenew(PROCESS_ID, lease)
-                except Exception:  # noqa: BLE001 (retried on the next beat; a lapse only ends streams early)
+                except Exception:
                     logger.exception("Could not renew the leases of running requests")
             # Other processes' requests whose process died: end their streams without waiting
             # for a resume.
@@ -167,7 +167,7 @@ async def sweep() -> None:
     try:
         await close_orphaned_streams()
         await ServerRequestStore().aexpire_stale(mcp_settings.server_request_ttl)
-    except Exception:  # noqa: BLE001 (a resume and mcp_clearsessions sweep again)
+    except Exception:
         logger.exception("Could not sweep requests left by stopped processes")
 
 

@@ -103,7 +103,7 @@ class StreamEmitter:
                     stream_group(self.stream),
                     {"type": "mcp.events", "events": [[e.seq, e.payload, e.closes_stream] for e in batch]},
                 )
-        except BaseException as exc:  # noqa: BLE001 (reported to the next send or flush)
+        except BaseException as exc:
             self._failure = exc
             logger.exception("Could not store events of stream %s", self.stream)
         finally:

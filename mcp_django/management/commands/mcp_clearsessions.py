@@ -46,7 +46,7 @@ class Command(BaseCommand):
             return
         elicitations, _ = old_elicitations.delete()
         sessions = ended.count()
-        deleted, per_model = ended.delete()
+        _, per_model = ended.delete()
         events = per_model.get("mcp_django.Event", 0) + get_event_store().clear_expired(event_cutoff)
         orphans = len(RunningRequestStore().close_orphans())
         ttl = mcp_settings.server_request_ttl
