@@ -21,6 +21,7 @@ from django.http import HttpRequest, HttpResponseBase
 from .auth.scopes import missing_scopes
 from .options import ModelMCP, _safe_name
 from .protocol.errors import InvalidParamsError
+from .schemas import argument_error, invalid_arguments
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -193,9 +194,9 @@ class AdminActionTool:
     def _call(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
         from jsonschema import Draft202012Validator
 
-        errors = [e.message for e in Draft202012Validator(self.input_schema).iter_errors(arguments)]
+        errors = sorted(Draft202012Validator(self.input_schema).iter_errors(arguments), key=lambda e: list(e.path))
         if errors:
-            return {"content": [{"type": "text", "text": "Invalid arguments: " + "; ".join(errors)}], "isError": True}
+            return {"content": [{"type": "text", "text": invalid_arguments(argument_error(e) for e in errors)}], "isError": True}
         if not self.is_visible(request):
             raise InvalidParamsError(f"Unknown tool: {self.name}")
         queryset = self.model_admin.get_queryset(request).filter(pk__in=arguments["pks"])

@@ -28,7 +28,7 @@ from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_co
 from .context import Completions, Context, current_context
 from .exceptions import ClientRequestError, ToolError
 from .protocol.errors import InvalidParamsError, URLElicitationRequiredError
-from .schemas import ecma_patterns, error_message
+from .schemas import argument_error, ecma_patterns, invalid_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -241,10 +241,7 @@ class FunctionTool(PermissionGated):
         if self._validator is not None:
             errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
             if errors:
-                raise ToolError(
-                    "Invalid arguments:\n"
-                    + "\n".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {error_message(e)}" for e in errors)
-                )
+                raise ToolError(invalid_arguments(argument_error(e) for e in errors))
             return dict(arguments)
         try:
             return self.signature.validate(arguments)

@@ -36,7 +36,7 @@ from .auth.scopes import missing_scopes
 from .context import Completions
 from .functions import TOOL_NAME_RE
 from .protocol.errors import InvalidParamsError
-from .schemas import error_message, nullable, serializer_schema
+from .schemas import argument_error, error_message, invalid_arguments, nullable, serializer_schema
 
 if TYPE_CHECKING:
     from .context import Context
@@ -504,7 +504,7 @@ class ModelTool:
                 continue
             if field is not None:
                 refused.add(field)
-            lines.append(f"{'.'.join(map(str, error.path)) or field or 'arguments'}: {error_message(error)}")
+            lines.append(argument_error(error) if error.path else f"{field or 'arguments'}: {error_message(error)}")
         said: set[str] = set()
         if self.action in ("create", "update"):
             rest = {k: v for k, v in arguments.items() if k not in refused and k != "pk"}
@@ -516,7 +516,7 @@ class ModelTool:
         for field, errors in vague.items():
             if field not in said:
                 lines.extend(f"{field}: {error_message(error)}" for error in errors)
-        return self._error("Invalid arguments:\n" + "\n".join(lines))
+        return self._error(invalid_arguments(lines))
 
     def _search(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
         from .protocol.pagination import decode_cursor, encode_cursor

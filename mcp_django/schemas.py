@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -409,6 +410,16 @@ class FieldSchemas(AutoSchema):
             schema["description"] = " ".join(filter(None, [str(field.help_text), schema.get("description")]))
         self.map_field_validators(field, schema)
         return clean(schema)
+
+
+def argument_error(error: ValidationError) -> str:
+    """One line of an "Invalid arguments" answer: where, and what is wrong."""
+    return f"{'.'.join(map(str, error.path)) or 'arguments'}: {error_message(error)}"
+
+
+def invalid_arguments(lines: Iterable[str]) -> str:
+    """The text of a tool's isError answer to bad arguments: every problem, one per line."""
+    return "Invalid arguments:\n" + "\n".join(lines)
 
 
 def error_message(error: ValidationError) -> str:
