@@ -21,7 +21,7 @@ from django.http import HttpRequest, HttpResponseBase
 from .auth.scopes import missing_scopes
 from .options import ModelMCP, _safe_name
 from .protocol.errors import InvalidParamsError
-from .schemas import argument_error, invalid_arguments
+from .schemas import argument_error, invalid_arguments, pk_json_type
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -167,8 +167,7 @@ class AdminActionTool:
         opts = model_admin.model._meta
         self.name = _safe_name(f"{opts.app_label}_{opts.model_name}_{action_name}")
         self.description = f"{description} (admin action on {opts.verbose_name_plural}; give the primary keys)."
-        pk = opts.pk
-        pk_type = "integer" if isinstance(pk, (models.AutoField, models.BigAutoField, models.IntegerField)) else "string"
+        pk_type = pk_json_type(model_admin.model)
         self.input_schema = {
             "type": "object",
             "properties": {"pks": {"type": "array", "items": {"type": pk_type}, "minItems": 1, "maxItems": MAX_ACTION_OBJECTS}},

@@ -36,7 +36,7 @@ from .auth.scopes import missing_scopes
 from .context import Completions
 from .functions import TOOL_NAME_RE
 from .protocol.errors import InvalidParamsError
-from .schemas import argument_error, error_message, invalid_arguments, nullable, serializer_schema
+from .schemas import argument_error, error_message, invalid_arguments, nullable, pk_json_type, serializer_schema
 
 if TYPE_CHECKING:
     from .context import Context
@@ -376,9 +376,7 @@ class ModelTool:
     # -- schemas ------------------------------------------------------------------------------
 
     def _pk_schema(self) -> dict[str, Any]:
-        pk = self.model_mcp.opts.pk
-        kind = "integer" if isinstance(pk, (models.AutoField, models.BigAutoField, models.IntegerField)) else "string"
-        return {"type": kind, "description": f"Primary key of the {self.model_mcp.opts.verbose_name}."}
+        return {"type": pk_json_type(self.model_mcp.model), "description": f"Primary key of the {self.model_mcp.opts.verbose_name}."}
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:

@@ -316,7 +316,7 @@ class FieldSchemas(AutoSchema):
         model = getattr(field.queryset, "model", None)
         if model is None:  # read-only: the target model is not at hand
             return {"anyOf": [{"type": "integer"}, {"type": "string"}]}
-        return {"type": "integer"} if isinstance(model._meta.pk, models.IntegerField) else {"type": "string"}
+        return {"type": pk_json_type(model)}
 
     def map_decimal(self, field: serializers.DecimalField) -> dict[str, Any]:
         bound = decimal_bound(field.max_digits, field.decimal_places)
@@ -410,6 +410,15 @@ class FieldSchemas(AutoSchema):
             schema["description"] = " ".join(filter(None, [str(field.help_text), schema.get("description")]))
         self.map_field_validators(field, schema)
         return clean(schema)
+
+
+def pk_json_type(model: type[models.Model]) -> str:
+    """"integer" or "string": how ``model``'s primary key travels in JSON. A one-to-one primary
+    key (a profile keyed on its user) is its target's."""
+    pk: Any = model._meta.pk
+    while pk is not None and pk.is_relation:
+        pk = pk.target_field
+    return "integer" if isinstance(pk, models.IntegerField) else "string"
 
 
 def argument_error(error: ValidationError) -> str:

@@ -511,3 +511,11 @@ async def test_an_update_that_changes_nothing_writes_no_history() -> None:
     result = await client.call("tools/call", {"name": "testapp_specimen_update", "arguments": {**same, "char": "new"}})
     entry = await LogEntry.objects.aget()
     assert entry.change_message == "Changed char through MCP."
+
+
+def test_primary_keys_travel_as_their_json_type() -> None:
+    from mcp_django.schemas import pk_json_type
+    from tests.testapp.models import Note
+
+    assert pk_json_type(Note) == "integer"
+    assert pk_json_type(Tag) == "string"  # a slug primary key
