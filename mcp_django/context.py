@@ -47,11 +47,24 @@ class Completions(NamedTuple):
     total: int | None
 
 
+ElicitationAction = Literal["accept", "decline", "cancel"]
+ELICITATION_ACTIONS: tuple[ElicitationAction, ...] = ("accept", "decline", "cancel")
+
+
+def _elicitation_action(result: dict[str, Any]) -> ElicitationAction:
+    """The ``action`` of a client's answer to ``elicitation/create`` (both modes), checked."""
+    action = result.get("action")
+    for known in ELICITATION_ACTIONS:
+        if action == known:
+            return known
+    raise ClientRequestError(f"The client answered elicitation/create with an unknown action {str(action)[:64]!r}")
+
+
 @dataclass(slots=True, frozen=True)
 class ElicitationResult:
     """The user's answer to a form elicitation."""
 
-    action: Literal["accept", "decline", "cancel"]
+    action: ElicitationAction
     content: dict[str, Any] | None = None
     #: ``content`` as an instance of the pydantic model or dataclass given as schema, on accept.
     data: Any = None
@@ -288,9 +301,7 @@ class Context:
         if self.session is not None and self.session.protocol_version >= "2025-11-25":
             params["mode"] = "form"  # the field exists from 2025-11-25 (URL mode came with it)
         result = await self._request("elicitation/create", params, timeout)
-        action = result.get("action")
-        if action not in ("accept", "decline", "cancel"):
-            raise ClientRequestError(f"The client answered elicitation/create with an unknown action {action!r}")
+        action = _elicitation_action(result)
         content = result.get("content") if action == "accept" else None
         data = None
         if action == "accept":
@@ -356,9 +367,7 @@ class Context:
                 "This request needs you to complete an action in your browser first.", data={"elicitations": [request]}
             )
         result = await self._request("elicitation/create", request, timeout)
-        action = result.get("action")
-        if action not in ("accept", "decline", "cancel"):
-            raise ClientRequestError(f"The client answered elicitation/create with an unknown action {action!r}")
+        action = _elicitation_action(result)
         if action != "accept":
             await sync_to_async(services.finish)(elicitation, "declined" if action == "decline" else "cancelled", announce_to_client=False)
         return URLElicitation(elicitation.pk, url, action)
