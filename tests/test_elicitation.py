@@ -278,3 +278,15 @@ async def test_a_url_the_client_declined_to_open_is_not_announced_as_complete() 
         assert result["content"][0]["text"] == "Kept: the user did not open the page."
         with pytest.raises(TimeoutError):
             await stream.next_message(timeout=1)
+
+
+async def test_an_unknown_action_from_the_client_is_the_tools_error_not_a_crash() -> None:
+    user = await sync_to_async(_user)("alice")
+    await Note.objects.acreate(owner=user, title="a")
+    client = await _mcp(user)
+    client.request_handlers["elicitation/create"] = lambda params: {"action": "shrug" * 100}
+    result = await client.call_tool("purge_notes")
+    assert result["isError"]
+    text = result["content"][0]["text"]
+    assert "unknown action" in text and len(text) < 200  # the client's value is cut short
+    assert await Note.objects.acount() == 1
