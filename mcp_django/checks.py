@@ -61,7 +61,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 "SSE_REAUTH_SECONDS", "SERVER_REQUEST_TTL"):
         value = user.get(key, DEFAULTS[key])
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
-            errors.append(Error(f"MCP_DJANGO[{key!r}] must be a non-negative number or None, not {value!r}.", id="mcp_django.E005"))
+            errors.append(Error(f"MCP_DJANGO[{key!r}] must be a non-negative number or None, not {value!r}.", id="mcp_django.E017"))
     lease = user.get("REQUEST_LEASE_SECONDS", DEFAULTS["REQUEST_LEASE_SECONDS"])
     if not isinstance(lease, (int, float)) or isinstance(lease, bool) or lease <= 0:
         errors.append(Error(
@@ -80,7 +80,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         for name, config in providers.items():
             missing = [k for k in ("authorize_url", "token_url", "client_id") if not isinstance(config, dict) or not config.get(k)]
             if missing:
-                errors.append(Error(f"MCP_DJANGO['CONNECT_PROVIDERS'][{name!r}] lacks {', '.join(missing)}.", id="mcp_django.E015"))
+                errors.append(Error(f"MCP_DJANGO['CONNECT_PROVIDERS'][{name!r}] lacks {', '.join(missing)}.", id="mcp_django.E018"))
     scheme = user.get("MODEL_URI_SCHEME", DEFAULTS["MODEL_URI_SCHEME"])
     if not isinstance(scheme, str) or not re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme):
         errors.append(Error(f"MCP_DJANGO['MODEL_URI_SCHEME'] is {scheme!r}, which is not a URI scheme.",
@@ -96,7 +96,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             if origin != "*" and normalize_origin(origin) is None:
                 errors.append(
                     Error(f"MCP_DJANGO['ALLOWED_ORIGINS'] has {origin!r}, which is not an origin.",
-                          hint='Write origins as "https://host[:port]".', id="mcp_django.E006")
+                          hint='Write origins as "https://host[:port]".', id="mcp_django.E019")
                 )
     store = user.get("EVENT_STORE_CLASS", DEFAULTS["EVENT_STORE_CLASS"])
     try:

@@ -77,14 +77,15 @@ def test_e004_authentication_must_be_an_authentication_class(value):
 
 
 @pytest.mark.parametrize(
-    "key,value",
-    [("MAX_BODY_SIZE", 0), ("PAGE_SIZE", -1), ("SESSION_TTL", "60"), ("MAX_BATCH_SIZE", True), ("SSE_RETRY_MS", 1.5),
-     ("SSE_KEEPALIVE_SECONDS", -1), ("SSE_MAX_CONNECTION_SECONDS", "10"), ("CLIENT_REQUEST_TIMEOUT", False),
-     ("SSE_REAUTH_SECONDS", -1), ("SERVER_REQUEST_TTL", "1")],
+    "key,value,check_id",
+    [("MAX_BODY_SIZE", 0, "E005"), ("PAGE_SIZE", -1, "E005"), ("SESSION_TTL", "60", "E005"), ("MAX_BATCH_SIZE", True, "E005"),
+     ("SSE_RETRY_MS", 1.5, "E005"), ("SSE_KEEPALIVE_SECONDS", -1, "E017"), ("SSE_MAX_CONNECTION_SECONDS", "10", "E017"),
+     ("CLIENT_REQUEST_TIMEOUT", False, "E017"), ("SSE_REAUTH_SECONDS", -1, "E017"), ("SERVER_REQUEST_TTL", "1", "E017")],
 )
-def test_e005_numbers_must_be_in_range(key, value):
+def test_e005_e017_numbers_must_be_in_range(key, value, check_id):
+    """E005: a positive integer; E017: a non-negative number or None (one id per rule)."""
     [error] = settings_errors(**{key: value})
-    assert error.id == "mcp_django.E005"
+    assert error.id == f"mcp_django.{check_id}"
     assert key in error.msg
 
 
@@ -95,10 +96,10 @@ def test_e160_request_lease_must_be_positive(value):
     assert error.hint
 
 
-@pytest.mark.parametrize("value", ["https://app.example", [1], ["not an origin"], ["ftp://files.example"]])
-def test_e006_allowed_origins_must_be_a_list_of_origins(value):
+@pytest.mark.parametrize("value,check_id", [("https://app.example", "E006"), ([1], "E006"), (["not an origin"], "E019"), (["ftp://files.example"], "E019")])
+def test_e006_e019_allowed_origins_must_be_a_list_of_origins(value, check_id):
     errors = settings_errors(ALLOWED_ORIGINS=value)
-    assert ids(errors) == ["mcp_django.E006"]
+    assert ids(errors) == [f"mcp_django.{check_id}"]
 
 
 def test_e006_accepts_origins_and_the_wildcard():
@@ -265,13 +266,13 @@ def test_several_problems_are_reported_one_error_each():
     assert sorted(ids(errors)) == ["mcp_django.E002", "mcp_django.E003", "mcp_django.E005"]
 
 
-def test_connect_provider_without_its_urls_is_e015():
+def test_connect_provider_without_its_urls_is_e018():
     from django.test import override_settings
 
     from mcp_django.checks import check_settings
 
     with override_settings(MCP_DJANGO={"AUTHENTICATION": "none", "CONNECT_PROVIDERS": {"gh": {"client_id": "x"}}}):
-        assert [e.id for e in check_settings() if e.id == "mcp_django.E015"] == ["mcp_django.E015"]
+        assert [e.id for e in check_settings() if e.id == "mcp_django.E018"] == ["mcp_django.E018"]
 
 
 def test_model_uri_scheme_that_is_not_a_scheme_is_e016():
@@ -281,3 +282,16 @@ def test_model_uri_scheme_that_is_not_a_scheme_is_e016():
 
     with override_settings(MCP_DJANGO={"AUTHENTICATION": "none", "MODEL_URI_SCHEME": "Not A Scheme"}):
         assert "mcp_django.E016" in [e.id for e in check_settings()]
+
+
+def test_every_check_id_names_one_rule():
+    """One id per kind of problem, so SILENCED_SYSTEM_CHECKS silences exactly one."""
+    import re
+    from collections import Counter
+    from pathlib import Path
+
+    import mcp_django
+
+    source = "\n".join(p.read_text() for p in Path(mcp_django.__file__).parent.rglob("*.py"))
+    counts = Counter(re.findall(r'id="(mcp_django\.[EW]\d+)"', source))
+    assert counts and not [check_id for check_id, n in counts.items() if n > 1], counts
