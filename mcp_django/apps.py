@@ -40,11 +40,11 @@ class SimpleMcpDjangoConfig(AppConfig):
 
         from .conf import mcp_settings
 
-        bridge = mcp_settings.LOG_BRIDGE_LOGGERS
-        if bridge and isinstance(bridge, (list, tuple)):
+        bridge = mcp_settings.log_bridge_loggers
+        if bridge:
             from .log_bridge import install
 
-            install(list(bridge))
+            install(bridge)
 
 
     def connect_permission_signals(self) -> None:

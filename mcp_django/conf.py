@@ -149,6 +149,11 @@ def perform_import(value: Any, setting_name: str) -> Any:
         raise ImportError(f"Could not import {value!r} for MCP_DJANGO[{setting_name!r}]: {exc}") from exc
 
 
+def _string_list(value: Any) -> list[str]:
+    """A list setting as a list; anything else (which a system check reports) as empty."""
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
+
+
 class MCPSettings:
     """Lazy, cached access to ``settings.MCP_DJANGO`` with defaults."""
 
@@ -327,6 +332,83 @@ class MCPSettings:
     @property
     def max_stream_bytes(self) -> int:
         return int(self.get("MAX_STREAM_BYTES"))
+
+    @property
+    def event_retention(self) -> int:
+        return int(self.get("EVENT_RETENTION"))
+
+    @property
+    def event_store_class(self) -> Any:
+        return self.get("EVENT_STORE_CLASS")
+
+    @property
+    def instructions(self) -> str | None:
+        return self.get("INSTRUCTIONS")
+
+    @property
+    def log_bridge_loggers(self) -> list[str]:
+        return _string_list(self.get("LOG_BRIDGE_LOGGERS"))
+
+    @property
+    def server_title(self) -> str | None:
+        return self.get("SERVER_TITLE")
+
+    @property
+    def session_retention(self) -> int:
+        return int(self.get("SESSION_RETENTION"))
+
+    @property
+    def authentication(self) -> Any:
+        return self.get("AUTHENTICATION")
+
+    @property
+    def authorization_servers(self) -> list[str] | None:
+        return self.get("AUTHORIZATION_SERVERS")
+
+    @property
+    def channel_layer(self) -> str:
+        return str(self.get("CHANNEL_LAYER"))
+
+    @property
+    def connect_providers(self) -> dict[str, Any]:
+        value = self.get("CONNECT_PROVIDERS")
+        return value if isinstance(value, dict) else {}  # anything else is E015
+
+    @property
+    def elicitation_ttl(self) -> float:
+        return float(self.get("ELICITATION_TTL"))
+
+    @property
+    def model_uri_scheme(self) -> str:
+        return str(self.get("MODEL_URI_SCHEME"))
+
+    @property
+    def required_scopes(self) -> list[str]:
+        return _string_list(self.get("REQUIRED_SCOPES"))
+
+    @property
+    def resource_name(self) -> str | None:
+        return self.get("RESOURCE_NAME")
+
+    @property
+    def resource_url(self) -> str | None:
+        return self.get("RESOURCE_URL") or None
+
+    @property
+    def scopes_supported(self) -> list[str]:
+        return _string_list(self.get("SCOPES_SUPPORTED"))
+
+    @property
+    def secrets_keys(self) -> Any:
+        return self.get("SECRETS_KEYS")
+
+    @property
+    def state_max_keys(self) -> int:
+        return int(self.get("STATE_MAX_KEYS"))
+
+    @property
+    def state_max_value_bytes(self) -> int:
+        return int(self.get("STATE_MAX_VALUE_BYTES"))
 
     @property
     def tool_error_details(self) -> bool:

@@ -378,7 +378,7 @@ class Context:
         from .elicitation import services
 
         elicitation_id = elicitation if isinstance(elicitation, str) else elicitation.id
-        return await services.wait(elicitation_id, timeout or float(mcp_settings.get("ELICITATION_TTL")))
+        return await services.wait(elicitation_id, timeout or float(mcp_settings.elicitation_ttl))
 
     async def get_secret(self, service: str) -> str | None:
         """The calling user's secret for ``service``, entered on a secret page; None if absent."""

@@ -25,7 +25,7 @@ def _derive(material: str) -> Fernet:
 
 
 def _fernet() -> MultiFernet:
-    materials = list(mcp_settings.get("SECRETS_KEYS") or []) or [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+    materials = list(mcp_settings.secrets_keys or []) or [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
     # The first key encrypts; every key decrypts (rotation).
     return MultiFernet([_derive(m) for m in materials])
 

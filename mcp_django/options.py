@@ -53,7 +53,7 @@ def uri_scheme() -> str:
     """The scheme of model resource URIs (``MCP_DJANGO["MODEL_URI_SCHEME"]``, "django" by default)."""
     from .conf import mcp_settings
 
-    return str(mcp_settings.get("MODEL_URI_SCHEME"))
+    return str(mcp_settings.model_uri_scheme)
 class ModelMCPChecks:
     """System checks for a ``ModelMCP``; each ``_check_*`` returns a list of errors."""
 

@@ -69,11 +69,11 @@ class MCPRouter:
         when the server authenticates with OAuth; None otherwise."""
         from .conf import mcp_settings
 
-        if not path.startswith(PRM_PATH) or mcp_settings.get("AUTHENTICATION") != "oauth":
+        if not path.startswith(PRM_PATH) or mcp_settings.authentication != "oauth":
             return None
         endpoint = path[len(PRM_PATH):]
         if endpoint in ("", "/"):
-            configured = mcp_settings.get("RESOURCE_URL")
+            configured = mcp_settings.resource_url
             if configured:
                 from urllib.parse import urlsplit
 

@@ -476,13 +476,13 @@ class MCPSite:
 
     def get_server_info(self) -> dict[str, Any]:
         info: dict[str, Any] = {"name": mcp_settings.server_name, "version": mcp_settings.server_version}
-        title = mcp_settings.SERVER_TITLE
+        title = mcp_settings.server_title
         if title:
             info["title"] = title
         return info
 
     def get_instructions(self) -> str | None:
-        return mcp_settings.INSTRUCTIONS
+        return mcp_settings.instructions
 
     # -- URLs ---------------------------------------------------------------------------
 

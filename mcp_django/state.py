@@ -35,7 +35,7 @@ class _Store:
         if not isinstance(key, str) or not key or len(key) > 200:
             raise StateLimitError("State keys are non-empty strings of at most 200 characters")
         size = len(orjson.dumps(value))
-        limit = int(mcp_settings.get("STATE_MAX_VALUE_BYTES"))
+        limit = int(mcp_settings.state_max_value_bytes)
         if size > limit:
             raise StateLimitError(f"State value for {key!r} is {size} bytes; the limit is {limit}")
 
@@ -48,8 +48,8 @@ class _Store:
         with transaction.atomic():
             updated = self._rows().filter(key=key).update(value=value, updated_at=timezone.now())
             if not updated:
-                if self._rows().count() >= int(mcp_settings.get("STATE_MAX_KEYS")):
-                    raise StateLimitError(f"At most {mcp_settings.get('STATE_MAX_KEYS')} keys may be stored")
+                if self._rows().count() >= int(mcp_settings.state_max_keys):
+                    raise StateLimitError(f"At most {mcp_settings.state_max_keys} keys may be stored")
                 self._create(key, value)
 
     def delete_sync(self, key: str) -> None:

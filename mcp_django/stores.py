@@ -184,7 +184,7 @@ class DatabaseEventStore(BaseEventStore):
 
 def get_event_store() -> BaseEventStore:
     """Return an instance of the configured event store class."""
-    return mcp_settings.EVENT_STORE_CLASS()
+    return mcp_settings.event_store_class()
 
 
 class SessionCache:

@@ -115,3 +115,18 @@ def test_ruff_finds_nothing() -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_settings_are_read_through_the_typed_object() -> None:
+    """One way to read a setting inside mcp_django: ``mcp_settings.<typed property>``, never
+    ``mcp_settings.get("KEY")`` or ``mcp_settings.KEY`` (untyped, and easy to misspell)."""
+    import re
+
+    found = []
+    for path in (ROOT / "mcp_django").rglob("*.py"):
+        if path.name == "conf.py":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"mcp_settings\.(get\(|[A-Z])", line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

@@ -40,7 +40,7 @@ def canonical(uri: str) -> str:
 
 def resource_url(request: HttpRequest | None, endpoint_path: str | None = None) -> str:
     """The canonical URI of the MCP endpoint: the setting, or derived from the request."""
-    configured = mcp_settings.get("RESOURCE_URL")
+    configured = mcp_settings.resource_url
     if configured:
         return canonical(configured)
     if request is None:
@@ -52,7 +52,7 @@ def resource_url(request: HttpRequest | None, endpoint_path: str | None = None) 
 def public_url(request: HttpRequest, path: str) -> str:
     """``path`` as an absolute URL of this site: on the public origin of ``RESOURCE_URL`` when
     it is set (behind a proxy the request's host may be an internal one), else the request's."""
-    configured = mcp_settings.get("RESOURCE_URL")
+    configured = mcp_settings.resource_url
     if configured:
         parts = urlsplit(configured)
         return f"{parts.scheme}://{parts.netloc}{path}"
@@ -66,7 +66,7 @@ def metadata_url(resource: str) -> str:
 
 
 def authorization_servers(resource: str) -> list[str]:
-    configured = mcp_settings.get("AUTHORIZATION_SERVERS")
+    configured = mcp_settings.authorization_servers
     if configured:
         return list(configured)
     parts = urlsplit(resource)
@@ -80,10 +80,10 @@ def protected_resource_metadata(resource: str) -> dict[str, Any]:
         "authorization_servers": authorization_servers(resource),
         "bearer_methods_supported": ["header"],
     }
-    scopes = list(mcp_settings.get("SCOPES_SUPPORTED") or [])
+    scopes = list(mcp_settings.scopes_supported or [])
     if scopes:
         document["scopes_supported"] = scopes
-    name = mcp_settings.get("RESOURCE_NAME") or mcp_settings.get("SERVER_TITLE") or mcp_settings.server_name
+    name = mcp_settings.resource_name or mcp_settings.server_title or mcp_settings.server_name
     document["resource_name"] = name
     return document
 
@@ -99,7 +99,7 @@ def challenge(resource: str, *, error: str | None = None, description: str | Non
         params.append(f"error={_quote(error)}")
     if description:
         params.append(f"error_description={_quote(description)}")
-    scope = " ".join(scopes if scopes is not None else list(mcp_settings.get("SCOPES_SUPPORTED") or []))
+    scope = " ".join(scopes if scopes is not None else list(mcp_settings.scopes_supported or []))
     if scope:
         params.append(f"scope={_quote(scope)}")
     params.append(f"resource_metadata={_quote(metadata_url(resource))}")
@@ -152,9 +152,9 @@ class OAuthAuthentication(BaseAuthentication):
             raise self._fail(resource, "The access token does not act for an active user.")
         request.auth_token = access_token  # type: ignore[attr-defined]
         request.auth_scopes = frozenset(access_token.scope.split())  # type: ignore[attr-defined]
-        required = [s for s in mcp_settings.get("REQUIRED_SCOPES") or [] if s not in request.auth_scopes]  # type: ignore[attr-defined]
+        required = [s for s in mcp_settings.required_scopes or [] if s not in request.auth_scopes]  # type: ignore[attr-defined]
         if required:
-            raise InsufficientScope(resource, list(mcp_settings.get("REQUIRED_SCOPES")))
+            raise InsufficientScope(resource, list(mcp_settings.required_scopes))
         return user
 
     @staticmethod

@@ -34,7 +34,7 @@ SESSION_PREFIX = "mcp_django.connect."
 
 
 def provider(name: str) -> dict[str, Any]:
-    providers = mcp_settings.get("CONNECT_PROVIDERS") or {}
+    providers = mcp_settings.connect_providers or {}
     if name not in providers:
         raise Http404("No such provider")
     return providers[name]

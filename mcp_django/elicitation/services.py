@@ -32,7 +32,7 @@ def create(*, user_id: Any, session_id: str | None, request_id: Any, message: st
         view_name=view_name,
         params=params,
         created_at=now,
-        expires_at=now + timedelta(seconds=int(mcp_settings.get("ELICITATION_TTL"))),
+        expires_at=now + timedelta(seconds=int(mcp_settings.elicitation_ttl)),
     )
 
 

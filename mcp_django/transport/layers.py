@@ -47,7 +47,7 @@ def get_layer() -> Any:
     """Return the configured channel layer, or a process-local in-memory one when the project
     has none (single process only; ``checks.py`` says so)."""
     global _fallback_layer
-    layer = get_channel_layer(mcp_settings.get("CHANNEL_LAYER"))
+    layer = get_channel_layer(mcp_settings.channel_layer)
     if layer is not None:
         return layer
     if _fallback_layer is None:

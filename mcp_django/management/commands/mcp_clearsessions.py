@@ -28,9 +28,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, dry_run: bool = False, **options: Any) -> None:
         now = timezone.now()
-        cutoff = now - timedelta(seconds=int(mcp_settings.SESSION_RETENTION))
+        cutoff = now - timedelta(seconds=int(mcp_settings.session_retention))
         ended = Session.objects.filter(Q(terminated_at__lt=cutoff) | Q(terminated_at__isnull=True, expires_at__lt=cutoff))
-        event_cutoff = now - timedelta(seconds=int(mcp_settings.EVENT_RETENTION))
+        event_cutoff = now - timedelta(seconds=int(mcp_settings.event_retention))
         # Past their expiry every elicitation is over, whatever its state, and is kept
         # SESSION_RETENTION for the admin; one whose session goes goes with it, as its events do,
         # since nothing can wait for its answer any more (deleting the session would only unlink it).
