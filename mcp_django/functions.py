@@ -182,7 +182,6 @@ class FunctionTool(PermissionGated):
         self.icons = icons
         self.meta = meta
         self.signature = Signature(func, f"tool {self.name!r}")
-        self.explicit_schema = input_schema
         self._validator: Any = None
         if input_schema is not None:
             from jsonschema import Draft202012Validator
