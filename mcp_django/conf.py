@@ -7,7 +7,8 @@ Shape and type problems are reported by ``checks.py`` with ids.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -149,6 +150,28 @@ def perform_import(value: Any, setting_name: str) -> Any:
         raise ImportError(f"Could not import {value!r} for MCP_DJANGO[{setting_name!r}]: {exc}") from exc
 
 
+T = TypeVar("T")
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+class Setting(Generic[T]):
+    """A typed accessor of one ``MCP_DJANGO`` key on :class:`MCPSettings`: ``max_body_size:
+    Setting[int] = Setting("MAX_BODY_SIZE", int)`` reads the key (user value or default) and
+    converts it, so callers, and mypy, know what each setting is."""
+
+    def __init__(self, key: str, convert: Callable[[Any], T]) -> None:
+        self.key = key
+        self.convert = convert
+
+    def __get__(self, instance: MCPSettings | None, owner: type | None = None) -> T:
+        if instance is None:
+            return self  # type: ignore[return-value]  (the class attribute is the accessor)
+        return self.convert(instance.get(self.key))
+
+
 def _string_list(value: Any) -> list[str]:
     """A list setting as a list; anything else (which a system check reports) as empty."""
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
@@ -194,9 +217,7 @@ class MCPSettings:
             del self._user_settings
 
     # Typed accessors, so that callers (and mypy) know what each setting is.
-    @property
-    def server_name(self) -> str:
-        return str(self.get("SERVER_NAME"))
+    server_name: Setting[str] = Setting("SERVER_NAME", str)
 
     @property
     def server_version(self) -> str:
@@ -205,50 +226,22 @@ class MCPSettings:
             return __version__
         return str(value)
 
-    @property
-    def response_mode(self) -> str:
-        return str(self.get("RESPONSE_MODE"))
-
-    @property
-    def max_body_size(self) -> int:
-        return int(self.get("MAX_BODY_SIZE"))
-
-    @property
-    def max_batch_size(self) -> int:
-        return int(self.get("MAX_BATCH_SIZE"))
-
-    @property
-    def allowed_origins(self) -> list[str]:
-        return list(self.get("ALLOWED_ORIGINS"))
-
-    @property
-    def session_ttl(self) -> int:
-        return int(self.get("SESSION_TTL"))
-
-    @property
-    def page_size(self) -> int:
-        return int(self.get("PAGE_SIZE"))
-
-    @property
-    def sse_retry_ms(self) -> int:
-        return int(self.get("SSE_RETRY_MS"))
-
-    @property
-    def sse_keepalive_seconds(self) -> float:
-        return float(self.get("SSE_KEEPALIVE_SECONDS"))
+    response_mode: Setting[str] = Setting("RESPONSE_MODE", str)
+    max_body_size: Setting[int] = Setting("MAX_BODY_SIZE", int)
+    max_batch_size: Setting[int] = Setting("MAX_BATCH_SIZE", int)
+    allowed_origins: Setting[list[str]] = Setting("ALLOWED_ORIGINS", list)
+    session_ttl: Setting[int] = Setting("SESSION_TTL", int)
+    page_size: Setting[int] = Setting("PAGE_SIZE", int)
+    sse_retry_ms: Setting[int] = Setting("SSE_RETRY_MS", int)
+    sse_keepalive_seconds: Setting[float] = Setting("SSE_KEEPALIVE_SECONDS", float)
 
     @property
     def sse_max_connection_seconds(self) -> float | None:
         value = self.get("SSE_MAX_CONNECTION_SECONDS")
         return None if value is None else float(value)
 
-    @property
-    def sse_reauth_seconds(self) -> float:
-        return float(self.get("SSE_REAUTH_SECONDS"))
-
-    @property
-    def request_lease_seconds(self) -> float:
-        return float(self.get("REQUEST_LEASE_SECONDS"))
+    sse_reauth_seconds: Setting[float] = Setting("SSE_REAUTH_SECONDS", float)
+    request_lease_seconds: Setting[float] = Setting("REQUEST_LEASE_SECONDS", float)
 
     @property
     def server_request_ttl(self) -> float:
@@ -257,13 +250,8 @@ class MCPSettings:
             return self.client_request_timeout + self.request_lease_seconds
         return float(value)
 
-    @property
-    def progress_min_interval(self) -> float:
-        return float(self.get("PROGRESS_MIN_INTERVAL"))
-
-    @property
-    def client_request_timeout(self) -> float:
-        return float(self.get("CLIENT_REQUEST_TIMEOUT"))
+    progress_min_interval: Setting[float] = Setting("PROGRESS_MIN_INTERVAL", float)
+    client_request_timeout: Setting[float] = Setting("CLIENT_REQUEST_TIMEOUT", float)
 
     @property
     def authentication_class(self) -> type:
@@ -273,142 +261,49 @@ class MCPSettings:
             return perform_import(path, "AUTHENTICATION")
         return path
 
-    @property
-    def session_cache_seconds(self) -> float:
-        return float(self.get("SESSION_CACHE_SECONDS"))
-
-    @property
-    def session_cache_max_entries(self) -> int:
-        return int(self.get("SESSION_CACHE_MAX_ENTRIES"))
-
-    @property
-    def session_cache_max_bytes(self) -> int:
-        return int(self.get("SESSION_CACHE_MAX_BYTES"))
-
-    @property
-    def max_client_info_bytes(self) -> int:
-        return int(self.get("MAX_CLIENT_INFO_BYTES"))
-
-    @property
-    def max_client_capabilities_bytes(self) -> int:
-        return int(self.get("MAX_CLIENT_CAPABILITIES_BYTES"))
-
-    @property
-    def max_client_value_depth(self) -> int:
-        return int(self.get("MAX_CLIENT_VALUE_DEPTH"))
-
-    @property
-    def max_client_id_length(self) -> int:
-        return int(self.get("MAX_CLIENT_ID_LENGTH"))
-
-    @property
-    def replay_page_events(self) -> int:
-        return int(self.get("REPLAY_PAGE_EVENTS"))
-
-    @property
-    def replay_page_bytes(self) -> int:
-        return int(self.get("REPLAY_PAGE_BYTES"))
-
-    @property
-    def max_resumes_per_session(self) -> int:
-        return int(self.get("MAX_RESUMES_PER_SESSION"))
-
-    @property
-    def max_resumes_per_user(self) -> int:
-        return int(self.get("MAX_RESUMES_PER_USER"))
-
-    @property
-    def max_resumes(self) -> int:
-        return int(self.get("MAX_RESUMES"))
-
-    @property
-    def sse_write_timeout(self) -> float:
-        return float(self.get("SSE_WRITE_TIMEOUT"))
-
-    @property
-    def max_stream_events(self) -> int:
-        return int(self.get("MAX_STREAM_EVENTS"))
-
-    @property
-    def max_stream_bytes(self) -> int:
-        return int(self.get("MAX_STREAM_BYTES"))
-
-    @property
-    def event_retention(self) -> int:
-        return int(self.get("EVENT_RETENTION"))
-
-    @property
-    def event_store_class(self) -> Any:
-        return self.get("EVENT_STORE_CLASS")
-
-    @property
-    def instructions(self) -> str | None:
-        return self.get("INSTRUCTIONS")
-
-    @property
-    def log_bridge_loggers(self) -> list[str]:
-        return _string_list(self.get("LOG_BRIDGE_LOGGERS"))
-
-    @property
-    def server_title(self) -> str | None:
-        return self.get("SERVER_TITLE")
-
-    @property
-    def session_retention(self) -> int:
-        return int(self.get("SESSION_RETENTION"))
-
-    @property
-    def authentication(self) -> Any:
-        return self.get("AUTHENTICATION")
-
-    @property
-    def authorization_servers(self) -> list[str] | None:
-        return self.get("AUTHORIZATION_SERVERS")
-
-    @property
-    def channel_layer(self) -> str:
-        return str(self.get("CHANNEL_LAYER"))
+    session_cache_seconds: Setting[float] = Setting("SESSION_CACHE_SECONDS", float)
+    session_cache_max_entries: Setting[int] = Setting("SESSION_CACHE_MAX_ENTRIES", int)
+    session_cache_max_bytes: Setting[int] = Setting("SESSION_CACHE_MAX_BYTES", int)
+    max_client_info_bytes: Setting[int] = Setting("MAX_CLIENT_INFO_BYTES", int)
+    max_client_capabilities_bytes: Setting[int] = Setting("MAX_CLIENT_CAPABILITIES_BYTES", int)
+    max_client_value_depth: Setting[int] = Setting("MAX_CLIENT_VALUE_DEPTH", int)
+    max_client_id_length: Setting[int] = Setting("MAX_CLIENT_ID_LENGTH", int)
+    replay_page_events: Setting[int] = Setting("REPLAY_PAGE_EVENTS", int)
+    replay_page_bytes: Setting[int] = Setting("REPLAY_PAGE_BYTES", int)
+    max_resumes_per_session: Setting[int] = Setting("MAX_RESUMES_PER_SESSION", int)
+    max_resumes_per_user: Setting[int] = Setting("MAX_RESUMES_PER_USER", int)
+    max_resumes: Setting[int] = Setting("MAX_RESUMES", int)
+    sse_write_timeout: Setting[float] = Setting("SSE_WRITE_TIMEOUT", float)
+    max_stream_events: Setting[int] = Setting("MAX_STREAM_EVENTS", int)
+    max_stream_bytes: Setting[int] = Setting("MAX_STREAM_BYTES", int)
+    event_retention: Setting[int] = Setting("EVENT_RETENTION", int)
+    event_store_class: Setting[Any] = Setting("EVENT_STORE_CLASS", _as_is)
+    instructions: Setting[str | None] = Setting("INSTRUCTIONS", _as_is)
+    log_bridge_loggers: Setting[list[str]] = Setting("LOG_BRIDGE_LOGGERS", _string_list)
+    server_title: Setting[str | None] = Setting("SERVER_TITLE", _as_is)
+    session_retention: Setting[int] = Setting("SESSION_RETENTION", int)
+    authentication: Setting[Any] = Setting("AUTHENTICATION", _as_is)
+    authorization_servers: Setting[list[str] | None] = Setting("AUTHORIZATION_SERVERS", _as_is)
+    channel_layer: Setting[str] = Setting("CHANNEL_LAYER", str)
 
     @property
     def connect_providers(self) -> dict[str, Any]:
         value = self.get("CONNECT_PROVIDERS")
         return value if isinstance(value, dict) else {}  # anything else is E015
 
-    @property
-    def elicitation_ttl(self) -> float:
-        return float(self.get("ELICITATION_TTL"))
-
-    @property
-    def model_uri_scheme(self) -> str:
-        return str(self.get("MODEL_URI_SCHEME"))
-
-    @property
-    def required_scopes(self) -> list[str]:
-        return _string_list(self.get("REQUIRED_SCOPES"))
-
-    @property
-    def resource_name(self) -> str | None:
-        return self.get("RESOURCE_NAME")
+    elicitation_ttl: Setting[float] = Setting("ELICITATION_TTL", float)
+    model_uri_scheme: Setting[str] = Setting("MODEL_URI_SCHEME", str)
+    required_scopes: Setting[list[str]] = Setting("REQUIRED_SCOPES", _string_list)
+    resource_name: Setting[str | None] = Setting("RESOURCE_NAME", _as_is)
 
     @property
     def resource_url(self) -> str | None:
         return self.get("RESOURCE_URL") or None
 
-    @property
-    def scopes_supported(self) -> list[str]:
-        return _string_list(self.get("SCOPES_SUPPORTED"))
-
-    @property
-    def secrets_keys(self) -> Any:
-        return self.get("SECRETS_KEYS")
-
-    @property
-    def state_max_keys(self) -> int:
-        return int(self.get("STATE_MAX_KEYS"))
-
-    @property
-    def state_max_value_bytes(self) -> int:
-        return int(self.get("STATE_MAX_VALUE_BYTES"))
+    scopes_supported: Setting[list[str]] = Setting("SCOPES_SUPPORTED", _string_list)
+    secrets_keys: Setting[Any] = Setting("SECRETS_KEYS", _as_is)
+    state_max_keys: Setting[int] = Setting("STATE_MAX_KEYS", int)
+    state_max_value_bytes: Setting[int] = Setting("STATE_MAX_VALUE_BYTES", int)
 
     @property
     def tool_error_details(self) -> bool:
