@@ -29,6 +29,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from .oauth_helpers import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 30.0
 LISTENING_RE = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
@@ -96,13 +98,14 @@ def manage(env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
-def _wait_until_ready(process: subprocess.Popen[bytes], log_path: Path) -> str:
-    """Return the server's base URL once it answers HTTP; fail after STARTUP_TIMEOUT."""
+def _wait_until_ready(process: subprocess.Popen[bytes], log_path: Path, port: int = 0) -> str:
+    """Return the server's base URL once it answers HTTP; fail after STARTUP_TIMEOUT. With
+    ``port`` 0 the port is read from daphne's "Listening on" line."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
-    base_url: str | None = None
+    base_url: str | None = f"http://127.0.0.1:{port}" if port else None
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"daphne exited with {process.returncode}:\n{log_path.read_text(errors='replace')}", pytrace=False)
+            pytest.fail(f"the server exited with {process.returncode}:\n{log_path.read_text(errors='replace')}", pytrace=False)
         if base_url is None:
             found = LISTENING_RE.search(log_path.read_text(errors="replace"))
             if found:
@@ -121,20 +124,26 @@ def _wait_until_ready(process: subprocess.Popen[bytes], log_path: Path) -> str:
             except httpx.TransportError:
                 pass
         time.sleep(0.05)  # bounded by the deadline above
-    pytest.fail(f"daphne not ready after {STARTUP_TIMEOUT}s:\n{log_path.read_text(errors='replace')}", pytrace=False)
+    pytest.fail(f"the server is not ready after {STARTUP_TIMEOUT}s:\n{log_path.read_text(errors='replace')}", pytrace=False)
 
 
 @contextmanager
-def run_server(env: dict[str, str], log_path: Path, port: int = 0) -> Iterator[ExampleServer]:
-    """Run daphne until the block ends, whether it ends normally or not. ``port`` 0 lets the
-    system choose; a server that must know its own URL up front (OAuth) passes one."""
+def run_server(env: dict[str, str], log_path: Path, port: int = 0, server: str = "daphne") -> Iterator[ExampleServer]:
+    """Run the example site under daphne (or ``server="uvicorn"``) until the block ends,
+    whether it ends normally or not. ``port`` 0 lets the system choose; a server that must know
+    its own URL up front (OAuth) passes one."""
+    if server == "uvicorn":
+        port = port or free_port()  # uvicorn does not say which port 0 became
+        command = ["uvicorn", "--host", "127.0.0.1", "--port", str(port), "--lifespan", "auto"]
+    else:
+        command = ["daphne", "-b", "127.0.0.1", "-p", str(port)]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "example_site.asgi:application"],
+            [sys.executable, "-m", *command, "example_site.asgi:application"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
     try:
-        yield ExampleServer(base_url=_wait_until_ready(process, log_path), log_path=log_path, env=env, process=process)
+        yield ExampleServer(base_url=_wait_until_ready(process, log_path, port), log_path=log_path, env=env, process=process)
     finally:
         stop_process(process)
 
