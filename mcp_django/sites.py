@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from weakref import WeakSet
 
 from django.apps import apps
@@ -30,6 +30,9 @@ from .exceptions import AlreadyRegistered, NotRegistered
 from .functions import Completer, FunctionPrompt, FunctionResource, FunctionResourceTemplate, FunctionTool
 from .protocol.dispatcher import Handler
 from .protocol.lifecycle import LIST_KINDS
+
+if TYPE_CHECKING:
+    from .engine import Engine
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,6 +60,7 @@ class MCPSite:
         self._bridge_lock = threading.RLock()
         self.name = name
         self._handlers: dict[str, Handler] | None = None
+        self._engine: Engine | None = None
         # (ModelAdmin, action name) pairs that register_admin() could not expose.
         self._unexposable_actions: list[tuple[Any, str]] = []
         # Set once this site answers requests in this process: only then can clients be listening.
@@ -473,6 +477,17 @@ class MCPSite:
             hidden = {m for cap, methods in _CAPABILITY_METHODS.items() if cap not in offered for m in methods}
             self._handlers = {m: h for m, h in STANDARD_HANDLERS.items() if m not in hidden}
         return self._handlers
+
+    @property
+    def engine(self) -> Engine:
+        """The protocol engine under every transport of this site."""
+        if self._engine is None:
+            # Not at module level: the engine reaches the models, and this module must import
+            # before apps are ready ("from mcp_django import site" in any app), like the admin's.
+            from .engine import Engine
+
+            self._engine = Engine(self)
+        return self._engine
 
     def get_server_info(self) -> dict[str, Any]:
         info: dict[str, Any] = {"name": mcp_settings.server_name, "version": mcp_settings.server_version}

@@ -7,7 +7,7 @@ from typing import Any, Final
 
 import orjson
 
-from .errors import InvalidParamsError, InvalidRequestError
+from .errors import InvalidParamsError, InvalidRequestError, TransportError
 
 #: Integers a JSON number holds exactly in every client (IEEE 754 doubles): ±(2**53 - 1).
 MAX_SAFE_INTEGER: Final = 2**53 - 1
@@ -75,3 +75,8 @@ def check_progress_token(params: dict[str, Any], max_length: int) -> None:
             f'Invalid params: "_meta.progressToken" must be a string of at most {max_length} characters '
             "or an integer within ±(2**53 - 1)"
         )
+
+
+def body_too_large(max_bytes: int) -> TransportError:
+    """The answer (413) to a request body over ``max_bytes``, declared or counted."""
+    return TransportError(413, f"Payload Too Large: the body exceeds {max_bytes} bytes")

@@ -357,7 +357,7 @@ class StalledFlow:
 
 async def test_a_resume_to_a_client_that_reads_nothing_stops_after_one_page(client, monkeypatch) -> None:
     stream = await _stream_of(client, [50] * 10)
-    monkeypatch.setattr("mcp_django.transport.consumers.WriteFlow", StalledFlow)
+    monkeypatch.setattr("mcp_django.transport.sse.WriteFlow", StalledFlow)
     with settings_override(REPLAY_PAGE_EVENTS=4):
         async with await client.open_stream(last_event_id=f"{stream}:0") as resumed:
             items = await resumed.read_until_closed()

@@ -1,0 +1,283 @@
+"""The transport-neutral engine: decoded messages, the principal and the session in; answers,
+and events through an emitter, out.
+
+Every transport is a thin adapter over :class:`Engine`: it reads bytes, checks what only it can
+check (HTTP headers, for instance), decodes, and asks the engine. The engine knows nothing of
+HTTP; where the protocol refuses something it raises
+:class:`~mcp_django.protocol.errors.TransportError` (whose status an HTTP transport answers
+with) or an authentication error, and the adapter turns them into its own wire form.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import handlers
+from .auth.oauth import InsufficientScope, resource_url
+from .conf import mcp_settings
+from .context import Context, Emitter
+from .exceptions import InvalidSessionId
+from .protocol import negotiation
+from .protocol.dispatcher import dispatch
+from .protocol.errors import InvalidRequestError, MCPError, TransportError
+from .protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, result_message
+from .protocol.lifecycle import initialize_result, parse_initialize
+from .protocol.limits import check_progress_token, check_request_id
+from .signals import session_closed, session_created
+from .stores import SessionStore
+from .transport.layers import get_layer, session_group
+from .transport.process import RUNNING, cancel_request, cancel_session, process_channel, request_key
+from .transport.streams import StreamEmitter, deliver_response
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+
+    from .models import Session
+    from .sites import MCPSite
+
+logger = logging.getLogger("mcp_django.engine")
+invalid_session_logger = logging.getLogger("django.security.InvalidSessionId")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a message comes from, as the transport authenticated them."""
+
+    #: What permission hooks and scope checks read: ``request.user``, and with OAuth
+    #: ``request.auth_scopes``. Stdio builds one too, for the user it runs as.
+    request: HttpRequest
+    #: The authenticated user, or None when the site's authentication lets anonymous callers in.
+    user: Any
+
+    @property
+    def user_id(self) -> Any:
+        return getattr(self.user, "pk", None)
+
+
+@dataclass
+class Received:
+    """What a POSTed body asks for once notifications and responses are dealt with."""
+
+    #: Requests to run, valid and not already in use, in order.
+    requests: list[Request] = field(default_factory=list)
+    #: Error answers for members refused before running, in order.
+    replies: list[dict[str, Any]] = field(default_factory=list)
+
+
+class StreamedRequests:
+    """Requests answered on one stream, each in its own task, registered for cancellation
+    before the client hears of the stream; none runs before :meth:`start`."""
+
+    def __init__(self, engine: Engine, principal: Principal, session: Session, emitter: StreamEmitter) -> None:
+        self.engine = engine
+        self.principal = principal
+        self.session = session
+        self.emitter = emitter
+        self._pending = 0
+        self._lock = asyncio.Lock()
+        self._started = asyncio.Event()
+
+    async def register(self, requests: list[Request]) -> None:
+        # Registered on the process channel, a cancel POSTed as soon as the client sees the
+        # priming event finds the task, on this process or another.
+        self._pending = len(requests)
+        loop = asyncio.get_running_loop()
+        for message in requests:
+            task = loop.create_task(self._answer(message))
+            await process_channel.watch(request_key(self.session.pk, message.id), task, self.emitter.stream)
+
+    async def start(self, replies: list[dict[str, Any]]) -> None:
+        """Send the refusals first, then let the requests run."""
+        for reply in replies:
+            await self.emitter.send(reply)
+        self._started.set()
+
+    async def _answer(self, message: Request) -> None:
+        key = request_key(self.session.pk, message.id)
+        response: dict[str, Any] | None
+        try:
+            await self._started.wait()
+            ctx = self.engine.context(self.principal, self.session, message, self.emitter)
+            response = await dispatch(message, self.engine.site.get_handlers(), ctx)
+        except asyncio.CancelledError:
+            response = None  # cancelled by the client: no response is sent (cancellation spec)
+        finally:
+            await process_channel.unwatch(key)
+        async with self._lock:
+            self._pending -= 1
+            last = self._pending == 0
+            if response is not None:
+                await self.emitter.send(response, closes=last)
+            elif last:
+                await self.emitter.end_without_event()
+
+
+class Engine:
+    """One site's protocol engine, shared by every transport and connection."""
+
+    def __init__(self, site: MCPSite) -> None:
+        self.site = site
+        self.sessions = SessionStore()
+        self.settings = mcp_settings
+
+    def context(self, principal: Principal, session: Session | None, message: Request, emitter: Emitter | None = None) -> Context:
+        meta = message.params.get("_meta")
+        return Context(
+            site=self.site, request=principal.request, user=principal.user, session=session,
+            request_id=message.id, meta=meta if isinstance(meta, dict) else None, emitter=emitter,
+        )
+
+    # -- sessions -------------------------------------------------------------------------
+
+    async def initialize(self, principal: Principal, message: Request) -> tuple[dict[str, Any], Session | None]:
+        """Answer ``initialize``: the response, and the new session (None when refused)."""
+        try:
+            params = parse_initialize(
+                message.params,
+                max_client_info_bytes=self.settings.max_client_info_bytes,
+                max_capabilities_bytes=self.settings.max_client_capabilities_bytes,
+                max_depth=self.settings.max_client_value_depth,
+            )
+        except MCPError as exc:
+            return error_message(message.id, exc), None
+        session = await self.sessions.acreate(
+            site_name=self.site.name,
+            user_id=principal.user_id,
+            protocol_version=params.version,
+            client_info=params.client_info,
+            capabilities=params.capabilities,
+        )
+        result = initialize_result(
+            params.version, self.site.get_capabilities(), self.site.get_server_info(), self.site.get_instructions()
+        )
+        await session_created.asend(sender=self.site.__class__, site=self.site, session=session, request=principal.request)
+        return result_message(message.id, result), session
+
+    async def load_session(self, principal: Principal, session_id: str) -> Session:
+        """The caller's live session ``session_id``; 400 for a malformed id, 404 otherwise."""
+        if not negotiation.is_valid_session_id(session_id):
+            # Never issued by any server: a guess or a forgery, logged like Django's
+            # SuspiciousOperations (django.security.InvalidSessionId), answered 400.
+            invalid_session_logger.warning("%s", InvalidSessionId(f"Malformed Mcp-Session-Id ({len(session_id)} characters)"))
+            raise TransportError(400, "Bad Request: malformed Mcp-Session-Id")
+        session = await self.sessions.aload(session_id, site_name=self.site.name, user_id=principal.user_id)
+        if session is None:
+            # Unknown, expired, terminated and someone else's: the same answer for all.
+            raise TransportError(404, "Not Found: session not found or terminated; initialize a new session")
+        return session
+
+    async def terminate(self, session: Session, reason: str = "deleted") -> None:
+        """End ``session``: its running requests stop and its streams end, on every process."""
+        await self.sessions.aterminate(session.pk)
+        await cancel_session(session.pk)
+        await get_layer().group_send(session_group(session.pk), {"type": "mcp.terminate"})
+        await session_closed.asend(sender=self.site.__class__, site=self.site, session=session, reason=reason)
+
+    # -- messages -------------------------------------------------------------------------
+
+    def check_batch(self, decoded: Decoded, session: Session) -> None:
+        if not decoded.is_batch:
+            return
+        if not negotiation.supports_batches(session.protocol_version):
+            raise TransportError(
+                400, f"Invalid Request: JSON-RPC batches are not supported in protocol revision {session.protocol_version}"
+            )
+        if len(decoded.messages) > self.settings.max_batch_size:
+            raise TransportError(400, f"Invalid Request: a batch may hold at most {self.settings.max_batch_size} messages")
+
+    async def receive(self, principal: Principal, session: Session, decoded: Decoded) -> Received:
+        """Act on the notifications and responses of a body, and sort its requests into those
+        to run and those refused; refuse it all (403) if the token lacks a scope one needs."""
+        self.check_batch(decoded, session)
+        received = Received()
+        seen: set[str] = set()
+        for message in decoded.messages:
+            if isinstance(message, Invalid):
+                received.replies.append(error_message(message.id, message.error))
+            elif isinstance(message, Notification):
+                await self.notification(session, message)
+            elif isinstance(message, Response):
+                answer = {"result": message.result} if message.error is None else {"error": message.error}
+                if not await deliver_response(session.pk, message.id, answer):
+                    logger.debug("Response %r from the client matches no pending request", message.id)
+            else:
+                refusal = self.refuse(message, session, seen)
+                if refusal is not None:
+                    received.replies.append(refusal)
+                else:
+                    received.requests.append(message)
+        await self.check_scopes(principal, received.requests)
+        return received
+
+    def refuse(self, message: Request, session: Session, seen: set[str]) -> dict[str, Any] | None:
+        """The error answer for a request that must not run (id or token out of bounds, id in
+        use), or None; ``seen`` collects the ids of this body."""
+        try:
+            # Both are echoed into every stored event of the request's stream.
+            check_request_id(message.id, self.settings.max_client_id_length)
+            check_progress_token(message.params, self.settings.max_client_id_length)
+        except InvalidRequestError as exc:
+            return error_message(None, exc)  # an id too long to echo
+        except MCPError as exc:
+            return error_message(message.id, exc)
+        key = request_key(session.pk, message.id)
+        if key[1] in seen or key in RUNNING:
+            return error_message(message.id, InvalidRequestError("Invalid Request: request id already in use"))
+        seen.add(key[1])
+        return None
+
+    async def notification(self, session: Session, message: Notification) -> None:
+        if message.method == "notifications/initialized":
+            if not session.initialized:
+                session.initialized = True
+                await self.sessions.aupdate(session.pk, initialized=True)
+        elif message.method == "notifications/cancelled":
+            request_id = message.params.get("requestId")
+            if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+                await cancel_request(session.pk, request_id)
+        # Other notifications (progress, roots/list_changed) need no action here.
+
+    async def check_scopes(self, principal: Principal, requests: list[Request]) -> None:
+        """Refuse, before anything runs, an operation the OAuth token lacks scopes for: 403 with
+        a step-up challenge naming every scope it needs (2025-11-25 authorization spec).
+
+        Only the scopes of an entry the site's gate says the user may use count: a hidden or
+        unknown entry's handler answers as for one that does not exist, so a 403 never reveals it.
+        """
+        request = principal.request
+        granted = getattr(request, "auth_scopes", None)
+        if granted is None:
+            return
+        needed: list[str] = []
+        for message in requests:
+            entry, access = await handlers.target(self.site, request, message.method, message.params)
+            if access is handlers.Access.MISSING_SCOPES:
+                needed += [scope for scope in entry.scopes if scope not in granted and scope not in needed]
+        if needed:
+            base = [s for s in self.settings.get("REQUIRED_SCOPES") or [] if s not in needed]
+            raise InsufficientScope(resource_url(request, getattr(request, "mcp_endpoint_path", None)), base + needed)
+
+    def needs_stream(self, requests: list[Request]) -> bool:
+        """Whether the answers go on a stream: the setting, or a tool that streams."""
+        if self.settings.response_mode == "sse":
+            return True
+        for message in requests:
+            name = message.params.get("name") if message.method == "tools/call" else None
+            tool = self.site.get_tool(name) if isinstance(name, str) else None
+            if tool is not None and tool.streams:
+                return True
+        return False
+
+    async def answer(self, principal: Principal, session: Session | None, requests: list[Request]) -> list[dict[str, Any]]:
+        """Run ``requests`` concurrently and return their responses, in order."""
+        table = self.site.get_handlers()
+        return list(await asyncio.gather(*(dispatch(r, table, self.context(principal, session, r)) for r in requests)))
+
+    async def stream(self, principal: Principal, session: Session, requests: list[Request], emitter: StreamEmitter) -> StreamedRequests:
+        """Register ``requests`` to be answered through ``emitter``; they run after ``start``."""
+        streamed = StreamedRequests(self, principal, session, emitter)
+        await streamed.register(requests)
+        return streamed

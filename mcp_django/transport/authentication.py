@@ -1,0 +1,48 @@
+"""Who is calling: the site's authentication policy run on an HTTP request, once when it
+arrives and again, on open streams, every ``SSE_REAUTH_SECONDS``."""
+
+from __future__ import annotations
+
+import logging
+from io import BytesIO
+from typing import TYPE_CHECKING, Any
+
+from django.contrib.auth.models import AnonymousUser
+from django.core.handlers.asgi import ASGIRequest
+
+from ..auth.base import AuthenticationFailed
+from ..engine import Principal
+
+if TYPE_CHECKING:
+    from ..conf import MCPSettings
+
+logger = logging.getLogger("mcp_django.transport")
+
+
+def build_request(scope: dict[str, Any], body: bytes = b"") -> ASGIRequest:
+    """Django's request for this ASGI scope: what policies and permission hooks read."""
+    request = ASGIRequest(scope, BytesIO(body))
+    # The canonical URI of the endpoint has no trailing slash (RFC 9728 resource).
+    request.mcp_endpoint_path = request.path.rstrip("/") or "/"  # type: ignore[attr-defined]
+    return request
+
+
+async def authenticate(request: ASGIRequest, settings: MCPSettings) -> Principal:
+    """Run the policy; raises :class:`AuthenticationFailed` (401/403 with a challenge)."""
+    user = await settings.authentication_class().authenticate(request)
+    # Hooks (get_queryset(request), has_*_permission(request)) read request.user, as in the admin.
+    request.user = user if user is not None else AnonymousUser()
+    return Principal(request=request, user=user)
+
+
+async def still_authenticated(scope: dict[str, Any], user: Any, settings: MCPSettings) -> bool:
+    """Whether the credential of ``scope`` still names ``user`` (not revoked, expired or
+    logged out). An error in the policy itself keeps the stream open and is logged."""
+    try:
+        current = await settings.authentication_class().authenticate(build_request(scope))
+    except AuthenticationFailed:
+        return False
+    except Exception:
+        logger.exception("Re-checking the credential of an SSE stream failed")
+        return True
+    return getattr(current, "pk", None) == getattr(user, "pk", None)

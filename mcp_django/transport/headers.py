@@ -1,0 +1,101 @@
+"""The HTTP checks made before the engine sees a message: Host, Origin, CORS, Accept,
+Content-Type, the protocol version header and the body size.
+
+Each check is a function of the headers (and settings) that raises
+:class:`~mcp_django.protocol.errors.TransportError` with the status to answer; the rules
+themselves live in :mod:`mcp_django.protocol.negotiation` and :mod:`mcp_django.protocol.limits`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import DisallowedHost
+
+from ..protocol import negotiation
+from ..protocol.errors import TransportError
+from ..protocol.limits import body_too_large
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+
+    from ..conf import MCPSettings
+
+security_logger = logging.getLogger("django.security.DisallowedHost")
+
+#: What a CORS preflight from an allowed origin is told.
+PREFLIGHT_HEADERS = {
+    "Access-Control-Allow-Methods": "GET, POST, DELETE",
+    "Access-Control-Allow-Headers": "Accept, Authorization, Content-Type, Last-Event-ID, Mcp-Session-Id, MCP-Protocol-Version",
+    "Access-Control-Max-Age": "600",
+}
+
+ALLOWED_METHODS = "GET, POST, DELETE"
+
+
+class Headers:
+    """The request's headers by lower-case name; repeated headers joined with ", " (RFC 9110)."""
+
+    def __init__(self, scope: dict[str, Any]) -> None:
+        headers: dict[str, str] = {}
+        for key, value in scope.get("headers", []):
+            name = key.decode("latin-1").lower()
+            text = value.decode("latin-1")
+            headers[name] = f"{headers[name]}, {text}" if name in headers else text
+        self._headers = headers
+
+    def get(self, name: str) -> str | None:
+        return self._headers.get(name)
+
+
+def cors_headers(scope: dict[str, Any], headers: Headers, settings: MCPSettings) -> list[tuple[bytes, bytes]]:
+    """The CORS headers for an explicitly allowed cross-origin caller (a browser-based client);
+    none for a same-origin or non-browser request, or an origin not in ``ALLOWED_ORIGINS``."""
+    origin = headers.get("origin")
+    if origin is None or not settings.allowed_origins:
+        return []
+    scheme = scope.get("scheme", "http")
+    host = headers.get("host") or ""
+    if negotiation.origin_allowed(origin, host, scheme, []):
+        return []  # same-origin: no CORS needed
+    if not negotiation.origin_allowed(origin, host, scheme, settings.allowed_origins):
+        return []
+    return [
+        (b"access-control-allow-origin", origin.encode("latin-1")),
+        (b"access-control-expose-headers", b"Mcp-Session-Id, WWW-Authenticate"),
+        (b"vary", b"Origin"),
+    ]
+
+
+def check_declared_length(headers: Headers, settings: MCPSettings) -> None:
+    """Refuse (413) a body whose Content-Length already says it is too large, before reading it."""
+    length = headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > settings.max_body_size:
+        raise body_too_large(settings.max_body_size)
+
+
+def check_origin_and_host(request: HttpRequest, headers: Headers, settings: MCPSettings) -> None:
+    """Host against ``ALLOWED_HOSTS`` (400, logged like Django does) and Origin against
+    ``ALLOWED_ORIGINS`` (403): DNS rebinding and cross-site requests stop here."""
+    try:
+        host = request.get_host()
+    except DisallowedHost as exc:
+        security_logger.error(str(exc))
+        raise TransportError(400, "Bad Request: invalid Host header") from None
+    negotiation.check_origin(headers.get("origin"), host, request.scheme or "http", settings.allowed_origins)
+
+
+def check_post(headers: Headers) -> None:
+    negotiation.check_post_accept(headers.get("accept"))
+    negotiation.check_content_type(headers.get("content-type"))
+    negotiation.check_protocol_version_header(headers.get("mcp-protocol-version"))
+
+
+def check_get(headers: Headers) -> None:
+    negotiation.check_get_accept(headers.get("accept"))
+    negotiation.check_protocol_version_header(headers.get("mcp-protocol-version"))
+
+
+def method_not_allowed() -> TransportError:
+    return TransportError(405, "Method Not Allowed", headers={"Allow": ALLOWED_METHODS})

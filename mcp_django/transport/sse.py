@@ -1,0 +1,273 @@
+"""One open SSE connection of the Streamable HTTP endpoint: opening a stream, replaying it for a
+resume, writing the events announced on its group, keep-alive, the connection time limit,
+re-checking the credential, and handing the stream over to a newer connection.
+
+The events themselves are stored first (see :mod:`mcp_django.transport.streams`); a connection
+only writes them out, so closing it never loses one: the client resumes with ``Last-Event-ID``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Protocol
+
+from channels.exceptions import StopConsumer
+
+from ..protocol.sse import encode_comment, encode_event, make_event_id
+from ..stores import get_event_store
+from .authentication import still_authenticated
+from .flow import WriteFlow, resume_slots
+from .layers import GET_STREAM, get_stream_group, session_group, stream_group
+from .streams import close_orphaned_streams
+
+if TYPE_CHECKING:
+    from ..conf import MCPSettings
+    from ..models import Session
+
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    # nginx and friends must not buffer the stream.
+    (b"x-accel-buffering", b"no"),
+]
+
+KEEPALIVE = encode_comment()
+
+
+class Connection(Protocol):
+    """What an SSE stream needs of the HTTP connection it is written to (the consumer)."""
+
+    scope: dict[str, Any]
+    base_send: Any
+    channel_layer: Any
+    channel_name: str | None
+
+    async def send_headers(self, *, status: int = 200, headers: Any = None) -> None: ...
+
+    async def send_body(self, body: bytes, *, more_body: bool = False) -> None: ...
+
+    async def join(self, group: str) -> None: ...
+
+
+class SSEStream:
+    """The SSE stream written on one connection: a POST's answers, the GET stream, or a resume."""
+
+    def __init__(self, connection: Connection, session: Session, user: Any, settings: MCPSettings) -> None:
+        self.connection = connection
+        self.session = session
+        #: Who opened it: the stream re-checks that the credential still names them.
+        self.user = user
+        self.settings = settings
+        self.store = get_event_store()
+        self.stream: str | None = None
+        self.last_seq = 0
+        self.closed = False
+        self.flow: WriteFlow | None = None
+        self.timers: list[asyncio.Task[Any]] = []
+        # Set while this connection is a resume replaying the store (see ResumeSlots).
+        self._resume_slot: tuple[str, Any] | None = None
+
+    # -- opening --------------------------------------------------------------------------
+
+    async def _send_headers(self) -> None:
+        await self.connection.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", self.session.pk.encode())])
+
+    async def _prime(self, seq: int) -> None:
+        # An id with empty data, so the client can resume even before the first event.
+        await self.connection.send_body(
+            encode_event("", event_id=make_event_id(self.stream or "", seq), retry_ms=self.settings.sse_retry_ms), more_body=True
+        )
+
+    async def open_post_stream(self, stream: str) -> None:
+        """Join a POST's new stream (before anything is sent on it) and its session's group."""
+        self.stream = stream
+        await self.connection.join(stream_group(stream))
+        await self.connection.join(session_group(self.session.pk))
+
+    async def start_post_stream(self) -> None:
+        """Send the headers and the priming event; the requests are registered by now."""
+        await self._send_headers()
+        await self._prime(0)
+        self.start_timers()
+
+    async def open_get_stream(self) -> None:
+        # One connection holds the standalone stream: a new GET takes it over, so that every
+        # message goes out on exactly one connection (transports spec, "no broadcast").
+        await self.connection.channel_layer.group_send(get_stream_group(self.session.pk), {"type": "mcp.takeover"})
+        self.stream = GET_STREAM
+        # Join before reading the last number: an event stored in between then arrives live.
+        await self.connection.join(get_stream_group(self.session.pk))
+        await self.connection.join(session_group(self.session.pk))
+        self.last_seq = await self.store.alast_seq(self.session.pk, GET_STREAM)
+        await self._send_headers()
+        await self._prime(self.last_seq)
+        self.start_timers()
+
+    # -- resuming -------------------------------------------------------------------------
+
+    def take_resume_slot(self) -> None:
+        """Count this resume against the per-session, per-user and per-process limits (429/503)."""
+        user_key = getattr(self.user, "pk", None)
+        resume_slots.acquire(self.session.pk, user_key, self.settings)
+        self._resume_slot = (self.session.pk, user_key)
+
+    def release_resume_slot(self) -> None:
+        if self._resume_slot is not None:
+            resume_slots.release(*self._resume_slot)
+            self._resume_slot = None
+
+    async def resume(self, stream: str, after: int) -> None:
+        """Replay ``stream`` after event ``after``, then follow it live (a resume slot is held)."""
+        session_id = self.session.pk
+        layer = self.connection.channel_layer
+        self.stream = stream
+        # Join before reading the store: an event stored in between arrives live and is
+        # skipped by sequence number, so none is lost and none is sent twice.
+        # The newest connection takes over a stream, POST streams as the GET stream: every
+        # later event goes out on exactly one connection (transports spec, "no broadcast").
+        if stream == GET_STREAM:
+            await layer.group_send(get_stream_group(session_id), {"type": "mcp.takeover"})
+            await self.connection.join(get_stream_group(session_id))
+        else:
+            await layer.group_send(stream_group(stream), {"type": "mcp.takeover"})
+            await self.connection.join(stream_group(stream))
+            # A request whose process died ends here with an error instead of never.
+            await close_orphaned_streams(session_id=session_id, stream=stream)
+        await self.connection.join(session_group(session_id))
+        self.last_seq = after
+        self.flow = WriteFlow(self.connection.base_send)
+        await self._send_headers()
+        await self.connection.send_body(b"", more_body=True)
+        # Replay page by page (keyset on seq), one socket write per page, each drained (where
+        # the server tells) before the next is read: a client that does not read holds at
+        # most a page and a socket buffer here, however long the stream.
+        # Reading from one event earlier shows whether the client already has the final one.
+        try:
+            pages = self.store.areplay_pages(
+                session_id, stream, max(after - 1, 0),
+                max_events=self.settings.replay_page_events, max_bytes=self.settings.replay_page_bytes,
+            )
+            async for page in pages:
+                chunk: list[bytes] = []
+                ends = False
+                for event in page:
+                    if event.seq > after and event.payload:  # a closing marker has no payload
+                        chunk.append(encode_event(event.payload, event_id=make_event_id(stream, event.seq)))
+                        self.last_seq = event.seq
+                    if event.closes_stream:
+                        ends = True
+                        break
+                if chunk:
+                    await self.connection.send_body(b"".join(chunk), more_body=True)
+                if ends:
+                    await self.end()
+                    return
+                await self.drain()
+        finally:
+            self.release_resume_slot()
+        self.start_timers()
+
+    # -- writing --------------------------------------------------------------------------
+
+    async def write_events(self, events: list[tuple[int, str, bool]]) -> None:
+        """Write events announced on the stream's group, in order; stop the consumer after the
+        last one of the stream. A gap (a full channel dropped some) is filled from the store."""
+        if self.closed:
+            return
+        stream = self.stream or ""
+        chunk: list[bytes] = []
+        ends = False
+        for seq, payload, closes in events:
+            if seq <= self.last_seq:
+                continue  # already written (replayed before this arrived live)
+            if seq > self.last_seq + 1:
+                pages = self.store.areplay_pages(
+                    self.session.pk, stream, self.last_seq, until=seq,
+                    max_events=self.settings.replay_page_events, max_bytes=self.settings.replay_page_bytes,
+                )
+                async for page in pages:
+                    chunk.extend(encode_event(e.payload, event_id=make_event_id(stream, e.seq)) for e in page if e.payload)
+                    self.last_seq = page[-1].seq
+                    await self.connection.send_body(b"".join(chunk), more_body=True)
+                    chunk.clear()
+                    await self.drain()
+            if payload:  # a closing marker (see StreamEmitter.end_without_event) is not written
+                chunk.append(encode_event(payload, event_id=make_event_id(stream, seq)))
+            self.last_seq = seq
+            if closes:
+                ends = True
+                break
+        if chunk:
+            # One socket write per batch.
+            await self.connection.send_body(b"".join(chunk), more_body=True)
+        if ends:
+            await self.end()
+            raise StopConsumer()
+        if chunk:
+            # While this waits, further events queue in the channel layer; what it drops
+            # when full is filled in from the store above.
+            await self.drain()
+
+    async def drain(self) -> None:
+        """Wait until the client has taken what was written, where the server tells (Daphne);
+        close the connection when it takes nothing for SSE_WRITE_TIMEOUT (it resumes later)."""
+        if self.flow is None:
+            self.flow = WriteFlow(self.connection.base_send)
+        if self.flow.lost or not await self.flow.drain(self.settings.sse_write_timeout):
+            await self.end()
+            raise StopConsumer()
+
+    async def end(self) -> None:
+        """End the response (the connection, not the stream: events stay stored)."""
+        if not self.closed:
+            self.closed = True
+            if self.flow is not None:
+                self.flow.close()
+            await self.connection.send_body(b"", more_body=False)
+
+    # -- timers ---------------------------------------------------------------------------
+
+    def start_timers(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.settings.sse_keepalive_seconds > 0:
+            self.timers.append(loop.create_task(self._keepalive(self.settings.sse_keepalive_seconds)))
+        limit = self.settings.sse_max_connection_seconds
+        if limit is not None:
+            self.timers.append(loop.create_task(self._close_after(limit)))
+        if self.settings.sse_reauth_seconds > 0:
+            self.timers.append(loop.create_task(self._recheck_credentials(self.settings.sse_reauth_seconds)))
+
+    async def _keepalive(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            if self.closed:
+                return
+            await self.connection.send_body(KEEPALIVE, more_body=True)
+
+    async def _disconnect(self) -> None:
+        # Through the consumer's own channel, so the close runs in its dispatch loop.
+        await self.connection.channel_layer.send(self.connection.channel_name, {"type": "mcp.disconnect"})
+
+    async def _close_after(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        await self._disconnect()
+
+    async def _recheck_credentials(self, interval: float) -> None:
+        """Close the connection once its credential no longer names the user who opened it (a
+        revoked or expired token, a logged-out session)."""
+        while True:
+            await asyncio.sleep(interval)
+            if self.closed:
+                return
+            if not await still_authenticated(self.connection.scope, self.user, self.settings):
+                await self._disconnect()
+                return
+
+    def close(self) -> None:
+        """Release what the connection held; called once it is over, however it ended."""
+        self.release_resume_slot()
+        if self.flow is not None:
+            self.flow.close()
+        for timer in self.timers:
+            timer.cancel()
+        self.timers.clear()
