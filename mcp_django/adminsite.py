@@ -11,14 +11,14 @@ import ast
 import inspect
 import logging
 import textwrap
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from asgiref.sync import sync_to_async
 from django.contrib.messages.storage.base import BaseStorage
 from django.db import models, transaction
 from django.http import HttpRequest, HttpResponseBase
 
-from .auth.scopes import missing_scopes
+from .entries import ToolEntry
 from .options import ModelMCP, _safe_name
 from .protocol.errors import InvalidParamsError
 from .schemas import argument_error, invalid_arguments, pk_json_type
@@ -109,12 +109,14 @@ class AdminModelMCP(ModelMCP):
         self.tools = tools
         self.read_scopes = read_scopes
         self.write_scopes = write_scopes
-        self.search_fields = tuple(f.lstrip("^=@") for f in model_admin.search_fields or ())
+        self.search_fields = tuple(str(f).lstrip("^=@") for f in model_admin.search_fields or ())
         field_names = {f.name for f in model._meta.concrete_fields}
         shown = [name for name in model_admin.list_display if isinstance(name, str) and name in field_names]
         self.fields = shown or None
         ordering = model_admin.ordering or model._meta.ordering
-        self.ordering = tuple(ordering) if ordering else None
+        # Only field names: an expression (F("x").desc()) has no name a client could pass.
+        names = tuple(o for o in ordering or () if isinstance(o, str))
+        self.ordering = names or None
         list_select_related = model_admin.list_select_related
         self.list_select_related = tuple(list_select_related) if isinstance(list_select_related, (list, tuple)) else ()
         super().__init__(model, site)
@@ -149,7 +151,7 @@ class _CapturedMessages(BaseStorage):
         return []
 
 
-class AdminActionTool:
+class AdminActionTool(ToolEntry):
     """An admin action as a tool: ``<app>_<model>_<action>(pks=[...])``."""
 
     kind = "tool"
@@ -161,7 +163,7 @@ class AdminActionTool:
 
     def __init__(self, model_admin: ModelAdmin[Any], action_name: str, func: Any, description: str, scopes: tuple[str, ...] = ()) -> None:
         self.model_admin = model_admin
-        self.scopes = scopes
+        self._scopes = scopes
         self.action_name = action_name
         self.func = func
         opts = model_admin.model._meta
@@ -176,6 +178,10 @@ class AdminActionTool:
         }
         self.annotations = {"readOnlyHint": False, "destructiveHint": action_name == "delete_selected", "openWorldHint": False}
 
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        return self._scopes
+
     def definition(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "inputSchema": self.input_schema, "annotations": self.annotations}
 
@@ -184,11 +190,9 @@ class AdminActionTool:
         # then applies each action's allowed_permissions: both gates, in that order.
         return self.model_admin.has_view_or_change_permission(request) and self.action_name in self.model_admin.get_actions(request)
 
-    def is_visible(self, request: HttpRequest) -> bool:
-        return self.has_permission(request) and not missing_scopes(request, self.scopes)
-
     async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        return await sync_to_async(self._call, thread_sensitive=True)(arguments, ctx.request)
+        # The engine always gives tools the request (only unit tests build contexts without one).
+        return await sync_to_async(self._call, thread_sensitive=True)(arguments, cast("HttpRequest", ctx.request))
 
     def _call(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
         from jsonschema import Draft202012Validator
@@ -226,7 +230,7 @@ def admin_actions(
     tools: list[AdminActionTool] = []
     skipped: list[str] = []
     # The same list the changelist builds its action menu from (site-wide plus the model's).
-    for func, name, description in model_admin._get_base_actions():
+    for func, name, description in model_admin._get_base_actions():  # type: ignore[attr-defined]  # private; no public equivalent
         if name == "delete_selected" and not include_delete_selected:
             continue
         if name != "delete_selected" and answers_with_response(func):
@@ -249,7 +253,7 @@ def _delete_selected_without_confirmation(model_admin: ModelAdmin[Any], request:
     for obj in objects:
         if not model_admin.has_delete_permission(request, obj):
             raise PermissionError(f"You may not delete {obj}")
-    LogEntry.objects.log_actions(request.user.pk, objects, DELETION, change_message="Deleted through MCP.")
+    LogEntry.objects.log_actions(cast("int", request.user.pk), objects, DELETION, change_message="Deleted through MCP.")
     model_admin.delete_queryset(request, queryset)
     model_admin.message_user(request, f"Deleted {len(objects)} {model_admin.model._meta.verbose_name_plural}.")
 
@@ -304,8 +308,9 @@ def model_labels(models_option: Any) -> frozenset[str] | None:
     labels: set[str] = set()
     for item in models_option:
         if isinstance(item, ModelBase):
-            refuse_own_model(item)  # type: ignore[arg-type]
-            labels.add(item._meta.label_lower)
+            model = cast("type[models.Model]", item)
+            refuse_own_model(model)
+            labels.add(model._meta.label_lower)
         elif isinstance(item, str) and item.count(".") == 1:
             if item.split(".")[0] in NEVER_EXPOSED_APPS:
                 raise ImproperlyConfigured(f"{item} is one of mcp_django's own models: it cannot be exposed over MCP.")

@@ -10,8 +10,9 @@ import asyncio
 import contextvars
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar
 
 from .exceptions import ClientRequestError
 from .protocol.jsonrpc import RequestId, notification_message
@@ -28,11 +29,13 @@ logger = logging.getLogger(__name__)
 #: The Context of the tool call running in this task (or in the thread of a sync tool).
 current_context: contextvars.ContextVar[Context | None] = contextvars.ContextVar("mcp_django_context", default=None)
 
+T = TypeVar("T")
+
 
 class Emitter(Protocol):
     """Where messages related to the current request go (the request's SSE stream)."""
 
-    async def send(self, message: dict[str, Any]) -> None: ...
+    async def send(self, message: dict[str, Any]) -> object: ...
 
     async def close_connection(self) -> None: ...
 
@@ -416,8 +419,9 @@ class Context:
         )
 
     async def _get_or_elicit(
-        self, read: Any, message: str, view: str, params: dict[str, Any], timeout: float | None, *, refused: str, missing: str
-    ) -> Any:
+        self, read: Callable[[], Awaitable[T | None]], message: str, view: str, params: dict[str, Any], timeout: float | None,
+        *, refused: str, missing: str,
+    ) -> T:
         """Return ``await read()``; when it gives None, send the user to ``view``, wait, read again."""
         value = await read()
         if value is not None:

@@ -19,6 +19,7 @@ from . import handlers
 from .auth.oauth import InsufficientScope, resource_url
 from .conf import mcp_settings
 from .context import Context, Emitter
+from .entries import Access
 from .exceptions import InvalidSessionId
 from .protocol import negotiation
 from .protocol.dispatcher import dispatch
@@ -254,10 +255,10 @@ class Engine:
         needed: list[str] = []
         for message in requests:
             entry, access = await handlers.target(self.site, request, message.method, message.params)
-            if access is handlers.Access.MISSING_SCOPES:
+            if access is Access.MISSING_SCOPES:
                 needed += [scope for scope in entry.scopes if scope not in granted and scope not in needed]
         if needed:
-            base = [s for s in self.settings.get("REQUIRED_SCOPES") or [] if s not in needed]
+            base = [s for s in self.settings.required_scopes if s not in needed]
             raise InsufficientScope(resource_url(request, getattr(request, "mcp_endpoint_path", None)), base + needed)
 
     def needs_stream(self, requests: list[Request]) -> bool:

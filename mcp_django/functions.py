@@ -13,7 +13,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import is_dataclass
-from typing import Any, get_type_hints
+from typing import Any, cast, get_type_hints
 from urllib.parse import unquote
 
 import orjson
@@ -22,10 +22,10 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, ValidationError, create_model
 
-from .auth.scopes import missing_scopes
 from .conf import mcp_settings
 from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
 from .context import Completions, Context, current_context
+from .entries import PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
 from .exceptions import ClientRequestError, ToolError
 from .protocol.errors import InvalidParamsError, URLElicitationRequiredError
 from .schemas import argument_error, ecma_patterns, invalid_arguments
@@ -82,7 +82,7 @@ class Signature:
                 raise ImproperlyConfigured(f"{owner}: parameter {name!r} must be an ordinary named parameter")
             fields[name] = (annotation, ... if param.default is param.empty else param.default)
         self.names = list(fields)
-        self.model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        self.model: type[BaseModel] = create_model(
             f"{owner}_arguments", __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True), **fields
         )
         self.return_annotation = hints.get("return", inspect.Signature.empty)
@@ -98,7 +98,7 @@ class Signature:
             if prop.get("title") == name.replace("_", " ").title():
                 prop.pop("title")
         schema.setdefault("properties", {})
-        return ecma_patterns(schema)  # pydantic copies Python patterns (constr, Field(pattern=)) as they are
+        return cast("dict[str, Any]", ecma_patterns(schema))  # pydantic copies Python patterns (constr, Field(pattern=)) as they are
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         instance = self.model.model_validate(arguments)
@@ -136,10 +136,6 @@ class PermissionGated:
         user = getattr(request, "user", None)
         return bool(user is not None and user.has_perms(self.permissions))
 
-    def is_visible(self, request: Any) -> bool:
-        """Whether the request's user may see and use this entry (permissions and token scopes)."""
-        return self.has_permission(request) and not missing_scopes(request, self.scopes)
-
     #: Completers by argument (prompts) or variable (templates); none for tools and resources.
     complete: dict[str, Completer] = {}
 
@@ -150,7 +146,7 @@ class PermissionGated:
         return Completions(values, len(values))
 
 
-class FunctionTool(PermissionGated):
+class FunctionTool(PermissionGated, ToolEntry):
     """A tool backed by a function."""
 
     kind = "tool"
@@ -314,7 +310,7 @@ def _resource_contents(value: Any, uri: str, mime_type: str | None) -> list[dict
     return [item]
 
 
-class FunctionResource(PermissionGated):
+class FunctionResource(PermissionGated, ResourceEntry):
     """A resource with a fixed URI, read by calling a function."""
 
     kind = "resource"
@@ -397,7 +393,7 @@ def template_regex(template: str) -> re.Pattern[str]:
     return re.compile("^" + "".join(parts) + "$")
 
 
-class FunctionResourceTemplate(PermissionGated):
+class FunctionResourceTemplate(PermissionGated, TemplateEntry):
     """A family of resources named by an RFC 6570 URI template; variables become arguments."""
 
     kind = "template"
@@ -464,7 +460,7 @@ class FunctionResourceTemplate(PermissionGated):
         return _resource_contents(value, uri, self.mime_type)
 
 
-class FunctionPrompt(PermissionGated):
+class FunctionPrompt(PermissionGated, PromptEntry):
     """A prompt template backed by a function returning text or messages."""
 
     kind = "prompt"

@@ -7,15 +7,14 @@ which is the transport's business.
 
 from __future__ import annotations
 
-import enum
 import re
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
 from asgiref.sync import sync_to_async
 
-from .auth.scopes import missing_scopes
 from .conf import mcp_settings
 from .context import Context
+from .entries import Access, Completable, agate, gate, queries
 from .protocol.dispatcher import Handler
 from .protocol.errors import InvalidParamsError, ResourceNotFoundError
 from .protocol.lifecycle import parse_log_level
@@ -32,7 +31,7 @@ MAX_COMPLETIONS = 100
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def _valid_identifier(value: Any) -> bool:
+def _valid_identifier(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and bool(value) and _CONTROL_RE.search(value) is None
 
 
@@ -75,51 +74,10 @@ async def set_log_level(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     return {}
 
 
-class Access(enum.Enum):
-    """What a request may do with an entry, as decided by :func:`gate`."""
-
-    #: Listed, and every method on it runs.
-    VISIBLE = "visible"
-    #: The user holds its permissions but the OAuth token lacks its scopes: not listed, and
-    #: call/get/read answer 403 with a step-up challenge so that the user can grant them.
-    MISSING_SCOPES = "missing_scopes"
-    #: Absent from lists, and every method answers as for an entry that does not exist.
-    HIDDEN = "hidden"
-
-
-def gate(entry: Any, request: Any) -> Access:
-    """Decide what ``request`` may do with ``entry``: the one permission and scope decision.
-
-    Every method (list, call, read, get, complete, subscribe) and the transport's scope check
-    come through here, so none can forget one half of it. Entries give ``has_permission(request)``
-    (Django permissions; it may query, so call this off the event loop unless
-    :func:`_queries` says otherwise) and ``scopes`` (OAuth scopes, compared in memory). Django
-    permissions come first: an entry the user may not use never reveals itself with a 403.
-    """
-    if entry is None or not entry.has_permission(request):
-        return Access.HIDDEN
-    if missing_scopes(request, tuple(entry.scopes)):
-        return Access.MISSING_SCOPES
-    return Access.VISIBLE
-
-
-def _queries(entry: Any) -> bool:
-    # Function entries without `permissions` decide in memory (scopes only) and need no thread
-    # hop; model and admin entries decide through hooks that may query, so they always do.
-    return bool(getattr(entry, "permissions", True))
-
-
-async def agate(entry: Any, request: Any) -> Access:
-    """:func:`gate` from async code, off the event loop when the decision may query."""
-    if entry is not None and _queries(entry):
-        return await sync_to_async(gate)(entry, request)
-    return gate(entry, request)
-
-
 async def visible(entries: list[Any], ctx: Context) -> list[Any]:
     """The entries this request may see, each decided by :func:`gate`."""
     request = ctx.request
-    if any(_queries(e) for e in entries):
+    if any(queries(e) for e in entries):
         return await sync_to_async(lambda: [e for e in entries if gate(e, request) is Access.VISIBLE])()
     return [e for e in entries if gate(e, request) is Access.VISIBLE]
 
@@ -175,7 +133,7 @@ async def call_tool(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     tool = ctx.site.get_tool(name)
     # A tool the user may not use answers like one that does not exist: nothing leaks. (A token
     # lacking the scopes of a tool the user may use got its 403 from the transport already.)
-    if await agate(tool, ctx.request) is not Access.VISIBLE:
+    if tool is None or await agate(tool, ctx.request) is not Access.VISIBLE:
         raise InvalidParamsError(f"Unknown tool: {name[:128]}")
     return await tool.call(arguments, ctx)
 
@@ -188,7 +146,8 @@ def _list_resources_page(site: MCPSite, request: Any, params: dict[str, Any], pa
     """
     statics = [r for r in site.get_resources() if gate(r, request) is Access.VISIBLE]
     sections: list[Any] = [None, *site.get_model_mcps()]
-    section, key = 0, None
+    section: Any = 0
+    key: Any = None
     if params.get("cursor") is not None:
         position = decode_cursor(params["cursor"])
         section, key = position.get("s"), position.get("k")
@@ -199,8 +158,7 @@ def _list_resources_page(site: MCPSite, request: Any, params: dict[str, Any], pa
         want = page_size - len(items)
         if sections[section] is None:
             offset = key if isinstance(key, int) and not isinstance(key, bool) and key >= 0 else 0
-            page = statics[offset : offset + want]
-            items += [r.definition() for r in page]
+            items += [r.definition() for r in statics[offset : offset + want]]
             if offset + want < len(statics):
                 return {"resources": items, "nextCursor": encode_cursor({"s": section, "k": offset + want})}
         else:
@@ -290,7 +248,7 @@ async def get_prompt(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     name = _require_str(params, "name")
     arguments = _optional_object(params, "arguments")
     prompt = ctx.site.get_prompt(name)
-    if await agate(prompt, ctx.request) is not Access.VISIBLE:
+    if prompt is None or await agate(prompt, ctx.request) is not Access.VISIBLE:
         raise InvalidParamsError(f"Unknown prompt: {name[:128]}")
     return await prompt.get(arguments, ctx)
 
@@ -306,22 +264,26 @@ async def complete(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         raise InvalidParamsError('Invalid params: "argument" must not contain control characters')
     context_args = _optional_object(_optional_object(params, "context"), "arguments")
     ref_type = ref.get("type")
+    entry: Completable | None
     # Completion offers values, so it is gated like a read: anything short of VISIBLE answers
     # exactly as a prompt or template that does not exist.
     if ref_type == "ref/prompt":
         prompt_name = _require_str(ref, "name")
         entry = ctx.site.get_prompt(prompt_name)
-        if await agate(entry, ctx.request) is not Access.VISIBLE:
+        if entry is None or await agate(entry, ctx.request) is not Access.VISIBLE:
             raise InvalidParamsError(f"Unknown prompt: {prompt_name[:128]}")
     elif ref_type == "ref/resource":
         uri = _require_str(ref, "uri")
         model_mcp = next((m for m in ctx.site.get_model_mcps() if m.uri_template == uri), None)
         entry = model_mcp or ctx.site.get_resource_template(uri) or ctx.site.get_resource(uri)
-        if await agate(entry, ctx.request) is not Access.VISIBLE:
+        if entry is None or await agate(entry, ctx.request) is not Access.VISIBLE:
             raise InvalidParamsError(f"Unknown resource template: {uri[:200]}")
     else:
         raise InvalidParamsError('Invalid params: "ref.type" must be "ref/prompt" or "ref/resource"')
-    values, total = await entry.completions(ctx.request, name, value, context_args)
+    # Model row templates read request.user; the engine always sets it (only unit tests of
+    # function entries build a Context without one).
+    request: Any = ctx.request
+    values, total = await entry.completions(request, name, value, context_args)
     completion: dict[str, Any] = {"values": values[:MAX_COMPLETIONS], "hasMore": len(values) > MAX_COMPLETIONS}
     if total is not None:
         completion["total"] = total

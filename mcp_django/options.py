@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from functools import cached_property, reduce
 from operator import or_
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -34,6 +35,7 @@ from rest_framework import serializers
 
 from .auth.scopes import missing_scopes
 from .context import Completions
+from .entries import ToolEntry
 from .functions import TOOL_NAME_RE
 from .protocol.errors import InvalidParamsError
 from .schemas import argument_error, error_message, invalid_arguments, nullable, pk_json_type, serializer_schema
@@ -339,7 +341,7 @@ def _safe_name(value: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", value)
 
 
-class ModelTool:
+class ModelTool(ToolEntry):
     """A generated tool (search, get, create, update, delete) of one ``ModelMCP``."""
 
     kind = "tool"
@@ -443,13 +445,11 @@ class ModelTool:
             return mm.has_change_permission(request)
         return mm.has_delete_permission(request)
 
-    def is_visible(self, request: HttpRequest) -> bool:
-        return self.has_permission(request) and not missing_scopes(request, self.scopes)
-
     # -- calls --------------------------------------------------------------------------------
 
     async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        return await sync_to_async(self._call, thread_sensitive=True)(arguments, ctx.request)
+        # The engine always gives tools the request (only unit tests build contexts without one).
+        return await sync_to_async(self._call, thread_sensitive=True)(arguments, cast("HttpRequest", ctx.request))
 
     def _result(self, data: dict[str, Any]) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": orjson.dumps(data, default=str).decode()}], "structuredContent": data}
@@ -480,7 +480,8 @@ class ModelTool:
         schema_errors = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
         if schema_errors:
             return self._invalid(schema_errors, arguments, request)
-        return getattr(self, f"_{self.action}")(dict(arguments), request)
+        action: Callable[[dict[str, Any], HttpRequest], dict[str, Any]] = getattr(self, f"_{self.action}")
+        return action(dict(arguments), request)
 
     def _invalid(self, schema_errors: list[Any], arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
         """Every argument's problem in one answer: the schema's, then (for writes) what the
@@ -614,7 +615,8 @@ class KeysetOrdering:
         if self.field is not None and self.field.null:
             # NULLs sort differently per database; a nullable key cannot be a reliable keyset.
             raise ValueError(f"ordering on nullable field {name!r} is not supported by keyset pagination")
-        self.name = None if self.field is None else self.field.attname
+        # The column compared after "pk" (only used when ordering on a field).
+        self.name: str = "pk" if self.field is None else self.field.attname
         self.order_by = ["pk"] if self.field is None else [ordering.replace(name, self.name), "pk"]
 
     def position(self, obj: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 from weakref import WeakSet
 
 from django.apps import apps
@@ -32,7 +32,12 @@ from .protocol.dispatcher import Handler
 from .protocol.lifecycle import LIST_KINDS
 
 if TYPE_CHECKING:
+    from django.db.models import Model
+
+    from .adminsite import AdminBridge
     from .engine import Engine
+    from .entries import ToolEntry
+    from .options import ModelMCP
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,7 +61,7 @@ class MCPSite:
         # model classes map to ModelMCP instances, (kind, name) to function entries and
         # ("admin", n) to register_admin() calls applied lazily (see _registry).
         self._entries: dict[Any, Any] = {}
-        self._bridges: list[Any] = []
+        self._bridges: list[AdminBridge] = []
         self._bridge_lock = threading.RLock()
         self.name = name
         self._handlers: dict[str, Handler] | None = None
@@ -114,10 +119,12 @@ class MCPSite:
         from .adminsite import AdminModelMCP, refuse_own_model
         from .options import ModelMCP
 
-        models = [model_or_iterable] if isinstance(model_or_iterable, ModelBase) else list(model_or_iterable)
+        candidates = [model_or_iterable] if isinstance(model_or_iterable, ModelBase) else list(model_or_iterable)
+        for candidate in candidates:
+            if not isinstance(candidate, ModelBase):
+                raise ImproperlyConfigured(f"{candidate!r} is not a Django model class.")
+        models = cast("list[type[Model]]", candidates)
         for model in models:
-            if not isinstance(model, ModelBase):
-                raise ImproperlyConfigured(f"{model!r} is not a Django model class.")
             refuse_own_model(model)
             if model._meta.abstract:
                 raise ImproperlyConfigured(f"The model {model.__name__} is abstract, so it cannot be registered with MCP.")
@@ -248,18 +255,18 @@ class MCPSite:
     def is_registered(self, model_or_kind: Any, name: str | None = None) -> bool:
         return (model_or_kind if name is None else (model_or_kind, name)) in self._registry
 
-    def get_model_mcp(self, model: Any) -> Any:
+    def get_model_mcp(self, model: Any) -> ModelMCP:
         try:
-            return self._registry[model]
+            return cast("ModelMCP", self._registry[model])
         except KeyError:
             raise NotRegistered(f"The model {model.__name__} is not registered on {self!r}.") from None
 
-    def get_model_mcps(self) -> list[Any]:
+    def get_model_mcps(self) -> list[ModelMCP]:
         from .options import ModelMCP
 
         return [e for e in self._registry.values() if isinstance(e, ModelMCP)]
 
-    def get_model_mcp_for_uri(self, uri: str) -> tuple[Any, str] | None:
+    def get_model_mcp_for_uri(self, uri: str) -> tuple[ModelMCP, str] | None:
         """Find the ModelMCP of a ``django://<app_label>/<name>/<pk>`` URI; return it with the pk."""
         from .options import uri_scheme
 
@@ -389,15 +396,15 @@ class MCPSite:
     def _of(self, cls: type) -> list[Any]:
         return [e for e in self._registry.values() if isinstance(e, cls)]
 
-    def get_tools(self) -> list[Any]:
+    def get_tools(self) -> list[ToolEntry]:
         """Function and admin-action tools, then each registered model's generated tools."""
-        tools: list[Any] = [e for k, e in self._registry.items() if isinstance(k, tuple) and k[0] == "tool"]
+        tools: list[ToolEntry] = [e for k, e in self._registry.items() if isinstance(k, tuple) and k[0] == "tool"]
         for model_mcp in self.get_model_mcps():
             tools.extend(model_mcp.get_generated_tools())
         return tools
 
-    def get_tool(self, name: str) -> Any:
-        entry = self._registry.get(("tool", name))
+    def get_tool(self, name: str) -> ToolEntry | None:
+        entry: ToolEntry | None = self._registry.get(("tool", name))
         if entry is not None:
             return entry
         for model_mcp in self.get_model_mcps():
@@ -566,14 +573,14 @@ class MCPSite:
         return errors
 
 
-class DefaultMCPSite(LazyObject):
+class DefaultMCPSite(LazyObject):  # type: ignore[type-arg]  # generic only in django-stubs
     """The default site, built on first use from the app config (like ``admin.site``)."""
 
     def _setup(self) -> None:
         from django.apps import apps
         from django.utils.module_loading import import_string
 
-        site_class = import_string(apps.get_app_config("mcp_django").default_site)
+        site_class = import_string(apps.get_app_config("mcp_django").default_site)  # type: ignore[attr-defined]  # MCPDjangoConfig's
         self._wrapped = site_class()
 
     def __repr__(self) -> str:

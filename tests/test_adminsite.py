@@ -85,6 +85,27 @@ def test_model_admin_fields_search_and_queryset_are_reused() -> None:
     assert model_mcp.search_fields == ("title",)
 
 
+def test_an_expression_in_the_admin_ordering_is_left_out_of_the_search_orderings() -> None:
+    # ModelAdmin.ordering may hold expressions; they have no name a client could pass, and as
+    # enum values they made tools/list unserialisable.
+    from django.db.models import F
+
+    from mcp_django.protocol.jsonrpc import encode
+
+    class OrderedNoteAdmin(NoteAdmin):
+        ordering = [F("priority").desc(), "title"]
+
+    admin_site = admin.AdminSite(name="ordered-admin")
+    admin_site.register(Note, OrderedNoteAdmin)
+    mcp_site = MCPSite(name="ordered-mcp")
+    mcp_site.register_admin(admin_site)
+    assert mcp_site.get_model_mcp(Note).ordering == ("title",)
+    search = mcp_site.get_tool("testapp_note_search")
+    assert search is not None
+    assert search.definition()["inputSchema"]["properties"]["ordering"]["enum"] == ["title"]
+    encode(search.definition())
+
+
 @pytest.mark.django_db
 def test_action_runs_on_the_users_rows_with_the_admin_permission() -> None:
     _, mcp_site = _sites()

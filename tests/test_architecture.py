@@ -127,6 +127,23 @@ def test_settings_are_read_through_the_typed_object() -> None:
         if path.name == "conf.py":
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            if re.search(r"mcp_settings\.(get\(|[A-Z])", line):
+            if re.search(r"(mcp_settings|self\.settings)\.(get\(|[A-Z])", line):
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_every_entry_has_one_interface_and_one_gate() -> None:
+    """Tools, resources, templates and prompts of every origin subclass the protocols the
+    handlers see, and none decides its own visibility: ``is_visible`` is the gate's."""
+    from mcp_django.adminsite import AdminActionTool
+    from mcp_django.entries import Entry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
+    from mcp_django.functions import FunctionPrompt, FunctionResource, FunctionResourceTemplate, FunctionTool
+    from mcp_django.options import ModelTool
+
+    kinds = {
+        FunctionTool: ToolEntry, ModelTool: ToolEntry, AdminActionTool: ToolEntry,
+        FunctionResource: ResourceEntry, FunctionResourceTemplate: TemplateEntry, FunctionPrompt: PromptEntry,
+    }
+    for cls, protocol in kinds.items():
+        assert protocol in cls.__mro__, cls
+        assert cls.is_visible is Entry.is_visible, f"{cls.__name__} decides its own visibility"

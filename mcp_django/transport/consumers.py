@@ -177,13 +177,13 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         except MCPError as exc:
             await self.send_json(400, error_message(exc.request_id, exc))
             return
-        first = decoded.messages[0]
         if any(isinstance(m, Request) and m.method == "initialize" for m in decoded.messages):
             await self.initialize(principal, decoded)
             return
-        if self.headers.get("mcp-session-id") is None and is_lone_ping(decoded):
+        ping = lone_ping(decoded)
+        if ping is not None and self.headers.get("mcp-session-id") is None:
             # ping is the one request allowed before initialize (lifecycle spec).
-            await self.send_json(200, result_message(first.id, {}))  # type: ignore[union-attr]
+            await self.send_json(200, result_message(ping.id, {}))
             return
         session = await self.session(principal)
         received = await self.engine.receive(principal, session, decoded)
@@ -264,5 +264,6 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         return self.sse
 
 
-def is_lone_ping(decoded: Decoded) -> bool:
-    return not decoded.is_batch and isinstance(decoded.messages[0], Request) and decoded.messages[0].method == "ping"
+def lone_ping(decoded: Decoded) -> Request | None:
+    first = decoded.messages[0]
+    return first if not decoded.is_batch and isinstance(first, Request) and first.method == "ping" else None

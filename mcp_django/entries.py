@@ -1,0 +1,134 @@
+"""The one interface every registry entry offers the server, and the one gate deciding what a
+request may do with an entry.
+
+Function tools, resources, templates and prompts, model tools and admin-action tools all
+subclass one of the protocols below; the handlers see only these. Whether a request may see and
+use an entry (Django permissions, then OAuth scopes) is decided by :func:`gate` alone: lists,
+calls, reads, completions, subscriptions and the transport's step-up check all come through it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+from asgiref.sync import sync_to_async
+
+from .auth.scopes import missing_scopes
+
+if TYPE_CHECKING:
+    from .context import Completions, Context
+
+
+@runtime_checkable
+class Gated(Protocol):
+    """Something a request is let near by Django permissions and OAuth scopes."""
+
+    #: OAuth scopes a token needs, on top of the site's REQUIRED_SCOPES.
+    @property
+    def scopes(self) -> Sequence[str]: ...
+
+    def has_permission(self, request: Any) -> bool:
+        """Whether the request's user holds the Django permissions (it may query)."""
+        ...
+
+
+class Completable(Gated, Protocol):
+    """What ``completion/complete`` can ask: prompts, templates and models' row templates."""
+
+    async def completions(self, request: Any, argument: str, value: str, context: dict[str, str]) -> Completions: ...
+
+
+class Entry(Gated, Protocol):
+    """A tool, resource, resource template or prompt as the server sees it."""
+
+    kind: ClassVar[str]
+
+    def definition(self) -> dict[str, Any]:
+        """The entry as listed (``Tool``, ``Resource``, ``ResourceTemplate``, ``Prompt``)."""
+        ...
+
+    def is_visible(self, request: Any) -> bool:
+        """Whether ``request`` may see and use this entry: :func:`gate` says VISIBLE."""
+        return gate(self, request) is Access.VISIBLE
+
+
+class ToolEntry(Entry, Protocol):
+    name: str
+
+    @property
+    def streams(self) -> bool:
+        """Whether its answer goes on an SSE stream (it may send progress, logs or requests)."""
+        ...
+
+    async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        """The ``CallToolResult``; a tool's own failure is a result with ``isError``."""
+        ...
+
+
+class ResourceEntry(Entry, Protocol):
+    uri: str
+
+    async def read(self, uri: str, ctx: Context) -> list[dict[str, Any]]: ...
+
+    async def completions(self, request: Any, argument: str, value: str, context: dict[str, str]) -> Completions: ...
+
+
+class TemplateEntry(Entry, Protocol):
+    uri_template: str
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        """The template's variables in ``uri``, or None when it does not match."""
+        ...
+
+    async def read(self, uri: str, variables: dict[str, str], ctx: Context) -> list[dict[str, Any]]: ...
+
+    async def completions(self, request: Any, argument: str, value: str, context: dict[str, str]) -> Completions: ...
+
+
+class PromptEntry(Entry, Protocol):
+    name: str
+
+    async def get(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]: ...
+
+    async def completions(self, request: Any, argument: str, value: str, context: dict[str, str]) -> Completions: ...
+
+
+class Access(enum.Enum):
+    """What a request may do with an entry, as decided by :func:`gate`."""
+
+    #: Listed, and every method on it runs.
+    VISIBLE = "visible"
+    #: The user holds its permissions but the OAuth token lacks its scopes: not listed, and
+    #: call/get/read answer 403 with a step-up challenge so that the user can grant them.
+    MISSING_SCOPES = "missing_scopes"
+    #: Absent from lists, and every method answers as for an entry that does not exist.
+    HIDDEN = "hidden"
+
+
+def gate(entry: Gated | None, request: Any) -> Access:
+    """Decide what ``request`` may do with ``entry``: the one permission and scope decision.
+
+    Django permissions come first: an entry the user may not use never reveals itself with a
+    403. ``has_permission`` may query, so call this off the event loop unless
+    :func:`queries` says otherwise (or use :func:`agate`).
+    """
+    if entry is None or not entry.has_permission(request):
+        return Access.HIDDEN
+    if missing_scopes(request, tuple(entry.scopes)):
+        return Access.MISSING_SCOPES
+    return Access.VISIBLE
+
+
+def queries(entry: Gated) -> bool:
+    """Whether deciding ``entry`` may query: function entries without ``permissions`` decide
+    in memory (scopes only); model and admin entries decide through hooks that may."""
+    return bool(getattr(entry, "permissions", True))
+
+
+async def agate(entry: Gated | None, request: Any) -> Access:
+    """:func:`gate` from async code, off the event loop when the decision may query."""
+    if entry is not None and queries(entry):
+        return await sync_to_async(gate)(entry, request)
+    return gate(entry, request)
