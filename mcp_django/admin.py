@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 from django.contrib import admin, messages
@@ -14,6 +14,24 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from .models import Elicitation, Event, RunningRequest, ServerRequest, Session, SessionState, UserSecret, UserState
+
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin
+    _TabularInline = admin.TabularInline
+else:
+
+    class _Subscriptable:
+        """``Base[Model]`` as a base class: django-stubs makes the admin classes generic in their
+        model, Django's own are not subscriptable, so at run time this is ``Base`` itself."""
+
+        def __init__(self, base: type) -> None:
+            self.base = base
+
+        def __getitem__(self, params: object) -> type:
+            return self.base
+
+    _ModelAdmin = _Subscriptable(admin.ModelAdmin)
+    _TabularInline = _Subscriptable(admin.TabularInline)
 
 
 def _site_named(name: str) -> Any:
@@ -83,10 +101,10 @@ class ReadOnlyMixin:
         return False
 
 
-class EventInline(ReadOnlyMixin, admin.TabularInline):
+class EventInline(ReadOnlyMixin, _TabularInline[Event, Session]):
     model = Event
     fields = ["stream", "seq", "created_at", "payload"]
-    readonly_fields = fields
+    readonly_fields = fields  # type: ignore[assignment]  # one list of plain names; the stubs type fields wider
     extra = 0
     can_delete = False
     ordering = ["created_at", "seq"]
@@ -99,19 +117,19 @@ class EventInline(ReadOnlyMixin, admin.TabularInline):
         return qs.filter(pk__in=latest)
 
 
-class SessionStateInline(ReadOnlyMixin, admin.TabularInline):
+class SessionStateInline(ReadOnlyMixin, _TabularInline[SessionState, Session]):
     """The session's ``ctx.session_state`` (cleared with the "Clear session state" action)."""
 
     model = SessionState
     fields = ["key", "value", "updated_at"]
-    readonly_fields = fields
+    readonly_fields = fields  # type: ignore[assignment]  # one list of plain names; the stubs type fields wider
     extra = 0
     can_delete = False
     verbose_name_plural = _("session state")
 
 
 @admin.register(Session)
-class SessionAdmin(ServerMixin, ReadOnlyMixin, admin.ModelAdmin):
+class SessionAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[Session]):
     list_display = ["short_id", "user", "client_name", "client_version", "protocol_version", "created_at", "last_active_at", "state_badge"]
     list_filter = [StateFilter, ServerFilter, "protocol_version", "client_name", "created_at"]
     search_fields = ["id", "client_name", "user__username", "user__email"]
@@ -193,7 +211,7 @@ class SessionAdmin(ServerMixin, ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Event)
-class EventAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class EventAdmin(ReadOnlyMixin, _ModelAdmin[Event]):
     list_display = ["event_id", "session", "created_at", "closes_stream", "short_payload"]
     list_filter = ["created_at", "closes_stream"]
     search_fields = ["session__id", "stream", "payload"]
@@ -206,7 +224,7 @@ class EventAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(ServerRequest)
-class ServerRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class ServerRequestAdmin(ReadOnlyMixin, _ModelAdmin[ServerRequest]):
     list_display = ["request_id", "method", "session", "state", "created_at", "answered_at"]
     list_filter = ["state", "method", "created_at"]
     search_fields = ["session__id", "request_id", "method"]
@@ -215,7 +233,7 @@ class ServerRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(RunningRequest)
-class RunningRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class RunningRequestAdmin(ReadOnlyMixin, _ModelAdmin[RunningRequest]):
     """Client requests being answered now, and which process holds each (a lapsed lease means
     the process died; the stream is closed with an error on the next resume or start-up)."""
 
@@ -231,7 +249,7 @@ class RunningRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Elicitation)
-class ElicitationAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class ElicitationAdmin(ReadOnlyMixin, _ModelAdmin[Elicitation]):
     """URL elicitations: who was asked what, and how it ended. Nothing entered on the pages is here."""
 
     list_display = ["id_short", "user", "view_name", "state_now", "created_at", "expires_at", "completed_at"]
@@ -250,7 +268,7 @@ class ElicitationAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(UserSecret)
-class UserSecretAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class UserSecretAdmin(ReadOnlyMixin, _ModelAdmin[UserSecret]):
     """Which services a user connected. The secret itself is never shown (not even encrypted);
     deleting the row is how a user's secret is revoked."""
 
@@ -258,15 +276,15 @@ class UserSecretAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_filter = ["service"]
     search_fields = ["service", "user__username"]
     fields = ["user", "service", "created_at", "updated_at"]
-    readonly_fields = fields
+    readonly_fields = fields  # type: ignore[assignment]  # one list of plain names; the stubs type fields wider
 
 
 @admin.register(UserState)
-class UserStateAdmin(ServerMixin, ReadOnlyMixin, admin.ModelAdmin):
+class UserStateAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[UserState]):
     """``ctx.user_state``: what tools keep for each user, across sessions; delete rows to clear."""
 
     list_display = ["key", "user", "server", "updated_at"]
     list_filter = [ServerFilter]
     search_fields = ["key", "user__username"]
     fields = ["user", "server", "key", "value", "updated_at"]
-    readonly_fields = fields
+    readonly_fields = fields  # type: ignore[assignment]  # one list of plain names; the stubs type fields wider

@@ -1,3 +1,6 @@
+from types import ModuleType
+from typing import cast
+
 from django.apps import AppConfig
 from django.core import checks
 from django.utils.translation import gettext_lazy as _
@@ -72,4 +75,6 @@ class McpDjangoConfig(SimpleMcpDjangoConfig):
 
     def ready(self) -> None:
         super().ready()
-        self.module.autodiscover()
+        # The app's package, which Django imported when it made this config (None only for a
+        # config built by hand).
+        cast(ModuleType, self.module).autodiscover()

@@ -8,7 +8,7 @@ Shape and type problems are reported by ``checks.py`` with ids.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -166,9 +166,13 @@ class Setting(Generic[T]):
         self.key = key
         self.convert = convert
 
-    def __get__(self, instance: MCPSettings | None, owner: type | None = None) -> T:
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> Setting[T]: ...
+    @overload
+    def __get__(self, instance: MCPSettings, owner: type | None = None) -> T: ...
+    def __get__(self, instance: MCPSettings | None, owner: type | None = None) -> T | Setting[T]:
         if instance is None:
-            return self  # type: ignore[return-value]  (the class attribute is the accessor)
+            return self  # the class attribute is the accessor
         return self.convert(instance.get(self.key))
 
 
@@ -257,9 +261,9 @@ class MCPSettings:
     def authentication_class(self) -> type:
         value = self.get("AUTHENTICATION")
         path = AUTHENTICATION_ALIASES.get(value, value) if isinstance(value, str) else value
-        if isinstance(path, str):
-            return perform_import(path, "AUTHENTICATION")
-        return path
+        # A dotted path or a class given directly; checks.py (E004) reports anything else.
+        auth_class: type = perform_import(path, "AUTHENTICATION") if isinstance(path, str) else path
+        return auth_class
 
     session_cache_seconds: Setting[float] = Setting("SESSION_CACHE_SECONDS", float)
     session_cache_max_entries: Setting[int] = Setting("SESSION_CACHE_MAX_ENTRIES", int)
@@ -287,7 +291,7 @@ class MCPSettings:
     channel_layer: Setting[str] = Setting("CHANNEL_LAYER", str)
 
     @property
-    def connect_providers(self) -> dict[str, Any]:
+    def connect_providers(self) -> dict[str, dict[str, Any]]:
         value = self.get("CONNECT_PROVIDERS")
         return value if isinstance(value, dict) else {}  # anything else is E015
 

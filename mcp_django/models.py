@@ -7,7 +7,7 @@ disconnect, on any process, and read in the admin.
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models
@@ -74,7 +74,7 @@ class Session(models.Model):
         return self.state == "active"
 
     @staticmethod
-    def expiry_from(now: timezone.datetime, ttl_seconds: int) -> timezone.datetime:
+    def expiry_from(now: datetime, ttl_seconds: int) -> datetime:
         return now + timedelta(seconds=ttl_seconds)
 
 

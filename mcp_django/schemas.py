@@ -16,7 +16,7 @@ import datetime
 import re
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.validators import (
@@ -291,7 +291,7 @@ def decimal_description(low: Decimal | None, high: Decimal | None, decimal_place
     return f"A decimal number{span} with {places} decimal places, as a JSON number or a string."
 
 
-class FieldSchemas(AutoSchema):
+class FieldSchemas(AutoSchema):  # type: ignore[misc]  # DRF ships no type information
     """DRF's serializer mapping, as JSON Schema 2020-12 that MCP clients accept.
 
     ``output=True`` describes what the serializer writes (decimals as strings when DRF coerces
@@ -309,7 +309,7 @@ class FieldSchemas(AutoSchema):
             return {}  # any JSON value: DRF's "object" or "string" would refuse lists and numbers
         if isinstance(field, serializers.PrimaryKeyRelatedField) and not getattr(field, "pk_field", None):
             return self.map_related_pk(field)
-        return super().map_field(field)
+        return cast(dict[str, Any], super().map_field(field))  # DRF's mapping: a schema dict
 
     def map_related_pk(self, field: serializers.PrimaryKeyRelatedField) -> dict[str, Any]:
         """The JSON type of the related primary key (DRF knows it only for auto fields)."""
@@ -353,7 +353,9 @@ class FieldSchemas(AutoSchema):
             elif isinstance(validator, URLValidator):
                 schema["format"] = "uri"  # its pattern is IGNORECASE: left to the format
             elif isinstance(validator, RegexValidator):
-                translated = None if validator.inverse_match else ecma_pattern(validator.regex.pattern, validator.regex.flags)
+                # Compiled by the validator's __init__ (a str only on a class definition).
+                regex = cast(re.Pattern[str], validator.regex)
+                translated = None if validator.inverse_match else ecma_pattern(regex.pattern, regex.flags)
                 patterns.append(translated)
             elif isinstance(validator, MaxLengthValidator):
                 schema["maxItems" if isinstance(field, serializers.ListField) else "maxLength"] = validator.limit_value

@@ -10,7 +10,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -54,7 +54,7 @@ class BaseEventStore:
         """Return the highest sequence number stored on a stream (0 when empty)."""
         raise NotImplementedError("Event stores must implement last_seq(session_id, stream)")
 
-    def clear_expired(self, before: timezone.datetime) -> int:
+    def clear_expired(self, before: datetime) -> int:
         """Delete events created before ``before``; return how many."""
         raise NotImplementedError("Event stores must implement clear_expired(before)")
 
@@ -177,14 +177,16 @@ class DatabaseEventStore(BaseEventStore):
     def last_seq(self, session_id: str, stream: str) -> int:
         return Event.objects.filter(session_id=session_id, stream=stream).aggregate(m=Max("seq"))["m"] or 0
 
-    def clear_expired(self, before: timezone.datetime) -> int:
+    def clear_expired(self, before: datetime) -> int:
         deleted, _ = Event.objects.filter(created_at__lt=before).delete()
         return deleted
 
 
 def get_event_store() -> BaseEventStore:
     """Return an instance of the configured event store class."""
-    return mcp_settings.event_store_class()
+    # An import string resolved at run time; checks.py reports one that is no event store.
+    store_class: type[BaseEventStore] = mcp_settings.event_store_class
+    return store_class()
 
 
 class SessionCache:

@@ -147,3 +147,13 @@ def test_every_entry_has_one_interface_and_one_gate() -> None:
     for cls, protocol in kinds.items():
         assert protocol in cls.__mro__, cls
         assert cls.is_visible is Entry.is_visible, f"{cls.__name__} decides its own visibility"
+
+
+def test_mypy_strict_finds_nothing() -> None:
+    # Strict, with django-stubs' plugin: [tool.mypy] in pyproject.toml. No cache, so a stale
+    # one can never hide an error.
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "mypy"), "--no-incremental", "--cache-dir", os.devnull],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.urls import reverse
@@ -98,7 +98,7 @@ async def wait(elicitation_id: str, timeout: float) -> str:
         except asyncio.TimeoutError:
             await sync_to_async(expire)(elicitation_id)
             return Elicitation.State.EXPIRED
-        return message["state"]
+        return cast(str, message["state"])  # as announce sent it
     finally:
         await layer.group_discard(group, channel)
 

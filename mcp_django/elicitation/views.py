@@ -8,11 +8,12 @@ and works without JavaScript.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.utils.decorators import method_decorator
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.cache import never_cache
@@ -22,9 +23,14 @@ from django.views.generic import FormView
 from ..models import Elicitation
 from . import services
 
+if TYPE_CHECKING:
+    _FormView = FormView[forms.Form]
+else:
+    _FormView = FormView  # generic in django-stubs only: Django's FormView is not subscriptable
+
 
 @method_decorator([csrf_protect, never_cache], name="dispatch")
-class ElicitationView(LoginRequiredMixin, FormView):
+class ElicitationView(LoginRequiredMixin, _FormView):
     """Base page of one elicitation. Subclasses set ``form_class`` and implement :meth:`complete`."""
 
     site: Any = None
@@ -33,7 +39,7 @@ class ElicitationView(LoginRequiredMixin, FormView):
     form_class: type[forms.Form] = forms.Form
     elicitation: Elicitation
 
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not request.user.is_authenticated:
             return self.handle_no_permission()  # to the login page, and back here after
         elicitation = services.open_for(kwargs["elicitation_id"], request.user)

@@ -7,7 +7,7 @@ becomes an :class:`Invalid` entry so that its siblings are still served, as JSON
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -63,7 +63,7 @@ class Decoded:
     is_batch: bool
 
 
-def is_valid_id(value: Any) -> bool:
+def is_valid_id(value: Any) -> TypeGuard[RequestId]:
     """Tell whether ``value`` may be a request id: a string or an integer, never null or bool."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 

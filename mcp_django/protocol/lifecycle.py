@@ -78,7 +78,7 @@ def initialize_result(
 def parse_log_level(params: dict[str, Any]) -> str:
     """Validate ``logging/setLevel`` params."""
     level = params.get("level")
-    if level not in LOG_LEVELS:
+    if not isinstance(level, str) or level not in LOG_LEVELS:
         raise InvalidParamsError(f'Invalid params: "level" must be one of {", ".join(LOG_LEVELS)}')
     return level
 

@@ -17,7 +17,7 @@ from ..conf import mcp_settings
 #: The stream token of a session's standalone (GET) stream.
 GET_STREAM = "get"
 
-class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
+class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):  # type: ignore[misc]  # channels ships no type information
     """Channels' in-memory layer, but sweeping expired messages and groups at most once a second.
 
     The stock layer walks every channel and every group on each send, receive and group_send;

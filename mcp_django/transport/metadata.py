@@ -18,7 +18,7 @@ from ..auth.oauth import protected_resource_metadata, resource_url
 from ..protocol.jsonrpc import encode
 
 
-class MetadataConsumer(AsyncHttpConsumer):
+class MetadataConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # channels ships no type information
     """Answer GET (and CORS preflight) for one endpoint's protected-resource metadata."""
 
     def __init__(self, endpoint_path: str, **kwargs: Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from typing import Any
+from typing import Any, cast
 
 from ..conf import mcp_settings
 from ..exceptions import ClientRequestError
@@ -126,7 +126,7 @@ class StreamEmitter:
         except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
             await asyncio.shield(self._cancel_request(requests, request_id, "timed out" if isinstance(exc, asyncio.TimeoutError) else "cancelled"))
             raise
-        return message["response"]
+        return cast(dict[str, Any], message["response"])  # as deliver_response sent it
 
     async def _cancel_request(self, requests: ServerRequestStore, request_id: str, reason: str) -> None:
         await requests.acancel(self.session_id, request_id)
