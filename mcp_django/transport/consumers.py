@@ -21,7 +21,7 @@ from channels.utils import await_many_dispatch
 from ..auth.base import AuthenticationFailed
 from ..conf import mcp_settings
 from ..engine import Engine, Principal
-from ..protocol.errors import INVALID_REQUEST, MCPError, TransportError
+from ..protocol.errors import InvalidRequestError, MCPError, TransportError
 from ..protocol.jsonrpc import Decoded, Request, decode, encode, error_message, result_message
 from ..protocol.limits import body_too_large
 from ..protocol.sse import parse_event_id
@@ -105,7 +105,7 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         except TransportError as exc:
             await self.send_transport_error(exc)
         except AuthenticationFailed as exc:
-            await self.send_json(exc.status, {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": exc.message}}, exc.headers)
+            await self.send_json(exc.status, error_message(None, InvalidRequestError(exc.message)), exc.headers)
         if self.sse is None:
             raise StopConsumer()
 
