@@ -1,11 +1,12 @@
 """JSON-RPC and MCP error codes, and the exceptions that carry them onto the wire.
 
-Errors are data: each subclass only sets ``code`` and ``default_message``. Handlers raise
-them; the dispatcher turns them into JSON-RPC error objects.
+Errors are data: each subclass only sets ``code``, ``default_message`` and, where the spec fixes
+one, ``http_status``. Handlers raise them; the dispatcher turns them into JSON-RPC error objects.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 PARSE_ERROR: Final = -32700
@@ -29,6 +30,15 @@ RESOURCE_NOT_FOUND: Final = -32002
 URL_ELICITATION_REQUIRED: Final = -32042
 """The request needs a URL-mode elicitation first (2025-11-25 only)."""
 
+HEADER_MISMATCH: Final = -32020
+"""HTTP headers missing, malformed or disagreeing with the body (2026-07-28)."""
+
+MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
+"""The request needs a client capability its ``_meta`` did not declare (2026-07-28)."""
+
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+"""The request's ``_meta`` protocol version is not one the server serves (2026-07-28)."""
+
 
 class MCPError(Exception):
     """An error that is answered to the client as a JSON-RPC error object."""
@@ -37,6 +47,8 @@ class MCPError(Exception):
     default_message: str = "Internal error"
     #: The id of the request this error answers, when it could be read from a bad message.
     request_id: str | int | None = None
+    #: The HTTP status the spec demands for this error, or None to let the transport decide.
+    http_status: int | None = None
 
     def __init__(self, message: str | None = None, data: Any = None) -> None:
         self.message = message or self.default_message
@@ -87,6 +99,52 @@ class ResourceNotFoundError(MCPError):
 class URLElicitationRequiredError(MCPError):
     code = URL_ELICITATION_REQUIRED
     default_message = "This request requires more information."
+
+
+class InvalidRequestMetaError(InvalidParamsError):
+    """-32602 for a modern request whose ``_meta`` lacks or garbles a required field.
+
+    The 2026-07-28 spec (basic/index, "_meta") demands HTTP 400 here, unlike other -32602s.
+    """
+
+    http_status = 400
+
+
+class HeaderMismatchError(MCPError):
+    """Headers and body disagree, or a required header is missing or malformed (HTTP 400)."""
+
+    code = HEADER_MISMATCH
+    default_message = "Header mismatch"
+    http_status = 400
+
+
+class MissingRequiredClientCapabilityError(MCPError):
+    """The request needs capabilities the client did not declare (HTTP 400).
+
+    ``data.requiredCapabilities`` is a ``ClientCapabilities`` object, as schema.ts defines it.
+    """
+
+    code = MISSING_REQUIRED_CLIENT_CAPABILITY
+    default_message = "Missing required client capability"
+    http_status = 400
+
+    def __init__(self, message: str | None = None, data: Any = None, *, required_capabilities: dict[str, Any] | None = None) -> None:
+        if required_capabilities is not None:
+            data = {"requiredCapabilities": required_capabilities}
+        super().__init__(message, data)
+
+
+class UnsupportedProtocolVersionError(MCPError):
+    """The requested version is not served; ``data`` lists what is, so the client can retry (HTTP 400)."""
+
+    code = UNSUPPORTED_PROTOCOL_VERSION
+    default_message = "Unsupported protocol version"
+    http_status = 400
+
+    def __init__(self, message: str | None = None, data: Any = None, *, requested: str | None = None, supported: Sequence[str] = ()) -> None:
+        if requested is not None:
+            data = {"supported": list(supported), "requested": requested}
+        super().__init__(message, data)
 
 
 # How a JSON-RPC error travels over HTTP when it is the whole answer to a POST that carried no
