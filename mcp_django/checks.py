@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from difflib import get_close_matches
 from typing import Any
@@ -106,6 +107,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     except (ImportError, TypeError) as exc:
         errors.append(Error(f"MCP_DJANGO['EVENT_STORE_CLASS'] {store!r} is not usable: {exc}.", id="mcp_django.E007"))
     errors += _check_limits(user)
+    errors += _check_request_state(user)
     errors += _check_oauth(user, auth)
     errors += _check_channel_layer(user)
     errors += _check_asgi()
@@ -151,6 +153,31 @@ def _check_limits(user: dict[str, Any]) -> list[CheckMessage]:
         if isinstance(body, int) and not isinstance(body, bool) and 0 < body < user.get(key, DEFAULTS[key]):
             errors.append(Warning(f"MCP_DJANGO[{key!r}] is larger than MAX_BODY_SIZE ({body}), which bounds it first.",
                                   hint=f"Lower {key} to what you mean to keep per session.", id="mcp_django.W151"))
+    return errors
+
+
+#: Smallest MAX_REQUEST_STATE_BYTES that holds a sealed state with a little payload.
+MIN_REQUEST_STATE_BYTES = 256
+
+
+def _check_request_state(user: dict[str, Any]) -> list[CheckMessage]:
+    """Settings of the sealed ``requestState`` of input-required results (2026-07-28)."""
+    errors: list[CheckMessage] = []
+    keys = user.get("REQUEST_STATE_KEYS", DEFAULTS["REQUEST_STATE_KEYS"])
+    # Short keys are guessable offline from any token; the same bar as SECRETS_KEYS (E014).
+    if not isinstance(keys, (list, tuple)) or not all(isinstance(k, str) and len(k) >= 32 for k in keys):
+        errors.append(Error("MCP_DJANGO['REQUEST_STATE_KEYS'] must be a list of strings of 32 characters or more (empty: derive from SECRET_KEY).",
+                            hint="Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))'", id="mcp_django.E020"))
+    ttl = user.get("REQUEST_STATE_TTL", DEFAULTS["REQUEST_STATE_TTL"])
+    if not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or not math.isfinite(ttl) or ttl <= 0:
+        errors.append(Error(f"MCP_DJANGO['REQUEST_STATE_TTL'] must be a positive number of seconds, not {ttl!r}.",
+                            hint="A state that never expires can be replayed forever, and 0 expires at once; the default is 600.",
+                            id="mcp_django.E021"))
+    size = user.get("MAX_REQUEST_STATE_BYTES", DEFAULTS["MAX_REQUEST_STATE_BYTES"])
+    if not isinstance(size, int) or isinstance(size, bool) or size < MIN_REQUEST_STATE_BYTES:
+        errors.append(Error(f"MCP_DJANGO['MAX_REQUEST_STATE_BYTES'] must be an integer of at least {MIN_REQUEST_STATE_BYTES}, not {size!r}.",
+                            hint=f"Less cannot hold a sealed state; remove it to use the default, {DEFAULTS['MAX_REQUEST_STATE_BYTES']!r}.",
+                            id="mcp_django.E022"))
     return errors
 
 

@@ -37,6 +37,11 @@ DEFAULTS: dict[str, Any] = {
     "REQUIRED_SCOPES": [],
     # A human-readable name for the protected-resource metadata; None: SERVER_TITLE or SERVER_NAME.
     "RESOURCE_NAME": None,
+    # 2026-07-28 cache hints (ttlMs): how long clients may keep server/discover and the lists,
+    # and resources/read answers (per resource with cache_ttl_ms=). "private" whenever the
+    # answer depends on the user (authentication on), "public" otherwise.
+    "CACHE_TTL_MS": 60_000,
+    "READ_CACHE_TTL_MS": 0,
     # How POST requests are answered by default: "json" or "sse". A tool that takes a Context
     # (and so may send progress, logs or requests while it runs) is always answered with SSE.
     "RESPONSE_MODE": "json",
@@ -120,6 +125,14 @@ DEFAULTS: dict[str, Any] = {
     # Keys for encrypting users' secrets (the first encrypts, all decrypt); None derives them
     # from SECRET_KEY and SECRET_KEY_FALLBACKS.
     "SECRETS_KEYS": None,
+    # Keys that seal the ``requestState`` of input-required results (2026-07-28): the first
+    # seals, all open, so a key can be rotated out. Empty derives them from SECRET_KEY and
+    # SECRET_KEY_FALLBACKS (with their own HKDF salt, so they never equal SECRETS_KEYS' keys).
+    "REQUEST_STATE_KEYS": [],
+    # Seconds a sealed requestState stays valid: short, since it is a bearer of the request.
+    "REQUEST_STATE_TTL": 600,
+    # Longest requestState (characters) the server seals or accepts; longer is refused unread.
+    "MAX_REQUEST_STATE_BYTES": 64 * 1024,
     # Third-party OAuth providers a user can connect through a URL elicitation, by name:
     # {"github": {"authorize_url": ..., "token_url": ..., "client_id": ..., "client_secret": ...,
     #             "scopes": [...], "label": "GitHub"}}. Tools use ctx.require_connection(name).
@@ -238,6 +251,8 @@ class MCPSettings:
     page_size: Setting[int] = Setting("PAGE_SIZE", int)
     sse_retry_ms: Setting[int] = Setting("SSE_RETRY_MS", int)
     sse_keepalive_seconds: Setting[float] = Setting("SSE_KEEPALIVE_SECONDS", float)
+    cache_ttl_ms: Setting[int] = Setting("CACHE_TTL_MS", int)
+    read_cache_ttl_ms: Setting[int] = Setting("READ_CACHE_TTL_MS", int)
 
     @property
     def sse_max_connection_seconds(self) -> float | None:
@@ -306,6 +321,9 @@ class MCPSettings:
 
     scopes_supported: Setting[list[str]] = Setting("SCOPES_SUPPORTED", _string_list)
     secrets_keys: Setting[Any] = Setting("SECRETS_KEYS", _as_is)
+    request_state_keys: Setting[list[str]] = Setting("REQUEST_STATE_KEYS", _string_list)
+    request_state_ttl: Setting[float] = Setting("REQUEST_STATE_TTL", float)
+    max_request_state_bytes: Setting[int] = Setting("MAX_REQUEST_STATE_BYTES", int)
     state_max_keys: Setting[int] = Setting("STATE_MAX_KEYS", int)
     state_max_value_bytes: Setting[int] = Setting("STATE_MAX_VALUE_BYTES", int)
 

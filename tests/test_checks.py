@@ -96,6 +96,36 @@ def test_e160_request_lease_must_be_positive(value):
     assert error.hint
 
 
+@pytest.mark.parametrize("value", ["a" * 48, ["short"], ["a" * 48, 42], [None], ("a" * 31,)])
+def test_e020_request_state_keys_must_be_long_strings(value):
+    [error] = settings_errors(REQUEST_STATE_KEYS=value)
+    assert error.id == "mcp_django.E020"
+    assert "secrets.token_urlsafe" in error.hint
+
+
+@pytest.mark.parametrize("value", [[], ["a" * 32], ("a" * 48, "b" * 64)])
+def test_e020_accepts_an_empty_list_and_long_keys(value):
+    assert settings_errors(REQUEST_STATE_KEYS=value) == []
+
+
+@pytest.mark.parametrize("value", [0, -1, "600", True, None, float("inf"), float("nan")])
+def test_e021_request_state_ttl_must_be_a_positive_number(value):
+    [error] = settings_errors(REQUEST_STATE_TTL=value)
+    assert error.id == "mcp_django.E021"
+    assert error.hint
+
+
+@pytest.mark.parametrize("value", [0, -1, 255, "65536", 65536.0, True, None])
+def test_e022_max_request_state_bytes_must_be_an_integer_of_some_size(value):
+    [error] = settings_errors(MAX_REQUEST_STATE_BYTES=value)
+    assert error.id == "mcp_django.E022"
+    assert "65536" in error.hint
+
+
+def test_e020_e021_e022_accept_sensible_values():
+    assert settings_errors(REQUEST_STATE_KEYS=["k" * 40], REQUEST_STATE_TTL=0.5, MAX_REQUEST_STATE_BYTES=256) == []
+
+
 @pytest.mark.parametrize("value,check_id", [("https://app.example", "E006"), ([1], "E006"), (["not an origin"], "E019"), (["ftp://files.example"], "E019")])
 def test_e006_e019_allowed_origins_must_be_a_list_of_origins(value, check_id):
     errors = settings_errors(ALLOWED_ORIGINS=value)
