@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar
 
 from .exceptions import ClientRequestError
+from .protocol.errors import MissingRequiredClientCapabilityError
 from .protocol.jsonrpc import RequestId, notification_message
 from .protocol.lifecycle import LOG_LEVELS, level_enabled
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from django.http import HttpRequest
 
     from .models import Session
+    from .protocol.modern import RequestMeta
+    from .rounds import InputRounds
     from .sites import MCPSite
 
 logger = logging.getLogger(__name__)
@@ -134,6 +137,12 @@ class Log:
             raise ValueError(f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
         session = self._ctx.session
         threshold = session.log_level if session is not None and session.log_level else None
+        stateless = self._ctx.request_meta
+        if stateless is not None:
+            # 2026-07-28: log messages only for a request that asked for them, at its level.
+            if stateless.log_level is None:
+                return
+            threshold = stateless.log_level
         if not level_enabled(level, threshold):
             return
         params: dict[str, Any] = {"level": level, "data": data}
@@ -179,6 +188,8 @@ class Context:
         request_id: RequestId | None = None,
         meta: dict[str, Any] | None = None,
         emitter: Emitter | None = None,
+        request_meta: RequestMeta | None = None,
+        rounds: InputRounds | None = None,
     ) -> None:
         self.site = site
         self.request = request
@@ -187,6 +198,10 @@ class Context:
         self.request_id = request_id
         self.meta = meta or {}
         self._emitter = emitter
+        #: What a 2026-07-28 request says of its client (None in a session's request).
+        self.request_meta = request_meta
+        # 2026-07-28: questions to the client become an input-required result (see rounds).
+        self._rounds = rounds
         self._last_progress: float | None = None
         self._last_progress_sent = 0.0
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -211,7 +226,16 @@ class Context:
 
     @property
     def client_capabilities(self) -> dict[str, Any]:
+        if self.request_meta is not None:
+            return self.request_meta.client_capabilities
         return self.session.client_capabilities if self.session is not None else {}
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The revision this request speaks: the session's, or the request's own (2026-07-28)."""
+        if self.request_meta is not None:
+            return self.request_meta.version
+        return self.session.protocol_version if self.session is not None else None
 
     async def send_notification(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification related to this request (dropped when there is no stream)."""
@@ -246,23 +270,38 @@ class Context:
 
     def _require_capability(self, name: str) -> dict[str, Any]:
         capability = self.client_capabilities.get(name)
+        if not isinstance(capability, dict) and self.request_meta is not None:
+            # 2026-07-28 names this refusal: the client learns which capability to declare.
+            raise MissingRequiredClientCapabilityError(
+                f"This request needs the client capability {name!r}", data={"requiredCapabilities": {name: {}}}
+            )
         if not isinstance(capability, dict):
             raise ClientRequestError(f"The client did not declare the {name!r} capability, so it cannot be asked for it")
         return capability
 
-    async def _request(self, method: str, params: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+    async def _request(self, method: str, params: dict[str, Any], timeout: float | None, key: str | None = None) -> dict[str, Any]:
         from .conf import mcp_settings
 
-        if self._emitter is None:
+        if self._rounds is not None:
+            response = await self._rounds.ask(method, params, key)
+        elif self._emitter is None:
             raise ClientRequestError(f"{method} needs a streamed answer; this request is answered as JSON")
-        try:
-            response = await self._emitter.request(method, params, timeout or mcp_settings.client_request_timeout)
-        except TimeoutError:
-            raise ClientRequestError(f"The client did not answer {method} in time") from None
+        else:
+            response = await self._send_request(method, params, timeout or mcp_settings.client_request_timeout)
         if "error" in response:
             error = response["error"]
             raise ClientRequestError(f"The client refused {method}: {error.get('message', 'error')} ({error.get('code')})")
-        return response.get("result") or {}
+        result = response.get("result") or {}
+        if not isinstance(result, dict):
+            raise ClientRequestError(f"The client's answer to {method} is not an object")
+        return result
+
+    async def _send_request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        assert self._emitter is not None
+        try:
+            return await self._emitter.request(method, params, timeout)
+        except TimeoutError:
+            raise ClientRequestError(f"The client did not answer {method} in time") from None
 
     async def sample(
         self,
@@ -276,34 +315,39 @@ class Context:
         include_context: str | None = None,
         metadata: dict[str, Any] | None = None,
         timeout: float | None = None,
+        key: str | None = None,
     ) -> dict[str, Any]:
-        """Ask the client's LLM for a completion (``sampling/createMessage``); return its result."""
+        """Ask the client's LLM for a completion (``sampling/createMessage``); return its result.
+
+        ``key`` names the question in a 2026-07-28 input-required result (``inputRequests``);
+        by default its kind and place in the tool. Sessions ignore it.
+        """
         self._require_capability("sampling")
         if isinstance(messages, str):
             messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
         params: dict[str, Any] = {"messages": messages, "maxTokens": max_tokens}
-        for key, value in (
+        for field, value in (
             ("systemPrompt", system_prompt), ("temperature", temperature), ("stopSequences", stop_sequences),
             ("modelPreferences", model_preferences), ("includeContext", include_context), ("metadata", metadata),
         ):
             if value is not None:
-                params[key] = value
-        return await self._request("sampling/createMessage", params, timeout)
+                params[field] = value
+        return await self._request("sampling/createMessage", params, timeout, key)
 
-    async def elicit(self, message: str, schema: Any, *, timeout: float | None = None) -> ElicitationResult:
+    async def elicit(self, message: str, schema: Any, *, timeout: float | None = None, key: str | None = None) -> ElicitationResult:
         """Ask the user to fill a form (form-mode ``elicitation/create``).
 
         ``schema`` is a flat JSON Schema object, a pydantic model or a dataclass. An accepted
-        answer is validated against the schema before it is returned.
+        answer is validated against the schema before it is returned. ``key`` as for :meth:`sample`.
         """
         capability = self._require_capability("elicitation")
         if capability and "form" not in capability:
             raise ClientRequestError("The client supports only URL-mode elicitation, not forms")
         requested, model = elicitation_schema(schema)
         params: dict[str, Any] = {"message": message, "requestedSchema": requested}
-        if self.session is not None and self.session.protocol_version >= "2025-11-25":
+        if (self.protocol_version or "") >= "2025-11-25":
             params["mode"] = "form"  # the field exists from 2025-11-25 (URL mode came with it)
-        result = await self._request("elicitation/create", params, timeout)
+        result = await self._request("elicitation/create", params, timeout, key)
         action = _elicitation_action(result)
         content = result.get("content") if action == "accept" else None
         data = None
@@ -319,10 +363,10 @@ class Context:
                 data = TypeAdapter(model).validate_python(content or {})
         return ElicitationResult(action, content, data)
 
-    async def list_roots(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
-        """Ask the client for its roots (``roots/list``)."""
+    async def list_roots(self, *, timeout: float | None = None, key: str | None = None) -> list[dict[str, Any]]:
+        """Ask the client for its roots (``roots/list``); ``key`` as for :meth:`sample`."""
         self._require_capability("roots")
-        result = await self._request("roots/list", {}, timeout)
+        result = await self._request("roots/list", {}, timeout, key)
         roots = result.get("roots", [])
         return roots if isinstance(roots, list) else []
 

@@ -12,21 +12,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import handlers
+from . import handlers, request_state
+from .auth.base import NoAuthentication
 from .auth.oauth import InsufficientScope, resource_url
 from .conf import mcp_settings
 from .context import Context, Emitter
-from .entries import Access
+from .entries import Access, agate
 from .exceptions import InvalidSessionId
-from .protocol import negotiation
-from .protocol.dispatcher import dispatch
-from .protocol.errors import InvalidRequestError, MCPError, TransportError
+from .protocol import modern, negotiation
+from .protocol.dispatcher import Handler, dispatch
+from .protocol.errors import (
+    INVALID_PARAMS,
+    RESOURCE_NOT_FOUND,
+    InvalidParamsError,
+    InvalidRequestError,
+    MCPError,
+    MethodNotFoundError,
+    TransportError,
+)
 from .protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, result_message
 from .protocol.lifecycle import initialize_result, parse_initialize
 from .protocol.limits import check_progress_token, check_request_id
+from .rounds import ROUND_PARAMS, InputRequired, InputRounds
 from .signals import session_closed, session_created
 from .stores import SessionStore
 from .transport.layers import get_layer, session_group
@@ -38,6 +49,11 @@ if TYPE_CHECKING:
 
     from .models import Session
     from .sites import MCPSite
+
+#: 2026-07-28 results that carry cache hints (caching spec).
+CACHEABLE_METHODS = frozenset(
+    {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+)
 
 logger = logging.getLogger("mcp_django.engine")
 invalid_session_logger = logging.getLogger("django.security.InvalidSessionId")
@@ -56,6 +72,11 @@ class Principal:
     @property
     def user_id(self) -> Any:
         return getattr(self.user, "pk", None)
+
+    @property
+    def key(self) -> str:
+        """Who, as a string that sealed state is bound to."""
+        return f"user:{self.user_id}" if self.user_id is not None else "anonymous"
 
 
 @dataclass
@@ -282,3 +303,136 @@ class Engine:
         streamed = StreamedRequests(self, principal, session, emitter)
         await streamed.register(requests)
         return streamed
+
+    # -- 2026-07-28: stateless requests ---------------------------------------------------
+
+    def stateless_handlers(self) -> dict[str, Handler]:
+        """The 2026-07-28 method table: the site's, less what the revision removed, plus
+        ``server/discover``."""
+        table = {m: h for m, h in self.site.get_handlers().items() if m not in modern.REMOVED_METHODS}
+        table["server/discover"] = self._discover
+        return table
+
+    async def _discover(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        return modern.discover_result(
+            versions=[*modern.MODERN_VERSIONS, *negotiation.SUPPORTED_VERSIONS],
+            capabilities=self.site.get_capabilities(),
+            server_info=self.site.get_server_info(),
+            instructions=self.site.get_instructions(),
+            cache=self.cache_hint(ctx.request, "server/discover"),
+        )
+
+    def cache_hint(self, request: Any, method: str) -> modern.CacheHint | None:
+        """How long a client may keep the answer to ``method``, and for whom (caching spec).
+
+        Lists and reads depend on the user whenever authentication is on (permissions, scopes,
+        row querysets), so they are ``private`` then; discover depends on nobody.
+        """
+        if method not in CACHEABLE_METHODS:
+            return None
+        ttl = self.settings.cache_ttl_ms if method != "resources/read" else self.settings.read_cache_ttl_ms
+        personal = method != "server/discover" and not issubclass(self.settings.authentication_class, NoAuthentication)
+        return modern.CacheHint(ttl_ms=ttl, scope="private" if personal else "public")
+
+    async def stateless_meta(self, principal: Principal, message: Request, headers: Mapping[str, str]) -> modern.RequestMeta:
+        """Check a 2026-07-28 request before it runs: its ``_meta``, the headers that mirror the
+        body (HTTP transports pass them; others an empty mapping), the bounds of its id and
+        progress token, and the OAuth scopes of what it names (403 with a step-up challenge)."""
+        meta = modern.parse_request_meta(
+            message.params,
+            header_version=headers.get("mcp-protocol-version"),
+            max_client_info_bytes=self.settings.max_client_info_bytes,
+            max_capabilities_bytes=self.settings.max_client_capabilities_bytes,
+            max_depth=self.settings.max_client_value_depth,
+        )
+        if headers:
+            modern.check_request_headers(message.method, message.params, headers)
+            if message.method == "tools/call":
+                await self.check_param_headers(principal, message, headers)
+        check_request_id(message.id, self.settings.max_client_id_length)
+        check_progress_token(message.params, self.settings.max_client_id_length)
+        await self.check_scopes(principal, [message])
+        return meta
+
+    async def check_param_headers(self, principal: Principal, message: Request, headers: Mapping[str, str]) -> None:
+        """``Mcp-Param-*`` headers of a call against its arguments, for a tool this user may use
+        (an unknown or hidden tool is refused by its handler, revealing nothing here)."""
+        name = message.params.get("name")
+        tool = self.site.get_tool(name) if isinstance(name, str) else None
+        if tool is None or await agate(tool, principal.request) is Access.HIDDEN:
+            return
+        arguments = message.params.get("arguments")
+        paths = modern.mcp_header_params(tool.definition().get("inputSchema") or {})
+        if paths:
+            modern.check_param_headers(paths, arguments if isinstance(arguments, dict) else {}, headers)
+
+    def needs_stream_stateless(self, message: Request) -> bool:
+        """Whether a 2026-07-28 request is answered as an SSE stream: a tool that may send
+        progress or logs (only when the request asked for them) streams; anything else is JSON."""
+        if message.method != "tools/call":
+            return False
+        name = message.params.get("name")
+        tool = self.site.get_tool(name) if isinstance(name, str) else None
+        return tool is not None and tool.streams
+
+    def rounds_for(self, principal: Principal, message: Request) -> InputRounds:
+        """The answers a retried request brings: those sealed in ``requestState`` (checked
+        against this user and this request) and the new ``inputResponses``."""
+        answers: dict[str, Any] = {}
+        state = message.params.get("requestState")
+        if state is not None:
+            try:
+                sealed = request_state.unseal(state, principal=principal.key, binding=_binding(message))
+            except request_state.InvalidRequestState as exc:
+                raise InvalidParamsError(f"Invalid params: requestState is not valid for this request ({exc.reason})") from None
+            previous = sealed.get("answers")
+            if isinstance(previous, dict):
+                answers.update(previous)
+        responses = message.params.get("inputResponses")
+        if responses is not None and not isinstance(responses, dict):
+            raise InvalidParamsError('Invalid params: "inputResponses" must be an object')
+        answers.update(responses or {})
+        return InputRounds(answers)
+
+    async def answer_stateless(
+        self, principal: Principal, message: Request, meta: modern.RequestMeta, emitter: Emitter | None = None
+    ) -> dict[str, Any]:
+        """Answer one 2026-07-28 request: its response, with ``resultType`` and ``serverInfo``
+        on a result, or an input-required result when a tool asks the client something."""
+        table = self.stateless_handlers()
+        if message.method not in table:
+            return error_message(message.id, MethodNotFoundError(f"Method not found: {message.method[:100]}"))
+        try:
+            rounds = self.rounds_for(principal, message) if message.method in modern.INPUT_METHODS else None
+        except MCPError as exc:
+            return error_message(message.id, exc)
+        request = Request(message.id, message.method, {k: v for k, v in message.params.items() if k not in ROUND_PARAMS})
+        meta_params = message.params.get("_meta")
+        ctx = Context(
+            site=self.site, request=principal.request, user=principal.user, session=None, request_id=message.id,
+            meta=meta_params if isinstance(meta_params, dict) else None, emitter=emitter, request_meta=meta, rounds=rounds,
+        )
+        server_info = self.site.get_server_info()
+        try:
+            response = await dispatch(request, table, ctx)
+        except InputRequired:
+            assert rounds is not None
+            # Always sealed, even with no answers yet: the retry proves it continues this request.
+            state = request_state.seal({"answers": rounds.answers}, principal=principal.key, binding=_binding(message))
+            result: dict[str, Any] = {"resultType": "input_required", "inputRequests": rounds.asked, "requestState": state}
+            return result_message(message.id, modern.complete_result(result, server_info=server_info))
+        if "result" in response:
+            cache = self.cache_hint(principal.request, message.method)
+            response["result"] = modern.complete_result(response["result"], server_info=server_info, cache=cache)
+        elif response["error"].get("code") == RESOURCE_NOT_FOUND:
+            # Retired in 2026-07-28: a missing resource is invalid params there.
+            response["error"]["code"] = INVALID_PARAMS
+        return response
+
+
+def _binding(message: Request) -> str:
+    """What a sealed requestState is bound to: this method, on this tool, prompt or resource,
+    with these arguments (a state cannot be replayed on another request)."""
+    target = message.params.get("uri") if message.method == "resources/read" else message.params.get("name")
+    arguments = message.params.get("arguments")
+    return request_state.request_binding(message.method, str(target), arguments if isinstance(arguments, dict) else None)

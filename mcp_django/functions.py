@@ -27,7 +27,7 @@ from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_co
 from .context import Completions, Context, current_context
 from .entries import PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
 from .exceptions import ClientRequestError, ToolError
-from .protocol.errors import InvalidParamsError, URLElicitationRequiredError
+from .protocol.errors import InvalidParamsError, MissingRequiredClientCapabilityError, URLElicitationRequiredError
 from .schemas import argument_error, ecma_patterns, invalid_arguments
 
 logger = logging.getLogger(__name__)
@@ -252,8 +252,8 @@ class FunctionTool(PermissionGated, ToolEntry):
             kwargs = self.signature.bind(self._arguments(arguments), ctx)
             value = await acall(self.func, kwargs)
             return self.to_result(value)
-        except URLElicitationRequiredError:
-            raise  # a protocol answer (-32042) by design, not a tool failure
+        except (URLElicitationRequiredError, MissingRequiredClientCapabilityError):
+            raise  # protocol answers (-32042, -32021) by design, not tool failures
         except Exception as exc:
             if _is_tool_error(exc):
                 return {"content": [{"type": "text", "text": str(exc) or "Tool failed"}], "isError": True}

@@ -11,6 +11,7 @@ with ``Last-Event-ID``, on this process or another.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from typing import TYPE_CHECKING, Any
 
@@ -21,15 +22,16 @@ from channels.utils import await_many_dispatch
 from ..auth.base import AuthenticationFailed
 from ..conf import mcp_settings
 from ..engine import Engine, Principal
+from ..protocol import modern
 from ..protocol.errors import InvalidRequestError, MCPError, TransportError
-from ..protocol.jsonrpc import Decoded, Request, decode, encode, error_message, result_message
+from ..protocol.jsonrpc import Decoded, Notification, Request, decode, encode, error_message, result_message
 from ..protocol.limits import body_too_large
 from ..protocol.sse import parse_event_id
 from . import headers as checks
 from .authentication import authenticate, build_request
 from .layers import get_layer, new_stream_token, stream_belongs_to
 from .process import process_channel
-from .sse import SSEStream
+from .sse import ResponseStream, SSEStream
 from .streams import StreamEmitter
 
 if TYPE_CHECKING:
@@ -60,6 +62,7 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.scope = scope
         self.base_send = send
+        self.base_receive = receive
         self.headers = checks.Headers(scope)
         self.channel_layer = get_layer()
         self.channel_name = None
@@ -177,6 +180,18 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         except MCPError as exc:
             await self.send_json(400, error_message(exc.request_id, exc))
             return
+        first = decoded.messages[0]
+        # The era is chosen per request: 2026-07-28 _meta (or header) means stateless, even on
+        # initialize (a removed method there: 404); anything else is the handshake era
+        # (versioning spec, "dual-era" servers).
+        if (
+            not decoded.is_batch
+            and isinstance(first, (Request, Notification))
+            and modern.is_modern_request(self.headers.get("mcp-protocol-version"), first.params)
+        ):
+            await self.post_stateless(principal, first)
+            return
+        checks.check_version(self.headers)
         if any(isinstance(m, Request) and m.method == "initialize" for m in decoded.messages):
             await self.initialize(principal, decoded)
             return
@@ -219,6 +234,7 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         await streamed.start(replies)
 
     async def get(self, principal: Principal) -> None:
+        self.refuse_stateless("GET")
         checks.check_get(self.headers)
         session = await self.session(principal)
         sse = SSEStream(self, session, principal.user, self.settings)
@@ -238,8 +254,48 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         await sse.resume(stream, after)
 
     async def delete(self, principal: Principal) -> None:
+        self.refuse_stateless("DELETE")
         await self.engine.terminate(await self.session(principal))
         await self.send_empty(204)
+
+    def refuse_stateless(self, method: str) -> None:
+        # 2026-07-28 has no session, so no standalone stream and nothing to delete.
+        if modern.is_modern_version(self.headers.get("mcp-protocol-version")):
+            raise TransportError(405, f"Method Not Allowed: {method} is not part of MCP 2026-07-28", headers={"Allow": "POST"})
+
+    # -- 2026-07-28 ------------------------------------------------------------------------
+
+    async def post_stateless(self, principal: Principal, message: Request | Notification) -> None:
+        """One 2026-07-28 message: no session; a request is answered as JSON, or as an SSE
+        stream of its own that the client cancels by closing."""
+        if isinstance(message, Notification):
+            await self.send_empty(202)  # none is defined over HTTP in this revision; accepted
+            return
+        try:
+            meta = await self.engine.stateless_meta(principal, message, self.headers)
+        except MCPError as exc:
+            await self.send_json(exc.http_status or 400, error_message(message.id, exc))
+            return
+        if not self.engine.needs_stream_stateless(message):
+            response = await self.engine.answer_stateless(principal, message, meta)
+            await self.send_json(modern.http_status(response), response)
+            return
+        stream = ResponseStream(self)
+        loop = asyncio.get_running_loop()
+        answer = loop.create_task(self.engine.answer_stateless(principal, message, meta, stream))
+        gone = loop.create_task(self.base_receive())
+        await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not answer.done():
+            # Closing the response stream is the cancellation in this revision.
+            answer.cancel()
+            await asyncio.gather(answer, return_exceptions=True)
+            raise StopConsumer()
+        gone.cancel()
+        response = answer.result()
+        if stream.started:
+            await stream.finish(response)
+        else:
+            await self.send_json(modern.http_status(response), response)
 
     # -- channel-layer messages to an open stream -----------------------------------------
 

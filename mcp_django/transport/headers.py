@@ -9,6 +9,7 @@ themselves live in :mod:`mcp_django.protocol.negotiation` and :mod:`mcp_django.p
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import DisallowedHost
@@ -34,7 +35,7 @@ PREFLIGHT_HEADERS = {
 ALLOWED_METHODS = "GET, POST, DELETE"
 
 
-class Headers:
+class Headers(Mapping[str, str]):
     """The request's headers by lower-case name; repeated headers joined with ", " (RFC 9110)."""
 
     def __init__(self, scope: dict[str, Any]) -> None:
@@ -45,8 +46,14 @@ class Headers:
             headers[name] = f"{headers[name]}, {text}" if name in headers else text
         self._headers = headers
 
-    def get(self, name: str) -> str | None:
-        return self._headers.get(name)
+    def __getitem__(self, name: str) -> str:
+        return self._headers[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._headers)
+
+    def __len__(self) -> int:
+        return len(self._headers)
 
 
 def cors_headers(scope: dict[str, Any], headers: Headers, settings: MCPSettings) -> list[tuple[bytes, bytes]]:
@@ -87,14 +94,20 @@ def check_origin_and_host(request: HttpRequest, headers: Headers, settings: MCPS
 
 
 def check_post(headers: Headers) -> None:
+    """Accept and Content-Type of a POST, in every revision."""
     negotiation.check_post_accept(headers.get("accept"))
     negotiation.check_content_type(headers.get("content-type"))
+
+
+def check_version(headers: Headers) -> None:
+    """``MCP-Protocol-Version`` of a request in a session (a 2026-07-28 request's is checked
+    against its ``_meta`` instead)."""
     negotiation.check_protocol_version_header(headers.get("mcp-protocol-version"))
 
 
 def check_get(headers: Headers) -> None:
     negotiation.check_get_accept(headers.get("accept"))
-    negotiation.check_protocol_version_header(headers.get("mcp-protocol-version"))
+    check_version(headers)
 
 
 def method_not_allowed() -> TransportError:

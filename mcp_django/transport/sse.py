@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from channels.exceptions import StopConsumer
 
+from ..protocol.jsonrpc import encode
 from ..protocol.sse import encode_comment, encode_event, make_event_id
 from ..stores import get_event_store
 from .authentication import still_authenticated
@@ -271,3 +272,32 @@ class SSEStream:
         for timer in self.timers:
             timer.cancel()
         self.timers.clear()
+
+
+class ResponseStream:
+    """The SSE response of one 2026-07-28 request: its progress and log messages, then its
+    response. Nothing is stored and events carry no id: this revision has no resumption, and
+    closing the stream cancels the request."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.started = False
+
+    async def open(self) -> None:
+        if not self.started:
+            self.started = True
+            await self.connection.send_headers(status=200, headers=SSE_HEADERS)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.open()
+        await self.connection.send_body(encode_event(encode(message).decode()), more_body=True)
+
+    async def close_connection(self) -> None:
+        """Nothing to resume in this revision: the request goes on until it answers."""
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        raise RuntimeError("2026-07-28 sends no requests to the client; questions are input-required results")
+
+    async def finish(self, response: dict[str, Any]) -> None:
+        await self.send(response)
+        await self.connection.send_body(b"", more_body=False)

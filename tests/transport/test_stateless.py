@@ -1,0 +1,195 @@
+"""The 2026-07-28 revision on the same endpoint: stateless requests, per-request _meta, header
+checks, removed methods, cache hints, and questions to the client as input-required results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from mcp_django.models import Session
+from mcp_django.protocol.errors import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
+from mcp_django.protocol.modern import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO
+from mcp_django.testing import MCPTestClient
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+VERSION = "2026-07-28"
+ALL_CAPABILITIES = {"sampling": {}, "elicitation": {"form": {}}, "roots": {}}
+
+
+def body(method: str, params: dict[str, Any] | None = None, *, request_id: Any = 1, capabilities: dict[str, Any] | None = None,
+         log_level: str | None = None, version: str = VERSION) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        META_PROTOCOL_VERSION: version,
+        META_CLIENT_CAPABILITIES: capabilities if capabilities is not None else {},
+        META_CLIENT_INFO: {"name": "stateless-test", "version": "1.0"},
+    }
+    if log_level is not None:
+        meta[META_LOG_LEVEL] = log_level
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**(params or {}), "_meta": meta}}
+
+
+def headers(message: dict[str, Any], **overrides: str | None) -> dict[str, str | None]:
+    params = message["params"]
+    sent: dict[str, str | None] = {"mcp-protocol-version": params["_meta"][META_PROTOCOL_VERSION], "mcp-method": message["method"]}
+    name = params.get("uri") if message["method"] == "resources/read" else params.get("name")
+    if message["method"] in ("tools/call", "prompts/get", "resources/read"):
+        sent["mcp-name"] = name
+    sent.update(overrides)
+    return sent
+
+
+async def post(client: MCPTestClient, message: dict[str, Any], **overrides: str | None) -> Any:
+    return await client.post_raw(orjson.dumps(message), headers(message, **overrides))
+
+
+@pytest.fixture
+def client() -> MCPTestClient:
+    return MCPTestClient()  # no initialize: nothing in this revision needs one
+
+
+async def test_tools_list_needs_no_session_and_carries_result_type_server_info_and_cache_hints(client):
+    response = await post(client, body("tools/list"))
+    assert response.status == 200
+    assert "mcp-session-id" not in response.headers
+    result = response.json()["result"]
+    assert result["resultType"] == "complete"
+    assert result["_meta"][META_SERVER_INFO]["name"] == "mcp-django-tests"
+    assert result["ttlMs"] >= 0 and result["cacheScope"] == "public"  # authentication is off in the tests
+    assert "echo" in [t["name"] for t in result["tools"]]
+    assert await Session.objects.acount() == 0
+
+
+async def test_discover_lists_every_version_served(client):
+    response = await post(client, body("server/discover"))
+    result = response.json()["result"]
+    assert result["supportedVersions"][0] == VERSION and "2025-11-25" in result["supportedVersions"]
+    assert "tools" in result["capabilities"]
+    assert {"ttlMs", "cacheScope", "resultType"} <= set(result)
+
+
+async def test_tools_call_answers_as_json(client):
+    response = await post(client, body("tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+    result = response.json()["result"]
+    assert result["content"] == [{"type": "text", "text": "hi"}]
+    assert result["resultType"] == "complete"
+
+
+@pytest.mark.parametrize(("message", "overrides", "code"), [
+    (body("tools/list", capabilities=None) | {"params": {"_meta": {META_PROTOCOL_VERSION: VERSION}}}, {}, INVALID_PARAMS),
+    (body("tools/list", version="2099-01-01"), {}, UNSUPPORTED_PROTOCOL_VERSION),
+    (body("tools/list"), {"mcp-method": "prompts/list"}, HEADER_MISMATCH),
+    (body("tools/list"), {"mcp-method": None}, HEADER_MISMATCH),
+    (body("tools/call", {"name": "echo", "arguments": {"text": "x"}}), {"mcp-name": None}, HEADER_MISMATCH),
+    (body("tools/call", {"name": "echo", "arguments": {"text": "x"}}), {"mcp-name": "add"}, HEADER_MISMATCH),
+])
+async def test_bad_meta_and_headers_are_400_with_the_revisions_codes(client, message, overrides, code):
+    response = await post(client, message, **overrides)
+    assert response.status == 400
+    assert response.json()["error"]["code"] == code
+
+
+async def test_unsupported_version_lists_the_supported_ones(client):
+    error = (await post(client, body("tools/list", version="2099-01-01"))).json()["error"]
+    assert VERSION in error["data"]["supported"] and error["data"]["requested"] == "2099-01-01"
+
+
+async def test_the_name_header_may_use_the_base64_sentinel(client):
+    message = body("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+    response = await post(client, message, **{"mcp-name": "=?base64?ZWNobw==?="})
+    assert response.status == 200 and response.json()["result"]["content"][0]["text"] == "x"
+
+
+@pytest.mark.parametrize("method", ["ping", "logging/setLevel", "resources/subscribe", "no/such/method"])
+async def test_removed_and_unknown_methods_are_404_method_not_found(client, method):
+    response = await post(client, body(method, {"uri": "test://hello"} if method == "resources/subscribe" else {}))
+    assert response.status == 404
+    assert response.json()["error"]["code"] == METHOD_NOT_FOUND
+
+
+async def test_a_missing_resource_is_invalid_params_not_resource_not_found(client):
+    response = await post(client, body("resources/read", {"uri": "test://nothing-here"}))
+    error = response.json()["error"]
+    assert error["code"] == INVALID_PARAMS and error["data"] == {"uri": "test://nothing-here"}
+
+
+async def test_get_and_delete_are_405_for_this_revision(client):
+    for method in ("GET", "DELETE"):
+        response = await client.send(method, headers={"mcp-protocol-version": VERSION})
+        assert response.status == 405, method
+        assert response.headers["allow"] == "POST"
+
+
+async def test_progress_and_logs_stream_on_the_requests_own_response(client):
+    message = body("tools/call", {"name": "progress", "arguments": {"steps": 2}}, log_level="info")
+    message["params"]["_meta"]["progressToken"] = "p"
+    response = await post(client, message)
+    assert response.is_sse
+    messages = response.messages()
+    methods = [m.get("method") for m in messages]
+    assert methods.count("notifications/message") == 2 and methods.count("notifications/progress") == 2
+    assert all(event.id is None for event in response.events())  # nothing to resume in this revision
+    assert messages[-1]["result"]["content"][0]["text"] == "done 2"
+
+
+async def test_no_log_message_without_a_log_level(client):
+    response = await post(client, body("tools/call", {"name": "progress", "arguments": {"steps": 2}}))
+    methods = [m.get("method") for m in response.messages()]
+    assert "notifications/message" not in methods
+    assert response.messages()[-1]["result"]["resultType"] == "complete"
+
+
+async def test_questions_to_the_client_become_input_required_rounds(client):
+    call = {"name": "ask", "arguments": {"question": "Why?"}}
+    first = (await post(client, body("tools/call", call, capabilities=ALL_CAPABILITIES))).json()["result"]
+    assert first["resultType"] == "input_required"
+    assert list(first["inputRequests"]) == ["sampling-1"]
+    assert first["inputRequests"]["sampling-1"]["method"] == "sampling/createMessage"
+    assert first["requestState"]  # sealed even before any answer
+
+    sampled = {"role": "assistant", "content": {"type": "text", "text": "Because"}, "model": "m"}
+    second = (await post(client, body("tools/call", {**call, "inputResponses": {"sampling-1": sampled}}, request_id=2,
+                                       capabilities=ALL_CAPABILITIES))).json()["result"]
+    assert second["resultType"] == "input_required"
+    assert list(second["inputRequests"]) == ["elicitation-2"]
+    assert second["inputRequests"]["elicitation-2"]["params"]["mode"] == "form"
+
+    answer = {"action": "accept", "content": {"ok": True}}
+    final = (await post(client, body("tools/call", {**call, "requestState": second["requestState"], "inputResponses": {"elicitation-2": answer}},
+                                      request_id=3, capabilities=ALL_CAPABILITIES))).json()["result"]
+    assert final["resultType"] == "complete"
+    assert final["content"][0]["text"] == "Because / accept {'ok': True}"
+
+
+async def test_a_tampered_or_foreign_request_state_is_refused(client):
+    call = {"name": "ask", "arguments": {"question": "Why?"}}
+    sampled = {"role": "assistant", "content": {"type": "text", "text": "Because"}, "model": "m"}
+    second = (await post(client, body("tools/call", {**call, "inputResponses": {"sampling-1": sampled}}, capabilities=ALL_CAPABILITIES))).json()["result"]
+    state = second["requestState"]
+    tampered = state[:-2] + ("AA" if state[-2:] != "AA" else "BB")
+    for bad, params in ((tampered, call), (state, {"name": "ask", "arguments": {"question": "Other?"}})):
+        response = await post(client, body("tools/call", {**params, "requestState": bad}, capabilities=ALL_CAPABILITIES))
+        assert response.json()["error"]["code"] == INVALID_PARAMS
+
+
+async def test_a_question_for_an_undeclared_capability_is_missing_required_client_capability(client):
+    response = await post(client, body("tools/call", {"name": "ask", "arguments": {"question": "Why?"}}, capabilities={}))
+    assert response.status == 400
+    error = response.json()["error"]
+    assert error["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert "sampling" in error["data"]["requiredCapabilities"]
+
+
+async def test_the_handshake_era_is_unchanged_beside_it(client):
+    await client.initialize()
+    assert client.session_id is not None
+    result = await client.request("tools/list")
+    assert "resultType" not in result
