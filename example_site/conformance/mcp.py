@@ -125,15 +125,6 @@ def error_handling() -> str:
     raise ToolError("This tool intentionally returns an error for testing")
 
 
-def _require(ctx: Context, method: str) -> Any:
-    # Looked up at call time: sample()/elicit() arrive with server-to-client requests, and this
-    # module must import (and the other tools keep working) on a Context that lacks them.
-    bound = getattr(ctx, method, None)
-    if bound is None:
-        raise ToolError(f"This server cannot send requests to the client yet (Context.{method} is missing)")
-    return bound
-
-
 def _result_text(result: Any) -> str:
     """Pull the text out of a CreateMessageResult (content is one block, or a list since 2025-11-25)."""
     content = result.get("content") if isinstance(result, dict) else None
@@ -146,13 +137,8 @@ def _result_text(result: Any) -> str:
 async def sampling(ctx: Context, prompt: str) -> str:
     """Ask the client's LLM to answer the prompt (sampling/createMessage)."""
     # Context refuses (isError) when the client lacks the capability, as the suite asks.
-    sample = _require(ctx, "sample")
-    result = await sample(messages=[{"role": "user", "content": {"type": "text", "text": prompt}}], max_tokens=100)
+    result = await ctx.sample(messages=[{"role": "user", "content": {"type": "text", "text": prompt}}], max_tokens=100)
     return f"LLM response: {_result_text(result)}"
-
-
-async def _elicit(ctx: Context, message: str, schema: dict[str, Any]) -> Any:
-    return await _require(ctx, "elicit")(message, schema)
 
 
 def _content_json(content: Any) -> str:
@@ -170,7 +156,7 @@ async def elicitation(ctx: Context, message: str) -> str:
         },
         "required": ["username", "email"],
     }
-    result = await _elicit(ctx, message, schema)
+    result = await ctx.elicit(message, schema)
     return f"User response: action={result.action}, content={_content_json(result.content)}"
 
 
@@ -193,7 +179,7 @@ async def elicitation_sep1034_defaults(ctx: Context) -> str:
         },
         "required": [],
     }
-    result = await _elicit(ctx, "Please review and update the form fields with defaults", schema)
+    result = await ctx.elicit("Please review and update the form fields with defaults", schema)
     return f"Elicitation completed: action={result.action}, content={_content_json(result.content)}"
 
 
@@ -242,30 +228,50 @@ async def elicitation_sep1330_enums(ctx: Context) -> str:
         },
         "required": [],
     }
-    result = await _elicit(ctx, "Please select options from the enum fields", schema)
+    result = await ctx.elicit("Please select options from the enum fields", schema)
     return f"Elicitation completed: action={result.action}, content={_content_json(result.content)}"
 
 
 # Kept verbatim in tools/list: the pending json-schema-2020-12 scenario checks $schema, $defs
-# and additionalProperties survive, so the schema is given explicitly rather than derived.
+# and additionalProperties survive (SEP-1613) and, from the 0.2.0 alphas, that $anchor, allOf/anyOf
+# and if/then/else survive too (SEP-2106), so the schema is given explicitly rather than derived.
+# It is the suite's JSON_SCHEMA_2020_12_FIXTURE, key for key.
 JSON_SCHEMA_2020_12 = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
     "$defs": {
         "address": {
+            "$anchor": "addressDef",
             "type": "object",
             "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
         }
     },
-    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
     "additionalProperties": False,
 }
 
 
 @site.tool(name="json_schema_2020_12_tool", input_schema=JSON_SCHEMA_2020_12)
-def json_schema_2020_12_tool(name: str | None = None, address: dict[str, Any] | None = None) -> str:
-    """Echo arguments validated against a JSON Schema 2020-12 input schema ($defs, $ref)."""
-    return f"JSON Schema 2020-12 tool called with: {_content_json({'name': name, 'address': address})}"
+def json_schema_2020_12_tool(
+    name: str | None = None,
+    address: dict[str, Any] | None = None,
+    contactMethod: str | None = None,  # property name fixed by the suite
+    phone: str | None = None,
+    email: str | None = None,
+) -> str:
+    """Echo arguments validated against a JSON Schema 2020-12 input schema ($defs, $ref, $anchor, allOf, if/then/else)."""
+    arguments = {"name": name, "address": address, "contactMethod": contactMethod, "phone": phone, "email": email}
+    return f"JSON Schema 2020-12 tool called with: {_content_json({k: v for k, v in arguments.items() if v is not None})}"
 
 
 @site.tool(name="test_reconnection")
@@ -276,6 +282,141 @@ async def reconnection(ctx: Context) -> str:
     # through the event store and the Last-Event-ID replay rather than the first connection.
     await asyncio.sleep(0.1)
     return "Reconnection test completed successfully"
+
+
+# -- MCP 2026-07-28 fixtures (conformance 0.2.0 alphas) ---------------------------------------
+#
+# Written once for both eras: in 2025-11-25 ctx.elicit()/sample()/list_roots() send requests to
+# the client over the call's SSE stream; in 2026-07-28 the server turns the same awaits into an
+# input-required result (resultType "input_required", inputRequests, requestState) and replays
+# the tool when the client retries with inputResponses. docs/conformance-2026.md describes what
+# each scenario sends and checks. key= names a question in inputRequests ("user_name", ...), as
+# the scenarios expect; sessions ignore it.
+
+ASK_NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+ASK_OK = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+ASK_COLOR = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
+ASK_CONTEXT = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
+
+
+def _roots_text(roots: list[dict[str, Any]]) -> str:
+    return ", ".join(str(r.get("uri")) for r in roots) or "(none)"
+
+
+@site.tool(name="test_input_required_result_elicitation")
+async def input_required_result_elicitation(ctx: Context) -> str:
+    """Ask the user's name (one elicitation; inputRequests key "user_name" in 2026-07-28)."""
+    answer = await ctx.elicit("What is your name?", ASK_NAME, key="user_name")
+    name = (answer.content or {}).get("name", "") if answer.action == "accept" else ""
+    return f"Hello, {name}!"
+
+
+@site.tool(name="test_input_required_result_sampling")
+async def input_required_result_sampling(ctx: Context) -> str:
+    """Ask the client's LLM one question (one sampling request; key "capital_question")."""
+    result = await ctx.sample("What is the capital of France?", max_tokens=100, key="capital_question")
+    return f"Sampling response: {_result_text(result)}"
+
+
+@site.tool(name="test_input_required_result_list_roots")
+async def input_required_result_list_roots(ctx: Context) -> str:
+    """Ask the client for its roots (one roots/list request; key "client_roots")."""
+    roots = await ctx.list_roots(key="client_roots")
+    return f"Client roots: {_roots_text(roots)}"
+
+
+@site.tool(name="test_input_required_result_request_state")
+async def input_required_result_request_state(ctx: Context) -> str:
+    """Ask for a confirmation; the answer only counts with the requestState of the first round."""
+    answer = await ctx.elicit("Please confirm", ASK_OK, key="confirm")
+    ok = bool((answer.content or {}).get("ok")) if answer.action == "accept" else False
+    # "state-ok" is what the scenario looks for; the server refuses a retry whose requestState
+    # does not verify before the tool body runs again, so reaching this line means it verified.
+    return f"state-ok: confirmed={str(ok).lower()}"
+
+
+@site.tool(name="test_input_required_result_multiple_inputs")
+async def input_required_result_multiple_inputs(ctx: Context) -> str:
+    """Ask for a name, a greeting and the roots at once (three input requests in one round)."""
+    # Concurrent awaits: in 2026-07-28 all three must land in ONE input-required result.
+    answer, greeting, roots = await asyncio.gather(
+        ctx.elicit("What is your name?", ASK_NAME, key="user_name"),
+        ctx.sample("Generate a greeting", max_tokens=50, key="greeting"),
+        ctx.list_roots(key="client_roots"),
+    )
+    name = (answer.content or {}).get("name", "") if answer.action == "accept" else ""
+    return f"name={name}, greeting={_result_text(greeting)}, roots={_roots_text(roots)}"
+
+
+@site.tool(name="test_input_required_result_multi_round")
+async def input_required_result_multi_round(ctx: Context) -> str:
+    """Ask two questions one after the other (two rounds, keys "step1" then "step2")."""
+    first = await ctx.elicit("Step 1: What is your name?", ASK_NAME, key="step1")
+    second = await ctx.elicit("Step 2: What is your favorite color?", ASK_COLOR, key="step2")
+    name = (first.content or {}).get("name", "")
+    color = (second.content or {}).get("color", "")
+    return f"{name} likes {color}"
+
+
+@site.tool(name="test_input_required_result_tampered_state")
+async def input_required_result_tampered_state(ctx: Context) -> str:
+    """Ask for a confirmation; a retry with an altered requestState must be refused (-32602)."""
+    answer = await ctx.elicit("Please confirm", ASK_OK, key="confirm")
+    return f"Confirmed: {_content_json(answer.content)}"
+
+
+@site.tool(name="test_input_required_result_capabilities")
+async def input_required_result_capabilities(ctx: Context) -> str:
+    """Ask only through what the client declared: elicitation if it can, sampling if it can."""
+    capabilities = ctx.client_capabilities or {}
+    parts = []
+    if "elicitation" in capabilities:
+        answer = await ctx.elicit("What is your name?", ASK_NAME, key="user_name")
+        parts.append(f"name={(answer.content or {}).get('name', '')}")
+    if "sampling" in capabilities:
+        result = await ctx.sample("Say hello", max_tokens=50, key="greeting")
+        parts.append(f"sampling={_result_text(result)}")
+    return "Capabilities used: " + (", ".join(parts) or "none")
+
+
+@site.tool(name="test_missing_capability")
+async def missing_capability(ctx: Context) -> str:
+    """Needs the client's sampling capability; without it the call is refused (-32021 in 2026-07-28)."""
+    result = await ctx.sample("Reply with OK", max_tokens=10)
+    return f"Sampling response: {_result_text(result)}"
+
+
+@site.tool(name="test_streaming_elicitation")
+async def streaming_elicitation(ctx: Context) -> str:
+    """Elicit while the call's response is streamed (2026-07-28: an input-required result, never a request)."""
+    await ctx.report_progress(0, 1, "asking the user")
+    answer = await ctx.elicit("What is your name?", ASK_NAME, key="user_name")
+    return f"User response: action={answer.action}, content={_content_json(answer.content)}"
+
+
+@site.tool(name="test_logging_tool")
+async def logging_tool(ctx: Context) -> str:
+    """Log three messages; in 2026-07-28 they are sent only when the request set a logLevel."""
+    await ctx.log.info("Logging tool started")
+    await asyncio.sleep(STEP_DELAY)
+    await ctx.log.info("Logging tool working")
+    await asyncio.sleep(STEP_DELAY)
+    await ctx.log.info("Logging tool completed")
+    return "Logging tool executed"
+
+
+@site.tool(name="test_trigger_tool_change")
+async def trigger_tool_change() -> str:
+    """Tell every listener that the tool list changed (notifications/tools/list_changed)."""
+    sent = await site.anotify_list_changed("tools")
+    return f"tools/list_changed sent to {sent} listener(s)"
+
+
+@site.tool(name="test_trigger_prompt_change")
+async def trigger_prompt_change() -> str:
+    """Tell every listener that the prompt list changed (notifications/prompts/list_changed)."""
+    sent = await site.anotify_list_changed("prompts")
+    return f"prompts/list_changed sent to {sent} listener(s)"
 
 
 # -- resources ------------------------------------------------------------------------------
@@ -300,7 +441,7 @@ def watched_resource() -> str:
 
 
 @site.resource("test://template/{id}/data", name="template-data", mime_type="application/json")
-def template_data(id: str) -> str:  # noqa: A002  (the template variable's name is fixed by the suite)
+def template_data(id: str) -> str:
     """Data for any ID, from a resource template."""
     return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"}, separators=(",", ":"))
 
@@ -325,7 +466,7 @@ def prompt_with_arguments(arg1: str, arg2: str) -> str:
 
 
 @site.prompt(name="test_prompt_with_embedded_resource")
-def prompt_with_embedded_resource(resourceUri: str) -> list[Message]:  # noqa: N803  (argument name fixed by the suite)
+def prompt_with_embedded_resource(resourceUri: str) -> list[Message]:
     """A prompt that embeds the resource named by resourceUri."""
     return [
         Message(EmbeddedResource(resourceUri, text="Embedded resource content for testing.", mime_type="text/plain")),
@@ -337,3 +478,11 @@ def prompt_with_embedded_resource(resourceUri: str) -> list[Message]:  # noqa: N
 def prompt_with_image() -> list[Message]:
     """A prompt that includes an image."""
     return [Message(Image(PNG, mime_type="image/png")), Message("Please analyze the image above.")]
+
+
+@site.prompt(name="test_input_required_result_prompt")
+async def input_required_result_prompt(ctx: Context) -> str:
+    """A prompt that first asks the user for its context (input-required on prompts/get in 2026-07-28)."""
+    answer = await ctx.elicit("What context should the prompt use?", ASK_CONTEXT, key="user_context")
+    context = (answer.content or {}).get("context", "") if answer.action == "accept" else ""
+    return f"Use this context: {context}"

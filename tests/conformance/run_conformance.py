@@ -6,19 +6,27 @@ Usage::
     .venv/bin/python tests/conformance/run_conformance.py [--response-mode json,sse]
         [--suite all] [--scenario NAME] [--verbose] [--keep]
 
+    .venv/bin/python tests/conformance/run_conformance.py --suite-version alpha
+        --requirements 2026-07-28 [--response-mode json,sse] [--scenario NAME] [--verbose] [--keep]
+
 What it does, every step with a time limit:
 
 1. installs ``@modelcontextprotocol/conformance`` (pinned) and a Node 22 binary (the ``node@22``
-   npm package) into ``.conformance/`` at the repository root, unless already there;
+   npm package) into ``.conformance/`` at the repository root, unless already there (the 0.2.0
+   alpha goes into its own ``.conformance/alpha/``, so the two installs never touch each other);
 2. for each response mode, starts the example site with Daphne on a free loopback port
    (fresh SQLite file, ``migrate`` first, ``MCP_AUTH=none``);
-3. runs ``conformance server --url http://127.0.0.1:PORT/mcp/ --suite all`` into a fresh
-   folder under ``.conformance/results/`` (kept only when something went wrong, or ``--keep``);
-4. reads every ``checks.json`` and prints one row per scenario.
+3. runs ``conformance server --url http://127.0.0.1:PORT/mcp/ --suite all`` (stable suite) or
+   ``... --requirements REVISION`` (alpha suite) into a fresh folder under ``results/`` of the
+   install folder (kept only when something went wrong, or ``--keep``);
+4. reads every ``checks.json`` and prints one row per scenario. Under a requirement set the
+   scenarios the suite runs but does not score ("Not scored for REVISION": extensions, pending
+   and post-release scenarios) are shown in a table of their own and never fail the run.
 
-Exit status: 0 when every check passes except those in EXPECTED_FAILURES; 1 when a check
-fails unexpectedly or an expected failure passes (so the list stays honest); 2 when the
-suite could not run at all (install, server start-up, crash, timeout).
+Exit status: 0 when every check passes except those in EXPECTED_FAILURES (stable suite) or
+ALPHA_EXPECTED_FAILURES[revision] (alpha suite); 1 when a check fails unexpectedly or an
+expected failure passes (so the lists stay honest); 2 when the suite could not run at all
+(install, server start-up, crash, timeout).
 
 Standard library and httpx only, so that it runs from the project's virtualenv as is.
 """
@@ -54,6 +62,12 @@ NODE = INSTALL_DIR / "node_modules" / ".bin" / "node"
 SUITE_DIR = INSTALL_DIR / "node_modules" / "@modelcontextprotocol" / "conformance"
 SUITE_ENTRY = SUITE_DIR / "dist" / "index.js"
 
+# The 0.2.0 alpha (scenarios of the 2026-07-28 revision, frozen requirement sets). npm's
+# `latest` tag still points at 0.1.16, so it is pinned explicitly, in a folder of its own.
+ALPHA_SUITE_VERSION = "0.2.0-alpha.12"
+ALPHA_INSTALL_DIR = INSTALL_DIR / "alpha"
+DEFAULT_REQUIREMENTS = "2026-07-28"
+
 INSTALL_TIMEOUT = 480
 MIGRATE_TIMEOUT = 180
 SERVER_START_TIMEOUT = 60
@@ -64,7 +78,18 @@ SERVER_STOP_TIMEOUT = 10
 # so remove an entry as soon as its feature lands. The sampling and elicitation scenarios
 # (tools-call-sampling, tools-call-elicitation, elicitation-sep1034-defaults,
 # elicitation-sep1330-enums) were listed here until Context.sample()/elicit() made them pass.
+# This list is for the stable suite (0.1.16); the alpha has its own, per requirement set, below.
 EXPECTED_FAILURES: dict[str, str] = {}
+
+# The same rule for the alpha suite, one list per requirement set (`--requirements REVISION`),
+# for the scored scenarios only (the "Not scored" ones never fail the run). A scenario listed
+# here that passes is an error: remove it. docs/conformance-2026.md describes every scenario.
+ALPHA_EXPECTED_FAILURES: dict[str, dict[str, str]] = {
+    "2025-11-25": {},
+    "2026-07-28": {
+        "server-stateless": "subscriptions/listen is not served yet (ack, subscriptionId, filter checks)",
+    },
+}
 
 # Statuses that neither pass nor fail a scenario (server-sse-polling only ever emits these).
 NEUTRAL = {"WARNING", "INFO", "SKIPPED"}
@@ -80,50 +105,81 @@ def log(message: str) -> None:
     print(f"[conformance] {message}", flush=True)
 
 
+@dataclass(frozen=True)
+class Suite:
+    """One pinned version of the conformance package and the folder it is installed into."""
+
+    name: str  # "stable" or "alpha"
+    version: str
+    install_dir: Path
+
+    @property
+    def node(self) -> Path:
+        return self.install_dir / "node_modules" / ".bin" / "node"
+
+    @property
+    def package_dir(self) -> Path:
+        return self.install_dir / "node_modules" / "@modelcontextprotocol" / "conformance"
+
+    @property
+    def entry(self) -> Path:
+        return self.package_dir / "dist" / "index.js"
+
+    @property
+    def results_dir(self) -> Path:
+        return self.install_dir / "results"
+
+
+STABLE = Suite("stable", SUITE_VERSION, INSTALL_DIR)
+ALPHA = Suite("alpha", ALPHA_SUITE_VERSION, ALPHA_INSTALL_DIR)
+SUITES = {"stable": STABLE, "alpha": ALPHA, SUITE_VERSION: STABLE, ALPHA_SUITE_VERSION: ALPHA}
+
+
 # -- install --------------------------------------------------------------------------------
 
 
-def _installed_version() -> str | None:
+def _installed_version(suite: Suite = STABLE) -> str | None:
     try:
-        return json.loads((SUITE_DIR / "package.json").read_text())["version"]
+        return json.loads((suite.package_dir / "package.json").read_text())["version"]
     except (OSError, ValueError, KeyError):
         return None
 
 
-def _node_major() -> int | None:
+def _node_major(suite: Suite = STABLE) -> int | None:
     try:
-        out = subprocess.run([str(NODE), "--version"], capture_output=True, text=True, timeout=30, check=True).stdout
+        out = subprocess.run([str(suite.node), "--version"], capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     match = re.match(r"v(\d+)\.", out.strip())
     return int(match.group(1)) if match else None
 
 
-def ensure_installed() -> None:
-    """Install the pinned suite and Node 22 into .conformance/ unless they are already there."""
-    if _installed_version() == SUITE_VERSION and (_node_major() or 0) >= NODE_MIN_MAJOR:
-        log(f"{SUITE_PACKAGE}@{SUITE_VERSION} and node {_node_major()} already in {INSTALL_DIR.relative_to(REPO)}/")
+def ensure_installed(suite: Suite = STABLE) -> None:
+    """Install the pinned suite and Node 22 into the suite's folder unless they are already there."""
+    where = suite.install_dir.relative_to(REPO)
+    if _installed_version(suite) == suite.version and (_node_major(suite) or 0) >= NODE_MIN_MAJOR:
+        log(f"{SUITE_PACKAGE}@{suite.version} and node {_node_major(suite)} already in {where}/")
         return
     npm = shutil.which("npm")
     if npm is None:
         raise RunnerError("npm is not installed: it is needed once to install the conformance suite")
-    INSTALL_DIR.mkdir(exist_ok=True)
-    command = [npm, "install", "--prefix", str(INSTALL_DIR), "--no-audit", "--no-fund",
-               f"{SUITE_PACKAGE}@{SUITE_VERSION}", NODE_PACKAGE]
+    suite.install_dir.mkdir(parents=True, exist_ok=True)
+    command = [npm, "install", "--prefix", str(suite.install_dir), "--no-audit", "--no-fund",
+               f"{SUITE_PACKAGE}@{suite.version}", NODE_PACKAGE]
     log("installing: " + " ".join(command[1:]))
     try:
-        done = subprocess.run(command, cwd=INSTALL_DIR, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
+        done = subprocess.run(command, cwd=suite.install_dir, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise RunnerError(f"npm install did not finish in {INSTALL_TIMEOUT} s") from None
     if done.returncode != 0:
         raise RunnerError(f"npm install failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    version, major = _installed_version(), _node_major()
-    if version != SUITE_VERSION:
-        raise RunnerError(f"after npm install, {SUITE_PACKAGE} is {version!r}, not {SUITE_VERSION}")
+    version, major = _installed_version(suite), _node_major(suite)
+    if version != suite.version:
+        raise RunnerError(f"after npm install, {SUITE_PACKAGE} is {version!r}, not {suite.version}")
     if (major or 0) < NODE_MIN_MAJOR:
         # The node@22 package fetches its binary in a preinstall script; npm may have skipped it.
-        raise RunnerError(f"{NODE} is not a working Node >= {NODE_MIN_MAJOR} (got {major}); was its install script skipped?")
-    log(f"installed {SUITE_PACKAGE}@{version} with node {major}")
+        raise RunnerError(f"{suite.node} is not a working Node >= {NODE_MIN_MAJOR} (got {major}); was its install script skipped?")
+    log(f"installed {SUITE_PACKAGE}@{version} with node {major} in {where}/")
 
 
 # -- the server -----------------------------------------------------------------------------
@@ -228,10 +284,10 @@ def _tail(path: Path, lines: int = 60) -> str:
 # -- the suite ------------------------------------------------------------------------------
 
 
-def list_scenarios() -> list[str]:
+def list_scenarios(suite: Suite = STABLE) -> list[str]:
     """Ask the suite for the names of all its server scenarios."""
     done = subprocess.run(
-        [str(NODE), str(SUITE_ENTRY), "list", "--server"], capture_output=True, text=True, timeout=60, check=True
+        [str(suite.node), str(suite.entry), "list", "--server"], capture_output=True, text=True, timeout=60, check=True
     )
     names = re.findall(r"^\s*-\s+(\S+)", done.stdout, re.MULTILINE)
     if not names:
@@ -239,16 +295,83 @@ def list_scenarios() -> list[str]:
     return names
 
 
-def run_suite(url: str, outdir: Path, suite: str, scenario: str | None, verbose: bool) -> subprocess.CompletedProcess[str]:
-    command = [str(NODE), str(SUITE_ENTRY), "server", "--url", url, "-o", str(outdir)]
-    command += ["--scenario", scenario] if scenario else ["--suite", suite]
+@dataclass
+class Requirements:
+    """A frozen requirement set of the alpha suite: what `--requirements REVISION` runs (server leg)."""
+
+    revision: str
+    scored: list[str]
+    not_scored: dict[str, str]  # scenario -> reason (extension, pending, added-after-release)
+
+    @property
+    def names(self) -> list[str]:
+        return self.scored + [n for n in self.not_scored if n not in self.scored]
+
+
+def load_requirements(suite: Suite, revision: str) -> Requirements:
+    """Read `conformance list --requirements REVISION`: its server scenarios, scored and not."""
+    done = subprocess.run(
+        [str(suite.node), str(suite.entry), "list", "--requirements", revision],
+        capture_output=True, text=True, timeout=60,
+    )
+    if done.returncode != 0:
+        raise RunnerError(f"the suite does not know requirement set {revision!r}:\n{done.stdout}\n{done.stderr}")
+    scored: list[str] = []
+    not_scored: dict[str, str] = {}
+    section, reason = "", ""
+    for line in done.stdout.splitlines():
+        if not line.strip():
+            if section == "server":
+                section = ""
+            continue
+        if line.startswith("Server scenarios"):
+            section = "server"
+        elif not line.startswith(" "):
+            section = "not-scored" if line.startswith("Run and reported, but never scored") else ""
+        elif section == "server" and (m := re.match(r"^\s+-\s+(\S+)\s*$", line)):
+            scored.append(m.group(1))
+        elif section == "not-scored" and (m := re.match(r"^\s{2}(\S[^(]*?)\s*\(\d+\):\s*$", line)):
+            reason = m.group(1)
+        elif section == "not-scored" and (m := re.match(r"^\s+-\s+(\S+)\s+\[server\]\s*$", line)):
+            not_scored[m.group(1)] = reason
+    if not scored:
+        raise RunnerError(f"could not read requirement set {revision}:\n{done.stdout}\n{done.stderr}")
+    return Requirements(revision, scored, not_scored)
+
+
+def suite_not_scored(output: str, revision: str) -> dict[str, str]:
+    """The scenarios the suite itself printed under "Not scored for REVISION: ..." (name -> reason)."""
+    found: dict[str, str] = {}
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(f"Not scored for {revision}:"):
+            for entry in lines[i + 1:]:
+                m = re.match(r"^\s+\S\s+(\S+)\s+\((.+)\)\s*$", entry)
+                if not m:
+                    break
+                found[m.group(1)] = m.group(2)
+    return found
+
+
+def run_suite(
+    suite: Suite, url: str, outdir: Path, args: argparse.Namespace
+) -> subprocess.CompletedProcess[str]:
+    command = [str(suite.node), str(suite.entry), "server", "--url", url, "-o", str(outdir)]
+    if suite is STABLE:
+        command += ["--scenario", args.scenario] if args.scenario else ["--suite", args.suite or "all"]
+    elif args.scenario:
+        # --requirements cannot be combined with --scenario; pin the wire to the revision
+        # instead, and --force runs it as the requirement set would, whatever its window.
+        command += ["--scenario", args.scenario, "--spec-version", args.requirements, "--force"]
+    else:
+        command += ["--requirements", args.requirements]
     log("running: conformance " + " ".join(command[2:]))
     try:
-        done = subprocess.run(command, cwd=INSTALL_DIR, capture_output=True, text=True, timeout=SUITE_TIMEOUT)
+        done = subprocess.run(command, cwd=suite.install_dir, capture_output=True, text=True, timeout=SUITE_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise RunnerError(f"the suite did not finish in {SUITE_TIMEOUT} s") from None
     (outdir / "suite-output.txt").write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
-    if verbose:
+    if args.verbose:
         print(done.stdout, done.stderr, sep="\n", flush=True)
     return done
 
@@ -289,53 +412,111 @@ def read_results(outdir: Path) -> dict[str, ScenarioResult]:
     return results
 
 
-def judge(results: dict[str, ScenarioResult], expected_names: list[str]) -> tuple[list[str], list[str]]:
-    """Return (problems, lines of the table)."""
+def crashed_scenarios(output: str) -> dict[str, str]:
+    """Scenarios that threw before writing checks.json ("Failed to run scenario NAME: message")."""
+    return dict(re.findall(r"^Failed to run scenario (\S+): (.*)$", output, re.MULTILINE))
+
+
+def _short(note: str, limit: int = 400) -> str:
+    first = note.splitlines()[0] if note else ""
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
+def _table(rows: list[tuple[str, object, object, object, object, str]]) -> list[str]:
+    width = max([len(r[0]) for r in rows] + [8])
+    lines = [f"{'scenario':<{width}}  SUCCESS  FAILURE  WARNING  INFO  result", "-" * (width + 44)]
+    lines += [f"{r[0]:<{width}}  {r[1]!s:>7}  {r[2]!s:>7}  {r[3]!s:>7}  {r[4]!s:>4}  {r[5]}" for r in rows]
+    return lines
+
+
+def judge(
+    results: dict[str, ScenarioResult],
+    expected_names: list[str],
+    expected_failures: dict[str, str] | None = None,
+    not_scored: dict[str, str] | None = None,
+) -> tuple[list[str], list[str]]:
+    """Return (problems, lines of the table).
+
+    Scenarios in ``not_scored`` (name -> reason) go into a second table and never make a
+    problem: the suite runs them for visibility only.
+    """
+    expected = EXPECTED_FAILURES if expected_failures is None else expected_failures
+    not_scored = not_scored or {}
     problems: list[str] = []
-    rows = []
+    rows: list[tuple[str, object, object, object, object, str]] = []
+    unscored_rows: list[tuple[str, object, object, object, object, str]] = []
     for name in expected_names:
-        if name not in results:
+        if name in results:
+            continue
+        if name in not_scored:
+            unscored_rows.append((name, "-", "-", "-", "-", f"MISSING (not scored: {not_scored[name]})"))
+        elif name in expected:
+            rows.append((name, "-", "-", "-", "-", "expected failure (no results)"))
+        else:
             problems.append(f"{name}: no results (the scenario did not run or crashed)")
             rows.append((name, "-", "-", "-", "-", "MISSING"))
-    for name, result in results.items():
+    for name, result in sorted(results.items()):
         c = result.counts
-        if result.failed and name in EXPECTED_FAILURES:
+        counts = (c.get("SUCCESS", 0), c.get("FAILURE", 0), c.get("WARNING", 0), c.get("INFO", 0))
+        if name in not_scored:
+            verdict = "fails" if result.failed else ("ok (warnings)" if c.get("WARNING") else "ok")
+            unscored_rows.append((name, *counts, f"{verdict} (not scored: {not_scored[name]})"))
+            continue
+        if result.failed and name in expected:
             verdict = "expected failure"
         elif result.failed:
             verdict = "FAIL"
             problems.append(f"{name}: failed")
-        elif name in EXPECTED_FAILURES:
+        elif name in expected:
             verdict = "UNEXPECTED PASS"
-            problems.append(f"{name}: passed but is listed in EXPECTED_FAILURES; remove it from the list")
+            problems.append(f"{name}: passed but is listed as an expected failure; remove it from the list")
         elif c.get("WARNING"):
             verdict = "ok (warnings)"
         else:
             verdict = "ok"
-        rows.append((name, c.get("SUCCESS", 0), c.get("FAILURE", 0), c.get("WARNING", 0), c.get("INFO", 0), verdict))
-    width = max([len(r[0]) for r in rows] + [8])
-    lines = [f"{'scenario':<{width}}  SUCCESS  FAILURE  WARNING  INFO  result", "-" * (width + 44)]
-    lines += [f"{r[0]:<{width}}  {r[1]!s:>7}  {r[2]!s:>7}  {r[3]!s:>7}  {r[4]!s:>4}  {r[5]}" for r in rows]
+        rows.append((name, *counts, verdict))
+    lines = _table(rows)
+    if unscored_rows:
+        lines += ["", "Not scored (run and reported by the suite, never fail the run):", *_table(unscored_rows)]
     return problems, lines
 
 
-def run_mode(response_mode: str, args: argparse.Namespace, scenarios: list[str]) -> list[str]:
+def run_mode(
+    response_mode: str, args: argparse.Namespace, scenarios: list[str], suite: Suite = STABLE,
+    requirements: Requirements | None = None,
+) -> list[str]:
+    label = f"{suite.version}" + (f" --requirements {requirements.revision}" if requirements else "")
     with tempfile.TemporaryDirectory(prefix="mcp-conformance-") as tmp:
         workdir = Path(tmp)
         with running_server(workdir, response_mode) as (url, server_log):
             # A fresh folder per run, so that two runs at once (CI and a developer, say) never
             # mix results; it is removed after a clean run and kept for inspection otherwise.
-            RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+            suite.results_dir.mkdir(parents=True, exist_ok=True)
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-            outdir = Path(tempfile.mkdtemp(prefix=f"{stamp}-{response_mode}-", dir=RESULTS_DIR))
-            done = run_suite(url, outdir, args.suite, args.scenario, args.verbose)
+            tag = f"{requirements.revision}-{response_mode}" if requirements else response_mode
+            outdir = Path(tempfile.mkdtemp(prefix=f"{stamp}-{tag}-", dir=suite.results_dir))
+            done = run_suite(suite, url, outdir, args)
         shutil.copy(server_log, outdir / "server.log")
     results = read_results(outdir)
+    for name, message in crashed_scenarios(done.stdout + "\n" + done.stderr).items():
+        if name not in results:
+            results[name] = ScenarioResult(name, {"FAILURE": 1}, [f"FAILURE {name}: the scenario crashed: {message}"])
     if not results:
         raise RunnerError(f"the suite produced no checks.json (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    problems, lines = judge(results, scenarios)
-    print(f"\n=== MCP conformance {SUITE_VERSION}, MCP_RESPONSE_MODE={response_mode} ===")
+    if requirements is None:
+        problems, lines = judge(results, scenarios)
+    else:
+        not_scored = dict(requirements.not_scored)
+        # Whatever the suite itself printed as "Not scored" is not scored either (it is the referee).
+        for name, reason in suite_not_scored(done.stdout, requirements.revision).items():
+            not_scored.setdefault(name, reason)
+        for name in requirements.scored:
+            not_scored.pop(name, None)
+        expected = ALPHA_EXPECTED_FAILURES.get(requirements.revision, {})
+        problems, lines = judge(results, scenarios, expected, not_scored)
+    print(f"\n=== MCP conformance {label}, MCP_RESPONSE_MODE={response_mode} ===")
     print("\n".join(lines))
-    notes = [f"  {name}: {note}" for name, r in results.items() for note in r.notes]
+    notes = [f"  {name}: {_short(note)}" for name, r in sorted(results.items()) for note in r.notes]
     if notes:
         print("\nNon-passing checks (WARNINGs never fail the run):")
         print("\n".join(notes))
@@ -345,17 +526,32 @@ def run_mode(response_mode: str, args: argparse.Namespace, scenarios: list[str])
         print(f"Results kept in {outdir.relative_to(REPO)}/", flush=True)
     else:
         shutil.rmtree(outdir, ignore_errors=True)
-    return [f"[{response_mode}] {p}" for p in problems]
+    prefix = f"[{requirements.revision} {response_mode}]" if requirements else f"[{response_mode}]"
+    return [f"{prefix} {p}" for p in problems]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--response-mode", default="json,sse", help="comma-separated MCP_RESPONSE_MODE values to run (default: json,sse)")
-    parser.add_argument("--suite", default="all", choices=("all", "active", "pending"))
+    parser.add_argument("--suite", choices=("all", "active", "pending"),
+                        help="stable suite only: which scenarios to run (default: all)")
     parser.add_argument("--scenario", help="run only this scenario")
     parser.add_argument("--verbose", action="store_true", help="also print the suite's own output")
     parser.add_argument("--keep", action="store_true", help="keep the results folder even when everything passed")
+    parser.add_argument("--suite-version", choices=sorted(SUITES),
+                        help=f"'stable' ({SUITE_VERSION}, the default) or 'alpha' ({ALPHA_SUITE_VERSION}, installed in "
+                             f"{ALPHA_INSTALL_DIR.relative_to(REPO)}/)")
+    parser.add_argument("--requirements", metavar="REVISION",
+                        help="alpha suite only: run the scenarios this spec revision requires, e.g. 2026-07-28 (the "
+                             "default with --suite-version alpha) or 2025-11-25; implies --suite-version alpha")
     args = parser.parse_args(argv)
+    suite = SUITES[args.suite_version] if args.suite_version else (ALPHA if args.requirements else STABLE)
+    if suite is STABLE and args.requirements:
+        parser.error(f"--requirements needs the alpha suite (--suite-version alpha), not {SUITE_VERSION}")
+    if suite is ALPHA:
+        if args.suite:
+            parser.error("--suite is for the stable suite; the alpha runs a requirement set (--requirements)")
+        args.requirements = args.requirements or DEFAULT_REQUIREMENTS
 
     # Stop the server on SIGTERM/SIGINT too: turn them into SystemExit so the finally blocks run.
     def terminate(signum: int, frame: object) -> None:
@@ -364,16 +560,19 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, terminate)
     started = time.monotonic()
     try:
-        ensure_installed()
+        ensure_installed(suite)
+        requirements = load_requirements(suite, args.requirements) if suite is ALPHA else None
         if args.scenario:
             scenarios = [args.scenario]
-        elif args.suite == "all":
-            scenarios = list_scenarios()
+        elif requirements is not None:
+            scenarios = requirements.names
+        elif (args.suite or "all") == "all":
+            scenarios = list_scenarios(suite)
         else:
             scenarios = []  # the active/pending split is the suite's business; judge what ran
         problems: list[str] = []
         for mode in [m.strip() for m in args.response_mode.split(",") if m.strip()]:
-            problems += run_mode(mode, args, scenarios)
+            problems += run_mode(mode, args, scenarios, suite, requirements)
     except RunnerError as exc:
         print(f"\n[conformance] ERROR: {exc}", file=sys.stderr, flush=True)
         return 2
