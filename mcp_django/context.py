@@ -387,6 +387,7 @@ class Context:
         *,
         params: dict[str, Any] | None = None,
         timeout: float | None = None,
+        key: str | None = None,
     ) -> URLElicitation:
         """Send the user to a page of this site (URL-mode ``elicitation/create``).
 
@@ -394,7 +395,9 @@ class Context:
         triggered it. The result's ``action`` says whether the user agreed to open it
         ("accept" means only that); :meth:`wait_for_elicitation` waits until the page is done.
         When the client cannot do URL mode, this raises ``URLElicitationRequiredError``, which
-        answers the request with -32042 and the page's URL.
+        answers the request with -32042 and the page's URL (in 2026-07-28: -32021, naming the
+        capability). In 2026-07-28 the question is an input request (``key`` as for
+        :meth:`sample`) and the page is kept in ``requestState``: the retry finds it, done or not.
         """
         from asgiref.sync import sync_to_async
 
@@ -404,16 +407,33 @@ class Context:
         user_id = getattr(self.user, "pk", None)
         if user_id is None:
             raise ClientRequestError("URL elicitation needs an authenticated user: the page must know who may open it")
-        elicitation = await sync_to_async(services.create)(
-            user_id=user_id, session_id=self.session_id, request_id=self.request_id, message=message, view_name=view, params=params or {}
-        )
-        url = services.page_url(elicitation, self.request)
-        request = {"mode": "url", "message": message, "url": url, "elicitationId": elicitation.pk}
-        if not self._supports_url_elicitation() or self._emitter is None:
-            raise URLElicitationRequiredError(
-                "This request needs you to complete an action in your browser first.", data={"elicitations": [request]}
+        rounds = self._rounds
+        if rounds is not None and not self._supports_url_elicitation():
+            raise MissingRequiredClientCapabilityError(
+                "This request needs a client that opens pages (URL-mode elicitation)",
+                required_capabilities={"elicitation": {"url": {}}},
             )
-        result = await self._request("elicitation/create", request, timeout)
+        elicitation = None
+        if rounds is not None:
+            key = rounds.key_for("elicitation/create", key)
+            page = rounds.notes.get(f"page:{key}")
+            if isinstance(page, str):
+                elicitation = await sync_to_async(services.of_user)(page, user_id)
+        if elicitation is None:
+            elicitation = await sync_to_async(services.create)(
+                user_id=user_id, session_id=self.session_id, request_id=self.request_id, message=message, view_name=view, params=params or {}
+            )
+            if rounds is not None:
+                rounds.notes[f"page:{key}"] = elicitation.pk
+        url = services.page_url(elicitation, self.request)
+        request: dict[str, Any] = {"mode": "url", "message": message, "url": url}
+        if rounds is None:
+            request["elicitationId"] = elicitation.pk  # 2025-11-25; the 2026 retry carries it in requestState
+            if not self._supports_url_elicitation() or self._emitter is None:
+                raise URLElicitationRequiredError(
+                    "This request needs you to complete an action in your browser first.", data={"elicitations": [request]}
+                )
+        result = await self._request("elicitation/create", request, timeout, key)
         action = _elicitation_action(result)
         if action != "accept":
             await sync_to_async(services.finish)(elicitation, "declined" if action == "decline" else "cancelled", announce_to_client=False)

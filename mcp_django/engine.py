@@ -379,6 +379,7 @@ class Engine:
         """The answers a retried request brings: those sealed in ``requestState`` (checked
         against this user and this request) and the new ``inputResponses``."""
         answers: dict[str, Any] = {}
+        notes: Any = None
         state = message.params.get("requestState")
         if state is not None:
             try:
@@ -388,11 +389,12 @@ class Engine:
             previous = sealed.get("answers")
             if isinstance(previous, dict):
                 answers.update(previous)
+            notes = sealed.get("notes")
         responses = message.params.get("inputResponses")
         if responses is not None and not isinstance(responses, dict):
             raise InvalidParamsError('Invalid params: "inputResponses" must be an object')
         answers.update(responses or {})
-        return InputRounds(answers)
+        return InputRounds(answers, notes if isinstance(notes, dict) else None)
 
     async def answer_stateless(
         self, principal: Principal, message: Request, meta: modern.RequestMeta, emitter: Emitter | None = None
@@ -418,7 +420,9 @@ class Engine:
         except InputRequired:
             assert rounds is not None
             # Always sealed, even with no answers yet: the retry proves it continues this request.
-            state = request_state.seal({"answers": rounds.answers}, principal=principal.key, binding=_binding(message))
+            state = request_state.seal(
+                {"answers": rounds.answers, "notes": rounds.notes}, principal=principal.key, binding=_binding(message)
+            )
             result: dict[str, Any] = {"resultType": "input_required", "inputRequests": rounds.asked, "requestState": state}
             return result_message(message.id, modern.complete_result(result, server_info=server_info))
         if "result" in response:

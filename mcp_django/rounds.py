@@ -29,9 +29,12 @@ class InputRequired(BaseException):
 class InputRounds:
     """The answers a retried request brings, and the questions this round asks."""
 
-    def __init__(self, answers: dict[str, Any] | None = None) -> None:
+    def __init__(self, answers: dict[str, Any] | None = None, notes: dict[str, Any] | None = None) -> None:
         #: Every answer so far, by question key (from requestState and inputResponses).
         self.answers: dict[str, Any] = dict(answers or {})
+        #: What the server keeps between rounds besides answers (a URL elicitation's page),
+        #: sealed in requestState with them.
+        self.notes: dict[str, Any] = dict(notes or {})
         #: Questions asked in this round and not answered yet, by key.
         self.asked: dict[str, dict[str, Any]] = {}
         self._count = 0
@@ -43,8 +46,7 @@ class InputRounds:
         ``key`` names the question in ``inputRequests``; by default it is the method's kind and
         the question's place in the tool (``elicitation-2``), the same on every retry.
         """
-        self._count += 1
-        key = key or f"{method.rsplit('/', 1)[0]}-{self._count}"
+        key = self.key_for(method, key)
         answer = self.answers.get(key)
         if well_formed(method, answer):
             return {"result": answer}
@@ -54,6 +56,14 @@ class InputRounds:
         # Questions asked at once (asyncio.gather) all get into this round's inputRequests.
         await asyncio.sleep(0)
         raise InputRequired(key)
+
+    def key_for(self, method: str, key: str | None = None) -> str:
+        """The key of the next question: ``key``, or the method's kind and the question's place
+        among those without one (the same on every retry, as the tool asks in the same order)."""
+        if key is not None:
+            return key
+        self._count += 1
+        return f"{method.rsplit('/', 1)[0]}-{self._count}"
 
 
 def well_formed(method: str, answer: Any) -> bool:

@@ -51,6 +51,12 @@ def open_for(elicitation_id: str, user: Any) -> Elicitation | None:
     ).first()
 
 
+def of_user(elicitation_id: str, user_id: Any) -> Elicitation | None:
+    """The elicitation ``elicitation_id`` if ``user_id`` started it, whatever its state (a
+    2026-07-28 retry finds the page its first round made)."""
+    return Elicitation.objects.filter(pk=elicitation_id, user_id=user_id).first()
+
+
 def finish(elicitation: Elicitation, state: str, *, announce_to_client: bool = True) -> bool:
     """Close a pending elicitation, then tell the session that started it and any waiting tool.
 

@@ -159,10 +159,11 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
 
 
 @asynccontextmanager
-async def connect_as(server: ExampleServer, username: str) -> AsyncIterator[Client]:
-    """The official SDK client, logged in as ``username`` through a Django session cookie."""
+async def connect_as(server: ExampleServer, username: str, mode: str = "auto") -> AsyncIterator[Client]:
+    """The official SDK client, logged in as ``username`` through a Django session cookie; in its
+    default mode it discovers the server and speaks 2026-07-28 (``mode="legacy"``: 2025-11-25)."""
     async with httpx2.AsyncClient(cookies=server.login(username), timeout=10) as http:
-        async with Client(streamable_http_client(server.mcp_url, http_client=http), read_timeout_seconds=10) as client:
+        async with Client(streamable_http_client(server.mcp_url, http_client=http), read_timeout_seconds=10, mode=mode) as client:
             yield client
 
 

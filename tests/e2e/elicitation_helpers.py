@@ -201,17 +201,20 @@ class Recorder:
 
 @asynccontextmanager
 async def mcp_client(
-    server: ExampleServer, cookies: dict[str, str] | None, recorder: Recorder, *, url_mode: bool = True, auth: Any = None
+    server: ExampleServer, cookies: dict[str, str] | None, recorder: Recorder, *, url_mode: bool = True, auth: Any = None,
+    mode: str = "legacy",
 ) -> AsyncIterator[Client]:
     """The official SDK client with the user's session cookie (or an OAuth ``auth``). With
     ``url_mode`` it has an elicitation callback, so it declares ``elicitation: {form: {}, url: {}}``;
-    without, it declares no elicitation at all."""
+    without, it declares no elicitation at all. These tests follow 2025-11-25's URL elicitation
+    (elicitationId, the completion notification, -32042) unless ``mode`` says otherwise."""
     async with httpx2.AsyncClient(cookies=cookies, auth=auth, timeout=WAIT, transport=recorder.wire) as http:
         async with Client(
             streamable_http_client(server.mcp_url, http_client=http),
             read_timeout_seconds=WAIT,
             elicitation_callback=recorder.elicitation_callback if url_mode else None,
             message_handler=recorder.message_handler,
+            mode=mode,
         ) as client:
             yield client
 

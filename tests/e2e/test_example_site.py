@@ -1,8 +1,10 @@
 """The example library site, served by daphne, driven by the official MCP Python SDK client.
 
-The client runs in its default ``mode="auto"``: it probes ``server/discover``, gets an error
-from this handshake-era server, and falls back to ``initialize`` at 2025-11-25. A few tests
-drop to raw HTTP for what the SDK hides (status codes, redirects, the GET stream).
+The client's default ``mode="auto"`` probes ``server/discover`` and, as this server serves
+2026-07-28, speaks that revision (stateless). Tests of what both revisions offer run in each
+(the ``era`` fixture: ``"legacy"`` forces the initialize handshake at 2025-11-25); tests of
+sessions, ping and the GET stream are handshake-era only. A few tests drop to raw HTTP for what
+the SDK hides (status codes, redirects, the GET stream).
 
 Tests share one server and its database, so each leaves the demo data as it found it (what a
 test borrows, it returns) and relies only on rows no other test changes.
@@ -40,7 +42,9 @@ TIME_MACHINE = "9780000300010"  # 3 copies, 1 lent to reader
 PHANTASTES = "9780001300019"  # 1 copy, not on loan
 PRINCESS = "9780001300026"  # 2 copies, not on loan
 DOYLE = {"9780000500014", "9780000500021", "9780000500038"}
-RESOURCE_NOT_FOUND = -32002
+RESOURCE_NOT_FOUND = -32002  # 2025-11-25; 2026-07-28 retired it for -32602
+INVALID_PARAMS = -32602
+MODERN = "2026-07-28"
 ACCEPT_BOTH = {"Accept": "application/json, text/event-stream"}
 
 # The SDK deprecates the logging capability for the 2026-07-28 revision; on the 2025-11-25
@@ -48,9 +52,15 @@ ACCEPT_BOTH = {"Accept": "application/json, text/event-stream"}
 ignore_logging_deprecation = pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
 
 
-def connect(server: ExampleServer, **kwargs: Any) -> Client:
+@pytest.fixture(params=["legacy", MODERN])
+def era(request: pytest.FixtureRequest) -> str:
+    """The revision a test's client speaks: the initialize handshake, or stateless 2026-07-28."""
+    return str(request.param)
+
+
+def connect(server: ExampleServer, era: str = "legacy", **kwargs: Any) -> Client:
     # A bounded read timeout: a server that never answers fails the test instead of hanging it.
-    return Client(server.mcp_url, read_timeout_seconds=10, **kwargs)
+    return Client(server.mcp_url, read_timeout_seconds=10, mode=era, **kwargs)
 
 
 def text_of(result: Any) -> str:
@@ -60,8 +70,17 @@ def text_of(result: Any) -> str:
 # -- connecting ---------------------------------------------------------------------------------
 
 
-async def test_client_in_auto_mode_falls_back_to_the_initialize_handshake(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_client_in_auto_mode_discovers_and_speaks_2026_07_28(example_server: ExampleServer) -> None:
+    async with connect(example_server, "auto") as client:
+        assert client.protocol_version == MODERN
+        assert client.server_info is not None and client.server_info.name == "example-library"
+        capabilities = client.server_capabilities
+        assert capabilities.tools is not None and capabilities.resources is not None and capabilities.prompts is not None
+        assert (await client.call_tool("search_books", {"query": "Austen"})).structured_content
+
+
+async def test_client_in_legacy_mode_gets_the_initialize_handshake(example_server: ExampleServer) -> None:
+    async with connect(example_server, "legacy") as client:
         assert client.protocol_version == "2025-11-25"
         assert client.server_info is not None
         assert client.server_info.name == "example-library"
@@ -76,7 +95,7 @@ async def test_client_in_auto_mode_falls_back_to_the_initialize_handshake(exampl
 
 
 async def test_ping_is_answered(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+    async with connect(example_server, "legacy") as client:
         result = await client.session.send_ping()
         assert result.model_dump(exclude_none=True) == {}
 
@@ -88,7 +107,7 @@ async def test_session_is_kept_across_requests_and_deleted_when_the_client_exits
         seen.append((response.request.method, response.status_code, response.headers.get("mcp-session-id")))
 
     async with httpx2.AsyncClient(event_hooks={"response": [remember]}, timeout=10) as http:
-        async with Client(streamable_http_client(example_server.mcp_url, http_client=http), read_timeout_seconds=10) as client:
+        async with Client(streamable_http_client(example_server.mcp_url, http_client=http), read_timeout_seconds=10, mode="legacy") as client:
             await client.list_tools()
             await client.call_tool("search_books", {"query": "Austen"})
             await client.read_resource("library://catalogue/stats")
@@ -109,8 +128,8 @@ async def test_session_is_kept_across_requests_and_deleted_when_the_client_exits
 # -- tools ----------------------------------------------------------------------------------------
 
 
-async def test_tools_are_listed_with_input_and_output_schemas(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_tools_are_listed_with_input_and_output_schemas(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert {"search_books", "book_availability", "member_loans", "borrow_book", "return_book", "renew_loan"} <= set(tools)
     search = tools["search_books"]
@@ -124,8 +143,8 @@ async def test_tools_are_listed_with_input_and_output_schemas(example_server: Ex
     assert "ctx" not in renew.input_schema["properties"]
 
 
-async def test_search_books_returns_structured_content_matching_its_text(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_search_books_returns_structured_content_matching_its_text(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
         result = await client.call_tool("search_books", {"query": "wells"})
     assert not result.is_error
     assert result.structured_content is not None
@@ -136,8 +155,8 @@ async def test_search_books_returns_structured_content_matching_its_text(example
     assert json.loads(text_of(result)) == result.structured_content
 
 
-async def test_search_books_filters_by_genre_and_limits(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_search_books_filters_by_genre_and_limits(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
         result = await client.call_tool("search_books", {"genre": "mystery", "limit": 2})
     assert result.structured_content is not None
     assert result.structured_content["total"] == 5
@@ -145,8 +164,8 @@ async def test_search_books_filters_by_genre_and_limits(example_server: ExampleS
     assert {b["genre"] for b in result.structured_content["books"]} == {"mystery"}
 
 
-async def test_book_availability_counts_copies_on_loan(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_book_availability_counts_copies_on_loan(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
         result = await client.call_tool("book_availability", {"isbn": HOUND})
     assert result.structured_content is not None
     assert result.structured_content["copies"] == 1
@@ -154,8 +173,8 @@ async def test_book_availability_counts_copies_on_loan(example_server: ExampleSe
     assert date.fromisoformat(result.structured_content["next_due_on"]) >= date.today()
 
 
-async def test_tool_error_is_an_is_error_result(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_tool_error_is_an_is_error_result(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
         unknown = await client.call_tool("book_availability", {"isbn": "9999999999999"})
         no_copies = await client.call_tool("borrow_book", {"isbn": HOUND, "member_username": "carol"})
     assert unknown.is_error
@@ -175,9 +194,9 @@ async def test_tool_error_is_an_is_error_result(example_server: ExampleServer) -
     ],
 )
 async def test_invalid_arguments_are_an_is_error_result(
-    example_server: ExampleServer, tool: str, arguments: dict[str, Any], mentions: str
+    example_server: ExampleServer, tool: str, arguments: dict[str, Any], mentions: str, era: str
 ) -> None:
-    async with connect(example_server) as client:
+    async with connect(example_server, era) as client:
         result = await client.call_tool(tool, arguments)
     assert result.is_error
     assert "Invalid arguments" in text_of(result)
@@ -185,7 +204,7 @@ async def test_invalid_arguments_are_an_is_error_result(
 
 
 @ignore_logging_deprecation
-async def test_loan_lifecycle_reports_progress_and_logs(example_server: ExampleServer) -> None:
+async def test_loan_lifecycle_reports_progress_and_logs(example_server: ExampleServer, era: str) -> None:
     progress: list[tuple[float, float | None, str | None]] = []
     logs: list[LoggingMessageNotificationParams] = []
 
@@ -195,8 +214,10 @@ async def test_loan_lifecycle_reports_progress_and_logs(example_server: ExampleS
     async def on_log(params: LoggingMessageNotificationParams) -> None:
         logs.append(params)
 
-    async with connect(example_server, logging_callback=on_log) as client:
-        await client.set_logging_level("info")
+    # Logs are asked for with logging/setLevel in a session, and per request in 2026-07-28.
+    async with connect(example_server, era, logging_callback=on_log, log_level="info") as client:
+        if era != MODERN:
+            await client.set_logging_level("info")
         borrowed = await client.call_tool("borrow_book", {"isbn": PHANTASTES, "member_username": "carol"})
         assert not borrowed.is_error, text_of(borrowed)
         loan = borrowed.structured_content
@@ -232,14 +253,15 @@ async def test_loan_lifecycle_reports_progress_and_logs(example_server: ExampleS
 
 
 @ignore_logging_deprecation
-async def test_log_messages_below_the_requested_level_are_not_sent(example_server: ExampleServer) -> None:
+async def test_log_messages_below_the_requested_level_are_not_sent(example_server: ExampleServer, era: str) -> None:
     logs: list[LoggingMessageNotificationParams] = []
 
     async def on_log(params: LoggingMessageNotificationParams) -> None:
         logs.append(params)
 
-    async with connect(example_server, logging_callback=on_log) as client:
-        await client.set_logging_level("warning")
+    async with connect(example_server, era, logging_callback=on_log, log_level="warning") as client:
+        if era != MODERN:
+            await client.set_logging_level("warning")
         result = await client.call_tool("borrow_book", {"isbn": HOUND, "member_username": "carol"})
     assert result.is_error
     # borrow_book logs "Lending ..." at info, then the refusal at warning.
@@ -250,8 +272,8 @@ async def test_log_messages_below_the_requested_level_are_not_sent(example_serve
 # -- resources ------------------------------------------------------------------------------------
 
 
-async def test_resources_and_templates_are_listed(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_resources_and_templates_are_listed(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
         resources = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
     # Other apps of the example site register resources too: look for the library's own.
@@ -259,8 +281,8 @@ async def test_resources_and_templates_are_listed(example_server: ExampleServer)
     assert ("library://books/{isbn}", "book") in [(t.uri_template, t.name) for t in templates]
 
 
-async def test_static_resource_is_read(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_static_resource_is_read(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
         result = await client.read_resource("library://catalogue/stats")
     (contents,) = result.contents
     assert isinstance(contents, TextResourceContents)
@@ -271,8 +293,8 @@ async def test_static_resource_is_read(example_server: ExampleServer) -> None:
     assert stats["genres"]["mystery"] == {"label": "Mystery", "books": 5}
 
 
-async def test_template_resource_is_read(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_template_resource_is_read(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
         result = await client.read_resource(f"library://books/{HOUND}")
     (contents,) = result.contents
     assert isinstance(contents, TextResourceContents)
@@ -283,15 +305,17 @@ async def test_template_resource_is_read(example_server: ExampleServer) -> None:
     assert record["available"] == 0
 
 
-async def test_reading_an_unknown_book_is_resource_not_found(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_reading_an_unknown_book_is_resource_not_found(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
         with pytest.raises(MCPError) as caught:
             await client.read_resource("library://books/9999999999999")
-    assert caught.value.code == RESOURCE_NOT_FOUND
+    # 2026-07-28 retired -32002: a missing resource is invalid params there, with its URI.
+    assert caught.value.code == (INVALID_PARAMS if era == MODERN else RESOURCE_NOT_FOUND)
+    assert caught.value.error.data == {"uri": "library://books/9999999999999"}
 
 
-async def test_isbn_is_completed_from_its_prefix(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_isbn_is_completed_from_its_prefix(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
         result = await client.complete(
             ResourceTemplateReference(uri="library://books/{isbn}"), {"name": "isbn", "value": "978000050"}
         )
@@ -299,8 +323,8 @@ async def test_isbn_is_completed_from_its_prefix(example_server: ExampleServer) 
     assert result.completion.has_more is False
 
 
-async def test_authors_are_exposed_through_model_mcp(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_authors_are_exposed_through_model_mcp(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
         templates = (await client.list_resource_templates()).resource_templates
         found = await client.call_tool("library_author_search", {"query": "Austen"})
         assert not found.is_error, text_of(found)
@@ -319,8 +343,8 @@ async def test_authors_are_exposed_through_model_mcp(example_server: ExampleServ
 # -- prompts --------------------------------------------------------------------------------------
 
 
-async def test_prompt_is_listed_and_rendered_from_the_catalogue(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_prompt_is_listed_and_rendered_from_the_catalogue(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
         prompts = {p.name: p for p in (await client.list_prompts()).prompts}
         result = await client.get_prompt("recommend_books", {"interest": "mystery", "level": "enthusiast"})
     arguments = {a.name: a.required for a in prompts["recommend_books"].arguments or []}
@@ -333,8 +357,8 @@ async def test_prompt_is_listed_and_rendered_from_the_catalogue(example_server: 
     assert "Frankenstein" not in message.content.text
 
 
-async def test_prompt_interest_is_completed_with_genres(example_server: ExampleServer) -> None:
-    async with connect(example_server) as client:
+async def test_prompt_interest_is_completed_with_genres(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
         interest = await client.complete(PromptReference(name="recommend_books"), {"name": "interest", "value": "sci"})
         level = await client.complete(PromptReference(name="recommend_books"), {"name": "level", "value": "s"})
     assert interest.completion.values == ["science-fiction", "science"]

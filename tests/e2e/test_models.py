@@ -23,13 +23,22 @@ def text_of(result: Any) -> str:
 
 
 async def tool_names(client: Client) -> set[str]:
-    return {t.name for t in (await client.list_tools()).tools}
+    """Every tool the user may use, page after page."""
+    names: set[str] = set()
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        names |= {t.name for t in page.tools}
+        cursor = page.next_cursor
+        if cursor is None:
+            return names
 
 
-async def test_each_user_lists_only_the_tools_their_permissions_allow(example_server_django_auth: ExampleServer) -> None:
-    async with connect_as(example_server_django_auth, "librarian") as client:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_each_user_lists_only_the_tools_their_permissions_allow(example_server_django_auth: ExampleServer, mode: str) -> None:
+    async with connect_as(example_server_django_auth, "librarian", mode) as client:
         librarian = await tool_names(client)
-    async with connect_as(example_server_django_auth, "reader") as client:
+    async with connect_as(example_server_django_auth, "reader", mode) as client:
         reader = await tool_names(client)
     assert {"library_book_search", "library_book_get", "library_book_create", "library_book_update"} <= librarian
     assert {"library_loan_renew_two_weeks", "library_loan_mark_returned", "library_book_add_copy"} <= librarian
@@ -86,15 +95,16 @@ async def test_reader_is_refused_writes_and_admin_actions(example_server_django_
     assert "Unknown tool" in str(action.value)
 
 
-async def test_a_forbidden_row_is_indistinguishable_from_a_missing_one(example_server_django_auth: ExampleServer) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_forbidden_row_is_indistinguishable_from_a_missing_one(example_server_django_auth: ExampleServer, mode: str) -> None:
     async with connect_as(example_server_django_auth, "librarian") as client:
         loans = await client.call_tool("library_loan_search", {"limit": 1})
         loan_id = loans.structured_content["items"][0]["id"]
     errors = []
-    async with connect_as(example_server_django_auth, "reader") as client:
+    async with connect_as(example_server_django_auth, "reader", mode) as client:
         for pk in (loan_id, 987654):
             with pytest.raises(MCPError) as exc:
                 await client.read_resource(f"django://library/loan/{pk}")
             errors.append((exc.value.error.code, str(exc.value).replace(str(pk), "<pk>")))
     assert errors[0] == errors[1]
-    assert errors[0][0] == -32002
+    assert errors[0][0] == (-32602 if mode == "2026-07-28" else -32002)  # -32002 is retired in 2026-07-28

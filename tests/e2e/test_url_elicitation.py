@@ -239,6 +239,33 @@ async def test_secret_page_then_the_tool_uses_the_key_and_a_new_session_reuses_i
     assert SECRET.encode() not in stored_bytes(site)
 
 
+async def test_in_2026_07_28_the_page_is_an_input_request_and_the_retry_finds_it_done(site: ExampleServer) -> None:
+    """No elicitationId, no completion notification, no -32042: the client is sent to the page by an
+    input-required result, and its retry (another POST, no session) continues once the page is done."""
+    recorder = Recorder()
+    key = "rv-ada-" + secrets.token_hex(12)
+    async with browser_for(site, "ada") as browser:
+        await browser.sign_in(site.base_url)
+
+        async def enter_key(request: Any) -> None:
+            page = await browser.visit(request.url)
+            assert request.message in page.text
+            assert "Done." in (await browser.submit(page, "accept", secret=key)).text
+
+        async with mcp_client(site, site.login("ada"), recorder, mode="2026-07-28") as client:
+            result, request = await call_while_browsing(client, recorder, "book_reviews", {"isbn": PRIDE}, enter_key)
+            assert client.protocol_version == "2026-07-28"
+            # The key is kept for the user: the next call asks nothing.
+            again = await client.call_tool("book_reviews", {"isbn": HOUND})
+    assert not result.is_error, text_of(result)
+    assert result.structured_content["reviews"] == simulated_reviews(key, PRIDE).count
+    assert again.structured_content["reviews"] == simulated_reviews(key, HOUND).count
+    assert request.mode == "url" and request.elicitation_id is None
+    assert_clean_url(request.url, site, "ada", "/secret/")
+    assert len(recorder.url_requests) == 1 and recorder.completed_ids() == []
+    assert key not in recorder.everything_received() and key not in site.log()
+
+
 async def test_client_without_url_mode_gets_32042_then_retries_after_the_page(site: ExampleServer) -> None:
     recorder = Recorder()
     key = "rv-alan-" + secrets.token_hex(12)
