@@ -11,7 +11,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from .adminsite import is_never_exposed
 from .handlers import readable
-from .notifications import announce_soon, list_changed, schedule
+from .notifications import announce_soon, list_changed, schedule, tell_listeners
 from .protocol.jsonrpc import notification_message
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ async def anotify_resource_updated(site: MCPSite, uri: str) -> int:
     pairs = await _still_readable(site, await sync_to_async(_subscriptions_to)(site.name, [uri]))
     for session_id, _ in pairs:
         await send_to_session(session_id, notification_message("notifications/resources/updated", {"uri": uri}))
+    await tell_listeners(site=site.name, uri=uri)
     return len(pairs)
 
 
@@ -60,6 +61,8 @@ async def _announce_updated(site: MCPSite, uris: frozenset[str]) -> int:
     pairs = await _still_readable(site, await sync_to_async(_subscriptions_to)(site.name, sorted(uris)))
     for session_id, uri in pairs:
         await send_to_session(session_id, notification_message("notifications/resources/updated", {"uri": uri}))
+    for uri in sorted(uris):
+        await tell_listeners(site=site.name, uri=uri)
     return len(pairs)
 
 

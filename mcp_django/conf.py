@@ -42,6 +42,8 @@ DEFAULTS: dict[str, Any] = {
     # answer depends on the user (authentication on), "public" otherwise.
     "CACHE_TTL_MS": 60_000,
     "READ_CACHE_TTL_MS": 0,
+    # 2026-07-28 subscriptions/listen: most resource URIs one stream may follow.
+    "MAX_LISTEN_URIS": 100,
     # How POST requests are answered by default: "json" or "sse". A tool that takes a Context
     # (and so may send progress, logs or requests while it runs) is always answered with SSE.
     "RESPONSE_MODE": "json",
@@ -253,6 +255,7 @@ class MCPSettings:
     sse_keepalive_seconds: Setting[float] = Setting("SSE_KEEPALIVE_SECONDS", float)
     cache_ttl_ms: Setting[int] = Setting("CACHE_TTL_MS", int)
     read_cache_ttl_ms: Setting[int] = Setting("READ_CACHE_TTL_MS", int)
+    max_listen_uris: Setting[int] = Setting("MAX_LISTEN_URIS", int)
 
     @property
     def sse_max_connection_seconds(self) -> float | None:

@@ -34,7 +34,7 @@ from .protocol.errors import (
     MethodNotFoundError,
     TransportError,
 )
-from .protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, result_message
+from .protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, notification_message, result_message
 from .protocol.lifecycle import initialize_result, parse_initialize
 from .protocol.limits import check_progress_token, check_request_id
 from .rounds import ROUND_PARAMS, InputRequired, InputRounds
@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
     from .models import Session
     from .sites import MCPSite
+
+#: subscriptions/listen filter flags, and the list each one follows.
+LISTEN_FLAGS = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
 
 #: 2026-07-28 results that carry cache hints (caching spec).
 CACHEABLE_METHODS = frozenset(
@@ -365,6 +368,48 @@ class Engine:
         paths = modern.mcp_header_params(tool.definition().get("inputSchema") or {})
         if paths:
             modern.check_param_headers(paths, arguments if isinstance(arguments, dict) else {}, headers)
+
+    async def listen_filter(self, principal: Principal, message: Request) -> dict[str, Any]:
+        """The part of a ``subscriptions/listen`` filter this server honours for this user: list
+        changes of what the site offers, and updates of the URIs the user may read now (the
+        others are left out, as unsupported, revealing nothing)."""
+        wanted = message.params.get("notifications", {})
+        if not isinstance(wanted, dict):
+            raise InvalidParamsError('Invalid params: "notifications" must be an object')
+        offered = self.site.get_capabilities()
+        agreed: dict[str, Any] = {}
+        for flag, kind in LISTEN_FLAGS.items():
+            if wanted.get(flag) is True and offered.get(kind, {}).get("listChanged"):
+                agreed[flag] = True
+        uris = wanted.get("resourceSubscriptions")
+        if uris is not None:
+            if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+                raise InvalidParamsError('Invalid params: "notifications.resourceSubscriptions" must be an array of URIs')
+            if len(uris) > self.settings.max_listen_uris:
+                raise InvalidParamsError(f"Invalid params: at most {self.settings.max_listen_uris} resourceSubscriptions per stream")
+            if offered.get("resources", {}).get("subscribe"):
+                agreed["resourceSubscriptions"] = [
+                    u for u in dict.fromkeys(uris) if len(u) <= 2000 and await handlers.readable(self.site, principal.request, u)
+                ]
+        return agreed
+
+    async def listen_notification(self, principal: Principal, agreed: dict[str, Any], event: dict[str, Any]) -> dict[str, Any] | None:
+        """What a listen stream with filter ``agreed`` sends for a change announced on the bus
+        (see notifications.tell_listeners), or None: another site, another user, unasked, or
+        a resource this user may no longer read."""
+        if event.get("site") not in (None, self.site.name):
+            return None
+        users = event.get("users")
+        if users is not None and str(principal.user_id) not in users:
+            return None
+        kind = event.get("kind")
+        if kind is not None:
+            flag = next((f for f, k in LISTEN_FLAGS.items() if k == kind), None)
+            return notification_message(f"notifications/{kind}/list_changed") if flag and agreed.get(flag) else None
+        uri = event.get("uri")
+        if isinstance(uri, str) and uri in agreed.get("resourceSubscriptions", ()) and await handlers.readable(self.site, principal.request, uri):
+            return notification_message("notifications/resources/updated", {"uri": uri})
+        return None
 
     def needs_stream_stateless(self, message: Request) -> bool:
         """Whether a 2026-07-28 request is answered as an SSE stream: a tool that may send

@@ -28,6 +28,7 @@ from .context import Completions, Context, current_context
 from .entries import PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
 from .exceptions import ClientRequestError, ToolError
 from .protocol.errors import InvalidParamsError, MissingRequiredClientCapabilityError, URLElicitationRequiredError
+from .protocol.modern import mcp_header_params
 from .schemas import argument_error, ecma_patterns, invalid_arguments
 
 logger = logging.getLogger(__name__)
@@ -192,6 +193,11 @@ class FunctionTool(PermissionGated, ToolEntry):
                 raise ImproperlyConfigured(f"Tool {self.name!r}: input_schema must have \"type\": \"object\"")
             self._validator = Draft202012Validator(input_schema)
         self.input_schema = input_schema if input_schema is not None else self.signature.json_schema()
+        try:
+            # Clients drop a tool whose x-mcp-header annotations break the rules: refuse it here.
+            mcp_header_params(self.input_schema)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"Tool {self.name!r}: {exc}") from exc
         self.output_adapter, self.output_schema, self.wrap_output = self._output()
 
     @property

@@ -5,7 +5,9 @@ This is the bus side: list changes, per-user list changes and the coalescer. Wha
 a registered model means for a site's subscribers is decided above, in ``changes``.
 
 Each announcement is stored on the session's GET stream and sent over the channel layer, so it
-reaches the stream wherever it is held, or waits for the client to resume.
+reaches the stream wherever it is held, or waits for the client to resume. 2026-07-28 clients
+have no session: their ``subscriptions/listen`` streams, on any process, hear every change on
+one channel-layer group (:data:`LISTEN_GROUP`) and keep what their filter and user allow.
 """
 
 from __future__ import annotations
@@ -30,6 +32,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Every subscriptions/listen stream of every process is in this group.
+LISTEN_GROUP = "mcp.listen"
+
+
+async def tell_listeners(*, site: str | None, kind: str | None = None, uri: str | None = None, users: list[Any] | None = None) -> None:
+    """Tell 2026-07-28 listen streams that ``site``'s (every site's when None) ``kind`` list
+    changed (for ``users`` only, when given), or that resource ``uri`` was updated."""
+    from .transport.layers import get_layer
+
+    event = {"type": "mcp.listen", "site": site, "kind": kind, "uri": uri, "users": None if users is None else [str(u) for u in users]}
+    await get_layer().group_send(LISTEN_GROUP, event)
+
 
 
 async def anotify_list_changed(site: MCPSite, kind: str) -> int:
@@ -41,6 +55,7 @@ async def anotify_list_changed(site: MCPSite, kind: str) -> int:
     session_ids = await sync_to_async(live_session_ids)(site.name)
     for session_id in session_ids:
         await send_to_session(session_id, notification_message(f"notifications/{kind}/list_changed"))
+    await tell_listeners(site=site.name, kind=kind)
     return len(session_ids)
 
 
@@ -56,6 +71,7 @@ async def list_changed(site: MCPSite, kind: str, created_before: Any = None) -> 
     session_ids = [pk async for pk in sessions.values_list("pk", flat=True)]
     for session_id in session_ids:
         await send_to_session(session_id, notification_message(f"notifications/{kind}/list_changed"))
+    await tell_listeners(site=site.name, kind=kind)
     return len(session_ids)
 
 
@@ -338,6 +354,8 @@ async def anotify_user_lists_changed(user_ids: list[Any], created_before: Any = 
     for session_id in sessions:
         for kind in LIST_KINDS:
             await send_to_session(session_id, notification_message(f"notifications/{kind}/list_changed"))
+    for kind in LIST_KINDS:
+        await tell_listeners(site=None, kind=kind, users=user_ids)
     return len(sessions)
 
 

@@ -531,9 +531,17 @@ class MCPTestClient:
         if last_event_id is not None:
             extra["last-event-id"] = last_event_id
         extra.update(headers or {})
-        exchange = _Exchange(self.application, self.scope("GET", self.build_headers("GET", extra)), self.timeout)
+        return await self._open("GET", b"", extra)
+
+    async def post_stream(self, message: Any, headers: dict[str, str | None] | None = None) -> EventStream:
+        """POST ``message`` and return its answer as a stream once the response headers arrived:
+        an SSE answer is read event by event (a 2026-07-28 ``subscriptions/listen``, a long tool)."""
+        return await self._open("POST", orjson.dumps(message), headers or {})
+
+    async def _open(self, method: str, body: bytes, extra: dict[str, str | None]) -> EventStream:
+        exchange = _Exchange(self.application, self.scope(method, self.build_headers(method, extra)), self.timeout)
         try:
-            await exchange.start(b"")
+            await exchange.start(body)
         except BaseException:
             await exchange.stop()
             raise

@@ -15,7 +15,9 @@ import math
 import struct
 import wave
 import zlib
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from mcp_django import Audio, Context, EmbeddedResource, Image, Message, Text, ToolError, ToolResult, site
 
@@ -403,6 +405,12 @@ async def logging_tool(ctx: Context) -> str:
     await asyncio.sleep(STEP_DELAY)
     await ctx.log.info("Logging tool completed")
     return "Logging tool executed"
+
+
+@site.tool(name="test_custom_header")
+def custom_header(region: Annotated[str, Field(description="Where to run", json_schema_extra={"x-mcp-header": "Region"})], query: str) -> str:
+    """Echo a query and the region mirrored in the Mcp-Param-Region header (2026-07-28)."""
+    return f"{query} in {region}"
 
 
 @site.tool(name="test_trigger_tool_change")

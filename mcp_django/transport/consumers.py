@@ -31,7 +31,7 @@ from . import headers as checks
 from .authentication import authenticate, build_request
 from .layers import get_layer, new_stream_token, stream_belongs_to
 from .process import process_channel
-from .sse import ResponseStream, SSEStream
+from .sse import ListenStream, ResponseStream, SSEStream
 from .streams import StreamEmitter
 
 if TYPE_CHECKING:
@@ -53,6 +53,9 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         self.body_size = 0
         # Set once the answer is an SSE stream: the connection then follows the channel layer.
         self.sse: SSEStream | None = None
+        # Set for a 2026-07-28 subscriptions/listen: the stream, who opened it, what it follows.
+        self.listen: ListenStream | None = None
+        self.listening: tuple[Principal, dict[str, Any]] | None = None
         self.joined: list[str] = []
         # Set once the Origin is known to be an explicitly allowed cross-origin caller.
         self.cors_headers: list[tuple[bytes, bytes]] = []
@@ -68,7 +71,7 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         self.channel_name = None
         try:
             # Most requests are answered at once and need no channel: read, answer, done.
-            while self.sse is None:
+            while not self.streaming:
                 await self.dispatch(await receive())
             # A stream follows the channel layer as well as the client (for its disconnect).
             self.channel_receive = functools.partial(self.channel_layer.receive, self.channel_name)
@@ -109,8 +112,12 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
             await self.send_transport_error(exc)
         except AuthenticationFailed as exc:
             await self.send_json(exc.status, error_message(None, InvalidRequestError(exc.message)), exc.headers)
-        if self.sse is None:
+        if not self.streaming:
             raise StopConsumer()
+
+    @property
+    def streaming(self) -> bool:
+        return self.sse is not None or self.listen is not None
 
     async def http_disconnect(self, message: dict[str, Any]) -> None:
         raise StopConsumer()
@@ -118,6 +125,8 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
     async def cleanup(self) -> None:
         if self.sse is not None:
             self.sse.close()
+        if self.listen is not None:
+            self.listen.close()
         for group in self.joined:
             await self.channel_layer.group_discard(group, self.channel_name)
         self.joined.clear()
@@ -276,6 +285,9 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         except MCPError as exc:
             await self.send_json(exc.http_status or 400, error_message(message.id, exc))
             return
+        if message.method == "subscriptions/listen":
+            await self.open_listen(principal, message)
+            return
         if not self.engine.needs_stream_stateless(message):
             response = await self.engine.answer_stateless(principal, message, meta)
             await self.send_json(modern.http_status(response), response)
@@ -297,6 +309,16 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         else:
             await self.send_json(modern.http_status(response), response)
 
+    async def open_listen(self, principal: Principal, message: Request) -> None:
+        try:
+            agreed = await self.engine.listen_filter(principal, message)
+        except MCPError as exc:
+            await self.send_json(modern.http_status(error_message(message.id, exc)), error_message(message.id, exc))
+            return
+        self.listening = (principal, agreed)
+        self.listen = ListenStream(self, message.id, self.settings)
+        await self.listen.open(agreed)
+
     # -- channel-layer messages to an open stream -----------------------------------------
 
     async def mcp_event(self, message: dict[str, Any]) -> None:
@@ -307,12 +329,24 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         await self.stream.write_events([(seq, payload, bool(closes)) for seq, payload, closes in message["events"]])
 
     async def mcp_disconnect(self, message: dict[str, Any]) -> None:
-        """Close the connection, not the stream: the client resumes with Last-Event-ID."""
-        await self.stream.end()
+        """Close the connection, not the stream: the client resumes with Last-Event-ID (a listen
+        stream ends gracefully instead: its client listens again)."""
+        if self.listen is not None:
+            await self.listen.end()
+        else:
+            await self.stream.end()
         raise StopConsumer()
 
     # A newer connection took the stream over, the stream ended, or its session did.
     mcp_takeover = mcp_end = mcp_terminate = mcp_disconnect
+
+    async def mcp_listen(self, message: dict[str, Any]) -> None:
+        """A change announced to every listen stream (notifications.tell_listeners)."""
+        if self.listen is None or self.listening is None:
+            return
+        notification = await self.engine.listen_notification(*self.listening, message)
+        if notification is not None:
+            await self.listen.send(notification)
 
     @property
     def stream(self) -> SSEStream:

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from channels.exceptions import StopConsumer
 
-from ..protocol.jsonrpc import encode
+from ..notifications import LISTEN_GROUP
+from ..protocol.jsonrpc import encode, notification_message, result_message
+from ..protocol.modern import META_SUBSCRIPTION_ID
 from ..protocol.sse import encode_comment, encode_event, make_event_id
 from ..stores import get_event_store
 from .authentication import still_authenticated
@@ -301,3 +303,60 @@ class ResponseStream:
     async def finish(self, response: dict[str, Any]) -> None:
         await self.send(response)
         await self.connection.send_body(b"", more_body=False)
+
+
+class ListenStream:
+    """A 2026-07-28 ``subscriptions/listen`` response: the acknowledgement, then the changes its
+    filter asked for, each tagged with the subscription id (the listen request's id), until the
+    client closes it or the server ends it with a complete result. Keep-alive comments keep
+    intermediaries from closing it while nothing changes."""
+
+    def __init__(self, connection: Connection, subscription_id: Any, settings: MCPSettings) -> None:
+        self.connection = connection
+        self.subscription_id = subscription_id
+        self.settings = settings
+        self.closed = False
+        self.timers: list[asyncio.Task[Any]] = []
+
+    def tagged(self, message: dict[str, Any]) -> dict[str, Any]:
+        params = message.setdefault("params", {}) if "method" in message else message.setdefault("result", {})
+        params.setdefault("_meta", {})[META_SUBSCRIPTION_ID] = self.subscription_id
+        return message
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if not self.closed:
+            await self.connection.send_body(encode_event(encode(self.tagged(message)).decode()), more_body=True)
+
+    async def open(self, agreed: dict[str, Any]) -> None:
+        await self.connection.join(LISTEN_GROUP)
+        await self.connection.send_headers(status=200, headers=SSE_HEADERS)
+        await self.send(notification_message("notifications/subscriptions/acknowledged", {"notifications": agreed}))
+        loop = asyncio.get_running_loop()
+        if self.settings.sse_keepalive_seconds > 0:
+            self.timers.append(loop.create_task(self._keepalive(self.settings.sse_keepalive_seconds)))
+        limit = self.settings.sse_max_connection_seconds
+        if limit is not None:
+            self.timers.append(loop.create_task(self._end_after(limit)))
+
+    async def _keepalive(self, interval: float) -> None:
+        while not self.closed:
+            await asyncio.sleep(interval)
+            if not self.closed:
+                await self.connection.send_body(KEEPALIVE, more_body=True)
+
+    async def _end_after(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        await self.connection.channel_layer.send(self.connection.channel_name, {"type": "mcp.end"})
+
+    async def end(self) -> None:
+        """End gracefully: a complete result to the listen request, then close (subscriptions spec)."""
+        if not self.closed:
+            await self.send(result_message(self.subscription_id, {"resultType": "complete"}))
+            self.closed = True
+            await self.connection.send_body(b"", more_body=False)
+
+    def close(self) -> None:
+        self.closed = True
+        for timer in self.timers:
+            timer.cancel()
+        self.timers.clear()

@@ -22,7 +22,16 @@ SUITE_PACKAGE_JSON = REPO / ".conformance" / "node_modules" / "@modelcontextprot
 RUNNER_TIMEOUT = 1200
 
 
-def test_example_site_passes_the_official_conformance_suite(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        [],  # 0.1.16, --suite all, both answer modes
+        ["--requirements", "2026-07-28"],  # 0.2.0-alpha.12: the stateless revision, and its pending header/schema scenarios
+        ["--requirements", "2025-11-25"],  # 0.2.0-alpha.12: the handshake era, frozen at its release
+    ],
+    ids=["0.1.16-all", "alpha-2026-07-28", "alpha-2025-11-25"],
+)
+def test_example_site_passes_the_official_conformance_suite(capsys: pytest.CaptureFixture[str], arguments: list[str]) -> None:
     # npm is needed only to install the suite the first time.
     if shutil.which("npm") is None and not SUITE_PACKAGE_JSON.exists():
         message = "npm is not installed: cannot install the MCP conformance suite (@modelcontextprotocol/conformance)"
@@ -32,7 +41,7 @@ def test_example_site_passes_the_official_conformance_suite(capsys: pytest.Captu
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}  # the runner picks its own
     # Own session: on timeout the runner gets SIGTERM first, so it stops the server it started.
     process = subprocess.Popen(
-        [sys.executable, str(RUNNER)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [sys.executable, str(RUNNER), *arguments], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )
     try:

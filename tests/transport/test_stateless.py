@@ -193,3 +193,45 @@ async def test_the_handshake_era_is_unchanged_beside_it(client):
     assert client.session_id is not None
     result = await client.request("tools/list")
     assert "resultType" not in result
+
+
+async def listen(client: MCPTestClient, notifications: dict[str, Any], request_id: Any = 7) -> Any:
+    message = body("subscriptions/listen", {"notifications": notifications}, request_id=request_id)
+    return await client.post_stream(message, headers(message))
+
+
+async def test_listen_acknowledges_what_it_honours_and_tags_every_message(client):
+    from mcp_django.sites import site
+
+    async with await listen(client, {"toolsListChanged": True, "promptsListChanged": True, "resourceSubscriptions": ["test://hello", "test://nope"]}) as stream:
+        ack = await stream.next_message()
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 7
+        # Only what exists and the user may read: an unknown URI is left out, not refused.
+        assert ack["params"]["notifications"] == {"toolsListChanged": True, "promptsListChanged": True, "resourceSubscriptions": ["test://hello"]}
+        await site.anotify_list_changed("resources")  # not asked for: not sent
+        await site.anotify_list_changed("tools")
+        await site.anotify_resource_updated("test://hello")
+        changed = await stream.next_message()
+        updated = await stream.next_message()
+    assert changed["method"] == "notifications/tools/list_changed"
+    assert changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 7
+    assert updated == {"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                       "params": {"uri": "test://hello", "_meta": {"io.modelcontextprotocol/subscriptionId": 7}}}
+
+
+async def test_listen_ends_gracefully_with_a_complete_result(client):
+    from tests.transport.conftest import mcp_settings as settings
+
+    with settings(SSE_MAX_CONNECTION_SECONDS=0.2, SSE_KEEPALIVE_SECONDS=0):
+        async with await listen(client, {"toolsListChanged": True}, request_id="l-1") as stream:
+            await stream.next_message()
+            end = await stream.next_message(timeout=5)
+            assert end == {"jsonrpc": "2.0", "id": "l-1", "result": {"resultType": "complete", "_meta": {"io.modelcontextprotocol/subscriptionId": "l-1"}}}
+            await stream.read_until_closed(timeout=5)
+            assert stream.closed
+
+
+async def test_listen_refuses_a_malformed_filter(client):
+    response = await post(client, body("subscriptions/listen", {"notifications": {"resourceSubscriptions": "test://hello"}}))
+    assert response.json()["error"]["code"] == INVALID_PARAMS
