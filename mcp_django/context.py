@@ -202,6 +202,8 @@ class Context:
         self.request_meta = request_meta
         # 2026-07-28: questions to the client become an input-required result (see rounds).
         self._rounds = rounds
+        #: The ttlMs of what this request read, when its entry sets one (2026-07-28 caching).
+        self.cache_ttl_ms: int | None = None
         self._last_progress: float | None = None
         self._last_progress_sent = 0.0
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -512,7 +514,7 @@ class Context:
         from .state import SessionStateStore
 
         if self.session_id is None:
-            raise ClientRequestError("There is no session to keep state in")
+            raise ClientRequestError("There is no session to keep state in (2026-07-28 requests have none: use ctx.user_state)")
         return SessionStateStore(self.session_id)
 
     async def close_stream(self) -> None:

@@ -325,7 +325,7 @@ class Engine:
             cache=self.cache_hint(ctx.request, "server/discover"),
         )
 
-    def cache_hint(self, request: Any, method: str) -> modern.CacheHint | None:
+    def cache_hint(self, request: Any, method: str, ttl_ms: int | None = None) -> modern.CacheHint | None:
         """How long a client may keep the answer to ``method``, and for whom (caching spec).
 
         Lists and reads depend on the user whenever authentication is on (permissions, scopes,
@@ -333,7 +333,7 @@ class Engine:
         """
         if method not in CACHEABLE_METHODS:
             return None
-        ttl = self.settings.cache_ttl_ms if method != "resources/read" else self.settings.read_cache_ttl_ms
+        ttl = ttl_ms if ttl_ms is not None else self.settings.cache_ttl_ms if method != "resources/read" else self.settings.read_cache_ttl_ms
         personal = method != "server/discover" and not issubclass(self.settings.authentication_class, NoAuthentication)
         return modern.CacheHint(ttl_ms=ttl, scope="private" if personal else "public")
 
@@ -471,7 +471,7 @@ class Engine:
             result: dict[str, Any] = {"resultType": "input_required", "inputRequests": rounds.asked, "requestState": state}
             return result_message(message.id, modern.complete_result(result, server_info=server_info))
         if "result" in response:
-            cache = self.cache_hint(principal.request, message.method)
+            cache = self.cache_hint(principal.request, message.method, ctx.cache_ttl_ms)
             response["result"] = modern.complete_result(response["result"], server_info=server_info, cache=cache)
         elif response["error"].get("code") == RESOURCE_NOT_FOUND:
             # Retired in 2026-07-28: a missing resource is invalid params there.

@@ -120,6 +120,13 @@ def format_validation_error(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
+def _cache_ttl(value: int | None, uri: str) -> int | None:
+    """A resource's own ``ttlMs`` for 2026-07-28 clients (None: READ_CACHE_TTL_MS)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ImproperlyConfigured(f"Resource {uri!r}: cache_ttl_ms must be a non-negative integer (milliseconds), not {value!r}")
+    return value
+
+
 class PermissionGated:
     """Entries a user sees and uses only with the given Django permissions and OAuth scopes."""
 
@@ -334,9 +341,11 @@ class FunctionResource(PermissionGated, ResourceEntry):
         annotations: dict[str, Any] | None = None,
         permission: str | list[str] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
+        cache_ttl_ms: int | None = None,
     ) -> None:
         self.func = func
         self.set_permissions(permission, scopes)
+        self.cache_ttl_ms = _cache_ttl(cache_ttl_ms, uri)
         self.uri = uri
         self.name = name or func.__name__
         self.title = title
@@ -417,9 +426,11 @@ class FunctionResourceTemplate(PermissionGated, TemplateEntry):
         complete: dict[str, Completer] | None = None,
         permission: str | list[str] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
+        cache_ttl_ms: int | None = None,
     ) -> None:
         self.func = func
         self.set_permissions(permission, scopes)
+        self.cache_ttl_ms = _cache_ttl(cache_ttl_ms, uri_template)
         self.uri_template = uri_template
         self.name = name or func.__name__
         self.title = title

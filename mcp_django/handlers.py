@@ -201,6 +201,7 @@ async def read_resource(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     found = await find_resource(ctx.site, ctx.request, uri)
     if found.access is not Access.VISIBLE:
         raise ResourceNotFoundError(uri)
+    ctx.cache_ttl_ms = getattr(found.entry, "cache_ttl_ms", None)
     if found.pk is not None:
         return await sync_to_async(_read_model)(found.entry, ctx.request, found.pk, uri)
     if found.variables is not None:

@@ -154,6 +154,8 @@ class ModelMCP:
     #: Upper bound (and default) of the ``search`` tool's ``limit``.
     search_limit: int = 50
     description: str | None = None
+    #: How long 2026-07-28 clients may keep a row they read, in ms (None: READ_CACHE_TTL_MS).
+    cache_ttl_ms: int | None = None
     #: OAuth scopes a token needs to read rows (list, read, search, get) and to write them.
     read_scopes: list[str] | tuple[str, ...] = ()
     write_scopes: list[str] | tuple[str, ...] = ()

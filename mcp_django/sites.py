@@ -344,24 +344,26 @@ class MCPSite:
         complete: dict[str, Completer] | None = None,
         permission: str | list[str] | None = None,
         scopes: list[str] | None = None,
+        cache_ttl_ms: int | None = None,
     ) -> Callable[[F], F]:
         """Register a function as a resource. A URI with ``{variables}`` (RFC 6570) makes a
         resource template whose variables are the function's arguments. With ``permission``,
-        only users holding it see and read it."""
+        only users holding it see and read it. ``cache_ttl_ms`` is how long 2026-07-28 clients
+        may keep what it reads (default: ``READ_CACHE_TTL_MS``)."""
 
         def decorator(f: F) -> F:
             entry: Entry
             if "{" in uri:
                 entry = FunctionResourceTemplate(
                     f, uri, name=name, title=title, description=description, mime_type=mime_type, icons=icons,
-                    complete=complete, permission=permission, scopes=scopes,
+                    complete=complete, permission=permission, scopes=scopes, cache_ttl_ms=cache_ttl_ms,
                 )
             else:
                 if complete:
                     raise ImproperlyConfigured(f"Resource {uri!r} has no template variables to complete")
                 entry = FunctionResource(
                     f, uri, name=name, title=title, description=description, mime_type=mime_type, icons=icons,
-                    permission=permission, scopes=scopes,
+                    permission=permission, scopes=scopes, cache_ttl_ms=cache_ttl_ms,
                 )
             self.register_entry(entry)
             return f

@@ -35,9 +35,9 @@ async def authenticate(request: ASGIRequest, settings: MCPSettings) -> Principal
     return Principal(request=request, user=user)
 
 
-async def still_authenticated(scope: dict[str, Any], user: Any, settings: MCPSettings) -> bool:
-    """Whether the credential of ``scope`` still names ``user`` (not revoked, expired or
-    logged out). An error in the policy itself keeps the stream open and is logged."""
+async def still_authenticated(scope: dict[str, Any], user_id: Any, settings: MCPSettings) -> bool:
+    """Whether the credential of ``scope`` still names the user ``user_id`` (not revoked,
+    expired or logged out). An error in the policy itself keeps the stream open and is logged."""
     try:
         current = await settings.authentication_class().authenticate(build_request(scope))
     except AuthenticationFailed:
@@ -45,4 +45,4 @@ async def still_authenticated(scope: dict[str, Any], user: Any, settings: MCPSet
     except Exception:
         logger.exception("Re-checking the credential of an SSE stream failed")
         return True
-    return getattr(current, "pk", None) == getattr(user, "pk", None)
+    return bool(getattr(current, "pk", None) == user_id)

@@ -235,7 +235,7 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
     async def answer_as_stream(
         self, principal: Principal, session: Session, requests: list[Request], replies: list[dict[str, Any]]
     ) -> None:
-        self.sse = SSEStream(self, session, principal.user, self.settings)
+        self.sse = SSEStream(self, session.pk, principal.user_id, self.settings)
         stream = new_stream_token(session.pk)
         await self.sse.open_post_stream(stream)
         streamed = await self.engine.stream(principal, session, requests, StreamEmitter(session.pk, stream))
@@ -246,7 +246,7 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         self.refuse_stateless("GET")
         checks.check_get(self.headers)
         session = await self.session(principal)
-        sse = SSEStream(self, session, principal.user, self.settings)
+        sse = SSEStream(self, session.pk, principal.user_id, self.settings)
         last_event_id = self.headers.get("last-event-id")
         if last_event_id is None:
             self.sse = sse

@@ -25,7 +25,6 @@ from .streams import close_orphaned_streams
 
 if TYPE_CHECKING:
     from ..conf import MCPSettings
-    from ..models import Session
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -55,11 +54,12 @@ class Connection(Protocol):
 class SSEStream:
     """The SSE stream written on one connection: a POST's answers, the GET stream, or a resume."""
 
-    def __init__(self, connection: Connection, session: Session, user: Any, settings: MCPSettings) -> None:
+    def __init__(self, connection: Connection, session_id: str, user_id: Any, settings: MCPSettings) -> None:
         self.connection = connection
-        self.session = session
+        # Ids, not the rows: an idle stream holds as little as it can (one per open session).
+        self.session_id = session_id
         #: Who opened it: the stream re-checks that the credential still names them.
-        self.user = user
+        self.user_id = user_id
         self.settings = settings
         self.store = get_event_store()
         self.stream: str | None = None
@@ -73,7 +73,7 @@ class SSEStream:
     # -- opening --------------------------------------------------------------------------
 
     async def _send_headers(self) -> None:
-        await self.connection.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", self.session.pk.encode())])
+        await self.connection.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", self.session_id.encode())])
 
     async def _prime(self, seq: int) -> None:
         # An id with empty data, so the client can resume even before the first event.
@@ -85,7 +85,7 @@ class SSEStream:
         """Join a POST's new stream (before anything is sent on it) and its session's group."""
         self.stream = stream
         await self.connection.join(stream_group(stream))
-        await self.connection.join(session_group(self.session.pk))
+        await self.connection.join(session_group(self.session_id))
 
     async def start_post_stream(self) -> None:
         """Send the headers and the priming event; the requests are registered by now."""
@@ -96,12 +96,12 @@ class SSEStream:
     async def open_get_stream(self) -> None:
         # One connection holds the standalone stream: a new GET takes it over, so that every
         # message goes out on exactly one connection (transports spec, "no broadcast").
-        await self.connection.channel_layer.group_send(get_stream_group(self.session.pk), {"type": "mcp.takeover"})
+        await self.connection.channel_layer.group_send(get_stream_group(self.session_id), {"type": "mcp.takeover"})
         self.stream = GET_STREAM
         # Join before reading the last number: an event stored in between then arrives live.
-        await self.connection.join(get_stream_group(self.session.pk))
-        await self.connection.join(session_group(self.session.pk))
-        self.last_seq = await self.store.alast_seq(self.session.pk, GET_STREAM)
+        await self.connection.join(get_stream_group(self.session_id))
+        await self.connection.join(session_group(self.session_id))
+        self.last_seq = await self.store.alast_seq(self.session_id, GET_STREAM)
         await self._send_headers()
         await self._prime(self.last_seq)
         self.start_timers()
@@ -110,9 +110,8 @@ class SSEStream:
 
     def take_resume_slot(self) -> None:
         """Count this resume against the per-session, per-user and per-process limits (429/503)."""
-        user_key = getattr(self.user, "pk", None)
-        resume_slots.acquire(self.session.pk, user_key, self.settings)
-        self._resume_slot = (self.session.pk, user_key)
+        resume_slots.acquire(self.session_id, self.user_id, self.settings)
+        self._resume_slot = (self.session_id, self.user_id)
 
     def release_resume_slot(self) -> None:
         if self._resume_slot is not None:
@@ -121,7 +120,7 @@ class SSEStream:
 
     async def resume(self, stream: str, after: int) -> None:
         """Replay ``stream`` after event ``after``, then follow it live (a resume slot is held)."""
-        session_id = self.session.pk
+        session_id = self.session_id
         layer = self.connection.channel_layer
         self.stream = stream
         # Join before reading the store: an event stored in between arrives live and is
@@ -185,7 +184,7 @@ class SSEStream:
                 continue  # already written (replayed before this arrived live)
             if seq > self.last_seq + 1:
                 pages = self.store.areplay_pages(
-                    self.session.pk, stream, self.last_seq, until=seq,
+                    self.session_id, stream, self.last_seq, until=seq,
                     max_events=self.settings.replay_page_events, max_bytes=self.settings.replay_page_bytes,
                 )
                 async for page in pages:
@@ -262,7 +261,7 @@ class SSEStream:
             await asyncio.sleep(interval)
             if self.closed:
                 return
-            if not await still_authenticated(self.connection.scope, self.user, self.settings):
+            if not await still_authenticated(self.connection.scope, self.user_id, self.settings):
                 await self._disconnect()
                 return
 

@@ -235,3 +235,51 @@ async def test_listen_ends_gracefully_with_a_complete_result(client):
 async def test_listen_refuses_a_malformed_filter(client):
     response = await post(client, body("subscriptions/listen", {"notifications": {"resourceSubscriptions": "test://hello"}}))
     assert response.json()["error"]["code"] == INVALID_PARAMS
+
+
+async def test_cache_hints_come_from_the_settings_and_a_resources_own_ttl(client):
+    from mcp_django.sites import MCPSite
+    from tests.transport.conftest import mcp_settings as settings
+
+    mcp = MCPSite(name="cached")
+
+    @mcp.resource("test://fresh", cache_ttl_ms=5_000)
+    def fresh() -> str:
+        return "fresh"
+
+    @mcp.resource("test://plain")
+    def plain() -> str:
+        return "plain"
+
+    from mcp_django.transport.consumers import MCPConsumer
+
+    local = MCPTestClient(MCPConsumer.as_asgi(site=mcp))
+    with settings(CACHE_TTL_MS=1234, READ_CACHE_TTL_MS=7):
+        listed = (await post(local, body("resources/list"))).json()["result"]
+        own = (await post(local, body("resources/read", {"uri": "test://fresh"}))).json()["result"]
+        default = (await post(local, body("resources/read", {"uri": "test://plain"}))).json()["result"]
+    assert (listed["ttlMs"], own["ttlMs"], default["ttlMs"]) == (1234, 5000, 7)
+    assert {listed["cacheScope"], own["cacheScope"]} == {"public"}
+
+
+def test_a_negative_cache_ttl_is_improperly_configured():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_django.sites import MCPSite
+
+    with pytest.raises(ImproperlyConfigured, match="cache_ttl_ms"):
+        MCPSite(name="bad-ttl").resource("test://x", cache_ttl_ms=-1)(lambda: "x")
+
+
+async def test_answers_that_depend_on_the_user_are_private_and_discover_is_public(client):
+    from asgiref.sync import sync_to_async
+
+    from tests.conftest import make_user
+    from tests.transport.conftest import mcp_settings as settings
+
+    with settings(AUTHENTICATION="django"):
+        await client.force_login(await sync_to_async(make_user)("cache-scope"))
+        listed = (await post(client, body("tools/list"))).json()["result"]
+        discovered = (await post(client, body("server/discover"))).json()["result"]
+    assert listed["cacheScope"] == "private"
+    assert discovered["cacheScope"] == "public"
