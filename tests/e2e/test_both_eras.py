@@ -89,3 +89,14 @@ async def test_progress_reaches_the_caller_in_both_eras(example_server: ExampleS
         result = await session.call_tool("test_tool_with_progress", {}, progress_callback=on_progress)
     assert not result.is_error, text_of(result)
     assert len(seen) >= 3 and seen == sorted(seen)
+
+
+async def test_listen_hears_a_list_change_made_by_another_call(example_server: ExampleServer) -> None:
+    import asyncio
+
+    async with httpx2.AsyncClient(timeout=10) as http, client(example_server, http, "2026-07-28", Answers()) as session:
+        async with session.listen(tools_list_changed=True, prompts_list_changed=True) as subscription:
+            assert subscription.honored.tools_list_changed and subscription.honored.prompts_list_changed
+            await session.call_tool("test_trigger_prompt_change", {})
+            event = await asyncio.wait_for(anext(aiter(subscription)), 10)
+    assert "prompt" in type(event).__name__.lower() or "prompts" in repr(event)

@@ -102,7 +102,7 @@ def client_metadata(scope: str | None = None, name: str = "E2E registered client
 
 @asynccontextmanager
 async def sdk_client(
-    server: ExampleServer, username: str, *, client_metadata_url: str | None = None, scope: str | None = None
+    server: ExampleServer, username: str, *, client_metadata_url: str | None = None, scope: str | None = None, mode: str = "auto"
 ) -> AsyncIterator[tuple[Client, OAuthClientProvider, BrowserHandlers, MemoryTokenStorage]]:
     """The official SDK client with OAuth, its user played by a ``Browser`` signed in as ``username``."""
     storage = MemoryTokenStorage()
@@ -118,7 +118,7 @@ async def sdk_client(
         )
         async with httpx2.AsyncClient(auth=provider, timeout=20) as http_client:
             transport = streamable_http_client(server.mcp_url, http_client=http_client)
-            async with Client(transport, read_timeout_seconds=20) as client:
+            async with Client(transport, read_timeout_seconds=20, mode=mode) as client:
                 yield client, provider, handlers, storage
 
 
@@ -276,8 +276,10 @@ async def test_protected_resource_and_authorization_server_metadata(
 # -- the official SDK client, end to end ---------------------------------------------------------------
 
 
-async def test_sdk_client_registers_dynamically_and_calls_tools(oauth_server: ExampleServer) -> None:
-    async with sdk_client(oauth_server, "reader") as (client, provider, handlers, storage):
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_sdk_client_registers_dynamically_and_calls_tools(oauth_server: ExampleServer, mode: str) -> None:
+    async with sdk_client(oauth_server, "reader", mode=mode) as (client, provider, handlers, storage):
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
         tools = await client.list_tools()
         result = await client.call_tool("search_books", {"query": "wells"})
         loans = await client.call_tool("member_loans", {"member_username": "reader"})
@@ -373,8 +375,12 @@ async def test_refresh_rotates_and_a_replayed_refresh_token_revokes_the_family(
     assert (await mcp_post(http, second.access_token, INITIALIZE)).status_code == 401
 
 
+# "auto" (the SDK's default) discovers first, so it signs in before the write call and steps up
+# on the write's 403. A client pinned to 2026-07-28 that opens with the write call itself gets
+# the 403 right after its first authorization, which this SDK does not retry a second time.
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_write_tool_needs_library_write_and_the_sdk_steps_up(
-    oauth_server: ExampleServer, http: httpx.AsyncClient, raw_client_id: str
+    oauth_server: ExampleServer, http: httpx.AsyncClient, raw_client_id: str, mode: str
 ) -> None:
     # Raw: a read-only token calling a write tool gets 403 with the step-up challenge.
     tokens = await obtain_tokens(oauth_server, http, raw_client_id)
@@ -390,7 +396,8 @@ async def test_write_tool_needs_library_write_and_the_sdk_steps_up(
     assert params["resource_metadata"] == f"{oauth_server.base_url}/.well-known/oauth-protected-resource/mcp"
 
     # The SDK answers the 403 by authorizing again for the union of the scopes, then retries.
-    async with sdk_client(oauth_server, "reader") as (client, provider, handlers, storage):
+    async with sdk_client(oauth_server, "reader", mode=mode) as (client, provider, handlers, storage):
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         borrowed = await client.call_tool("borrow_book", {"isbn": POEMS, "member_username": "reader"})
         assert not borrowed.is_error, text_of(borrowed)
         assert borrowed.structured_content is not None

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
+from mcp_django import Context
 from mcp_django.models import Session
 from mcp_django.protocol.errors import (
     HEADER_MISMATCH,
@@ -283,3 +284,54 @@ async def test_answers_that_depend_on_the_user_are_private_and_discover_is_publi
         discovered = (await post(client, body("server/discover"))).json()["result"]
     assert listed["cacheScope"] == "private"
     assert discovered["cacheScope"] == "public"
+
+
+async def test_closing_the_response_stream_cancels_the_tool(client):
+    import asyncio
+
+    from mcp_django.sites import MCPSite
+    from mcp_django.transport.consumers import MCPConsumer
+
+    mcp = MCPSite(name="cancel")
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    @mcp.tool()
+    async def wait_forever(ctx: Context) -> str:
+        await ctx.report_progress(0, 1)
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    local = MCPTestClient(MCPConsumer.as_asgi(site=mcp))
+    message = body("tools/call", {"name": "wait_forever", "arguments": {}})
+    message["params"]["_meta"]["progressToken"] = 1
+    stream = await local.post_stream(message, headers(message))
+    assert (await stream.next_message())["method"] == "notifications/progress"
+    await asyncio.wait_for(started.wait(), 5)
+    await stream.close()  # the client goes away: in 2026-07-28 that is the cancellation
+    await asyncio.wait_for(cancelled.wait(), 5)
+
+
+async def test_a_resource_read_may_ask_first(client):
+    from mcp_django.sites import MCPSite
+    from mcp_django.transport.consumers import MCPConsumer
+
+    mcp = MCPSite(name="asking-resource")
+
+    @mcp.resource("test://greeting")
+    async def greeting(ctx: Context) -> str:
+        answer = await ctx.elicit("Whom shall I greet?", {"type": "object", "properties": {"name": {"type": "string"}}}, key="who")
+        return f"Hello, {(answer.content or {}).get('name')}!"
+
+    local = MCPTestClient(MCPConsumer.as_asgi(site=mcp))
+    capabilities = {"elicitation": {"form": {}}}
+    first = (await post(local, body("resources/read", {"uri": "test://greeting"}, capabilities=capabilities))).json()["result"]
+    assert first["resultType"] == "input_required" and list(first["inputRequests"]) == ["who"]
+    retry = body("resources/read", {"uri": "test://greeting", "requestState": first["requestState"],
+                                    "inputResponses": {"who": {"action": "accept", "content": {"name": "Ada"}}}}, capabilities=capabilities)
+    done = (await post(local, retry)).json()["result"]
+    assert done["contents"][0]["text"] == "Hello, Ada!" and done["resultType"] == "complete"
