@@ -335,3 +335,34 @@ async def test_a_resource_read_may_ask_first(client):
                                     "inputResponses": {"who": {"action": "accept", "content": {"name": "Ada"}}}}, capabilities=capabilities)
     done = (await post(local, retry)).json()["result"]
     assert done["contents"][0]["text"] == "Hello, Ada!" and done["resultType"] == "complete"
+
+
+async def test_user_state_is_kept_for_the_user_across_stateless_requests(client):
+    from asgiref.sync import sync_to_async
+
+    from mcp_django.sites import MCPSite
+    from mcp_django.transport.consumers import MCPConsumer
+    from tests.conftest import make_user
+    from tests.transport.conftest import mcp_settings as settings
+
+    mcp = MCPSite(name="keeping")
+
+    @mcp.tool()
+    async def keep(ctx: Context, value: str) -> str:
+        before = await ctx.user_state.get("kept")
+        await ctx.user_state.set("kept", value)
+        return f"{before}->{value}"
+
+    @mcp.tool()
+    async def keep_for_session(ctx: Context) -> str:
+        await ctx.session_state.set("kept", "x")
+        return "kept"
+
+    local = MCPTestClient(MCPConsumer.as_asgi(site=mcp))
+    with settings(AUTHENTICATION="django"):
+        await local.force_login(await sync_to_async(make_user)("keeper"))
+        first = (await post(local, body("tools/call", {"name": "keep", "arguments": {"value": "a"}}))).json()["result"]
+        second = (await post(local, body("tools/call", {"name": "keep", "arguments": {"value": "b"}}, request_id=2))).json()["result"]
+        no_session = (await post(local, body("tools/call", {"name": "keep_for_session", "arguments": {}}, request_id=3))).json()["result"]
+    assert (first["content"][0]["text"], second["content"][0]["text"]) == ("None->a", "a->b")
+    assert no_session["isError"] and "use ctx.user_state" in no_session["content"][0]["text"]
