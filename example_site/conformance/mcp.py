@@ -99,14 +99,18 @@ def multiple_content_types() -> ToolResult:
     )
 
 
+async def _log_steps(ctx: Context, *messages: str) -> None:
+    """Log each message at info, STEP_DELAY apart (the suites count them as they arrive)."""
+    for index, message in enumerate(messages):
+        if index:
+            await asyncio.sleep(STEP_DELAY)
+        await ctx.log.info(message)
+
+
 @site.tool(name="test_tool_with_logging")
 async def tool_with_logging(ctx: Context) -> str:
     """Send three log notifications while running."""
-    await ctx.log.info("Tool execution started")
-    await asyncio.sleep(STEP_DELAY)
-    await ctx.log.info("Tool processing data")
-    await asyncio.sleep(STEP_DELAY)
-    await ctx.log.info("Tool execution completed")
+    await _log_steps(ctx, "Tool execution started", "Tool processing data", "Tool execution completed")
     return "Tool with logging executed successfully"
 
 
@@ -399,11 +403,7 @@ async def streaming_elicitation(ctx: Context) -> str:
 @site.tool(name="test_logging_tool")
 async def logging_tool(ctx: Context) -> str:
     """Log three messages; in 2026-07-28 they are sent only when the request set a logLevel."""
-    await ctx.log.info("Logging tool started")
-    await asyncio.sleep(STEP_DELAY)
-    await ctx.log.info("Logging tool working")
-    await asyncio.sleep(STEP_DELAY)
-    await ctx.log.info("Logging tool completed")
+    await _log_steps(ctx, "Logging tool started", "Logging tool working", "Logging tool completed")
     return "Logging tool executed"
 
 
