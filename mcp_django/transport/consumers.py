@@ -11,7 +11,6 @@ with ``Last-Event-ID``, on this process or another.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from typing import TYPE_CHECKING, Any
 
@@ -243,7 +242,7 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         await streamed.start(replies)
 
     async def get(self, principal: Principal) -> None:
-        self.refuse_stateless("GET")
+        checks.refuse_stateless(self.headers, "GET")
         checks.check_get(self.headers)
         session = await self.session(principal)
         sse = SSEStream(self, session.pk, principal.user_id, self.settings)
@@ -263,14 +262,9 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         await sse.resume(stream, after)
 
     async def delete(self, principal: Principal) -> None:
-        self.refuse_stateless("DELETE")
+        checks.refuse_stateless(self.headers, "DELETE")
         await self.engine.terminate(await self.session(principal))
         await self.send_empty(204)
-
-    def refuse_stateless(self, method: str) -> None:
-        # 2026-07-28 has no session, so no standalone stream and nothing to delete.
-        if modern.is_modern_version(self.headers.get("mcp-protocol-version")):
-            raise TransportError(405, f"Method Not Allowed: {method} is not part of MCP 2026-07-28", headers={"Allow": "POST"})
 
     # -- 2026-07-28 ------------------------------------------------------------------------
 
@@ -293,21 +287,13 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
             await self.send_json(modern.http_status(response), response)
             return
         stream = ResponseStream(self)
-        loop = asyncio.get_running_loop()
-        answer = loop.create_task(self.engine.answer_stateless(principal, message, meta, stream))
-        gone = loop.create_task(self.base_receive())
-        await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
-        if not answer.done():
-            # Closing the response stream is the cancellation in this revision.
-            answer.cancel()
-            await asyncio.gather(answer, return_exceptions=True)
-            raise StopConsumer()
-        gone.cancel()
-        response = answer.result()
+        streamed = await stream.run(lambda: self.engine.answer_stateless(principal, message, meta, stream), self.base_receive)
+        if streamed is None:
+            raise StopConsumer()  # the client left, and with it the request
         if stream.started:
-            await stream.finish(response)
+            await stream.finish(streamed)
         else:
-            await self.send_json(modern.http_status(response), response)
+            await self.send_json(modern.http_status(streamed), streamed)
 
     async def open_listen(self, principal: Principal, message: Request) -> None:
         try:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import DisallowedHost
 
-from ..protocol import negotiation
+from ..protocol import modern, negotiation
 from ..protocol.errors import TransportError
 from ..protocol.limits import body_too_large
 
@@ -108,6 +108,13 @@ def check_version(headers: Headers) -> None:
 def check_get(headers: Headers) -> None:
     negotiation.check_get_accept(headers.get("accept"))
     check_version(headers)
+
+
+def refuse_stateless(headers: Headers, method: str) -> None:
+    """405 for a GET or DELETE of 2026-07-28: no session, so no standalone stream and nothing
+    to delete (transports spec, "Earlier Streamable HTTP Revisions")."""
+    if modern.is_modern_version(headers.get("mcp-protocol-version")):
+        raise TransportError(405, f"Method Not Allowed: {method} is not part of MCP 2026-07-28", headers={"Allow": "POST"})
 
 
 def method_not_allowed() -> TransportError:

@@ -9,6 +9,7 @@ only writes them out, so closing it never loses one: the client resumes with ``L
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from channels.exceptions import StopConsumer
@@ -298,6 +299,21 @@ class ResponseStream:
 
     async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         raise RuntimeError("2026-07-28 sends no requests to the client; questions are input-required results")
+
+    async def run(
+        self, answer: Callable[[], Coroutine[Any, Any, dict[str, Any]]], receive: Callable[[], Awaitable[Any]]
+    ) -> dict[str, Any] | None:
+        """The response of ``answer()``, or None when the client closed the connection first:
+        closing the response stream is the cancellation in this revision, so it is cancelled."""
+        task = asyncio.get_running_loop().create_task(answer())
+        gone = asyncio.ensure_future(receive())
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return None
+        gone.cancel()
+        return task.result()
 
     async def finish(self, response: dict[str, Any]) -> None:
         await self.send(response)
