@@ -130,13 +130,13 @@ class SessionStateInline(ReadOnlyMixin, _TabularInline[SessionState, Session]):
 
 @admin.register(Session)
 class SessionAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[Session]):
-    list_display = ["short_id", "user", "client_name", "client_version", "protocol_version", "created_at", "last_active_at", "state_badge"]
-    list_filter = [StateFilter, ServerFilter, "protocol_version", "client_name", "created_at"]
+    list_display = ["short_id", "user", "client_name", "client_version", "protocol_version", "transport", "created_at", "last_active_at", "state_badge"]
+    list_filter = [StateFilter, ServerFilter, "protocol_version", "transport", "client_name", "created_at"]
     search_fields = ["id", "client_name", "user__username", "user__email"]
     date_hierarchy = "created_at"
     list_select_related = ["user"]
     readonly_fields = [
-        "id", "server", "user", "protocol_version", "client_name", "client_version", "client_info",
+        "id", "server", "user", "protocol_version", "transport", "client_name", "client_version", "client_info",
         "client_capabilities", "log_level", "initialized", "created_at", "last_active_at",
         "expires_at", "terminated_at", "user_state_link",
     ]

@@ -157,7 +157,9 @@ class Engine:
 
     # -- sessions -------------------------------------------------------------------------
 
-    async def initialize(self, principal: Principal, message: Request) -> tuple[dict[str, Any], Session | None]:
+    async def initialize(
+        self, principal: Principal, message: Request, *, transport: str = "streamable-http"
+    ) -> tuple[dict[str, Any], Session | None]:
         """Answer ``initialize``: the response, and the new session (None when refused)."""
         try:
             params = parse_initialize(
@@ -174,6 +176,7 @@ class Engine:
             protocol_version=params.version,
             client_info=params.client_info,
             capabilities=params.capabilities,
+            transport=transport,
         )
         result = initialize_result(
             params.version, self.site.get_capabilities(), self.site.get_server_info(), self.site.get_instructions()
@@ -296,10 +299,13 @@ class Engine:
                 return True
         return False
 
-    async def answer(self, principal: Principal, session: Session | None, requests: list[Request]) -> list[dict[str, Any]]:
-        """Run ``requests`` concurrently and return their responses, in order."""
+    async def answer(
+        self, principal: Principal, session: Session | None, requests: list[Request], emitter: Emitter | None = None
+    ) -> list[dict[str, Any]]:
+        """Run ``requests`` concurrently and return their responses, in order (``emitter``: where
+        progress, logs and questions to the client go, for a transport that writes them at once)."""
         table = self.site.get_handlers()
-        return list(await asyncio.gather(*(dispatch(r, table, self.context(principal, session, r)) for r in requests)))
+        return list(await asyncio.gather(*(dispatch(r, table, self.context(principal, session, r, emitter)) for r in requests)))
 
     async def stream(self, principal: Principal, session: Session, requests: list[Request], emitter: StreamEmitter) -> StreamedRequests:
         """Register ``requests`` to be answered through ``emitter``; they run after ``start``."""
@@ -341,9 +347,16 @@ class Engine:
         """Check a 2026-07-28 request before it runs: its ``_meta``, the headers that mirror the
         body (HTTP transports pass them; others an empty mapping), the bounds of its id and
         progress token, and the OAuth scopes of what it names (403 with a step-up challenge)."""
+        if headers:
+            header_version = headers.get("mcp-protocol-version")
+        else:
+            # No headers on this transport (stdio): nothing mirrors the body, so nothing to compare.
+            own = message.params.get("_meta")
+            header_version = own.get(modern.META_PROTOCOL_VERSION) if isinstance(own, dict) else None
+            header_version = header_version if isinstance(header_version, str) else None
         meta = modern.parse_request_meta(
             message.params,
-            header_version=headers.get("mcp-protocol-version"),
+            header_version=header_version,
             max_client_info_bytes=self.settings.max_client_info_bytes,
             max_capabilities_bytes=self.settings.max_client_capabilities_bytes,
             max_depth=self.settings.max_client_value_depth,

@@ -41,6 +41,11 @@ class Session(models.Model):
         help_text=_("Empty only when the server runs without authentication."),
     )
     protocol_version = models.CharField(_("protocol version"), max_length=20)
+    #: How the client reaches the server: Streamable HTTP, or a stdio pipe (manage.py mcp_stdio).
+    transport = models.CharField(
+        _("transport"), max_length=20, default="streamable-http",
+        choices=[("streamable-http", _("Streamable HTTP")), ("stdio", _("stdio"))],
+    )
     client_name = models.CharField(_("client name"), max_length=200, blank=True)
     client_version = models.CharField(_("client version"), max_length=100, blank=True)
     client_info = models.JSONField(_("client info"), default=dict, blank=True)

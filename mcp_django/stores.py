@@ -285,12 +285,16 @@ class SessionStore:
     # only needs it to move when it is worth extending the expiry.
     TOUCH_INTERVAL = timedelta(seconds=60)
 
-    def create(self, *, site_name: str, user_id: Any, protocol_version: str, client_info: dict[str, Any], capabilities: dict[str, Any]) -> Session:
+    def create(
+        self, *, site_name: str, user_id: Any, protocol_version: str, client_info: dict[str, Any], capabilities: dict[str, Any],
+        transport: str = "streamable-http",
+    ) -> Session:
         now = timezone.now()
         return Session.objects.create(
             site_name=site_name,
             user_id=user_id,
             protocol_version=protocol_version,
+            transport=transport,
             client_name=str(client_info.get("name", ""))[:200],
             client_version=str(client_info.get("version", ""))[:100],
             client_info=client_info,

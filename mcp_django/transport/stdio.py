@@ -1,0 +1,220 @@
+"""MCP over standard input and output: newline-delimited JSON-RPC, one client, one process
+(transports spec, "stdio"). Run by ``manage.py mcp_stdio``.
+
+A thin adapter over the engine, like the HTTP consumer: it reads lines, asks the engine, and
+writes lines. What the HTTP transport sends on a request's SSE stream (progress, logs, questions
+to the client) is written to stdout as it happens; the client's answers come back on stdin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..engine import Engine, Principal
+from ..protocol import modern
+from ..protocol.errors import InvalidRequestError, MCPError, TransportError
+from ..protocol.jsonrpc import (
+    Decoded,
+    Invalid,
+    Notification,
+    Request,
+    Response,
+    decode,
+    encode,
+    error_message,
+    request_message,
+    result_message,
+)
+
+if TYPE_CHECKING:
+    from ..models import Session
+
+logger = logging.getLogger("mcp_django.transport")
+
+#: What a request may not do before ``initialize`` in a handshake-era conversation.
+BEFORE_INITIALIZE = "Invalid Request: send initialize first"
+
+
+class StdioEmitter:
+    """Where one request's progress, logs and questions go: straight to stdout."""
+
+    def __init__(self, server: StdioServer) -> None:
+        self.server = server
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.server.write(message)
+
+    async def close_connection(self) -> None:
+        """A pipe has nothing to resume: the request goes on."""
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return await self.server.ask(method, params, timeout)
+
+
+class StdioServer:
+    """One stdio conversation: its session (handshake era), its running requests, and the
+    requests it sent the client that wait for an answer."""
+
+    def __init__(self, engine: Engine, principal: Principal, write: Callable[[bytes], Any], *, max_line: int) -> None:
+        self.engine = engine
+        self.principal = principal
+        self._write = write
+        self.max_line = max_line
+        self.session: Session | None = None
+        self.running: dict[str, asyncio.Task[None]] = {}
+        self.waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._ids = itertools.count(1)
+
+    # -- output ---------------------------------------------------------------------------
+
+    async def write(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
+        # One write per message, newline-terminated; orjson never emits a raw newline.
+        await self._write(encode(message) + b"\n")
+
+    async def ask(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send the client a request and wait for its answer (sampling, elicitation, roots)."""
+        request_id = f"srv-{next(self._ids)}"
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.waiting[request_id] = future
+        try:
+            await self.write(request_message(request_id, method, params))
+            return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(method) from None
+        finally:
+            self.waiting.pop(request_id, None)
+
+    # -- input ----------------------------------------------------------------------------
+
+    async def serve(self, reader: asyncio.StreamReader) -> None:
+        """Answer lines until end of input, then let the requests still running finish."""
+        while True:
+            try:
+                line = await reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                line = exc.partial  # the last line may lack its newline
+                if line.strip():
+                    await self.receive(line)
+                break
+            except asyncio.LimitOverrunError:
+                # A line longer than MAX_BODY_SIZE: refused whole, then skipped to its end.
+                await self.write(error_message(None, InvalidRequestError(f"Invalid Request: a message exceeds {self.max_line} bytes")))
+                await _skip_line(reader)
+                continue
+            if line.strip():
+                await self.receive(line)
+        if self.running:
+            await asyncio.gather(*self.running.values(), return_exceptions=True)
+
+    async def receive(self, line: bytes) -> None:
+        try:
+            decoded = decode(line)
+        except MCPError as exc:
+            await self.write(error_message(exc.request_id, exc))
+            return
+        try:
+            if self.session is not None:
+                self.engine.check_batch(decoded, self.session)
+            elif decoded.is_batch:
+                raise TransportError(400, "Invalid Request: JSON-RPC batches are only allowed in a 2025-03-26 session")
+        except TransportError as exc:
+            await self.write(error_message(None, InvalidRequestError(exc.message)))
+            return
+        for message in decoded.messages:
+            await self.message(message, decoded)
+
+    async def message(self, message: Request | Notification | Response | Invalid, decoded: Decoded) -> None:
+        if isinstance(message, Invalid):
+            await self.write(error_message(message.id, message.error))
+        elif isinstance(message, Response):
+            future = self.waiting.get(message.id) if isinstance(message.id, str) else None
+            if future is not None and not future.done():
+                future.set_result({"result": message.result} if message.error is None else {"error": message.error})
+        elif isinstance(message, Notification):
+            await self.notification(message)
+        elif modern.is_modern_request(None, message.params):
+            self.start(message, self.stateless(message))
+        elif message.method == "initialize":
+            await self.initialize(message)
+        elif self.session is None and message.method != "ping":
+            await self.write(error_message(message.id, InvalidRequestError(BEFORE_INITIALIZE)))
+        elif self.session is None:
+            await self.write(result_message(message.id, {}))
+        else:
+            refusal = self.engine.refuse(message, self.session, set())
+            if refusal is not None:
+                await self.write(refusal)
+            else:
+                self.start(message, self.answer(message, self.session))
+
+    async def notification(self, message: Notification) -> None:
+        if message.method == "notifications/cancelled":
+            request_id = message.params.get("requestId")
+            task = self.running.get(_key(request_id))
+            if task is not None:
+                task.cancel()  # no response follows (cancellation spec)
+        elif self.session is not None:
+            await self.engine.notification(self.session, message)
+
+    async def initialize(self, message: Request) -> None:
+        if self.session is not None:
+            await self.write(error_message(message.id, InvalidRequestError("Invalid Request: already initialized")))
+            return
+        answer, session = await self.engine.initialize(self.principal, message, transport="stdio")
+        self.session = session
+        await self.write(answer)
+
+    # -- requests -------------------------------------------------------------------------
+
+    def start(self, message: Request, work: Any) -> None:
+        key = _key(message.id)
+        if key in self.running:
+            work.close()
+            asyncio.get_running_loop().create_task(
+                self.write(error_message(message.id, InvalidRequestError("Invalid Request: request id already in use")))
+            )
+            return
+        task = asyncio.get_running_loop().create_task(work)
+        self.running[key] = task
+        task.add_done_callback(lambda _: self.running.pop(key, None))
+
+    async def answer(self, message: Request, session: Session) -> None:
+        (response,) = await self.engine.answer(self.principal, session, [message], emitter=StdioEmitter(self))
+        await self.write(response)
+
+    async def stateless(self, message: Request) -> None:
+        try:
+            meta = await self.engine.stateless_meta(self.principal, message, {})
+        except MCPError as exc:
+            await self.write(error_message(message.id, exc))
+            return
+        await self.write(await self.engine.answer_stateless(self.principal, message, meta, StdioEmitter(self)))
+
+    async def stop(self) -> None:
+        """Cancel what still runs (SIGTERM); the session ends as a client's DELETE would."""
+        for task in list(self.running.values()):
+            task.cancel()
+        if self.running:
+            await asyncio.gather(*self.running.values(), return_exceptions=True)
+        if self.session is not None:
+            await self.engine.terminate(self.session, reason="stdio closed")
+
+
+def _key(request_id: Any) -> str:
+    # Keep the JSON type: id 1 and id "1" are different requests.
+    return f"{type(request_id).__name__}:{request_id}"
+
+
+async def _skip_line(reader: asyncio.StreamReader) -> None:
+    while True:
+        try:
+            await reader.readuntil(b"\n")
+            return
+        except asyncio.LimitOverrunError as exc:
+            await reader.readexactly(exc.consumed)
+        except asyncio.IncompleteReadError:
+            return

@@ -1,0 +1,150 @@
+"""``manage.py mcp_stdio`` driven by the official SDK's stdio client, which spawns it as a desktop
+or IDE client would: the example site's tools, resources and prompts with a user's permissions,
+progress, a form elicitation, and a refusal, in both eras; and a clear error for a bad user."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, MCPError
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.types import ElicitResult, TextContent
+
+from .conftest import ExampleServer
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def command(server: ExampleServer, *args: str, auth: str = "django") -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=["manage.py", "mcp_stdio", *args], env={**server.env, "MCP_AUTH": auth}, cwd=str(ROOT)
+    )
+
+
+async def tool_names(client: Client) -> set[str]:
+    names: set[str] = set()
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        names |= {t.name for t in page.tools}
+        if (cursor := page.next_cursor) is None:
+            return names
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_stdio_client_uses_the_site_as_the_given_user(example_server: ExampleServer, mode: str, tmp_path: Path) -> None:
+    progress: list[float] = []
+    asked: list[str] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async def elicit(context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"confirm": True, "note": "by stdio"})
+
+    errlog = (tmp_path / "stderr.log").open("w")
+    async with Client(stdio_client(command(example_server, "--user", "librarian"), errlog=errlog), mode=mode,
+                      read_timeout_seconds=20, elicitation_callback=elicit) as client:
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
+        names = await tool_names(client)
+        found = await client.call_tool("search_books", {"query": "wells"})
+        stats = await client.read_resource("library://catalogue/stats")
+        prompt = await client.get_prompt("recommend_books", {"interest": "mystery"})
+        counted = await client.call_tool("test_tool_with_progress", {}, progress_callback=on_progress)
+        reserved = await client.call_tool("confirm_reservation", {"title": "Emma"})
+    errlog.close()
+    assert "library_book_create" in names  # the librarian's permissions
+    assert found.structured_content and found.structured_content["books"]
+    assert stats.contents and prompt.messages
+    assert not counted.is_error and len(progress) >= 3
+    assert reserved.structured_content == {"title": "Emma", "action": "accept", "confirmed": True, "note": "by stdio"}
+    assert asked == ["Reserve Emma?"]
+
+
+async def test_a_user_without_the_permission_is_refused(example_server: ExampleServer) -> None:
+    async with Client(stdio_client(command(example_server, "--user", "reader")), read_timeout_seconds=20) as client:
+        names = await tool_names(client)
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("library_book_create", {"title": "X"})
+    assert "library_book_create" not in names
+    assert "Unknown tool" in str(refused.value)  # as for a tool that does not exist
+
+
+def test_an_unknown_user_or_a_missing_one_is_a_clear_error(example_server: ExampleServer) -> None:
+    for args, expected in ((["--user", "nobody-here"], "No user 'nobody-here'"), ([], "requires a user")):
+        done = subprocess.run(
+            [sys.executable, "manage.py", "mcp_stdio", *args], cwd=ROOT, env={**example_server.env, "MCP_AUTH": "django"},
+            input=b"", capture_output=True, timeout=60,
+        )
+        assert done.returncode != 0
+        assert expected in done.stderr.decode(), done.stderr.decode()
+        assert done.stdout == b""  # stdout carries JSON-RPC only
+
+
+def _lines(*messages: dict[str, Any]) -> bytes:
+    import json
+
+    return b"".join(json.dumps(m).encode() + b"\n" for m in messages)
+
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "1"}}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def test_end_of_input_lets_the_last_call_answer_then_exits(example_server: ExampleServer) -> None:
+    import json
+
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search_books", "arguments": {"query": "wells"}}}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env={**example_server.env, "MCP_AUTH": "none"},
+        input=_lines(INIT, INITIALIZED, call) + b"not json\n", capture_output=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a.get("id") for a in answers] == [1, None, 2] or [a.get("id") for a in answers] == [1, 2, None]
+    by_id = {a.get("id"): a for a in answers}
+    assert by_id[2]["result"]["structuredContent"]["books"]
+    assert by_id[None]["error"]["code"] == -32700  # the bad line, answered; the others unharmed
+
+
+def test_sigterm_cancels_what_runs_and_ends_the_session(example_server: ExampleServer) -> None:
+    import json
+    import signal
+    import time
+
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "long_task", "arguments": {"seconds": 30}}}
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env={**example_server.env, "MCP_AUTH": "none"},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(_lines(INIT, INITIALIZED, call))
+    process.stdin.flush()
+    session_answer = json.loads(process.stdout.readline())
+    assert session_answer["id"] == 1
+    time.sleep(1.5)  # long_task has started
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err.decode()
+    assert b'"id":2' not in out  # a cancelled request gets no answer
+    # Nothing lost: the session row says it ended, and the tool recorded its cancellation.
+    script = (
+        "from mcp_django.models import Session; from example_site.live.models import TaskRun; "
+        "s = Session.objects.filter(transport='stdio').latest('created_at'); "
+        "print(s.terminated_at is not None, TaskRun.objects.latest('pk').status)"
+    )
+    from .conftest import manage
+
+    assert manage({**example_server.env, "MCP_AUTH": "none"}, "shell", "-v0", "-c", script).split() == ["True", "cancelled"]
