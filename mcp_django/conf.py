@@ -42,6 +42,9 @@ DEFAULTS: dict[str, Any] = {
     # answer depends on the user (authentication on), "public" otherwise.
     "CACHE_TTL_MS": 60_000,
     "READ_CACHE_TTL_MS": 0,
+    # Serve the 2024-11-05 HTTP+SSE transport beside Streamable HTTP (GET <endpoint>/sse, then
+    # POST <endpoint>/messages/?session_id=...), for older clients and gateways.
+    "HTTP_SSE": True,
     # 2026-07-28 subscriptions/listen: most resource URIs one stream may follow.
     "MAX_LISTEN_URIS": 100,
     # How POST requests are answered by default: "json" or "sse". A tool that takes a Context
@@ -256,6 +259,7 @@ class MCPSettings:
     cache_ttl_ms: Setting[int] = Setting("CACHE_TTL_MS", int)
     read_cache_ttl_ms: Setting[int] = Setting("READ_CACHE_TTL_MS", int)
     max_listen_uris: Setting[int] = Setting("MAX_LISTEN_URIS", int)
+    http_sse: Setting[bool] = Setting("HTTP_SSE", bool)
 
     @property
     def sse_max_connection_seconds(self) -> float | None:

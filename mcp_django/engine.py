@@ -184,6 +184,43 @@ class Engine:
         await session_created.asend(sender=self.site.__class__, site=self.site, session=session, request=principal.request)
         return result_message(message.id, result), session
 
+    async def open_session(self, principal: Principal, *, transport: str) -> Session:
+        """A session opened before its ``initialize`` (2024-11-05 HTTP+SSE: the stream comes
+        first, and names the session in the URL it tells the client to POST to)."""
+        session = await self.sessions.acreate(
+            site_name=self.site.name, user_id=principal.user_id, protocol_version=negotiation.V2024_11_05,
+            client_info={}, capabilities={}, transport=transport,
+        )
+        return session
+
+    async def initialize_session(self, principal: Principal, session: Session, message: Request) -> dict[str, Any]:
+        """Answer ``initialize`` for a session :meth:`open_session` made: the negotiated version,
+        the client's info and capabilities are recorded on it."""
+        if session.client_info or session.initialized:
+            return error_message(message.id, InvalidRequestError("Invalid Request: this session is already initialized"))
+        try:
+            params = parse_initialize(
+                message.params,
+                max_client_info_bytes=self.settings.max_client_info_bytes,
+                max_capabilities_bytes=self.settings.max_client_capabilities_bytes,
+                max_depth=self.settings.max_client_value_depth,
+            )
+        except MCPError as exc:
+            return error_message(message.id, exc)
+        client_info = params.client_info or {"name": "", "version": ""}
+        fields = {
+            "protocol_version": params.version, "client_info": client_info, "client_capabilities": params.capabilities,
+            "client_name": str(client_info.get("name", ""))[:200], "client_version": str(client_info.get("version", ""))[:100],
+        }
+        await self.sessions.aupdate(session.pk, **fields)
+        for name, value in fields.items():
+            setattr(session, name, value)
+        await session_created.asend(sender=self.site.__class__, site=self.site, session=session, request=principal.request)
+        result = initialize_result(
+            params.version, self.site.get_capabilities(), self.site.get_server_info(), self.site.get_instructions()
+        )
+        return result_message(message.id, result)
+
     async def load_session(self, principal: Principal, session_id: str) -> Session:
         """The caller's live session ``session_id``; 400 for a malformed id, 404 otherwise."""
         if not negotiation.is_valid_session_id(session_id):

@@ -44,7 +44,7 @@ class Session(models.Model):
     #: How the client reaches the server: Streamable HTTP, or a stdio pipe (manage.py mcp_stdio).
     transport = models.CharField(
         _("transport"), max_length=20, default="streamable-http",
-        choices=[("streamable-http", _("Streamable HTTP")), ("stdio", _("stdio"))],
+        choices=[("streamable-http", _("Streamable HTTP")), ("stdio", _("stdio")), ("sse", _("HTTP+SSE (2024-11-05)"))],
     )
     client_name = models.CharField(_("client name"), max_length=200, blank=True)
     client_version = models.CharField(_("client version"), max_length=100, blank=True)

@@ -32,7 +32,7 @@ class MCPRouter:
     def __init__(self, application: Any) -> None:
         self.application = application
         self._paths: OrderedDict[str, Any] = OrderedDict()
-        self._apps: dict[int, Any] = {}
+        self._apps: dict[tuple[int, str], Any] = {}
 
     def endpoint_for(self, path: str) -> Any:
         """Return the consumer application serving ``path``, or None for a non-MCP path."""
@@ -55,14 +55,19 @@ class MCPRouter:
         except Resolver404:
             return None
         site = getattr(match.func, "mcp_site", None)
-        return self._app_for(site) if site is not None else None
+        return self._app_for(site, getattr(match.func, "mcp_transport", "streamable-http")) if site is not None else None
 
-    def _app_for(self, site: Any) -> Any:
+    def _app_for(self, site: Any, transport: str) -> Any:
         from .transport.consumers import MCPConsumer
+        from .transport.legacy_sse import HTTPSSEConsumer
 
-        if id(site) not in self._apps:
-            self._apps[id(site)] = MCPConsumer.as_asgi(site=site)
-        return self._apps[id(site)]
+        key = (id(site), transport)
+        if key not in self._apps:
+            if transport == "streamable-http":
+                self._apps[key] = MCPConsumer.as_asgi(site=site)
+            else:
+                self._apps[key] = HTTPSSEConsumer.as_asgi(site=site, kind=transport)
+        return self._apps[key]
 
     def metadata_for(self, path: str) -> Any:
         """The protected-resource metadata app for ``/.well-known/oauth-protected-resource[/<endpoint>]``,

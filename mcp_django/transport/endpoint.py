@@ -28,8 +28,9 @@ WITHOUT_ROUTER_MESSAGE = (
 )
 
 
-def endpoint_view(site: MCPSite) -> Any:
-    """Return the view for ``site``'s endpoint, tagged so the ASGI router can find the site."""
+def endpoint_view(site: MCPSite, transport: str = "streamable-http") -> Any:
+    """Return the view for ``site``'s endpoint, tagged so the ASGI router can find the site and
+    the transport it serves there ("streamable-http", or "sse" / "messages" for 2024-11-05)."""
 
     @csrf_exempt
     def mcp_endpoint(request: HttpRequest) -> JsonResponse:
@@ -37,4 +38,5 @@ def endpoint_view(site: MCPSite) -> Any:
         return JsonResponse({"jsonrpc": "2.0", "id": None, "error": error}, status=503)
 
     mcp_endpoint.mcp_site = site  # type: ignore[attr-defined]
+    mcp_endpoint.mcp_transport = transport  # type: ignore[attr-defined]
     return mcp_endpoint

@@ -107,6 +107,17 @@ class SSEStream:
         await self._prime(self.last_seq)
         self.start_timers()
 
+    async def open_session_stream(self, first: bytes) -> None:
+        """The 2024-11-05 HTTP+SSE stream: the session's GET stream, opened with ``first`` (its
+        ``endpoint`` event); later messages of the session follow on it."""
+        self.stream = GET_STREAM
+        await self.connection.join(get_stream_group(self.session_id))
+        await self.connection.join(session_group(self.session_id))
+        self.last_seq = await self.store.alast_seq(self.session_id, GET_STREAM)
+        await self.connection.send_headers(status=200, headers=SSE_HEADERS)
+        await self.connection.send_body(first, more_body=True)
+        self.start_timers()
+
     # -- resuming -------------------------------------------------------------------------
 
     def take_resume_slot(self) -> None:

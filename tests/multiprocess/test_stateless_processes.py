@@ -94,3 +94,23 @@ async def test_a_listen_stream_hears_a_management_command(deployment: Deployment
         assert "prompts" in out
         _, changed = await stream.next_message()
     assert changed["method"] == "notifications/prompts/list_changed"
+
+
+async def test_an_http_sse_post_to_another_process_is_answered_on_the_stream(
+    deployment: Deployment, http: httpx.AsyncClient, raw: RawClient
+) -> None:
+    """2024-11-05 HTTP+SSE: the stream is held by process 1, the POSTs land on process 2."""
+    stream = await raw._open("GET", deployment.p1.url + "/sse", {"accept": "text/event-stream"})
+    async with stream:
+        endpoint = await stream.next_event()  # the "endpoint" event: where to POST
+        assert endpoint.data.startswith("/mcp/messages/?session_id="), endpoint
+        messages = deployment.p2.url.rsplit("/mcp", 1)[0] + endpoint.data
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "sse", "version": "1"}}}
+        assert (await http.post(messages, json=init)).status_code == 202
+        _, answer = await stream.next_message()
+        assert answer["id"] == 1 and answer["result"]["protocolVersion"] == "2024-11-05"
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search_books", "arguments": {"query": "wells"}}}
+        assert (await http.post(messages, json=call)).status_code == 202
+        _, result = await stream.next_message()
+    assert result["id"] == 2 and "books" in result["result"]["structuredContent"]  # no demo data here

@@ -1,0 +1,46 @@
+"""The 2024-11-05 HTTP+SSE transport in-process: its refusals and its switch (the flows run live
+in tests/e2e/test_http_sse.py and across processes in tests/multiprocess)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_django.models import Session
+from mcp_django.sites import site
+from mcp_django.testing import MCPTestClient
+from mcp_django.transport.legacy_sse import HTTPSSEConsumer
+
+from .conftest import mcp_settings
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def client(kind: str) -> MCPTestClient:
+    return MCPTestClient(HTTPSSEConsumer.as_asgi(site=site, kind=kind), path=f"/mcp/{kind}/")
+
+
+async def test_the_stream_names_the_session_to_post_to_and_is_the_session():
+    async with await client("sse").open_stream() as stream:
+        event = await stream.next_event()
+        assert event.event == "endpoint"
+        assert event.data.startswith("/mcp/messages/?session_id=")
+        session = await Session.objects.aget(pk=event.data.rpartition("=")[2])
+        assert session.transport == "sse" and session.terminated_at is None
+    await session.arefresh_from_db()
+    assert session.terminated_at is not None  # closing the stream ends the session
+
+
+async def test_refusals():
+    assert (await client("messages").send("GET")).status == 405
+    assert (await client("sse").post({"jsonrpc": "2.0", "id": 1, "method": "ping"})).status == 405
+    missing = await client("messages").post({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert missing.status == 400 and "session_id" in missing.json()["error"]["message"]
+    unknown = await client("messages").post_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping"}', path="/mcp/messages/?session_id=nope")
+    assert unknown.status in (400, 404)
+
+
+async def test_it_can_be_turned_off():
+    with mcp_settings(HTTP_SSE=False):
+        response = await client("sse").send("GET", headers={"accept": "text/event-stream"})
+    assert response.status == 404
+    assert "HTTP_SSE" in response.json()["error"]["message"]
