@@ -35,7 +35,7 @@ from .protocol.errors import (
     TransportError,
 )
 from .protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, notification_message, result_message
-from .protocol.lifecycle import initialize_result, parse_initialize
+from .protocol.lifecycle import InitializeParams, initialize_result, parse_initialize
 from .protocol.limits import check_progress_token, check_request_id
 from .rounds import ROUND_PARAMS, InputRequired, InputRounds
 from .signals import session_closed, session_created
@@ -162,12 +162,7 @@ class Engine:
     ) -> tuple[dict[str, Any], Session | None]:
         """Answer ``initialize``: the response, and the new session (None when refused)."""
         try:
-            params = parse_initialize(
-                message.params,
-                max_client_info_bytes=self.settings.max_client_info_bytes,
-                max_capabilities_bytes=self.settings.max_client_capabilities_bytes,
-                max_depth=self.settings.max_client_value_depth,
-            )
+            params = self._initialize_params(message)
         except MCPError as exc:
             return error_message(message.id, exc), None
         session = await self.sessions.acreate(
@@ -178,11 +173,21 @@ class Engine:
             capabilities=params.capabilities,
             transport=transport,
         )
-        result = initialize_result(
-            params.version, self.site.get_capabilities(), self.site.get_server_info(), self.site.get_instructions()
-        )
         await session_created.asend(sender=self.site.__class__, site=self.site, session=session, request=principal.request)
-        return result_message(message.id, result), session
+        return self._initialize_result(message, params.version), session
+
+    def _initialize_params(self, message: Request) -> InitializeParams:
+        """``initialize``'s params, checked and bounded (an MCPError otherwise)."""
+        return parse_initialize(
+            message.params,
+            max_client_info_bytes=self.settings.max_client_info_bytes,
+            max_capabilities_bytes=self.settings.max_client_capabilities_bytes,
+            max_depth=self.settings.max_client_value_depth,
+        )
+
+    def _initialize_result(self, message: Request, version: str) -> dict[str, Any]:
+        result = initialize_result(version, self.site.get_capabilities(), self.site.get_server_info(), self.site.get_instructions())
+        return result_message(message.id, result)
 
     async def open_session(self, principal: Principal, *, transport: str) -> Session:
         """A session opened before its ``initialize`` (2024-11-05 HTTP+SSE: the stream comes
@@ -199,12 +204,7 @@ class Engine:
         if session.client_info or session.initialized:
             return error_message(message.id, InvalidRequestError("Invalid Request: this session is already initialized"))
         try:
-            params = parse_initialize(
-                message.params,
-                max_client_info_bytes=self.settings.max_client_info_bytes,
-                max_capabilities_bytes=self.settings.max_client_capabilities_bytes,
-                max_depth=self.settings.max_client_value_depth,
-            )
+            params = self._initialize_params(message)
         except MCPError as exc:
             return error_message(message.id, exc)
         client_info = params.client_info or {"name": "", "version": ""}
@@ -216,10 +216,7 @@ class Engine:
         for name, value in fields.items():
             setattr(session, name, value)
         await session_created.asend(sender=self.site.__class__, site=self.site, session=session, request=principal.request)
-        result = initialize_result(
-            params.version, self.site.get_capabilities(), self.site.get_server_info(), self.site.get_instructions()
-        )
-        return result_message(message.id, result)
+        return self._initialize_result(message, params.version)
 
     async def load_session(self, principal: Principal, session_id: str) -> Session:
         """The caller's live session ``session_id``; 400 for a malformed id, 404 otherwise."""

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..engine import Engine, Principal
+from ..notifications import LISTEN_GROUP
 from ..protocol import modern
 from ..protocol.errors import InvalidRequestError, MCPError, TransportError
 from ..protocol.jsonrpc import (
@@ -26,9 +27,11 @@ from ..protocol.jsonrpc import (
     decode,
     encode,
     error_message,
+    notification_message,
     request_message,
     result_message,
 )
+from .layers import get_layer, get_stream_group
 
 if TYPE_CHECKING:
     from ..models import Session
@@ -68,6 +71,9 @@ class StdioServer:
         self.running: dict[str, asyncio.Task[None]] = {}
         self.waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
+        self.follower: asyncio.Task[None] | None = None
+        # Keys of running subscriptions/listen requests: they end only when cancelled.
+        self.listening: set[str] = set()
 
     # -- output ---------------------------------------------------------------------------
 
@@ -107,6 +113,8 @@ class StdioServer:
                 continue
             if line.strip():
                 await self.receive(line)
+        for key in self.listening:
+            self.running[key].cancel()  # nobody is left to hear them
         if self.running:
             await asyncio.gather(*self.running.values(), return_exceptions=True)
 
@@ -167,6 +175,10 @@ class StdioServer:
         answer, session = await self.engine.initialize(self.principal, message, transport="stdio")
         self.session = session
         await self.write(answer)
+        if session is not None:
+            # What the site announces to the session (list changes, resource updates, log
+            # messages not tied to a request) is sent to its GET stream's group: follow it.
+            self.follower = asyncio.get_running_loop().create_task(self.follow(get_stream_group(session.pk)))
 
     # -- requests -------------------------------------------------------------------------
 
@@ -189,13 +201,57 @@ class StdioServer:
     async def stateless(self, message: Request) -> None:
         try:
             meta = await self.engine.stateless_meta(self.principal, message, {})
+            if message.method == "subscriptions/listen":
+                await self.listen(message)
+                return
         except MCPError as exc:
             await self.write(error_message(message.id, exc))
             return
         await self.write(await self.engine.answer_stateless(self.principal, message, meta, StdioEmitter(self)))
 
+    async def listen(self, message: Request) -> None:
+        """A 2026-07-28 subscription on the pipe: the acknowledgement, then the changes it asked
+        for, each tagged with its id, until the client cancels it (notifications/cancelled)."""
+        agreed = await self.engine.listen_filter(self.principal, message)
+        tag = {modern.META_SUBSCRIPTION_ID: message.id}
+        await self.write(notification_message("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag}))
+        layer = get_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(LISTEN_GROUP, channel)
+        self.listening.add(_key(message.id))
+        try:
+            while True:
+                event = await layer.receive(channel)
+                notification = await self.engine.listen_notification(self.principal, agreed, event)
+                if notification is not None:
+                    notification.setdefault("params", {})["_meta"] = tag
+                    await self.write(notification)
+        finally:
+            self.listening.discard(_key(message.id))
+            await layer.group_discard(LISTEN_GROUP, channel)
+
+    async def follow(self, group: str) -> None:
+        """Write what the channel layer delivers to ``group`` (stored events of the session)."""
+        layer = get_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(group, channel)
+        try:
+            while True:
+                delivered = await layer.receive(channel)
+                if delivered.get("type") == "mcp.event":
+                    events = [(delivered["seq"], delivered["payload"], delivered.get("closes"))]
+                else:
+                    events = delivered.get("events", [])
+                for _, payload, _ in events:
+                    if payload:
+                        await self._write(payload.encode() + b"\n")
+        finally:
+            await layer.group_discard(group, channel)
+
     async def stop(self) -> None:
         """Cancel what still runs (SIGTERM); the session ends as a client's DELETE would."""
+        if self.follower is not None:
+            self.follower.cancel()
         for task in list(self.running.values()):
             task.cancel()
         if self.running:

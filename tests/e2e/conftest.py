@@ -184,3 +184,15 @@ def example_server_django_auth(example_server: ExampleServer) -> Iterator[Exampl
     env = {**example_server.env, "MCP_AUTH": "django"}
     with run_server(env, example_server.log_path.with_name("daphne-django-auth.log")) as server:
         yield server
+
+
+async def tool_names(client: Client) -> set[str]:
+    """Every tool the client's user may use, following nextCursor page after page."""
+    names: set[str] = set()
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        names |= {t.name for t in page.tools}
+        cursor = page.next_cursor
+        if cursor is None:
+            return names

@@ -12,19 +12,11 @@ from mcp import Client, MCPError
 from mcp.client.sse import sse_client
 from mcp.types import ElicitResult
 
-from .conftest import ExampleServer
+from .conftest import ExampleServer, tool_names
 
 pytestmark = pytest.mark.e2e
 
 
-async def tool_names(client: Client) -> set[str]:
-    names: set[str] = set()
-    cursor = None
-    while True:
-        page = await client.list_tools(cursor=cursor)
-        names |= {t.name for t in page.tools}
-        if (cursor := page.next_cursor) is None:
-            return names
 
 
 def cookie_header(server: ExampleServer, username: str) -> dict[str, str]:

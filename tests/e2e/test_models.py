@@ -11,27 +11,15 @@ import json
 from typing import Any
 
 import pytest
-from mcp import Client, MCPError
+from mcp import MCPError
 
-from .conftest import ExampleServer, connect_as
+from .conftest import ExampleServer, connect_as, tool_names
 
 pytestmark = pytest.mark.e2e
 
 
 def text_of(result: Any) -> str:
     return "\n".join(getattr(c, "text", "") for c in result.content)
-
-
-async def tool_names(client: Client) -> set[str]:
-    """Every tool the user may use, page after page."""
-    names: set[str] = set()
-    cursor = None
-    while True:
-        page = await client.list_tools(cursor=cursor)
-        names |= {t.name for t in page.tools}
-        cursor = page.next_cursor
-        if cursor is None:
-            return names
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])

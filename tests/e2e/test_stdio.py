@@ -14,7 +14,7 @@ from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import ElicitResult, TextContent
 
-from .conftest import ExampleServer
+from .conftest import ExampleServer, tool_names
 
 pytestmark = pytest.mark.e2e
 
@@ -27,14 +27,6 @@ def command(server: ExampleServer, *args: str, auth: str = "django") -> StdioSer
     )
 
 
-async def tool_names(client: Client) -> set[str]:
-    names: set[str] = set()
-    cursor = None
-    while True:
-        page = await client.list_tools(cursor=cursor)
-        names |= {t.name for t in page.tools}
-        if (cursor := page.next_cursor) is None:
-            return names
 
 
 def text_of(result: Any) -> str:
@@ -148,3 +140,29 @@ def test_sigterm_cancels_what_runs_and_ends_the_session(example_server: ExampleS
     from .conftest import manage
 
     assert manage({**example_server.env, "MCP_AUTH": "none"}, "shell", "-v0", "-c", script).split() == ["True", "cancelled"]
+
+
+async def test_changes_reach_a_stdio_client_in_both_eras(example_server: ExampleServer) -> None:
+    import asyncio
+
+    heard: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        heard.append(message)
+
+    # A session hears the site's announcements (here: a tool that announces a list change).
+    async with Client(stdio_client(command(example_server, auth="none")), mode="legacy", read_timeout_seconds=20,
+                      message_handler=on_message) as client:
+        await client.call_tool("test_trigger_tool_change", {})
+        for _ in range(100):
+            if any("ToolListChanged" in type(m).__name__ for m in heard):
+                break
+            await asyncio.sleep(0.05)
+    assert any("ToolListChanged" in type(m).__name__ for m in heard), heard
+
+    # 2026-07-28: subscriptions/listen on the pipe.
+    async with Client(stdio_client(command(example_server, auth="none")), mode="2026-07-28", read_timeout_seconds=20) as client:
+        async with client.listen(prompts_list_changed=True) as subscription:
+            await client.call_tool("test_trigger_prompt_change", {})
+            event = await asyncio.wait_for(anext(aiter(subscription)), 10)
+    assert "prompt" in repr(event).lower()
