@@ -86,6 +86,11 @@ async def announce(elicitation_id: str, session_id: str | None, state: str) -> N
     await get_layer().group_send(elicitation_group(elicitation_id), {"type": "mcp.elicitation", "state": state})
 
 
+#: How often a waiting tool also reads the row: the page may be finished by a process whose
+#: channel layer this one does not share (manage.py mcp_stdio beside a web server, in memory).
+RECHECK_SECONDS = 2.0
+
+
 async def wait(elicitation_id: str, timeout: float) -> str:
     """Wait until the elicitation is finished (on any process); return its final state."""
     from ..transport.layers import get_layer
@@ -94,17 +99,22 @@ async def wait(elicitation_id: str, timeout: float) -> str:
     channel = await layer.new_channel()
     group = elicitation_group(elicitation_id)
     await layer.group_add(group, channel)
+    deadline = asyncio.get_running_loop().time() + timeout
     try:
-        # Read after joining: a finish between the two arrives on the channel.
-        state = await Elicitation.objects.filter(pk=elicitation_id).values_list("state", flat=True).afirst()
-        if state in FINAL_STATES:
-            return state
-        try:
-            message = await asyncio.wait_for(layer.receive(channel), timeout)
-        except asyncio.TimeoutError:
-            await sync_to_async(expire)(elicitation_id)
-            return Elicitation.State.EXPIRED
-        return cast(str, message["state"])  # as announce sent it
+        while True:
+            # Read after joining: a finish between the two arrives on the channel.
+            state = await Elicitation.objects.filter(pk=elicitation_id).values_list("state", flat=True).afirst()
+            if state in FINAL_STATES:
+                return state
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                await sync_to_async(expire)(elicitation_id)
+                return Elicitation.State.EXPIRED
+            try:
+                message = await asyncio.wait_for(layer.receive(channel), min(left, RECHECK_SECONDS))
+            except asyncio.TimeoutError:
+                continue
+            return cast(str, message["state"])  # as announce sent it
     finally:
         await layer.group_discard(group, channel)
 

@@ -89,8 +89,13 @@ class StdioServer:
         try:
             await self.write(request_message(request_id, method, params))
             return await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
-            raise TimeoutError(method) from None
+        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+            # Tell the client to stop asking its user or model (cancellation, both directions).
+            reason = "timed out" if isinstance(exc, asyncio.TimeoutError) else "cancelled"
+            await asyncio.shield(self.write(notification_message("notifications/cancelled", {"requestId": request_id, "reason": reason})))
+            if isinstance(exc, asyncio.TimeoutError):
+                raise TimeoutError(method) from None
+            raise
         finally:
             self.waiting.pop(request_id, None)
 

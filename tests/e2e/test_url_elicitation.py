@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from mcp import MCPError, UrlElicitationRequiredError
+from mcp import Client, MCPError, UrlElicitationRequiredError
 from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import OAuthClientMetadata
 from mcp.types import TextContent
@@ -47,7 +47,7 @@ from .oauth_helpers import BrowserHandlers, MemoryTokenStorage, free_port
 
 pytestmark = pytest.mark.e2e
 
-USERS = ["ada", "alan", "barbara", "edsger", "grace", "ken"]
+USERS = ["ada", "alan", "barbara", "edsger", "grace", "ken", "linus"]
 SECRET = "rv-live-" + secrets.token_hex(16)  # the reviews-service key the user types on the page
 PRIDE = "9780000100016"  # Pride and Prejudice, in the demo catalogue
 HOUND = "9780000500021"  # The Hound of the Baskervilles, its one copy on loan to alice
@@ -264,6 +264,34 @@ async def test_in_2026_07_28_the_page_is_an_input_request_and_the_retry_finds_it
     assert_clean_url(request.url, site, "ada", "/secret/")
     assert len(recorder.url_requests) == 1 and recorder.completed_ids() == []
     assert key not in recorder.everything_received() and key not in site.log()
+
+
+async def test_over_stdio_the_page_opens_for_the_given_user(site: ExampleServer) -> None:
+    """manage.py mcp_stdio --user linus: the page lives on the web server, the tool in the stdio
+    process (no channel layer shared: the tool also reads the row), the key is kept for linus."""
+    import sys
+
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    recorder = Recorder()
+    key = "rv-linus-" + secrets.token_hex(12)
+    params = StdioServerParameters(
+        command=sys.executable, args=["manage.py", "mcp_stdio", "--user", "linus", "--base-url", site.base_url],
+        env=site.env, cwd=str(Path(__file__).resolve().parents[2]),
+    )
+    async with browser_for(site, "linus") as browser:
+        await browser.sign_in(site.base_url)
+
+        async def enter_key(request: Any) -> None:
+            page = await browser.visit(request.url)
+            assert "Done." in (await browser.submit(page, "accept", secret=key)).text
+
+        async with Client(stdio_client(params), read_timeout_seconds=WAIT, mode="legacy",
+                          elicitation_callback=recorder.elicitation_callback) as client:
+            result, request = await call_while_browsing(client, recorder, "book_reviews", {"isbn": PRIDE}, enter_key)
+    assert not result.is_error, text_of(result)
+    assert result.structured_content["reviews"] == simulated_reviews(key, PRIDE).count
+    assert_clean_url(request.url, site, "linus", "/secret/")
 
 
 async def test_client_without_url_mode_gets_32042_then_retries_after_the_page(site: ExampleServer) -> None:

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
@@ -21,6 +22,23 @@ from mcp_django.sites import all_sites, site
 from mcp_django.transport.stdio import StdioServer
 
 
+class PipeRequest(HttpRequest):
+    """The request of a stdio conversation: no HTTP, but a user and the site's origin."""
+
+    def __init__(self, base_url: str | None) -> None:
+        super().__init__()
+        parts = urlsplit(base_url or "http://localhost")
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise CommandError(f"--base-url must be an http(s) origin such as https://library.example.com, not {base_url!r}")
+        self._scheme = parts.scheme
+        self.META["HTTP_HOST"] = parts.netloc
+        self.META["SERVER_NAME"] = parts.hostname or "localhost"
+        self.META["SERVER_PORT"] = str(parts.port or (443 if parts.scheme == "https" else 80))
+
+    def _get_scheme(self) -> str:
+        return self._scheme
+
+
 class Command(BaseCommand):
     help = (
         "Serve MCP over stdin and stdout (newline-delimited JSON-RPC), as the given user. Only JSON-RPC is "
@@ -32,19 +50,24 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--user", metavar="USERNAME", help="Run with this user's permissions (tools, rows, state).")
         parser.add_argument("--site", metavar="NAME", default=None, help="The MCP site to serve, by name (default: the default site).")
+        parser.add_argument(
+            "--base-url", metavar="URL", default=None,
+            help="The site's public origin (e.g. https://library.example.com), for the pages of URL elicitations "
+            "(default: the origin of RESOURCE_URL, else http://localhost).",
+        )
 
-    def handle(self, *args: Any, user: str | None = None, site: str | None = None, **options: Any) -> None:
-        principal = Principal(request=self.request_for(user), user=None)
+    def handle(self, *args: Any, user: str | None = None, site: str | None = None, base_url: str | None = None, **options: Any) -> None:
+        principal = Principal(request=self.request_for(user, base_url), user=None)
         if user is not None:
             principal = Principal(request=principal.request, user=principal.request.user)
         protocol = self.take_stdout()
         mcp_site = self.site_named(site)
         asyncio.run(self.serve(mcp_site, principal, protocol))
 
-    def request_for(self, username: str | None) -> HttpRequest:
-        """What permission hooks read: a request whose user is ``username`` (anonymous without)."""
-        request = HttpRequest()
-        request.META["SERVER_NAME"], request.META["SERVER_PORT"] = "localhost", "80"
+    def request_for(self, username: str | None, base_url: str | None = None) -> HttpRequest:
+        """What permission hooks read: a request whose user is ``username`` (anonymous without),
+        on the site's public origin (where the pages of URL elicitations are)."""
+        request = PipeRequest(base_url)
         request.mcp_endpoint_path = "/mcp"  # type: ignore[attr-defined]
         if username is None:
             if not issubclass(mcp_settings.authentication_class, NoAuthentication):
