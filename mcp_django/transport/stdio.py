@@ -137,6 +137,9 @@ class StdioServer:
         except TransportError as exc:
             await self.write(error_message(None, InvalidRequestError(exc.message)))
             return
+        if decoded.is_batch and self.session is not None:
+            self.start_batch(decoded, self.session)
+            return
         for message in decoded.messages:
             await self.message(message, decoded)
 
@@ -196,6 +199,34 @@ class StdioServer:
             )
             return
         task = asyncio.get_running_loop().create_task(work)
+        self.running[key] = task
+        task.add_done_callback(lambda _: self.running.pop(key, None))
+
+    def start_batch(self, decoded: Decoded, session: Session) -> None:
+        """A 2025-03-26 batch: its notifications and client answers act at once; its requests
+        run together and their responses go out as one array, in order (JSON-RPC 2.0)."""
+
+        async def run() -> None:
+            replies: list[dict[str, Any]] = []
+            requests: list[Request] = []
+            seen: set[str] = set()
+            for message in decoded.messages:
+                if isinstance(message, Request) and message.method != "initialize":
+                    refusal = self.engine.refuse(message, session, seen)
+                    if refusal is not None:
+                        replies.append(refusal)
+                    else:
+                        requests.append(message)
+                elif isinstance(message, Request):
+                    replies.append(error_message(message.id, InvalidRequestError("Invalid Request: initialize must not be part of a batch")))
+                else:
+                    await self.message(message, decoded)
+            answers = await self.engine.answer(self.principal, session, requests, emitter=StdioEmitter(self)) if requests else []
+            if replies or answers:
+                await self.write([*replies, *answers])
+
+        task = asyncio.get_running_loop().create_task(run())
+        key = f"batch:{id(task)}"
         self.running[key] = task
         task.add_done_callback(lambda _: self.running.pop(key, None))
 

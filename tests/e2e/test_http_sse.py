@@ -75,3 +75,29 @@ async def test_someone_elses_session_is_not_found_and_the_stream_needs_sign_in(e
             assert (await owner.post(server.base_url + endpoint, json=ping)).status_code == 202
             assert (await stranger.post(server.base_url + endpoint, json=ping)).status_code == 404
         assert (await nobody.get(f"{server.mcp_url}/sse", headers={"Accept": "text/event-stream"})).status_code == 401
+
+
+@pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")  # logging/setLevel: deprecated in 2026-07-28 only
+async def test_logs_and_change_notifications_travel_on_the_sse_stream(example_server: ExampleServer) -> None:
+    import asyncio
+
+    logs: list[Any] = []
+    heard: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        logs.append(params)
+
+    async def on_message(message: Any) -> None:
+        heard.append(message)
+
+    async with Client(sse_client(f"{example_server.mcp_url}/sse"), mode="legacy", read_timeout_seconds=20,
+                      logging_callback=on_log, message_handler=on_message) as client:
+        await client.set_logging_level("info")
+        await client.call_tool("test_tool_with_logging", {})
+        await client.call_tool("test_trigger_tool_change", {})
+        for _ in range(100):
+            if any("ToolListChanged" in type(m).__name__ for m in heard):
+                break
+            await asyncio.sleep(0.05)
+    assert [str(log.data) for log in logs][:3] == ["Tool execution started", "Tool processing data", "Tool execution completed"]
+    assert any("ToolListChanged" in type(m).__name__ for m in heard)

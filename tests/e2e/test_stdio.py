@@ -166,3 +166,23 @@ async def test_changes_reach_a_stdio_client_in_both_eras(example_server: Example
             await client.call_tool("test_trigger_prompt_change", {})
             event = await asyncio.wait_for(anext(aiter(subscription)), 10)
     assert "prompt" in repr(event).lower()
+
+
+def test_a_2025_03_26_batch_is_answered_as_one_array(example_server: ExampleServer) -> None:
+    import json
+
+    init = {**INIT, "params": {**INIT["params"], "protocolVersion": "2025-03-26"}}
+    batch = [
+        {"jsonrpc": "2.0", "id": "a", "method": "tools/call", "params": {"name": "search_books", "arguments": {"query": "wells"}}},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}},
+        {"jsonrpc": "2.0", "id": "b", "method": "ping"},
+    ]
+    done = subprocess.run(
+        [sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env={**example_server.env, "MCP_AUTH": "none"},
+        input=_lines(init, INITIALIZED) + json.dumps(batch).encode() + b"\n", capture_output=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    first, answers = (json.loads(line) for line in done.stdout.splitlines())
+    assert first["result"]["protocolVersion"] == "2025-03-26"
+    assert [a["id"] for a in answers] == ["a", "b"]
+    assert answers[0]["result"]["structuredContent"]["books"] and answers[1]["result"] == {}
