@@ -128,6 +128,8 @@ if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
 if os.environ.get("MCP_SSE_MAX_CONNECTION_SECONDS"):
     MCP_DJANGO["SSE_MAX_CONNECTION_SECONDS"] = float(os.environ["MCP_SSE_MAX_CONNECTION_SECONDS"])
 # Seconds a URL-elicitation page (secret, confirmation, connect) stays usable; 15 minutes by default.
+if os.environ.get("MCP_CLIENT_REQUEST_TIMEOUT"):
+    MCP_DJANGO["CLIENT_REQUEST_TIMEOUT"] = float(os.environ["MCP_CLIENT_REQUEST_TIMEOUT"])
 if os.environ.get("MCP_ELICITATION_TTL"):
     MCP_DJANGO["ELICITATION_TTL"] = int(os.environ["MCP_ELICITATION_TTL"])
 

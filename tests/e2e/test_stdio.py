@@ -186,3 +186,61 @@ def test_a_2025_03_26_batch_is_answered_as_one_array(example_server: ExampleServ
     assert first["result"]["protocolVersion"] == "2025-03-26"
     assert [a["id"] for a in answers] == ["a", "b"]
     assert answers[0]["result"]["structuredContent"]["books"] and answers[1]["result"] == {}
+
+
+def test_logs_roots_and_cancellation_in_both_directions_on_a_raw_pipe(example_server: ExampleServer) -> None:
+    """As a client that speaks the pipe itself: logging/setLevel then log messages, a roots/list
+    question answered, a client cancel (no answer follows), and a question the client leaves
+    unanswered past CLIENT_REQUEST_TIMEOUT, which the server cancels with notifications/cancelled."""
+    import json
+    import time
+
+    env = {**example_server.env, "MCP_AUTH": "none", "MCP_CLIENT_REQUEST_TIMEOUT": "2"}
+    process = subprocess.Popen([sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdin is not None and process.stdout is not None
+
+    def send(*messages: dict[str, Any]) -> None:
+        process.stdin.write(_lines(*messages))
+        process.stdin.flush()
+
+    def until(predicate: Any) -> list[dict[str, Any]]:
+        seen = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            message = json.loads(process.stdout.readline())
+            seen.append(message)
+            if predicate(message):
+                return seen
+        raise AssertionError(seen)
+
+    try:
+        init = {**INIT, "params": {**INIT["params"], "capabilities": {"roots": {}, "sampling": {}}}}
+        send(init, INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "info"}})
+        until(lambda m: m.get("id") == 2)
+        send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "test_tool_with_logging", "arguments": {}}})
+        logged = until(lambda m: m.get("id") == 3)
+        assert [m["params"]["data"] for m in logged if m.get("method") == "notifications/message"][:3] == [
+            "Tool execution started", "Tool processing data", "Tool execution completed"]
+
+        send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "test_input_required_result_list_roots", "arguments": {}}})
+        (question,) = until(lambda m: m.get("method") == "roots/list")
+        send({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": [{"uri": "file:///shelf", "name": "Shelf"}]}})
+        (rooted,) = until(lambda m: m.get("id") == 4)
+        assert "file:///shelf" in rooted["result"]["content"][0]["text"]
+
+        send({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "test_missing_capability", "arguments": {}}})
+        asked = until(lambda m: m.get("method") == "sampling/createMessage")[-1]
+        cancelled = until(lambda m: m.get("method") == "notifications/cancelled")[-1]  # nobody answered in time
+        assert cancelled["params"]["requestId"] == asked["id"] and cancelled["params"]["reason"] == "timed out"
+        assert until(lambda m: m.get("id") == 5)[-1]["result"]["isError"]
+
+        send({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "long_task", "arguments": {"seconds": 30}}})
+        time.sleep(1)
+        send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 6}},
+             {"jsonrpc": "2.0", "id": 7, "method": "ping"})
+        answered = until(lambda m: m.get("id") == 7)
+        assert not any(m.get("id") == 6 for m in answered)  # a cancelled request gets no answer
+    finally:
+        _, err = process.communicate(timeout=30)  # closes stdin: end of input
+    assert process.returncode == 0, err.decode()
