@@ -244,3 +244,23 @@ def test_logs_roots_and_cancellation_in_both_directions_on_a_raw_pipe(example_se
     finally:
         _, err = process.communicate(timeout=30)  # closes stdin: end of input
     assert process.returncode == 0, err.decode()
+
+
+def test_hostile_lines_are_refused_one_by_one_and_the_pipe_goes_on(example_server: ExampleServer) -> None:
+    import json
+
+    huge = b'{"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"' + b"x" * (5 * 1024 * 1024) + b'"}}\n'
+    partial = b'{"jsonrpc":"2.0","id":10,"method":"ping"}{"jsonrpc":"2.0","id":\n'
+    ping = {"jsonrpc": "2.0", "id": 11, "method": "ping"}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env={**example_server.env, "MCP_AUTH": "none"},
+        input=_lines(INIT, INITIALIZED) + b"{not json\n" + huge + partial + _lines(ping), capture_output=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answers[0]["id"] == 1
+    errors = [a["error"] for a in answers[1:4]]
+    assert errors[0]["code"] == -32700  # not JSON
+    assert errors[1]["code"] == -32600 and "exceeds" in errors[1]["message"]  # bounded like the HTTP body
+    assert errors[2]["code"] == -32700  # a message with a partial one glued to it
+    assert answers[4] == {"jsonrpc": "2.0", "id": 11, "result": {}}  # and the pipe goes on
