@@ -147,6 +147,7 @@ class Engine:
         self.site = site
         self.sessions = SessionStore()
         self.settings = mcp_settings
+        self._stateless: tuple[dict[str, Handler], dict[str, Handler]] | None = None
 
     def context(self, principal: Principal, session: Session | None, message: Request, emitter: Emitter | None = None) -> Context:
         meta = message.params.get("_meta")
@@ -192,11 +193,10 @@ class Engine:
     async def open_session(self, principal: Principal, *, transport: str) -> Session:
         """A session opened before its ``initialize`` (2024-11-05 HTTP+SSE: the stream comes
         first, and names the session in the URL it tells the client to POST to)."""
-        session = await self.sessions.acreate(
+        return await self.sessions.acreate(
             site_name=self.site.name, user_id=principal.user_id, protocol_version=negotiation.V2024_11_05,
             client_info={}, capabilities={}, transport=transport,
         )
-        return session
 
     async def initialize_session(self, principal: Principal, session: Session, message: Request) -> dict[str, Any]:
         """Answer ``initialize`` for a session :meth:`open_session` made: the negotiated version,
@@ -351,10 +351,14 @@ class Engine:
 
     def stateless_handlers(self) -> dict[str, Handler]:
         """The 2026-07-28 method table: the site's, less what the revision removed, plus
-        ``server/discover``."""
-        table = {m: h for m, h in self.site.get_handlers().items() if m not in modern.REMOVED_METHODS}
-        table["server/discover"] = self._discover
-        return table
+        ``server/discover``. Built once per site table (the site rebuilds that one when its
+        registry changes), not on every request."""
+        site_table = self.site.get_handlers()
+        if self._stateless is None or self._stateless[0] is not site_table:
+            table = {m: h for m, h in site_table.items() if m not in modern.REMOVED_METHODS}
+            table["server/discover"] = self._discover
+            self._stateless = (site_table, table)
+        return self._stateless[1]
 
     async def _discover(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         return modern.discover_result(

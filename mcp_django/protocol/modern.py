@@ -527,3 +527,17 @@ def http_status(response: Mapping[str, Any]) -> int:
         return 200
     code = error.get("code")
     return ERROR_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200
+
+
+def tag_subscription(message: dict[str, Any], subscription_id: Any) -> dict[str, Any]:
+    """Put ``subscription_id`` (the listen request's id) in the ``_meta`` of a message sent on
+    a ``subscriptions/listen`` stream: a notification's params, or the closing result."""
+    body = message.setdefault("params", {}) if "method" in message else message.setdefault("result", {})
+    body.setdefault("_meta", {})[META_SUBSCRIPTION_ID] = subscription_id
+    return message
+
+
+def listen_acknowledgement(agreed: dict[str, Any], subscription_id: Any) -> dict[str, Any]:
+    """The first message of a listen stream: the filter the server agreed to honour."""
+    message = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {"notifications": agreed}}
+    return tag_subscription(message, subscription_id)

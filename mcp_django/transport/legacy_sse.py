@@ -102,9 +102,10 @@ class HTTPSSEConsumer(MCPConsumer):
         raise TransportError(405, "Method Not Allowed: closing the stream ends the session", headers={"Allow": "GET, POST"})
 
     def check_accepts_events(self) -> None:
+        # 2024-11-05 clients may send no Accept at all; one that is sent must admit the stream.
         accept = self.headers.get("accept")
-        if accept is not None and "text/event-stream" not in accept and "*/*" not in accept:
-            raise TransportError(406, "Not Acceptable: this stream is text/event-stream")
+        if accept is not None:
+            negotiation.check_get_accept(accept)
 
     async def cleanup(self) -> None:
         await super().cleanup()

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from channels.exceptions import StopConsumer
 
 from ..notifications import LISTEN_GROUP
-from ..protocol.jsonrpc import encode, notification_message, result_message
-from ..protocol.modern import META_SUBSCRIPTION_ID
+from ..protocol.jsonrpc import encode, result_message
+from ..protocol.modern import listen_acknowledgement, tag_subscription
 from ..protocol.sse import encode_comment, encode_event, make_event_id
 from ..stores import get_event_store
 from .authentication import still_authenticated
@@ -344,19 +344,15 @@ class ListenStream:
         self.closed = False
         self.timers: list[asyncio.Task[Any]] = []
 
-    def tagged(self, message: dict[str, Any]) -> dict[str, Any]:
-        params = message.setdefault("params", {}) if "method" in message else message.setdefault("result", {})
-        params.setdefault("_meta", {})[META_SUBSCRIPTION_ID] = self.subscription_id
-        return message
-
     async def send(self, message: dict[str, Any]) -> None:
         if not self.closed:
-            await self.connection.send_body(encode_event(encode(self.tagged(message)).decode()), more_body=True)
+            tagged = tag_subscription(message, self.subscription_id)
+            await self.connection.send_body(encode_event(encode(tagged).decode()), more_body=True)
 
     async def open(self, agreed: dict[str, Any]) -> None:
         await self.connection.join(LISTEN_GROUP)
         await self.connection.send_headers(status=200, headers=SSE_HEADERS)
-        await self.send(notification_message("notifications/subscriptions/acknowledged", {"notifications": agreed}))
+        await self.send(listen_acknowledgement(agreed, self.subscription_id))
         loop = asyncio.get_running_loop()
         if self.settings.sse_keepalive_seconds > 0:
             self.timers.append(loop.create_task(self._keepalive(self.settings.sse_keepalive_seconds)))

@@ -249,8 +249,7 @@ class StdioServer:
         """A 2026-07-28 subscription on the pipe: the acknowledgement, then the changes it asked
         for, each tagged with its id, until the client cancels it (notifications/cancelled)."""
         agreed = await self.engine.listen_filter(self.principal, message)
-        tag = {modern.META_SUBSCRIPTION_ID: message.id}
-        await self.write(notification_message("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag}))
+        await self.write(modern.listen_acknowledgement(agreed, message.id))
         layer = get_layer()
         channel = await layer.new_channel()
         await layer.group_add(LISTEN_GROUP, channel)
@@ -260,8 +259,7 @@ class StdioServer:
                 event = await layer.receive(channel)
                 notification = await self.engine.listen_notification(self.principal, agreed, event)
                 if notification is not None:
-                    notification.setdefault("params", {})["_meta"] = tag
-                    await self.write(notification)
+                    await self.write(modern.tag_subscription(notification, message.id))
         finally:
             self.listening.discard(_key(message.id))
             await layer.group_discard(LISTEN_GROUP, channel)

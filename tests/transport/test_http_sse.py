@@ -44,3 +44,16 @@ async def test_it_can_be_turned_off():
         response = await client("sse").send("GET", headers={"accept": "text/event-stream"})
     assert response.status == 404
     assert "HTTP_SSE" in response.json()["error"]["message"]
+
+
+async def test_a_malformed_post_is_refused_and_the_session_goes_on():
+    async with await client("sse").open_stream() as stream:
+        endpoint = (await stream.next_event()).data
+        messages = client("messages")
+        bad = await messages.post_raw(b"{nope", path=endpoint)
+        assert bad.status == 400 and bad.json()["error"]["code"] == -32700
+        wrong_type = await messages.post_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping"}', {"content-type": "text/plain"}, path=endpoint)
+        assert wrong_type.status == 415
+        ping = await messages.post_raw(b'{"jsonrpc":"2.0","id":2,"method":"ping"}', path=endpoint)
+        assert ping.status == 202
+        assert (await stream.next_message()) == {"jsonrpc": "2.0", "id": 2, "result": {}}

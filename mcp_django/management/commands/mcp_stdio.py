@@ -57,9 +57,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, user: str | None = None, site: str | None = None, base_url: str | None = None, **options: Any) -> None:
-        principal = Principal(request=self.request_for(user, base_url), user=None)
-        if user is not None:
-            principal = Principal(request=principal.request, user=principal.request.user)
+        request = self.request_for(user, base_url)
+        principal = Principal(request=request, user=request.user if user is not None else None)
         protocol = self.take_stdout()
         mcp_site = self.site_named(site)
         asyncio.run(self.serve(mcp_site, principal, protocol))
