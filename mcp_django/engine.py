@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from .conf import mcp_settings
 from .context import Context, Emitter
 from .entries import Access, agate
 from .exceptions import InvalidSessionId
+from .observation import Observation, active_observers
 from .protocol import modern, negotiation
 from .protocol.dispatcher import Handler, dispatch
 from .protocol.errors import (
@@ -71,6 +73,8 @@ class Principal:
     request: HttpRequest
     #: The authenticated user, or None when the site's authentication lets anonymous callers in.
     user: Any
+    #: How the principal reaches us: "streamable-http", "sse" (2024-11-05 HTTP+SSE) or "stdio".
+    transport: str = "streamable-http"
 
     @property
     def user_id(self) -> Any:
@@ -126,7 +130,7 @@ class StreamedRequests:
         try:
             await self._started.wait()
             ctx = self.engine.context(self.principal, self.session, message, self.emitter)
-            response = await dispatch(message, self.engine.site.get_handlers(), ctx)
+            response = await self.engine.run(self.principal, message, self.engine.site.get_handlers(), ctx)
         except asyncio.CancelledError:
             response = None  # cancelled by the client: no response is sent (cancellation spec)
         finally:
@@ -339,7 +343,22 @@ class Engine:
         """Run ``requests`` concurrently and return their responses, in order (``emitter``: where
         progress, logs and questions to the client go, for a transport that writes them at once)."""
         table = self.site.get_handlers()
-        return list(await asyncio.gather(*(dispatch(r, table, self.context(principal, session, r, emitter)) for r in requests)))
+        return list(
+            await asyncio.gather(*(self.run(principal, r, table, self.context(principal, session, r, emitter)) for r in requests))
+        )
+
+    async def run(self, principal: Principal, message: Request, table: Mapping[str, Handler], ctx: Context) -> dict[str, Any]:
+        """Dispatch one request inside the enabled observers (audit trail, tracing): every
+        request of every transport and revision comes through here."""
+        observers = active_observers()
+        if not observers:
+            return await dispatch(message, table, ctx)
+        observation = Observation(message=message, ctx=ctx, transport=principal.transport, revision=_revision(ctx))
+        async with AsyncExitStack() as stack:
+            for observe in observers:
+                await stack.enter_async_context(observe(observation))
+            observation.response = await dispatch(message, table, ctx)
+        return observation.response
 
     async def stream(self, principal: Principal, session: Session, requests: list[Request], emitter: StreamEmitter) -> StreamedRequests:
         """Register ``requests`` to be answered through ``emitter``; they run after ``start``."""
@@ -512,7 +531,7 @@ class Engine:
         )
         server_info = self.site.get_server_info()
         try:
-            response = await dispatch(request, table, ctx)
+            response = await self.run(principal, request, table, ctx)
         except InputRequired:
             assert rounds is not None
             # Always sealed, even with no answers yet: the retry proves it continues this request.
@@ -528,6 +547,13 @@ class Engine:
             # Retired in 2026-07-28: a missing resource is invalid params there.
             response["error"]["code"] = INVALID_PARAMS
         return response
+
+
+def _revision(ctx: Context) -> str:
+    """The revision a request speaks: its own in 2026-07-28, else its session's."""
+    if ctx.request_meta is not None:
+        return ctx.request_meta.version
+    return ctx.session.protocol_version if ctx.session is not None else ""
 
 
 def _binding(message: Request) -> str:

@@ -27,12 +27,12 @@ def build_request(scope: dict[str, Any], body: bytes = b"") -> ASGIRequest:
     return request
 
 
-async def authenticate(request: ASGIRequest, settings: MCPSettings) -> Principal:
+async def authenticate(request: ASGIRequest, settings: MCPSettings, *, transport: str = "streamable-http") -> Principal:
     """Run the policy; raises :class:`AuthenticationFailed` (401/403 with a challenge)."""
     user = await settings.authentication_class().authenticate(request)
     # Hooks (get_queryset(request), has_*_permission(request)) read request.user, as in the admin.
     request.user = user if user is not None else AnonymousUser()
-    return Principal(request=request, user=user)
+    return Principal(request=request, user=user, transport=transport)
 
 
 async def still_authenticated(scope: dict[str, Any], user_id: Any, settings: MCPSettings) -> bool:

@@ -43,6 +43,8 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
 
     settings = mcp_settings
     site: MCPSite
+    #: What the audit trail and tracing call this transport (``Session.transport``'s values).
+    transport_name = "streamable-http"
 
     def __init__(self, site: MCPSite, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -165,7 +167,7 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         if self.cors_headers and method == "OPTIONS":
             await self.send_empty(204, checks.PREFLIGHT_HEADERS)
             return
-        principal = await authenticate(request, self.settings)
+        principal = await authenticate(request, self.settings, transport=self.transport_name)
         if method == "POST":
             await self.post(principal, body)
         elif method == "GET":

@@ -47,6 +47,8 @@ class SessionStreamEmitter(StreamEmitter):
 class HTTPSSEConsumer(MCPConsumer):
     """``GET <endpoint>/sse`` and ``POST <endpoint>/messages/?session_id=...``."""
 
+    transport_name = "sse"
+
     def __init__(self, site: Any, kind: str, **kwargs: Any) -> None:
         super().__init__(site, **kwargs)
         self.kind = kind

@@ -58,7 +58,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, user: str | None = None, site: str | None = None, base_url: str | None = None, **options: Any) -> None:
         request = self.request_for(user, base_url)
-        principal = Principal(request=request, user=request.user if user is not None else None)
+        principal = Principal(request=request, user=request.user if user is not None else None, transport="stdio")
         protocol = self.take_stdout()
         mcp_site = self.site_named(site)
         asyncio.run(self.serve(mcp_site, principal, protocol))
