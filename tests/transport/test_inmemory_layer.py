@@ -1,0 +1,77 @@
+"""The in-memory channel layer of the embedded default: expiry costs what is pending, not what
+is open, and behaves as Channels' own."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from mcp_django.transport.layers import InMemoryChannelLayer
+
+
+@pytest.fixture
+def layer() -> InMemoryChannelLayer:
+    layer = InMemoryChannelLayer(expiry=60, capacity=100)
+    layer.sweep_interval = 0.0  # sweep on every call, to test what a sweep does
+    return layer
+
+
+async def test_messages_reach_a_waiting_receiver_and_leave_no_backlog(layer: InMemoryChannelLayer) -> None:
+    channels = [await layer.new_channel() for _ in range(50)]
+    for name in channels:
+        await layer.group_add("g", name)
+    receivers = [asyncio.ensure_future(layer.receive(name)) for name in channels]
+    await asyncio.sleep(0)
+    await layer.group_send("g", {"type": "x", "n": 1})
+    assert [m["n"] for m in await asyncio.gather(*receivers)] == [1] * 50
+    assert layer._backlog == {}
+    assert layer.channels == {}
+
+
+async def test_idle_receivers_are_not_in_the_backlog(layer: InMemoryChannelLayer) -> None:
+    # Thousands of open streams wait on empty channels: a sweep must not visit them.
+    names = [await layer.new_channel() for _ in range(1000)]
+    waiting = [asyncio.ensure_future(layer.receive(name)) for name in names]
+    await asyncio.sleep(0)
+    await layer.send(names[0], {"type": "x"})
+    await asyncio.sleep(0)
+    assert set(layer._backlog) <= {names[0]}
+    await waiting[0]
+    assert layer._backlog == {}
+    for task in waiting[1:]:
+        task.cancel()
+    await asyncio.gather(*waiting[1:], return_exceptions=True)
+
+
+async def test_an_expired_message_drops_its_channel_from_its_groups_only(layer: InMemoryChannelLayer) -> None:
+    stale, live = await layer.new_channel(), await layer.new_channel()
+    for group in ("a", "b"):
+        await layer.group_add(group, stale)
+        await layer.group_add(group, live)
+    await layer.send(stale, {"type": "old"})
+    layer.channels[stale]._queue[0] = (0.0, layer.channels[stale]._queue[0][1])  # expired long ago
+    layer._clean_expired()
+    assert stale not in layer.channels and stale not in layer._backlog
+    assert layer.groups == {"a": {live: layer.groups["a"][live]}, "b": {live: layer.groups["b"][live]}}
+    assert stale not in layer._memberships and layer._memberships[live] == {"a", "b"}
+
+
+async def test_group_memberships_expire_on_the_group_sweep(layer: InMemoryChannelLayer) -> None:
+    name = await layer.new_channel()
+    await layer.group_add("g", name)
+    layer.groups["g"][name] = 1.0  # joined in 1970
+    layer.group_sweep_interval = 0.0
+    layer._clean_expired()
+    assert layer.groups == {} and layer._memberships == {}
+
+
+async def test_discard_and_flush_keep_the_index_in_step(layer: InMemoryChannelLayer) -> None:
+    name = await layer.new_channel()
+    await layer.group_add("g", name)
+    await layer.group_add("h", name)
+    await layer.group_discard("g", name)
+    assert layer._memberships == {name: {"h"}} and set(layer.groups) == {"h"}
+    await layer.send(name, {"type": "x"})
+    await layer.flush()
+    assert layer._memberships == {} and layer._backlog == {} and layer.groups == {} and layer.channels == {}
