@@ -41,7 +41,7 @@ from .protocol.lifecycle import InitializeParams, initialize_result, parse_initi
 from .protocol.limits import check_progress_token, check_request_id
 from .rounds import ROUND_PARAMS, InputRequired, InputRounds
 from .signals import session_closed, session_created
-from .stores import SessionStore
+from .stores import RunningRequestStore, SessionStore
 from .transport.layers import get_layer, session_group
 from .transport.process import RUNNING, cancel_request, cancel_session, process_channel, request_key
 from .transport.streams import StreamEmitter, deliver_response
@@ -134,13 +134,17 @@ class StreamedRequests:
         except asyncio.CancelledError:
             response = None  # cancelled by the client: no response is sent (cancellation spec)
         finally:
-            await process_channel.unwatch(key)
+            claimed = await process_channel.unwatch(key)
         async with self._lock:
             self._pending -= 1
             last = self._pending == 0
             if response is not None:
-                await self.emitter.send(response, closes=last)
-            elif last:
+                # The claim goes with the response, in one transaction.
+                await self.emitter.send(response, closes=last, finishes=key if claimed else None)
+                return
+            if claimed:
+                await RunningRequestStore().afinish(*key)
+            if last:
                 await self.emitter.end_without_event()
 
 

@@ -6,6 +6,7 @@ store (``MCP_DJANGO["EVENT_STORE_CLASS"]``) without touching the request path.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -441,10 +442,39 @@ class RunningRequestStore:
         except IntegrityError:
             RunningRequest.objects.filter(session_id=session_id, request_id=request_id).update(**fields)
 
+    def start_many(self, claims: list[tuple[str, str, str]], *, owner: str, lease_seconds: float) -> None:
+        """Claim several requests, each ``(session id, stream, request id)``, with one INSERT; a
+        row a dead process left under the same id is taken over."""
+        from .models import RunningRequest
+
+        lease_until = timezone.now() + timedelta(seconds=lease_seconds)
+        rows = [
+            RunningRequest(session_id=session_id, stream=stream, request_id=request_id, owner=owner, lease_until=lease_until)
+            for session_id, stream, request_id in claims
+        ]
+        try:
+            RunningRequest.objects.bulk_create(
+                rows, update_conflicts=True, unique_fields=["session", "request_id"], update_fields=["stream", "owner", "lease_until"]
+            )
+        except IntegrityError:
+            # A session deleted meanwhile fails the whole batch: claim the others one by one.
+            for session_id, stream, request_id in claims:
+                with contextlib.suppress(IntegrityError):
+                    self.start(session_id=session_id, stream=stream, request_id=request_id, owner=owner, lease_seconds=lease_seconds)
+
     def finish(self, session_id: str, request_id: str) -> None:
         from .models import RunningRequest
 
         RunningRequest.objects.filter(session_id=session_id, request_id=request_id).delete()
+
+    def finish_many(self, keys: list[tuple[str, str]]) -> None:
+        from .models import RunningRequest
+
+        by_session: dict[str, list[str]] = {}
+        for session_id, request_id in keys:
+            by_session.setdefault(session_id, []).append(request_id)
+        for session_id, request_ids in by_session.items():
+            RunningRequest.objects.filter(session_id=session_id, request_id__in=request_ids).delete()
 
     def renew(self, owner: str, lease_seconds: float) -> int:
         from .models import RunningRequest
@@ -488,6 +518,9 @@ class RunningRequestStore:
 
     async def afinish(self, session_id: str, request_id: str) -> None:
         await sync_to_async(self.finish)(session_id, request_id)
+
+    async def astart_many(self, claims: list[tuple[str, str, str]], *, owner: str, lease_seconds: float) -> None:
+        await sync_to_async(self.start_many)(claims, owner=owner, lease_seconds=lease_seconds)
 
     async def arenew(self, owner: str, lease_seconds: float) -> int:
         return await sync_to_async(self.renew)(owner, lease_seconds)

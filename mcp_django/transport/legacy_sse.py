@@ -18,6 +18,7 @@ from ..protocol import negotiation
 from ..protocol.errors import MCPError, TransportError
 from ..protocol.jsonrpc import Request, decode, error_message
 from ..protocol.sse import encode_event
+from ..stores import RunningRequestStore
 from .consumers import MCPConsumer
 from .layers import GET_STREAM
 from .sse import SSEStream
@@ -34,8 +35,11 @@ class SessionStreamEmitter(StreamEmitter):
     def __init__(self, session_id: str) -> None:
         super().__init__(session_id, GET_STREAM)
 
-    async def send(self, message: dict[str, Any], *, closes: bool = False) -> int:
-        return await send_to_session(self.session_id, message, self.store)
+    async def send(self, message: dict[str, Any], *, closes: bool = False, finishes: tuple[str, str] | None = None) -> int:
+        seq = await send_to_session(self.session_id, message, self.store)
+        if finishes is not None:
+            await RunningRequestStore().afinish(*finishes)
+        return seq
 
     async def flush(self) -> None:
         """Each send is stored before it returns."""

@@ -7,7 +7,6 @@ the request, and the process running that request (which joined the group) cance
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import secrets
 import time
@@ -37,11 +36,6 @@ def request_key(session_id: str, request_id: Any) -> tuple[str, str]:
 SESSIONS_GROUP = "mcp.sessions"
 # Channel layers forget group members after group_expiry (a day by default): re-join well before.
 REJOIN_SECONDS = 3600.0
-
-
-def request_group(key: tuple[str, str]) -> str:
-    digest = hashlib.sha256(key[1].encode()).hexdigest()[:20]
-    return f"mcp.req.{key[0]}.{digest}"
 
 
 class ProcessChannel:
@@ -107,26 +101,73 @@ class ProcessChannel:
     async def watch(self, key: tuple[str, str], task: asyncio.Task[Any], stream: str | None = None) -> None:
         """Register a running request so a cancel POSTed to any process reaches it, and (with
         its ``stream``) claim it in the database so a resume elsewhere can tell if it died."""
+        RUNNING[key] = task
+        await self.ensure()
+        if stream is not None:
+            leases.claim(key, stream)
+
+    async def unwatch(self, key: tuple[str, str]) -> bool:
+        """Forget a request that ended; True when its claim is (or is being) written, so the
+        caller deletes that row (with its last events, in one transaction)."""
+        RUNNING.pop(key, None)
+        return await leases.release(key)
+
+
+class Leases:
+    """This process's claims on the requests it answers over SSE (RunningRequest rows).
+
+    Claims are written off the requests' path, in batches, ``WRITE_DELAY`` after they are made:
+    a request that ends sooner never touches the table, and the others share one INSERT. (A
+    process that dies within that delay leaves no row: a resume of that stream is not ended
+    with an error. Before, the window was the INSERT's own round trip, on the request's path.)
+    """
+
+    WRITE_DELAY = 0.02
+
+    def __init__(self) -> None:
+        self._unwritten: dict[tuple[str, str], str] = {}
+        self._writing: set[tuple[str, str]] = set()
+        self._written: set[tuple[str, str]] = set()
+        self._writer: asyncio.Task[None] | None = None
+
+    def claim(self, key: tuple[str, str], stream: str) -> None:
+        self._unwritten[key] = stream
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+
+    async def release(self, key: tuple[str, str]) -> bool:
+        if self._unwritten.pop(key, None) is not None:
+            return False
+        if key in self._writing and self._writer is not None:
+            await asyncio.wait({self._writer})  # delete the row only once it is there
+        if key in self._written:
+            self._written.discard(key)
+            return True
+        return False
+
+    async def _write(self) -> None:
+        """Write one batch, then hand what came meanwhile to a new writer (a release waits for
+        the batch holding its claim, never for the ones after it)."""
         from ..conf import mcp_settings
         from ..stores import RunningRequestStore
 
-        RUNNING[key] = task
-        channel = await self.ensure()
-        await get_layer().group_add(request_group(key), channel)
-        if stream is not None:
-            await RunningRequestStore().astart(
-                session_id=key[0], stream=stream, request_id=key[1], owner=PROCESS_ID, lease_seconds=mcp_settings.request_lease_seconds
-            )
+        await asyncio.sleep(self.WRITE_DELAY)
+        batch, self._unwritten = self._unwritten, {}
+        self._writing = set(batch)
+        claims = [(key[0], stream, key[1]) for key, stream in batch.items()]
+        try:
+            if claims:
+                await RunningRequestStore().astart_many(claims, owner=PROCESS_ID, lease_seconds=mcp_settings.request_lease_seconds)
+            self._written.update(batch)
+        except Exception:
+            logger.exception("Could not record running requests")
+        finally:
+            self._writing = set()
+            if self._unwritten:
+                self._writer = asyncio.get_running_loop().create_task(self._write())
 
-    async def unwatch(self, key: tuple[str, str]) -> None:
-        from ..stores import RunningRequestStore
 
-        RUNNING.pop(key, None)
-        await RunningRequestStore().afinish(*key)
-        if self.channel is not None:
-            await get_layer().group_discard(request_group(key), self.channel)
-
-
+leases = Leases()
 process_channel = ProcessChannel()
 
 
@@ -137,7 +178,9 @@ async def cancel_request(session_id: str, request_id: Any) -> None:
     if task is not None:
         task.cancel()
         return
-    await get_layer().group_send(request_group(key), {"type": "mcp.cancel", "session": key[0], "request": key[1]})
+    # Every process hears it and the one running the request acts: cancels are rare, so this
+    # costs less than a group per request (two channel-layer round trips on every request).
+    await get_layer().group_send(SESSIONS_GROUP, {"type": "mcp.cancel", "session": key[0], "request": key[1]})
 
 
 def cancel_local(session_id: str) -> int:

@@ -11,8 +11,12 @@ import logging
 import secrets
 from typing import Any, cast
 
+from asgiref.sync import sync_to_async
+from django.db import router, transaction
+
 from ..conf import mcp_settings
 from ..exceptions import ClientRequestError
+from ..models import RunningRequest
 from ..protocol.errors import InternalError
 from ..protocol.jsonrpc import encode, error_message, notification_message, request_message
 from ..stores import BaseEventStore, RunningRequestStore, ServerRequestStore, StoredEvent, get_event_store
@@ -43,6 +47,7 @@ class StreamEmitter:
         self.layer = get_layer()
         self._seq = 0
         self._pending: list[StoredEvent] = []
+        self._finished: list[tuple[str, str]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._drained = asyncio.Event()
         self._drained.set()
@@ -54,7 +59,9 @@ class StreamEmitter:
     def _within_limits(self, payload: str) -> bool:
         return self._seq + 1 <= mcp_settings.max_stream_events and self._bytes + len(payload) <= mcp_settings.max_stream_bytes
 
-    async def send(self, message: dict[str, Any], *, closes: bool = False) -> int:
+    async def send(self, message: dict[str, Any], *, closes: bool = False, finishes: tuple[str, str] | None = None) -> int:
+        """Number ``message``, queue it for storing, and return its number. ``finishes``: the
+        claim of the request this message answers, deleted in the same transaction."""
         if self._failure is not None:
             raise RuntimeError("this stream can no longer be written") from self._failure
         payload = encode(message).decode()
@@ -71,6 +78,8 @@ class StreamEmitter:
         self._seq += 1
         self._bytes += len(payload)
         self._pending.append(StoredEvent(self._seq, payload, closes))
+        if finishes is not None:
+            self._finished.append(finishes)
         self._drained.clear()
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
@@ -98,7 +107,11 @@ class StreamEmitter:
         try:
             while self._pending:
                 batch, self._pending = self._pending, []
-                await self.store.aappend_many(self.session_id, self.stream, batch)
+                finished, self._finished = self._finished, []
+                if finished:
+                    await sync_to_async(self._store_finishing)(batch, finished)
+                else:
+                    await self.store.aappend_many(self.session_id, self.stream, batch)
                 await self.layer.group_send(
                     stream_group(self.stream),
                     {"type": "mcp.events", "events": [[e.seq, e.payload, e.closes_stream] for e in batch]},
@@ -108,6 +121,12 @@ class StreamEmitter:
             logger.exception("Could not store events of stream %s", self.stream)
         finally:
             self._drained.set()
+
+    def _store_finishing(self, batch: list[StoredEvent], finished: list[tuple[str, str]]) -> None:
+        # One transaction: a response is never stored without its claim going, nor the reverse.
+        with transaction.atomic(using=router.db_for_write(RunningRequest)):
+            self.store.append_many(self.session_id, self.stream, batch)
+            RunningRequestStore().finish_many(finished)
 
     async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send a request to the client on this stream and wait for its answer.

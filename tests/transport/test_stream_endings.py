@@ -117,10 +117,26 @@ async def test_a_starting_process_ends_the_streams_of_lapsed_requests_and_spares
 async def test_a_running_request_is_claimed_while_it_runs_and_released_after(asker):
     stream, _ = await ask(asker, 8)
     async with stream:
-        [row] = [r async for r in RunningRequest.objects.all()]
+        # Claims are written in batches, Leases.WRITE_DELAY after the request starts.
+        async def claimed() -> list[RunningRequest]:
+            while not (rows := [r async for r in RunningRequest.objects.all()]):
+                await asyncio.sleep(0.01)
+            return rows
+
+        [row] = await asyncio.wait_for(claimed(), WAIT)
         assert (row.request_id, row.lease_until > timezone.now()) == ("8", True)
         await asker.notify("notifications/cancelled", {"requestId": 8})
         await stream.read_until_closed(timeout=WAIT)
+    assert not await RunningRequest.objects.aexists()
+
+
+async def test_a_request_answered_within_the_write_delay_is_never_claimed_in_the_database(asker):
+    from mcp_django.transport.process import Leases
+
+    with mcp_settings(RESPONSE_MODE="sse"):
+        assert await asker.call("ping", {}) == {}
+    await asyncio.sleep(Leases.WRITE_DELAY * 3)
+    assert await Event.objects.filter(session_id=asker.session_id).aexists()  # it was answered on a stream
     assert not await RunningRequest.objects.aexists()
 
 
