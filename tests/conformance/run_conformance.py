@@ -4,7 +4,7 @@
 Usage::
 
     .venv/bin/python tests/conformance/run_conformance.py [--response-mode json,sse]
-        [--suite all] [--scenario NAME] [--verbose] [--keep]
+        [--suite all] [--scenario NAME] [--server daphne|uvicorn|granian] [--verbose] [--keep]
 
     .venv/bin/python tests/conformance/run_conformance.py --suite-version alpha
         --requirements 2026-07-28 [--response-mode json,sse] [--scenario NAME] [--verbose] [--keep]
@@ -14,8 +14,9 @@ What it does, every step with a time limit:
 1. installs ``@modelcontextprotocol/conformance`` (pinned) and a Node 22 binary (the ``node@22``
    npm package) into ``.conformance/`` at the repository root, unless already there (the 0.2.0
    alpha goes into its own ``.conformance/alpha/``, so the two installs never touch each other);
-2. for each response mode, starts the example site with Daphne on a free loopback port
-   (fresh SQLite file, ``migrate`` first, ``MCP_AUTH=none``);
+2. for each response mode, starts the example site with Daphne (or ``--server``: uvicorn,
+   granian; tests/asgi_servers.py) on a free loopback port (fresh SQLite file, ``migrate``
+   first, ``MCP_AUTH=none``);
 3. runs ``conformance server --url http://127.0.0.1:PORT/mcp/ --suite all`` (stable suite) or
    ``... --requirements REVISION`` (alpha suite) into a fresh folder under ``results/`` of the
    install folder (kept only when something went wrong, or ``--keep``);
@@ -52,6 +53,11 @@ from pathlib import Path
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a script: the repository's tests package is not on the path
+    sys.path.insert(0, str(REPO))
+
+from tests import asgi_servers  # noqa: E402
+
 INSTALL_DIR = REPO / ".conformance"
 RESULTS_DIR = INSTALL_DIR / "results"
 SUITE_PACKAGE = "@modelcontextprotocol/conformance"
@@ -212,19 +218,8 @@ def server_env(sqlite_path: Path, response_mode: str) -> dict[str, str]:
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    # The server runs in its own session, so this reaches Daphne and anything it spawned, only.
-    for sig, wait in ((signal.SIGTERM, SERVER_STOP_TIMEOUT), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    # The server runs in its own session: this reaches it and its workers (granian's), only.
+    asgi_servers.stop(process, timeout=SERVER_STOP_TIMEOUT)
 
 
 def _wait_ready(process: subprocess.Popen[bytes], url: str) -> bool:
@@ -244,8 +239,8 @@ def _wait_ready(process: subprocess.Popen[bytes], url: str) -> bool:
 
 
 @contextmanager
-def running_server(workdir: Path, response_mode: str) -> Iterator[tuple[str, Path]]:
-    """Start the example site with Daphne; yield (endpoint URL, server log path); stop it."""
+def running_server(workdir: Path, response_mode: str, server: str = "daphne") -> Iterator[tuple[str, Path]]:
+    """Start the example site with ``server``; yield (endpoint URL, server log path); stop it."""
     env = server_env(workdir / f"db-{response_mode}.sqlite3", response_mode)
     migrate = subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
@@ -254,17 +249,13 @@ def running_server(workdir: Path, response_mode: str) -> Iterator[tuple[str, Pat
     if migrate.returncode != 0:
         raise RunnerError(f"manage.py migrate failed:\n{migrate.stdout}\n{migrate.stderr}")
     log_path = workdir / f"server-{response_mode}.log"
-    for attempt in range(3):  # the free port may be taken between free_port() and Daphne's bind
+    for attempt in range(3):  # the free port may be taken between free_port() and the server's bind
         port = free_port()
         url = f"http://127.0.0.1:{port}/mcp/"
-        with log_path.open("ab") as server_log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "example_site.asgi:application"],
-                cwd=REPO, env=env, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True,
-            )
+        process = asgi_servers.start(server, port, env, log_path, REPO)
         try:
             if _wait_ready(process, url):
-                log(f"server up at {url} (MCP_RESPONSE_MODE={response_mode}, pid {process.pid})")
+                log(f"{server} up at {url} (MCP_RESPONSE_MODE={response_mode}, pid {process.pid})")
                 try:
                     yield url, log_path
                 finally:
@@ -492,12 +483,12 @@ def run_mode(
     label = f"{suite.version}" + (f" --requirements {requirements.revision}" if requirements else "")
     with tempfile.TemporaryDirectory(prefix="mcp-conformance-") as tmp:
         workdir = Path(tmp)
-        with running_server(workdir, response_mode) as (url, server_log):
+        with running_server(workdir, response_mode, args.server) as (url, server_log):
             # A fresh folder per run, so that two runs at once (CI and a developer, say) never
             # mix results; it is removed after a clean run and kept for inspection otherwise.
             suite.results_dir.mkdir(parents=True, exist_ok=True)
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-            tag = f"{requirements.revision}-{response_mode}" if requirements else response_mode
+            tag = f"{args.server}-{requirements.revision}-{response_mode}" if requirements else f"{args.server}-{response_mode}"
             outdir = Path(tempfile.mkdtemp(prefix=f"{stamp}-{tag}-", dir=suite.results_dir))
             done = run_suite(suite, url, outdir, args)
         shutil.copy(server_log, outdir / "server.log")
@@ -518,7 +509,7 @@ def run_mode(
             not_scored.pop(name, None)
         expected = ALPHA_EXPECTED_FAILURES.get(requirements.revision, {})
         problems, lines = judge(results, scenarios, expected, not_scored)
-    print(f"\n=== MCP conformance {label}, MCP_RESPONSE_MODE={response_mode} ===")
+    print(f"\n=== MCP conformance {label}, {args.server}, MCP_RESPONSE_MODE={response_mode} ===")
     print("\n".join(lines))
     notes = [f"  {name}: {_short(note)}" for name, r in sorted(results.items()) for note in r.notes]
     if notes:
@@ -530,7 +521,7 @@ def run_mode(
         print(f"Results kept in {outdir.relative_to(REPO)}/", flush=True)
     else:
         shutil.rmtree(outdir, ignore_errors=True)
-    prefix = f"[{requirements.revision} {response_mode}]" if requirements else f"[{response_mode}]"
+    prefix = f"[{args.server} {requirements.revision} {response_mode}]" if requirements else f"[{args.server} {response_mode}]"
     return [f"{prefix} {p}" for p in problems]
 
 
@@ -540,6 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", choices=("all", "active", "pending"),
                         help="stable suite only: which scenarios to run (default: all)")
     parser.add_argument("--scenario", help="run only this scenario")
+    parser.add_argument("--server", choices=asgi_servers.SERVERS, default="daphne",
+                        help="the ASGI server to serve the example site with (default: daphne, as make run)")
     parser.add_argument("--verbose", action="store_true", help="also print the suite's own output")
     parser.add_argument("--keep", action="store_true", help="keep the results folder even when everything passed")
     parser.add_argument("--suite-version", choices=sorted(SUITES),

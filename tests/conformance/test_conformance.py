@@ -1,4 +1,5 @@
-"""The example site passes the official MCP conformance suite (see run_conformance.py)."""
+"""The example site passes the official MCP conformance suite (see run_conformance.py), under
+each ASGI server of MCP_TEST_SERVERS (tests/asgi_servers.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import asgi_servers
+
 pytestmark = pytest.mark.conformance
 
 RUNNER = Path(__file__).with_name("run_conformance.py")
@@ -22,16 +25,21 @@ SUITE_PACKAGE_JSON = REPO / ".conformance" / "node_modules" / "@modelcontextprot
 RUNNER_TIMEOUT = 1200
 
 
+VARIANTS = {
+    "0.1.16-all": [],  # 0.1.16, --suite all, both answer modes
+    "alpha-2026-07-28": ["--requirements", "2026-07-28"],  # 0.2.0-alpha.12: the stateless revision, and its pending header/schema scenarios
+    "alpha-2025-11-25": ["--requirements", "2025-11-25"],  # 0.2.0-alpha.12: the handshake era, frozen at its release
+}
+
+
 @pytest.mark.parametrize(
-    "arguments",
-    [
-        [],  # 0.1.16, --suite all, both answer modes
-        ["--requirements", "2026-07-28"],  # 0.2.0-alpha.12: the stateless revision, and its pending header/schema scenarios
-        ["--requirements", "2025-11-25"],  # 0.2.0-alpha.12: the handshake era, frozen at its release
-    ],
-    ids=["0.1.16-all", "alpha-2026-07-28", "alpha-2025-11-25"],
+    ("server", "arguments"),
+    [pytest.param(server, arguments, id=f"{variant}-{server}")
+     for server in asgi_servers.servers_under_test() for variant, arguments in VARIANTS.items()],
 )
-def test_example_site_passes_the_official_conformance_suite(capsys: pytest.CaptureFixture[str], arguments: list[str]) -> None:
+def test_example_site_passes_the_official_conformance_suite(
+    capsys: pytest.CaptureFixture[str], server: str, arguments: list[str]
+) -> None:
     # npm is needed only to install the suite the first time.
     if shutil.which("npm") is None and not SUITE_PACKAGE_JSON.exists():
         message = "npm is not installed: cannot install the MCP conformance suite (@modelcontextprotocol/conformance)"
@@ -41,7 +49,7 @@ def test_example_site_passes_the_official_conformance_suite(capsys: pytest.Captu
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}  # the runner picks its own
     # Own session: on timeout the runner gets SIGTERM first, so it stops the server it started.
     process = subprocess.Popen(
-        [sys.executable, str(RUNNER), *arguments], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [sys.executable, str(RUNNER), "--server", server, *arguments], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )
     try:

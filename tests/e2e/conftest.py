@@ -1,20 +1,27 @@
-"""Start the real example site (daphne, in a subprocess) for the e2e tests.
+"""Start the real example site (in a subprocess) for the e2e tests.
 
 The server runs with ``example_site.settings`` on a fresh SQLite file in a temporary
 directory, migrated and loaded with the demo data; this pytest process keeps
-``tests.settings``. Daphne is asked for port 0 and reports the port it got, so parallel runs
-and other servers on this machine cannot collide with it.
+``tests.settings``. Daphne is asked for port 0 and reports the port it got; uvicorn and granian
+do not say, so they get a port free just before they start.
 
-``example_server`` serves without authentication (``MCP_AUTH=none``; the site defaults to OAuth);
-``example_server_django_auth`` is a second process on the same database with
-``MCP_AUTH=django``, started only when a test asks for it; ``test_oauth.py`` starts a third,
-with ``MCP_AUTH=oauth``.
+Each test that takes ``asgi_server`` (directly or through a fixture such as ``example_server``)
+runs once per server of ``MCP_TEST_SERVERS`` (tests/asgi_servers.py: daphne by default, daphne,
+uvicorn and granian under CI), with the server in its id (``[uvicorn]``); the fixtures are
+session-scoped per server, so pytest groups the tests and starts each server once.
+
+``example_server`` serves without authentication (``MCP_AUTH=none``; the site defaults to OAuth)
+on its own copy of the demo database; ``example_server_django_auth`` is a second process on the
+same database with ``MCP_AUTH=django``, started only when a test asks for it; ``test_oauth.py``
+starts a third, with ``MCP_AUTH=oauth``. ``example_database`` is a copy no server uses, for
+the tests that run ``manage.py`` commands only (stdio).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -29,6 +36,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests import asgi_servers
+
 from .oauth_helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +49,7 @@ UNSET = (
     "DATABASE_URL", "REDIS_URL", "MCP_RESPONSE_MODE", "MCP_SSE_MAX_CONNECTION_SECONDS", "DJANGO_SECRET_KEY",
     "MCP_RESOURCE_URL", "OAUTH_ISSUER", "OAUTH_CIMD_ALLOW_LOOPBACK", "OAUTH_CIMD_LOOPBACK_CA_FILE", "OAUTH_DCR_RATE_LIMIT",
     "MCP_ELICITATION_TTL", "MCP_CONNECT_PROVIDER_URL", "MCP_CONNECT_CLIENT_ID", "MCP_CONNECT_CLIENT_SECRET",
+    "MCP_RATE_LIMIT", "MCP_RATE_LIMIT_PER_CLIENT", "MCP_RATE_LIMIT_PER_TOOL", "MCP_MAX_SESSIONS_PER_USER",
 )
 
 # Prints a session cookie value for a user, as django.test.Client.force_login builds it.
@@ -58,15 +68,29 @@ print(session.session_key)
 
 
 @dataclass(frozen=True)
+class ExampleDatabase:
+    """A migrated copy of the demo database that no server serves, and the environment naming it."""
+
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
 class ExampleServer:
     base_url: str
     log_path: Path
     env: dict[str, str]
     process: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
+    server: str = "daphne"
 
     @property
     def mcp_url(self) -> str:
         return f"{self.base_url}/mcp"
+
+    @property
+    def application_pid(self) -> int:
+        """The process running the application (granian runs it in a worker process)."""
+        assert self.process is not None
+        return asgi_servers.application_pid(self.server, self.process.pid)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -129,23 +153,18 @@ def _wait_until_ready(process: subprocess.Popen[bytes], log_path: Path, port: in
 
 @contextmanager
 def run_server(env: dict[str, str], log_path: Path, port: int = 0, server: str = "daphne") -> Iterator[ExampleServer]:
-    """Run the example site under daphne (or ``server="uvicorn"``) until the block ends,
-    whether it ends normally or not. ``port`` 0 lets the system choose; a server that must know
-    its own URL up front (OAuth) passes one."""
-    if server == "uvicorn":
-        port = port or free_port()  # uvicorn does not say which port 0 became
-        command = ["uvicorn", "--host", "127.0.0.1", "--port", str(port), "--lifespan", "auto"]
-    else:
-        command = ["daphne", "-b", "127.0.0.1", "-p", str(port)]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", *command, "example_site.asgi:application"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )
+    """Run the example site under ``server`` (daphne, uvicorn or granian: tests/asgi_servers.py)
+    until the block ends, whether it ends normally or not. ``port`` 0 lets the system choose; a
+    server that must know its own URL up front (OAuth) passes one."""
+    if server != "daphne":
+        port = port or free_port()  # only daphne says which port 0 became
+    log_path.unlink(missing_ok=True)
+    process = asgi_servers.start(server, port, env, log_path, ROOT)
     try:
-        yield ExampleServer(base_url=_wait_until_ready(process, log_path, port), log_path=log_path, env=env, process=process)
+        base_url = _wait_until_ready(process, log_path, port)
+        yield ExampleServer(base_url=base_url, log_path=log_path, env=env, process=process, server=server)
     finally:
-        stop_process(process)
+        asgi_servers.stop(process)
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:
@@ -167,14 +186,55 @@ async def connect_as(server: ExampleServer, username: str, mode: str = "auto") -
             yield client
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run every test that needs a server once per server under test (see the module's docstring)."""
+    if "asgi_server" not in metafunc.fixturenames:
+        return
+    try:
+        servers = asgi_servers.servers_under_test()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    metafunc.parametrize("asgi_server", servers, indirect=True, scope="session")
+
+
 @pytest.fixture(scope="session")
-def example_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleServer]:
-    """The example site without authentication, on a free loopback port for the whole session."""
-    workdir = tmp_path_factory.mktemp("e2e-server")
-    env = server_env(workdir / "example.sqlite3", auth="none")
+def asgi_server(request: pytest.FixtureRequest) -> str:
+    """The name of the ASGI server this test runs under (parametrized by pytest_generate_tests)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def demo_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file holding the demo data, never served: each fixture below serves a copy."""
+    path = tmp_path_factory.mktemp("e2e-demo") / "demo.sqlite3"
+    env = server_env(path, auth="none")
     manage(env, "migrate", "--noinput")
     manage(env, "load_demo_data")
-    with run_server(env, workdir / "daphne.log") as server:
+    return path
+
+
+def copy_database(source: Path, target: Path) -> Path:
+    """Copy a SQLite file (and its write-ahead log, if one was left) to ``target``."""
+    for suffix in ("", "-wal"):
+        if Path(f"{source}{suffix}").exists():
+            shutil.copyfile(f"{source}{suffix}", f"{target}{suffix}")
+    return target
+
+
+@pytest.fixture(scope="session")
+def example_database(demo_database: Path, tmp_path_factory: pytest.TempPathFactory) -> ExampleDatabase:
+    """The demo database for tests that run the site's commands (stdio) without any server."""
+    path = copy_database(demo_database, tmp_path_factory.mktemp("e2e-commands") / "example.sqlite3")
+    return ExampleDatabase(server_env(path, auth="none"))
+
+
+@pytest.fixture(scope="session")
+def example_server(asgi_server: str, demo_database: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleServer]:
+    """The example site without authentication, on a free loopback port for the whole session,
+    on a fresh copy of the demo database for each server."""
+    workdir = tmp_path_factory.mktemp(f"e2e-{asgi_server}")
+    env = server_env(copy_database(demo_database, workdir / "example.sqlite3"), auth="none")
+    with run_server(env, workdir / f"{asgi_server}.log", server=asgi_server) as server:
         yield server
 
 
@@ -182,7 +242,8 @@ def example_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Example
 def example_server_django_auth(example_server: ExampleServer) -> Iterator[ExampleServer]:
     """A second process on the same database with ``MCP_AUTH=django`` (session cookies)."""
     env = {**example_server.env, "MCP_AUTH": "django"}
-    with run_server(env, example_server.log_path.with_name("daphne-django-auth.log")) as server:
+    log_path = example_server.log_path.with_name(f"{example_server.server}-django-auth.log")
+    with run_server(env, log_path, server=example_server.server) as server:
         yield server
 
 

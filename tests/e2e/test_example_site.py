@@ -1,4 +1,5 @@
-"""The example library site, served by daphne, driven by the official MCP Python SDK client.
+"""The example library site, served by each server under test (daphne by default), driven by the
+official MCP Python SDK client.
 
 The client's default ``mode="auto"`` probes ``server/discover`` and, as this server serves
 2026-07-28, speaks that revision (stateless). Tests of what both revisions offer run in each
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import date, timedelta
@@ -495,10 +497,14 @@ async def test_get_stream_is_primed_and_held_open_until_the_session_is_deleted(e
 # -- last: the server's own view of the run -------------------------------------------------------
 
 
+# An error line as Django's logging ("... ERROR ..."), uvicorn ("ERROR:    ...") or granian ("[ERROR] ...") writes it.
+ERROR_LINE = re.compile(r" (ERROR|CRITICAL) |^(ERROR|CRITICAL):|\[(ERROR|CRITICAL)\]")
+
+
 @pytest.mark.parametrize("server", ["example_server", "example_server_django_auth"])
-def test_server_logged_no_errors(request: pytest.FixtureRequest, server: str) -> None:
-    # Runs last (file order): a tool that crashed, or a consumer that raised, shows up here
-    # even when the client saw a well-formed answer.
+def test_server_logged_no_errors(request: pytest.FixtureRequest, asgi_server: str, server: str) -> None:
+    # Runs last (file order) for each server: a tool that crashed, or a consumer that raised,
+    # shows up here even when the client saw a well-formed answer.
     log = request.getfixturevalue(server).log()
     assert "Traceback" not in log, log
-    assert not [line for line in log.splitlines() if " ERROR " in line or " CRITICAL " in line], log
+    assert not [line for line in log.splitlines() if ERROR_LINE.search(line)], log

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ExampleServer
+from .conftest import ExampleDatabase, ExampleServer
 
 pytestmark = pytest.mark.e2e
 
@@ -53,8 +53,8 @@ def run(command: list[str], tmp_path: Path) -> dict:
     return json.loads(done.stdout)
 
 
-def test_the_inspector_cli_calls_a_tool_over_stdio(inspector: list[str], example_server: ExampleServer, tmp_path: Path) -> None:
-    env = [f"{key}={example_server.env[key]}" for key in ("DJANGO_SETTINGS_MODULE", "SQLITE_PATH") if key in example_server.env]
+def test_the_inspector_cli_calls_a_tool_over_stdio(inspector: list[str], example_database: ExampleDatabase, tmp_path: Path) -> None:
+    env = [f"{key}={example_database.env[key]}" for key in ("DJANGO_SETTINGS_MODULE", "SQLITE_PATH") if key in example_database.env]
     flags = [arg for pair in (["-e", e] for e in [*env, "MCP_AUTH=none"]) for arg in pair]
     result = run(
         [*inspector, *flags, "--cwd", str(ROOT), "--method", "tools/call", "--tool-name", "search_books", "--tool-arg", "query=wells",

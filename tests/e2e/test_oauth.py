@@ -1,6 +1,6 @@
 """The example site as OAuth 2.1 authorization server and MCP resource server, live.
 
-A third daphne process on the e2e database runs with ``MCP_AUTH=oauth`` and knows its own
+A third server process on the e2e database runs with ``MCP_AUTH=oauth`` and knows its own
 canonical URI (``MCP_RESOURCE_URL``). The official SDK's OAuth client
 (``mcp.client.auth.OAuthClientProvider``) drives it end to end: the 401 challenge, metadata
 discovery, registration by a client ID metadata document (served over https on loopback by
@@ -78,7 +78,8 @@ def oauth_server(example_server: ExampleServer, document_host: DocumentHost) -> 
         "OAUTH_CIMD_LOOPBACK_CA_FILE": str(document_host.ca_file),
         "OAUTH_DCR_RATE_LIMIT": f"{DCR_RATE_LIMIT}/3600",
     }
-    with run_server(env, example_server.log_path.with_name("daphne-oauth.log"), port=port) as server:
+    log_path = example_server.log_path.with_name(f"{example_server.server}-oauth.log")
+    with run_server(env, log_path, port=port, server=example_server.server) as server:
         assert server.base_url == f"http://127.0.0.1:{port}"
         yield server
 

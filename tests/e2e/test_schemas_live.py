@@ -19,12 +19,12 @@ MAKE_USER = "from django.contrib.auth.models import User; User.objects.create_us
 
 
 @pytest.fixture(scope="module")
-def schemas_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleServer]:
+def schemas_server(asgi_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleServer]:
     workdir = tmp_path_factory.mktemp("e2e-schemas")
     env = {**server_env(workdir / "example.sqlite3", auth="none"), "DJANGO_SETTINGS_MODULE": "tests.e2e.settings_schemas"}
     manage(env, "migrate", "--noinput")
     manage(env, "shell", "-c", MAKE_USER)
-    with run_server(env, workdir / "daphne.log") as server:
+    with run_server(env, workdir / f"{asgi_server}.log", server=asgi_server) as server:
         yield server
 
 

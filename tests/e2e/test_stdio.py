@@ -14,14 +14,14 @@ from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import ElicitResult, TextContent
 
-from .conftest import ExampleServer, tool_names
+from .conftest import ExampleDatabase, tool_names
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def command(server: ExampleServer, *args: str, auth: str = "django") -> StdioServerParameters:
+def command(server: ExampleDatabase, *args: str, auth: str = "django") -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable, args=["manage.py", "mcp_stdio", *args], env={**server.env, "MCP_AUTH": auth}, cwd=str(ROOT)
     )
@@ -34,7 +34,7 @@ def text_of(result: Any) -> str:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_a_stdio_client_uses_the_site_as_the_given_user(example_server: ExampleServer, mode: str, tmp_path: Path) -> None:
+async def test_a_stdio_client_uses_the_site_as_the_given_user(example_database: ExampleDatabase, mode: str, tmp_path: Path) -> None:
     progress: list[float] = []
     asked: list[str] = []
 
@@ -46,7 +46,7 @@ async def test_a_stdio_client_uses_the_site_as_the_given_user(example_server: Ex
         return ElicitResult(action="accept", content={"confirm": True, "note": "by stdio"})
 
     errlog = (tmp_path / "stderr.log").open("w")
-    async with Client(stdio_client(command(example_server, "--user", "librarian"), errlog=errlog), mode=mode,
+    async with Client(stdio_client(command(example_database, "--user", "librarian"), errlog=errlog), mode=mode,
                       read_timeout_seconds=20, elicitation_callback=elicit) as client:
         assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
         names = await tool_names(client)
@@ -64,8 +64,8 @@ async def test_a_stdio_client_uses_the_site_as_the_given_user(example_server: Ex
     assert asked == ["Reserve Emma?"]
 
 
-async def test_a_user_without_the_permission_is_refused(example_server: ExampleServer) -> None:
-    async with Client(stdio_client(command(example_server, "--user", "reader")), read_timeout_seconds=20) as client:
+async def test_a_user_without_the_permission_is_refused(example_database: ExampleDatabase) -> None:
+    async with Client(stdio_client(command(example_database, "--user", "reader")), read_timeout_seconds=20) as client:
         names = await tool_names(client)
         with pytest.raises(MCPError) as refused:
             await client.call_tool("library_book_create", {"title": "X"})
@@ -73,10 +73,10 @@ async def test_a_user_without_the_permission_is_refused(example_server: ExampleS
     assert "Unknown tool" in str(refused.value)  # as for a tool that does not exist
 
 
-def test_an_unknown_user_or_a_missing_one_is_a_clear_error(example_server: ExampleServer) -> None:
+def test_an_unknown_user_or_a_missing_one_is_a_clear_error(example_database: ExampleDatabase) -> None:
     for args, expected in ((["--user", "nobody-here"], "No user 'nobody-here'"), ([], "requires a user")):
         done = subprocess.run(
-            [sys.executable, "manage.py", "mcp_stdio", *args], cwd=ROOT, env={**example_server.env, "MCP_AUTH": "django"},
+            [sys.executable, "manage.py", "mcp_stdio", *args], cwd=ROOT, env={**example_database.env, "MCP_AUTH": "django"},
             input=b"", capture_output=True, timeout=60,
         )
         assert done.returncode != 0
@@ -95,12 +95,12 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
-def test_end_of_input_lets_the_last_call_answer_then_exits(example_server: ExampleServer) -> None:
+def test_end_of_input_lets_the_last_call_answer_then_exits(example_database: ExampleDatabase) -> None:
     import json
 
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search_books", "arguments": {"query": "wells"}}}
     done = subprocess.run(
-        [sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env={**example_server.env, "MCP_AUTH": "none"},
+        [sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env={**example_database.env, "MCP_AUTH": "none"},
         input=_lines(INIT, INITIALIZED, call) + b"not json\n", capture_output=True, timeout=60,
     )
     assert done.returncode == 0, done.stderr.decode()
@@ -111,14 +111,14 @@ def test_end_of_input_lets_the_last_call_answer_then_exits(example_server: Examp
     assert by_id[None]["error"]["code"] == -32700  # the bad line, answered; the others unharmed
 
 
-def test_sigterm_cancels_what_runs_and_ends_the_session(example_server: ExampleServer) -> None:
+def test_sigterm_cancels_what_runs_and_ends_the_session(example_database: ExampleDatabase) -> None:
     import json
     import signal
     import time
 
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "long_task", "arguments": {"seconds": 30}}}
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env={**example_server.env, "MCP_AUTH": "none"},
+        [sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env={**example_database.env, "MCP_AUTH": "none"},
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     assert process.stdin is not None and process.stdout is not None
@@ -139,10 +139,10 @@ def test_sigterm_cancels_what_runs_and_ends_the_session(example_server: ExampleS
     )
     from .conftest import manage
 
-    assert manage({**example_server.env, "MCP_AUTH": "none"}, "shell", "-v0", "-c", script).split() == ["True", "cancelled"]
+    assert manage({**example_database.env, "MCP_AUTH": "none"}, "shell", "-v0", "-c", script).split() == ["True", "cancelled"]
 
 
-async def test_changes_reach_a_stdio_client_in_both_eras(example_server: ExampleServer) -> None:
+async def test_changes_reach_a_stdio_client_in_both_eras(example_database: ExampleDatabase) -> None:
     import asyncio
 
     heard: list[Any] = []
@@ -151,7 +151,7 @@ async def test_changes_reach_a_stdio_client_in_both_eras(example_server: Example
         heard.append(message)
 
     # A session hears the site's announcements (here: a tool that announces a list change).
-    async with Client(stdio_client(command(example_server, auth="none")), mode="legacy", read_timeout_seconds=20,
+    async with Client(stdio_client(command(example_database, auth="none")), mode="legacy", read_timeout_seconds=20,
                       message_handler=on_message) as client:
         await client.call_tool("test_trigger_tool_change", {})
         for _ in range(100):
@@ -161,14 +161,14 @@ async def test_changes_reach_a_stdio_client_in_both_eras(example_server: Example
     assert any("ToolListChanged" in type(m).__name__ for m in heard), heard
 
     # 2026-07-28: subscriptions/listen on the pipe.
-    async with Client(stdio_client(command(example_server, auth="none")), mode="2026-07-28", read_timeout_seconds=20) as client:
+    async with Client(stdio_client(command(example_database, auth="none")), mode="2026-07-28", read_timeout_seconds=20) as client:
         async with client.listen(prompts_list_changed=True) as subscription:
             await client.call_tool("test_trigger_prompt_change", {})
             event = await asyncio.wait_for(anext(aiter(subscription)), 10)
     assert "prompt" in repr(event).lower()
 
 
-def test_a_2025_03_26_batch_is_answered_as_one_array(example_server: ExampleServer) -> None:
+def test_a_2025_03_26_batch_is_answered_as_one_array(example_database: ExampleDatabase) -> None:
     import json
 
     init = {**INIT, "params": {**INIT["params"], "protocolVersion": "2025-03-26"}}
@@ -178,7 +178,7 @@ def test_a_2025_03_26_batch_is_answered_as_one_array(example_server: ExampleServ
         {"jsonrpc": "2.0", "id": "b", "method": "ping"},
     ]
     done = subprocess.run(
-        [sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env={**example_server.env, "MCP_AUTH": "none"},
+        [sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env={**example_database.env, "MCP_AUTH": "none"},
         input=_lines(init, INITIALIZED) + json.dumps(batch).encode() + b"\n", capture_output=True, timeout=60,
     )
     assert done.returncode == 0, done.stderr.decode()
@@ -188,14 +188,14 @@ def test_a_2025_03_26_batch_is_answered_as_one_array(example_server: ExampleServ
     assert answers[0]["result"]["structuredContent"]["books"] and answers[1]["result"] == {}
 
 
-def test_logs_roots_and_cancellation_in_both_directions_on_a_raw_pipe(example_server: ExampleServer) -> None:
+def test_logs_roots_and_cancellation_in_both_directions_on_a_raw_pipe(example_database: ExampleDatabase) -> None:
     """As a client that speaks the pipe itself: logging/setLevel then log messages, a roots/list
     question answered, a client cancel (no answer follows), and a question the client leaves
     unanswered past CLIENT_REQUEST_TIMEOUT, which the server cancels with notifications/cancelled."""
     import json
     import time
 
-    env = {**example_server.env, "MCP_AUTH": "none", "MCP_CLIENT_REQUEST_TIMEOUT": "2"}
+    env = {**example_database.env, "MCP_AUTH": "none", "MCP_CLIENT_REQUEST_TIMEOUT": "2"}
     process = subprocess.Popen([sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env=env,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
@@ -246,14 +246,14 @@ def test_logs_roots_and_cancellation_in_both_directions_on_a_raw_pipe(example_se
     assert process.returncode == 0, err.decode()
 
 
-def test_hostile_lines_are_refused_one_by_one_and_the_pipe_goes_on(example_server: ExampleServer) -> None:
+def test_hostile_lines_are_refused_one_by_one_and_the_pipe_goes_on(example_database: ExampleDatabase) -> None:
     import json
 
     huge = b'{"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"' + b"x" * (5 * 1024 * 1024) + b'"}}\n'
     partial = b'{"jsonrpc":"2.0","id":10,"method":"ping"}{"jsonrpc":"2.0","id":\n'
     ping = {"jsonrpc": "2.0", "id": 11, "method": "ping"}
     done = subprocess.run(
-        [sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env={**example_server.env, "MCP_AUTH": "none"},
+        [sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env={**example_database.env, "MCP_AUTH": "none"},
         input=_lines(INIT, INITIALIZED) + b"{not json\n" + huge + partial + _lines(ping), capture_output=True, timeout=60,
     )
     assert done.returncode == 0, done.stderr.decode()

@@ -112,7 +112,7 @@ assert Elicitation.objects.filter(pk={pk!r}).update(expires_at=timezone.now() - 
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExampleServer, Provider]]:
+def servers(asgi_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExampleServer, Provider]]:
     """Bookshelf on a free port, then the example site (at a port chosen first: Bookshelf must
     know its callback URL) with CONNECT_PROVIDERS pointing at it."""
     workdir = tmp_path_factory.mktemp("url-elicitation")
@@ -141,7 +141,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExampleS
         manage(env, "migrate", "--noinput")
         manage(env, "load_demo_data")
         manage(env, "shell", "-v0", "-c", SITE_SETUP.format(users=USERS))
-        with run_server(env, workdir / "daphne.log", port=port) as site:
+        with run_server(env, workdir / f"{asgi_server}.log", port=port, server=asgi_server) as site:
             assert site.base_url == site_url
             yield site, provider
 
@@ -358,7 +358,7 @@ async def test_a_page_left_alone_expires_after_elicitation_ttl(site: ExampleServ
     waiting after two seconds, and the page is gone."""
     port = free_port()
     env = {**site.env, "MCP_ELICITATION_TTL": "2", "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp"}
-    with run_server(env, tmp_path / "daphne-ttl.log", port=port) as short:
+    with run_server(env, tmp_path / "server-ttl.log", port=port, server=site.server) as short:
         recorder = Recorder()
         async with mcp_client(short, short.login("ken"), recorder) as client:
             started = time.monotonic()
@@ -543,7 +543,7 @@ async def test_with_oauth_the_page_is_bound_to_the_token_user_and_no_bearer_reac
     env = {**site.env, "MCP_AUTH": "oauth", "MCP_RESOURCE_URL": f"{oauth_url}/mcp"}
     recorder = Recorder()
     storage = MemoryTokenStorage()
-    with run_server(env, tmp_path / "daphne-oauth.log", port=port) as server:
+    with run_server(env, tmp_path / "server-oauth.log", port=port, server=site.server) as server:
         async with OAuthBrowser(server.base_url, "ken", "ken-pw") as consent_browser:
             auth = OAuthClientProvider(
                 server_url=server.mcp_url,

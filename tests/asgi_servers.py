@@ -1,0 +1,97 @@
+"""The ASGI servers the end-to-end tests and the conformance runner serve the example site with.
+
+``MCP_TEST_SERVERS`` (comma-separated: ``daphne``, ``uvicorn``, ``granian``) chooses them for the
+whole run; the e2e session fixtures and tests/conformance/test_conformance.py run once per
+server. Unset, a developer's machine uses Daphne (what ``make run`` serves with) and CI
+(``CI=true``) all three: each adds about two and a half minutes to the run.
+
+Standard library only: tests/conformance/run_conformance.py imports it as a script.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+SERVERS = ("daphne", "uvicorn", "granian")
+DEFAULT_SERVERS = ("daphne",)
+CI_SERVERS = SERVERS
+
+#: How long a server may wait for open connections (SSE streams never end by themselves) when
+#: it is stopped, before it drops them. Daphne drops them at once.
+GRACEFUL_SECONDS = 5
+
+APPLICATION = "example_site.asgi:application"
+
+
+def servers_under_test() -> list[str]:
+    """The servers named by MCP_TEST_SERVERS, else the default of this machine (CI or not)."""
+    value = os.environ.get("MCP_TEST_SERVERS", "").strip()
+    if not value:
+        return list(CI_SERVERS if os.environ.get("CI") == "true" else DEFAULT_SERVERS)
+    names = list(dict.fromkeys(name.strip().lower() for name in value.split(",") if name.strip()))
+    unknown = [name for name in names if name not in SERVERS]
+    if unknown:
+        raise ValueError(f"MCP_TEST_SERVERS: unknown server(s) {', '.join(unknown)}; choose from {', '.join(SERVERS)}")
+    return names
+
+
+def server_command(server: str, port: int, application: str = APPLICATION) -> list[str]:
+    """The command line serving ``application`` on 127.0.0.1:``port`` (one process, one worker)."""
+    if server == "daphne":
+        arguments = ["daphne", "-b", "127.0.0.1", "-p", str(port)]
+    elif server == "uvicorn":
+        # uvicorn waits for open responses on SIGTERM: an SSE stream would hold it forever.
+        arguments = ["uvicorn", "--host", "127.0.0.1", "--port", str(port), "--timeout-graceful-shutdown", str(GRACEFUL_SECONDS)]
+    elif server == "granian":
+        # granian's main process supervises one worker process, which runs the application.
+        arguments = ["granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
+                     "--workers-kill-timeout", str(GRACEFUL_SECONDS)]
+    else:
+        raise ValueError(f"unknown server {server!r}; choose from {', '.join(SERVERS)}")
+    return [sys.executable, "-m", *arguments, application]
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux; empty elsewhere or once it has exited)."""
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def application_pid(server: str, pid: int) -> int:
+    """The process that runs the application: granian's worker, else the server process itself."""
+    if server == "granian":
+        workers = children(pid)
+        if workers:
+            return workers[0]
+    return pid
+
+
+def start(server: str, port: int, env: dict[str, str], log_path: Path, cwd: Path, application: str = APPLICATION) -> subprocess.Popen[bytes]:
+    """Start ``server`` in a process group of its own (so that ``stop`` reaches its workers too),
+    its output appended to ``log_path``."""
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            server_command(server, port, application), cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def stop(process: subprocess.Popen[bytes], timeout: float = GRACEFUL_SECONDS + 10) -> None:
+    """Stop a server started by ``start``: SIGTERM, then SIGKILL, each wait bounded; then kill
+    whatever is left in its process group (granian's worker, if its main process had to be killed)."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # empty group: all have exited
+        os.killpg(process.pid, signal.SIGKILL)
