@@ -96,6 +96,9 @@ if os.environ.get("REDIS_URL"):
     # The registration rate limit and DOT's metadata-document fetch backoff live in the cache:
     # with several processes it has to be shared, or each process counts on its own.
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["REDIS_URL"]}}
+else:
+    # One process: its own memory holds the counters (quotas, rate limits) well enough.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # -- MCP ----------------------------------------------------------------------------------------
 
@@ -122,6 +125,11 @@ MCP_DJANGO = {
     "SCOPES_SUPPORTED": ["library:read"],
     "REQUIRED_SCOPES": ["library:read"],
     "RESPONSE_MODE": os.environ.get("MCP_RESPONSE_MODE", "json"),
+    # The audit trail (admin: "Tool calls"): every tools/call, kept 90 days (mcp_clearsessions
+    # deletes older ones); the values of arguments named like secrets (the default
+    # AUDIT_SENSITIVE_ARGUMENTS) are never stored.
+    "AUDIT_TOOL_CALLS": True,
+    "AUDIT_RETENTION_DAYS": 90,
 }
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
     MCP_DJANGO["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
@@ -132,6 +140,20 @@ if os.environ.get("MCP_CLIENT_REQUEST_TIMEOUT"):
     MCP_DJANGO["CLIENT_REQUEST_TIMEOUT"] = float(os.environ["MCP_CLIENT_REQUEST_TIMEOUT"])
 if os.environ.get("MCP_ELICITATION_TTL"):
     MCP_DJANGO["ELICITATION_TTL"] = int(os.environ["MCP_ELICITATION_TTL"])
+
+# Quotas (README "Quotas and limits"): counted in CACHES["default"], so with REDIS_URL every
+# process counts together. "off" turns a limit off; unset keeps mcp_django's default.
+_quotas: dict = {}
+if os.environ.get("MCP_RATE_LIMIT"):  # tools/call per user, e.g. "600/minute"
+    _quotas["TOOL_CALLS"] = None if os.environ["MCP_RATE_LIMIT"] == "off" else os.environ["MCP_RATE_LIMIT"]
+if os.environ.get("MCP_RATE_LIMIT_PER_CLIENT"):  # tools/call per OAuth client, all its users together
+    _quotas["TOOL_CALLS_PER_CLIENT"] = None if os.environ["MCP_RATE_LIMIT_PER_CLIENT"] == "off" else os.environ["MCP_RATE_LIMIT_PER_CLIENT"]
+if os.environ.get("MCP_RATE_LIMIT_PER_TOOL"):  # "search_books=10/minute,borrow_book=5/minute"
+    _quotas["PER_TOOL"] = dict(item.strip().split("=", 1) for item in os.environ["MCP_RATE_LIMIT_PER_TOOL"].split(",") if "=" in item)
+if os.environ.get("MCP_MAX_SESSIONS_PER_USER"):
+    _quotas["SESSIONS_PER_USER"] = None if os.environ["MCP_MAX_SESSIONS_PER_USER"] == "off" else int(os.environ["MCP_MAX_SESSIONS_PER_USER"])
+if _quotas:
+    MCP_DJANGO["QUOTAS"] = _quotas
 
 # -- Third-party OAuth: "Bookshelf", another site users connect through a URL elicitation ------
 # example_site/integrations/mcp.py (sync_reading_list) uses it. Configured only when

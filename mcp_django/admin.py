@@ -1,19 +1,25 @@
-"""Admin screens for sessions and their event logs: read-only, with a terminate action."""
+"""Admin screens for sessions and their event logs: read-only, with a terminate action; and the
+audit trail of tool calls, read-only for everyone, with a CSV export."""
 
 from __future__ import annotations
 
+import csv
+import json
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib import admin, messages
+from django.core.handlers.asgi import ASGIRequest
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, StreamingHttpResponse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from .models import Elicitation, Event, RunningRequest, ServerRequest, Session, SessionState, UserSecret, UserState
+from .models import Elicitation, Event, RunningRequest, ServerRequest, Session, SessionState, ToolCall, UserSecret, UserState
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin
@@ -138,7 +144,7 @@ class SessionAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[Session]):
     readonly_fields = [
         "id", "server", "user", "protocol_version", "transport", "client_name", "client_version", "client_info",
         "client_capabilities", "log_level", "initialized", "created_at", "last_active_at",
-        "expires_at", "terminated_at", "user_state_link",
+        "expires_at", "terminated_at", "user_state_link", "tool_calls",
     ]
     exclude = ["site_name"]  # shown as "server"
     inlines = [SessionStateInline, EventInline]
@@ -153,6 +159,10 @@ class SessionAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[Session]):
         count = UserState.objects.filter(user_id=obj.user_id, site_name=obj.site_name).count()
         url = reverse("admin:mcp_django_userstate_changelist") + f"?user__id__exact={obj.user_id}"
         return format_html('<a href="{}">{} key(s) kept for this user</a>', url, count)
+
+    @admin.display(description=_("tool calls"))
+    def tool_calls(self, obj: Session) -> str:
+        return session_tool_calls(obj.pk)
 
     @admin.display(description=_("session"), ordering="id")
     def short_id(self, obj: Session) -> str:
@@ -288,3 +298,168 @@ class UserStateAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[UserState]):
     search_fields = ["key", "user__username"]
     fields = ["user", "server", "key", "value", "updated_at"]
     readonly_fields = fields  # type: ignore[assignment]  # one list of plain names; the stubs type fields wider
+
+
+# -- the audit trail --------------------------------------------------------------------------
+
+#: Tool calls shown on a session's page; the link leads to all of them.
+SESSION_TOOL_CALLS = 20
+
+#: The CSV export's columns: header, and how each row gives it.
+CSV_COLUMNS: list[tuple[str, Any]] = [
+    ("when", lambda c: c.started_at.isoformat()),
+    ("server", lambda c: c.site_name),
+    ("user", lambda c: c.username),
+    ("oauth client", lambda c: c.client_id),
+    ("session", lambda c: c.session_id),
+    ("transport", lambda c: c.transport),
+    ("protocol revision", lambda c: c.protocol_version),
+    ("request id", lambda c: c.request_id),
+    ("tool", lambda c: c.tool_name),
+    ("arguments", lambda c: json.dumps(c.arguments, ensure_ascii=False, sort_keys=True) if c.arguments is not None else ""),
+    ("outcome", lambda c: c.outcome),
+    ("error code", lambda c: "" if c.error_code is None else str(c.error_code)),
+    ("error", lambda c: c.error),
+    ("duration ms", lambda c: f"{c.duration_ms:.3f}"),
+    ("trace id", lambda c: c.trace_id),
+]
+#: Rows read per query while exporting (keyset pages: no server-side cursor, no OFFSET).
+CSV_PAGE = 2000
+
+
+def _csv_cell(value: str) -> str:
+    # What clients sent is data, never a spreadsheet formula (CSV injection).
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
+class _Line:
+    """A file-like object whose ``write`` returns the line: csv.writer without a buffer."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def _csv_lines(calls: list[ToolCall]) -> str:
+    writer = csv.writer(_Line())
+    return "".join(writer.writerow([_csv_cell(column(call)) for _, column in CSV_COLUMNS]) for call in calls)
+
+
+def _csv_page(queryset: QuerySet[ToolCall], after: int | None) -> list[ToolCall]:
+    page = queryset.order_by("pk")
+    return list(page.filter(pk__gt=after)[:CSV_PAGE] if after is not None else page[:CSV_PAGE])
+
+
+def session_tool_calls(session_id: str) -> str:
+    """The latest calls of a session, as a small table, with a link to all of them."""
+    from django.urls import reverse
+    from django.utils.html import format_html_join
+
+    calls = list(ToolCall.objects.filter(session_id=session_id).order_by("-started_at")[:SESSION_TOOL_CALLS])
+    if not calls:
+        return "-"
+    url = reverse("admin:mcp_django_toolcall_changelist") + "?" + urlencode({"session_id": session_id})
+    rows = format_html_join(
+        "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ms</td></tr>",
+        ((timezone.localtime(c.started_at).strftime("%Y-%m-%d %H:%M:%S"), c.tool_name, c.get_outcome_display(), f"{c.duration_ms:.0f}")
+         for c in calls),
+    )
+    count = ToolCall.objects.filter(session_id=session_id).count()
+    return format_html(
+        '<table><thead><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th></tr></thead><tbody>{}</tbody></table>'
+        '<p><a href="{}">{}</a></p>',
+        _("when"), _("tool"), _("outcome"), _("duration"), rows, url,
+        ngettext("%d call of this session in the audit trail", "All %d calls of this session in the audit trail", count) % count,
+    )
+
+
+class ToolCallServerFilter(ServerFilter):
+    """:class:`ServerFilter`, asking the database for the distinct names (the trail is large)."""
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        names = list(model_admin.get_queryset(request).order_by("site_name").values_list("site_name", flat=True).distinct())
+        return [(name, server_label(name)) for name in names] if len(names) > 1 else []
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(ServerMixin, _ModelAdmin[ToolCall]):
+    """The audit trail: every ``tools/call``, as it was recorded. Nobody may add, change or delete
+    a row here, superusers included (``mcp_clearsessions`` applies AUDIT_RETENTION_DAYS); staff
+    with the view permission see every row, and may export the selected ones as CSV."""
+
+    list_display = ["started_at", "tool_name", "who", "outcome_badge", "transport", "protocol_version", "duration", "session_link"]
+    list_filter = ["outcome", "tool_name", ("username", admin.AllValuesFieldListFilter), "transport", "started_at", ToolCallServerFilter]
+    search_fields = ["tool_name", "username", "^session_id", "^client_id", "=trace_id"]
+    date_hierarchy = "started_at"
+    # Counting a large trail on every page costs more than the page: "Show all" counts on demand.
+    show_full_result_count = False
+    actions = ["export_csv"]
+    fields = [
+        "started_at", "server", "user", "username", "client_id", "session_id", "transport", "protocol_version", "request_id",
+        "tool_name", "arguments", "outcome", "error_code", "error", "duration_ms", "trace_id",
+    ]
+    readonly_fields = fields  # type: ignore[assignment]  # one list of plain names; the stubs type fields wider
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description=_("user"), ordering="username")
+    def who(self, obj: ToolCall) -> str:
+        return obj.username or "-"
+
+    @admin.display(description=_("outcome"), ordering="outcome")
+    def outcome_badge(self, obj: ToolCall) -> str:
+        colours = {"ok": "#2e7d32", "denied": "#c62828", "protocol_error": "#c62828", "tool_error": "#ef6c00", "timed_out": "#ef6c00"}
+        return format_html('<b style="color:{}">{}</b>', colours.get(obj.outcome, "#616161"), obj.get_outcome_display())
+
+    @admin.display(description=_("duration"), ordering="duration_ms")
+    def duration(self, obj: ToolCall) -> str:
+        return f"{obj.duration_ms:.0f} ms"
+
+    @admin.display(description=_("session"), ordering="session_id")
+    def session_link(self, obj: ToolCall) -> str:
+        if not obj.session_id:
+            return "-"
+        from django.urls import reverse
+
+        # The session may be gone (the trail outlives it): the link filters the trail by it.
+        url = reverse("admin:mcp_django_toolcall_changelist") + "?" + urlencode({"session_id": obj.session_id})
+        return format_html('<a href="{}">{}…</a>', url, obj.session_id[:10])
+
+    @admin.action(description=_("Export selected tool calls as CSV"), permissions=["view"])
+    def export_csv(self, request: HttpRequest, queryset: QuerySet[ToolCall]) -> StreamingHttpResponse:
+        header = _csv_lines_header()
+        if isinstance(request, ASGIRequest):
+            content: Any = _acsv(queryset, header)
+        else:
+            content = _csv(queryset, header)
+        response = StreamingHttpResponse(content, content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="tool-calls-{timezone.now():%Y%m%d-%H%M%S}.csv"'
+        return response
+
+
+def _csv_lines_header() -> str:
+    return str(csv.writer(_Line()).writerow([name for name, _ in CSV_COLUMNS]))
+
+
+def _csv(queryset: QuerySet[ToolCall], header: str) -> Iterator[str]:
+    """The export, page by page, for a WSGI server."""
+    yield header
+    after = None
+    while page := _csv_page(queryset, after):
+        yield _csv_lines(page)
+        after = page[-1].pk
+
+
+async def _acsv(queryset: QuerySet[ToolCall], header: str) -> AsyncIterator[str]:
+    """The export, page by page, for an ASGI server (which would read a sync iterator whole)."""
+    yield header
+    after = None
+    while page := await sync_to_async(_csv_page)(queryset, after):
+        yield _csv_lines(page)
+        after = page[-1].pk

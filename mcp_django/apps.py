@@ -41,6 +41,17 @@ class SimpleMcpDjangoConfig(AppConfig):
 
         self.connect_permission_signals()
 
+        from . import tracing
+
+        # Before the audit trail, so its observer runs inside the span and sees the trace id.
+        # Imports nothing of OpenTelemetry until a request arrives with TRACING on.
+        tracing.install()
+
+        from . import audit
+
+        # Every tools/call, on every transport, goes to the audit trail while AUDIT_TOOL_CALLS is on.
+        audit.install()
+
         from .conf import mcp_settings
 
         bridge = mcp_settings.log_bridge_loggers

@@ -107,11 +107,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     except (ImportError, TypeError) as exc:
         errors.append(Error(f"MCP_DJANGO['EVENT_STORE_CLASS'] {store!r} is not usable: {exc}.", id="mcp_django.E007"))
     errors += _check_limits(user)
+    errors += _check_quotas(user)
+    errors += _check_audit(user)
     errors += _check_request_state(user)
     errors += _check_oauth(user, auth)
     errors += _check_channel_layer(user)
     errors += _check_asgi()
     errors += _check_server()
+    errors += _check_tracing(user)
     if auth == "none" and not settings.DEBUG:
         errors.append(
             Warning(
@@ -121,6 +124,20 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     return errors
+
+
+def _check_tracing(user: dict[str, Any]) -> list[CheckMessage]:
+    from . import tracing
+
+    value = user.get("TRACING", DEFAULTS["TRACING"])
+    if not (isinstance(value, bool) or value == "auto"):
+        return [Error(f"MCP_DJANGO['TRACING'] is {value!r}.", hint='Use "auto", True or False.', id="mcp_django.E041")]
+    # Only when asked for: with "auto" a missing API just means no tracing, and with False
+    # OpenTelemetry is never imported, not even here.
+    if value is True and not tracing.is_available():
+        return [Error("MCP_DJANGO['TRACING'] is True, but opentelemetry-api is not installed.",
+                      hint='pip install "mcp-django[tracing]", or set TRACING to "auto" or False.', id="mcp_django.E040")]
+    return []
 
 
 #: Bounds on what a client may make the server hold (mcp_django.E150).
@@ -153,6 +170,106 @@ def _check_limits(user: dict[str, Any]) -> list[CheckMessage]:
         if isinstance(body, int) and not isinstance(body, bool) and 0 < body < user.get(key, DEFAULTS[key]):
             errors.append(Warning(f"MCP_DJANGO[{key!r}] is larger than MAX_BODY_SIZE ({body}), which bounds it first.",
                                   hint=f"Lower {key} to what you mean to keep per session.", id="mcp_django.W151"))
+    return errors
+
+
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _check_audit(user: dict[str, Any]) -> list[CheckMessage]:
+    """Settings of the audit trail (mcp_django.audit)."""
+    errors: list[CheckMessage] = []
+    enabled = user.get("AUDIT_TOOL_CALLS", DEFAULTS["AUDIT_TOOL_CALLS"])
+    if not isinstance(enabled, bool):
+        errors.append(Error(f"MCP_DJANGO['AUDIT_TOOL_CALLS'] must be True or False, not {enabled!r}.",
+                            hint="True records every tools/call in the admin's \"Tool calls\"; False turns the trail off.",
+                            id="mcp_django.E030"))
+    days = user.get("AUDIT_RETENTION_DAYS", DEFAULTS["AUDIT_RETENTION_DAYS"])
+    if days is not None and (not isinstance(days, int) or isinstance(days, bool) or days <= 0):
+        errors.append(Error(f"MCP_DJANGO['AUDIT_RETENTION_DAYS'] must be a positive number of days or None, not {days!r}.",
+                            hint="mcp_clearsessions deletes tool calls older than this; None keeps them forever.", id="mcp_django.E031"))
+    names = user.get("AUDIT_SENSITIVE_ARGUMENTS", DEFAULTS["AUDIT_SENSITIVE_ARGUMENTS"])
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n.strip() for n in names):
+        errors.append(Error("MCP_DJANGO['AUDIT_SENSITIVE_ARGUMENTS'] must be a list of argument names.",
+                            hint='e.g. ["password", "token", "api_key"]: their values are never stored, at any depth.',
+                            id="mcp_django.E032"))
+    size = user.get("AUDIT_MAX_ARGUMENTS_BYTES", DEFAULTS["AUDIT_MAX_ARGUMENTS_BYTES"])
+    if not isinstance(size, int) or isinstance(size, bool) or size < 64:
+        errors.append(Error(f"MCP_DJANGO['AUDIT_MAX_ARGUMENTS_BYTES'] must be an integer of at least 64, not {size!r}.",
+                            hint=f"Larger arguments are stored as a marker with their size; the default is {DEFAULTS['AUDIT_MAX_ARGUMENTS_BYTES']}.",
+                            id="mcp_django.E033"))
+    buffer = user.get("AUDIT_BUFFER_SIZE", DEFAULTS["AUDIT_BUFFER_SIZE"])
+    interval = user.get("AUDIT_FLUSH_INTERVAL", DEFAULTS["AUDIT_FLUSH_INTERVAL"])
+    if not isinstance(buffer, int) or isinstance(buffer, bool) or buffer <= 0 or not _positive_number(interval):
+        errors.append(Error(f"MCP_DJANGO['AUDIT_BUFFER_SIZE'] must be a positive integer and AUDIT_FLUSH_INTERVAL a positive "
+                            f"number of seconds, not {buffer!r} and {interval!r}.",
+                            hint=f"The defaults are {DEFAULTS['AUDIT_BUFFER_SIZE']} calls and {DEFAULTS['AUDIT_FLUSH_INTERVAL']} second.",
+                            id="mcp_django.E034"))
+    return errors
+
+
+def _check_quotas(user: dict[str, Any]) -> list[CheckMessage]:
+    """``QUOTAS`` (mcp_django.quotas): its shape, rates, caps, cache, and the tools it names."""
+    from .quotas import CAP_KEYS, QUOTA_KEYS, RATE_KEYS, parse_rate
+
+    raw = user.get("QUOTAS", {})
+    shape: list[tuple[str, str]] = []  # (message, hint) of each problem with the dict itself
+    if not isinstance(raw, dict):
+        shape.append(("MCP_DJANGO['QUOTAS'] must be a dict.", "Give only the keys you change; the others keep their defaults."))
+        raw = {}
+    for key in raw:
+        if key not in QUOTA_KEYS:
+            close = get_close_matches(str(key), QUOTA_KEYS, n=1)
+            shape.append((f"Unknown MCP_DJANGO['QUOTAS'] key {key!r}.",
+                          f"Did you mean {close[0]!r}?" if close else f"Valid keys: {', '.join(sorted(QUOTA_KEYS))}."))
+    quotas = {**DEFAULTS["QUOTAS"], **raw}
+    per_tool = quotas["PER_TOOL"]
+    if not isinstance(per_tool, dict) or not all(isinstance(name, str) for name in per_tool):
+        shape.append(("MCP_DJANGO['QUOTAS']['PER_TOOL'] must be a dict of tool name to rate.", 'For example {"search_books": "10/minute"}.'))
+        per_tool = {}
+    errors: list[CheckMessage] = [Error(message, hint=hint, id="mcp_django.E035") for message, hint in shape]
+    rates = [(f"[{key!r}]", quotas[key]) for key in RATE_KEYS if quotas[key] is not None]
+    for where, rate in rates + [(f"['PER_TOOL'][{name!r}]", rate) for name, rate in per_tool.items()]:
+        try:
+            parse_rate(rate)
+        except ValueError as exc:
+            errors.append(Error(f"MCP_DJANGO['QUOTAS']{where}: {exc}.",
+                                hint='Write "N/second", "N/minute", "N/hour" or "N/day" (or "N/5m"); None turns the limit off.',
+                                id="mcp_django.E036"))
+    for key in CAP_KEYS:
+        cap = quotas[key]
+        if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0):
+            errors.append(Error(f"MCP_DJANGO['QUOTAS'][{key!r}] must be a positive integer or None, not {cap!r}.",
+                                hint=f"None turns the cap off; the default is {DEFAULTS['QUOTAS'][key]!r}.", id="mcp_django.E037"))
+    alias = quotas["CACHE"]
+    backends = getattr(settings, "CACHES", {"default": {}})
+    problem = None
+    if not isinstance(alias, str) or alias not in backends:
+        problem = f"MCP_DJANGO['QUOTAS']['CACHE'] is {alias!r}, which is not in CACHES."
+    elif str(backends[alias].get("BACKEND", "")).endswith(".DummyCache"):
+        problem = f"MCP_DJANGO['QUOTAS']['CACHE'] {alias!r} is a DummyCache, which counts nothing."
+    if problem is not None:
+        errors.append(Error(problem, hint="Name a CACHES alias that keeps counters; with several processes, one they share (Redis).",
+                            id="mcp_django.E038"))
+    errors += _check_quota_tools(per_tool)
+    return errors
+
+
+def _check_quota_tools(per_tool: dict[str, Any]) -> list[CheckMessage]:
+    """A ``PER_TOOL`` entry for a tool no site registers limits nothing: most likely a typo."""
+    from .sites import all_sites
+
+    if not per_tool:
+        return []
+    known = {tool.name for site in list(all_sites) for tool in site.get_tools()}
+    errors: list[CheckMessage] = []
+    for name in per_tool:
+        if name not in known:
+            close = get_close_matches(name, known, n=1)
+            hint = f"Did you mean {close[0]!r}?" if close else "Use the name clients see in tools/list."
+            errors.append(Error(f"MCP_DJANGO['QUOTAS']['PER_TOOL'] names {name!r}, which no MCP site registers.",
+                                hint=hint, id="mcp_django.E039"))
     return errors
 
 

@@ -88,6 +88,20 @@ DEFAULTS: dict[str, Any] = {
     # error and the stream ends.
     "MAX_STREAM_EVENTS": 100_000,
     "MAX_STREAM_BYTES": 32 * 1024 * 1024,
+    # Rate limits on tools/call and caps on what one caller holds open, counted in the cache
+    # named by "CACHE" (shared by every process when it is Redis). A rate is "N/second",
+    # "N/minute", "N/hour" or "N/day" (also "N/5m"); None turns one limit off. A user's dict
+    # is merged over this one. README "Quotas and limits".
+    "QUOTAS": {
+        "CACHE": "default",
+        "TOOL_CALLS": "600/minute",  # per user (anonymous: per client address)
+        "TOOL_CALLS_PER_CLIENT": None,  # per OAuth client, all its users together
+        "PER_TOOL": {},  # {"tool_name": "10/minute"}, per user
+        "SESSIONS_PER_USER": 100,  # live sessions of an authenticated user
+        "STREAMS_PER_SESSION": 16,  # open SSE streams of one session
+        "STREAMS_PER_USER": 64,  # open SSE streams of one user (anonymous: client address)
+        "PENDING_ELICITATIONS_PER_USER": 20,  # URL elicitations waiting for their page
+    },
     # Seconds that terminated or expired sessions (and their events) are kept for the admin
     # before ``mcp_clearsessions`` removes them.
     "SESSION_RETENTION": 7 * 24 * 3600,
@@ -147,6 +161,28 @@ DEFAULTS: dict[str, Any] = {
     "STATE_MAX_VALUE_BYTES": 64 * 1024,
     # Show exception text in tool error results (never tracebacks). None follows DEBUG.
     "TOOL_ERROR_DETAILS": None,
+    # OpenTelemetry spans and metrics of every request (mcp_django.tracing): "auto" traces when
+    # opentelemetry-api is importable, True requires it (E040), False never imports it.
+    "TRACING": "auto",
+    # The audit trail: a ToolCall row (admin: "Tool calls") for every tools/call, on every
+    # transport and revision, written in batches off the request's path. False turns it off.
+    "AUDIT_TOOL_CALLS": True,
+    # Days a ToolCall row is kept; mcp_clearsessions deletes older ones. None keeps them forever.
+    "AUDIT_RETENTION_DAYS": 90,
+    # Argument names whose values are never stored, at any depth (case-insensitive, "-" as
+    # "_"), besides a tool's sensitive=[...] and the writeOnly properties of its input schema.
+    "AUDIT_SENSITIVE_ARGUMENTS": [
+        "password", "passwd", "passphrase", "secret", "client_secret", "token", "access_token", "refresh_token",
+        "id_token", "api_key", "apikey", "authorization", "cookie", "private_key", "credentials",
+    ],
+    # Largest arguments (bytes as JSON, after redaction) stored with a call; larger ones are
+    # replaced by a marker giving their size.
+    "AUDIT_MAX_ARGUMENTS_BYTES": 8 * 1024,
+    # Calls waiting to be written, per process; beyond it new ones are dropped (counted and
+    # logged), so a slow database never makes a request wait or the process grow.
+    "AUDIT_BUFFER_SIZE": 10_000,
+    # Seconds between two batched writes of the audit trail.
+    "AUDIT_FLUSH_INTERVAL": 1.0,
 }
 
 IMPORT_STRINGS = frozenset({"EVENT_STORE_CLASS"})
@@ -311,11 +347,18 @@ class MCPSettings:
     authentication: Setting[Any] = Setting("AUTHENTICATION", _as_is)
     authorization_servers: Setting[list[str] | None] = Setting("AUTHORIZATION_SERVERS", _as_is)
     channel_layer: Setting[str] = Setting("CHANNEL_LAYER", str)
+    tracing: Setting[bool | str] = Setting("TRACING", _as_is)
 
     @property
     def connect_providers(self) -> dict[str, dict[str, Any]]:
         value = self.get("CONNECT_PROVIDERS")
         return value if isinstance(value, dict) else {}  # anything else is E015
+
+    @property
+    def quotas(self) -> dict[str, Any]:
+        """``QUOTAS``, the user's keys merged over the defaults (a malformed value is E035's)."""
+        value = self.get("QUOTAS")
+        return {**self.defaults["QUOTAS"], **(value if isinstance(value, dict) else {})}
 
     elicitation_ttl: Setting[float] = Setting("ELICITATION_TTL", float)
     model_uri_scheme: Setting[str] = Setting("MODEL_URI_SCHEME", str)
@@ -338,6 +381,18 @@ class MCPSettings:
     def tool_error_details(self) -> bool:
         value = self.get("TOOL_ERROR_DETAILS")
         return bool(settings.DEBUG) if value is None else bool(value)
+
+    audit_tool_calls: Setting[bool] = Setting("AUDIT_TOOL_CALLS", bool)
+
+    @property
+    def audit_retention_days(self) -> int | None:
+        value = self.get("AUDIT_RETENTION_DAYS")
+        return None if value is None else int(value)
+
+    audit_sensitive_arguments: Setting[list[str]] = Setting("AUDIT_SENSITIVE_ARGUMENTS", _string_list)
+    audit_max_arguments_bytes: Setting[int] = Setting("AUDIT_MAX_ARGUMENTS_BYTES", int)
+    audit_buffer_size: Setting[int] = Setting("AUDIT_BUFFER_SIZE", int)
+    audit_flush_interval: Setting[float] = Setting("AUDIT_FLUSH_INTERVAL", float)
 
 
 mcp_settings = MCPSettings()

@@ -207,6 +207,9 @@ class Context:
         self._last_progress: float | None = None
         self._last_progress_sent = 0.0
         self.loop: asyncio.AbstractEventLoop | None = None
+        #: Whether a request to the client outlived CLIENT_REQUEST_TIMEOUT (the audit trail
+        #: records the call as timed out, whatever the tool made of the error).
+        self.client_timed_out = False
 
     @property
     def log(self) -> Log:
@@ -303,6 +306,7 @@ class Context:
         try:
             return await self._emitter.request(method, params, timeout)
         except TimeoutError:
+            self.client_timed_out = True
             raise ClientRequestError(f"The client did not answer {method} in time") from None
 
     async def sample(

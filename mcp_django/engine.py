@@ -17,7 +17,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import handlers, request_state
+from . import audit, handlers, request_state
 from .auth.base import NoAuthentication
 from .auth.oauth import InsufficientScope, resource_url
 from .conf import mcp_settings
@@ -34,11 +34,13 @@ from .protocol.errors import (
     InvalidRequestError,
     MCPError,
     MethodNotFoundError,
+    QuotaExceededError,
     TransportError,
 )
 from .protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, notification_message, result_message
 from .protocol.lifecycle import InitializeParams, initialize_result, parse_initialize
 from .protocol.limits import check_progress_token, check_request_id
+from .quotas import StreamSlot, acheck_sessions, acheck_tool_calls, caller_of
 from .rounds import ROUND_PARAMS, InputRequired, InputRounds
 from .signals import session_closed, session_created
 from .stores import RunningRequestStore, SessionStore
@@ -172,6 +174,7 @@ class Engine:
         """Answer ``initialize``: the response, and the new session (None when refused)."""
         try:
             params = self._initialize_params(message)
+            await self.check_session_cap(principal, message)
         except MCPError as exc:
             return error_message(message.id, exc), None
         session = await self.sessions.acreate(
@@ -201,6 +204,7 @@ class Engine:
     async def open_session(self, principal: Principal, *, transport: str) -> Session:
         """A session opened before its ``initialize`` (2024-11-05 HTTP+SSE: the stream comes
         first, and names the session in the URL it tells the client to POST to)."""
+        await self.check_session_cap(principal)
         return await self.sessions.acreate(
             site_name=self.site.name, user_id=principal.user_id, protocol_version=negotiation.V2024_11_05,
             client_info={}, capabilities={}, transport=transport,
@@ -279,7 +283,9 @@ class Engine:
                     received.replies.append(refusal)
                 else:
                     received.requests.append(message)
-        await self.check_scopes(principal, received.requests)
+        await self.check_scopes(principal, received.requests, session)
+        received.requests, refused = await self.check_quotas(principal, received.requests, session=session)
+        received.replies += refused
         return received
 
     def refuse(self, message: Request, session: Session, seen: set[str]) -> dict[str, Any] | None:
@@ -310,7 +316,7 @@ class Engine:
                 await cancel_request(session.pk, request_id)
         # Other notifications (progress, roots/list_changed) need no action here.
 
-    async def check_scopes(self, principal: Principal, requests: list[Request]) -> None:
+    async def check_scopes(self, principal: Principal, requests: list[Request], session: Session | None = None) -> None:
         """Refuse, before anything runs, an operation the OAuth token lacks scopes for: 403 with
         a step-up challenge naming every scope it needs (2025-11-25 authorization spec).
 
@@ -328,7 +334,67 @@ class Engine:
                 needed += [scope for scope in entry.scopes if scope not in granted and scope not in needed]
         if needed:
             base = [s for s in self.settings.required_scopes if s not in needed]
+            for message in requests:  # the whole body is refused: each call in it is denied
+                audit.record_refused(principal, session, message, f"insufficient scope: needs {' '.join(needed)}", site=self.site)
             raise InsufficientScope(resource_url(request, getattr(request, "mcp_endpoint_path", None)), base + needed)
+
+    # -- quotas (mcp_django.quotas) --------------------------------------------------------
+
+    async def check_quotas(
+        self, principal: Principal, requests: list[Request], *, raise_first: bool = False, session: Session | None = None
+    ) -> tuple[list[Request], list[dict[str, Any]]]:
+        """Count each ``tools/call`` of ``requests`` against the rate limits: the requests that
+        may run, and the error answers (-32029) of those refused, each with ``data.limit`` and
+        ``data.retryAfter``. ``raise_first``: raise the first refusal instead (one request
+        answered whole: HTTP 429 with Retry-After)."""
+        calls = [m for m in requests if m.method == "tools/call"]
+        if not calls:
+            return requests, []
+        names = [m.params.get("name") for m in calls]
+        errors = await acheck_tool_calls(caller_of(principal.request, principal.user), [n if isinstance(n, str) else None for n in names])
+        refusals = {id(m): e for m, e in zip(calls, errors, strict=True) if e is not None}
+        allowed: list[Request] = []
+        refused: list[dict[str, Any]] = []
+        for message in requests:
+            error = refusals.get(id(message))
+            if error is None:
+                allowed.append(message)
+                continue
+            await self.quota_refused(principal, error, message, session)
+            if raise_first:
+                raise error
+            refused.append(error_message(message.id, error))
+        return allowed, refused
+
+    async def check_session_cap(self, principal: Principal, message: Request | None = None) -> None:
+        """Refuse a new session (-32029, HTTP 429) to a user at ``SESSIONS_PER_USER``."""
+        error = await acheck_sessions(caller_of(principal.request, principal.user))
+        if error is not None:
+            await self.quota_refused(principal, error, message)
+            raise error
+
+    async def stream_slot(self, principal: Principal, session_id: str | None) -> StreamSlot | None:
+        """A slot for one more open SSE stream of this caller (and session), to release when the
+        stream ends; refused (-32029, HTTP 429) at ``STREAMS_PER_SESSION`` or ``STREAMS_PER_USER``."""
+        try:
+            return await StreamSlot.acquire(caller_of(principal.request, principal.user), session_id)
+        except QuotaExceededError as error:
+            await self.quota_refused(principal, error)
+            raise
+
+    async def quota_refused(
+        self, principal: Principal, error: QuotaExceededError, message: Request | None = None, session: Session | None = None
+    ) -> None:
+        """Called with every refusal by a quota (rate limit or cap) before it is answered:
+        ``error.limit`` names the limit, ``error.retry_after`` the seconds to wait (or None),
+        ``message`` the request refused, if one was. A refused ``tools/call`` is recorded in the
+        audit trail as denied."""
+        logger.info(
+            "Quota %s refused %s for %s (%s)", error.limit, message.method if message is not None else "a stream or session",
+            caller_of(principal.request, principal.user).key, principal.transport,
+        )
+        if message is not None:
+            audit.record_refused(principal, session, message, f"quota: {error.limit}", site=self.site, error_code=error.code)
 
     def needs_stream(self, requests: list[Request]) -> bool:
         """Whether the answers go on a stream: the setting, or a tool that streams."""
@@ -429,6 +495,7 @@ class Engine:
         check_request_id(message.id, self.settings.max_client_id_length)
         check_progress_token(message.params, self.settings.max_client_id_length)
         await self.check_scopes(principal, [message])
+        await self.check_quotas(principal, [message], raise_first=True)
         return meta
 
     async def check_param_headers(self, principal: Principal, message: Request, headers: Mapping[str, str]) -> None:

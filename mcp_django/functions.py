@@ -27,7 +27,7 @@ from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_co
 from .context import Completions, Context, current_context
 from .entries import PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
 from .exceptions import ClientRequestError, ToolError
-from .protocol.errors import InvalidParamsError, MissingRequiredClientCapabilityError, URLElicitationRequiredError
+from .protocol.errors import InvalidParamsError, MissingRequiredClientCapabilityError, QuotaExceededError, URLElicitationRequiredError
 from .protocol.modern import mcp_header_params
 from .schemas import argument_error, ecma_patterns, invalid_arguments
 
@@ -172,6 +172,7 @@ class FunctionTool(PermissionGated, ToolEntry):
         meta: dict[str, Any] | None = None,
         permission: str | list[str] | tuple[str, ...] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
+        sensitive: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         self.func = func
         self.set_permissions(permission, scopes)
@@ -180,6 +181,10 @@ class FunctionTool(PermissionGated, ToolEntry):
             raise ImproperlyConfigured(
                 f"Invalid tool name {self.name!r}: use 1-128 characters from A-Z, a-z, 0-9, '_', '-' and '.'"
             )
+        if isinstance(sensitive, str) or not all(isinstance(n, str) and n for n in sensitive or ()):
+            raise ImproperlyConfigured(f"Tool {self.name!r}: sensitive must be a list of argument names")
+        #: Argument names whose values the audit trail never stores (at any depth).
+        self.sensitive: tuple[str, ...] = tuple(sensitive or ())
         self.title = title
         self.description = _description(func, description)
         self.annotations = annotations
@@ -265,8 +270,8 @@ class FunctionTool(PermissionGated, ToolEntry):
             kwargs = self.signature.bind(self._arguments(arguments), ctx)
             value = await acall(self.func, kwargs)
             return self.to_result(value)
-        except (URLElicitationRequiredError, MissingRequiredClientCapabilityError):
-            raise  # protocol answers (-32042, -32021) by design, not tool failures
+        except (URLElicitationRequiredError, MissingRequiredClientCapabilityError, QuotaExceededError):
+            raise  # protocol answers (-32042, -32021, -32029) by design, not tool failures
         except Exception as exc:
             if _is_tool_error(exc):
                 return {"content": [{"type": "text", "text": str(exc) or "Tool failed"}], "isError": True}

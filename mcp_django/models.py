@@ -285,3 +285,63 @@ class SessionState(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class ToolCall(models.Model):
+    """One ``tools/call``, as the audit trail records it (see :mod:`mcp_django.audit`).
+
+    The trail outlives what it describes: the session is kept as its id (sessions are deleted by
+    ``mcp_clearsessions`` long before the trail is), the user as a nullable link with a snapshot
+    of the username. Arguments are stored redacted and bounded; nothing a user typed into a URL
+    elicitation page ever reaches a row.
+    """
+
+    class Outcome(models.TextChoices):
+        OK = "ok", _("ok")
+        TOOL_ERROR = "tool_error", _("tool error")
+        PROTOCOL_ERROR = "protocol_error", _("protocol error")
+        DENIED = "denied", _("denied")
+        CANCELLED = "cancelled", _("cancelled")
+        TIMED_OUT = "timed_out", _("timed out")
+        #: 2026-07-28: the tool stopped to ask the client something; the client retries the call.
+        INPUT_REQUIRED = "input_required", _("input required")
+
+    started_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)
+    site_name = models.CharField(_("MCP site"), max_length=100, default="mcp")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("user"), null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="mcp_tool_calls",
+    )
+    #: The username when the call was made (kept when the user is renamed or deleted).
+    username = models.CharField(_("username"), max_length=150, blank=True)
+    #: The OAuth client the token was issued to, when the call came with a token.
+    client_id = models.CharField(_("OAuth client"), max_length=255, blank=True)
+    session_id = models.CharField(_("session id"), max_length=64, blank=True, db_index=True)
+    transport = models.CharField(
+        _("transport"), max_length=20,
+        choices=[("streamable-http", _("Streamable HTTP")), ("stdio", _("stdio")), ("sse", _("HTTP+SSE (2024-11-05)"))],
+    )
+    protocol_version = models.CharField(_("protocol revision"), max_length=20, blank=True)
+    #: The JSON-RPC id, as JSON text (id 1 and id "1" differ).
+    request_id = models.CharField(_("request id"), max_length=300, blank=True)
+    tool_name = models.CharField(_("tool"), max_length=200)
+    arguments = models.JSONField(_("arguments"), null=True, blank=True)
+    outcome = models.CharField(_("outcome"), max_length=20, choices=Outcome.choices)
+    #: The JSON-RPC error code of a protocol error (or of a refusal answered with one).
+    error_code = models.IntegerField(_("error code"), null=True, blank=True)
+    error = models.CharField(_("error"), max_length=500, blank=True)
+    duration_ms = models.FloatField(_("duration (ms)"), default=0.0)
+    trace_id = models.CharField(_("trace id"), max_length=32, blank=True)
+
+    class Meta:
+        verbose_name = _("tool call")
+        verbose_name_plural = _("tool calls")
+        ordering = ["-started_at"]
+        indexes = [
+            models.Index(fields=["tool_name", "started_at"], name="mcp_django_toolcall_tool"),
+            models.Index(fields=["outcome", "started_at"], name="mcp_django_toolcall_outcome"),
+            models.Index(fields=["username", "started_at"], name="mcp_django_toolcall_username"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.outcome})"

@@ -13,6 +13,7 @@ from django.urls import path
 
 from .elicitation import connect, views
 from .transport.endpoint import endpoint_view
+from .transport.health import health_view
 
 if TYPE_CHECKING:
     from .sites import MCPSite
@@ -29,4 +30,6 @@ def site_urlpatterns(site: MCPSite) -> list[Any]:
         path("elicitations/<str:elicitation_id>/confirm/", views.ConfirmElicitationView.as_view(site=site), name="elicit-confirm"),
         path("elicitations/<str:elicitation_id>/connect/", connect.ConnectElicitationView.as_view(site=site), name="elicit-connect"),
         path("connect/callback/", connect.ConnectCallbackView.as_view(site=site), name="connect-callback"),
+        # Readiness for load balancers (database and channel layer); a Django view, off the MCP path.
+        path("health/", health_view(), name="health"),
     ]

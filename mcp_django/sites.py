@@ -310,6 +310,7 @@ class MCPSite:
         meta: dict[str, Any] | None = None,
         permission: str | list[str] | None = None,
         scopes: list[str] | None = None,
+        sensitive: list[str] | None = None,
     ) -> Any:
         """Register a function as a tool: ``@site.tool`` or ``@site.tool(name=..., ...)``.
 
@@ -318,7 +319,9 @@ class MCPSite:
         ``Context`` receives the request context and is not part of the schema. With
         ``permission`` (a Django permission name or a list), only users holding it see and call
         the tool; with ``scopes``, OAuth tokens need them to see it, and calling it without them
-        answers 403 with a step-up challenge.
+        answers 403 with a step-up challenge. The values of the arguments named in ``sensitive``
+        (and of ``writeOnly`` properties, such as ``SecretStr`` parameters) are never stored in
+        the audit trail.
         """
 
         def decorator(f: F) -> F:
@@ -326,6 +329,7 @@ class MCPSite:
                 FunctionTool(
                     f, name=name, title=title, description=description, input_schema=input_schema,
                     annotations=annotations, icons=icons, meta=meta, permission=permission, scopes=scopes,
+                    sensitive=sensitive,
                 )
             )
             return f

@@ -23,6 +23,17 @@ async def fresh_channel_layer() -> AsyncIterator[None]:
     await layer.flush()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_quota_counters() -> None:
+    """Quota counters (mcp_django.quotas) live in the cache, which outlives each test, and every
+    in-process test calls as the same anonymous address: each test starts from zero."""
+    from django.conf import settings
+    from django.core.cache import caches
+
+    if settings.configured:  # tests/protocol run without Django
+        caches["default"].clear()
+
+
 def mcp_settings_fixture(**overrides: Any) -> Any:
     """Build an autouse fixture that runs every test of a module under these MCP_DJANGO keys."""
 

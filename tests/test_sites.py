@@ -142,7 +142,7 @@ def test_site_urls_are_namespaced():
     patterns, app_name, namespace = MCPSite(name="other").urls
     assert app_name == "mcp_django"
     assert namespace == "other"
-    assert [p.name for p in patterns] == ["endpoint", "sse", "messages", "elicit-secret", "elicit-confirm", "elicit-connect", "connect-callback"]
+    assert [p.name for p in patterns] == ["endpoint", "sse", "messages", "elicit-secret", "elicit-confirm", "elicit-connect", "connect-callback", "health"]
 
 
 # --- names --------------------------------------------------------------------------------

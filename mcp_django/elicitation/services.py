@@ -14,6 +14,7 @@ from ..auth.oauth import public_url
 from ..conf import mcp_settings
 from ..models import Elicitation, Session, UserSecret
 from ..protocol.jsonrpc import notification_message
+from ..quotas import check_pending_elicitations
 
 FINAL_STATES = (Elicitation.State.COMPLETED, Elicitation.State.DECLINED, Elicitation.State.CANCELLED, Elicitation.State.EXPIRED)
 
@@ -23,6 +24,11 @@ def elicitation_group(elicitation_id: str) -> str:
 
 
 def create(*, user_id: Any, session_id: str | None, request_id: Any, message: str, view_name: str, params: dict[str, Any]) -> Elicitation:
+    """Record a pending URL elicitation; QuotaExceededError (-32029) when the user already has
+    ``PENDING_ELICITATIONS_PER_USER`` pages waiting."""
+    refusal = check_pending_elicitations(user_id)
+    if refusal is not None:
+        raise refusal
     now = timezone.now()
     return Elicitation.objects.create(
         user_id=user_id,

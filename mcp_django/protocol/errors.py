@@ -39,6 +39,10 @@ MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
 """The request's ``_meta`` protocol version is not one the server serves (2026-07-28)."""
 
+QUOTA_EXCEEDED: Final = -32029
+"""A rate limit or a cap on what one caller holds open was reached (HTTP 429): ``data.limit``
+names the ``QUOTAS`` entry, ``data.retryAfter`` (when the server knows) the seconds to wait."""
+
 
 class MCPError(Exception):
     """An error that is answered to the client as a JSON-RPC error object."""
@@ -145,6 +149,30 @@ class UnsupportedProtocolVersionError(MCPError):
         if requested is not None:
             data = {"supported": list(supported), "requested": requested}
         super().__init__(message, data)
+
+
+class QuotaExceededError(MCPError):
+    """A rate limit or a cap refused the request (HTTP 429, with ``Retry-After`` when known).
+
+    ``limit`` is the ``QUOTAS`` key that refused it, ``retry_after`` the whole seconds until a
+    retry can pass (None when that depends on the client, as for a cap on open streams).
+    """
+
+    code = QUOTA_EXCEEDED
+    default_message = "Too many requests"
+    http_status = 429
+
+    def __init__(
+        self, message: str | None = None, data: Any = None, *, limit: str | None = None, retry_after: int | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        if limit is not None:
+            data = {"limit": limit, **(details or {})}
+            if retry_after is not None:
+                data["retryAfter"] = retry_after
+        super().__init__(message, data)
+        self.limit = limit
+        self.retry_after = retry_after
 
 
 # How a JSON-RPC error travels over HTTP when it is the whole answer to a POST that carried no

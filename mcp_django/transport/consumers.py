@@ -22,7 +22,7 @@ from ..auth.base import AuthenticationFailed
 from ..conf import mcp_settings
 from ..engine import Engine, Principal
 from ..protocol import modern
-from ..protocol.errors import InvalidRequestError, MCPError, TransportError
+from ..protocol.errors import QUOTA_EXCEEDED, InvalidRequestError, MCPError, TransportError
 from ..protocol.jsonrpc import Decoded, Notification, Request, decode, encode, error_message, result_message
 from ..protocol.limits import body_too_large
 from ..protocol.sse import parse_event_id
@@ -35,6 +35,7 @@ from .streams import StreamEmitter
 
 if TYPE_CHECKING:
     from ..models import Session
+    from ..quotas import StreamSlot
     from ..sites import MCPSite
 
 
@@ -60,6 +61,8 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         self.joined: list[str] = []
         # Set once the Origin is known to be an explicitly allowed cross-origin caller.
         self.cors_headers: list[tuple[bytes, bytes]] = []
+        # Held while this connection is an SSE stream counted against the stream caps.
+        self.slot: StreamSlot | None = None
 
     # -- ASGI plumbing ------------------------------------------------------------------
 
@@ -113,6 +116,9 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
             await self.send_transport_error(exc)
         except AuthenticationFailed as exc:
             await self.send_json(exc.status, error_message(None, InvalidRequestError(exc.message)), exc.headers)
+        except MCPError as exc:
+            # Refused before any request could be answered (a cap on sessions or streams).
+            await self.send_answer(exc.http_status or 400, error_message(None, exc))
         if not self.streaming:
             raise StopConsumer()
 
@@ -131,12 +137,25 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         for group in self.joined:
             await self.channel_layer.group_discard(group, self.channel_name)
         self.joined.clear()
+        if self.slot is not None:
+            await self.slot.release()
+            self.slot = None
 
     # -- writing --------------------------------------------------------------------------
 
     async def send_headers(self, *, status: int = 200, headers: Any = None) -> None:
         raw = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
         await super().send_headers(status=status, headers=raw + self.cors_headers)
+
+    async def send_answer(self, status: int, answer: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        """Send one JSON-RPC answer as the whole HTTP response: 429 with Retry-After when a quota
+        refused it, else ``status``."""
+        status, extra = http_answer(answer, status)
+        await self.send_json(status, answer, {**(headers or {}), **extra})
+
+    async def hold_stream_slot(self, principal: Principal, session_id: str | None) -> None:
+        """Count this connection against the stream caps until it ends (429 when one is reached)."""
+        self.slot = await self.engine.stream_slot(principal, session_id)
 
     async def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         raw = [(b"content-type", b"application/json")]
@@ -218,12 +237,15 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
             elif decoded.is_batch:
                 await self.send_json(200, received.replies)
             else:
-                await self.send_json(400, received.replies[0])
+                await self.send_answer(400, received.replies[0])
         elif self.engine.needs_stream(received.requests):
             await self.answer_as_stream(principal, session, received.requests, received.replies)
         else:
             answers = received.replies + await self.engine.answer(principal, session, received.requests)
-            await self.send_json(200, answers if decoded.is_batch else answers[0])
+            if decoded.is_batch:
+                await self.send_json(200, answers)
+            else:
+                await self.send_answer(200, answers[0])
 
     async def initialize(self, principal: Principal, decoded: Decoded) -> None:
         if decoded.is_batch:
@@ -231,11 +253,12 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         if self.headers.get("mcp-session-id") is not None:
             raise TransportError(400, "Invalid Request: initialize must be sent without Mcp-Session-Id")
         answer, session = await self.engine.initialize(principal, decoded.messages[0])  # type: ignore[arg-type]
-        await self.send_json(200, answer, {"mcp-session-id": session.pk} if session is not None else None)
+        await self.send_answer(200, answer, {"mcp-session-id": session.pk} if session is not None else None)
 
     async def answer_as_stream(
         self, principal: Principal, session: Session, requests: list[Request], replies: list[dict[str, Any]]
     ) -> None:
+        await self.hold_stream_slot(principal, session.pk)
         self.sse = SSEStream(self, session.pk, principal.user_id, self.settings)
         stream = new_stream_token(session.pk)
         await self.sse.open_post_stream(stream)
@@ -250,6 +273,7 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         sse = SSEStream(self, session.pk, principal.user_id, self.settings)
         last_event_id = self.headers.get("last-event-id")
         if last_event_id is None:
+            await self.hold_stream_slot(principal, session.pk)
             self.sse = sse
             await sse.open_get_stream()
             return
@@ -259,6 +283,7 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
             raise TransportError(400, "Bad Request: malformed Last-Event-ID") from None
         if not stream_belongs_to(session.pk, stream):
             raise TransportError(400, "Bad Request: Last-Event-ID names no stream of this session")
+        await self.hold_stream_slot(principal, session.pk)
         sse.take_resume_slot()
         self.sse = sse
         await sse.resume(stream, after)
@@ -279,14 +304,19 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         try:
             meta = await self.engine.stateless_meta(principal, message, self.headers)
         except MCPError as exc:
-            await self.send_json(exc.http_status or 400, error_message(message.id, exc))
+            await self.send_answer(exc.http_status or 400, error_message(message.id, exc))
             return
         if message.method == "subscriptions/listen":
             await self.open_listen(principal, message)
             return
         if not self.engine.needs_stream_stateless(message):
             response = await self.engine.answer_stateless(principal, message, meta)
-            await self.send_json(modern.http_status(response), response)
+            await self.send_answer(modern.http_status(response), response)
+            return
+        try:
+            await self.hold_stream_slot(principal, None)
+        except MCPError as exc:
+            await self.send_answer(exc.http_status or 400, error_message(message.id, exc))
             return
         stream = ResponseStream(self)
         streamed = await stream.run(lambda: self.engine.answer_stateless(principal, message, meta, stream), self.base_receive)
@@ -295,13 +325,14 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         if stream.started:
             await stream.finish(streamed)
         else:
-            await self.send_json(modern.http_status(streamed), streamed)
+            await self.send_answer(modern.http_status(streamed), streamed)
 
     async def open_listen(self, principal: Principal, message: Request) -> None:
         try:
             agreed = await self.engine.listen_filter(principal, message)
+            await self.hold_stream_slot(principal, None)
         except MCPError as exc:
-            await self.send_json(modern.http_status(error_message(message.id, exc)), error_message(message.id, exc))
+            await self.send_answer(modern.http_status(error_message(message.id, exc)), error_message(message.id, exc))
             return
         self.listening = (principal, agreed)
         self.listen = ListenStream(self, message.id, self.settings)
@@ -340,6 +371,17 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
     def stream(self) -> SSEStream:
         assert self.sse is not None, "channel-layer messages reach only a consumer with a stream"
         return self.sse
+
+
+def http_answer(answer: dict[str, Any], status: int) -> tuple[int, dict[str, str]]:
+    """The status and extra headers of ``answer`` sent as a whole HTTP response: 429 and
+    ``Retry-After`` (whole seconds, when the error says) for a quota refusal, else ``status``."""
+    error = answer.get("error")
+    if not isinstance(error, dict) or error.get("code") != QUOTA_EXCEEDED:
+        return status, {}
+    data = error.get("data")
+    retry = data.get("retryAfter") if isinstance(data, dict) else None
+    return 429, ({"Retry-After": str(retry)} if isinstance(retry, int) and not isinstance(retry, bool) else {})
 
 
 def lone_ping(decoded: Decoded) -> Request | None:

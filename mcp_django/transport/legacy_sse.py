@@ -69,6 +69,8 @@ class HTTPSSEConsumer(MCPConsumer):
         self.check_accepts_events()
         session = await self.engine.open_session(principal, transport="sse")
         self.opened = session
+        # Refused at a stream cap, the session just opened ends with the connection (cleanup).
+        await self.hold_stream_slot(principal, session.pk)
         self.sse = SSEStream(self, session.pk, principal.user_id, self.settings)
         messages = self.scope.get("root_path", "") + self.scope["path"].rstrip("/").removesuffix("/sse") + "/messages/"
         await self.sse.open_session_stream(encode_event(f"{messages}?session_id={session.pk}", event="endpoint"))

@@ -19,6 +19,7 @@ from ..protocol.jsonrpc import encode, result_message
 from ..protocol.modern import listen_acknowledgement, tag_subscription
 from ..protocol.sse import encode_comment, encode_event, make_event_id
 from ..stores import get_event_store
+from ..tracing import stream_closed, stream_opened
 from .authentication import still_authenticated
 from .flow import WriteFlow, resume_slots
 from .layers import GET_STREAM, get_stream_group, session_group, stream_group
@@ -242,6 +243,7 @@ class SSEStream:
     # -- timers ---------------------------------------------------------------------------
 
     def start_timers(self) -> None:
+        stream_opened(self, "session")
         loop = asyncio.get_running_loop()
         if self.settings.sse_keepalive_seconds > 0:
             self.timers.append(loop.create_task(self._keepalive(self.settings.sse_keepalive_seconds)))
@@ -279,6 +281,7 @@ class SSEStream:
 
     def close(self) -> None:
         """Release what the connection held; called once it is over, however it ended."""
+        stream_closed(self)
         self.release_resume_slot()
         if self.flow is not None:
             self.flow.close()
@@ -299,6 +302,7 @@ class ResponseStream:
     async def open(self) -> None:
         if not self.started:
             self.started = True
+            stream_opened(self, "response")  # closed by finish(), or when collected after a cancel
             await self.connection.send_headers(status=200, headers=SSE_HEADERS)
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -327,6 +331,7 @@ class ResponseStream:
         return task.result()
 
     async def finish(self, response: dict[str, Any]) -> None:
+        stream_closed(self)
         await self.send(response)
         await self.connection.send_body(b"", more_body=False)
 
@@ -352,6 +357,7 @@ class ListenStream:
     async def open(self, agreed: dict[str, Any]) -> None:
         await self.connection.join(LISTEN_GROUP)
         await self.connection.send_headers(status=200, headers=SSE_HEADERS)
+        stream_opened(self, "listen")
         await self.send(listen_acknowledgement(agreed, self.subscription_id))
         loop = asyncio.get_running_loop()
         if self.settings.sse_keepalive_seconds > 0:
@@ -378,6 +384,7 @@ class ListenStream:
             await self.connection.send_body(b"", more_body=False)
 
     def close(self) -> None:
+        stream_closed(self)
         self.closed = True
         for timer in self.timers:
             timer.cancel()

@@ -164,6 +164,10 @@ class StdioServer:
             refusal = self.engine.refuse(message, self.session, set())
             if refusal is not None:
                 await self.write(refusal)
+                return
+            _, refused = await self.engine.check_quotas(self.principal, [message], session=self.session)
+            if refused:
+                await self.write(refused[0])  # -32029 with data.limit and data.retryAfter
             else:
                 self.start(message, self.answer(message, self.session))
 
@@ -221,6 +225,8 @@ class StdioServer:
                     replies.append(error_message(message.id, InvalidRequestError("Invalid Request: initialize must not be part of a batch")))
                 else:
                     await self.message(message, decoded)
+            requests, refused = await self.engine.check_quotas(self.principal, requests, session=session)
+            replies += refused
             answers = await self.engine.answer(self.principal, session, requests, emitter=StdioEmitter(self)) if requests else []
             if replies or answers:
                 await self.write([*replies, *answers])

@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from mcp_django.conf import mcp_settings
-from mcp_django.models import Elicitation, ServerRequest, Session
+from mcp_django.models import Elicitation, ServerRequest, Session, ToolCall
 from mcp_django.stores import RunningRequestStore, ServerRequestStore, get_event_store
 
 
@@ -19,7 +19,8 @@ class Command(BaseCommand):
         "Delete MCP sessions that ended (expired or terminated) more than SESSION_RETENTION seconds ago, "
         "with their events, and events older than EVENT_RETENTION seconds; end the streams of requests whose process "
         "died, expire and prune server-to-client requests older than SERVER_REQUEST_TTL, and delete URL elicitations "
-        "that expired more than SESSION_RETENTION seconds ago or whose session is deleted. "
+        "that expired more than SESSION_RETENTION seconds ago or whose session is deleted, and tool calls of the "
+        "audit trail older than AUDIT_RETENTION_DAYS. "
         "Run it from cron, like clearsessions."
     )
 
@@ -35,6 +36,9 @@ class Command(BaseCommand):
         # SESSION_RETENTION for the admin; one whose session goes goes with it, as its events do,
         # since nothing can wait for its answer any more (deleting the session would only unlink it).
         old_elicitations = Elicitation.objects.filter(Q(expires_at__lt=cutoff) | Q(session__in=ended))
+        # The audit trail keeps its own time: it outlives the sessions it names.
+        days = mcp_settings.audit_retention_days
+        old_calls = ToolCall.objects.filter(started_at__lt=now - timedelta(days=days)) if days is not None else ToolCall.objects.none()
         if dry_run:
             from mcp_django.models import Event
 
@@ -43,6 +47,7 @@ class Command(BaseCommand):
                 f"{Event.objects.filter(Q(session__in=ended) | Q(created_at__lt=event_cutoff)).count()} events and "
                 f"{old_elicitations.count()} elicitations."
             )
+            self.stdout.write(f"Would delete {old_calls.count()} tool calls of the audit trail.")
             return
         elicitations, _ = old_elicitations.delete()
         sessions = ended.count()
@@ -59,3 +64,6 @@ class Command(BaseCommand):
             f"Deleted {sessions} sessions, {events} events and {elicitations} elicitations; ended {orphans} orphaned "
             f"requests; expired {expired} and pruned {pruned} server requests."
         ))
+        calls, _ = old_calls.delete()
+        kept = f"older than {days} days" if days is not None else "none: AUDIT_RETENTION_DAYS is None"
+        self.stdout.write(self.style.SUCCESS(f"Deleted {calls} tool calls of the audit trail ({kept})."))

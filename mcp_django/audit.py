@@ -1,0 +1,548 @@
+"""The audit trail: a :class:`~mcp_django.models.ToolCall` row for every ``tools/call``.
+
+Three parts:
+
+- :func:`observe`, an observer (:mod:`~mcp_django.observation`) that the engine opens around
+  every request of every transport and revision; for a ``tools/call`` it notes, on the way out,
+  who called what, with which arguments (redacted, bounded) and how it ended. :func:`record_refused`
+  does the same for a call refused before it reached the engine's dispatch (a token lacking a
+  scope, a quota).
+- Redaction: argument names listed in ``AUDIT_SENSITIVE_ARGUMENTS``, in a tool's
+  ``sensitive=[...]`` or ``writeOnly`` in its input schema never have their values stored.
+- :class:`AuditWriter`, a bounded in-process buffer written to the database in batches by a
+  task of its own, so a request never waits on an INSERT; when the buffer is full, calls are
+  dropped and counted, never waited for. :func:`flush` writes what is buffered now (tests,
+  management commands); the process writes the rest when it exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextvars
+import logging
+import threading
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import DatabaseError, IntegrityError, connections, router
+from django.utils import timezone
+
+from .conf import mcp_settings
+from .entries import Access, agate
+from .models import ToolCall
+from .observation import Observation, register_observer
+from .protocol.errors import INVALID_PARAMS
+from .protocol.modern import META_PROTOCOL_VERSION
+from .rounds import InputRequired
+
+if TYPE_CHECKING:
+    from .engine import Principal
+    from .models import Session
+    from .protocol.jsonrpc import Request
+
+logger = logging.getLogger(__name__)
+
+#: What a sensitive value is stored as.
+REDACTED = "[redacted]"
+#: Nesting below this depth is not stored (a hostile client can nest as deep as the parser allows).
+MAX_DEPTH = 32
+#: Rows per INSERT.
+BATCH_SIZE = 500
+#: Longest error summary kept (the column's size).
+MAX_ERROR = 500
+
+Outcome = ToolCall.Outcome
+
+
+# -- redaction ---------------------------------------------------------------------------
+
+
+def _normal(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def _clean(text: str, limit: int | None = None) -> str:
+    # PostgreSQL refuses NUL in text and in jsonb strings; a client may send one anywhere.
+    text = text.replace("\x00", "\ufffd")
+    return text if limit is None else text[:limit]
+
+
+def _write_only(prop: Any, defs: Any) -> bool:
+    """Whether a property schema is ``writeOnly``, directly, through a local ``$ref``, or in
+    one member of ``anyOf``/``oneOf``/``allOf`` (pydantic's ``SecretStr | None``)."""
+    if not isinstance(prop, dict):
+        return False
+    if prop.get("writeOnly") is True:
+        return True
+    ref = prop.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and isinstance(defs, dict):
+        target = defs.get(ref.rsplit("/", 1)[-1])
+        if isinstance(target, dict) and target.get("writeOnly") is True:
+            return True
+    for key in ("anyOf", "oneOf", "allOf"):
+        members = prop.get(key)
+        if isinstance(members, list) and any(isinstance(m, dict) and m.get("writeOnly") is True for m in members):
+            return True
+    return False
+
+
+def write_only_properties(schema: Any) -> frozenset[str]:
+    """The names of every ``writeOnly`` property in a JSON Schema, at any depth (``$defs`` too)."""
+    found: set[str] = set()
+    defs = schema.get("$defs") if isinstance(schema, dict) else None
+
+    def walk(node: Any, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            return
+        if isinstance(node, dict):
+            properties = node.get("properties")
+            if isinstance(properties, dict):
+                found.update(_normal(str(name)) for name, prop in properties.items() if _write_only(prop, defs))
+            for value in node.values():
+                walk(value, depth + 1)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, depth + 1)
+
+    walk(schema, 0)
+    return frozenset(found)
+
+
+#: Per tool object: the sensitive names it adds (its schema does not change once registered).
+_tool_names: dict[int, tuple[Any, frozenset[str]]] = {}
+
+
+def tool_sensitive_names(tool: Any) -> frozenset[str]:
+    """The argument names ``tool`` marks sensitive: its ``sensitive`` list and the ``writeOnly``
+    properties of its input schema."""
+    cached = _tool_names.get(id(tool))
+    if cached is not None and cached[0] is tool:
+        return cached[1]
+    names = {_normal(str(n)) for n in getattr(tool, "sensitive", ()) or ()}
+    try:
+        names |= write_only_properties(tool.definition().get("inputSchema"))
+    except Exception:
+        # A tool whose definition fails is refused elsewhere; here its arguments are hidden whole.
+        logger.exception("Could not read the input schema of tool %r for the audit trail", getattr(tool, "name", tool))
+        names.add("*")
+    if len(_tool_names) > 10_000:
+        _tool_names.clear()  # sites built and dropped in a loop (tests): keep the cache bounded
+    _tool_names[id(tool)] = (tool, frozenset(names))
+    return frozenset(names)
+
+
+def sensitive_names(tool: Any = None) -> frozenset[str]:
+    """Every argument name whose value is not stored for a call of ``tool`` (``"*"``: none is)."""
+    names = frozenset(_normal(n) for n in mcp_settings.audit_sensitive_arguments)
+    return names | tool_sensitive_names(tool) if tool is not None else names
+
+
+def redact(value: Any, names: frozenset[str], depth: int = 0) -> Any:
+    """``value`` with the value of every key named in ``names`` replaced by :data:`REDACTED`, at
+    any depth; ``"*"`` in ``names`` redacts every value of the top-level object."""
+    if depth > MAX_DEPTH:
+        return "[too deep]"
+    if isinstance(value, dict):
+        every = "*" in names and depth == 0
+        return {
+            _clean(str(key)): REDACTED if every or _normal(str(key)) in names else redact(item, names, depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redact(item, names, depth + 1) for item in value]
+    if isinstance(value, str):
+        return _clean(value)
+    return value
+
+
+def stored_arguments(arguments: Any, names: frozenset[str]) -> Any:
+    """What a ToolCall keeps of ``arguments``: redacted, or a marker with their size when they
+    exceed ``AUDIT_MAX_ARGUMENTS_BYTES`` (measured before redacting, so a huge payload costs one
+    C-speed serialisation on the request's path and nothing more)."""
+    if arguments is None:
+        return None
+    limit = mcp_settings.audit_max_arguments_bytes
+    try:
+        size = len(orjson.dumps(arguments))
+    except (TypeError, orjson.JSONEncodeError):
+        return {"_omitted": "arguments that are not JSON"}
+    if size > limit:
+        return {"_omitted": "arguments too large to keep", "bytes": size}
+    kept = redact(arguments, names)
+    size = len(orjson.dumps(kept))
+    return kept if size <= limit else {"_omitted": "arguments too large to keep", "bytes": size}
+
+
+# -- records -----------------------------------------------------------------------------
+
+
+def _request_id(message: Request) -> str:
+    return _clean(orjson.dumps(message.id).decode(), 300) if message.id is not None else ""
+
+
+def _who(user: Any, request: Any) -> dict[str, Any]:
+    user_id = getattr(user, "pk", None)
+    username = ""
+    if user_id is not None:
+        get_username = getattr(user, "get_username", None)
+        username = str(get_username() if callable(get_username) else user_id)
+    token = getattr(request, "auth_token", None) if request is not None else None
+    # The token's application is not loaded with it: its client id is read by the writer.
+    return {
+        "user_id": user_id,
+        "username": _clean(username, 150),
+        "application_id": getattr(token, "application_id", None),
+    }
+
+
+def _record(
+    *, site: Any, message: Request, user: Any, request: Any, transport: str, revision: str, session_id: str | None,
+    outcome: str, error: str = "", error_code: int | None = None, duration: float = 0.0, trace_id: str | None = None,
+    started_at: Any = None,
+) -> dict[str, Any]:
+    name = message.params.get("name")
+    tool = site.get_tool(name) if site is not None and isinstance(name, str) else None
+    # Without the site the tool's own marks are unknown: store no value at all.
+    names = sensitive_names(tool) if site is not None else frozenset({"*"})
+    return {
+        "started_at": started_at or timezone.now(),
+        "site_name": _clean(str(getattr(site, "name", "") or "mcp"), 100),
+        **_who(user, request),
+        "session_id": _clean(session_id or "", 64),
+        "transport": _clean(transport, 20),
+        "protocol_version": _clean(revision or "", 20),
+        "request_id": _request_id(message),
+        "tool_name": _clean(name, 200) if isinstance(name, str) else "",
+        "arguments": stored_arguments(message.params.get("arguments"), names),
+        "outcome": outcome,
+        "error_code": error_code if isinstance(error_code, int) and not isinstance(error_code, bool) else None,
+        "error": _clean(error, MAX_ERROR),
+        "duration_ms": round(duration * 1000, 3),
+        "trace_id": _clean(trace_id or "", 32),
+    }
+
+
+def _result_text(result: dict[str, Any]) -> str:
+    """The first text of an ``isError`` result: what the tool said went wrong."""
+    for block in result.get("content") or ():
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            return str(block["text"])
+    return "tool error"
+
+
+async def _refusal(observation: Observation, message: str) -> str | None:
+    """Why ``call_tool`` answered "Unknown tool" (asked of the gate again), or None when the error
+    is something else. The client is told only "Unknown tool"; the trail keeps the reason."""
+    name = observation.message.params.get("name")
+    if not isinstance(name, str) or not message.startswith("Unknown tool"):
+        return None
+    ctx = observation.ctx
+    tool = ctx.site.get_tool(name)
+    if tool is None:
+        return "unknown tool"
+    access = await agate(tool, ctx.request)
+    if access is Access.HIDDEN:
+        return "not permitted: the user may not use this tool"
+    if access is Access.MISSING_SCOPES:
+        return "missing scope: the token lacks a scope this tool needs"
+    return None
+
+
+async def _ending(observation: Observation) -> tuple[str, str, int | None]:
+    """The outcome of a call that ran to its response: outcome, error summary, error code."""
+    if observation.denied:
+        code = (observation.response or {}).get("error", {}).get("code")
+        return Outcome.DENIED, observation.denied, code
+    response = observation.response or {}
+    error = response.get("error")
+    if isinstance(error, dict):
+        code, text = error.get("code"), str(error.get("message", ""))
+        if code == INVALID_PARAMS:
+            reason = await _refusal(observation, text)
+            if reason is not None:
+                return Outcome.DENIED, reason, code
+        return Outcome.PROTOCOL_ERROR, text, code
+    result = response.get("result")
+    if isinstance(result, dict) and result.get("isError") is True:
+        timed_out = observation.ctx.client_timed_out
+        return (Outcome.TIMED_OUT if timed_out else Outcome.TOOL_ERROR), _result_text(result), None
+    return Outcome.OK, "", None
+
+
+def _from_observation(observation: Observation, outcome: str, error: str = "", error_code: int | None = None) -> dict[str, Any]:
+    ctx = observation.ctx
+    return _record(
+        site=ctx.site, message=observation.message, user=ctx.user, request=ctx.request, transport=observation.transport,
+        revision=observation.revision, session_id=ctx.session_id, outcome=outcome, error=error, error_code=error_code,
+        duration=observation.duration, trace_id=observation.trace_id, started_at=observation.started_at,
+    )
+
+
+@asynccontextmanager
+async def observe(observation: Observation) -> AsyncIterator[None]:
+    """Record the ``tools/call`` running inside this block (other methods pass through)."""
+    if observation.message.method != "tools/call":
+        yield
+        return
+    try:
+        yield
+    except asyncio.CancelledError:
+        # Nothing may be awaited here: the task is being cancelled.
+        _keep(observation, Outcome.CANCELLED, "cancelled before it finished")
+        raise
+    except InputRequired:
+        _keep(observation, Outcome.INPUT_REQUIRED, "asked the client for input; the client retries the call")
+        raise
+    except BaseException as exc:
+        _keep(observation, Outcome.PROTOCOL_ERROR, f"{type(exc).__name__} while answering")
+        raise
+    try:
+        outcome, error, code = await _ending(observation)
+    except asyncio.CancelledError:
+        _keep(observation, Outcome.CANCELLED, "cancelled as it finished")
+        raise
+    except Exception:
+        # The trail must never break the call it records.
+        logger.exception("Could not determine the outcome of a tools/call for the audit trail")
+        return
+    _keep(observation, outcome, error, code)
+
+
+def _keep(observation: Observation, outcome: str, error: str = "", error_code: int | None = None) -> None:
+    try:
+        writer.add(_from_observation(observation, outcome, error, error_code))
+    except Exception:
+        logger.exception("Could not record a tools/call in the audit trail")
+
+
+def record_refused(
+    principal: Principal, session: Session | None, message: Request, reason: str, *, site: Any = None, error_code: int | None = None
+) -> None:
+    """Record a ``tools/call`` refused before it ran (``denied``, with ``reason``): a token
+    lacking a scope, a quota. ``site`` lets the tool's own sensitive arguments be redacted;
+    without it no argument value is stored. Other methods, and a trail turned off, record nothing."""
+    if message.method != "tools/call" or not mcp_settings.audit_tool_calls:
+        return
+    revision = session.protocol_version if session is not None else ""
+    meta = message.params.get("_meta")
+    if session is None and isinstance(meta, dict) and isinstance(meta.get(META_PROTOCOL_VERSION), str):
+        revision = meta[META_PROTOCOL_VERSION]
+    try:
+        writer.add(_record(
+            site=site, message=message, user=principal.user, request=principal.request, transport=principal.transport,
+            revision=revision, session_id=session.pk if session is not None else None, outcome=Outcome.DENIED,
+            error=reason, error_code=error_code,
+        ))
+    except Exception:
+        logger.exception("Could not record a refused tools/call in the audit trail")
+
+
+# -- the writer --------------------------------------------------------------------------
+
+
+class AuditWriter:
+    """Buffered ToolCall records and the task that writes them, one batch at a time.
+
+    The buffer is bounded (``AUDIT_BUFFER_SIZE``): a call recorded when it is full is dropped,
+    counted in :attr:`dropped` and logged, so a slow or unavailable database never makes a
+    request wait nor the process grow. The task runs on the event loop of the call that needed
+    it and writes through Django's thread for sync code (``thread_sensitive``), the thread and
+    connection every other ORM call of the request uses: no connection of its own to hold open,
+    and in tests no second writer on the test database.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._buffer: deque[dict[str, Any]] = deque()
+        #: Calls dropped since the process started, because the buffer was full or a write failed twice.
+        self.dropped = 0
+        self._unreported = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._buffer)
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Buffer ``record``, or drop it when the buffer is full; never blocks."""
+        record["_database"] = _database()
+        with self._lock:
+            full = len(self._buffer) >= mcp_settings.audit_buffer_size
+            if full:
+                self.dropped += 1
+                self._unreported += 1
+                first = self._unreported == 1
+            else:
+                self._buffer.append(record)
+        if full:
+            if first:
+                logger.warning(
+                    "The audit trail's buffer is full (AUDIT_BUFFER_SIZE=%d): tool calls are being dropped until it is written",
+                    mcp_settings.audit_buffer_size,
+                )
+            return
+        self._schedule()
+
+    def _schedule(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (sync code): flush() or the process's exit writes it
+        task = self._task
+        if task is not None and not task.done() and task.get_loop() is loop:
+            return
+        # An empty context: the task must not inherit the request's (its thread-sensitive
+        # executor ends with the request, and its tool Context has nothing to do with the writer).
+        self._task = contextvars.Context().run(loop.create_task, self._write_soon())
+
+    async def _write_soon(self) -> None:
+        while self._buffer:
+            await asyncio.sleep(mcp_settings.audit_flush_interval)
+            try:
+                await sync_to_async(self._flush_once, thread_sensitive=True)()
+            except Exception:
+                # The writer's top level: a failure is logged, the task goes on with the next batch.
+                logger.exception("Could not write the audit trail")
+
+    def _take(self) -> list[dict[str, Any]]:
+        with self._lock:
+            count = min(BATCH_SIZE, len(self._buffer))
+            batch = [self._buffer.popleft() for _ in range(count)]
+            unreported, self._unreported = self._unreported, 0
+        if unreported:
+            logger.warning("%d tool calls were dropped from the audit trail: its buffer (AUDIT_BUFFER_SIZE) was full", unreported)
+        return batch
+
+    def _flush_once(self) -> bool:
+        """Write what is buffered now, batch by batch; False when a write failed (the batch is
+        put back once, to be tried on the next flush)."""
+        while True:
+            batch = self._take()
+            if not batch:
+                return True
+            try:
+                self._write(batch)
+            except DatabaseError as exc:
+                self._put_back(batch, exc)
+                return False
+            except Exception:
+                self.dropped += len(batch)
+                raise
+
+    def flush(self) -> int:
+        """Write every buffered call now, in this thread; return how many are still waiting (0
+        unless a write failed). For sync code: tests, management commands, the process's exit."""
+        self._flush_once()
+        return len(self._buffer)
+
+    async def aflush(self) -> int:
+        """:meth:`flush`, from async code."""
+        return await sync_to_async(self.flush, thread_sensitive=True)()
+
+    def discard(self) -> None:
+        """Forget every buffered call and the drop count (tests)."""
+        with self._lock:
+            self._buffer.clear()
+            self._unreported = 0
+            self.dropped = 0
+
+    def _put_back(self, batch: list[dict[str, Any]], exc: Exception) -> None:
+        again = [r for r in batch if not r.get("_retried")]
+        lost = len(batch) - len(again)
+        with self._lock:
+            room = max(mcp_settings.audit_buffer_size - len(self._buffer), 0)
+            for record in reversed(again[:room]):
+                record["_retried"] = True
+                self._buffer.appendleft(record)
+            lost += max(len(again) - room, 0)
+            self.dropped += lost
+        logger.warning("Could not write %d tool calls to the audit trail (%s); %d will be tried again, %d are lost",
+                       len(batch), exc, len(batch) - lost, lost)
+
+    def _write(self, batch: list[dict[str, Any]]) -> None:
+        # A call is written only to the database it was made against: a test run's calls, left
+        # in the buffer when its test database is gone, must not land in the real one at exit.
+        database = _database()
+        stale = [r for r in batch if r.get("_database") != database]
+        if stale:
+            self.dropped += len(stale)
+            logger.info("%d tool calls recorded against another database were not written", len(stale))
+            batch = [r for r in batch if r.get("_database") == database]
+            if not batch:
+                return
+        clients = self._client_ids({r["application_id"] for r in batch if r.get("application_id") is not None})
+        rows = [self._row(record, clients) for record in batch]
+        try:
+            ToolCall.objects.bulk_create(rows)
+        except IntegrityError:
+            # A user deleted since the call: keep the call, unlinked (the username stays).
+            from django.contrib.auth import get_user_model
+
+            ids = {row.user_id for row in rows if row.user_id is not None}
+            existing = set(get_user_model()._default_manager.filter(pk__in=ids).values_list("pk", flat=True))
+            for row in rows:
+                if row.user_id not in existing:
+                    row.user_id = None
+            ToolCall.objects.bulk_create(rows)
+
+    @staticmethod
+    def _client_ids(application_ids: set[Any]) -> dict[Any, str]:
+        if not application_ids:
+            return {}
+        # Only tokens from django-oauth-toolkit carry an application: it is installed.
+        from oauth2_provider.models import get_application_model
+
+        return dict(get_application_model().objects.filter(pk__in=application_ids).values_list("pk", "client_id"))
+
+    @staticmethod
+    def _row(record: dict[str, Any], clients: dict[Any, str]) -> ToolCall:
+        fields = {k: v for k, v in record.items() if k not in ("application_id", "_retried", "_database")}
+        if not settings.USE_TZ:
+            fields["started_at"] = timezone.make_naive(fields["started_at"])
+        fields["client_id"] = _clean(clients.get(record.get("application_id"), ""), 255)
+        return ToolCall(**fields)
+
+    def flush_at_exit(self) -> None:
+        if not self._buffer:
+            return
+        try:
+            self.flush()
+        except Exception:
+            # The process is ending: say what is lost, and let it end.
+            logger.exception("Could not write %d tool calls to the audit trail at exit", len(self._buffer))
+
+
+def _database() -> Any:
+    """The name of the database ToolCall rows are written to."""
+    return connections[router.db_for_write(ToolCall)].settings_dict.get("NAME")
+
+
+#: The process's writer.
+writer = AuditWriter()
+
+
+def flush() -> int:
+    """Write the buffered tool calls now (sync code); return how many are still waiting."""
+    return writer.flush()
+
+
+async def aflush() -> int:
+    """Write the buffered tool calls now (async code); return how many are still waiting."""
+    return await writer.aflush()
+
+
+def _enabled() -> bool:
+    return bool(mcp_settings.audit_tool_calls)
+
+
+def install() -> None:
+    """Run :func:`observe` around every request while ``AUDIT_TOOL_CALLS`` is on, and write the
+    buffer when the process exits (called by the AppConfig; calling it again does nothing more)."""
+    register_observer(observe, _enabled)
+    atexit.unregister(writer.flush_at_exit)
+    atexit.register(writer.flush_at_exit)

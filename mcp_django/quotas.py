@@ -1,0 +1,400 @@
+"""Quotas: rate limits on ``tools/call`` and caps on what one caller holds open.
+
+Everything is counted in Django's cache (``QUOTAS["CACHE"]``), so the processes that share a
+cache count together: with Redis, a whole deployment; with the local-memory cache, each
+process alone. ``cache.add`` then ``cache.incr`` is atomic on both, so two concurrent requests
+never both take the last unit of a limit.
+
+Who is counted (:func:`caller_of`):
+
+* an authenticated user, by primary key;
+* an anonymous caller (authentication ``"none"``), by the client address the ASGI server
+  reports (``REMOTE_ADDR``: behind a proxy, run the server with its proxy-headers option), or
+  as one ``"anonymous"`` caller where there is none (stdio);
+* with OAuth, the client (the token's application), for ``TOOL_CALLS_PER_CLIENT``.
+
+Every refusal is a :class:`~mcp_django.protocol.errors.QuotaExceededError` naming the limit;
+the engine hands each one to ``Engine.quota_refused`` before answering it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import math
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.cache import BaseCache, caches
+from django.utils import timezone
+
+from .conf import mcp_settings
+from .models import Elicitation, Session
+from .protocol.errors import QuotaExceededError
+
+#: The keys of ``MCP_DJANGO["QUOTAS"]`` (their defaults are in ``conf.DEFAULTS``).
+RATE_KEYS = ("TOOL_CALLS", "TOOL_CALLS_PER_CLIENT")
+CAP_KEYS = ("SESSIONS_PER_USER", "STREAMS_PER_SESSION", "STREAMS_PER_USER", "PENDING_ELICITATIONS_PER_USER")
+QUOTA_KEYS = frozenset({"CACHE", "PER_TOOL", *RATE_KEYS, *CAP_KEYS})
+
+UNITS = {
+    "s": 1, "sec": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+}
+_RATE_RE = re.compile(r"\s*(\d+)\s*/\s*(\d*)\s*([a-z]+)\s*")
+
+logger = logging.getLogger("mcp_django.quotas")
+
+#: Every cache key of this module starts so (then a SHA-256 of who and what is counted).
+KEY_PREFIX = "mcp_django:quota"
+
+
+def now() -> float:
+    """Seconds since the epoch; windows and buckets are aligned on it (tests move it)."""
+    return time.time()
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most ``count`` calls per fixed window of ``period`` seconds."""
+
+    count: int
+    period: int
+    text: str
+
+
+def parse_rate(value: Any) -> Rate:
+    """``"600/minute"`` (or ``"10/5m"``, ``"2/second"``...) as a :class:`Rate`; ValueError otherwise."""
+    match = _RATE_RE.fullmatch(value) if isinstance(value, str) else None
+    unit = UNITS.get(match.group(3).lower()) if match else None
+    if match is None or unit is None:
+        raise ValueError(f"{value!r} is not a rate like '600/minute' (units: second, minute, hour, day)")
+    count, multiple = int(match.group(1)), int(match.group(2) or 1)
+    if count <= 0 or multiple <= 0:
+        raise ValueError(f"{value!r} must allow at least one call per period of at least one unit")
+    return Rate(count, unit * multiple, value.strip())
+
+
+def _rate_or_none(value: Any) -> Rate | None:
+    # At run time a malformed entry turns its limit off; the system check (E036) reports it.
+    try:
+        return None if value is None else parse_rate(value)
+    except ValueError:
+        return None
+
+
+def _cap_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """``MCP_DJANGO["QUOTAS"]``, parsed."""
+
+    cache_alias: str = "default"
+    tool_calls: Rate | None = None
+    tool_calls_per_client: Rate | None = None
+    per_tool: Mapping[str, Rate] = field(default_factory=dict)
+    sessions_per_user: int | None = None
+    streams_per_session: int | None = None
+    streams_per_user: int | None = None
+    pending_elicitations_per_user: int | None = None
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> Quotas:
+        per_tool = raw.get("PER_TOOL")
+        rates = {str(k): _rate_or_none(v) for k, v in per_tool.items()} if isinstance(per_tool, dict) else {}
+        alias = raw.get("CACHE")
+        return cls(
+            cache_alias=alias if isinstance(alias, str) else "default",
+            tool_calls=_rate_or_none(raw.get("TOOL_CALLS")),
+            tool_calls_per_client=_rate_or_none(raw.get("TOOL_CALLS_PER_CLIENT")),
+            per_tool={name: rate for name, rate in rates.items() if rate is not None},
+            sessions_per_user=_cap_or_none(raw.get("SESSIONS_PER_USER")),
+            streams_per_session=_cap_or_none(raw.get("STREAMS_PER_SESSION")),
+            streams_per_user=_cap_or_none(raw.get("STREAMS_PER_USER")),
+            pending_elicitations_per_user=_cap_or_none(raw.get("PENDING_ELICITATIONS_PER_USER")),
+        )
+
+    @property
+    def limits_calls(self) -> bool:
+        return self.tool_calls is not None or self.tool_calls_per_client is not None or bool(self.per_tool)
+
+    @property
+    def cache(self) -> BaseCache:
+        return caches[self.cache_alias]
+
+
+_parsed: tuple[Any, Quotas] | None = None
+
+
+def current() -> Quotas:
+    """The quotas in force, parsed again only when the setting changes."""
+    global _parsed
+    raw = mcp_settings.quotas
+    if _parsed is None or _parsed[0] != raw:
+        _parsed = (raw, Quotas.parse(raw))
+    return _parsed[1]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a quota counts: ``key`` for the per-user limits, ``client`` for the per-client one."""
+
+    key: str
+    user_id: Any = None
+    client: str | None = None
+
+
+def caller_of(request: Any, user: Any) -> Caller:
+    """The caller of ``request`` made by ``user`` (None when anonymous); see the module's docstring."""
+    user_id = getattr(user, "pk", None)
+    token = getattr(request, "auth_token", None)
+    application = getattr(token, "application_id", None)
+    client = f"oauth-client:{application}" if application is not None else None
+    if user_id is not None:
+        return Caller(f"user:{user_id}", user_id, client)
+    meta = getattr(request, "META", None)
+    address = meta.get("REMOTE_ADDR") if isinstance(meta, dict) else None
+    return Caller(f"address:{address}" if address else "anonymous", None, client)
+
+
+def cache_key(kind: str, *parts: str) -> str:
+    """A namespaced key; what it counts is hashed (ids, addresses and tool names stay out of
+    the cache's key space, and any length fits memcached's 250 characters)."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:40]
+    return f"{KEY_PREFIX}:{kind}:{digest}"
+
+
+def _hit(cache: BaseCache, key: str, timeout: float) -> int:
+    """Count one more on ``key`` (made with ``timeout`` when new); the new count."""
+    for _ in range(3):
+        cache.add(key, 0, timeout=timeout)
+        try:
+            return int(cache.incr(key))
+        except ValueError:
+            continue  # expired or evicted between add and incr: make it again
+    raise RuntimeError(f"The cache {cache!r} does not keep counters; QUOTAS needs one that does")
+
+
+def _unhit(cache: BaseCache, key: str) -> None:
+    with contextlib.suppress(ValueError):  # gone already: nothing left to give back
+        cache.decr(key)
+
+
+# -- rate limits ------------------------------------------------------------------------------
+
+
+def check_tool_calls(caller: Caller, names: list[str | None]) -> list[QuotaExceededError | None]:
+    """Count a ``tools/call`` of each of ``names`` (None: no valid name) against the rate
+    limits, in order; for each, None or the error that refuses it. Every call counts against
+    each limit that applies, up to the one that refuses it."""
+    quotas = current()
+    cache = quotas.cache
+    return [_check_call(cache, quotas, caller, name, now()) for name in names]
+
+
+def _check_call(cache: BaseCache, quotas: Quotas, caller: Caller, name: str | None, at: float) -> QuotaExceededError | None:
+    limits: list[tuple[str, str, Rate, str]] = []
+    if name is not None and name in quotas.per_tool:
+        limits.append(("PER_TOOL", f"{caller.key}\x1f{name}", quotas.per_tool[name], f"calls of the tool {name!r}"))
+    if quotas.tool_calls_per_client is not None and caller.client is not None:
+        limits.append(("TOOL_CALLS_PER_CLIENT", caller.client, quotas.tool_calls_per_client, "tool calls by this OAuth client"))
+    if quotas.tool_calls is not None:
+        limits.append(("TOOL_CALLS", caller.key, quotas.tool_calls, "tool calls"))
+    for limit, who, rate, what in limits:
+        window = int(at // rate.period)
+        # The counter outlives its window by at most a period: no key is kept for long.
+        count = _hit(cache, cache_key("rate", limit, who, str(rate.period), str(window)), rate.period + 1)
+        if count > rate.count:
+            retry = max(1, math.ceil((window + 1) * rate.period - at))
+            details: dict[str, Any] = {"rate": rate.text, **({"tool": name} if limit == "PER_TOOL" else {})}
+            return QuotaExceededError(
+                f"Too many requests: {what} are limited to {rate.text} ({limit}); retry in {retry} s",
+                limit=limit, retry_after=retry, details=details,
+            )
+    return None
+
+
+async def acheck_tool_calls(caller: Caller, names: list[str | None]) -> list[QuotaExceededError | None]:
+    """:func:`check_tool_calls` off the event loop (a shared cache is a network round trip)."""
+    if not current().limits_calls:
+        return [None] * len(names)
+    return await sync_to_async(check_tool_calls, thread_sensitive=False)(caller, names)
+
+
+# -- caps on what is held open -----------------------------------------------------------------
+
+
+def check_sessions(caller: Caller) -> QuotaExceededError | None:
+    """Refuse a new session to a user who holds ``SESSIONS_PER_USER`` live ones (on any site).
+
+    Sessions are rows, so the count is exact and survives every crash. Anonymous callers are
+    not counted: their sessions belong to no one the database can tell apart.
+    """
+    cap = current().sessions_per_user
+    if cap is None or caller.user_id is None:
+        return None
+    live = Session.objects.live().filter(user_id=caller.user_id).count()
+    if live < cap:
+        return None
+    return QuotaExceededError(
+        f"Too many sessions: this user already has {live} open, and SESSIONS_PER_USER is {cap}; "
+        "end one (HTTP DELETE) or let it expire",
+        limit="SESSIONS_PER_USER", details={"max": cap},
+    )
+
+
+async def acheck_sessions(caller: Caller) -> QuotaExceededError | None:
+    if current().sessions_per_user is None or caller.user_id is None:
+        return None
+    return await sync_to_async(check_sessions)(caller)
+
+
+def check_pending_elicitations(user_id: Any) -> QuotaExceededError | None:
+    """Refuse a new URL elicitation to a user with ``PENDING_ELICITATIONS_PER_USER`` pages
+    still waiting (unexpired); ``retryAfter`` is when the oldest of them expires."""
+    cap = current().pending_elicitations_per_user
+    if cap is None or user_id is None:
+        return None
+    at = timezone.now()
+    pending = Elicitation.objects.filter(user_id=user_id, state=Elicitation.State.PENDING, expires_at__gt=at)
+    count = pending.count()
+    if count < cap:
+        return None
+    first = pending.order_by("expires_at").values_list("expires_at", flat=True).first()
+    retry = max(1, math.ceil((first - at).total_seconds())) if first is not None else None
+    return QuotaExceededError(
+        f"Too many URL elicitations: this user already has {count} pages waiting, and PENDING_ELICITATIONS_PER_USER is {cap}",
+        limit="PENDING_ELICITATIONS_PER_USER", retry_after=retry, details={"max": cap},
+    )
+
+
+class StreamSlot:
+    """One open SSE stream, counted against ``STREAMS_PER_SESSION`` and ``STREAMS_PER_USER``
+    until :meth:`release`.
+
+    Counts live in the cache in time buckets of ``lease`` seconds (``REQUEST_LEASE_SECONDS``):
+    an open stream is registered in the current bucket and, from its middle on, in the next
+    one too, by a renewal task while it is open. A scope's count is its current bucket's
+    counter. Releasing gives back every registration still current; a process that dies
+    without releasing stops renewing, and its streams stop counting within two buckets, so a
+    crash can never hold a slot for good.
+    """
+
+    def __init__(self, counters: list[tuple[str, str, int]], *, lease: float, cache_alias: str) -> None:
+        #: (limit, who, cap) for each scope this stream counts in.
+        self.counters = counters
+        self.lease = lease
+        self.cache_alias = cache_alias
+        self.buckets: list[int] = []
+        self.released = False
+        self._renewal: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def acquire(cls, caller: Caller, session_id: str | None) -> StreamSlot | None:
+        """Take a slot for a stream of ``caller`` (in ``session_id``, if it has one); None when
+        no cap applies, QuotaExceededError (429) when one is reached."""
+        quotas = current()
+        counters: list[tuple[str, str, int]] = []
+        if session_id is not None and quotas.streams_per_session is not None:
+            counters.append(("STREAMS_PER_SESSION", f"session:{session_id}", quotas.streams_per_session))
+        if quotas.streams_per_user is not None:
+            counters.append(("STREAMS_PER_USER", caller.key, quotas.streams_per_user))
+        if not counters:
+            return None
+        slot = cls(counters, lease=max(1.0, mcp_settings.request_lease_seconds), cache_alias=quotas.cache_alias)
+        await sync_to_async(slot._take, thread_sensitive=False)()
+        slot._renewal = asyncio.get_running_loop().create_task(slot._renew())
+        return slot
+
+    def _key(self, limit: str, who: str, bucket: int) -> str:
+        return cache_key("streams", limit, who, str(self.lease), str(bucket))
+
+    def _wanted(self, at: float) -> list[int]:
+        bucket = int(at // self.lease)
+        return [bucket, bucket + 1] if at - bucket * self.lease >= self.lease / 2 else [bucket]
+
+    def _take(self) -> None:
+        cache = caches[self.cache_alias]
+        buckets = self._wanted(now())
+        taken: list[str] = []
+        for limit, who, cap in self.counters:
+            counts = []
+            for bucket in buckets:
+                key = self._key(limit, who, bucket)
+                counts.append(_hit(cache, key, 3 * self.lease))
+                taken.append(key)
+            if counts[0] > cap:
+                for key in taken:
+                    _unhit(cache, key)
+                scope = "session" if limit == "STREAMS_PER_SESSION" else "user"
+                raise QuotaExceededError(
+                    f"Too many open streams: this {scope} already has {cap} open ({limit}); close one first",
+                    limit=limit, details={"max": cap},
+                )
+        self.buckets = buckets
+
+    def _register(self, bucket: int) -> None:
+        if bucket in self.buckets:
+            return
+        cache = caches[self.cache_alias]
+        keys = [self._key(limit, who, bucket) for limit, who, _ in self.counters]
+        for key in keys:
+            _hit(cache, key, 3 * self.lease)
+        if self.released:  # released while this ran in its thread: give this one back too
+            for key in keys:
+                _unhit(cache, key)
+            return
+        # Past buckets count for nobody any more: only those from the current one on are kept.
+        self.buckets = [b for b in self.buckets if b >= int(now() // self.lease)] + [bucket]
+
+    async def _renew(self) -> None:
+        while not self.released:
+            # At the middle of the newest bucket, register in the one after it.
+            newest = self.buckets[-1]
+            await asyncio.sleep(max(0.0, newest * self.lease + self.lease / 2 - now()))
+            if self.released:
+                return
+            try:
+                await sync_to_async(self._register, thread_sensitive=False)(newest + 1)
+            except Exception:
+                # The stream stops counting (its slot frees itself): better than ending it.
+                logger.exception("Could not renew an open stream's slot in the cache")
+                return
+
+    def _give_back(self, buckets: list[int]) -> None:
+        cache = caches[self.cache_alias]
+        current_bucket = int(now() // self.lease)
+        for bucket in buckets:
+            if bucket >= current_bucket:  # older ones count for nobody any more
+                for limit, who, _ in self.counters:
+                    _unhit(cache, self._key(limit, who, bucket))
+
+    async def release(self) -> None:
+        """Give the slot back (once; later calls do nothing)."""
+        if self.released:
+            return
+        self.released = True
+        if self._renewal is not None:
+            self._renewal.cancel()
+            self._renewal = None
+        buckets, self.buckets = self.buckets, []
+        # Shielded: the consumer being cancelled must not leave the count behind.
+        await asyncio.shield(sync_to_async(self._give_back, thread_sensitive=False)(buckets))
+
+
+def open_streams(limit: str, who: str) -> int:
+    """How many streams count against ``limit`` for ``who`` now (``"session:<id>"`` or a
+    :attr:`Caller.key`): for operators and tests."""
+    lease = max(1.0, mcp_settings.request_lease_seconds)
+    value = current().cache.get(cache_key("streams", limit, who, str(lease), str(int(now() // lease))))
+    return max(0, int(value or 0))

@@ -1,0 +1,632 @@
+"""The audit trail (``mcp_django.audit``): a ToolCall row for every tools/call, whatever its
+outcome, with its arguments redacted and bounded, written in batches; its retention, its off
+switch, its checks, and its read-only admin with a CSV export."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import logging
+import secrets
+from collections.abc import Iterator
+from datetime import timedelta
+from io import StringIO
+from typing import Any
+
+import orjson
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.test import override_settings
+from django.urls import reverse
+from django.utils import timezone
+from oauth2_provider.models import AccessToken, Application
+from pydantic import BaseModel, Field, SecretStr
+
+from mcp_django import Context, ToolError, audit
+from mcp_django.checks import check_settings
+from mcp_django.functions import FunctionTool
+from mcp_django.models import Session, ToolCall
+from mcp_django.protocol.errors import INVALID_PARAMS
+from mcp_django.protocol.modern import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
+from mcp_django.sites import MCPSite
+from mcp_django.testing import MCPTestClient
+from mcp_django.transport.consumers import MCPConsumer
+from tests.conftest import BASE_SETTINGS, make_user
+
+RESOURCE = "https://mcp.example.com/mcp"
+MODERN = "2026-07-28"
+Outcome = ToolCall.Outcome
+
+
+@pytest.fixture(autouse=True)
+def empty_buffer() -> Iterator[None]:
+    """Calls buffered by an earlier test (or left by this one) must not reach another test's rows."""
+    audit.writer.discard()
+    yield
+    audit.writer.discard()
+
+
+def settings(**overrides: Any) -> Any:
+    return override_settings(MCP_DJANGO={**BASE_SETTINGS, **overrides})
+
+
+# -- a site with one tool per outcome ------------------------------------------------------
+
+
+class Login(BaseModel):
+    user: str
+    password: str
+    deep: dict[str, Any] = Field(default_factory=dict)
+
+
+def audited_site() -> MCPSite:
+    mcp = MCPSite(name="audited")
+
+    @mcp.tool()
+    def echo(text: str, api_key: str = "", options: dict[str, Any] | None = None) -> str:
+        """Say it back."""
+        return text
+
+    @mcp.tool()
+    def fail(reason: str) -> str:
+        """Always a tool error."""
+        raise ToolError(f"refused: {reason}")
+
+    @mcp.tool(sensitive=["pin"])
+    def unlock(door: str, pin: str) -> str:
+        """A tool that marks an argument sensitive itself."""
+        return f"{door} open"
+
+    @mcp.tool()
+    def connect(host: str, secret_key: SecretStr, login: Login | None = None) -> str:
+        """SecretStr is writeOnly in the schema: never stored."""
+        return host
+
+    @mcp.tool(permission="testapp.delete_note")
+    def purge() -> str:
+        """Only for users holding testapp.delete_note."""
+        return "purged"
+
+    @mcp.tool(scopes=["notes:write"])
+    def write_note(text: str) -> str:
+        """Needs the notes:write scope."""
+        return text
+
+    @mcp.tool()
+    async def ask(ctx: Context) -> str:
+        """Asks the user: an input-required round in 2026-07-28."""
+        answer = await ctx.elicit("Sure?", {"type": "object", "properties": {"ok": {"type": "boolean"}}})
+        return answer.action
+
+    return mcp
+
+
+def client_for(mcp: MCPSite, **kwargs: Any) -> MCPTestClient:
+    return MCPTestClient(MCPConsumer.as_asgi(site=mcp), **kwargs)
+
+
+async def rows() -> list[ToolCall]:
+    """Write what is buffered, then read every ToolCall, oldest first."""
+    assert await audit.aflush() == 0
+    return [call async for call in ToolCall.objects.order_by("started_at", "pk")]
+
+
+def modern(method: str, params: dict[str, Any], request_id: Any = 1, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta = {META_PROTOCOL_VERSION: MODERN, META_CLIENT_CAPABILITIES: capabilities or {}, META_CLIENT_INFO: {"name": "audit", "version": "1"}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": meta}}
+
+
+def modern_headers(message: dict[str, Any]) -> dict[str, str | None]:
+    sent: dict[str, str | None] = {"mcp-protocol-version": MODERN, "mcp-method": message["method"]}
+    if message["method"] == "tools/call":
+        sent["mcp-name"] = message["params"]["name"]
+    return sent
+
+
+# -- outcomes, in-process -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_successful_call_is_recorded_with_who_where_and_how_long() -> None:
+    client = client_for(audited_site())
+    await client.initialize()
+    await client.call_tool("echo", {"text": "hello"})
+    (call,) = await rows()
+    assert (call.tool_name, call.outcome, call.arguments) == ("echo", Outcome.OK, {"text": "hello"})
+    assert call.session_id == client.session_id and call.transport == "streamable-http"
+    assert call.protocol_version == client.protocol_version and call.site_name == "audited"
+    assert call.request_id and call.error == "" and call.error_code is None
+    assert call.duration_ms >= 0 and call.started_at <= timezone.now()
+    assert call.user_id is None and call.username == ""  # AUTHENTICATION "none"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_tool_error_and_a_protocol_error_are_told_apart() -> None:
+    client = client_for(audited_site())
+    await client.initialize()
+    assert (await client.call_tool("fail", {"reason": "no"}))["isError"] is True
+    response = await client.request("tools/call", {"name": "echo", "arguments": ["not", "an", "object"]})
+    assert response["error"]["code"] == INVALID_PARAMS
+    failed, malformed = await rows()
+    assert (failed.outcome, failed.error, failed.error_code) == (Outcome.TOOL_ERROR, "refused: no", None)
+    assert (malformed.outcome, malformed.error_code) == (Outcome.PROTOCOL_ERROR, INVALID_PARAMS)
+    assert malformed.error == '"arguments" must be an object' or "must be an object" in malformed.error
+    assert malformed.arguments == ["not", "an", "object"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_unknown_tool_and_a_tool_the_user_may_not_use_are_denied() -> None:
+    user = await sync_to_async(make_user)("reader")
+    client = client_for(audited_site())
+    await client.force_login(user)
+    with settings(AUTHENTICATION="django"):
+        await client.initialize()
+        unknown = await client.request("tools/call", {"name": "nope", "arguments": {}})
+        hidden = await client.request("tools/call", {"name": "purge", "arguments": {}})
+        calls = await rows()
+    # The client hears "Unknown tool" both times; the trail says why.
+    assert unknown["error"]["message"] == "Unknown tool: nope" and hidden["error"]["message"] == "Unknown tool: purge"
+    assert [(c.tool_name, c.outcome, c.error) for c in calls] == [
+        ("nope", Outcome.DENIED, "unknown tool"),
+        ("purge", Outcome.DENIED, "not permitted: the user may not use this tool"),
+    ]
+    assert {(c.user_id, c.username) for c in calls} == {(user.pk, "reader")}
+
+
+def _token(user: Any, scope: str) -> tuple[str, Application]:
+    app = Application.objects.create(
+        name="audit tests", client_type="public", authorization_grant_type="authorization-code", redirect_uris="http://127.0.0.1/cb"
+    )
+    raw = secrets.token_urlsafe(30)
+    AccessToken.objects.create(user=user, application=app, token=raw, scope=scope, expires=timezone.now() + timedelta(hours=1), resource=[RESOURCE])
+    return raw, app
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_call_refused_for_a_missing_scope_is_denied_in_both_eras_with_the_oauth_client() -> None:
+    user = await sync_to_async(make_user)("alice")
+    raw, app = await sync_to_async(_token)(user, "notes:read")
+    client = client_for(audited_site(), headers={"authorization": f"Bearer {raw}"})
+    with settings(AUTHENTICATION="oauth", RESOURCE_URL=RESOURCE, SCOPES_SUPPORTED=["notes:read", "notes:write"]):
+        await client.initialize()
+        refused = await client.post({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "write_note", "arguments": {"text": "x"}}})
+        stateless = client_for(audited_site(), headers={"authorization": f"Bearer {raw}"})
+        message = modern("tools/call", {"name": "write_note", "arguments": {"text": "y"}})
+        refused_2026 = await stateless.post(message, modern_headers(message))
+        allowed = await client.call_tool("echo", {"text": "fine"})
+        calls = await rows()
+    assert refused.status == 403 and refused_2026.status == 403 and allowed["content"][0]["text"] == "fine"
+    handshake, modern_call, ok = calls
+    assert (handshake.outcome, handshake.error) == (Outcome.DENIED, "insufficient scope: needs notes:write")
+    assert handshake.session_id == client.session_id and handshake.arguments == {"text": "x"}
+    assert (modern_call.outcome, modern_call.protocol_version, modern_call.session_id) == (Outcome.DENIED, MODERN, "")
+    assert ok.outcome == Outcome.OK
+    assert {(c.client_id, c.username) for c in calls} == {(app.client_id, "alice")}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_call_cancelled_by_the_client_is_recorded_as_cancelled() -> None:
+    mcp = MCPSite(name="cancel")
+    started = asyncio.Event()
+
+    @mcp.tool()
+    async def wait_forever(ctx: Context) -> str:
+        await ctx.report_progress(0, 1)
+        started.set()
+        await asyncio.sleep(60)  # cancelled long before
+        return "never"
+
+    client = client_for(mcp)
+    message = modern("tools/call", {"name": "wait_forever", "arguments": {}})
+    message["params"]["_meta"]["progressToken"] = 1
+    stream = await client.post_stream(message, modern_headers(message))
+    assert (await stream.next_message())["method"] == "notifications/progress"
+    await asyncio.wait_for(started.wait(), 5)
+    await stream.close()  # 2026-07-28: closing the answer is the cancellation
+    for _ in range(100):  # the cancelled task records on its way out: bounded wait for it
+        if len(audit.writer):
+            break
+        await asyncio.sleep(0.01)
+    (call,) = await rows()
+    assert (call.tool_name, call.outcome, call.protocol_version) == ("wait_forever", Outcome.CANCELLED, MODERN)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_call_whose_client_never_answers_is_timed_out() -> None:
+    mcp = MCPSite(name="timeout")
+    gave_up = asyncio.Event()
+
+    @mcp.tool()
+    async def needs_model(ctx: Context) -> str:
+        try:
+            await ctx.sample("Anyone?", 10, timeout=0.05)
+        finally:
+            gave_up.set()
+        return "answered"
+
+    async def answer_too_late(params: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.wait_for(gave_up.wait(), 5)
+        return {"role": "assistant", "content": {"type": "text", "text": "late"}, "model": "m"}
+
+    client = client_for(mcp, request_handlers={"sampling/createMessage": answer_too_late})
+    await client.initialize(capabilities={"sampling": {}})
+    result = await client.call_tool("needs_model")
+    (call,) = await rows()
+    assert result["isError"] is True
+    assert (call.outcome, call.error) == (Outcome.TIMED_OUT, "The client did not answer sampling/createMessage in time")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_2026_call_that_asks_the_client_is_input_required_and_its_retry_is_a_call_of_its_own() -> None:
+    client = client_for(audited_site())
+    capabilities = {"elicitation": {"form": {}}}
+    first = modern("tools/call", {"name": "ask", "arguments": {}}, capabilities=capabilities)
+    asked = (await client.post(first, modern_headers(first))).json()["result"]
+    assert asked["resultType"] == "input_required"
+    retry = modern("tools/call", {"name": "ask", "arguments": {}, "requestState": asked["requestState"],
+                                  "inputResponses": {key: {"action": "accept", "content": {"ok": True}} for key in asked["inputRequests"]}},
+                   request_id=2, capabilities=capabilities)
+    done = (await client.post(retry, modern_headers(retry))).json()["result"]
+    assert done["content"][0]["text"] == "accept"
+    calls = await rows()
+    assert [(c.outcome, c.protocol_version, c.session_id) for c in calls] == [(Outcome.INPUT_REQUIRED, MODERN, ""), (Outcome.OK, MODERN, "")]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_methods_other_than_tools_call_are_not_recorded() -> None:
+    client = client_for(audited_site())
+    await client.initialize()
+    await client.call("tools/list")
+    await client.ping()
+    assert await rows() == []
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_off_switch_records_nothing() -> None:
+    client = client_for(audited_site())
+    with settings(AUDIT_TOOL_CALLS=False):
+        await client.initialize()
+        await client.call_tool("echo", {"text": "unseen"})
+        assert len(audit.writer) == 0
+    assert await rows() == []
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_buffer_is_written_in_the_background_without_a_flush() -> None:
+    client = client_for(audited_site())
+    with settings(AUDIT_FLUSH_INTERVAL=0.01):
+        await client.initialize()
+        await client.call_tool("echo", {"text": "later"})
+        for _ in range(500):  # bounded: the writer's task runs on this loop
+            if await ToolCall.objects.acount():
+                break
+            await asyncio.sleep(0.01)
+    assert [c.arguments async for c in ToolCall.objects.all()] == [{"text": "later"}]
+    assert len(audit.writer) == 0
+
+
+# -- redaction and bounds ------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_sensitive_arguments_are_redacted_by_setting_by_tool_and_by_write_only_schema() -> None:
+    client = client_for(audited_site())
+    await client.initialize()
+    await client.call_tool("echo", {"text": "t", "api_key": "k-123", "options": {"nested": {"Password": "p-456", "kept": 1}}})
+    await client.call_tool("unlock", {"door": "front", "pin": "0000"})
+    await client.call_tool("connect", {"host": "db", "secret_key": "s-789", "login": {"user": "u", "password": "p", "deep": {"token": "t-0"}}})
+    with settings(AUDIT_SENSITIVE_ARGUMENTS=["door"]):
+        await client.call_tool("unlock", {"door": "back", "pin": "1111"})
+    echo, unlock, connect, custom = await rows()
+    hidden = audit.REDACTED
+    assert echo.arguments == {"text": "t", "api_key": hidden, "options": {"nested": {"Password": hidden, "kept": 1}}}
+    assert unlock.arguments == {"door": "front", "pin": hidden}
+    assert connect.arguments == {"host": "db", "secret_key": hidden, "login": {"user": "u", "password": hidden, "deep": {"token": hidden}}}
+    assert custom.arguments == {"door": hidden, "pin": hidden}  # the setting's list replaced the defaults
+    stored = orjson.dumps([c.arguments for c in (echo, unlock, connect, custom)]).decode()
+    for secret in ("k-123", "p-456", "0000", "s-789", "t-0", "1111"):
+        assert secret not in stored
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_large_arguments_are_replaced_by_a_marker_with_their_size() -> None:
+    client = client_for(audited_site())
+    with settings(AUDIT_MAX_ARGUMENTS_BYTES=64):
+        await client.initialize()
+        await client.call_tool("echo", {"text": "x" * 500})
+        await client.call_tool("echo", {"text": "short"})
+    large, small = await rows()
+    assert large.arguments == {"_omitted": "arguments too large to keep", "bytes": len(orjson.dumps({"text": "x" * 500}))}
+    assert small.arguments == {"text": "short"}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_nul_characters_and_long_names_from_a_client_are_stored_safely() -> None:
+    client = client_for(audited_site())
+    await client.initialize()
+    await client.call_tool("echo", {"text": "a\x00b", "options": {"k\x00": "v"}})
+    await client.request("tools/call", {"name": "n" * 300, "arguments": {}})
+    echo, unknown = await rows()
+    assert echo.arguments == {"text": "a\ufffdb", "options": {"k\ufffd": "v"}}
+    assert unknown.tool_name == "n" * 200 and unknown.outcome == Outcome.DENIED
+
+
+def test_write_only_properties_are_found_at_any_depth_and_through_defs() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"plain": {"type": "string"}, "pw": {"anyOf": [{"type": "string", "writeOnly": True}, {"type": "null"}]},
+                       "ref": {"$ref": "#/$defs/Secret"}, "inner": {"type": "object", "properties": {"Key-Id": {"writeOnly": True}}}},
+        "$defs": {"Secret": {"type": "string", "writeOnly": True}},
+    }
+    assert audit.write_only_properties(schema) == {"pw", "ref", "key_id"}
+
+
+def test_a_tool_declaring_sensitive_as_a_string_is_improperly_configured() -> None:
+    with pytest.raises(ImproperlyConfigured, match="sensitive must be a list"):
+        FunctionTool(lambda pin: pin, name="bad", sensitive="pin")  # type: ignore[arg-type]
+
+
+def test_refused_calls_without_their_site_keep_no_argument_value() -> None:
+    from django.http import HttpRequest
+
+    from mcp_django.engine import Principal
+    from mcp_django.protocol.jsonrpc import Request
+
+    fresh = audit.AuditWriter()
+    audit.writer, original = fresh, audit.writer
+    try:
+        audit.record_refused(Principal(HttpRequest(), None), None, Request(1, "tools/call", {"name": "t", "arguments": {"q": "v"}}), "quota")
+        audit.record_refused(Principal(HttpRequest(), None), None, Request(2, "tools/list", {}), "quota")
+    finally:
+        audit.writer = original
+    (record,) = list(fresh._buffer)
+    assert (record["outcome"], record["error"], record["arguments"]) == (Outcome.DENIED, "quota", {"q": audit.REDACTED})
+
+
+# -- the writer ----------------------------------------------------------------------------------
+
+
+def _record(n: int) -> dict[str, Any]:
+    return {"started_at": timezone.now(), "site_name": "mcp", "user_id": None, "username": "", "application_id": None, "session_id": "",
+            "transport": "stdio", "protocol_version": "2025-11-25", "request_id": str(n), "tool_name": f"t{n}", "arguments": {},
+            "outcome": Outcome.OK, "error_code": None, "error": "", "duration_ms": 1.0, "trace_id": ""}
+
+
+@pytest.mark.django_db
+def test_a_full_buffer_drops_and_counts_new_calls_and_logs_it_once(caplog: pytest.LogCaptureFixture) -> None:
+    writer = audit.AuditWriter()
+    with settings(AUDIT_BUFFER_SIZE=2), caplog.at_level(logging.WARNING, logger="mcp_django.audit"):
+        for n in range(5):
+            writer.add(_record(n))
+        assert (len(writer), writer.dropped) == (2, 3)
+        assert writer.flush() == 0
+    assert list(ToolCall.objects.order_by("request_id").values_list("tool_name", flat=True)) == ["t0", "t1"]
+    full = [r for r in caplog.records if "buffer is full" in r.getMessage()]
+    summary = [r for r in caplog.records if "3 tool calls were dropped" in r.getMessage()]
+    assert len(full) == 1 and len(summary) == 1
+
+
+@pytest.mark.django_db(transaction=True)  # the foreign key is checked when the INSERT commits
+def test_a_call_of_a_user_deleted_before_the_write_is_kept_unlinked() -> None:
+    writer = audit.AuditWriter()
+    gone = get_user_model().objects.create_user("gone")
+    record = {**_record(1), "user_id": gone.pk, "username": "gone"}
+    gone.delete()
+    writer.add(record)
+    writer.flush()
+    (call,) = ToolCall.objects.all()
+    assert (call.user_id, call.username) == (None, "gone")
+
+
+@pytest.mark.django_db
+def test_a_call_recorded_against_another_database_is_not_written_to_this_one() -> None:
+    """A test run's calls, still buffered when its test database is gone, never reach the real one."""
+    writer = audit.AuditWriter()
+    writer.add(_record(1))
+    writer.add(_record(2))
+    writer._buffer[0]["_database"] = "another-database"
+    assert writer.flush() == 0
+    assert list(ToolCall.objects.values_list("tool_name", flat=True)) == ["t2"] and writer.dropped == 1
+
+
+@pytest.mark.django_db
+def test_deleting_a_user_keeps_their_calls_with_the_username() -> None:
+    user = get_user_model().objects.create_user("leaver")
+    ToolCall.objects.create(user=user, username="leaver", tool_name="t", transport="stdio", outcome=Outcome.OK)
+    user.delete()
+    assert list(ToolCall.objects.values_list("user_id", "username")) == [(None, "leaver")]
+
+
+# -- retention -----------------------------------------------------------------------------------
+
+
+def _call(age: timedelta, **fields: Any) -> ToolCall:
+    fields = {"tool_name": "t", "transport": "stdio", "outcome": Outcome.OK, **fields}
+    return ToolCall.objects.create(started_at=timezone.now() - age, **fields)
+
+
+def clear(*args: str, **overrides: Any) -> str:
+    out = StringIO()
+    with settings(**overrides):
+        call_command("mcp_clearsessions", *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_clearsessions_deletes_tool_calls_older_than_the_retention() -> None:
+    old, recent = _call(timedelta(days=31)), _call(timedelta(days=29))
+    assert "Would delete 1 tool calls of the audit trail." in clear("--dry-run", AUDIT_RETENTION_DAYS=30)
+    assert ToolCall.objects.count() == 2
+    output = clear(AUDIT_RETENTION_DAYS=30)
+    assert "Deleted 1 tool calls of the audit trail (older than 30 days)." in output
+    assert list(ToolCall.objects.values_list("pk", flat=True)) == [recent.pk]
+    assert not ToolCall.objects.filter(pk=old.pk).exists()
+
+
+@pytest.mark.django_db
+def test_clearsessions_keeps_every_tool_call_when_the_retention_is_none() -> None:
+    _call(timedelta(days=4000))
+    assert "Deleted 0 tool calls" in clear(AUDIT_RETENTION_DAYS=None)
+    assert ToolCall.objects.count() == 1
+
+
+# -- checks ---------------------------------------------------------------------------------------
+
+
+def _errors(**overrides: Any) -> set[str]:
+    with override_settings(MCP_DJANGO={**BASE_SETTINGS, **overrides}):
+        return {e.id for e in check_settings() if e.id}
+
+
+def test_default_audit_settings_pass_the_checks() -> None:
+    assert not {i for i in _errors() if i.startswith("mcp_django.E03")}
+
+
+def test_e030_audit_tool_calls_must_be_a_boolean() -> None:
+    assert "mcp_django.E030" in _errors(AUDIT_TOOL_CALLS="yes")
+
+
+@pytest.mark.parametrize("days", [0, -1, "90", 1.5, True])
+def test_e031_audit_retention_days_must_be_positive_or_none(days: Any) -> None:
+    assert "mcp_django.E031" in _errors(AUDIT_RETENTION_DAYS=days)
+
+
+@pytest.mark.parametrize("names", ["password", ["ok", ""], [1], None])
+def test_e032_audit_sensitive_arguments_must_be_a_list_of_names(names: Any) -> None:
+    assert "mcp_django.E032" in _errors(AUDIT_SENSITIVE_ARGUMENTS=names)
+
+
+@pytest.mark.parametrize("size", [0, 63, "8k", None])
+def test_e033_audit_max_arguments_bytes_must_be_at_least_64(size: Any) -> None:
+    assert "mcp_django.E033" in _errors(AUDIT_MAX_ARGUMENTS_BYTES=size)
+
+
+@pytest.mark.parametrize("overrides", [{"AUDIT_BUFFER_SIZE": 0}, {"AUDIT_BUFFER_SIZE": "many"}, {"AUDIT_FLUSH_INTERVAL": 0},
+                                       {"AUDIT_FLUSH_INTERVAL": float("inf")}, {"AUDIT_FLUSH_INTERVAL": None}])
+def test_e034_audit_buffer_size_and_flush_interval_must_be_positive(overrides: dict[str, Any]) -> None:
+    assert "mcp_django.E034" in _errors(**overrides)
+
+
+# -- the admin -----------------------------------------------------------------------------------
+
+CHANGELIST = "admin:mcp_django_toolcall_changelist"
+
+
+@pytest.fixture
+def trail(db: Any) -> list[ToolCall]:
+    alice = get_user_model().objects.create_user("alice")
+    return [
+        _call(timedelta(hours=3), tool_name="search_books", user=alice, username="alice", session_id="s" * 43, arguments={"query": "wells"}),
+        _call(timedelta(hours=2), tool_name="library_book_create", username="bob", outcome=Outcome.DENIED, error="not permitted",
+              arguments={"title": "=HYPERLINK(1)"}),
+        _call(timedelta(hours=1), tool_name="search_books", username="bob", outcome=Outcome.TOOL_ERROR, error="no results", transport="sse"),
+    ]
+
+
+def _listed(response: Any) -> list[str]:
+    assert response.status_code == 200
+    return [c.tool_name + ":" + c.username for c in response.context["cl"].result_list]
+
+
+def test_the_changelist_lists_every_call_newest_first(admin_client: Any, trail: list[ToolCall]) -> None:
+    assert _listed(admin_client.get(reverse(CHANGELIST))) == ["search_books:bob", "library_book_create:bob", "search_books:alice"]
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ({"outcome": "denied"}, ["library_book_create:bob"]),
+    ({"tool_name": "search_books"}, ["search_books:bob", "search_books:alice"]),
+    ({"username": "alice"}, ["search_books:alice"]),
+    ({"transport": "sse"}, ["search_books:bob"]),
+    ({"q": "library"}, ["library_book_create:bob"]),
+    ({"q": "bob"}, ["search_books:bob", "library_book_create:bob"]),
+    ({"q": "sssssssss"}, ["search_books:alice"]),  # a session id, by its start
+    ({"session_id": "s" * 43}, ["search_books:alice"]),  # the session page's link
+])
+def test_the_changelist_filters_and_searches(admin_client: Any, trail: list[ToolCall], query: dict[str, str], expected: list[str]) -> None:
+    assert _listed(admin_client.get(reverse(CHANGELIST), query)) == expected
+
+
+def test_the_changelist_filters_by_date(admin_client: Any, trail: list[ToolCall]) -> None:
+    _call(timedelta(days=10), tool_name="long_ago", username="carol")
+    since = (timezone.now() - timedelta(days=7)).isoformat()  # what the "Past 7 days" choice sends
+    assert _listed(admin_client.get(reverse(CHANGELIST), {"started_at__gte": since})) == [
+        "search_books:bob", "library_book_create:bob", "search_books:alice",
+    ]
+    now = timezone.localtime()
+    day = {"started_at__year": now.year, "started_at__month": now.month, "started_at__day": now.day}  # the date hierarchy
+    assert "long_ago:carol" not in _listed(admin_client.get(reverse(CHANGELIST), day))
+
+
+def test_nobody_may_add_change_or_delete_a_call_not_even_a_superuser(admin_client: Any, trail: list[ToolCall]) -> None:
+    call = trail[0]
+    assert admin_client.get(reverse("admin:mcp_django_toolcall_add")).status_code == 403
+    page = admin_client.get(reverse("admin:mcp_django_toolcall_change", args=[call.pk]))
+    assert page.status_code == 200 and 'name="_save"' not in page.content.decode() and "wells" in page.content.decode()
+    assert admin_client.post(reverse("admin:mcp_django_toolcall_change", args=[call.pk]), {"tool_name": "x"}).status_code == 403
+    assert admin_client.post(reverse("admin:mcp_django_toolcall_delete", args=[call.pk]), {"post": "yes"}).status_code == 403
+    actions = admin_client.get(reverse(CHANGELIST)).context["cl"].model_admin.get_actions(admin_client.get(reverse(CHANGELIST)).wsgi_request)
+    assert list(actions) == ["export_csv"]
+    call.refresh_from_db()
+    assert call.tool_name == "search_books"
+
+
+def test_staff_with_the_view_permission_see_every_call_and_others_none(client: Any, trail: list[ToolCall]) -> None:
+    staff = get_user_model().objects.create_user("auditor", password="pw", is_staff=True)
+    client.force_login(staff)
+    assert client.get(reverse(CHANGELIST)).status_code == 403
+    staff.user_permissions.add(Permission.objects.get(content_type__app_label="mcp_django", codename="view_toolcall"))
+    assert len(_listed(client.get(reverse(CHANGELIST)))) == 3  # every user's calls
+
+
+def test_the_csv_export_streams_the_selected_calls_with_arguments_as_json(admin_client: Any, trail: list[ToolCall]) -> None:
+    response = admin_client.post(reverse(CHANGELIST), {"action": "export_csv", "_selected_action": [c.pk for c in trail]})
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Type"] == "text/csv; charset=utf-8" and "attachment" in response["Content-Disposition"]
+    table = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [(r["tool"], r["user"], r["outcome"]) for r in table] == [
+        ("search_books", "alice", "ok"), ("library_book_create", "bob", "denied"), ("search_books", "bob", "tool_error"),
+    ]
+    assert table[0]["arguments"] == '{"query": "wells"}' and table[0]["session"] == "s" * 43
+    assert table[1]["arguments"].startswith('{"title"')
+    assert table[2]["arguments"] == "" and table[2]["transport"] == "sse"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_under_asgi_the_csv_export_streams_page_by_page_without_reading_it_whole(async_client: Any) -> None:
+    admin = await sync_to_async(get_user_model().objects.create_superuser)("root", "root@example.com", "pw")
+    calls = await sync_to_async(lambda: [_call(timedelta(minutes=n), tool_name=f"tool_{n}") for n in range(5)])()
+    await async_client.aforce_login(admin)
+    from mcp_django import admin as mcp_admin
+
+    mcp_admin.CSV_PAGE, page = 2, mcp_admin.CSV_PAGE  # three pages for five rows
+    try:
+        response = await async_client.post(reverse(CHANGELIST), {"action": "export_csv", "_selected_action": [c.pk for c in calls]})
+        assert response.status_code == 200 and response.is_async
+        chunks = [chunk async for chunk in response.streaming_content]
+    finally:
+        mcp_admin.CSV_PAGE = page
+    table = list(csv.DictReader(io.StringIO(b"".join(chunks).decode())))
+    assert len(chunks) == 4  # the header, then one chunk per page
+    assert [r["tool"] for r in table] == [f"tool_{n}" for n in range(5)]
+
+
+def test_a_formula_in_the_csv_export_is_defused() -> None:
+    from mcp_django.admin import _csv_cell
+
+    assert [_csv_cell(v) for v in ("=1+1", "+x", "-x", "@x", "plain")] == ["'=1+1", "'+x", "'-x", "'@x", "plain"]
+
+
+def test_the_session_page_shows_its_calls_and_links_to_all_of_them(admin_client: Any) -> None:
+    session = Session.objects.create(protocol_version="2025-11-25", expires_at=timezone.now() + timedelta(hours=1))
+    for n in range(25):
+        _call(timedelta(minutes=n), tool_name=f"tool_{n}", session_id=session.pk)
+    _call(timedelta(minutes=1), tool_name="elsewhere", session_id="other")
+    content = admin_client.get(reverse("admin:mcp_django_session_change", args=[session.pk])).content.decode()
+    assert "tool_0" in content and "tool_19" in content and "tool_20" not in content and "elsewhere" not in content
+    assert "All 25 calls of this session in the audit trail" in content
+    assert reverse(CHANGELIST) + "?session_id=" + session.pk in content
