@@ -26,17 +26,20 @@ import logging
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.core.cache import BaseCache, caches
+from django.core.cache.backends.locmem import LocMemCache
 from django.utils import timezone
 
 from .conf import mcp_settings
 from .models import Elicitation, Session
 from .protocol.errors import QuotaExceededError
+
+T = TypeVar("T")
 
 #: The keys of ``MCP_DJANGO["QUOTAS"]`` (their defaults are in ``conf.DEFAULTS``).
 RATE_KEYS = ("TOOL_CALLS", "TOOL_CALLS_PER_CLIENT")
@@ -174,6 +177,14 @@ def cache_key(kind: str, *parts: str) -> str:
     return f"{KEY_PREFIX}:{kind}:{digest}"
 
 
+async def _off_loop(cache: BaseCache, fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn`` on the loop for a cache in this process's memory (no I/O: a thread hop would
+    cost more than the work), in a worker thread for any other (a network round trip)."""
+    if isinstance(cache, LocMemCache):
+        return fn(*args)
+    return await sync_to_async(fn, thread_sensitive=False)(*args)
+
+
 def _hit(cache: BaseCache, key: str, timeout: float) -> int:
     """Count one more on ``key`` (made with ``timeout`` when new); the new count."""
     for _ in range(3):
@@ -226,9 +237,10 @@ def _check_call(cache: BaseCache, quotas: Quotas, caller: Caller, name: str | No
 
 async def acheck_tool_calls(caller: Caller, names: list[str | None]) -> list[QuotaExceededError | None]:
     """:func:`check_tool_calls` off the event loop (a shared cache is a network round trip)."""
-    if not current().limits_calls:
+    quotas = current()
+    if not quotas.limits_calls:
         return [None] * len(names)
-    return await sync_to_async(check_tool_calls, thread_sensitive=False)(caller, names)
+    return await _off_loop(quotas.cache, check_tool_calls, caller, names)
 
 
 # -- caps on what is held open -----------------------------------------------------------------
@@ -297,7 +309,6 @@ class StreamSlot:
         self.cache_alias = cache_alias
         self.buckets: list[int] = []
         self.released = False
-        self._renewal: asyncio.Task[None] | None = None
 
     @classmethod
     async def acquire(cls, caller: Caller, session_id: str | None) -> StreamSlot | None:
@@ -312,8 +323,8 @@ class StreamSlot:
         if not counters:
             return None
         slot = cls(counters, lease=max(1.0, mcp_settings.request_lease_seconds), cache_alias=quotas.cache_alias)
-        await sync_to_async(slot._take, thread_sensitive=False)()
-        slot._renewal = asyncio.get_running_loop().create_task(slot._renew())
+        await _off_loop(caches[slot.cache_alias], slot._take)
+        _renewer.add(slot)
         return slot
 
     def _key(self, limit: str, who: str, bucket: int) -> str:
@@ -357,19 +368,12 @@ class StreamSlot:
         # Past buckets count for nobody any more: only those from the current one on are kept.
         self.buckets = [b for b in self.buckets if b >= int(now() // self.lease)] + [bucket]
 
-    async def _renew(self) -> None:
-        while not self.released:
-            # At the middle of the newest bucket, register in the one after it.
-            newest = self.buckets[-1]
-            await asyncio.sleep(max(0.0, newest * self.lease + self.lease / 2 - now()))
-            if self.released:
-                return
-            try:
-                await sync_to_async(self._register, thread_sensitive=False)(newest + 1)
-            except Exception:
-                # The stream stops counting (its slot frees itself): better than ending it.
-                logger.exception("Could not renew an open stream's slot in the cache")
-                return
+    def renewal_due(self, at: float) -> int | None:
+        """The bucket to register in next, once ``at`` is past the middle of the newest one."""
+        if self.released or not self.buckets:
+            return None
+        newest = self.buckets[-1]
+        return newest + 1 if at >= newest * self.lease + self.lease / 2 else None
 
     def _give_back(self, buckets: list[int]) -> None:
         cache = caches[self.cache_alias]
@@ -384,12 +388,54 @@ class StreamSlot:
         if self.released:
             return
         self.released = True
-        if self._renewal is not None:
-            self._renewal.cancel()
-            self._renewal = None
+        _renewer.discard(self)
         buckets, self.buckets = self.buckets, []
         # Shielded: the consumer being cancelled must not leave the count behind.
-        await asyncio.shield(sync_to_async(self._give_back, thread_sensitive=False)(buckets))
+        await asyncio.shield(_off_loop(caches[self.cache_alias], self._give_back, buckets))
+
+
+class _Renewer:
+    """One task per process renews every open stream's slot (a task per stream would cost
+    each idle stream its own memory): at the middle of a slot's newest bucket it registers the
+    slot in the next one."""
+
+    #: How often it looks, as a fraction of the lease: renewals happen within this of the middle.
+    STEP = 0.1
+
+    def __init__(self) -> None:
+        self.slots: set[StreamSlot] = set()
+        self.task: asyncio.Task[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def add(self, slot: StreamSlot) -> None:
+        self.slots.add(slot)
+        loop = asyncio.get_running_loop()
+        if self.task is None or self.task.done() or self.loop is not loop:
+            self.loop = loop
+            self.task = loop.create_task(self._run())
+
+    def discard(self, slot: StreamSlot) -> None:
+        self.slots.discard(slot)
+
+    async def _run(self) -> None:
+        while self.slots:
+            await asyncio.sleep(min(slot.lease for slot in self.slots) * self.STEP)
+            await self.renew_due(now())
+
+    async def renew_due(self, at: float) -> None:
+        for slot in list(self.slots):
+            bucket = slot.renewal_due(at)
+            if bucket is None:
+                continue
+            try:
+                await _off_loop(caches[slot.cache_alias], slot._register, bucket)
+            except Exception:
+                # That stream stops counting (its slot frees itself): better than ending it.
+                self.slots.discard(slot)
+                logger.exception("Could not renew an open stream's slot in the cache")
+
+
+_renewer = _Renewer()
 
 
 def open_streams(limit: str, who: str) -> int:

@@ -395,8 +395,8 @@ async def test_a_slot_its_process_never_released_stops_counting_within_two_lease
     with limits(STREAMS_PER_USER=1):
         slot = await quotas.StreamSlot.acquire(quotas.Caller("user:1", 1), None)
         assert slot is not None and quotas.open_streams("STREAMS_PER_USER", "user:1") == 1
-        assert slot._renewal is not None
-        slot._renewal.cancel()  # the process died: nothing renews or releases it
+        assert slot in quotas._renewer.slots
+        quotas._renewer.discard(slot)  # the process died: nothing renews or releases it
         clock.advance(2 * slot.lease)
         assert quotas.open_streams("STREAMS_PER_USER", "user:1") == 0
         again = await quotas.StreamSlot.acquire(quotas.Caller("user:1", 1), None)
@@ -407,13 +407,17 @@ async def test_a_slot_its_process_never_released_stops_counting_within_two_lease
 async def test_an_open_stream_keeps_counting_while_it_renews(clock: Clock) -> None:
     with limits(STREAMS_PER_USER=1):
         slot = await quotas.StreamSlot.acquire(quotas.Caller("user:2", 2), None)
-        assert slot is not None and slot._renewal is not None
-        slot._renewal.cancel()  # driven by hand below, on the test's clock
+        assert slot is not None and slot in quotas._renewer.slots
         for _ in range(3):
-            # What the renewal task does at the middle of the newest bucket: register the next.
+            # The renewer's pass at the middle of the newest bucket (driven here on the test's
+            # clock; its own task wakes every lease * STEP seconds) registers the next one.
             newest = slot.buckets[-1]
-            clock.now = newest * slot.lease + slot.lease / 2
-            await asyncio.to_thread(slot._register, newest + 1)
+            clock.now = newest * slot.lease + slot.lease / 2 - 0.01
+            await quotas._renewer.renew_due(clock.now)
+            assert slot.buckets[-1] == newest  # not due yet
+            clock.now += 0.01
+            await quotas._renewer.renew_due(clock.now)
+            assert slot.buckets[-1] == newest + 1
             clock.advance(slot.lease / 4)
         assert quotas.open_streams("STREAMS_PER_USER", "user:2") == 1
         with pytest.raises(QuotaExceededError):
