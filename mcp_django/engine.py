@@ -309,7 +309,7 @@ class Engine:
         if message.method == "notifications/initialized":
             if not session.initialized:
                 session.initialized = True
-                await self.sessions.aupdate(session.pk, initialized=True)
+                await self.sessions.amark_initialized(session.pk)
         elif message.method == "notifications/cancelled":
             request_id = message.params.get("requestId")
             if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):

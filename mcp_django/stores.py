@@ -358,6 +358,12 @@ class SessionStore:
         await sync_to_async(self.update)(session_id, **fields)
         await announce_session_changed(session_id)
 
+    async def amark_initialized(self, session_id: str) -> None:
+        """Record ``notifications/initialized``. Not announced to other processes: nothing they
+        decide reads the flag (a second initialize is refused on the stored client info), and on
+        every session set-up the announcement woke every process (a Redis round trip each)."""
+        await sync_to_async(self.update)(session_id, initialized=True)
+
     async def aterminate(self, session_id: str) -> bool:
         terminated = await sync_to_async(self.terminate)(session_id)
         await announce_session_changed(session_id)

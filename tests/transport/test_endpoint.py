@@ -26,6 +26,7 @@ from mcp_django.protocol.errors import (
 from mcp_django.protocol.negotiation import LATEST_VERSION
 from mcp_django.routing import MCPRouter
 from mcp_django.sites import MCPSite
+from mcp_django.stores import session_cache
 from mcp_django.testing import MCPTestClient, SSEEvent, StreamClosed
 from mcp_django.transport.consumers import MCPConsumer
 
@@ -142,12 +143,14 @@ async def test_unknown_session_id_is_answered_404(client):
 
 async def test_terminated_session_id_is_answered_404(client):
     await Session.objects.filter(pk=client.session_id).aupdate(terminated_at=timezone.now())
+    session_cache.drop(client.session_id)  # as the store's own writes announce (a queryset update does not)
     response = await client.post_raw(ping_body())
     assert_transport_error(response, 404)
 
 
 async def test_expired_session_id_is_answered_404(client):
     await Session.objects.filter(pk=client.session_id).aupdate(expires_at=timezone.now() - timedelta(seconds=1))
+    session_cache.drop(client.session_id)  # as the store's own writes announce (a queryset update does not)
     response = await client.post_raw(ping_body())
     assert_transport_error(response, 404)
 
@@ -1009,6 +1012,7 @@ async def test_resuming_after_the_final_event_ends_the_connection_at_once(client
 async def test_activity_extends_the_session_expiry(client):
     soon = timezone.now() + timedelta(seconds=30)
     await Session.objects.filter(pk=client.session_id).aupdate(last_active_at=timezone.now() - timedelta(minutes=5), expires_at=soon)
+    session_cache.drop(client.session_id)  # the row as another process left it
     assert await client.ping() == {}
     session = await Session.objects.aget(pk=client.session_id)
     assert session.expires_at > soon + timedelta(hours=1)
