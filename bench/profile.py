@@ -1,12 +1,15 @@
-"""Profile one server under tools/call (or session set-up) load with py-spy.
+"""Profile one server under tools/call, session set-up or notifications load with py-spy.
 
-    pip install py-spy   # any environment; the binary is used from PATH or --py-spy
-    .venv/bin/python bench/profile.py --server ours --mode json --case tools --seconds 15
+    .venv/bin/pip install py-spy   # or anywhere: the binary is used from the venv, PATH or --py-spy
+    .venv/bin/python bench/profile.py --server ours-uvicorn --mode json --case tools --seconds 15
+    .venv/bin/python bench/profile.py --server ours-uvicorn --mode sse --postgres-redis
 
-Samples only the thread holding the GIL (py-spy --gil), so idle waits do not show. Writes
-bench/results/profile-<server>-<mode>-<case>.txt: the functions holding the most samples, both
-"self" (leaf) and "total" (anywhere on the stack), plus a raw collapsed-stack file next to it for
-flame graphs.
+Samples only the thread holding the GIL (py-spy --gil), so idle waits do not show, in the
+server's process and its children (Granian's worker). --postgres-redis runs ours on a throwaway
+PostgreSQL database and Redis channel layer (one process: what the scale-out case adds per call).
+Writes bench/results/profile-<server>-<mode>-<case>[-pg].txt: the functions holding the most
+samples, both "self" (leaf) and "total" (anywhere on the stack), plus a raw collapsed-stack file
+next to it for flame graphs.
 """
 
 from __future__ import annotations
@@ -22,16 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.run import (
-    RESULTS,
-    Env,
-    new_session,
-    run_wrk,
-    session_setup_args,
-    start_server,
-    stop_server,
-    tools_call_args,
-)
+from bench.run import RESULTS, new_session, notify_args, run_wrks, session_setup_args, tools_call_args
+from bench.servers import KINDS, Env, PostgresDatabase, RedisDatabase, migrate, ours_env, start_server, stop_server
 
 
 def summarize(collapsed: Path, top: int = 40) -> str:
@@ -58,43 +53,66 @@ def summarize(collapsed: Path, top: int = 40) -> str:
     return "\n".join(out)
 
 
+def default_py_spy() -> str:
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else shutil.which("py-spy") or "py-spy"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--server", choices=("ours", "reference"), default="ours")
+    ap.add_argument("--server", choices=KINDS, default="ours-uvicorn")
     ap.add_argument("--mode", choices=("json", "sse"), default="json")
-    ap.add_argument("--case", choices=("tools", "setup"), default="tools")
+    ap.add_argument("--case", choices=("tools", "setup", "notify"), default="tools")
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--seconds", type=int, default=15)
-    ap.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
+    ap.add_argument("--postgres-redis", action="store_true", help="ours on a throwaway PostgreSQL database + Redis")
+    ap.add_argument("--py-spy", default=default_py_spy())
     args = ap.parse_args()
+    if args.case == "notify":
+        args.mode = "sse"
     RESULTS.mkdir(parents=True, exist_ok=True)
-    name = f"profile-{args.server}-{args.mode}-{args.case}"
+    name = f"profile-{args.server}-{args.mode}-{args.case}" + ("-pg" if args.postgres_redis else "")
     collapsed = RESULTS / f"{name}.collapsed"
+    db, layer = PostgresDatabase(), RedisDatabase()
     with tempfile.TemporaryDirectory(prefix="mcp-bench-profile-") as tmp:
         env = Env(tmp=Path(tmp), logs=Path(tmp))
-        server = start_server(args.server, args.mode, env)
+        urls = {}
+        if args.postgres_redis:
+            db.create()
+            layer.claim()
+            urls = {"database_url": db.url, "redis_url": layer.url}
+            migrate(ours_env("json", **urls))
+        server = None
         try:
+            server = start_server(args.server, args.mode, env, **urls)
             if args.case == "tools":
                 token = "bench-" + uuid.uuid4().hex[:8]
                 make = tools_call_args(args.concurrency, {args.server: new_session(server)}, token)
+            elif args.case == "notify":
+                make = notify_args(args.concurrency, {args.server: new_session(server)}, 100)
             else:
                 make = session_setup_args(args.concurrency)
-            wrk_args = make(args.server, server)
-            run_wrk(["-d", "2s", *wrk_args], timeout=30)  # warm-up
+            wrk_args = make(args.server, [server])
+            run_wrks([["-d", "2s", *a] for a in wrk_args], timeout=30)  # warm-up
             spy = subprocess.Popen(
-                [args.py_spy, "record", "--pid", str(server.pid), "--duration", str(args.seconds),
+                [args.py_spy, "record", "--pid", str(server.pid), "--subprocesses", "--duration", str(args.seconds),
                  "--rate", "200", "--gil", "--format", "raw", "--output", str(collapsed), "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
-            r = run_wrk(["-d", f"{args.seconds}s", *wrk_args], timeout=args.seconds + 60)
+            r = run_wrks([["-d", f"{args.seconds}s", *a] for a in wrk_args], timeout=args.seconds + 60)
             _, err = spy.communicate(timeout=args.seconds + 60)
             if spy.returncode != 0:
                 print(err, file=sys.stderr)
                 return 1
         finally:
-            stop_server(server)
+            if server is not None:
+                stop_server(server)
+            if args.postgres_redis:
+                layer.release()
+                db.drop()
     report = summarize(collapsed)
-    head = f"{args.server} {args.mode} {args.case} c={args.concurrency}: wrk {r}\n\n"
+    shown = {k: v for k, v in r.items() if k != "parts"}
+    head = f"{args.server} {args.mode} {args.case} c={args.concurrency}{' postgres+redis' if args.postgres_redis else ''}: wrk {shown}\n\n"
     (RESULTS / f"{name}.txt").write_text(head + report + "\n")
     print(head + report)
     return 0

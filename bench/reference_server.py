@@ -8,9 +8,10 @@ from __future__ import annotations
 import argparse
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("bench-reference", log_level="WARNING")
+MAX_NOTIFICATIONS = 10_000
 
 
 @server.tool()
@@ -23,6 +24,16 @@ def echo(text: str) -> str:
 def add(a: int, b: int) -> str:
     """Add two integers."""
     return str(a + b)
+
+
+@server.tool()
+async def notify(ctx: Context, count: int) -> str:
+    """Send `count` log notifications on the request's stream, then answer."""
+    if not 0 <= count <= MAX_NOTIFICATIONS:
+        raise ValueError(f"count must be between 0 and {MAX_NOTIFICATIONS}")
+    for i in range(count):
+        await ctx.info({"i": i})
+    return f"sent {count}"
 
 
 @server.resource("bench://hello", name="hello", mime_type="text/plain")

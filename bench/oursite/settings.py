@@ -3,6 +3,8 @@
 Environment:
   BENCH_RESPONSE_MODE  "json" (default) or "sse": MCP_DJANGO["RESPONSE_MODE"].
   BENCH_DB_PATH        SQLite file to use (bench/run.py gives each run a throwaway one).
+  DATABASE_URL         when set, the example site's database from it instead (and REDIS_URL, when
+                       set, its Redis channel layer and cache): the scale-out case.
 """
 
 import os
@@ -19,7 +21,10 @@ ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 
 _db_path = os.environ.get("BENCH_DB_PATH") or os.path.join(tempfile.gettempdir(), "mcp_django_bench.sqlite3")
 _base_db = dict(getattr(_base, "DATABASES", {}).get("default", {}))
-if _base_db.get("ENGINE") == "django.db.backends.sqlite3":
+if os.environ.get("DATABASE_URL"):
+    # The scale-out case: the example site's PostgreSQL set-up (and REDIS_URL's channel layer).
+    pass
+elif _base_db.get("ENGINE") == "django.db.backends.sqlite3":
     # Keep the example site's SQLite options, only move the file somewhere throwaway.
     DATABASES = {"default": {**_base_db, "NAME": _db_path}}
 else:
@@ -30,6 +35,16 @@ MCP_DJANGO = {
     "RESPONSE_MODE": os.environ.get("BENCH_RESPONSE_MODE", "json"),
     # The reference server has no authentication either.
     "AUTHENTICATION": "none",
+    # Quotas stay on, so their accounting is measured as a deployment runs it, but high enough
+    # that one load generator on one address (thousands of calls a second, 10,000 idle streams)
+    # never reaches them.
+    "QUOTAS": {
+        **((getattr(_base, "MCP_DJANGO", None) or {}).get("QUOTAS") or {}),
+        "TOOL_CALLS": "1000000000/minute",
+        "STREAMS_PER_USER": 1_000_000,
+        # tools/call at c=32 in SSE mode holds 32 POST streams on one session.
+        "STREAMS_PER_SESSION": 1_000,
+    },
 }
 
 # Quiet logs: the reference server runs with access logging off as well.

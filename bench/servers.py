@@ -1,0 +1,295 @@
+"""Start and stop the servers the bench compares, each a subprocess on a free 127.0.0.1 port.
+
+Kinds: ours under three ASGI servers (Daphne, uvicorn, Granian), all serving
+bench.oursite.asgi (the example site plus bench.surface), and the reference, the official SDK's
+MCPServer under uvicorn (bench/reference_server.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import client as mcp_client
+from bench import procs
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+HOST = "127.0.0.1"
+APP = "bench.oursite.asgi:application"
+OURS = ("ours-uvicorn", "ours-daphne", "ours-granian")
+REFERENCE = "reference"
+KINDS = (*OURS, REFERENCE)
+# 10,000 idle streams are 10,000 requests in flight: no server may cap them below that.
+BACKLOG = 8192
+MAX_IN_FLIGHT = 32768
+POSTGRES_ADMIN_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+
+
+def server_command(kind: str, port: int, mode: str) -> list[str]:
+    py = sys.executable
+    if kind == REFERENCE:
+        return [py, str(BENCH / "reference_server.py"), "--port", str(port), f"--{mode}"]
+    if kind == "ours-daphne":
+        # -v 0: no access log, like the reference; an explicit endpoint so the listen backlog is
+        # not Twisted's default of 50.
+        return [py, "-m", "daphne", "-v", "0", "-e", f"tcp:port={port}:interface={HOST}:backlog={BACKLOG}", APP]
+    if kind == "ours-uvicorn":
+        # The reference's own server and settings: default loop and HTTP parser (whatever "auto"
+        # finds installed, the same for both), access log off.
+        return [py, "-m", "uvicorn", "--host", HOST, "--port", str(port), "--no-access-log", "--lifespan", "on",
+                "--log-level", "warning", "--backlog", str(BACKLOG), APP]  # fmt: skip
+    if kind == "ours-granian":
+        # One worker (a child process of granian's supervisor: the CPU meter sums the tree);
+        # backpressure caps requests in flight per worker, 1,024 by default.
+        return [py, "-m", "granian", "--interface", "asgi", "--host", HOST, "--port", str(port), "--workers", "1",
+                "--backlog", str(BACKLOG), "--backpressure", str(MAX_IN_FLIGHT), "--no-ws",
+                "--log-level", "warning", "--no-access-log", APP]  # fmt: skip
+    raise ValueError(f"unknown server kind {kind!r}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+class ServerError(Exception):
+    pass
+
+
+@dataclass
+class Server:
+    kind: str
+    mode: str
+    port: int
+    proc: subprocess.Popen
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise ServerError(f"{self.kind} server died with {self.proc.returncode}:\n{self.log_tail()}")
+
+
+@dataclass
+class Env:
+    tmp: Path
+    logs: Path
+    _template: Path | None = field(default=None, repr=False)
+
+    def sqlite_file(self, port: int) -> Path:
+        """A fresh migrated SQLite file: migrated once per run, copied for each server, so no
+        case sees an earlier case's sessions."""
+        if self._template is None:
+            template = self.tmp / "template.sqlite3"
+            migrate(ours_env(mode="json", db_path=template))
+            self._template = template
+        path = self.tmp / f"ours-{port}.sqlite3"
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(str(self._template) + suffix)
+            if src.exists():
+                shutil.copyfile(src, str(path) + suffix)
+        return path
+
+
+def ours_env(mode: str, db_path: Path | None = None, database_url: str | None = None, redis_url: str | None = None) -> dict[str, str]:
+    e = dict(os.environ)
+    # Only what the case asks for: a DATABASE_URL in the caller's environment must not leak in.
+    for key in ("DATABASE_URL", "REDIS_URL", "BENCH_DB_PATH"):
+        e.pop(key, None)
+    e.update(
+        DJANGO_SETTINGS_MODULE="bench.oursite.settings",
+        PYTHONPATH=str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else ""),
+        BENCH_RESPONSE_MODE=mode,
+        PYTHONUNBUFFERED="1",
+    )
+    if db_path is not None:
+        e["BENCH_DB_PATH"] = str(db_path)
+    if database_url:
+        e["DATABASE_URL"] = database_url
+    if redis_url:
+        e["REDIS_URL"] = redis_url
+    return e
+
+
+def migrate(proc_env: dict[str, str]) -> None:
+    cmd = [sys.executable, "-m", "django", "migrate", "--noinput", "--settings=bench.oursite.settings"]
+    try:
+        p = subprocess.run(cmd, cwd=ROOT, env=proc_env, capture_output=True, text=True, timeout=300, check=False)
+    except subprocess.TimeoutExpired:
+        raise ServerError("migrate timed out after 300 s") from None
+    if p.returncode != 0:
+        raise ServerError(f"migrate failed (exit {p.returncode}):\n{(p.stdout + p.stderr)[-2000:]}")
+
+
+def start_server(kind: str, mode: str, env: Env, database_url: str | None = None, redis_url: str | None = None, tag: str = "") -> Server:
+    """Start one server and wait until it answers initialize. Ours runs on a fresh SQLite file
+    with the in-memory channel layer, or on `database_url` (already migrated) and `redis_url`."""
+    port = free_port()
+    log_path = env.logs / f"{kind}-{mode}{tag}-{port}.log"
+    cmd = server_command(kind, port, mode)
+    if kind == REFERENCE:
+        proc_env = dict(os.environ, PYTHONUNBUFFERED="1")
+    elif database_url:
+        proc_env = ours_env(mode, database_url=database_url, redis_url=redis_url)
+    else:
+        proc_env = ours_env(mode, db_path=env.sqlite_file(port))
+    with open(log_path, "wb") as logf:
+        # The fd limit is inherited: run.main() raised it before any server starts.
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=proc_env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+    server = Server(kind, mode, port, proc, log_path)
+    t0 = time.monotonic()
+    first_answer = None
+    last_err = ""
+    # Up to 60 s to start listening, but a server that answers wrongly gets only 5 s more.
+    while time.monotonic() < t0 + 60 and (first_answer is None or time.monotonic() < first_answer + 5):
+        if proc.poll() is not None:
+            raise ServerError(f"{kind} server exited with {proc.returncode} before serving:\n{server.log_tail()}")
+        try:
+            asyncio.run(asyncio.wait_for(_probe(port), 5))
+            return server
+        except mcp_client.HTTPError as exc:
+            first_answer = first_answer or time.monotonic()
+            last_err = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:
+            last_err = f"{type(exc).__name__}: {exc}"
+        time.sleep(0.3)
+    stop_server(server)
+    raise ServerError(f"{kind} server did not serve initialize; last error: {last_err}\nserver log:\n{server.log_tail()}")
+
+
+async def _probe(port: int) -> None:
+    session = await mcp_client.open_session(HOST, port)
+    await session.conn.close()
+
+
+def stop_server(server: Server) -> None:
+    if server.proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.proc.pid, signal.SIGTERM)
+        try:
+            server.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.proc.pid, signal.SIGKILL)
+            server.proc.wait(10)
+    # A worker may outlive its leader (granian's): end what is left of the server's own session.
+    for pid, st in procs.all_processes().items():
+        if int(st[4]) == server.proc.pid:  # stat field 6, the session id (start_new_session)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def roots(servers: list[Server]) -> list[int]:
+    return [s.pid for s in servers]
+
+
+def rss(server: Server) -> int:
+    return procs.tree_rss([server.pid])
+
+
+# --------------------------------------------------------------------------- scale-out services
+
+
+class PostgresDatabase:
+    """A throwaway database on the local PostgreSQL, dropped at the end."""
+
+    def __init__(self) -> None:
+        self.name = f"mcp_bench_{os.getpid()}_{secrets.token_hex(4)}"
+        base, _, _ = POSTGRES_ADMIN_URL.rpartition("/")
+        self.url = f"{base}/{self.name}"
+
+    def create(self) -> None:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=5, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.name}"')
+
+    def drop(self) -> None:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=5, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+class RedisDatabase:
+    """A Redis database number no one else uses, claimed with a marker key (as the multi-process
+    tests do, so both can run at once) and flushed at the end."""
+
+    MARKER = "mcp_django:bench:owner"
+
+    def __init__(self) -> None:
+        self.number: int | None = None
+        self.token = f"{os.getpid()}-{secrets.token_hex(8)}"
+
+    @property
+    def url(self) -> str:
+        return f"redis://{REDIS_HOST}:{REDIS_PORT}/{self.number}"
+
+    def claim(self) -> None:
+        import redis
+
+        admin = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, socket_connect_timeout=3, socket_timeout=3)
+        try:
+            count = int(admin.config_get("databases").get("databases", 16))
+        finally:
+            admin.close()
+        candidates = list(range(1, count))
+        random.shuffle(candidates)
+        for number in candidates:
+            client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=number, socket_connect_timeout=3, socket_timeout=3)
+            try:
+                if client.set(self.MARKER, self.token, nx=True, ex=3600):
+                    if client.dbsize() == 1:
+                        self.number = number
+                        return
+                    client.delete(self.MARKER)
+            finally:
+                client.close()
+        raise ServerError(f"no empty Redis database among 1..{count - 1}")
+
+    def release(self) -> None:
+        import redis
+
+        if self.number is None:
+            return
+        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=self.number, socket_connect_timeout=3, socket_timeout=3)
+        try:
+            if client.get(self.MARKER) == self.token.encode():
+                client.flushdb()
+        finally:
+            client.close()
+        self.number = None
+
+
+def services_problem() -> str | None:
+    """Why PostgreSQL or Redis cannot be used, or None."""
+    for name, port in (("PostgreSQL", 5432), ("Redis", REDIS_PORT)):
+        try:
+            with socket.create_connection((HOST, port), timeout=2):
+                pass
+        except OSError as exc:
+            return f"{name} is not answering on {HOST}:{port} ({exc})"
+    return None
