@@ -98,8 +98,8 @@ DEFAULTS: dict[str, Any] = {
         "TOOL_CALLS_PER_CLIENT": None,  # per OAuth client, all its users together
         "PER_TOOL": {},  # {"tool_name": "10/minute"}, per user
         "SESSIONS_PER_USER": 100,  # live sessions of an authenticated user
-        "STREAMS_PER_SESSION": 16,  # open SSE streams of one session
-        "STREAMS_PER_USER": 64,  # open SSE streams of one user (anonymous: client address)
+        "STREAMS_PER_SESSION": 64,  # open SSE streams of one session (each streamed request is one)
+        "STREAMS_PER_USER": 256,  # open SSE streams of one user (anonymous: client address)
         "PENDING_ELICITATIONS_PER_USER": 20,  # URL elicitations waiting for their page
     },
     # Seconds that terminated or expired sessions (and their events) are kept for the admin

@@ -505,7 +505,7 @@ def test_a_users_quotas_are_merged_over_the_defaults() -> None:
     with override_settings(MCP_DJANGO={**BASE_SETTINGS, "QUOTAS": {"TOOL_CALLS": "5/second"}}):
         parsed = quotas.current()
     assert parsed.tool_calls == quotas.Rate(5, 1, "5/second")
-    assert parsed.streams_per_session == 16 and parsed.sessions_per_user == 100
+    assert parsed.streams_per_session == 64 and parsed.sessions_per_user == 100
 
 
 @pytest.fixture(autouse=True)

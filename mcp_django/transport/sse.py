@@ -9,6 +9,7 @@ only writes them out, so closing it never loses one: the client resumes with ``L
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -244,40 +245,42 @@ class SSEStream:
 
     def start_timers(self) -> None:
         stream_opened(self, "session")
-        loop = asyncio.get_running_loop()
-        if self.settings.sse_keepalive_seconds > 0:
-            self.timers.append(loop.create_task(self._keepalive(self.settings.sse_keepalive_seconds)))
+        keepalive = self.settings.sse_keepalive_seconds
+        reauth = self.settings.sse_reauth_seconds
         limit = self.settings.sse_max_connection_seconds
-        if limit is not None:
-            self.timers.append(loop.create_task(self._close_after(limit)))
-        if self.settings.sse_reauth_seconds > 0:
-            self.timers.append(loop.create_task(self._recheck_credentials(self.settings.sse_reauth_seconds)))
+        if keepalive > 0 or reauth > 0 or limit is not None:
+            self.timers.append(asyncio.get_running_loop().create_task(self._clocks(keepalive, reauth, limit)))
 
-    async def _keepalive(self, interval: float) -> None:
+    async def _clocks(self, keepalive: float, reauth: float, limit: float | None) -> None:
+        """The stream's three clocks in one task (a task each cost every idle stream memory):
+        keep-alive comments, re-checking the credential, and the connection's time limit."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        next_keepalive = started + keepalive if keepalive > 0 else math.inf
+        next_reauth = started + reauth if reauth > 0 else math.inf
+        end = started + limit if limit is not None else math.inf
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(max(0.0, min(next_keepalive, next_reauth, end) - loop.time()))
             if self.closed:
                 return
-            await self.connection.send_body(KEEPALIVE, more_body=True)
+            now = loop.time()
+            if now >= end:
+                await self._disconnect()
+                return
+            if now >= next_reauth:
+                next_reauth = now + reauth
+                # Close once the credential no longer names the user who opened the stream (a
+                # revoked or expired token, a logged-out session).
+                if not await still_authenticated(self.connection.scope, self.user_id, self.settings):
+                    await self._disconnect()
+                    return
+            if now >= next_keepalive:
+                next_keepalive = now + keepalive
+                await self.connection.send_body(KEEPALIVE, more_body=True)
 
     async def _disconnect(self) -> None:
         # Through the consumer's own channel, so the close runs in its dispatch loop.
         await self.connection.channel_layer.send(self.connection.channel_name, {"type": "mcp.disconnect"})
-
-    async def _close_after(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-        await self._disconnect()
-
-    async def _recheck_credentials(self, interval: float) -> None:
-        """Close the connection once its credential no longer names the user who opened it (a
-        revoked or expired token, a logged-out session)."""
-        while True:
-            await asyncio.sleep(interval)
-            if self.closed:
-                return
-            if not await still_authenticated(self.connection.scope, self.user_id, self.settings):
-                await self._disconnect()
-                return
 
     def close(self) -> None:
         """Release what the connection held; called once it is over, however it ended."""
