@@ -524,10 +524,10 @@ def _insert(rows: list[dict[str, Any]]) -> None:
     get_db_prep_save, as bulk_create's would."""
     alias = router.db_for_write(ToolCall)
     connection = connections[alias]
-    fields = [f for f in ToolCall._meta.concrete_fields if not f.primary_key]
+    fields = [f for f in ToolCall._meta.concrete_fields if not f.primary_key and f.column]
     quote = connection.ops.quote_name
     sql = "INSERT INTO {} ({}) VALUES ({})".format(
-        quote(ToolCall._meta.db_table), ", ".join(quote(f.column) for f in fields), ", ".join(["%s"] * len(fields))
+        quote(ToolCall._meta.db_table), ", ".join(quote(str(f.column)) for f in fields), ", ".join(["%s"] * len(fields))
     )
     params = [
         [f.get_db_prep_save(row[f.attname] if f.attname in row else f.get_default(), connection) for f in fields] for row in rows
