@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connections, router, transaction
+from django.db import DatabaseError, IntegrityError, connections, router
 from django.utils import timezone
 
 from .conf import mcp_settings
@@ -40,6 +40,7 @@ from .observation import Observation, register_observer
 from .protocol.errors import INVALID_PARAMS
 from .protocol.modern import META_PROTOCOL_VERSION
 from .rounds import InputRequired
+from .stores import insert_rows
 
 if TYPE_CHECKING:
     from .engine import Principal
@@ -518,22 +519,9 @@ class AuditWriter:
 
 
 def _insert(rows: list[dict[str, Any]]) -> None:
-    """INSERT ``rows`` (ToolCall field values by attname) with one executemany in one
-    transaction. bulk_create built a model instance per row and spent a fifth of a JSON
-    tools/call's CPU on the trail (bench/profile.py); the values go through each field's own
-    get_db_prep_save, as bulk_create's would."""
-    alias = router.db_for_write(ToolCall)
-    connection = connections[alias]
-    fields = [f for f in ToolCall._meta.concrete_fields if not f.primary_key and f.column]
-    quote = connection.ops.quote_name
-    sql = "INSERT INTO {} ({}) VALUES ({})".format(
-        quote(ToolCall._meta.db_table), ", ".join(quote(str(f.column)) for f in fields), ", ".join(["%s"] * len(fields))
-    )
-    params = [
-        [f.get_db_prep_save(row[f.attname] if f.attname in row else f.get_default(), connection) for f in fields] for row in rows
-    ]
-    with transaction.atomic(using=alias), connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+    # One executemany, not bulk_create: building a ToolCall per row for bulk_create cost a fifth
+    # of a JSON tools/call's CPU (bench/profile.py).
+    insert_rows(ToolCall, rows)
 
 
 def _database() -> Any:
