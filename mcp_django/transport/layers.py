@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import secrets
 import time
+from collections import deque
+from copy import deepcopy
 from typing import Any
 
-from channels.layers import InMemoryChannelLayer as ChannelsInMemoryChannelLayer
-from channels.layers import get_channel_layer
+from channels.exceptions import ChannelFull
+from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
 from ..conf import mcp_settings
@@ -17,41 +21,105 @@ from ..conf import mcp_settings
 #: The stream token of a session's standalone (GET) stream.
 GET_STREAM = "get"
 
-class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):  # type: ignore[misc]  # channels ships no type information
-    """Channels' in-memory layer, with expiry that costs what is pending, not what is open.
+class _Channel:
+    """One channel's undelivered messages (oldest first) and the receivers waiting on it. Small
+    on purpose: an idle stream's channel is one of these with one waiter (a deque is 600 bytes
+    empty, so messages get one only when they must wait)."""
 
-    The stock layer walks every channel and every group membership on each send, receive and
-    group_send, so with thousands of idle MCP streams (each an empty channel with a waiting
-    receiver, and a group member) every request and every new stream got slower (bench/: with
-    2,000 idle streams, tools/call fell from about 2,380 to 1,760 calls/s). Here the channel sweep
-    runs at most once a second and visits only channels holding undelivered messages; an expired
-    message leaves its channel's groups through a reverse index instead of a walk over all groups;
-    group memberships (which expire after a day by default) are swept once a minute.
+    __slots__ = ("messages", "waiters")
+
+    def __init__(self) -> None:
+        self.messages: deque[tuple[float, dict[str, Any]]] | None = None
+        self.waiters: list[asyncio.Future[dict[str, Any]]] = []
+
+
+class InMemoryChannelLayer(BaseChannelLayer):  # type: ignore[misc]  # channels ships no type information
+    """Channels' in-memory layer, rebuilt for many idle channels.
+
+    Every open MCP stream is a channel with a receiver waiting on it and a member of two groups.
+    The stock layer gave each such channel an ``asyncio.Queue`` (about 4 KB each: four deques and
+    an Event), and walked every channel and every group membership on each send, receive and
+    group_send, so memory and the cost of everything grew with the number of open streams
+    (bench/: with 2,000 idle streams, tools/call fell from about 2,380 to 1,760 calls/s). Here a
+    waiting receiver is a bare future that ``send`` hands the message to; messages wait in a
+    deque only while nobody receives; expiry runs at most once a second over the channels that
+    hold messages, an expired message leaves its channel's groups through a reverse index, and
+    group memberships (which expire after a day by default) are swept once a minute. The API and
+    its semantics are Channels' own (capacity, expiry, ``ChannelFull``, groups, flush).
     """
 
+    extensions = ["groups", "flush"]
     sweep_interval = 1.0
     group_sweep_interval = 60.0
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, expiry: int = 60, group_expiry: int = 86400, capacity: int = 100, channel_capacity: Any = None, **kwargs: Any) -> None:
+        super().__init__(expiry=expiry, capacity=capacity, channel_capacity=channel_capacity, **kwargs)
+        self.group_expiry = group_expiry
+        self.channels: dict[str, _Channel] = {}
+        self.groups: dict[str, dict[str, float]] = {}
         self._last_sweep = 0.0
         self._last_group_sweep = time.monotonic()
-        #: Channels that may hold messages nobody has received (an ordered set).
+        #: Channels holding messages nobody has received (an ordered set).
         self._backlog: dict[str, None] = {}
         #: channel -> the groups it is in.
         self._memberships: dict[str, set[str]] = {}
 
     async def send(self, channel: str, message: dict[str, Any]) -> None:
-        await super().send(channel, message)
+        assert isinstance(message, dict), "message is not a dict"
+        self.require_valid_channel_name(channel)
+        assert "__asgi_channel__" not in message
+        self._deliver(channel, message)
+
+    def _deliver(self, channel: str, message: dict[str, Any]) -> None:
+        entry = self.channels.get(channel)
+        if entry is None:
+            entry = self.channels[channel] = _Channel()
+        while entry.waiters:
+            waiter = entry.waiters.pop(0)
+            if not waiter.done():
+                waiter.set_result(deepcopy(message))
+                return
+        if entry.messages is None:
+            entry.messages = deque()
+        elif len(entry.messages) >= self.get_capacity(channel):
+            raise ChannelFull(channel)
+        entry.messages.append((time.time() + self.expiry, deepcopy(message)))
         self._backlog[channel] = None
 
     async def receive(self, channel: str) -> dict[str, Any]:
+        self.require_valid_channel_name(channel)
+        self._clean_expired()
+        entry = self.channels.get(channel)
+        if entry is None:
+            entry = self.channels[channel] = _Channel()
+        if entry.messages:
+            _, message = entry.messages.popleft()
+            self._forget_if_idle(channel, entry)
+            return message
+        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        entry.waiters.append(waiter)
         try:
-            message: dict[str, Any] = await super().receive(channel)
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                # Handed over just as this receiver was cancelled: keep it for the next one.
+                if entry.messages is None:
+                    entry.messages = deque()
+                entry.messages.appendleft((time.time() + self.expiry, waiter.result()))
+                self._backlog[channel] = None
+            raise
         finally:
-            if channel not in self.channels:  # the stock layer drops a channel once it is empty
-                self._backlog.pop(channel, None)
-        return message
+            with contextlib.suppress(ValueError):
+                entry.waiters.remove(waiter)
+            self._forget_if_idle(channel, entry)
+
+    def _forget_if_idle(self, channel: str, entry: _Channel) -> None:
+        if not entry.messages and not entry.waiters and self.channels.get(channel) is entry:
+            del self.channels[channel]
+            self._backlog.pop(channel, None)
+
+    async def new_channel(self, prefix: str = "specific.") -> str:
+        return f"{prefix}.inmemory!{secrets.token_urlsafe(9)}"
 
     def _clean_expired(self) -> None:
         now = time.monotonic()
@@ -60,14 +128,14 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):  # type: ignore[misc] 
         self._last_sweep = now
         wall = time.time()
         for channel in list(self._backlog):
-            queue = self.channels.get(channel)
-            while queue is not None and not queue.empty() and queue._queue[0][0] < wall:
-                queue.get_nowait()
+            entry = self.channels.get(channel)
+            while entry is not None and entry.messages and entry.messages[0][0] < wall:
+                entry.messages.popleft()
                 self._remove_from_groups(channel)
-            if queue is None or queue.empty():
-                # Nobody waits on a queue that held messages: receivers would have taken them.
-                self.channels.pop(channel, None)
+            if entry is None or not entry.messages:
                 self._backlog.pop(channel, None)
+                if entry is not None:
+                    self._forget_if_idle(channel, entry)
         if now - self._last_group_sweep >= self.group_sweep_interval:
             self._last_group_sweep = now
             timeout = int(wall) - self.group_expiry
@@ -93,21 +161,35 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):  # type: ignore[misc] 
                 del self._memberships[channel]
 
     async def group_add(self, group: str, channel: str) -> None:
-        await super().group_add(group, channel)
+        self.require_valid_group_name(group)
+        self.require_valid_channel_name(channel)
+        self.groups.setdefault(group, {})[channel] = time.time()
         self._memberships.setdefault(channel, set()).add(group)
 
     async def group_discard(self, group: str, channel: str) -> None:
-        await super().group_discard(group, channel)
-        joined = self._memberships.get(channel)
-        if joined is not None:
-            joined.discard(group)
-            if not joined:
-                del self._memberships[channel]
+        self.require_valid_channel_name(channel)
+        self.require_valid_group_name(group)
+        self._leave(group, channel)
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        assert isinstance(message, dict), "Message is not a dict"
+        self.require_valid_group_name(group)
+        self._clean_expired()
+        for channel in list(self.groups.get(group, ())):
+            # A full channel misses this message, as with Channels' own layers.
+            with contextlib.suppress(ChannelFull):
+                self._deliver(channel, message)
 
     async def flush(self) -> None:
-        await super().flush()
+        # As Channels' own: waiting receivers are forgotten, not woken (they may belong to an
+        # event loop that is gone, as between tests).
+        self.channels = {}
+        self.groups = {}
         self._backlog.clear()
         self._memberships.clear()
+
+    async def close(self) -> None:
+        """Nothing to close."""
 
 
 _fallback_layer: InMemoryChannelLayer | None = None

@@ -29,6 +29,32 @@ async def test_messages_reach_a_waiting_receiver_and_leave_no_backlog(layer: InM
     assert layer.channels == {}
 
 
+async def test_a_message_handed_to_a_receiver_cancelled_at_that_moment_is_kept(layer: InMemoryChannelLayer) -> None:
+    name = await layer.new_channel()
+    receiver = asyncio.ensure_future(layer.receive(name))
+    await asyncio.sleep(0)
+    await layer.send(name, {"type": "x", "n": 1})  # handed to the waiting receiver...
+    receiver.cancel()  # ...which is cancelled before it runs again
+    await asyncio.gather(receiver, return_exceptions=True)
+    assert receiver.cancelled()
+    assert (await layer.receive(name))["n"] == 1
+    assert layer.channels == {} and layer._backlog == {}
+
+
+async def test_capacity_and_expiry_behave_as_channels_own(layer: InMemoryChannelLayer) -> None:
+    from channels.exceptions import ChannelFull
+
+    small = InMemoryChannelLayer(capacity=2)
+    name = await small.new_channel()
+    await small.send(name, {"type": "a"})
+    await small.send(name, {"type": "b"})
+    with pytest.raises(ChannelFull):
+        await small.send(name, {"type": "c"})
+    await small.group_add("g", name)
+    await small.group_send("g", {"type": "d"})  # a full member misses it, no error
+    assert [(await small.receive(name))["type"] for _ in range(2)] == ["a", "b"]
+
+
 async def test_idle_receivers_are_not_in_the_backlog(layer: InMemoryChannelLayer) -> None:
     # Thousands of open streams wait on empty channels: a sweep must not visit them.
     names = [await layer.new_channel() for _ in range(1000)]
@@ -50,7 +76,7 @@ async def test_an_expired_message_drops_its_channel_from_its_groups_only(layer: 
         await layer.group_add(group, stale)
         await layer.group_add(group, live)
     await layer.send(stale, {"type": "old"})
-    layer.channels[stale]._queue[0] = (0.0, layer.channels[stale]._queue[0][1])  # expired long ago
+    layer.channels[stale].messages[0] = (0.0, layer.channels[stale].messages[0][1])  # expired long ago
     layer._clean_expired()
     assert stale not in layer.channels and stale not in layer._backlog
     assert layer.groups == {"a": {live: layer.groups["a"][live]}, "b": {live: layer.groups["b"][live]}}
