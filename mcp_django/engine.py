@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -171,7 +171,23 @@ class Engine:
     async def initialize(
         self, principal: Principal, message: Request, *, transport: str = "streamable-http"
     ) -> tuple[dict[str, Any], Session | None]:
-        """Answer ``initialize``: the response, and the new session (None when refused)."""
+        """Answer ``initialize``: the response, and the new session (None when refused). It
+        runs inside the observers like every other request (its span, its metrics)."""
+        created: list[Session] = []
+
+        async def answer() -> dict[str, Any]:
+            response, session = await self._initialize(principal, message, transport=transport)
+            if session is not None:
+                created.append(session)
+            return response
+
+        version = message.params.get("protocolVersion")
+        response = await self._observed(
+            principal, message, self.context(principal, None, message), answer, revision=version if isinstance(version, str) else ""
+        )
+        return response, created[0] if created else None
+
+    async def _initialize(self, principal: Principal, message: Request, *, transport: str) -> tuple[dict[str, Any], Session | None]:
         try:
             params = self._initialize_params(message)
             await self.check_session_cap(principal, message)
@@ -419,15 +435,23 @@ class Engine:
 
     async def run(self, principal: Principal, message: Request, table: Mapping[str, Handler], ctx: Context) -> dict[str, Any]:
         """Dispatch one request inside the enabled observers (audit trail, tracing): every
-        request of every transport and revision comes through here."""
+        request of every transport and revision comes through here (``initialize`` too)."""
+        return await self._observed(principal, message, ctx, lambda: dispatch(message, table, ctx))
+
+    async def _observed(
+        self, principal: Principal, message: Request, ctx: Context, answer: Callable[[], Awaitable[dict[str, Any]]],
+        *, revision: str | None = None,
+    ) -> dict[str, Any]:
         observers = active_observers()
         if not observers:
-            return await dispatch(message, table, ctx)
-        observation = Observation(message=message, ctx=ctx, transport=principal.transport, revision=_revision(ctx))
+            return await answer()
+        observation = Observation(
+            message=message, ctx=ctx, transport=principal.transport, revision=_revision(ctx) if revision is None else revision
+        )
         async with AsyncExitStack() as stack:
             for observe in observers:
                 await stack.enter_async_context(observe(observation))
-            observation.response = await dispatch(message, table, ctx)
+            observation.response = await answer()
         return observation.response
 
     async def stream(self, principal: Principal, session: Session, requests: list[Request], emitter: StreamEmitter) -> StreamedRequests:

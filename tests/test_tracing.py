@@ -301,12 +301,22 @@ async def test_requests_errors_and_durations_are_counted_with_low_cardinality_at
     assert otel.total("mcp_django.server.errors", **{"gen_ai.tool.name": "fail", "error.type": "tool_error"}) == 1
     assert otel.total("mcp_django.server.errors", **{"gen_ai.tool.name": "add"}) == 0
     durations = otel.points("mcp.server.operation.duration")
-    assert sum(p.count for p in durations) == 4
+    assert sum(p.count for p in durations if p.attributes["mcp.method.name"] == "tools/call") == 4
+    assert sum(p.count for p in durations if p.attributes["mcp.method.name"] == "initialize") == 1
     assert list(durations[0].explicit_bounds) == list(tracing.DURATION_BUCKETS)
     # No per-request values, and no name a client made up, in any series.
     keys = {key for p in durations for key in p.attributes}
     assert not keys & {"jsonrpc.request.id", "mcp.session.id", "client.address"}
     assert "no_such_tool" not in {p.attributes.get("gen_ai.tool.name") for p in durations}
+
+
+async def test_initialize_has_its_span_like_every_other_request(otel):
+    client = MCPTestClient()
+    await client.initialize(protocol_version="2025-06-18")
+    span = otel.span("initialize")
+    assert span.kind == SpanKind.SERVER
+    assert span.attributes["mcp.method.name"] == "initialize"
+    assert span.attributes["mcp.protocol.version"] == "2025-06-18"
 
 
 async def test_sessions_are_counted_while_open_and_their_duration_recorded(otel):
