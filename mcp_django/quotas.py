@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from django.core.cache import BaseCache, caches
 from django.core.cache.backends.locmem import LocMemCache
+from django.core.cache.backends.redis import RedisCache
 from django.core.signals import setting_changed
 from django.utils import timezone
 
@@ -207,8 +208,30 @@ async def _off_loop(cache: BaseCache, fn: Callable[..., T], *args: Any) -> T:
     return await sync_to_async(fn, thread_sensitive=False)(*args)
 
 
+#: DECR only a counter that is there (a lapsed one stays gone), in one round trip.
+_DECR_EXISTING = "if redis.call('exists', KEYS[1]) == 1 then return redis.call('decr', KEYS[1]) end return nil"
+
+
+def _redis(cache: BaseCache, key: str) -> tuple[Any, str] | None:
+    """Django's Redis cache's own client and the full key, to count in one round trip: its
+    ``add`` then ``incr`` took three (incr checks EXISTS first), on every tools/call."""
+    if not isinstance(cache, RedisCache):
+        return None
+    full = cache.make_and_validate_key(key)
+    return cache._cache.get_client(full, write=True), full
+
+
 def _hit(cache: BaseCache, key: str, timeout: float) -> int:
     """Count one more on ``key`` (made with ``timeout`` when new); the new count."""
+    redis = _redis(cache, key)
+    if redis is not None:
+        client, full = redis
+        # SET NX then INCR, pipelined: works on every Redis version (EXPIRE NX needs 7.0), and
+        # the value stays a plain integer, as Django's own incr leaves it.
+        pipe = client.pipeline(transaction=False)
+        pipe.set(full, 0, ex=max(1, math.ceil(timeout)), nx=True)
+        pipe.incr(full)
+        return int(pipe.execute()[1])
     for _ in range(3):
         cache.add(key, 0, timeout=timeout)
         try:
@@ -219,6 +242,11 @@ def _hit(cache: BaseCache, key: str, timeout: float) -> int:
 
 
 def _unhit(cache: BaseCache, key: str) -> None:
+    redis = _redis(cache, key)
+    if redis is not None:
+        client, full = redis
+        client.eval(_DECR_EXISTING, 1, full)
+        return
     with contextlib.suppress(ValueError):  # gone already: nothing left to give back
         cache.decr(key)
 

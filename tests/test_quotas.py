@@ -530,3 +530,54 @@ async def test_a_call_refused_by_a_rate_is_in_the_audit_trail_as_denied_naming_t
     rows = [r async for r in ToolCall.objects.filter(session_id=client.session_id).order_by("started_at")]
     assert [(r.outcome, r.session_id) for r in rows] == [("ok", client.session_id), ("denied", client.session_id)]
     assert rows[1].error == "quota: TOOL_CALLS" and rows[1].tool_name == "add"
+
+
+# --- Redis: counted in one round trip ----------------------------------------------------------
+
+
+def _real_redis_or_skip() -> str:
+    import os
+
+    from tests.multiprocess.servers import HOW_TO_START, REDIS_HOST, REDIS_PORT, services_problem
+
+    problem = services_problem()
+    if problem is not None and "Redis" in problem:
+        message = f"Redis must run on {REDIS_HOST}:{REDIS_PORT}: {problem}. {HOW_TO_START}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return f"redis://{REDIS_HOST}:{REDIS_PORT}/14"
+
+
+def test_counters_on_django_s_redis_cache_count_expire_and_give_back() -> None:
+    location = _real_redis_or_skip()
+    caches_setting = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "quota": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location, "KEY_PREFIX": secrets.token_hex(4)},
+    }
+    with override_settings(CACHES=caches_setting):
+        cache = quotas.cache_for("quota")
+        key = quotas.cache_key("test", "who")
+        assert [quotas._hit(cache, key, 30) for _ in range(3)] == [1, 2, 3]
+        assert cache.get(key) == 3  # a plain integer, as Django's own incr leaves it
+        client, full = quotas._redis(cache, key)  # type: ignore[misc]
+        assert 0 < client.ttl(full) <= 30  # the window's expiry, set once, when it was made
+        quotas._unhit(cache, key)
+        assert cache.get(key) == 2
+        cache.delete(key)
+        quotas._unhit(cache, key)  # a counter that lapsed stays gone (never -1)
+        assert cache.get(key) is None
+        assert quotas._hit(cache, key, 30) == 1
+
+
+def test_a_rate_limit_on_redis_refuses_over_the_rate(clock: Clock) -> None:
+    location = _real_redis_or_skip()
+    caches_setting = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "quota": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location, "KEY_PREFIX": secrets.token_hex(4)},
+    }
+    with override_settings(CACHES=caches_setting), limits(CACHE="quota", TOOL_CALLS="2/minute"):
+        caller = quotas.Caller("user:9", 9)
+        results = [quotas.check_tool_calls(caller, ["add"])[0] for _ in range(3)]
+    assert results[:2] == [None, None]
+    assert isinstance(results[2], QuotaExceededError) and results[2].limit == "TOOL_CALLS"
