@@ -218,7 +218,12 @@ def _redis(cache: BaseCache, key: str) -> tuple[Any, str] | None:
     if not isinstance(cache, RedisCache):
         return None
     full = cache.make_and_validate_key(key)
-    return cache._cache.get_client(full, write=True), full
+    # Made once per cache object: Django builds a new redis.Redis on every call, which costs
+    # more than the round trip (bench/profile.py).
+    client = cache.__dict__.get("_mcp_django_client")
+    if client is None:
+        client = cache.__dict__["_mcp_django_client"] = cache._cache.get_client(full, write=True)
+    return client, full
 
 
 def _hit(cache: BaseCache, key: str, timeout: float) -> int:
@@ -239,6 +244,35 @@ def _hit(cache: BaseCache, key: str, timeout: float) -> int:
         except ValueError:
             continue  # expired or evicted between add and incr: make it again
     raise RuntimeError(f"The cache {cache!r} does not keep counters; QUOTAS needs one that does")
+
+
+def _hit_many(cache: BaseCache, keys: list[str], timeout: float) -> list[int]:
+    """:func:`_hit` on each of ``keys``; on Redis in one round trip."""
+    if keys and isinstance(cache, RedisCache):
+        redis = _redis(cache, keys[0])
+        assert redis is not None
+        client = redis[0]
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            full = cache.make_and_validate_key(key)
+            pipe.set(full, 0, ex=max(1, math.ceil(timeout)), nx=True)
+            pipe.incr(full)
+        return [int(count) for count in pipe.execute()[1::2]]
+    return [_hit(cache, key, timeout) for key in keys]
+
+
+def _unhit_many(cache: BaseCache, keys: list[str]) -> None:
+    """:func:`_unhit` on each of ``keys``; on Redis in one round trip."""
+    if keys and isinstance(cache, RedisCache):
+        redis = _redis(cache, keys[0])
+        assert redis is not None
+        pipe = redis[0].pipeline(transaction=False)
+        for key in keys:
+            pipe.eval(_DECR_EXISTING, 1, cache.make_and_validate_key(key))
+        pipe.execute()
+        return
+    for key in keys:
+        _unhit(cache, key)
 
 
 def _unhit(cache: BaseCache, key: str) -> None:
@@ -387,16 +421,11 @@ class StreamSlot:
     def _take(self) -> None:
         cache = cache_for(self.cache_alias)
         buckets = self._wanted(now())
-        taken: list[str] = []
-        for limit, who, cap in self.counters:
-            counts = []
-            for bucket in buckets:
-                key = self._key(limit, who, bucket)
-                counts.append(_hit(cache, key, 3 * self.lease))
-                taken.append(key)
-            if counts[0] > cap:
-                for key in taken:
-                    _unhit(cache, key)
+        keys = [self._key(limit, who, bucket) for limit, who, _ in self.counters for bucket in buckets]
+        counts = _hit_many(cache, keys, 3 * self.lease)
+        for index, (limit, _, cap) in enumerate(self.counters):
+            if counts[index * len(buckets)] > cap:  # the current bucket's count
+                _unhit_many(cache, keys)
                 scope = "session" if limit == "STREAMS_PER_SESSION" else "user"
                 raise QuotaExceededError(
                     f"Too many open streams: this {scope} already has {cap} open ({limit}); close one first",
@@ -409,11 +438,9 @@ class StreamSlot:
             return
         cache = cache_for(self.cache_alias)
         keys = [self._key(limit, who, bucket) for limit, who, _ in self.counters]
-        for key in keys:
-            _hit(cache, key, 3 * self.lease)
+        _hit_many(cache, keys, 3 * self.lease)
         if self.released:  # released while this ran in its thread: give this one back too
-            for key in keys:
-                _unhit(cache, key)
+            _unhit_many(cache, keys)
             return
         # Past buckets count for nobody any more: only those from the current one on are kept.
         self.buckets = [b for b in self.buckets if b >= int(now() // self.lease)] + [bucket]
@@ -426,12 +453,10 @@ class StreamSlot:
         return newest + 1 if at >= newest * self.lease + self.lease / 2 else None
 
     def _give_back(self, buckets: list[int]) -> None:
-        cache = cache_for(self.cache_alias)
         current_bucket = int(now() // self.lease)
-        for bucket in buckets:
-            if bucket >= current_bucket:  # older ones count for nobody any more
-                for limit, who, _ in self.counters:
-                    _unhit(cache, self._key(limit, who, bucket))
+        # Older buckets count for nobody any more.
+        keys = [self._key(limit, who, bucket) for bucket in buckets if bucket >= current_bucket for limit, who, _ in self.counters]
+        _unhit_many(cache_for(self.cache_alias), keys)
 
     async def release(self) -> None:
         """Give the slot back (once; later calls do nothing)."""

@@ -581,3 +581,25 @@ def test_a_rate_limit_on_redis_refuses_over_the_rate(clock: Clock) -> None:
         results = [quotas.check_tool_calls(caller, ["add"])[0] for _ in range(3)]
     assert results[:2] == [None, None]
     assert isinstance(results[2], QuotaExceededError) and results[2].limit == "TOOL_CALLS"
+
+
+async def test_stream_slots_on_redis_are_taken_refused_and_given_back(clock: Clock) -> None:
+    location = _real_redis_or_skip()
+    caches_setting = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "quota": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location, "KEY_PREFIX": secrets.token_hex(4)},
+    }
+    with override_settings(CACHES=caches_setting), limits(CACHE="quota", STREAMS_PER_USER=1, STREAMS_PER_SESSION=5):
+        caller = quotas.Caller("user:5", 5)
+        slot = await quotas.StreamSlot.acquire(caller, "s-1")
+        assert slot is not None
+        with pytest.raises(QuotaExceededError) as refused:
+            await quotas.StreamSlot.acquire(caller, "s-1")
+        assert refused.value.limit == "STREAMS_PER_USER"
+        assert quotas.open_streams("STREAMS_PER_USER", "user:5") == 1  # the refused one gave back its count
+        assert quotas.open_streams("STREAMS_PER_SESSION", "session:s-1") == 1
+        await slot.release()
+        assert quotas.open_streams("STREAMS_PER_USER", "user:5") == 0
+        again = await quotas.StreamSlot.acquire(caller, "s-1")
+        assert again is not None
+        await again.release()
