@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import secrets
 import shutil
 import signal
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from bench import client as mcp_client
 from bench import procs
+from tests.multiprocess.servers import RedisDatabase as _ClaimedRedisDatabase
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -234,54 +234,17 @@ class PostgresDatabase:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
 
-class RedisDatabase:
-    """A Redis database number no one else uses, claimed with a marker key (as the multi-process
-    tests do, so both can run at once) and flushed at the end."""
+class RedisDatabase(_ClaimedRedisDatabase):
+    """A Redis database number no one else uses: the multi-process tests' claim (so both can run
+    at once), under bench's own marker."""
 
     MARKER = "mcp_django:bench:owner"
 
-    def __init__(self) -> None:
-        self.number: int | None = None
-        self.token = f"{os.getpid()}-{secrets.token_hex(8)}"
-
-    @property
-    def url(self) -> str:
-        return f"redis://{REDIS_HOST}:{REDIS_PORT}/{self.number}"
-
     def claim(self) -> None:
-        import redis
-
-        admin = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, socket_connect_timeout=3, socket_timeout=3)
         try:
-            count = int(admin.config_get("databases").get("databases", 16))
-        finally:
-            admin.close()
-        candidates = list(range(1, count))
-        random.shuffle(candidates)
-        for number in candidates:
-            client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=number, socket_connect_timeout=3, socket_timeout=3)
-            try:
-                if client.set(self.MARKER, self.token, nx=True, ex=3600):
-                    if client.dbsize() == 1:
-                        self.number = number
-                        return
-                    client.delete(self.MARKER)
-            finally:
-                client.close()
-        raise ServerError(f"no empty Redis database among 1..{count - 1}")
-
-    def release(self) -> None:
-        import redis
-
-        if self.number is None:
-            return
-        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=self.number, socket_connect_timeout=3, socket_timeout=3)
-        try:
-            if client.get(self.MARKER) == self.token.encode():
-                client.flushdb()
-        finally:
-            client.close()
-        self.number = None
+            super().claim()
+        except RuntimeError as exc:
+            raise ServerError(str(exc)) from None
 
 
 def services_problem() -> str | None:

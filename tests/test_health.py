@@ -4,7 +4,6 @@ Redis channel layer on a closed port)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -123,14 +122,9 @@ async def test_health_is_503_when_the_channel_layer_cannot_be_reached():
 
 
 async def test_health_round_trips_through_a_real_redis_layer():
-    from tests.multiprocess.servers import HOW_TO_START, REDIS_HOST, REDIS_PORT, services_problem
+    from tests.multiprocess.servers import REDIS_HOST, REDIS_PORT, require_redis
 
-    problem = services_problem()
-    if problem is not None and "Redis" in problem:
-        message = f"Redis must run on {REDIS_HOST}:{REDIS_PORT}: {problem}. {HOW_TO_START}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+    require_redis()
     config = {"BACKEND": "channels_redis.core.RedisChannelLayer",
               "CONFIG": {"hosts": [f"redis://{REDIS_HOST}:{REDIS_PORT}/0"], "prefix": "mcp-health-test"}}
     async with layer_alias("redis", config):

@@ -536,16 +536,9 @@ async def test_a_call_refused_by_a_rate_is_in_the_audit_trail_as_denied_naming_t
 
 
 def _real_redis_or_skip() -> str:
-    import os
+    from tests.multiprocess.servers import REDIS_HOST, REDIS_PORT, require_redis
 
-    from tests.multiprocess.servers import HOW_TO_START, REDIS_HOST, REDIS_PORT, services_problem
-
-    problem = services_problem()
-    if problem is not None and "Redis" in problem:
-        message = f"Redis must run on {REDIS_HOST}:{REDIS_PORT}: {problem}. {HOW_TO_START}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+    require_redis()
     return f"redis://{REDIS_HOST}:{REDIS_PORT}/14"
 
 

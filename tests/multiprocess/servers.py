@@ -161,6 +161,19 @@ class RedisDatabase:
         self.number = None
 
 
+def require_redis() -> None:
+    """Skip the calling test when Redis does not answer (fail instead under CI=true), saying
+    how to start it."""
+    import pytest
+
+    problem = services_problem()
+    if problem is not None and "Redis" in problem:
+        message = f"Redis must run on {REDIS_HOST}:{REDIS_PORT}: {problem}. {HOW_TO_START}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
 # -- what the servers wrote -----------------------------------------------------------------------
 
 
