@@ -136,7 +136,7 @@ def _check_tracing(user: dict[str, Any]) -> list[CheckMessage]:
     # OpenTelemetry is never imported, not even here.
     if value is True and not tracing.is_available():
         return [Error("MCP_DJANGO['TRACING'] is True, but opentelemetry-api is not installed.",
-                      hint='pip install "mcp-django[tracing]", or set TRACING to "auto" or False.', id="mcp_django.E040")]
+                      hint='pip install "django-mcp-site[tracing]", or set TRACING to "auto" or False.', id="mcp_django.E040")]
     return []
 
 

@@ -1,4 +1,4 @@
-"""OpenTelemetry spans and metrics for every MCP request (``pip install mcp-django[tracing]``).
+"""OpenTelemetry spans and metrics for every MCP request (``pip install "django-mcp-site[tracing]"``).
 
 One ``SERVER`` span per request, named and described as OpenTelemetry's MCP semantic
 conventions say (``{mcp.method.name} {target}``, ``mcp.method.name``, ``gen_ai.tool.name``,

@@ -1,0 +1,298 @@
+"""The distribution as users get it (issue 15): ``python -m build`` makes a wheel and an sdist
+that hold every file of mcp_django/ (templates, static files, migrations, py.typed), and the wheel,
+installed in a fresh virtual environment, serves a minimal project: ``manage.py check``,
+``migrate``, then one MCP call over daphne with the official client. A file missing from the
+package data fails here, not on a user's machine.
+
+Slow (a build, a venv, a pip install that reuses pip's cache), hence the e2e marker. The venv is
+built once per session; the extras test installs on top of it, after the bare install's test.
+"""
+
+from __future__ import annotations
+
+import email
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import textwrap
+import time
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp import Client
+
+import mcp_django
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[1]
+DISTRIBUTION = "django-mcp-site"
+MIGRATIONS = ("0001_initial.py", "0002_elicitations_secrets_state.py", "0003_running_requests.py", "0004_session_transport.py", "0005_toolcall.py")
+BUILD_TIMEOUT = 300
+PIP_TIMEOUT = 600  # a cold pip cache downloads Django, Twisted, cryptography...
+COMMAND_TIMEOUT = 120
+STARTUP_TIMEOUT = 30.0
+LISTENING_RE = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
+
+# The project a user would write from the README's "Add mcp_django to your project".
+PROJECT_FILES = {
+    "manage.py": """
+        import os
+        import sys
+
+        if __name__ == "__main__":
+            os.environ.setdefault("DJANGO_SETTINGS_MODULE", "smoke.settings")
+            from django.core.management import execute_from_command_line
+
+            execute_from_command_line(sys.argv)
+    """,
+    "smoke/__init__.py": "",
+    "smoke/settings.py": """
+        from pathlib import Path
+
+        BASE_DIR = Path(__file__).resolve().parent.parent
+        SECRET_KEY = "packaging-smoke-not-secret"
+        DEBUG = False
+        ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+        INSTALLED_APPS = [
+            "daphne",
+            "django.contrib.admin",
+            "django.contrib.auth",
+            "django.contrib.contenttypes",
+            "django.contrib.sessions",
+            "django.contrib.messages",
+            "channels",
+            "mcp_django",
+            "smoke",
+        ]
+        MIDDLEWARE = [
+            "django.middleware.security.SecurityMiddleware",
+            "django.contrib.sessions.middleware.SessionMiddleware",
+            "django.middleware.common.CommonMiddleware",
+            "django.middleware.csrf.CsrfViewMiddleware",
+            "django.contrib.auth.middleware.AuthenticationMiddleware",
+            "django.contrib.messages.middleware.MessageMiddleware",
+        ]
+        ROOT_URLCONF = "smoke.urls"
+        TEMPLATES = [{
+            "BACKEND": "django.template.backends.django.DjangoTemplates",
+            "APP_DIRS": True,
+            "OPTIONS": {"context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]},
+        }]
+        DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "db.sqlite3"}}
+        DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+        USE_TZ = True
+        ASGI_APPLICATION = "smoke.asgi.application"
+        CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+        MCP_DJANGO = {"SERVER_NAME": "packaging-smoke", "AUTHENTICATION": "none"}
+        # No authentication with DEBUG off is the point of this throwaway project.
+        SILENCED_SYSTEM_CHECKS = ["mcp_django.W002"]
+    """,
+    "smoke/urls.py": """
+        from django.contrib import admin
+        from django.urls import include, path
+
+        urlpatterns = [path("admin/", admin.site.urls), path("mcp/", include("mcp_django.urls"))]
+    """,
+    "smoke/asgi.py": """
+        import os
+
+        from django.core.asgi import get_asgi_application
+
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "smoke.settings")
+        django_asgi_app = get_asgi_application()
+
+        from mcp_django.routing import MCPRouter  # after Django is set up
+
+        application = MCPRouter(django_asgi_app)
+    """,
+    "smoke/mcp.py": """
+        from mcp_django import site
+
+
+        @site.tool
+        def add(a: int, b: int) -> int:
+            \"\"\"Add two integers.\"\"\"
+            return a + b
+    """,
+}
+
+
+@dataclass(frozen=True)
+class Built:
+    wheel: Path
+    sdist: Path
+
+
+@dataclass(frozen=True)
+class Installed:
+    python: Path
+    wheel: Path
+    env: dict[str, str]
+
+
+def run(args: list[str | Path], *, timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    """Run a command; fail the test with its output when it fails or outlives ``timeout``."""
+    try:
+        result = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{args} did not finish in {timeout}s:\n{exc.stdout}\n{exc.stderr}", pytrace=False)
+    if result.returncode != 0:
+        pytest.fail(f"{args} exited with {result.returncode}:\n{result.stdout}\n{result.stderr}", pytrace=False)
+    return result.stdout
+
+
+def package_files() -> set[str]:
+    """Every file of mcp_django/ in the source tree, as a path relative to the root; bytecode aside."""
+    return {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "mcp_django").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    }
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    # From a clean copy: setuptools reads a SOURCES.txt left in an old mcp_django.egg-info/ back
+    # into the sdist, which would hide a package-data entry gone missing.
+    source = tmp_path_factory.mktemp("source")
+    for path in ROOT.iterdir():
+        if path.is_file():
+            shutil.copy2(path, source)
+    shutil.copytree(ROOT / "mcp_django", source / "mcp_django", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # Without --sdist/--wheel, build makes the sdist and then the wheel *from the sdist*: a file
+    # the sdist lacks is missing from the wheel too.
+    out = tmp_path_factory.mktemp("dist")
+    run([sys.executable, "-m", "build", "--outdir", out, source], timeout=BUILD_TIMEOUT)
+    (wheel,) = out.glob("*.whl")
+    (sdist,) = out.glob("*.tar.gz")
+    return Built(wheel=wheel, sdist=sdist)
+
+
+@pytest.fixture(scope="session")
+def installed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """A fresh venv (no system site-packages) holding the wheel and its dependencies only."""
+    venv = tmp_path_factory.mktemp("venv")
+    run([sys.executable, "-m", "venv", "--clear", venv], timeout=COMMAND_TIMEOUT)
+    python = venv / "bin" / "python"
+    # Nothing of this checkout or of the test run may leak in: the package must come from the wheel.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "DJANGO_SETTINGS_MODULE", "PYTHONHOME")}
+    env.update(PYTHONUNBUFFERED="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    run([python, "-m", "pip", "install", "--quiet", built.wheel], timeout=PIP_TIMEOUT, env=env)
+    return Installed(python=python, wheel=built.wheel, env=env)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    for name, text in PROJECT_FILES.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+    return tmp_path
+
+
+@contextmanager
+def serve(installed: Installed, project: Path) -> Iterator[str]:
+    """Serve the project with the venv's daphne on a port the system picks; yield the MCP URL."""
+    log_path = project / "daphne.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [installed.python, "-m", "daphne", "-b", "127.0.0.1", "-p", "0", "smoke.asgi:application"],
+            cwd=project, env={**installed.env, "DJANGO_SETTINGS_MODULE": "smoke.settings"}, stdout=log, stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while (found := LISTENING_RE.search(log_path.read_text(errors="replace"))) is None:
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"daphne did not start:\n{log_path.read_text(errors='replace')}", pytrace=False)
+            time.sleep(0.05)  # bounded by the deadline
+        yield f"http://127.0.0.1:{found.group(1)}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def test_wheel_and_sdist_hold_every_file_of_the_package(built: Built) -> None:
+    with zipfile.ZipFile(built.wheel) as wheel:
+        in_wheel = set(wheel.namelist())
+        metadata = email.message_from_bytes(wheel.read(f"django_mcp_site-{mcp_django.__version__}.dist-info/METADATA"))
+    with tarfile.open(built.sdist) as sdist:
+        prefix = f"django_mcp_site-{mcp_django.__version__}/"
+        in_sdist = {name.removeprefix(prefix) for name in sdist.getnames()}
+
+    expected = package_files()
+    # The issue's list, spelled out so the test says what it guards even if the tree changes.
+    named = {"mcp_django/py.typed", *(f"mcp_django/migrations/{m}" for m in MIGRATIONS)}
+    templates = {f for f in expected if f.startswith("mcp_django/templates/mcp_django/") and f.endswith(".html")}
+    assert templates, "no templates found in the source tree"
+    assert named <= expected
+    for name, archive in (("wheel", in_wheel), ("sdist", in_sdist)):
+        assert not expected - archive, f"missing from the {name}: {sorted(expected - archive)}"
+
+    assert metadata["Name"] == DISTRIBUTION
+    assert metadata["Version"] == mcp_django.__version__  # pyproject.toml and mcp_django/version.py agree
+    assert metadata["Requires-Python"] == ">=3.10"
+    assert set(metadata.get_all("Provides-Extra")) == {"redis", "oauth", "tracing"}
+    classifiers = set(metadata.get_all("Classifier"))
+    assert {"Framework :: Django :: 5.2", "Framework :: Django :: 6.0"} <= classifiers
+    assert {f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 14)} <= classifiers
+
+
+async def test_installed_wheel_serves_a_minimal_project(installed: Installed, project: Path) -> None:
+    where = run([installed.python, "-c", "import mcp_django; print(mcp_django.__file__)"], timeout=COMMAND_TIMEOUT, cwd=project, env=installed.env)
+    assert Path(where.strip()).is_relative_to(installed.python.parent.parent), where  # the wheel's copy, not this checkout
+    run([installed.python, "-m", "pip", "check"], timeout=COMMAND_TIMEOUT, env=installed.env)
+
+    manage = [installed.python, "manage.py"]
+    check = run([*manage, "check", "--fail-level", "WARNING"], timeout=COMMAND_TIMEOUT, cwd=project, env=installed.env)
+    assert "System check identified no issues" in check
+    migrated = run([*manage, "migrate", "--noinput"], timeout=COMMAND_TIMEOUT, cwd=project, env=installed.env)
+    assert "Applying mcp_django.0005_toolcall... OK" in migrated
+    # The templates must be in the wheel: render one through the installed app's loader.
+    rendered = run(
+        [*manage, "shell", "-v0", "-c", "from django.template.loader import get_template; print(get_template('mcp_django/elicitation/base.html').origin.name)"],
+        timeout=COMMAND_TIMEOUT, cwd=project, env=installed.env,
+    )
+    assert Path(rendered.strip()).is_relative_to(installed.python.parent.parent), rendered
+
+    with serve(installed, project) as url:
+        async with httpx.AsyncClient(timeout=10) as http:  # the server is up: ping answers without a session
+            ping = await http.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "ping"}, headers={"Accept": "application/json, text/event-stream"})
+        assert ping.status_code == 200, ping.text
+        async with Client(url, read_timeout_seconds=10) as client:
+            assert client.server_info is not None and client.server_info.name == "packaging-smoke"
+            result = await client.call_tool("add", {"a": 2, "b": 40})
+    assert not result.is_error
+    assert result.structured_content == {"result": 42}
+
+
+def test_extras_install_what_they_say(installed: Installed, project: Path) -> None:
+    run([installed.python, "-m", "pip", "install", "--quiet", f"{installed.wheel}[redis,oauth,tracing]"], timeout=PIP_TIMEOUT, env=installed.env)
+    run([installed.python, "-m", "pip", "check"], timeout=COMMAND_TIMEOUT, env=installed.env)
+    # One module each extra is for: the channel layer, the OAuth provider, the tracing API.
+    imports = "import channels_redis.core, oauth2_provider, opentelemetry.trace, opentelemetry.metrics"
+    run([installed.python, "-c", imports], timeout=COMMAND_TIMEOUT, env=installed.env)
+    settings = project / "smoke" / "settings.py"
+    # With the extras in, OAuth and tracing switched on still pass the system checks.
+    settings.write_text(
+        settings.read_text().replace('"smoke",\n]', '"oauth2_provider",\n    "smoke",\n]')
+        + 'MCP_DJANGO = {**MCP_DJANGO, "TRACING": True}\n'
+    )
+    check = run([installed.python, "manage.py", "check", "--fail-level", "WARNING"], cwd=project, timeout=COMMAND_TIMEOUT, env=installed.env)
+    assert "System check identified no issues" in check
