@@ -257,9 +257,6 @@ async def _refusal(observation: Observation, message: str) -> str | None:
 
 async def _ending(observation: Observation) -> tuple[str, str, int | None]:
     """The outcome of a call that ran to its response: outcome, error summary, error code."""
-    if observation.denied:
-        code = (observation.response or {}).get("error", {}).get("code")
-        return Outcome.DENIED, observation.denied, code
     response = observation.response or {}
     error = response.get("error")
     if isinstance(error, dict):

@@ -38,8 +38,6 @@ class Observation:
     response: dict[str, Any] | None = None
     #: The trace the request runs in (32 hex digits), set by tracing when it is on.
     trace_id: str | None = None
-    #: Why the request was refused before its handler ran (set by whoever refused it).
-    denied: str | None = None
 
     @property
     def duration(self) -> float:

@@ -228,15 +228,26 @@ def _redis(cache: BaseCache, key: str) -> tuple[Any, str] | None:
 
 def _hit(cache: BaseCache, key: str, timeout: float) -> int:
     """Count one more on ``key`` (made with ``timeout`` when new); the new count."""
-    redis = _redis(cache, key)
+    return _hit_many(cache, [key], timeout)[0]
+
+
+def _hit_many(cache: BaseCache, keys: list[str], timeout: float) -> list[int]:
+    """:func:`_hit` on each of ``keys``; on Redis in one round trip."""
+    redis = _redis(cache, keys[0]) if keys else None
     if redis is not None:
-        client, full = redis
         # SET NX then INCR, pipelined: works on every Redis version (EXPIRE NX needs 7.0), and
         # the value stays a plain integer, as Django's own incr leaves it.
-        pipe = client.pipeline(transaction=False)
-        pipe.set(full, 0, ex=max(1, math.ceil(timeout)), nx=True)
-        pipe.incr(full)
-        return int(pipe.execute()[1])
+        pipe = redis[0].pipeline(transaction=False)
+        for key in keys:
+            full = cache.make_and_validate_key(key)
+            pipe.set(full, 0, ex=max(1, math.ceil(timeout)), nx=True)
+            pipe.incr(full)
+        return [int(count) for count in pipe.execute()[1::2]]
+    return [_count(cache, key, timeout) for key in keys]
+
+
+def _count(cache: BaseCache, key: str, timeout: float) -> int:
+    """The portable count, on any cache that keeps counters: add, then incr."""
     for _ in range(3):
         cache.add(key, 0, timeout=timeout)
         try:
@@ -246,43 +257,23 @@ def _hit(cache: BaseCache, key: str, timeout: float) -> int:
     raise RuntimeError(f"The cache {cache!r} does not keep counters; QUOTAS needs one that does")
 
 
-def _hit_many(cache: BaseCache, keys: list[str], timeout: float) -> list[int]:
-    """:func:`_hit` on each of ``keys``; on Redis in one round trip."""
-    if keys and isinstance(cache, RedisCache):
-        redis = _redis(cache, keys[0])
-        assert redis is not None
-        client = redis[0]
-        pipe = client.pipeline(transaction=False)
-        for key in keys:
-            full = cache.make_and_validate_key(key)
-            pipe.set(full, 0, ex=max(1, math.ceil(timeout)), nx=True)
-            pipe.incr(full)
-        return [int(count) for count in pipe.execute()[1::2]]
-    return [_hit(cache, key, timeout) for key in keys]
+def _unhit(cache: BaseCache, key: str) -> None:
+    _unhit_many(cache, [key])
 
 
 def _unhit_many(cache: BaseCache, keys: list[str]) -> None:
-    """:func:`_unhit` on each of ``keys``; on Redis in one round trip."""
-    if keys and isinstance(cache, RedisCache):
-        redis = _redis(cache, keys[0])
-        assert redis is not None
+    """Give back one count on each of ``keys`` (a lapsed counter stays gone); on Redis in one
+    round trip."""
+    redis = _redis(cache, keys[0]) if keys else None
+    if redis is not None:
         pipe = redis[0].pipeline(transaction=False)
         for key in keys:
             pipe.eval(_DECR_EXISTING, 1, cache.make_and_validate_key(key))
         pipe.execute()
         return
     for key in keys:
-        _unhit(cache, key)
-
-
-def _unhit(cache: BaseCache, key: str) -> None:
-    redis = _redis(cache, key)
-    if redis is not None:
-        client, full = redis
-        client.eval(_DECR_EXISTING, 1, full)
-        return
-    with contextlib.suppress(ValueError):  # gone already: nothing left to give back
-        cache.decr(key)
+        with contextlib.suppress(ValueError):  # gone already: nothing left to give back
+            cache.decr(key)
 
 
 # -- rate limits ------------------------------------------------------------------------------

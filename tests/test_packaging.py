@@ -30,6 +30,7 @@ import pytest
 from mcp import Client
 
 import mcp_django
+from tests import asgi_servers
 
 pytestmark = pytest.mark.e2e
 
@@ -220,12 +221,7 @@ def serve(installed: Installed, project: Path) -> Iterator[str]:
             time.sleep(0.05)  # bounded by the deadline
         yield f"http://127.0.0.1:{found.group(1)}/mcp"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        asgi_servers.stop(process)
 
 
 def test_wheel_and_sdist_hold_every_file_of_the_package(built: Built) -> None:

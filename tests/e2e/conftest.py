@@ -167,16 +167,6 @@ def run_server(env: dict[str, str], log_path: Path, port: int = 0, server: str =
         asgi_servers.stop(process)
 
 
-def stop_process(process: subprocess.Popen[bytes]) -> None:
-    """Stop a server subprocess: politely, then by force, each wait bounded."""
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
-
-
 @asynccontextmanager
 async def connect_as(server: ExampleServer, username: str, mode: str = "auto") -> AsyncIterator[Client]:
     """The official SDK client, logged in as ``username`` through a Django session cookie; in its

@@ -37,7 +37,9 @@ from mcp.types import (
     ErrorData,
 )
 
-from .conftest import LISTENING_RE, ROOT, STARTUP_TIMEOUT, ExampleServer, stop_process
+from tests import asgi_servers
+
+from .conftest import LISTENING_RE, ROOT, STARTUP_TIMEOUT, ExampleServer
 from .oauth_helpers import form_fields
 
 WAIT = 20.0  # seconds: every wait in these tests is bounded by this
@@ -208,15 +210,14 @@ async def mcp_client(
     ``url_mode`` it has an elicitation callback, so it declares ``elicitation: {form: {}, url: {}}``;
     without, it declares no elicitation at all. These tests follow 2025-11-25's URL elicitation
     (elicitationId, the completion notification, -32042) unless ``mode`` says otherwise."""
-    async with httpx2.AsyncClient(cookies=cookies, auth=auth, timeout=WAIT, transport=recorder.wire) as http:
-        async with Client(
-            streamable_http_client(server.mcp_url, http_client=http),
-            read_timeout_seconds=WAIT,
-            elicitation_callback=recorder.elicitation_callback if url_mode else None,
-            message_handler=recorder.message_handler,
-            mode=mode,
-        ) as client:
-            yield client
+    async with httpx2.AsyncClient(cookies=cookies, auth=auth, timeout=WAIT, transport=recorder.wire) as http, Client(
+        streamable_http_client(server.mcp_url, http_client=http),
+        read_timeout_seconds=WAIT,
+        elicitation_callback=recorder.elicitation_callback if url_mode else None,
+        message_handler=recorder.message_handler,
+        mode=mode,
+    ) as client:
+        yield client
 
 
 # -- Bookshelf, the third-party OAuth server ------------------------------------------------------------
@@ -262,7 +263,7 @@ def run_provider(env: dict[str, str], access_log: Path, log_path: Path) -> Itera
             time.sleep(0.05)  # bounded by the deadline
         yield Provider(base_url=base_url, env=env, access_log_path=access_log, log_path=log_path)
     finally:
-        stop_process(process)
+        asgi_servers.stop(process)
 
 
 def _answers(base_url: str) -> bool:
