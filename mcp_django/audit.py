@@ -523,7 +523,9 @@ def _insert(rows: list[dict[str, Any]]) -> None:
 
 def _database() -> Any:
     """The name of the database ToolCall rows are written to."""
-    return connections[router.db_for_write(ToolCall)].settings_dict.get("NAME")
+    # From the settings, not connections[...]: that builds a connection object per asyncio
+    # context, and this runs for every recorded call on the event loop.
+    return connections.settings[router.db_for_write(ToolCall)].get("NAME")
 
 
 #: The process's writer.

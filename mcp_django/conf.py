@@ -358,7 +358,12 @@ class MCPSettings:
     def quotas(self) -> dict[str, Any]:
         """``QUOTAS``, the user's keys merged over the defaults (a malformed value is E035's)."""
         value = self.get("QUOTAS")
-        return {**self.defaults["QUOTAS"], **(value if isinstance(value, dict) else {})}
+        # Merged once per value (it is read several times per tools/call): callers may compare
+        # the result by identity to tell that the setting changed.
+        merged = self.__dict__.get("_quotas")
+        if merged is None or merged[0] is not value:
+            merged = self.__dict__["_quotas"] = (value, {**self.defaults["QUOTAS"], **(value if isinstance(value, dict) else {})})
+        return merged[1]
 
     elicitation_ttl: Setting[float] = Setting("ELICITATION_TTL", float)
     model_uri_scheme: Setting[str] = Setting("MODEL_URI_SCHEME", str)

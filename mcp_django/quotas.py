@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import math
@@ -144,8 +145,10 @@ _parsed: tuple[Any, Quotas] | None = None
 def current() -> Quotas:
     """The quotas in force, parsed again only when the setting changes."""
     global _parsed
+    # By identity (the settings object keeps one merged dict per value): this runs several
+    # times per tools/call, and comparing the dicts each time showed in profiles.
     raw = mcp_settings.quotas
-    if _parsed is None or _parsed[0] != raw:
+    if _parsed is None or _parsed[0] is not raw:
         _parsed = (raw, Quotas.parse(raw))
     return _parsed[1]
 
@@ -172,6 +175,7 @@ def caller_of(request: Any, user: Any) -> Caller:
     return Caller(f"address:{address}" if address else "anonymous", None, client)
 
 
+@functools.lru_cache(maxsize=4096)
 def cache_key(kind: str, *parts: str) -> str:
     """A namespaced key; what it counts is hashed (ids, addresses and tool names stay out of
     the cache's key space, and any length fits memcached's 250 characters)."""
@@ -247,13 +251,13 @@ def _hit_many(cache: BaseCache, keys: list[str], timeout: float) -> list[int]:
 
 
 def _count(cache: BaseCache, key: str, timeout: float) -> int:
-    """The portable count, on any cache that keeps counters: add, then incr."""
+    """The portable count, on any cache that keeps counters: incr, and add first where the
+    counter is not there yet (most counts find it: the add is skipped)."""
     for _ in range(3):
-        cache.add(key, 0, timeout=timeout)
         try:
             return int(cache.incr(key))
         except ValueError:
-            continue  # expired or evicted between add and incr: make it again
+            cache.add(key, 0, timeout=timeout)  # new (or expired, or evicted): make it, count again
     raise RuntimeError(f"The cache {cache!r} does not keep counters; QUOTAS needs one that does")
 
 
