@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path
 from oauth2_provider import urls as oauth2_urls
 from oauth2_provider import views as oauth2_views
@@ -34,3 +35,8 @@ urlpatterns = [
     # Serves /mcp and /mcp/ alike (a POST cannot follow a redirect).
     path("mcp/", include("mcp_django.urls")),
 ]
+
+# With DEBUG on (make run, the tests), Django serves the admin's and the consent page's CSS
+# itself: daphne serves no files. Without DEBUG this adds nothing (a deployment runs
+# collectstatic and serves /static/ from its web server).
+urlpatterns += staticfiles_urlpatterns()

@@ -9,12 +9,17 @@ client that records everything it receives, and Bookshelf, a second OAuth server
   requests (the SDK then declares ``elicitation: {form: {}, url: {}}``), a message handler
   that keeps every notification, and ``WireTap``, the bytes of every HTTP response the client
   read (so "never in any MCP message" covers results, errors and notifications alike).
-- ``run_provider`` serves ``tests/e2e/provider`` with daphne on a free port.
+- ``run_provider`` serves ``tests/e2e/provider`` with daphne on a free port;
+  ``run_site_with_bookshelf`` serves the example site with Bookshelf as its "connect" provider
+  (test_url_elicitation.py and the browser tests, tests/browser/).
+- ``call_while_browsing`` calls a tool and lets the user act in their browser when the client
+  is sent to a URL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import subprocess
 import sys
 import time
@@ -39,8 +44,8 @@ from mcp.types import (
 
 from tests import asgi_servers
 
-from .conftest import LISTENING_RE, ROOT, STARTUP_TIMEOUT, ExampleServer
-from .oauth_helpers import form_fields
+from .conftest import LISTENING_RE, ROOT, STARTUP_TIMEOUT, ExampleServer, manage, run_server, server_env
+from .oauth_helpers import form_fields, free_port
 
 WAIT = 20.0  # seconds: every wait in these tests is bounded by this
 
@@ -272,3 +277,91 @@ def _answers(base_url: str) -> bool:
     except httpx.TransportError:
         return False
 
+
+# -- the example site with Bookshelf as its "connect" provider ----------------------------------------
+
+# Bookshelf: its client for the example site, and its user (not the same name as on the site).
+CLIENT_ID = "example-library"
+CLIENT_SECRET = "bookshelf-client-secret-" + secrets.token_hex(8)
+BOOKSHELF_USER, BOOKSHELF_PASSWORD = "ada.lovelace", "bookshelf-pw-ada"
+
+SITE_SETUP = """
+from datetime import timedelta
+from django.contrib.auth import get_user_model
+from example_site.library.models import Book, Loan, Member, today
+
+for name in {users!r}:
+    user = get_user_model().objects.create_user(name, name + "@example.com", name + "-pw")
+    Member.objects.create(user=user)
+# barbara's reading history: two returned loans, and one still out.
+barbara = Member.objects.get(user__username="barbara")
+books = list(Book.objects.filter(genre="poetry").order_by("isbn")[:3]) + list(Book.objects.filter(genre="history").order_by("isbn")[:1])
+for days_ago, book in zip((90, 60), books[:2]):
+    borrowed = today() - timedelta(days=days_ago)
+    Loan.objects.create(book=book, member=barbara, borrowed_on=borrowed, due_on=borrowed + timedelta(days=21), returned_on=borrowed + timedelta(days=14))
+Loan.objects.create(book=books[-1], member=barbara)
+"""
+
+PROVIDER_SETUP = """
+from django.contrib.auth import get_user_model
+from oauth2_provider.models import Application
+
+get_user_model().objects.create_user({username!r}, password={password!r})
+Application.objects.create(
+    name="Example Library", client_id={client_id!r}, client_secret={client_secret!r},
+    client_type=Application.CLIENT_CONFIDENTIAL, authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+    redirect_uris={redirect_uri!r}, skip_authorization=False, algorithm="",
+)
+"""
+
+
+@contextmanager
+def run_site_with_bookshelf(workdir: Path, server: str, users: list[str]) -> Iterator[tuple[ExampleServer, Provider]]:
+    """Bookshelf on a free port, then the example site under ``server`` with ``MCP_AUTH=django``
+    (at a port chosen first: Bookshelf must know its callback URL) and CONNECT_PROVIDERS pointing
+    at Bookshelf, on a fresh database in ``workdir``: the demo data, and ``users`` (password
+    ``<name>-pw``), barbara among them with a reading history."""
+    port = free_port()
+    site_url = f"http://127.0.0.1:{port}"
+    provider_env = {
+        **server_env(workdir / "unused.sqlite3", auth="none"),  # the environment, less what the e2e tests pin
+        "DJANGO_SETTINGS_MODULE": "tests.e2e.provider.settings",
+        "PROVIDER_SQLITE_PATH": str(workdir / "bookshelf.sqlite3"),
+        "PROVIDER_ACCESS_LOG": str(workdir / "bookshelf-access.log"),
+    }
+    django_admin(provider_env, "migrate", "--noinput", "-v0")
+    django_admin(provider_env, "shell", "-v0", "-c", PROVIDER_SETUP.format(
+        username=BOOKSHELF_USER, password=BOOKSHELF_PASSWORD, client_id=CLIENT_ID, client_secret=CLIENT_SECRET,
+        redirect_uri=f"{site_url}/mcp/connect/callback/",
+    ))
+    with run_provider(provider_env, workdir / "bookshelf-access.log", workdir / "bookshelf-daphne.log") as provider:
+        env = {
+            **server_env(workdir / "example.sqlite3", auth="django"),
+            "MCP_RESOURCE_URL": f"{site_url}/mcp",
+            "MCP_LOG_LEVEL": "DEBUG",  # the most the server ever logs: the secret must be in none of it
+            "MCP_CONNECT_PROVIDER_URL": provider.base_url,
+            "MCP_CONNECT_CLIENT_ID": CLIENT_ID,
+            "MCP_CONNECT_CLIENT_SECRET": CLIENT_SECRET,
+        }
+        manage(env, "migrate", "--noinput")
+        manage(env, "load_demo_data")
+        manage(env, "shell", "-v0", "-c", SITE_SETUP.format(users=users))
+        with run_server(env, workdir / f"{server}.log", port=port, server=server) as site:
+            assert site.base_url == site_url
+            yield site, provider
+
+
+# -- a tool call while the user is in their browser ------------------------------------------------------
+
+
+async def call_while_browsing(client: Any, recorder: Recorder, tool: str, arguments: dict[str, Any], browse: Any) -> tuple[Any, Any]:
+    """Call ``tool``; when the client is sent to a URL, run ``browse(request)`` (the user in
+    their browser); return the tool's result and the URL request."""
+    call = asyncio.ensure_future(client.call_tool(tool, arguments))
+    try:
+        request = await recorder.next_url_request()
+        await browse(request)
+        result = await asyncio.wait_for(call, WAIT)
+    finally:
+        call.cancel()
+    return result, request

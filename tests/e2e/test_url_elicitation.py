@@ -32,15 +32,18 @@ from mcp.types import TextContent
 
 from example_site.integrations.services import simulated_reviews
 
-from .conftest import ExampleServer, manage, run_server, server_env
+from .conftest import ExampleServer, manage, run_server
 from .elicitation_helpers import (
+    BOOKSHELF_PASSWORD,
+    BOOKSHELF_USER,
+    CLIENT_ID,
     WAIT,
     Browser,
     Provider,
     Recorder,
-    django_admin,
+    call_while_browsing,
     mcp_client,
-    run_provider,
+    run_site_with_bookshelf,
 )
 from .oauth_helpers import Browser as OAuthBrowser
 from .oauth_helpers import BrowserHandlers, MemoryTokenStorage, free_port
@@ -52,40 +55,6 @@ SECRET = "rv-live-" + secrets.token_hex(16)  # the reviews-service key the user 
 PRIDE = "9780000100016"  # Pride and Prejudice, in the demo catalogue
 HOUND = "9780000500021"  # The Hound of the Baskervilles, its one copy on loan to alice
 UNKNOWN_ISBN = "9781111111111"
-
-# Bookshelf: its client for the example site, and its user (not the same name as on the site).
-CLIENT_ID = "example-library"
-CLIENT_SECRET = "bookshelf-client-secret-" + secrets.token_hex(8)
-BOOKSHELF_USER, BOOKSHELF_PASSWORD = "ada.lovelace", "bookshelf-pw-ada"
-
-SITE_SETUP = """
-from datetime import timedelta
-from django.contrib.auth import get_user_model
-from example_site.library.models import Book, Loan, Member, today
-
-for name in {users!r}:
-    user = get_user_model().objects.create_user(name, name + "@example.com", name + "-pw")
-    Member.objects.create(user=user)
-# barbara's reading history: two returned loans, and one still out.
-barbara = Member.objects.get(user__username="barbara")
-books = list(Book.objects.filter(genre="poetry").order_by("isbn")[:3]) + list(Book.objects.filter(genre="history").order_by("isbn")[:1])
-for days_ago, book in zip((90, 60), books[:2]):
-    borrowed = today() - timedelta(days=days_ago)
-    Loan.objects.create(book=book, member=barbara, borrowed_on=borrowed, due_on=borrowed + timedelta(days=21), returned_on=borrowed + timedelta(days=14))
-Loan.objects.create(book=books[-1], member=barbara)
-"""
-
-PROVIDER_SETUP = """
-from django.contrib.auth import get_user_model
-from oauth2_provider.models import Application
-
-get_user_model().objects.create_user({username!r}, password={password!r})
-Application.objects.create(
-    name="Example Library", client_id={client_id!r}, client_secret={client_secret!r},
-    client_type=Application.CLIENT_CONFIDENTIAL, authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-    redirect_uris={redirect_uri!r}, skip_authorization=False, algorithm="",
-)
-"""
 
 PROVIDER_TOKENS = """
 import json
@@ -113,37 +82,8 @@ assert Elicitation.objects.filter(pk={pk!r}).update(expires_at=timezone.now() - 
 
 @pytest.fixture(scope="module")
 def servers(asgi_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExampleServer, Provider]]:
-    """Bookshelf on a free port, then the example site (at a port chosen first: Bookshelf must
-    know its callback URL) with CONNECT_PROVIDERS pointing at it."""
-    workdir = tmp_path_factory.mktemp("url-elicitation")
-    port = free_port()
-    site_url = f"http://127.0.0.1:{port}"
-    provider_env = {
-        **server_env(workdir / "unused.sqlite3", auth="none"),  # the environment, less what the e2e tests pin
-        "DJANGO_SETTINGS_MODULE": "tests.e2e.provider.settings",
-        "PROVIDER_SQLITE_PATH": str(workdir / "bookshelf.sqlite3"),
-        "PROVIDER_ACCESS_LOG": str(workdir / "bookshelf-access.log"),
-    }
-    django_admin(provider_env, "migrate", "--noinput", "-v0")
-    django_admin(provider_env, "shell", "-v0", "-c", PROVIDER_SETUP.format(
-        username=BOOKSHELF_USER, password=BOOKSHELF_PASSWORD, client_id=CLIENT_ID, client_secret=CLIENT_SECRET,
-        redirect_uri=f"{site_url}/mcp/connect/callback/",
-    ))
-    with run_provider(provider_env, workdir / "bookshelf-access.log", workdir / "bookshelf-daphne.log") as provider:
-        env = {
-            **server_env(workdir / "example.sqlite3", auth="django"),
-            "MCP_RESOURCE_URL": f"{site_url}/mcp",
-            "MCP_LOG_LEVEL": "DEBUG",  # the most the server ever logs: the secret must be in none of it
-            "MCP_CONNECT_PROVIDER_URL": provider.base_url,
-            "MCP_CONNECT_CLIENT_ID": CLIENT_ID,
-            "MCP_CONNECT_CLIENT_SECRET": CLIENT_SECRET,
-        }
-        manage(env, "migrate", "--noinput")
-        manage(env, "load_demo_data")
-        manage(env, "shell", "-v0", "-c", SITE_SETUP.format(users=USERS))
-        with run_server(env, workdir / f"{asgi_server}.log", port=port, server=asgi_server) as site:
-            assert site.base_url == site_url
-            yield site, provider
+    with run_site_with_bookshelf(tmp_path_factory.mktemp("url-elicitation"), asgi_server, USERS) as servers:
+        yield servers
 
 
 @pytest.fixture(scope="module")
@@ -171,19 +111,6 @@ def stored_bytes(site: ExampleServer) -> bytes:
 
 def text_of(result: Any) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
-
-
-async def call_while_browsing(client: Any, recorder: Recorder, tool: str, arguments: dict[str, Any], browse: Any) -> tuple[Any, Any]:
-    """Call ``tool``; when the client is sent to a URL, run ``browse(request)`` (the user in
-    their browser); return the tool's result and the URL request."""
-    call = asyncio.ensure_future(client.call_tool(tool, arguments))
-    try:
-        request = await recorder.next_url_request()
-        await browse(request)
-        result = await asyncio.wait_for(call, WAIT)
-    finally:
-        call.cancel()
-    return result, request
 
 
 def assert_clean_url(url: str, site: ExampleServer, username: str, suffix: str) -> None:
