@@ -4,6 +4,8 @@
 #   make run PORT=8001    ... on another port
 #   make test             the whole test suite
 #   make test ARGS="tests/e2e -q"
+#   make docs             build the documentation site into docs/_build/html (warnings are errors)
+#   make screenshots      regenerate docs/_static/screenshots/ (the browser tests, in headless Chromium)
 #   make clean            back to a fresh clone: remove .venv, caches and the demo database
 #
 # Both run and test first make sure .venv exists and holds requirements.txt.
@@ -17,7 +19,7 @@ BIN := $(VENV)/bin
 # Touched after each successful install: pip runs again only when requirements.txt is newer.
 STAMP := $(VENV)/.requirements.stamp
 
-.PHONY: run test venv clean
+.PHONY: run test docs screenshots venv clean
 
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
@@ -28,6 +30,13 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(ARGS)
+
+docs: $(STAMP)
+	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
+
+# The browser tests (tests/browser/) save their screenshots into the docs instead of a temporary directory.
+screenshots: $(STAMP)
+	MCP_SCREENSHOTS_DIR=docs/_static/screenshots $(BIN)/python -m pytest -m browser tests/browser -q
 
 venv: $(STAMP)
 

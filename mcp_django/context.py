@@ -70,7 +70,9 @@ def _elicitation_action(result: dict[str, Any]) -> ElicitationAction:
 class ElicitationResult:
     """The user's answer to a form elicitation."""
 
+    #: ``"accept"``, ``"decline"`` or ``"cancel"``.
     action: ElicitationAction
+    #: The submitted form as JSON, on accept.
     content: dict[str, Any] | None = None
     #: ``content`` as an instance of the pydantic model or dataclass given as schema, on accept.
     data: Any = None
@@ -80,8 +82,11 @@ class ElicitationResult:
 class URLElicitation:
     """A URL-mode elicitation sent to the client: its id, its page, and the user's action."""
 
+    #: The elicitation's id (what :meth:`Context.wait_for_elicitation` takes).
     id: str
+    #: The page's absolute URL, sent to the client.
     url: str
+    #: The client's answer to being sent there: ``"accept"`` (the user agreed to open it), ``"decline"`` or ``"cancel"``.
     action: str
 
 
@@ -151,27 +156,35 @@ class Log:
         await self._ctx.send_notification("notifications/message", params)
 
     async def debug(self, data: Any, logger: str | None = None) -> None:
+        """Send ``data`` at level ``debug``."""
         await self("debug", data, logger)
 
     async def info(self, data: Any, logger: str | None = None) -> None:
+        """Send ``data`` at level ``info``."""
         await self("info", data, logger)
 
     async def notice(self, data: Any, logger: str | None = None) -> None:
+        """Send ``data`` at level ``notice``."""
         await self("notice", data, logger)
 
     async def warning(self, data: Any, logger: str | None = None) -> None:
+        """Send ``data`` at level ``warning``."""
         await self("warning", data, logger)
 
     async def error(self, data: Any, logger: str | None = None) -> None:
+        """Send ``data`` at level ``error``."""
         await self("error", data, logger)
 
     async def critical(self, data: Any, logger: str | None = None) -> None:
+        """Send ``data`` at level ``critical``."""
         await self("critical", data, logger)
 
     async def alert(self, data: Any, logger: str | None = None) -> None:
+        """Send ``data`` at level ``alert``."""
         await self("alert", data, logger)
 
     async def emergency(self, data: Any, logger: str | None = None) -> None:
+        """Send ``data`` at level ``emergency``."""
         await self("emergency", data, logger)
 
 
@@ -191,11 +204,17 @@ class Context:
         request_meta: RequestMeta | None = None,
         rounds: InputRounds | None = None,
     ) -> None:
+        #: The :class:`~mcp_django.sites.MCPSite` serving the request.
         self.site = site
+        #: The Django ``HttpRequest`` the call came with (over stdio, one that carries the ``--user``).
         self.request = request
+        #: The calling user, as the authentication returned it (None when anonymous calls are allowed).
         self.user = user
+        #: The ``Session`` row of a session's request; None in 2026-07-28.
         self.session = session
+        #: The JSON-RPC id of the request.
         self.request_id = request_id
+        #: The request's ``params._meta``.
         self.meta = meta or {}
         self._emitter = emitter
         #: What a 2026-07-28 request says of its client (None in a session's request).
@@ -220,10 +239,12 @@ class Context:
 
     @property
     def session_id(self) -> str | None:
+        """The ``Mcp-Session-Id`` of the request's session; None in 2026-07-28."""
         return self.session.pk if self.session is not None else None
 
     @property
     def progress_token(self) -> str | int | None:
+        """The client's ``_meta.progressToken``; None when it asked for no progress."""
         token = self.meta.get("progressToken")
         if isinstance(token, bool) or not isinstance(token, (str, int)):
             return None
@@ -231,6 +252,7 @@ class Context:
 
     @property
     def client_capabilities(self) -> dict[str, Any]:
+        """What the client declared it can do (``sampling``, ``elicitation``, ``roots``...)."""
         if self.request_meta is not None:
             return self.request_meta.client_capabilities
         return self.session.client_capabilities if self.session is not None else {}

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 class Observation:
     """One request as it runs."""
 
+    #: The JSON-RPC request.
     message: Request
+    #: The request's :class:`~mcp_django.context.Context`: its user, session and site.
     ctx: Context
     #: "streamable-http", "sse" (the 2024-11-05 HTTP+SSE transport) or "stdio".
     transport: str

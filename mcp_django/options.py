@@ -136,7 +136,9 @@ class ModelMCP:
 
     #: Fields read and written by the generated serializer: a list, or None for all.
     fields: list[str] | tuple[str, ...] | str | None = None
+    #: Fields left out of the generated serializer.
     exclude: list[str] | tuple[str, ...] | None = None
+    #: Fields clients read but may not write.
     read_only_fields: list[str] | tuple[str, ...] = ()
     #: Lookups matched (icontains) by the ``search`` tool and by completion of ``{pk}``.
     search_fields: list[str] | tuple[str, ...] = ()
@@ -144,6 +146,7 @@ class ModelMCP:
     ordering: list[str] | tuple[str, ...] | None = None
     #: Exact-match filters the ``search`` tool accepts.
     filter_fields: list[str] | tuple[str, ...] = ()
+    #: A DRF ``ModelSerializer`` of your own, instead of one built from ``fields``.
     serializer_class: type[serializers.ModelSerializer] | None = None
     #: Generated tools to offer: any of "search", "get", "create", "update", "delete".
     tools: list[str] | tuple[str, ...] = ()
@@ -153,11 +156,13 @@ class ModelMCP:
     list_select_related: list[str] | tuple[str, ...] = ()
     #: Upper bound (and default) of the ``search`` tool's ``limit``.
     search_limit: int = 50
+    #: The description of the resource template (default: "One <verbose name> by primary key.").
     description: str | None = None
     #: How long 2026-07-28 clients may keep a row they read, in ms (None: READ_CACHE_TTL_MS).
     cache_ttl_ms: int | None = None
     #: OAuth scopes a token needs to read rows (list, read, search, get) and to write them.
     read_scopes: list[str] | tuple[str, ...] = ()
+    #: OAuth scopes a token needs, besides ``read_scopes``, for the create, update and delete tools.
     write_scopes: list[str] | tuple[str, ...] = ()
     checks_class = ModelMCPChecks
 
@@ -186,6 +191,7 @@ class ModelMCP:
         return bool(user is not None and user.has_perm(f"{self.opts.app_label}.{action}_{self.opts.model_name}"))
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Whether the user may read rows: Django's view or change permission on the model."""
         return self._has_perm(request, "view") or self._has_perm(request, "change")
 
     def has_read_scopes(self, request: HttpRequest) -> bool:
@@ -205,15 +211,19 @@ class ModelMCP:
         return self.has_view_permission(request)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
+        """Whether the user may use the ``create`` tool: Django's add permission."""
         return self._has_perm(request, "add")
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Whether the user may use the ``update`` tool (on ``obj``): Django's change permission."""
         return self._has_perm(request, "change")
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Whether the user may use the ``delete`` tool (on ``obj``): Django's delete permission."""
         return self._has_perm(request, "delete")
 
     def get_serializer_class(self) -> type[serializers.ModelSerializer]:
+        """The serializer that reads and writes rows: ``serializer_class``, or one built once."""
         if self.serializer_class is not None:
             return self.serializer_class
         # Built once: a new class per call would make DRF map the model's fields every time.
@@ -236,9 +246,11 @@ class ModelMCP:
         return type(f"{self.model.__name__}MCPSerializer", (serializers.ModelSerializer,), {"Meta": meta})
 
     def get_resource_name(self, obj: Any) -> str:
+        """The name of a row in ``resources/list``: ``str(obj)``."""
         return str(obj)
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], term: str) -> QuerySet[Any]:
+        """Filter ``queryset`` by ``term`` (``icontains`` on any of ``search_fields``)."""
         if not term or not self.search_fields:
             return queryset
         lookups = [Q(**{f"{f}__icontains": term}) for f in self.search_fields]
@@ -293,6 +305,7 @@ class ModelMCP:
         return obj
 
     def serialize(self, obj: Any) -> dict[str, Any]:
+        """One row as the JSON a client reads."""
         return dict(self.get_serializer_class()(obj).data)
 
     def list_page(self, request: HttpRequest, after: Any, limit: int) -> list[tuple[Any, dict[str, Any]]]:

@@ -253,15 +253,18 @@ class MCPSite:
             announce_soon(anotify_list_changed, self, list_kind)
 
     def is_registered(self, model_or_kind: Any, name: str | None = None) -> bool:
+        """Whether a model (``is_registered(Book)``) or a named entry (``is_registered("tool", "add")``) is registered."""
         return (model_or_kind if name is None else (model_or_kind, name)) in self._registry
 
     def get_model_mcp(self, model: Any) -> ModelMCP:
+        """The ``ModelMCP`` a model is registered with; raise ``NotRegistered`` if none."""
         try:
             return cast("ModelMCP", self._registry[model])
         except KeyError:
             raise NotRegistered(f"The model {model.__name__} is not registered on {self!r}.") from None
 
     def get_model_mcps(self) -> list[ModelMCP]:
+        """Every registered ``ModelMCP``."""
         from .options import ModelMCP
 
         return [e for e in self._registry.values() if isinstance(e, ModelMCP)]
@@ -410,6 +413,7 @@ class MCPSite:
         return tools
 
     def get_tool(self, name: str) -> ToolEntry | None:
+        """The tool named ``name`` (a function, admin-action or generated tool), or None."""
         entry: ToolEntry | None = self._registry.get(("tool", name))
         if entry is not None:
             return entry
@@ -420,23 +424,29 @@ class MCPSite:
         return None
 
     def get_resources(self) -> list[FunctionResource]:
+        """The function resources with a fixed URI."""
         return self._of(FunctionResource)
 
     def get_resource(self, uri: str) -> FunctionResource | None:
+        """The function resource registered at ``uri``, or None."""
         entry = self._registry.get(("resource", uri))
         return entry if isinstance(entry, FunctionResource) else None
 
     def get_resource_templates(self) -> list[FunctionResourceTemplate]:
+        """The function resource templates (URIs with ``{variables}``)."""
         return self._of(FunctionResourceTemplate)
 
     def get_resource_template(self, uri_template: str) -> FunctionResourceTemplate | None:
+        """The function resource template registered as ``uri_template``, or None."""
         entry = self._registry.get(("template", uri_template))
         return entry if isinstance(entry, FunctionResourceTemplate) else None
 
     def get_prompts(self) -> list[FunctionPrompt]:
+        """The registered prompts."""
         return self._of(FunctionPrompt)
 
     def get_prompt(self, name: str) -> FunctionPrompt | None:
+        """The prompt named ``name``, or None."""
         entry = self._registry.get(("prompt", name))
         return entry if isinstance(entry, FunctionPrompt) else None
 
@@ -452,6 +462,7 @@ class MCPSite:
         return notify_resource_updated(self, uri)
 
     async def anotify_resource_updated(self, uri: str) -> int:
+        """The async twin of :meth:`notify_resource_updated`."""
         from .changes import anotify_resource_updated
 
         return await anotify_resource_updated(self, uri)
@@ -463,6 +474,7 @@ class MCPSite:
         return notify_list_changed(self, kind)
 
     async def anotify_list_changed(self, kind: str) -> int:
+        """The async twin of :meth:`notify_list_changed`."""
         from .notifications import anotify_list_changed
 
         return await anotify_list_changed(self, kind)
@@ -503,6 +515,7 @@ class MCPSite:
         return self._engine
 
     def get_server_info(self) -> dict[str, Any]:
+        """``serverInfo``: ``SERVER_NAME``, ``SERVER_VERSION`` and ``SERVER_TITLE``."""
         info: dict[str, Any] = {"name": mcp_settings.server_name, "version": mcp_settings.server_version}
         title = mcp_settings.server_title
         if title:
@@ -510,6 +523,7 @@ class MCPSite:
         return info
 
     def get_instructions(self) -> str | None:
+        """The ``instructions`` sent to clients (``INSTRUCTIONS``)."""
         return mcp_settings.instructions
 
     # -- URLs ---------------------------------------------------------------------------
@@ -527,6 +541,7 @@ class MCPSite:
 
     @property
     def urls(self) -> tuple[list[Any], str, str]:
+        """For ``include()``: ``path("mcp/", include(site.urls))`` (namespace ``mcp_django``, instance ``name``)."""
         return self.get_urls(), "mcp_django", self.name
 
     # -- checks -------------------------------------------------------------------------

@@ -33,8 +33,11 @@ else:
 class ElicitationView(LoginRequiredMixin, _FormView):
     """Base page of one elicitation. Subclasses set ``form_class`` and implement :meth:`complete`."""
 
+    #: The MCP site, when the page is one of a site's own (``as_view(site=site)``).
     site: Any = None
+    #: The page: the elicitation's message, the form, and Continue and Decline buttons.
     template_name = "mcp_django/elicitation/form.html"
+    #: Shown once the page is finished, whatever the outcome.
     done_template_name = "mcp_django/elicitation/done.html"
     form_class: type[forms.Form] = forms.Form
     elicitation: Elicitation
@@ -66,6 +69,7 @@ class ElicitationView(LoginRequiredMixin, _FormView):
         return context
 
     def get_title(self) -> str:
+        """The page's title and heading."""
         return str(_("A request from your AI assistant"))
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -77,6 +81,7 @@ class ElicitationView(LoginRequiredMixin, _FormView):
         return self.finish(self.complete(form))
 
     def finish(self, state: str) -> HttpResponse:
+        """Close the elicitation in ``state``, tell the waiting tool and the client, and show the done page."""
         services.finish(self.elicitation, state)
         context = {"elicitation": self.elicitation, "state": state, "title": self.get_title()}
         return self.response_class(request=self.request, template=[self.done_template_name], context=context, using=self.template_engine)

@@ -68,31 +68,43 @@ class MCPError(Exception):
 
 
 class ParseError(MCPError):
+    """-32700: the body is not JSON."""
+
     code = PARSE_ERROR
     default_message = "Parse error"
 
 
 class InvalidRequestError(MCPError):
+    """-32600: the message is not a valid JSON-RPC request."""
+
     code = INVALID_REQUEST
     default_message = "Invalid Request"
 
 
 class MethodNotFoundError(MCPError):
+    """-32601: the method (or the tool, resource or prompt it names) is not offered to this caller."""
+
     code = METHOD_NOT_FOUND
     default_message = "Method not found"
 
 
 class InvalidParamsError(MCPError):
+    """-32602: the params are missing, malformed or out of bounds."""
+
     code = INVALID_PARAMS
     default_message = "Invalid params"
 
 
 class InternalError(MCPError):
+    """-32603: the server could not finish the request."""
+
     code = INTERNAL_ERROR
     default_message = "Internal error"
 
 
 class ResourceNotFoundError(MCPError):
+    """-32002: no resource at that URI, or none this caller may read (the same answer)."""
+
     code = RESOURCE_NOT_FOUND
     default_message = "Resource not found"
 
@@ -101,6 +113,8 @@ class ResourceNotFoundError(MCPError):
 
 
 class URLElicitationRequiredError(MCPError):
+    """-32042: the user must first finish a page of this site; ``data.elicitations`` holds its URL."""
+
     code = URL_ELICITATION_REQUIRED
     default_message = "This request requires more information."
 
