@@ -4,6 +4,7 @@
 #   make run PORT=8001    ... on another port
 #   make test             the whole test suite
 #   make test ARGS="tests/e2e -q"
+#   make matrix           the other Python/Django cells (noxfile.py); NOX_ARGS="-t ci": those CI runs
 #   make docs             build the documentation site into docs/_build/html (warnings are errors)
 #   make screenshots      regenerate docs/_static/screenshots/ (the browser tests, in headless Chromium)
 #   make clean            back to a fresh clone: remove .venv, caches and the demo database
@@ -14,12 +15,13 @@ PYTHON ?= python3
 VENV ?= .venv
 PORT ?= 8000
 ARGS ?=
+NOX_ARGS ?=
 
 BIN := $(VENV)/bin
 # Touched after each successful install: pip runs again only when requirements.txt is newer.
 STAMP := $(VENV)/.requirements.stamp
 
-.PHONY: run test docs screenshots venv clean
+.PHONY: run test matrix docs screenshots venv clean
 
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
@@ -30,6 +32,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(ARGS)
+
+# The in-process suite and one end-to-end test on each other cell, in a venv of its own (.nox/).
+matrix: $(STAMP)
+	$(BIN)/nox $(NOX_ARGS)
 
 docs: $(STAMP)
 	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
@@ -51,6 +57,6 @@ $(STAMP): requirements.txt | $(BIN)/python
 	touch $@
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info
+	rm -rf $(VENV) .nox .pytest_cache .hypothesis build dist *.egg-info
 	rm -f example_site.sqlite3 example_site.sqlite3-shm example_site.sqlite3-wal
 	find . -type d -name __pycache__ -prune -exec rm -rf {} +

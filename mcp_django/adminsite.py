@@ -230,7 +230,9 @@ def admin_actions(
     tools: list[AdminActionTool] = []
     skipped: list[str] = []
     # The same list the changelist builds its action menu from (site-wide plus the model's).
-    for func, name, description in model_admin._get_base_actions():  # type: ignore[attr-defined]  # private; no public equivalent
+    for action in model_admin._get_base_actions():  # type: ignore[attr-defined]  # private; no public equivalent
+        # Django 6.1 gives Action objects (unpacking one is deprecated), older versions tuples.
+        func, name, description = (action.func, action.name, action.description) if hasattr(action, "func") else action
         if name == "delete_selected" and not include_delete_selected:
             continue
         if name != "delete_selected" and answers_with_response(func):

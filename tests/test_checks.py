@@ -12,6 +12,10 @@ from mcp_django import site
 from mcp_django.checks import check_deployment, check_settings, check_sites, check_urls
 from mcp_django.sites import MCPSite
 
+# Django 6.1's ``check`` runs the model checks against every database (a JSONField asks SQLite
+# whether it supports JSON): a full ``manage.py check`` needs the test database.
+needs_database_for_model_checks = pytest.mark.django_db
+
 BASE: dict[str, Any] = {"AUTHENTICATION": "none", "SERVER_NAME": "mcp-django-tests"}
 
 
@@ -176,6 +180,7 @@ def test_e170_no_url_routes_to_the_endpoint():
     assert 'include("mcp_django.urls")' in next(m for m in messages if m.id == "mcp_django.E170").hint
 
 
+@needs_database_for_model_checks
 def test_e170_is_reported_by_manage_py_check():
     from django.core.management import call_command
     from django.core.management.base import SystemCheckError
@@ -250,6 +255,7 @@ def test_e172_asgi_application_without_the_router(path):
     assert "MCPRouter(get_asgi_application())" in error.hint
 
 
+@needs_database_for_model_checks
 def test_e172_is_reported_by_manage_py_check():
     with override_settings(ASGI_APPLICATION="tests.asgi.django_asgi_app"):
         assert "mcp_django.E172" in manage_py_check()
@@ -274,6 +280,7 @@ def test_w172_when_the_chain_cannot_be_seen_into(path):
     assert warning.hint
 
 
+@needs_database_for_model_checks
 def test_w172_is_reported_by_manage_py_check():
     with override_settings(ASGI_APPLICATION="tests.asgi_variants.opaque"):
         assert "mcp_django.W172" in manage_py_check()

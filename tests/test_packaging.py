@@ -225,12 +225,15 @@ def serve(installed: Installed, project: Path) -> Iterator[str]:
 
 
 def test_wheel_and_sdist_hold_every_file_of_the_package(built: Built) -> None:
+    dist_info = f"django_mcp_site-{mcp_django.__version__}.dist-info"
     with zipfile.ZipFile(built.wheel) as wheel:
         in_wheel = set(wheel.namelist())
-        metadata = email.message_from_bytes(wheel.read(f"django_mcp_site-{mcp_django.__version__}.dist-info/METADATA"))
+        metadata = email.message_from_bytes(wheel.read(f"{dist_info}/METADATA"))
+        wheel_license = wheel.read(f"{dist_info}/licenses/LICENSE")
     with tarfile.open(built.sdist) as sdist:
         prefix = f"django_mcp_site-{mcp_django.__version__}/"
         in_sdist = {name.removeprefix(prefix) for name in sdist.getnames()}
+        sdist_license = sdist.extractfile(f"{prefix}LICENSE").read()  # type: ignore[union-attr]
 
     expected = package_files()
     # The list, spelled out so the test says what it guards even if the tree changes.
@@ -241,12 +244,17 @@ def test_wheel_and_sdist_hold_every_file_of_the_package(built: Built) -> None:
     for name, archive in (("wheel", in_wheel), ("sdist", in_sdist)):
         assert not expected - archive, f"missing from the {name}: {sorted(expected - archive)}"
 
+    # The license travels with both (PEP 639: the expression and the file in the metadata).
+    assert wheel_license == sdist_license == (ROOT / "LICENSE").read_bytes()
+    assert metadata["License-Expression"] == "BSD-3-Clause"
+    assert metadata.get_all("License-File") == ["LICENSE"]
+
     assert metadata["Name"] == DISTRIBUTION
-    assert metadata["Version"] == mcp_django.__version__  # pyproject.toml and mcp_django/version.py agree
+    assert metadata["Version"] == mcp_django.__version__  # pyproject.toml reads it from mcp_django/version.py
     assert metadata["Requires-Python"] == ">=3.10"
     assert set(metadata.get_all("Provides-Extra")) == {"redis", "oauth", "tracing"}
     classifiers = set(metadata.get_all("Classifier"))
-    assert {"Framework :: Django :: 5.2", "Framework :: Django :: 6.0"} <= classifiers
+    assert {"Framework :: Django :: 5.2", "Framework :: Django :: 6.0", "Framework :: Django :: 6.1"} <= classifiers
     assert {f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 14)} <= classifiers
 
 

@@ -143,7 +143,10 @@ class StreamEmitter:
         try:
             message = await asyncio.wait_for(self.layer.receive(channel), timeout)
         except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
-            await asyncio.shield(self._cancel_request(requests, request_id, "timed out" if isinstance(exc, asyncio.TimeoutError) else "cancelled"))
+            timed_out = isinstance(exc, asyncio.TimeoutError)
+            await asyncio.shield(self._cancel_request(requests, request_id, "timed out" if timed_out else "cancelled"))
+            if timed_out:  # the builtin on every Python (asyncio's is another class before 3.11)
+                raise TimeoutError(method) from None
             raise
         return cast(dict[str, Any], message["response"])  # as deliver_response sent it
 
