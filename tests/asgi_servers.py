@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,14 @@ CI_SERVERS = ("daphne", "uvicorn")
 GRACEFUL_SECONDS = 5
 
 APPLICATION = "example_site.asgi:application"
+
+
+def free_port() -> int:
+    """A loopback port free right now (for a server that must know its own URL before it
+    starts, so cannot take port 0 and report back)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def servers_under_test() -> list[str]:

@@ -40,7 +40,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -195,12 +194,6 @@ def ensure_installed(suite: Suite = STABLE) -> None:
 # -- the server -----------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def server_env(sqlite_path: Path, response_mode: str) -> dict[str, str]:
     env = dict(os.environ)
     # Self-contained: the embedded defaults (SQLite, in-memory layer), whatever the caller's shell
@@ -250,7 +243,7 @@ def running_server(workdir: Path, response_mode: str, server: str = "daphne") ->
         raise RunnerError(f"manage.py migrate failed:\n{migrate.stdout}\n{migrate.stderr}")
     log_path = workdir / f"server-{response_mode}.log"
     for attempt in range(3):  # the free port may be taken between free_port() and the server's bind
-        port = free_port()
+        port = asgi_servers.free_port()
         url = f"http://127.0.0.1:{port}/mcp/"
         process = asgi_servers.start(server, port, env, log_path, REPO)
         try:

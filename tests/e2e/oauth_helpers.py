@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import socket
 import ssl
 import threading
 from dataclasses import dataclass, field
@@ -28,13 +27,7 @@ import httpx
 from mcp.client.auth import AuthorizationCodeResult
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-
-def free_port() -> int:
-    """A port free right now. The server must know its own URL before it starts (the
-    canonical resource URI is a setting), so it cannot take port 0 and report back."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.asgi_servers import free_port  # noqa: F401  # the e2e tests import it from here
 
 
 def query_of(url: str) -> dict[str, str]:

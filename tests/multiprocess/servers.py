@@ -12,7 +12,6 @@ import os
 import random
 import secrets
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.asgi_servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,13 +44,6 @@ _SCRUBBED = (
     "DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "MCP_RESPONSE_MODE", "MCP_SSE_MAX_CONNECTION_SECONDS", "DJANGO_SETTINGS_MODULE",
     "MCP_RATE_LIMIT", "MCP_RATE_LIMIT_PER_CLIENT", "MCP_RATE_LIMIT_PER_TOOL", "MCP_MAX_SESSIONS_PER_USER",
 )
-
-
-def free_port() -> int:
-    """Return a loopback port that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def base_env(**extra: str) -> dict[str, str]:
