@@ -57,6 +57,6 @@ $(STAMP): requirements.txt | $(BIN)/python
 	touch $@
 
 clean:
-	rm -rf $(VENV) .nox .pytest_cache .hypothesis build dist *.egg-info
+	rm -rf $(VENV) .nox .pytest_cache .hypothesis build dist *.egg-info docs/_build
 	rm -f example_site.sqlite3 example_site.sqlite3-shm example_site.sqlite3-wal
 	find . -type d -name __pycache__ -prune -exec rm -rf {} +
