@@ -9,6 +9,10 @@ import pytest
 from channels.layers import get_channel_layer
 from django.test import override_settings
 
+# The wheel and its venv (test_packaging.py, test_tutorial.py). Defined once here: imported into
+# each module, they would be one fixture per module, and build twice a session.
+from tests.packaging_helpers import built, installed  # noqa: F401
+
 #: The test project's MCP_DJANGO; overrides build on it.
 BASE_SETTINGS: dict[str, Any] = {"AUTHENTICATION": "none", "SERVER_NAME": "mcp-django-tests"}
 

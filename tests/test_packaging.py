@@ -4,25 +4,22 @@ installed in a fresh virtual environment, serves a minimal project: ``manage.py 
 ``migrate``, then one MCP call over daphne with the official client. A file missing from the
 package data fails here, not on a user's machine.
 
-Slow (a build, a venv, a pip install that reuses pip's cache), hence the e2e marker. The venv is
-built once per session; the extras test installs on top of it, after the bare install's test.
+Slow (a build, a venv, a pip install that reuses pip's cache), hence the e2e marker. The build
+and the venv are made once per session (tests/packaging_helpers.py) and shared with
+tests/test_tutorial.py; the extras test installs on top of the venv, after the bare install's test.
 """
 
 from __future__ import annotations
 
 import email
-import os
 import re
-import shutil
 import subprocess
-import sys
 import tarfile
 import textwrap
 import time
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -31,15 +28,11 @@ from mcp import Client
 
 import mcp_django
 from tests import asgi_servers
+from tests.packaging_helpers import COMMAND_TIMEOUT, DISTRIBUTION, PIP_TIMEOUT, ROOT, Built, Installed, run
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[1]
-DISTRIBUTION = "django-mcp-site"
 MIGRATIONS = ("0001_initial.py", "0002_elicitations_secrets_state.py", "0003_running_requests.py", "0004_session_transport.py", "0005_toolcall.py")
-BUILD_TIMEOUT = 300
-PIP_TIMEOUT = 600  # a cold pip cache downloads Django, Twisted, cryptography...
-COMMAND_TIMEOUT = 120
 STARTUP_TIMEOUT = 30.0
 LISTENING_RE = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
 
@@ -131,30 +124,6 @@ PROJECT_FILES = {
 }
 
 
-@dataclass(frozen=True)
-class Built:
-    wheel: Path
-    sdist: Path
-
-
-@dataclass(frozen=True)
-class Installed:
-    python: Path
-    wheel: Path
-    env: dict[str, str]
-
-
-def run(args: list[str | Path], *, timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
-    """Run a command; fail the test with its output when it fails or outlives ``timeout``."""
-    try:
-        result = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{args} did not finish in {timeout}s:\n{exc.stdout}\n{exc.stderr}", pytrace=False)
-    if result.returncode != 0:
-        pytest.fail(f"{args} exited with {result.returncode}:\n{result.stdout}\n{result.stderr}", pytrace=False)
-    return result.stdout
-
-
 def package_files() -> set[str]:
     """Every file of mcp_django/ in the source tree, as a path relative to the root; bytecode aside."""
     return {
@@ -162,37 +131,6 @@ def package_files() -> set[str]:
         for path in (ROOT / "mcp_django").rglob("*")
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
     }
-
-
-@pytest.fixture(scope="session")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    # From a clean copy: setuptools reads a SOURCES.txt left in an old mcp_django.egg-info/ back
-    # into the sdist, which would hide a package-data entry gone missing.
-    source = tmp_path_factory.mktemp("source")
-    for path in ROOT.iterdir():
-        if path.is_file():
-            shutil.copy2(path, source)
-    shutil.copytree(ROOT / "mcp_django", source / "mcp_django", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    # Without --sdist/--wheel, build makes the sdist and then the wheel *from the sdist*: a file
-    # the sdist lacks is missing from the wheel too.
-    out = tmp_path_factory.mktemp("dist")
-    run([sys.executable, "-m", "build", "--outdir", out, source], timeout=BUILD_TIMEOUT)
-    (wheel,) = out.glob("*.whl")
-    (sdist,) = out.glob("*.tar.gz")
-    return Built(wheel=wheel, sdist=sdist)
-
-
-@pytest.fixture(scope="session")
-def installed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    """A fresh venv (no system site-packages) holding the wheel and its dependencies only."""
-    venv = tmp_path_factory.mktemp("venv")
-    run([sys.executable, "-m", "venv", "--clear", venv], timeout=COMMAND_TIMEOUT)
-    python = venv / "bin" / "python"
-    # Nothing of this checkout or of the test run may leak in: the package must come from the wheel.
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "DJANGO_SETTINGS_MODULE", "PYTHONHOME")}
-    env.update(PYTHONUNBUFFERED="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    run([python, "-m", "pip", "install", "--quiet", built.wheel], timeout=PIP_TIMEOUT, env=env)
-    return Installed(python=python, wheel=built.wheel, env=env)
 
 
 @pytest.fixture
