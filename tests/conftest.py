@@ -9,9 +9,13 @@ import pytest
 from channels.layers import get_channel_layer
 from django.test import override_settings
 
+from tests import fuzzing
+
 # The wheel and its venv (test_packaging.py, test_tutorial.py). Defined once here: imported into
 # each module, they would be one fixture per module, and build twice a session.
 from tests.packaging_helpers import built, installed  # noqa: F401
+
+fuzzing.load_profile()
 
 #: The test project's MCP_DJANGO; overrides build on it.
 BASE_SETTINGS: dict[str, Any] = {"AUTHENTICATION": "none", "SERVER_NAME": "mcp-django-tests"}

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from mcp_django import request_state
 from mcp_django.exceptions import InvalidParamsError
 from mcp_django.request_state import InvalidRequestState, request_binding, seal, unseal
+from tests.fuzzing import examples
 
 USER = "user:42"
 BINDING = request_binding("tools/call", "book_flight", {"to": "OSL", "seats": 2})
@@ -251,7 +252,7 @@ def test_messages_never_carry_key_material():
             assert KEY_A not in text and "aaaa" not in text.lower() and USER not in text
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(token=st.one_of(st.text(max_size=200), st.text(alphabet=ALPHABET, max_size=200)))
 def test_fuzz_arbitrary_text_only_ever_raises_invalid_request_state(token):
     with pytest.raises(InvalidRequestState) as caught:
@@ -259,7 +260,7 @@ def test_fuzz_arbitrary_text_only_ever_raises_invalid_request_state(token):
     assert caught.value.reason in ("malformed", "too_large", "foreign", "expired")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(raw=st.binary(min_size=0, max_size=300))
 def test_fuzz_arbitrary_bytes_behind_a_valid_header_are_refused(raw):
     """Past the base64 layer: a real version and key id, then anything."""
@@ -268,7 +269,7 @@ def test_fuzz_arbitrary_bytes_behind_a_valid_header_are_refused(raw):
     assert reason(b64(header + raw)) in ("malformed", "foreign")
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(payload=st.dictionaries(st.text(max_size=10), st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),

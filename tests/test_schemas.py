@@ -27,6 +27,7 @@ from mcp_django.sites import MCPSite, all_sites
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import make_user, mcp_settings_fixture
+from tests.fuzzing import examples
 from tests.testapp.models import Specimen, Tag
 
 ALL_TOOLS = ["search", "get", "create", "update", "delete"]
@@ -196,7 +197,7 @@ REGEX_TOKENS = [
 ]
 
 
-@settings(max_examples=500, derandomize=True, deadline=None)
+@settings(max_examples=examples(500), derandomize=True, deadline=None)
 @given(
     tokens=st.lists(st.sampled_from(REGEX_TOKENS), max_size=8),
     flags=st.sampled_from([0, re.ASCII]),

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from mcp_django.protocol.errors import INVALID_PARAMS
 from mcp_django.protocol.sse import encode_comment, encode_event
 from mcp_django.testing import JSONRPCErrorResponse, MCPTestClient, Response, SSEComment, SSEEvent, SSEParser, parse_sse
+from tests.fuzzing import examples
 from tests.protocol import strategies as s
 
 # --- SSE parsing --------------------------------------------------------------------------
@@ -48,7 +49,7 @@ def test_parser_handles_utf8_split_across_chunks():
     assert parser.feed(raw[cut:]) == [SSEEvent("caf\u00e9")]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(datas=st.lists(s.sse_text, min_size=1, max_size=4), cuts=st.lists(st.integers(0, 400), max_size=6))
 def test_parser_reads_what_the_server_encodes_whatever_the_chunking(datas, cuts):
     raw = b"".join(encode_event(d, event_id=f"s:{i}") + encode_comment() for i, d in enumerate(datas))

@@ -40,12 +40,13 @@ from mcp_django.protocol.negotiation import (
 )
 from mcp_django.protocol.pagination import decode_cursor, encode_cursor, page_offset
 from mcp_django.protocol.sse import encode_comment, encode_event, make_event_id, parse_event_id
+from tests.fuzzing import examples
 
 from . import strategies as s
 from .sse_parser import parse_stream
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-QUICK = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+QUICK = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def decode_or_documented_error(raw: bytes) -> Decoded | MCPError:

@@ -48,10 +48,11 @@ from mcp_django.protocol.modern import (
     mcp_header_params,
     parse_request_meta,
 )
+from tests.fuzzing import examples
 
 from . import strategies as s
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 SERVER_INFO = {"name": "ExampleServer", "version": "1.0.0"}
 CLIENT_INFO = {"name": "ExampleClient", "version": "1.0.0"}

@@ -16,12 +16,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mcp_django.testing import MCPTestClient, Response
+from tests.fuzzing import examples
 from tests.protocol import strategies as s
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FUZZ = settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
