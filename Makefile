@@ -4,7 +4,7 @@
 #   make run PORT=8001    ... on another port
 #   make test             the whole test suite
 #   make test ARGS="tests/e2e -q"
-#   make matrix           the other Python/Django cells (noxfile.py); NOX_ARGS="-t ci": those CI runs
+#   make matrix           the other Python/Django cells (noxfile.py), all of which CI runs
 #   make docs             build the documentation site into docs/_build/html (warnings are errors)
 #   make screenshots      regenerate docs/_static/screenshots/ (the browser tests, in headless Chromium)
 #   make clean            back to a fresh clone: remove .venv, caches and the demo database

@@ -2,10 +2,10 @@
 
 ``make test`` runs the whole suite on the default cell (.venv: python3, 3.11 on our machines, and
 the newest Django 5.2). Each other cell runs the in-process suite and one end-to-end test, the
-example site under daphne driven by the official client:
+example site under daphne driven by the official client, with a fifth of the property tests'
+examples (tests/fuzzing.py). CI runs every cell, beside the whole suite (.ci/run):
 
     make matrix                                               # every cell, one after the other
-    .venv/bin/nox -t ci                                       # the cells CI runs
     .venv/bin/nox -l                                          # the cells' names
     .venv/bin/nox -s "tests(python='3.12', django='6.0')"     # one cell
     .venv/bin/nox -s "tests(python='3.12', django='6.0')" -- tests/test_sites.py -x   # chosen tests
@@ -27,11 +27,6 @@ import nox
 # (Python, Django series). Django 6 needs Python 3.12 or newer. Each series requirements.txt
 # allows (Django>=5.2,<6.2) runs at least once: 6.0 and 6.1 take one 6.x cell each.
 CELLS = [("3.10", "5.2"), ("3.12", "5.2"), ("3.13", "5.2"), ("3.12", "6.0"), ("3.13", "6.1")]
-# A cell takes about 4 minutes on CI's two cores (12 for three: a clean-clone .ci/run with three
-# went past its 29-minute limit), and CI has room for one beside the whole suite: the newest
-# Python with the newest Django. make matrix runs them all.
-CI_CELLS = {("3.13", "6.1")}
-
 # The tests that start servers, browsers or other processes: the default cell runs them.
 OUT_OF_PROCESS = ("e2e", "conformance", "multiprocess", "browser")
 # Checks of the source and the docs (ruff, import-linter, mypy, sphinx-build): the interpreter
@@ -94,20 +89,24 @@ INTERPRETERS = {version: find_interpreter(version) for version in sorted({python
     ("python", "django"),
     [(INTERPRETERS[python], django) for python, django in CELLS],
     ids=[f"python='{python}', django='{django}'" for python, django in CELLS],
-    tags=[["ci"] if cell in CI_CELLS else [] for cell in CELLS],
 )
 def tests(session: nox.Session, django: str) -> None:
     """The in-process suite and one end-to-end test on one cell."""
     session.install("-r", "requirements.txt", "pytest-xdist>=3.8", f"Django=={django}.*")
     session.run("python", "-c", "import django, sys; print(f'Python {sys.version.split()[0]}, Django {django.__version__}')")
-    env = {"MCP_TEST_SERVERS": "daphne"}
+    # A fifth of the property tests' examples (tests/fuzzing.py): the default cell tries them all.
+    env = {"MCP_TEST_SERVERS": "daphne", "MCP_TEST_EXAMPLES": "matrix"}
     pytest = ("python", "-m", "pytest", "-p", "no:cacheprovider", "-q")
     if session.posargs:
         session.run(*pytest, *session.posargs, env=env)
         return
-    # Two workers (xdist): the suite is CPU-bound, and CI's machine has two cores. xdist's default
-    # distribution keeps each worker's tests in file order; "--dist worksteal" is faster by a
-    # minute but once left a worker's database in a transaction for the tests after it.
+    # Two workers (xdist) by default: the suite is CPU-bound, and our machines have two cores.
+    # MCP_MATRIX_WORKERS=1 runs it in one process: .ci/run does, as the whole suite has the other
+    # core. xdist's default distribution keeps each worker's tests in file order; "--dist
+    # worksteal" is faster by a minute but once left a worker's database in a transaction for the
+    # tests after it.
     in_process = " and ".join(f"not {marker}" for marker in OUT_OF_PROCESS)
-    session.run(*pytest, "-n", "2", "-m", in_process, *(f"--ignore={path}" for path in STATIC), env=env)
+    workers = int(os.environ.get("MCP_MATRIX_WORKERS", "2"))
+    xdist = ("-n", str(workers)) if workers > 1 else ()
+    session.run(*pytest, *xdist, "-m", in_process, *(f"--ignore={path}" for path in STATIC), env=env)
     session.run(*pytest, *E2E, env=env)
