@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.test import override_settings
 
@@ -19,6 +21,31 @@ fuzzing.load_profile()
 
 #: The test project's MCP_DJANGO; overrides build on it.
 BASE_SETTINGS: dict[str, Any] = {"AUTHENTICATION": "none", "SERVER_NAME": "mcp-django-tests"}
+
+
+async def settle_background_work() -> None:
+    """End what a test left running on its event loop and wait for its database work.
+
+    Tasks a test leaves behind (the audit writer, a stream's flusher, a claim being written)
+    would be cancelled when the loop closes, but a cancelled task does not stop the call it
+    made through ``sync_to_async``: the thread goes on writing, and the test database, shared
+    in-memory SQLite, is then locked while pytest-django flushes it ("couldn't be flushed").
+    So: cancel them now, and wait for the thread every thread-sensitive call runs on. This
+    runs before pytest-django's flush: the django_db marker's fixture is set up first.
+    """
+    current = asyncio.current_task()
+    left = [task for task in asyncio.all_tasks() if task is not current and not task.done()]
+    for task in left:
+        task.cancel()
+    await asyncio.gather(*left, return_exceptions=True)
+    await sync_to_async(lambda: None, thread_sensitive=True)()
+
+
+@pytest.fixture(autouse=True)
+async def _settle_background_work() -> AsyncIterator[None]:
+    """Every test leaves nothing writing to the database when it ends (see above)."""
+    yield
+    await settle_background_work()
 
 
 @pytest.fixture
