@@ -28,10 +28,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.run import RESULTS, new_session, notify_args, run_wrks, session_setup_args, tools_call_args
 from bench.servers import KINDS, Env, PostgresDatabase, RedisDatabase, migrate, ours_env, start_server, stop_server
 
+# Where a sample's time goes: the innermost frame from one of these places decides (so the ORM
+# called by our code counts as the ORM, our code called by Channels as ours). First match wins.
+LAYERS = (
+    ("audit trail", ("mcp_django/audit.py",)),
+    ("event store", ("mcp_django/stores.py",)),
+    ("quotas", ("mcp_django/quotas.py",)),
+    ("tracing", ("mcp_django/tracing.py",)),
+    ("channel layer (ours, channels_redis)", ("mcp_django/transport/layers.py", "(channels_redis/")),
+    ("our transport (consumer, SSE, checks)", ("mcp_django/transport/",)),
+    ("our engine, handlers, tools", ("mcp_django/",)),
+    ("redis client", ("(redis/",)),
+    ("psycopg", ("(psycopg",)),
+    ("thread hop (asgiref, executor)", ("asgiref/sync.py", "concurrent/futures/")),
+    ("Django ORM and database backend", ("(django/db/",)),
+    ("Django request, auth, settings", ("(django/",)),
+    ("Channels consumer", ("(channels/",)),
+    ("server's HTTP (uvicorn/h11, daphne/twisted, granian)", ("(uvicorn/", "(h11/", "(daphne/", "(twisted/", "(granian/", "(httptools/")),
+    ("asyncio event loop", ("(asyncio/", "(selectors.py")),
+)
+
+
+def layer_of(frames: list[str]) -> str:
+    for frame in reversed(frames):
+        for layer, marks in LAYERS:
+            if any(mark in frame for mark in marks):
+                return layer
+    return "other (interpreter, standard library)"
+
 
 def summarize(collapsed: Path, top: int = 40) -> str:
     self_counts: collections.Counter[str] = collections.Counter()
     total_counts: collections.Counter[str] = collections.Counter()
+    layers: collections.Counter[str] = collections.Counter()
     samples = 0
     for line in collapsed.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
@@ -41,9 +70,12 @@ def summarize(collapsed: Path, top: int = 40) -> str:
         frames = stack.split(";")
         samples += count
         self_counts[frames[-1]] += count
+        layers[layer_of(frames[1:])] += count  # frames[0] names the process
         for frame in set(frames):
             total_counts[frame] += count
-    out = [f"{samples} samples", "", f"top {top} by self time:"]
+    out = [f"{samples} samples", "", "by layer (the innermost frame of a known place decides):"]
+    out += [f"{c / samples:6.1%}  {layer}" for layer, c in layers.most_common()]
+    out += ["", f"top {top} by self time:"]
     out += [f"{c / samples:6.1%}  {f}" for f, c in self_counts.most_common(top)]
     out += ["", f"top {top} by total time (on stack):"]
     out += [f"{c / samples:6.1%}  {f}" for f, c in total_counts.most_common(top)]
