@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 from django.urls import reverse
@@ -71,7 +72,7 @@ def test_session_changelist_filters_by_protocol_version(admin_client):
 def test_session_change_page_shows_the_event_log(admin_client):
     session = make_session()
     Event.objects.create(session=session, stream="get", seq=1, payload='{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}')
-    response = admin_client.get(reverse("admin:mcp_django_session_change", args=[session.pk]))
+    response = admin_client.get(reverse("admin:mcp_django_session_change", args=[quote(session.pk)]))
     assert response.status_code == 200
     content = response.content.decode()
     assert "notifications/tools/list_changed" in content
@@ -81,11 +82,11 @@ def test_session_change_page_shows_the_event_log(admin_client):
 @pytest.mark.django_db
 def test_the_admin_names_the_server_not_the_site(admin_client):
     session = make_session()
-    content = admin_client.get(reverse("admin:mcp_django_session_change", args=[session.pk])).content.decode()
+    content = admin_client.get(reverse("admin:mcp_django_session_change", args=[quote(session.pk)])).content.decode()
     assert "MCP server" in content and "mcp-django-tests" in content  # SERVER_NAME of tests/settings.py
     assert "MCP site" not in content
     other = make_session(site_name="staff")
-    content = admin_client.get(reverse("admin:mcp_django_session_change", args=[other.pk])).content.decode()
+    content = admin_client.get(reverse("admin:mcp_django_session_change", args=[quote(other.pk)])).content.decode()
     assert "mcp-django-tests (staff)" in content
 
 
@@ -113,7 +114,7 @@ def test_changelists_filter_by_server_name_not_site_name(admin_client, changelis
 def test_sessions_cannot_be_added_or_edited(admin_client):
     session = make_session()
     assert admin_client.get(reverse("admin:mcp_django_session_add")).status_code == 403
-    response = admin_client.post(reverse("admin:mcp_django_session_change", args=[session.pk]), {"client_name": "changed"})
+    response = admin_client.post(reverse("admin:mcp_django_session_change", args=[quote(session.pk)]), {"client_name": "changed"})
     assert response.status_code == 403
     session.refresh_from_db()
     assert session.client_name == "probe"

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.core.exceptions import ImproperlyConfigured
@@ -626,7 +627,7 @@ def test_the_session_page_shows_its_calls_and_links_to_all_of_them(admin_client:
     for n in range(25):
         _call(timedelta(minutes=n), tool_name=f"tool_{n}", session_id=session.pk)
     _call(timedelta(minutes=1), tool_name="elsewhere", session_id="other")
-    content = admin_client.get(reverse("admin:mcp_django_session_change", args=[session.pk])).content.decode()
+    content = admin_client.get(reverse("admin:mcp_django_session_change", args=[quote(session.pk)])).content.decode()
     assert "tool_0" in content and "tool_19" in content and "tool_20" not in content and "elsewhere" not in content
     assert "All 25 calls of this session in the audit trail" in content
     assert reverse(CHANGELIST) + "?session_id=" + session.pk in content
