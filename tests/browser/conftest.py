@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
+from tests.asgi_servers import free_port
 from tests.e2e.conftest import ExampleServer, run_server
 from tests.e2e.elicitation_helpers import WAIT, Provider, run_site_with_bookshelf
-from tests.e2e.oauth_helpers import free_port
 
 try:
     from selenium import webdriver

@@ -38,8 +38,6 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests import asgi_servers
 
-from .oauth_helpers import free_port
-
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 30.0
 LISTENING_RE = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
@@ -157,7 +155,7 @@ def run_server(env: dict[str, str], log_path: Path, port: int = 0, server: str =
     until the block ends, whether it ends normally or not. ``port`` 0 lets the system choose; a
     server that must know its own URL up front (OAuth) passes one."""
     if server != "daphne":
-        port = port or free_port()  # only daphne says which port 0 became
+        port = port or asgi_servers.free_port()  # only daphne says which port 0 became
     log_path.unlink(missing_ok=True)
     process = asgi_servers.start(server, port, env, log_path, ROOT)
     try:

@@ -45,7 +45,7 @@ from mcp.types import (
 from tests import asgi_servers
 
 from .conftest import LISTENING_RE, ROOT, STARTUP_TIMEOUT, ExampleServer, manage, run_server, server_env
-from .oauth_helpers import form_fields, free_port
+from .oauth_helpers import form_fields
 
 WAIT = 20.0  # seconds: every wait in these tests is bounded by this
 
@@ -321,7 +321,7 @@ def run_site_with_bookshelf(workdir: Path, server: str, users: list[str]) -> Ite
     (at a port chosen first: Bookshelf must know its callback URL) and CONNECT_PROVIDERS pointing
     at Bookshelf, on a fresh database in ``workdir``: the demo data, and ``users`` (password
     ``<name>-pw``), barbara among them with a reading history."""
-    port = free_port()
+    port = asgi_servers.free_port()
     site_url = f"http://127.0.0.1:{port}"
     provider_env = {
         **server_env(workdir / "unused.sqlite3", auth="none"),  # the environment, less what the e2e tests pin

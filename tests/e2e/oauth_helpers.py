@@ -27,8 +27,6 @@ import httpx
 from mcp.client.auth import AuthorizationCodeResult
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from tests.asgi_servers import free_port  # noqa: F401  # the e2e tests import it from here
-
 
 def query_of(url: str) -> dict[str, str]:
     return {key: values[-1] for key, values in parse_qs(urlsplit(url).query, keep_blank_values=True).items()}

@@ -19,9 +19,10 @@ from mcp import Client, MCPError
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from tests.asgi_servers import free_port
+
 from .conftest import ExampleDatabase, ExampleServer, connect_as, manage, run_server, server_env
 from .elicitation_helpers import WAIT, Browser, Recorder, mcp_client
-from .oauth_helpers import free_port
 
 pytestmark = pytest.mark.e2e
 

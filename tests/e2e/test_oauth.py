@@ -32,8 +32,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 from mcp.types import TextContent
 
+from tests.asgi_servers import free_port
+
 from .conftest import ExampleServer, manage, run_server
-from .oauth_helpers import Browser, BrowserHandlers, DocumentHost, MemoryTokenStorage, form_fields, free_port, query_of
+from .oauth_helpers import Browser, BrowserHandlers, DocumentHost, MemoryTokenStorage, form_fields, query_of
 
 pytestmark = pytest.mark.e2e
 

@@ -31,6 +31,7 @@ from mcp.shared.auth import OAuthClientMetadata
 from mcp.types import TextContent
 
 from example_site.integrations.services import simulated_reviews
+from tests.asgi_servers import free_port
 
 from .conftest import ExampleServer, manage, run_server
 from .elicitation_helpers import (
@@ -46,7 +47,7 @@ from .elicitation_helpers import (
     run_site_with_bookshelf,
 )
 from .oauth_helpers import Browser as OAuthBrowser
-from .oauth_helpers import BrowserHandlers, MemoryTokenStorage, free_port
+from .oauth_helpers import BrowserHandlers, MemoryTokenStorage
 
 pytestmark = pytest.mark.e2e
 
