@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import math
 import os
 import threading
 import time
@@ -153,7 +154,7 @@ class Coalescer:
         self._running = 0
         self._timers: dict[Any, Any] = {}  # loop (or None for the timer thread) -> its flush handle
         self._dropped = 0
-        self._dropped_logged_at = 0.0
+        self._dropped_logged_at = -math.inf  # monotonic() may be under WINDOW just after boot
         self._exit_hooked = False
 
     def submit(self, key: Hashable, function: Any, args: tuple[Any, ...], item: Any = None, *, loop: asyncio.AbstractEventLoop | None) -> None:
