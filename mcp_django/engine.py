@@ -214,7 +214,7 @@ class Engine:
         )
 
     def _initialize_result(self, message: Request, version: str) -> dict[str, Any]:
-        result = initialize_result(version, self.site.get_capabilities(), self.site.get_server_info(), self.site.get_instructions())
+        result = initialize_result(version, self.site.offered_capabilities(), self.site.get_server_info(), self.site.get_instructions())
         return result_message(message.id, result)
 
     async def open_session(self, principal: Principal, *, transport: str) -> Session:
@@ -476,7 +476,7 @@ class Engine:
     async def _discover(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         return modern.discover_result(
             versions=[*modern.MODERN_VERSIONS, *negotiation.SUPPORTED_VERSIONS],
-            capabilities=self.site.get_capabilities(),
+            capabilities=self.site.offered_capabilities(),
             server_info=self.site.get_server_info(),
             instructions=self.site.get_instructions(),
             cache=self.cache_hint(ctx.request, "server/discover"),
@@ -541,7 +541,7 @@ class Engine:
         wanted = message.params.get("notifications", {})
         if not isinstance(wanted, dict):
             raise InvalidParamsError('Invalid params: "notifications" must be an object')
-        offered = self.site.get_capabilities()
+        offered = self.site.offered_capabilities()
         agreed: dict[str, Any] = {}
         for flag, kind in LISTEN_FLAGS.items():
             if wanted.get(flag) is True and offered.get(kind, {}).get("listChanged"):

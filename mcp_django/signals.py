@@ -2,7 +2,8 @@
 
 from django.dispatch import Signal
 
-#: Sent when ``initialize`` creates a session. Provides: site, session, request.
+#: Sent when ``initialize`` creates a session. Provides: site, session, request. Hook this, not
+#: ``post_save``: session rows are written with a plain INSERT, which sends no model signals.
 session_created = Signal()
 
 #: Sent when a session ends by DELETE or by the admin. Provides: site, session, reason.

@@ -65,6 +65,8 @@ class MCPSite:
         self._bridge_lock = threading.RLock()
         self.name = name
         self._handlers: dict[str, Handler] | None = None
+        #: get_capabilities() as of the method table above, built and reset with it.
+        self._capabilities: dict[str, Any] = {}
         self._engine: Engine | None = None
         # (ModelAdmin, action name) pairs that register_admin() could not expose.
         self._unexposable_actions: list[tuple[Any, str]] = []
@@ -500,8 +502,17 @@ class MCPSite:
 
             offered = self.get_capabilities()
             hidden = {m for cap, methods in _CAPABILITY_METHODS.items() if cap not in offered for m in methods}
+            self._capabilities = offered
             self._handlers = {m: h for m, h in STANDARD_HANDLERS.items() if m not in hidden}
         return self._handlers
+
+    def offered_capabilities(self) -> dict[str, Any]:
+        """:meth:`get_capabilities` as the method table was built with it, once per registry
+        change: what ``initialize`` and ``server/discover`` declare then always matches the
+        methods served, and they do not walk every tool and resource on each call (that was 10 %
+        of a session set-up, bench/profile.py). A copy: the caller may change it."""
+        self.get_handlers()
+        return dict(self._capabilities)
 
     @property
     def engine(self) -> Engine:

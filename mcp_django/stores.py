@@ -119,7 +119,7 @@ def cut_page(events: list[StoredEvent], max_events: int, max_bytes: int) -> list
 
 def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     """INSERT ``rows`` (field values by attname; missing ones take their default) with one
-    executemany in one transaction. For the hot paths (every streamed event, every audited call):
+    executemany in one transaction (a lone row outside any transaction: one autocommitted INSERT). For the hot paths (every streamed event, every audited call):
     bulk_create builds a model instance per row and goes through the whole query compiler, which
     bench/profile.py found to be most of the cost. Values go through each field's
     get_db_prep_save, as bulk_create's would; no signals are sent, as bulk_create sends none."""
@@ -141,8 +141,37 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         ]
         for row in rows
     ]
+    if len(params) == 1 and connection.get_autocommit():
+        # One statement is atomic by itself: BEGIN, COMMIT and atomic()'s bookkeeping around it
+        # were 8 % of a streamed call's CPU (bench/profile.py). Inside a transaction the block
+        # stays, as the savepoint callers that catch IntegrityError rely on.
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params[0])
+        return
     with transaction.atomic(using=alias), connection.cursor() as cursor:
         cursor.executemany(sql, params)
+
+
+def update_row(model: type[models.Model], pk: Any, values: dict[str, Any]) -> int:
+    """``model.objects.filter(pk=pk).update(**values)`` for plain values, as one prepared UPDATE;
+    the number of rows changed. For the hot paths (every session set-up marks its session
+    initialized): the query compiler behind QuerySet.update was 12 % of a session set-up
+    (bench/profile.py). Values go through each field's get_db_prep_save, as update's would;
+    like update, it sends no signals."""
+    alias = router.db_for_write(model)
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    meta = model._meta
+    fields: list[Any] = [meta.get_field(name) for name in values]  # concrete fields, by name or attname
+    assert meta.pk is not None
+    sql = "UPDATE {} SET {} WHERE {} = %s".format(
+        quote(meta.db_table), ", ".join(f"{quote(str(f.column))} = %s" for f in fields), quote(str(meta.pk.column))
+    )
+    params = [f.get_db_prep_save(values[name], connection) for name, f in zip(values, fields, strict=True)]
+    params.append(meta.pk.get_db_prep_value(pk, connection))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
 
 
 # Values that these fields' get_db_prep_save returns unchanged: None, a string for a text
@@ -343,7 +372,7 @@ class SessionStore:
         transport: str = "streamable-http",
     ) -> Session:
         now = timezone.now()
-        return Session.objects.create(
+        session = Session(
             site_name=site_name,
             user_id=user_id,
             protocol_version=protocol_version,
@@ -356,6 +385,12 @@ class SessionStore:
             last_active_at=now,
             expires_at=Session.expiry_from(now, mcp_settings.session_ttl),
         )
+        # A plain INSERT, not save(): Model.save was 12 % of a session set-up (bench/profile.py).
+        # So no pre_save/post_save for sessions; session_created is the signal to hook.
+        insert_rows(Session, [{f.attname: getattr(session, f.attname) for f in Session._meta.concrete_fields}])
+        session._state.adding = False
+        session._state.db = router.db_for_write(Session)
+        return session
 
     @staticmethod
     def _usable(session: Session | None, site_name: str, user_id: Any) -> bool:
@@ -383,7 +418,7 @@ class SessionStore:
         Session.objects.filter(pk=session.pk).update(last_active_at=now, expires_at=session.expires_at)
 
     def update(self, session_id: str, **fields: Any) -> None:
-        Session.objects.filter(pk=session_id).update(**fields)
+        update_row(Session, session_id, fields)
 
     def terminate(self, session_id: str) -> bool:
         return bool(Session.objects.filter(pk=session_id, terminated_at__isnull=True).update(terminated_at=timezone.now()))

@@ -485,6 +485,32 @@ def test_capabilities_follow_registered_kinds():
     assert "prompts" in mcp.get_capabilities()
 
 
+def test_offered_capabilities_are_built_with_the_method_table_and_follow_registrations():
+    mcp = MCPSite()
+    mcp.tool(lambda: "x", name="t")
+    assert set(mcp.offered_capabilities()) == {"logging", "completions", "tools"}
+    # A registration resets the table, and what is declared with it.
+    mcp.prompt(lambda: "p", name="p")
+    assert "prompts" in mcp.offered_capabilities()
+    mcp.unregister("prompt", "p")
+    assert "prompts" not in mcp.offered_capabilities()
+    # A copy: a caller that changes it changes nothing the next caller gets.
+    mcp.offered_capabilities()["tools"] = {"changed": True}
+    assert mcp.offered_capabilities()["tools"] == {"listChanged": True}
+
+
+def test_offered_capabilities_honour_a_get_capabilities_override():
+    class Quiet(MCPSite):
+        def get_capabilities(self):
+            return {key: value for key, value in super().get_capabilities().items() if key != "tools"}
+
+    mcp = Quiet()
+    mcp.tool(lambda: "x", name="t")
+    # Declared and served agree: no tools capability, no tools methods.
+    assert set(mcp.offered_capabilities()) == {"logging", "completions"}
+    assert "tools/list" not in mcp.get_handlers()
+
+
 def test_a_template_alone_offers_resources():
     mcp = MCPSite()
     mcp.resource("test://{a}", name="t")(lambda a: a)

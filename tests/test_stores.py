@@ -1,0 +1,92 @@
+"""The stores' plain-SQL writes (insert_rows, update_row) and the session rows they make: the
+same rows and values the ORM's create() and update() would."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models.signals import post_save
+from django.utils import timezone
+
+from mcp_django.models import Event, Session
+from mcp_django.stores import SessionStore, insert_rows, update_row
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def make_session(**overrides: object) -> Session:
+    fields = {"site_name": "mcp", "user_id": None, "protocol_version": "2025-11-25", "client_info": {"name": "c", "version": "1"}, "capabilities": {"roots": {}}}
+    return SessionStore().create(**{**fields, **overrides})  # type: ignore[arg-type]
+
+
+def test_a_created_session_is_the_row_the_orm_reads_back() -> None:
+    user = get_user_model().objects.create_user("reader")
+    session = make_session(user_id=user.pk, client_info={"name": "client ü", "version": "2", "extra": [1, {"a": None}]})
+    stored = Session.objects.get(pk=session.pk)
+    assert stored.user_id == user.pk
+    assert stored.client_name == "client ü" and stored.client_version == "2"
+    assert stored.client_info == {"name": "client ü", "version": "2", "extra": [1, {"a": None}]}
+    assert stored.client_capabilities == {"roots": {}}
+    assert stored.created_at == session.created_at and stored.expires_at == session.expires_at
+    assert stored.initialized is False and stored.log_level == "" and stored.terminated_at is None
+    # The instance is a saved one: save() updates the row instead of inserting a second.
+    assert not session._state.adding and session._state.db == "default"
+    session.log_level = "debug"
+    session.save()
+    assert Session.objects.get(pk=session.pk).log_level == "debug"
+    assert Session.objects.count() == 1
+
+
+def test_a_created_session_sends_no_model_signals() -> None:
+    # session_created is the signal to hook (documented): the row is a plain INSERT.
+    saved: list[object] = []
+
+    def receiver(sender: object, **kwargs: object) -> None:
+        saved.append(kwargs["instance"])
+
+    post_save.connect(receiver, sender=Session)
+    try:
+        make_session()
+    finally:
+        post_save.disconnect(receiver, sender=Session)
+    assert saved == []
+
+
+def test_a_session_of_a_user_that_is_not_there_is_refused() -> None:
+    with pytest.raises(IntegrityError):
+        make_session(user_id=987654)
+    assert not Session.objects.exists()
+
+
+def test_update_row_sets_the_fields_given_and_counts_the_row() -> None:
+    session = make_session()
+    later = timezone.now() + timedelta(hours=1)
+    assert update_row(Session, session.pk, {"initialized": True, "expires_at": later, "client_info": {"x": [1]}}) == 1
+    stored = Session.objects.get(pk=session.pk)
+    assert stored.initialized is True and stored.expires_at == later and stored.client_info == {"x": [1]}
+    assert stored.log_level == "" and stored.protocol_version == "2025-11-25"  # the others are left alone
+    assert update_row(Session, "no-such-session", {"initialized": True}) == 0
+
+
+def test_update_row_takes_a_foreign_key_by_attname() -> None:
+    user = get_user_model().objects.create_user("owner")
+    session = make_session()
+    update_row(Session, session.pk, {"user_id": user.pk})
+    assert Session.objects.get(pk=session.pk).user_id == user.pk
+
+
+def test_a_lone_row_inside_a_transaction_stays_in_it() -> None:
+    session = make_session()
+    row = {"session_id": session.pk, "stream": "s", "seq": 1, "payload": "x", "closes_stream": False, "created_at": timezone.now()}
+    with pytest.raises(RuntimeError), transaction.atomic():
+        insert_rows(Event, [row])
+        raise RuntimeError("rolled back")
+    assert not Event.objects.exists()
+    # Outside one, the INSERT commits by itself; a duplicate fails alone and leaves it there.
+    insert_rows(Event, [row])
+    with pytest.raises(IntegrityError):
+        insert_rows(Event, [row])
+    assert Event.objects.count() == 1
