@@ -28,7 +28,7 @@ from ..protocol.limits import body_too_large
 from ..protocol.sse import parse_event_id
 from . import headers as checks
 from .authentication import authenticate, build_request
-from .layers import get_layer, new_stream_token, stream_belongs_to
+from .layers import get_layer, group_add_many, group_discard_many, new_stream_token, stream_belongs_to
 from .process import process_channel
 from .sse import ListenStream, ResponseStream, SSEStream
 from .streams import StreamEmitter
@@ -134,8 +134,8 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
             self.sse.close()
         if self.listen is not None:
             self.listen.close()
-        for group in self.joined:
-            await self.channel_layer.group_discard(group, self.channel_name)
+        if self.joined and self.channel_name is not None:
+            await group_discard_many(self.channel_layer, self.joined, self.channel_name)
         self.joined.clear()
         if self.slot is not None:
             await self.slot.release()
@@ -169,11 +169,12 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
         await self.send_response(status, b"", headers=raw)
 
-    async def join(self, group: str) -> None:
-        if self.channel_name is None:
-            self.channel_name = await self.channel_layer.new_channel()
-        await self.channel_layer.group_add(group, self.channel_name)
-        self.joined.append(group)
+    async def join(self, *groups: str) -> None:
+        channel = self.channel_name
+        if channel is None:
+            channel = self.channel_name = await self.channel_layer.new_channel()
+        await group_add_many(self.channel_layer, list(groups), channel)
+        self.joined.extend(groups)
 
     # -- the request ----------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from ..stores import get_event_store
 from ..tracing import stream_closed, stream_opened
 from .authentication import still_authenticated
 from .flow import WriteFlow, resume_slots
-from .layers import GET_STREAM, get_stream_group, session_group, stream_group
+from .layers import GET_STREAM, get_stream_group, group_send, session_group, stream_group
 from .streams import close_orphaned_streams
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class Connection(Protocol):
 
     async def send_body(self, body: bytes, *, more_body: bool = False) -> None: ...
 
-    async def join(self, group: str) -> None: ...
+    async def join(self, *groups: str) -> None: ...
 
 
 class SSEStream:
@@ -69,6 +69,10 @@ class SSEStream:
         self.last_seq = 0
         self.closed = False
         self.flow: WriteFlow | None = None
+        #: The clocks' next deadlines (keep-alive, re-check, end) on the loop's time.
+        self._clocks = (math.inf, math.inf, math.inf)
+        self._timer: asyncio.TimerHandle | None = None
+        #: The task of a clock that is due, while it runs.
         self.timers: list[asyncio.Task[Any]] = []
         # Set while this connection is a resume replaying the store (see ResumeSlots).
         self._resume_slot: tuple[str, Any] | None = None
@@ -87,8 +91,7 @@ class SSEStream:
     async def open_post_stream(self, stream: str) -> None:
         """Join a POST's new stream (before anything is sent on it) and its session's group."""
         self.stream = stream
-        await self.connection.join(stream_group(stream))
-        await self.connection.join(session_group(self.session_id))
+        await self.connection.join(stream_group(stream), session_group(self.session_id))
 
     async def start_post_stream(self) -> None:
         """Send the headers and the priming event; the requests are registered by now."""
@@ -99,11 +102,10 @@ class SSEStream:
     async def open_get_stream(self) -> None:
         # One connection holds the standalone stream: a new GET takes it over, so that every
         # message goes out on exactly one connection (transports spec, "no broadcast").
-        await self.connection.channel_layer.group_send(get_stream_group(self.session_id), {"type": "mcp.takeover"})
+        await group_send(self.connection.channel_layer, get_stream_group(self.session_id), {"type": "mcp.takeover"})
         self.stream = GET_STREAM
         # Join before reading the last number: an event stored in between then arrives live.
-        await self.connection.join(get_stream_group(self.session_id))
-        await self.connection.join(session_group(self.session_id))
+        await self.connection.join(get_stream_group(self.session_id), session_group(self.session_id))
         self.last_seq = await self.store.alast_seq(self.session_id, GET_STREAM)
         await self._send_headers()
         await self._prime(self.last_seq)
@@ -113,8 +115,7 @@ class SSEStream:
         """The 2024-11-05 HTTP+SSE stream: the session's GET stream, opened with ``first`` (its
         ``endpoint`` event); later messages of the session follow on it."""
         self.stream = GET_STREAM
-        await self.connection.join(get_stream_group(self.session_id))
-        await self.connection.join(session_group(self.session_id))
+        await self.connection.join(get_stream_group(self.session_id), session_group(self.session_id))
         self.last_seq = await self.store.alast_seq(self.session_id, GET_STREAM)
         await self.connection.send_headers(status=200, headers=SSE_HEADERS)
         await self.connection.send_body(first, more_body=True)
@@ -142,10 +143,10 @@ class SSEStream:
         # The newest connection takes over a stream, POST streams as the GET stream: every
         # later event goes out on exactly one connection (transports spec, "no broadcast").
         if stream == GET_STREAM:
-            await layer.group_send(get_stream_group(session_id), {"type": "mcp.takeover"})
+            await group_send(layer, get_stream_group(session_id), {"type": "mcp.takeover"})
             await self.connection.join(get_stream_group(session_id))
         else:
-            await layer.group_send(stream_group(stream), {"type": "mcp.takeover"})
+            await group_send(layer, stream_group(stream), {"type": "mcp.takeover"})
             await self.connection.join(stream_group(stream))
             # A request whose process died ends here with an error instead of never.
             await close_orphaned_streams(session_id=session_id, stream=stream)
@@ -213,13 +214,13 @@ class SSEStream:
             if closes:
                 ends = True
                 break
+        if ends:
+            # The last events and the end of the response in one write.
+            await self.end(b"".join(chunk))
+            raise StopConsumer()
         if chunk:
             # One socket write per batch.
             await self.connection.send_body(b"".join(chunk), more_body=True)
-        if ends:
-            await self.end()
-            raise StopConsumer()
-        if chunk:
             # While this waits, further events queue in the channel layer; what it drops
             # when full is filled in from the store above.
             await self.drain()
@@ -233,50 +234,67 @@ class SSEStream:
             await self.end()
             raise StopConsumer()
 
-    async def end(self) -> None:
-        """End the response (the connection, not the stream: events stay stored)."""
+    async def end(self, last: bytes = b"") -> None:
+        """End the response, after ``last`` (the connection, not the stream: events stay stored)."""
         if not self.closed:
             self.closed = True
             if self.flow is not None:
                 self.flow.close()
-            await self.connection.send_body(b"", more_body=False)
+            await self.connection.send_body(last, more_body=False)
 
     # -- timers ---------------------------------------------------------------------------
 
     def start_timers(self) -> None:
+        """Arm the stream's three clocks: keep-alive comments, re-checking the credential, and
+        the connection's time limit. One timer handle, not a task: most POST streams end within
+        milliseconds, and an idle stream then holds a handle instead of a task and its frame;
+        a task runs only for the moment a clock is due (see ``_tick``)."""
         stream_opened(self, "session")
         keepalive = self.settings.sse_keepalive_seconds
         reauth = self.settings.sse_reauth_seconds
         limit = self.settings.sse_max_connection_seconds
-        if keepalive > 0 or reauth > 0 or limit is not None:
-            self.timers.append(asyncio.get_running_loop().create_task(self._clocks(keepalive, reauth, limit)))
+        now = asyncio.get_running_loop().time()
+        self._clocks = (
+            now + keepalive if keepalive > 0 else math.inf,
+            now + reauth if reauth > 0 else math.inf,
+            now + limit if limit is not None else math.inf,
+        )
+        self._arm()
 
-    async def _clocks(self, keepalive: float, reauth: float, limit: float | None) -> None:
-        """The stream's three clocks in one task (a task each cost every idle stream memory):
-        keep-alive comments, re-checking the credential, and the connection's time limit."""
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        next_keepalive = started + keepalive if keepalive > 0 else math.inf
-        next_reauth = started + reauth if reauth > 0 else math.inf
-        end = started + limit if limit is not None else math.inf
-        while True:
-            await asyncio.sleep(max(0.0, min(next_keepalive, next_reauth, end) - loop.time()))
-            if self.closed:
-                return
-            now = loop.time()
+    def _arm(self) -> None:
+        due = min(self._clocks)
+        if not self.closed and due != math.inf:
+            self._timer = asyncio.get_running_loop().call_at(due, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        if not self.closed:
+            self.timers.append(asyncio.get_running_loop().create_task(self._tick()))
+
+    async def _tick(self) -> None:
+        try:
+            next_keepalive, next_reauth, end = self._clocks
+            now = asyncio.get_running_loop().time()
             if now >= end:
                 await self._disconnect()
                 return
             if now >= next_reauth:
-                next_reauth = now + reauth
+                next_reauth = now + self.settings.sse_reauth_seconds
                 # Close once the credential no longer names the user who opened the stream (a
                 # revoked or expired token, a logged-out session).
                 if not await still_authenticated(self.connection.scope, self.user_id, self.settings):
                     await self._disconnect()
                     return
             if now >= next_keepalive:
-                next_keepalive = now + keepalive
-                await self.connection.send_body(KEEPALIVE, more_body=True)
+                next_keepalive = now + self.settings.sse_keepalive_seconds
+                if not self.closed:
+                    await self.connection.send_body(KEEPALIVE, more_body=True)
+            self._clocks = (next_keepalive, next_reauth, end)
+            self._arm()
+        finally:
+            task = asyncio.current_task()
+            if task in self.timers:
+                self.timers.remove(task)
 
     async def _disconnect(self) -> None:
         # Through the consumer's own channel, so the close runs in its dispatch loop.
@@ -288,6 +306,9 @@ class SSEStream:
         self.release_resume_slot()
         if self.flow is not None:
             self.flow.close()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         for timer in self.timers:
             timer.cancel()
         self.timers.clear()

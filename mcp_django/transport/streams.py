@@ -20,7 +20,7 @@ from ..models import RunningRequest
 from ..protocol.errors import InternalError
 from ..protocol.jsonrpc import encode, error_message, notification_message, request_message
 from ..stores import BaseEventStore, RunningRequestStore, ServerRequestStore, StoredEvent, get_event_store
-from .layers import GET_STREAM, get_layer, get_stream_group, stream_group
+from .layers import GET_STREAM, get_layer, get_stream_group, group_send, stream_group
 
 logger = logging.getLogger("mcp_django.transport")
 
@@ -112,8 +112,8 @@ class StreamEmitter:
                     await sync_to_async(self._store_finishing)(batch, finished)
                 else:
                     await self.store.aappend_many(self.session_id, self.stream, batch)
-                await self.layer.group_send(
-                    stream_group(self.stream),
+                await group_send(
+                    self.layer, stream_group(self.stream),
                     {"type": "mcp.events", "events": [[e.seq, e.payload, e.closes_stream] for e in batch]},
                 )
         except BaseException as exc:
@@ -157,7 +157,7 @@ class StreamEmitter:
     async def close_connection(self) -> None:
         """Ask the process holding the connection to close it without ending the stream."""
         await self.flush()
-        await self.layer.group_send(stream_group(self.stream), {"type": "mcp.disconnect"})
+        await group_send(self.layer, stream_group(self.stream), {"type": "mcp.disconnect"})
 
     async def end_without_event(self) -> None:
         """End the stream when it has nothing left to send (e.g. all its requests cancelled).
@@ -192,8 +192,8 @@ async def send_to_session(session_id: str, message: dict[str, Any], store: BaseE
     store = store or get_event_store()
     payload = encode(message).decode()
     seq = await store.aappend(session_id, GET_STREAM, payload)
-    await get_layer().group_send(
-        get_stream_group(session_id), {"type": "mcp.event", "seq": seq, "payload": payload, "closes": False}
+    await group_send(
+        get_layer(), get_stream_group(session_id), {"type": "mcp.event", "seq": seq, "payload": payload, "closes": False}
     )
     return seq
 
@@ -201,11 +201,9 @@ async def send_to_session(session_id: str, message: dict[str, Any], store: BaseE
 async def close_orphaned_streams(**filters: Any) -> int:
     """End the streams of requests whose process died (``RunningRequestStore.close_orphans``
     stores their closing error), and tell any connection still holding one of them."""
-    from asgiref.sync import sync_to_async
-
     stored = await sync_to_async(RunningRequestStore().close_orphans)(**filters)
     for stream, event in stored:
-        await get_layer().group_send(
-            stream_group(stream), {"type": "mcp.event", "seq": event.seq, "payload": event.payload, "closes": event.closes_stream}
+        await group_send(
+            get_layer(), stream_group(stream), {"type": "mcp.event", "seq": event.seq, "payload": event.payload, "closes": event.closes_stream}
         )
     return len(stored)

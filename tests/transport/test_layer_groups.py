@@ -1,0 +1,139 @@
+"""The pipelined group operations of transport/layers.py, on a real Redis through channels_redis
+and on the in-memory layer: the same outcome as the layer's own group_add, group_discard and
+group_send, in fewer round trips on Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from mcp_django.transport import layers
+from mcp_django.transport.layers import InMemoryChannelLayer, group_add_many, group_discard_many, group_send
+
+
+@pytest.fixture
+async def redis_layer() -> AsyncIterator[Any]:
+    from channels_redis.core import RedisChannelLayer
+
+    from tests.multiprocess.servers import RedisDatabase, require_redis
+
+    require_redis()
+    # A database of its own, claimed as the multi-process tests claim theirs (and flushed after).
+    database = RedisDatabase()
+    database.claim()
+    layer = RedisChannelLayer(hosts=[database.url], prefix=f"test-{secrets.token_hex(6)}", capacity=2)
+    try:
+        yield layer
+    finally:
+        await layer.flush()
+        await layer.close_pools()
+        database.release()
+
+
+class CountingPipelines:
+    """Counts the round trips the layer's Redis clients make (each command, each pipeline)."""
+
+    def __init__(self, layer: Any) -> None:
+        self.trips = 0
+        client = layer.connection(0)
+        execute_command = client.execute_command
+        pipeline = client.pipeline
+
+        async def counted_command(*args: Any, **kwargs: Any) -> Any:
+            self.trips += 1
+            return await execute_command(*args, **kwargs)
+
+        def counted_pipeline(*args: Any, **kwargs: Any) -> Any:
+            pipe = pipeline(*args, **kwargs)
+            execute = pipe.execute
+
+            async def counted_execute(*a: Any, **k: Any) -> Any:
+                self.trips += 1
+                return await execute(*a, **k)
+
+            pipe.execute = counted_execute
+            return pipe
+
+        client.execute_command = counted_command
+        client.pipeline = counted_pipeline
+
+
+async def receive(layer: Any, channel: str) -> dict[str, Any]:
+    message = await asyncio.wait_for(layer.receive(channel), 5)
+    # After a receive, channels_redis pops its backup queue in a task of its own: let it finish,
+    # or its round trip is counted against the next operation.
+    cleaners = list(getattr(layer, "receive_cleaners", ()))
+    if cleaners:
+        await asyncio.wait(cleaners)
+    return message
+
+
+async def test_on_redis_joins_sends_and_leaves_like_the_layer_in_fewer_round_trips(redis_layer: Any) -> None:
+    assert layers._redis_layer(redis_layer)
+    first, second = await redis_layer.new_channel(), await redis_layer.new_channel()
+    counting = CountingPipelines(redis_layer)
+
+    await group_add_many(redis_layer, ["mcp.stream.a", "mcp.session.s"], first)
+    assert counting.trips == 1  # channels_redis: two per group
+    await group_add_many(redis_layer, ["mcp.session.s"], second)
+
+    counting.trips = 0
+    await group_send(redis_layer, "mcp.session.s", {"type": "mcp.event", "seq": 1, "payload": "x"})
+    assert counting.trips == 2  # channels_redis: four
+    assert (await receive(redis_layer, first))["seq"] == 1
+    assert (await receive(redis_layer, second))["seq"] == 1
+
+    await group_send(redis_layer, "mcp.stream.a", {"type": "mcp.event", "seq": 2, "payload": "y"})
+    assert (await receive(redis_layer, first))["payload"] == "y"
+
+    counting.trips = 0
+    await group_discard_many(redis_layer, ["mcp.stream.a", "mcp.session.s"], first)
+    assert counting.trips == 1
+    await group_send(redis_layer, "mcp.session.s", {"type": "mcp.event", "seq": 3, "payload": "z"})
+    assert (await receive(redis_layer, second))["seq"] == 3
+    # The first channel left both groups: nothing more reaches it, and a send to an empty group
+    # is one round trip that finds nobody.
+    counting.trips = 0
+    await group_send(redis_layer, "mcp.stream.a", {"type": "mcp.event", "seq": 4, "payload": "w"})
+    assert counting.trips == 1
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(redis_layer.receive(first), 0.3)
+
+
+async def test_on_redis_a_full_channel_misses_a_group_message_as_with_the_layer_s_own(
+    redis_layer: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # channels_redis' capacity (2 here) holds for the pipelined send too: the third is dropped,
+    # and logged as the layer logs it.
+    channel = await redis_layer.new_channel()
+    await group_add_many(redis_layer, ["g"], channel)
+    with caplog.at_level(logging.INFO, logger="mcp_django.transport"):
+        for seq in range(3):
+            await group_send(redis_layer, "g", {"type": "mcp.event", "seq": seq})
+    assert [r.getMessage() for r in caplog.records] == ["1 of 1 channels over capacity in group g"]
+    assert [(await receive(redis_layer, channel))["seq"] for _ in range(2)] == [0, 1]
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(redis_layer.receive(channel), 0.3)
+
+
+async def test_on_redis_group_names_are_checked_as_the_layer_checks_them(redis_layer: Any) -> None:
+    channel = await redis_layer.new_channel()
+    with pytest.raises(TypeError):
+        await group_add_many(redis_layer, ["not a valid group!"], channel)
+
+
+async def test_any_other_layer_gets_its_own_calls() -> None:
+    layer = InMemoryChannelLayer()
+    assert not layers._redis_layer(layer)
+    channel = await layer.new_channel()
+    await group_add_many(layer, ["a", "b"], channel)
+    assert set(layer.groups) == {"a", "b"}
+    await group_send(layer, "b", {"type": "mcp.event", "seq": 1})
+    assert (await layer.receive(channel))["seq"] == 1
+    await group_discard_many(layer, ["a", "b"], channel)
+    assert layer.groups == {}
