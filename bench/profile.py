@@ -64,8 +64,8 @@ def summarize(collapsed: Path, top: int = 40) -> str:
     samples = 0
     for line in collapsed.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
-        if not stack:
-            continue
+        if not stack or not n.isdigit():
+            continue  # py-spy writes a sample with no frames as the process name alone
         count = int(n)
         frames = stack.split(";")
         samples += count
