@@ -328,6 +328,13 @@ def cell_error(msg: str) -> str:
     return "not run" if msg == "not run" else "error (see below)"
 
 
+def uvicorn_flavour(packages: dict[str, str]) -> str:
+    """Which loop and HTTP parser uvicorn ran on, from the packages installed (auto picks these)."""
+    loop = "uvloop" if "uvloop" in packages else "asyncio's loop"
+    http = "httptools" if "httptools" in packages else "h11"
+    return f"{loop} and {http}" + (", as `uvicorn[standard]` installs" if "uvloop" in packages and "httptools" in packages else "")
+
+
 def source_line(rep: dict) -> str:
     a, b = rep["ours_source_at_start"], rep["ours_source_at_end"]
     where = f"git {a['git_head']}" + (" plus uncommitted changes" if a["uncommitted_changes"] else "") if a["git_head"] else "an uncommitted work tree"
@@ -380,7 +387,9 @@ def render_markdown(rep: dict) -> str:
             "`bench/surface`, `DEBUG=False`, SQLite, in-memory channel layer) under "
             + ", ".join(f"{k}" for k in kinds)
             + "; the reference is `bench/reference_server.py` (official SDK `MCPServer`, stateful, under uvicorn, access log "
-            'off). Each ours cell is the figure and, in brackets, ours / reference. "Per server core-s" divides by the '
+            "off). Both uvicorns take the loop and HTTP parser uvicorn finds installed ("
+            + uvicorn_flavour(m["packages"])
+            + '). Each ours cell is the figure and, in brackets, ours / reference. "Per server core-s" divides by the '
             "CPU time the server's processes used (from /proc), not by wall time. Targets are issue 13's, for ours under "
             "uvicorn and Daphne; Granian has none and is shown for comparison."
         ),
