@@ -33,6 +33,7 @@ from tests.e2e.elicitation_helpers import WAIT, Provider, run_site_with_bookshel
 
 try:
     from selenium import webdriver
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
@@ -151,10 +152,31 @@ def wait_until(driver: Any, condition: Callable[[Any], object], message: str = "
     return WebDriverWait(driver, WAIT, poll_frequency=POLL).until(condition, message)
 
 
+def gone(element: Any) -> Callable[[Any], bool]:
+    """A condition: ``element`` has left the page (``expected_conditions.staleness_of``, sturdier).
+
+    Asked while the next page replaces the old one, Chromium may answer for a node it is just
+    detaching with an inspector error, not the stale-element error Selenium waits for.
+    """
+
+    def left(_driver: Any) -> bool:
+        try:
+            element.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as error:
+            if "does not belong to the document" in str(error.msg):
+                return True
+            raise
+        return False
+
+    return left
+
+
 def click_and_wait(driver: Any, element: Any) -> None:
     """Click ``element`` and wait for the page it leads to (the element goes stale)."""
     element.click()
-    wait_until(driver, expected_conditions.staleness_of(element), "the page did not change")
+    wait_until(driver, gone(element), "the page did not change")
 
 
 def sign_in(driver: Any, username: str, password: str) -> None:
