@@ -27,6 +27,7 @@ import logging
 import math
 import re
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -230,6 +231,76 @@ def _redis(cache: BaseCache, key: str) -> tuple[Any, str] | None:
     return client, full
 
 
+def _async_redis(cache: BaseCache) -> Any | None:
+    """An asyncio client of Django's Redis cache's write server for the running loop (made once
+    per loop), or None where the cache is not Redis or its client is customized. Counting on it
+    takes no thread: the thread hop around the sync client cost as much CPU as the round trip
+    itself (bench/profile.py, on PostgreSQL + Redis)."""
+    if not isinstance(cache, RedisCache):
+        return None
+    try:
+        clients: _AsyncClients | None = cache.__dict__["_mcp_django_aclients"]
+    except KeyError:
+        clients = cache.__dict__["_mcp_django_aclients"] = _AsyncClients.of(cache)
+    return clients.get() if clients is not None else None
+
+
+class _AsyncClients:
+    """The asyncio clients of one Redis cache, one per event loop (a connection belongs to the
+    loop that opened it)."""
+
+    def __init__(self, url: str, options: dict[str, Any]) -> None:
+        self.url = url
+        self.options = options
+        self.by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def of(cls, cache: RedisCache) -> _AsyncClients | None:
+        """The clients of ``cache``, or None when it has a parser or pool class of its own,
+        which may have no asyncio twin: such a cache keeps counting in a thread."""
+        import redis  # there: Django's RedisCache needs it (an optional dependency of ours)
+
+        client: Any = cache._cache
+        options = dict(client._pool_options)
+        if options.pop("parser_class", None) is not redis.connection.DefaultParser or client._pool_class is not redis.ConnectionPool:
+            return None
+        return cls(client._servers[0], options)
+
+    def get(self) -> Any:
+        import redis.asyncio
+
+        loop = asyncio.get_running_loop()
+        client = self.by_loop.get(loop)
+        if client is None:
+            client = self.by_loop[loop] = redis.asyncio.Redis.from_url(self.url, **self.options)
+        return client
+
+
+async def aclose_clients() -> None:
+    """Close the running loop's asyncio Redis clients (tests end a loop with this; a server's
+    loop lives as long as its process)."""
+    loop = asyncio.get_running_loop()
+    for cache in _process_caches.values():
+        clients = cache.__dict__.get("_mcp_django_aclients")
+        client = clients.by_loop.pop(loop, None) if clients is not None else None
+        if client is not None:
+            await client.aclose()
+
+
+def _queue_hits(pipe: Any, cache: BaseCache, keys: list[str], timeout: float) -> None:
+    # SET NX then INCR: works on every Redis version (EXPIRE NX needs 7.0), and the value stays
+    # a plain integer, as Django's own incr leaves it.
+    for key in keys:
+        full = cache.make_and_validate_key(key)
+        pipe.set(full, 0, ex=max(1, math.ceil(timeout)), nx=True)
+        pipe.incr(full)
+
+
+def _queue_unhits(pipe: Any, cache: BaseCache, keys: list[str]) -> None:
+    for key in keys:
+        pipe.eval(_DECR_EXISTING, 1, cache.make_and_validate_key(key))
+
+
 def _hit(cache: BaseCache, key: str, timeout: float) -> int:
     """Count one more on ``key`` (made with ``timeout`` when new); the new count."""
     return _hit_many(cache, [key], timeout)[0]
@@ -239,15 +310,21 @@ def _hit_many(cache: BaseCache, keys: list[str], timeout: float) -> list[int]:
     """:func:`_hit` on each of ``keys``; on Redis in one round trip."""
     redis = _redis(cache, keys[0]) if keys else None
     if redis is not None:
-        # SET NX then INCR, pipelined: works on every Redis version (EXPIRE NX needs 7.0), and
-        # the value stays a plain integer, as Django's own incr leaves it.
         pipe = redis[0].pipeline(transaction=False)
-        for key in keys:
-            full = cache.make_and_validate_key(key)
-            pipe.set(full, 0, ex=max(1, math.ceil(timeout)), nx=True)
-            pipe.incr(full)
+        _queue_hits(pipe, cache, keys, timeout)
         return [int(count) for count in pipe.execute()[1::2]]
     return [_count(cache, key, timeout) for key in keys]
+
+
+async def _ahit_many(cache: BaseCache, keys: list[str], timeout: float) -> list[int]:
+    """:func:`_hit_many` without blocking the loop: on Redis with an asyncio client, on the
+    local-memory cache inline, on any other cache in a worker thread."""
+    client = _async_redis(cache) if keys else None
+    if client is None:
+        return await _off_loop(cache, _hit_many, cache, keys, timeout)
+    pipe = client.pipeline(transaction=False)
+    _queue_hits(pipe, cache, keys, timeout)
+    return [int(count) for count in (await pipe.execute())[1::2]]
 
 
 def _count(cache: BaseCache, key: str, timeout: float) -> int:
@@ -271,13 +348,23 @@ def _unhit_many(cache: BaseCache, keys: list[str]) -> None:
     redis = _redis(cache, keys[0]) if keys else None
     if redis is not None:
         pipe = redis[0].pipeline(transaction=False)
-        for key in keys:
-            pipe.eval(_DECR_EXISTING, 1, cache.make_and_validate_key(key))
+        _queue_unhits(pipe, cache, keys)
         pipe.execute()
         return
     for key in keys:
         with contextlib.suppress(ValueError):  # gone already: nothing left to give back
             cache.decr(key)
+
+
+async def _aunhit_many(cache: BaseCache, keys: list[str]) -> None:
+    """:func:`_unhit_many` without blocking the loop (as :func:`_ahit_many`)."""
+    client = _async_redis(cache) if keys else None
+    if client is None:
+        await _off_loop(cache, _unhit_many, cache, keys)
+        return
+    pipe = client.pipeline(transaction=False)
+    _queue_unhits(pipe, cache, keys)
+    await pipe.execute()
 
 
 # -- rate limits ------------------------------------------------------------------------------
@@ -289,37 +376,71 @@ def check_tool_calls(caller: Caller, names: list[str | None]) -> list[QuotaExcee
     each limit that applies, up to the one that refuses it."""
     quotas = current()
     cache = quotas.cache
-    return [_check_call(cache, quotas, caller, name, now()) for name in names]
-
-
-def _check_call(cache: BaseCache, quotas: Quotas, caller: Caller, name: str | None, at: float) -> QuotaExceededError | None:
-    limits: list[tuple[str, str, Rate, str]] = []
-    if name is not None and name in quotas.per_tool:
-        limits.append(("PER_TOOL", f"{caller.key}\x1f{name}", quotas.per_tool[name], f"calls of the tool {name!r}"))
-    if quotas.tool_calls_per_client is not None and caller.client is not None:
-        limits.append(("TOOL_CALLS_PER_CLIENT", caller.client, quotas.tool_calls_per_client, "tool calls by this OAuth client"))
-    if quotas.tool_calls is not None:
-        limits.append(("TOOL_CALLS", caller.key, quotas.tool_calls, "tool calls"))
-    for limit, who, rate, what in limits:
-        window = int(at // rate.period)
-        # The counter outlives its window by at most a period: no key is kept for long.
-        count = _hit(cache, cache_key("rate", limit, who, str(rate.period), str(window)), rate.period + 1)
-        if count > rate.count:
-            retry = max(1, math.ceil((window + 1) * rate.period - at))
-            details: dict[str, Any] = {"rate": rate.text, **({"tool": name} if limit == "PER_TOOL" else {})}
-            return QuotaExceededError(
-                f"Too many requests: {what} are limited to {rate.text} ({limit}); retry in {retry} s",
-                limit=limit, retry_after=retry, details=details,
-            )
-    return None
+    results: list[QuotaExceededError | None] = []
+    for name in names:
+        at, error = now(), None
+        for limit in _limits(quotas, caller, name):
+            error = limit.refusal(_hit(cache, limit.key(at), limit.rate.period + 1), at)
+            if error is not None:
+                break
+        results.append(error)
+    return results
 
 
 async def acheck_tool_calls(caller: Caller, names: list[str | None]) -> list[QuotaExceededError | None]:
-    """:func:`check_tool_calls` off the event loop (a shared cache is a network round trip)."""
+    """:func:`check_tool_calls` without blocking the event loop (a shared cache is a network
+    round trip)."""
     quotas = current()
     if not quotas.limits_calls:
         return [None] * len(names)
-    return await _off_loop(quotas.cache, check_tool_calls, caller, names)
+    cache = quotas.cache
+    results: list[QuotaExceededError | None] = []
+    for name in names:
+        at, error = now(), None
+        for limit in _limits(quotas, caller, name):
+            error = limit.refusal((await _ahit_many(cache, [limit.key(at)], limit.rate.period + 1))[0], at)
+            if error is not None:
+                break
+        results.append(error)
+    return results
+
+
+@dataclass(frozen=True)
+class _Limit:
+    """One rate limit as it applies to one call."""
+
+    name: str
+    who: str
+    rate: Rate
+    what: str
+    tool: str | None
+
+    def key(self, at: float) -> str:
+        # The counter outlives its window by at most a period: no key is kept for long.
+        return cache_key("rate", self.name, self.who, str(self.rate.period), str(int(at // self.rate.period)))
+
+    def refusal(self, count: int, at: float) -> QuotaExceededError | None:
+        if count <= self.rate.count:
+            return None
+        window = int(at // self.rate.period)
+        retry = max(1, math.ceil((window + 1) * self.rate.period - at))
+        details: dict[str, Any] = {"rate": self.rate.text, **({"tool": self.tool} if self.name == "PER_TOOL" else {})}
+        return QuotaExceededError(
+            f"Too many requests: {self.what} are limited to {self.rate.text} ({self.name}); retry in {retry} s",
+            limit=self.name, retry_after=retry, details=details,
+        )
+
+
+def _limits(quotas: Quotas, caller: Caller, name: str | None) -> list[_Limit]:
+    """The rate limits a call of ``name`` by ``caller`` counts against, in the order checked."""
+    limits: list[_Limit] = []
+    if name is not None and name in quotas.per_tool:
+        limits.append(_Limit("PER_TOOL", f"{caller.key}\x1f{name}", quotas.per_tool[name], f"calls of the tool {name!r}", name))
+    if quotas.tool_calls_per_client is not None and caller.client is not None:
+        limits.append(_Limit("TOOL_CALLS_PER_CLIENT", caller.client, quotas.tool_calls_per_client, "tool calls by this OAuth client", name))
+    if quotas.tool_calls is not None:
+        limits.append(_Limit("TOOL_CALLS", caller.key, quotas.tool_calls, "tool calls", name))
+    return limits
 
 
 # -- caps on what is held open -----------------------------------------------------------------
@@ -402,7 +523,7 @@ class StreamSlot:
         if not counters:
             return None
         slot = cls(counters, lease=max(1.0, mcp_settings.request_lease_seconds), cache_alias=quotas.cache_alias)
-        await _off_loop(cache_for(slot.cache_alias), slot._take)
+        await slot._take()
         _renewer.add(slot)
         return slot
 
@@ -413,14 +534,14 @@ class StreamSlot:
         bucket = int(at // self.lease)
         return [bucket, bucket + 1] if at - bucket * self.lease >= self.lease / 2 else [bucket]
 
-    def _take(self) -> None:
+    async def _take(self) -> None:
         cache = cache_for(self.cache_alias)
         buckets = self._wanted(now())
         keys = [self._key(limit, who, bucket) for limit, who, _ in self.counters for bucket in buckets]
-        counts = _hit_many(cache, keys, 3 * self.lease)
+        counts = await _ahit_many(cache, keys, 3 * self.lease)
         for index, (limit, _, cap) in enumerate(self.counters):
             if counts[index * len(buckets)] > cap:  # the current bucket's count
-                _unhit_many(cache, keys)
+                await _aunhit_many(cache, keys)
                 scope = "session" if limit == "STREAMS_PER_SESSION" else "user"
                 raise QuotaExceededError(
                     f"Too many open streams: this {scope} already has {cap} open ({limit}); close one first",
@@ -428,14 +549,14 @@ class StreamSlot:
                 )
         self.buckets = buckets
 
-    def _register(self, bucket: int) -> None:
+    async def _register(self, bucket: int) -> None:
         if bucket in self.buckets:
             return
         cache = cache_for(self.cache_alias)
         keys = [self._key(limit, who, bucket) for limit, who, _ in self.counters]
-        _hit_many(cache, keys, 3 * self.lease)
-        if self.released:  # released while this ran in its thread: give this one back too
-            _unhit_many(cache, keys)
+        await _ahit_many(cache, keys, 3 * self.lease)
+        if self.released:  # released while this counted: give this one back too
+            await _aunhit_many(cache, keys)
             return
         # Past buckets count for nobody any more: only those from the current one on are kept.
         self.buckets = [b for b in self.buckets if b >= int(now() // self.lease)] + [bucket]
@@ -447,11 +568,11 @@ class StreamSlot:
         newest = self.buckets[-1]
         return newest + 1 if at >= newest * self.lease + self.lease / 2 else None
 
-    def _give_back(self, buckets: list[int]) -> None:
+    async def _give_back(self, buckets: list[int]) -> None:
         current_bucket = int(now() // self.lease)
         # Older buckets count for nobody any more.
         keys = [self._key(limit, who, bucket) for bucket in buckets if bucket >= current_bucket for limit, who, _ in self.counters]
-        _unhit_many(cache_for(self.cache_alias), keys)
+        await _aunhit_many(cache_for(self.cache_alias), keys)
 
     async def release(self) -> None:
         """Give the slot back (once; later calls do nothing)."""
@@ -461,7 +582,7 @@ class StreamSlot:
         _renewer.discard(self)
         buckets, self.buckets = self.buckets, []
         # Shielded: the consumer being cancelled must not leave the count behind.
-        await asyncio.shield(_off_loop(cache_for(self.cache_alias), self._give_back, buckets))
+        await asyncio.shield(self._give_back(buckets))
 
 
 class _Renewer:
@@ -498,7 +619,7 @@ class _Renewer:
             if bucket is None:
                 continue
             try:
-                await _off_loop(cache_for(slot.cache_alias), slot._register, bucket)
+                await slot._register(bucket)
             except Exception:
                 # That stream stops counting (its slot frees itself): better than ending it.
                 self.slots.discard(slot)

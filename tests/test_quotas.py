@@ -596,3 +596,51 @@ async def test_stream_slots_on_redis_are_taken_refused_and_given_back(clock: Clo
         again = await quotas.StreamSlot.acquire(caller, "s-1")
         assert again is not None
         await again.release()
+        await quotas.aclose_clients()
+
+
+def _redis_caches(**options: Any) -> dict[str, Any]:
+    return {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "quota": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _real_redis_or_skip(),
+            "KEY_PREFIX": secrets.token_hex(4), **({"OPTIONS": options} if options else {}),
+        },
+    }
+
+
+async def test_on_redis_the_event_loop_counts_with_an_asyncio_client_and_takes_no_thread(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def no_thread(*args: Any) -> Any:
+        raise AssertionError("counted in a worker thread")
+
+    monkeypatch.setattr(quotas, "_off_loop", no_thread)
+    with override_settings(CACHES=_redis_caches()), limits(CACHE="quota", TOOL_CALLS="2/minute", STREAMS_PER_USER=1):
+        caller = quotas.Caller("user:11", 11)
+        results = [(await quotas.acheck_tool_calls(caller, ["add"]))[0] for _ in range(3)]
+        assert results[:2] == [None, None]
+        assert isinstance(results[2], QuotaExceededError) and results[2].limit == "TOOL_CALLS"
+        # The same counters the sync client reads: one count per call, the refused one included.
+        window = int(clock.now // 60)
+        assert quotas.cache_for("quota").get(quotas.cache_key("rate", "TOOL_CALLS", "user:11", "60", str(window))) == 3
+        slot = await quotas.StreamSlot.acquire(caller, None)
+        assert slot is not None
+        with pytest.raises(QuotaExceededError):
+            await quotas.StreamSlot.acquire(caller, None)
+        await slot.release()
+        assert quotas.open_streams("STREAMS_PER_USER", "user:11") == 0
+        await quotas.aclose_clients()
+
+
+async def test_a_redis_cache_with_its_own_parser_counts_in_a_worker_thread(clock: Clock) -> None:
+    # A parser (or pool) of the user's may have no asyncio twin: the sync client, off the loop.
+    import redis.connection
+
+    custom = next(f"redis._parsers.{m}._{m.upper()}Parser" for m in ("resp2", "resp3") if redis.connection.DefaultParser.__name__ != f"_{m.upper()}Parser")
+    caches_setting = _redis_caches(parser_class=custom)
+    with override_settings(CACHES=caches_setting), limits(CACHE="quota", TOOL_CALLS="1/minute"):
+        assert quotas._async_redis(quotas.cache_for("quota")) is None
+        caller = quotas.Caller("user:12", 12)
+        first, second = [(await quotas.acheck_tool_calls(caller, ["add"]))[0] for _ in range(2)]
+    assert first is None and isinstance(second, QuotaExceededError)
