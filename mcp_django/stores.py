@@ -6,7 +6,9 @@ store (``MCP_DJANGO["EVENT_STORE_CLASS"]``) without touching the request path.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -24,6 +26,8 @@ from django.utils import timezone
 from .conf import mcp_settings
 from .models import Event, Session
 from .signals import session_changed
+
+logger = logging.getLogger("mcp_django.stores")
 
 
 @dataclass(slots=True, frozen=True)
@@ -446,15 +450,60 @@ class SessionStore:
         await announce_session_changed(session_id)
 
     async def amark_initialized(self, session_id: str) -> None:
-        """Record ``notifications/initialized``. Not announced to other processes: nothing they
-        decide reads the flag (a second initialize is refused on the stored client info), and on
-        every session set-up the announcement woke every process (a Redis round trip each)."""
-        await sync_to_async(self.update)(session_id, initialized=True)
+        """Record ``notifications/initialized``, off the request's path (see
+        :class:`InitializedMarks`). Not announced to other processes: nothing they decide reads
+        the flag (a second initialize is refused on the stored client info), and on every session
+        set-up the announcement woke every process (a Redis round trip each)."""
+        initialized_marks.add(session_id)
 
     async def aterminate(self, session_id: str) -> bool:
         terminated = await sync_to_async(self.terminate)(session_id)
         await announce_session_changed(session_id)
         return terminated
+
+
+class InitializedMarks:
+    """Sessions whose ``notifications/initialized`` came and is not written yet.
+
+    They are written in batches, ``WRITE_DELAY`` after the first, with one UPDATE: on every
+    session set-up that write was a thread hop and a query of its own, on the request's path
+    (bench/profile.py: a quarter of a set-up's CPU). The flag is for operators (the admin): no
+    decision reads it, so a process that dies within the delay leaves it unset and nothing else.
+    """
+
+    WRITE_DELAY = 0.02
+
+    def __init__(self) -> None:
+        self._pending: set[str] = set()
+        self._writer: asyncio.Task[None] | None = None
+
+    def add(self, session_id: str) -> None:
+        self._pending.add(session_id)
+        loop = asyncio.get_running_loop()
+        # A writer left on another loop (one that ended: tests run a loop each) never runs.
+        if self._writer is None or self._writer.done() or self._writer.get_loop() is not loop:
+            self._writer = loop.create_task(self._write())
+
+    async def flush(self) -> None:
+        """Wait until every mark made so far on this loop is written (for tests)."""
+        while self._writer is not None and not self._writer.done() and self._writer.get_loop() is asyncio.get_running_loop():
+            await asyncio.shield(self._writer)
+
+    async def _write(self) -> None:
+        await asyncio.sleep(self.WRITE_DELAY)
+        while self._pending:
+            batch, self._pending = sorted(self._pending), set()
+            try:
+                await sync_to_async(self._update)(batch)
+            except Exception:
+                logger.exception("Could not mark %d sessions initialized", len(batch))
+
+    @staticmethod
+    def _update(session_ids: list[str]) -> None:
+        Session.objects.filter(pk__in=session_ids).update(initialized=True)
+
+
+initialized_marks = InitializedMarks()
 
 
 class ServerRequestStore:

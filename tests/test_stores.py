@@ -12,7 +12,7 @@ from django.db.models.signals import post_save
 from django.utils import timezone
 
 from mcp_django.models import Event, Session
-from mcp_django.stores import SessionStore, insert_rows, update_row
+from mcp_django.stores import InitializedMarks, SessionStore, initialized_marks, insert_rows, update_row
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -90,3 +90,30 @@ def test_a_lone_row_inside_a_transaction_stays_in_it() -> None:
     with pytest.raises(IntegrityError):
         insert_rows(Event, [row])
     assert Event.objects.count() == 1
+
+
+async def test_initialized_marks_are_written_together_off_the_request_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from asgiref.sync import sync_to_async
+
+    sessions = [await sync_to_async(make_session)() for _ in range(3)]
+    store = SessionStore()
+    for session in sessions:
+        await store.amark_initialized(session.pk)
+    await store.amark_initialized("no-such-session")  # ended meanwhile: nothing to mark, no error
+    # Nothing is written on the request's path...
+    assert [s async for s in Session.objects.filter(initialized=True)] == []
+    await initialized_marks.flush()
+    # ...and then all of them at once, with one UPDATE.
+    assert {s.pk async for s in Session.objects.filter(initialized=True)} == {s.pk for s in sessions}
+    captured: list[str] = []
+    original = InitializedMarks._update
+
+    def counting(session_ids: list[str]) -> None:
+        captured.append(",".join(session_ids))
+        original(session_ids)
+
+    monkeypatch.setattr(InitializedMarks, "_update", staticmethod(counting))
+    await store.amark_initialized(sessions[0].pk)
+    await store.amark_initialized(sessions[1].pk)
+    await initialized_marks.flush()
+    assert captured == [",".join(sorted([sessions[0].pk, sessions[1].pk]))]

@@ -26,7 +26,7 @@ from mcp_django.protocol.errors import (
 from mcp_django.protocol.negotiation import LATEST_VERSION
 from mcp_django.routing import MCPRouter
 from mcp_django.sites import MCPSite
-from mcp_django.stores import session_cache
+from mcp_django.stores import initialized_marks, session_cache
 from mcp_django.testing import MCPTestClient, SSEEvent, StreamClosed
 from mcp_django.transport.consumers import MCPConsumer
 
@@ -436,6 +436,7 @@ async def test_initialize_sets_session_id_header_and_stores_client_info():
     client = MCPTestClient()
     await client.initialize(client_info={"name": "probe", "version": "2.0"}, capabilities={"sampling": {}})
     assert client.last_response is not None
+    await initialized_marks.flush()  # notifications/initialized is written off the request's path
     session = await Session.objects.aget(pk=client.session_id)
     assert (session.client_name, session.client_version) == ("probe", "2.0")
     assert session.client_capabilities == {"sampling": {}}
