@@ -311,6 +311,28 @@ async def test_the_buffer_is_written_in_the_background_without_a_flush() -> None
     assert len(audit.writer) == 0
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_the_background_writer_takes_one_batch_per_trip_to_the_sync_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Sync tools run on the same thread: queued behind a whole buffer's write, they all waited.
+    writer = audit.AuditWriter()
+    monkeypatch.setattr(audit, "BATCH_SIZE", 2)
+    trips: list[int] = []
+    flush_batch = writer._flush_batch
+
+    def counted() -> bool:
+        trips.append(len(writer))
+        return flush_batch()
+
+    monkeypatch.setattr(writer, "_flush_batch", counted)
+    with settings(AUDIT_FLUSH_INTERVAL=0.01):
+        for n in range(5):
+            writer.add(_record(n))
+        assert writer._task is not None
+        await writer._task
+    assert trips == [5, 3, 1]  # what was buffered as each trip began: two rows each, then the last
+    assert await ToolCall.objects.acount() == 5 and len(writer) == 0
+
+
 # -- redaction and bounds ------------------------------------------------------------------------
 
 
