@@ -317,10 +317,16 @@ class MCPSettings:
 
     @property
     def authentication_class(self) -> type:
+        # Imported once per value, like the IMPORT_STRINGS (every request reads it).
+        cached: type | None = self.__dict__.get("_authentication_class")
+        if cached is not None:
+            return cached
         value = self.get("AUTHENTICATION")
         path = AUTHENTICATION_ALIASES.get(value, value) if isinstance(value, str) else value
         # A dotted path or a class given directly; checks.py (E004) reports anything else.
         auth_class: type = perform_import(path, "AUTHENTICATION") if isinstance(path, str) else path
+        self._cached.add("_authentication_class")
+        self.__dict__["_authentication_class"] = auth_class
         return auth_class
 
     session_cache_seconds: Setting[float] = Setting("SESSION_CACHE_SECONDS", float)

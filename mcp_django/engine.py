@@ -429,6 +429,9 @@ class Engine:
         """Run ``requests`` concurrently and return their responses, in order (``emitter``: where
         progress, logs and questions to the client go, for a transport that writes them at once)."""
         table = self.site.get_handlers()
+        if len(requests) == 1:
+            # Most bodies hold one request: awaited here, without gather's task around it.
+            return [await self.run(principal, requests[0], table, self.context(principal, session, requests[0], emitter))]
         return list(
             await asyncio.gather(*(self.run(principal, r, table, self.context(principal, session, r, emitter)) for r in requests))
         )

@@ -179,9 +179,9 @@ def update_row(model: type[models.Model], pk: Any, values: dict[str, Any]) -> in
 
 
 # Values that these fields' get_db_prep_save returns unchanged: None, a string for a text
-# column, an int for an integer one. Skipping the call for them halved insert_rows' cost;
-# anything else (datetimes, JSON) still goes through the field. Exact classes: a subclass may
-# prepare its values (encrypt them, say).
+# column, an int for an integer one, a float for a float one. Skipping the call for them halved
+# insert_rows' cost; anything else (datetimes, JSON) still goes through the field. Exact
+# classes: a subclass may prepare its values (encrypt them, say).
 _PLAIN_TYPES: dict[type, tuple[type, ...]] = {
     **dict.fromkeys((models.CharField, models.TextField), (str, type(None))),
     **dict.fromkeys(
@@ -190,6 +190,7 @@ _PLAIN_TYPES: dict[type, tuple[type, ...]] = {
         (int, type(None)),
     ),
     models.BooleanField: (bool, type(None)),
+    models.FloatField: (float, type(None)),
 }
 
 

@@ -6,8 +6,9 @@ the spec asks for; the transport only extracts headers and writes the answer.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -58,8 +59,22 @@ def check_protocol_version_header(value: str | None) -> str:
     return value
 
 
-def _accepted_types(accept: str | None) -> dict[str, float]:
-    """Parse an Accept header into ``{media range: q}``; a missing header accepts everything."""
+def _accepted_types(accept: str | None) -> Mapping[str, float]:
+    """Parse an Accept header into ``{media range: q}``; a missing header accepts everything.
+    A client sends the same header on every request: the usual short ones are parsed once (so
+    the mapping may be shared: read it, never change it), long ones, which only a hostile
+    client sends, every time, so the cache holds at most 256 short strings."""
+    if accept is not None and len(accept) <= 256:
+        return _parse_accept_cached(accept)
+    return _parse_accept(accept)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_accept_cached(accept: str) -> Mapping[str, float]:
+    return _parse_accept(accept)
+
+
+def _parse_accept(accept: str | None) -> dict[str, float]:
     if accept is None or not accept.strip():
         return {"*/*": 1.0}
     ranges: dict[str, float] = {}
