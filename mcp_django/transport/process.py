@@ -41,6 +41,10 @@ REJOIN_SECONDS = 3600.0
 class ProcessChannel:
     """One channel per process and event loop, with a task that acts on what arrives."""
 
+    #: After a failed receive the listener waits this long, doubling per failure in a row.
+    RETRY_SECONDS = 0.5
+    RETRY_MAX_SECONDS = 30.0
+
     def __init__(self) -> None:
         self.channel: str | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -67,8 +71,22 @@ class ProcessChannel:
 
     async def listen(self, channel: str) -> None:
         layer = get_layer()
+        failures = 0
         while True:
-            message = await layer.receive(channel)
+            try:
+                message = await layer.receive(channel)
+            except Exception:
+                # Redis restarted, or a socket timed out (redis-py 8's 5 s default against the
+                # layer's 5 s blocking receive: mcp_django.W006). This task is how the process
+                # hears of session changes and cancels, so it listens again rather than end,
+                # and the next request joins the sessions' group again (a restarted Redis has
+                # forgotten it).
+                failures += 1
+                self.joined_at = None
+                logger.warning("The process channel could not receive (failure %d in a row); listening again", failures, exc_info=True)
+                await asyncio.sleep(min(self.RETRY_MAX_SECONDS, self.RETRY_SECONDS * 2 ** min(failures - 1, 8)))
+                continue
+            failures = 0
             if message.get("type") == "mcp.session.changed":
                 from ..stores import session_cache
 
