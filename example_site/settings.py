@@ -85,8 +85,13 @@ else:
     }
 
 if os.environ.get("REDIS_URL"):
+    # socket_timeout: longer than the layer's 5 s blocking receive (redis-py 8 defaults to 5 s;
+    # mcp_django.W006 explains).
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [os.environ["REDIS_URL"]], "capacity": 1000}}
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": os.environ["REDIS_URL"], "socket_timeout": 15}], "capacity": 1000},
+        }
     }
 else:
     # mcp_django's subclass of the in-memory layer: the same, with expiry sweeps throttled.

@@ -347,7 +347,41 @@ def _check_channel_layer(user: dict[str, Any]) -> list[CheckMessage]:
         ]
     if alias not in layers:
         return [Error(f"MCP_DJANGO['CHANNEL_LAYER'] is {alias!r}, which is not in CHANNEL_LAYERS.", id="mcp_django.E008")]
-    return []
+    return _check_redis_socket_timeout(alias, layers[alias])
+
+
+def _check_redis_socket_timeout(alias: str, layer: Any) -> list[CheckMessage]:
+    """channels_redis waits for messages with a blocking BZPOPMIN of ``brpop_timeout`` (5 s);
+    redis-py 8 times a socket read out after 5 s unless told otherwise, so an idle consumer's
+    receive fails with TimeoutError every few seconds (django/channels_redis#422)."""
+    try:
+        backend = import_string(layer.get("BACKEND", ""))
+    except (ImportError, AttributeError):
+        return []
+    # By name: importing channels_redis (and redis, which imports OpenTelemetry) for a project
+    # that does not use it would cost every `check` that start-up.
+    if not any(f"{c.__module__}.{c.__qualname__}" == "channels_redis.core.RedisChannelLayer" for c in getattr(backend, "__mro__", ())):
+        return []
+    import redis
+
+    if int(redis.__version__.split(".", 1)[0]) < 8:
+        return []  # no socket timeout by default before 8.0
+    hosts = (layer.get("CONFIG") or {}).get("hosts") or [("localhost", 6379)]
+    brpop = getattr(backend, "brpop_timeout", 5)
+    short = [
+        host for host in hosts
+        if not isinstance(host, dict) or (host.get("socket_timeout", 5) is not None and host.get("socket_timeout", 5) <= brpop)
+    ]  # fmt: skip
+    if not short:
+        return []
+    return [
+        Warning(
+            f"CHANNEL_LAYERS[{alias!r}] uses channels_redis with redis-py {redis.__version__}, whose socket timeout (5 s unless "
+            f"set) is not longer than the layer's {brpop} s blocking receive: idle streams and consumers fail with TimeoutError.",
+            hint='Give each host a longer socket timeout, e.g. "hosts": [{"address": "redis://...", "socket_timeout": 15}].',
+            id="mcp_django.W006",
+        )
+    ]
 
 
 #: What to write in asgi.py, for every check about the ASGI wiring.

@@ -164,6 +164,35 @@ def test_w001_without_channel_layers():
     assert ids(project_errors(CHANNEL_LAYERS={})) == ["mcp_django.W001"]
 
 
+REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
+
+
+@pytest.mark.parametrize(
+    ("hosts", "warned"),
+    [
+        (None, True),  # channels_redis's default host, redis-py's default timeout
+        (["redis://127.0.0.1:6379/0"], True),  # a URL cannot carry a timeout
+        ([("127.0.0.1", 6379)], True),
+        ([{"address": "redis://127.0.0.1:6379/0"}], True),
+        ([{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 5}], True),  # not longer than the 5 s receive
+        ([{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 15}], False),
+        ([{"address": "redis://127.0.0.1:6379/0", "socket_timeout": None}], False),  # no timeout, as before redis-py 8
+        ([{"address": "redis://a:6379/0", "socket_timeout": 15}, "redis://b:6379/0"], True),  # every host counts
+    ],
+)
+def test_w006_channels_redis_needs_a_socket_timeout_longer_than_its_blocking_receive(hosts: Any, warned: bool) -> None:
+    config = {"hosts": hosts} if hosts is not None else {}
+    messages = project_errors(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_LAYER, "CONFIG": config}})
+    assert ids(messages) == (["mcp_django.W006"] if warned else [])
+    if warned:
+        assert '"socket_timeout": 15' in str(messages[0].hint)
+
+
+def test_w006_is_only_about_channels_redis() -> None:
+    layers = {"default": {"BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer"}}
+    assert ids(project_errors(CHANNEL_LAYERS=layers)) == []
+
+
 def test_w002_no_authentication_without_debug():
     with override_settings(DEBUG=False, MCP_DJANGO=BASE):
         assert ids(check_settings()) == ["mcp_django.W002"]
