@@ -27,7 +27,6 @@ import logging
 import math
 import re
 import time
-import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -252,7 +251,9 @@ class _AsyncClients:
     def __init__(self, url: str, options: dict[str, Any]) -> None:
         self.url = url
         self.options = options
-        self.by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        # Not weak keys: a client that has connected holds its loop (through its connections'
+        # streams), so a weak key would never go. Clients of closed loops are dropped instead.
+        self.by_loop: dict[asyncio.AbstractEventLoop, Any] = {}
 
     @classmethod
     def of(cls, cache: RedisCache) -> _AsyncClients | None:
@@ -272,6 +273,10 @@ class _AsyncClients:
         loop = asyncio.get_running_loop()
         client = self.by_loop.get(loop)
         if client is None:
+            # A process that runs one loop after another (asyncio.run per call, a test suite's
+            # loop per test) would otherwise keep a client and its open socket for each.
+            for closed in [other for other in self.by_loop if other.is_closed()]:
+                del self.by_loop[closed]
             client = self.by_loop[loop] = redis.asyncio.Redis.from_url(self.url, **self.options)
         return client
 

@@ -4,7 +4,9 @@ and caps on sessions, open streams and pending URL elicitations, on every transp
 from __future__ import annotations
 
 import asyncio
+import gc
 import secrets
+import weakref
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -631,6 +633,30 @@ async def test_on_redis_the_event_loop_counts_with_an_asyncio_client_and_takes_n
         await slot.release()
         assert quotas.open_streams("STREAMS_PER_USER", "user:11") == 0
         await quotas.aclose_clients()
+
+
+def test_on_redis_one_loop_after_another_keeps_one_asyncio_client(clock: Clock) -> None:
+    # asyncio.run per call, or a test suite's loop per test: the client of a closed loop goes
+    # (with its socket) when the next loop makes its own. A client holds its loop, so weak
+    # keys never let one go: every loop kept a client and a connection, without bound.
+    with override_settings(CACHES=_redis_caches()), limits(CACHE="quota", TOOL_CALLS="100/minute"):
+        caller = quotas.Caller("user:13", 13)
+        made: list[weakref.ref[Any]] = []
+
+        async def call() -> None:
+            assert (await quotas.acheck_tool_calls(caller, ["add"]))[0] is None
+            client = quotas._async_redis(quotas.cache_for("quota"))
+            made.append(weakref.ref(client))
+            # Its connection closed here, so that dropping it later warns of no open socket.
+            await client.connection_pool.disconnect()
+
+        for _ in range(5):
+            asyncio.run(call())
+        clients = quotas.cache_for("quota").__dict__["_mcp_django_aclients"]
+        assert len(clients.by_loop) == 1  # the last loop's
+        gc.collect()
+        assert [ref() is None for ref in made] == [True, True, True, True, False]
+        clients.by_loop.clear()
 
 
 async def test_a_redis_cache_with_its_own_parser_counts_in_a_worker_thread(clock: Clock) -> None:
