@@ -111,7 +111,11 @@ def may_act_for(user: Any, username: str) -> None:
 
 @site.tool(title="Search the catalogue", annotations={"readOnlyHint": True, "openWorldHint": False})
 def search_books(
-    query: Annotated[str, Field(description="Words to find in the title, author, summary or ISBN; empty lists everything.")] = "",
+    # Bounded: every word is one more filter with a join, and SQLite refuses a LIKE pattern
+    # past 50,000 bytes (a client's long query was a logged OperationalError, not a clear error).
+    query: Annotated[
+        str, Field(max_length=200, description="Words to find in the title, author, summary or ISBN; empty lists everything.")
+    ] = "",
     genre: Annotated[Genre | None, Field(description="Only books of this genre.")] = None,
     limit: Annotated[int, Field(ge=1, le=50, description="At most this many books.")] = 10,
 ) -> SearchResults:

@@ -166,6 +166,15 @@ async def test_search_books_filters_by_genre_and_limits(example_server: ExampleS
     assert {b["genre"] for b in result.structured_content["books"]} == {"mystery"}
 
 
+async def test_search_books_refuses_an_overlong_query_as_invalid_arguments(example_server: ExampleServer, era: str) -> None:
+    async with connect(example_server, era) as client:
+        schema = {t.name: t for t in (await client.list_tools()).tools}["search_books"].input_schema
+        result = await client.call_tool("search_books", {"query": "a " * 50_000})
+    assert schema["properties"]["query"]["maxLength"] == 200
+    assert result.is_error
+    assert text_of(result).startswith("Invalid arguments for tool 'search_books'")
+
+
 async def test_book_availability_counts_copies_on_loan(example_server: ExampleServer, era: str) -> None:
     async with connect(example_server, era) as client:
         result = await client.call_tool("book_availability", {"isbn": HOUND})
