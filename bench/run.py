@@ -36,6 +36,7 @@ from bench import client as mcp_client  # noqa: E402 (after the sys.path line ab
 from bench import procs, report, streams  # noqa: E402
 from bench.servers import (  # noqa: E402
     BENCH,
+    FLOOR,
     HOST,
     KINDS,
     OURS,
@@ -363,6 +364,8 @@ def tools_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
         log(f"tools/call, {mode} answers: {', '.join(kinds)} interleaved")
         with with_servers(cases, kinds, mode, env, lambda k, m=mode: f"{k}.{m}.tools_call") as servers:
             for kind, server in list(servers.items()):
+                if kind == FLOOR:
+                    continue  # not an MCP server: wrk's script checks each of its answers
                 check = guarded(cases, f"{kind}.{mode}.check", lambda srv=server: asyncio.run(mcp_client.functional_check(HOST, srv.port)))
                 if "error" in check:
                     # The functional check says why; load would only count errors.
@@ -477,7 +480,7 @@ def scaleout_case(cases: dict, kind: str, prof: Profile, env: Env) -> None:
 
 
 def run_all(args, prof: Profile, env: Env) -> dict:
-    kinds = [s for s in KINDS if s in args.servers]
+    kinds = [s for s in (*KINDS, FLOOR) if s in args.servers]
     cases: dict[str, dict] = {}
     if "tools" in args.cases:
         tools_case(cases, kinds, prof, env)
@@ -495,14 +498,17 @@ def run_all(args, prof: Profile, env: Env) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: a second per burst, small stream counts")
-    ap.add_argument("--servers", nargs="+", choices=(*KINDS, "ours"), default=list(KINDS),
-                    help='server kinds to run ("ours" = every ours-*); default all')  # fmt: skip
+    ap.add_argument("--servers", nargs="+", choices=(*KINDS, "ours", FLOOR), default=list(KINDS),
+                    help='server kinds to run ("ours" = every ours-*); default all but the floor (bench/floor_server.py), '
+                         'which serves only the tools and setup cases')  # fmt: skip
     ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     ap.add_argument("--scaleout-server", choices=OURS, default="ours-uvicorn", help="which server the scale-out case runs ours under")
     ap.add_argument("--docs", dest="docs", action="store_true", default=None, help="rewrite docs/performance.md")
     ap.add_argument("--no-docs", dest="docs", action="store_false")
     ap.add_argument("--render", metavar="RESULTS_JSON", help="run nothing: rewrite docs/performance.md from an earlier run's JSON (with --no-docs: print it)")
     args = ap.parse_args()
+    if FLOOR in args.servers and not set(args.cases) <= {"tools", "setup"}:
+        ap.error("the floor serves only --cases tools setup")
     if "ours" in args.servers:
         args.servers = [k for k in KINDS if k in OURS or k in args.servers]
     if args.render:
@@ -539,7 +545,7 @@ def main() -> int:
         "command": ".venv/bin/python bench/run.py" + (f" {argv}" if argv else ""),
         "profile_name": "quick" if args.quick else "full",
         "profile": asdict(prof),
-        "servers": [k for k in KINDS if k in args.servers],
+        "servers": [k for k in (*KINDS, FLOOR) if k in args.servers],
         "scaleout_server": args.scaleout_server,
         "machine": report.machine_facts(nofile),
         "ours_source_at_start": src_start,

@@ -2,7 +2,9 @@
 
 Kinds: ours under three ASGI servers (Daphne, uvicorn, Granian), all serving
 bench.oursite.asgi (the example site plus bench.surface), and the reference, the official SDK's
-MCPServer under uvicorn (bench/reference_server.py).
+MCPServer under uvicorn (bench/reference_server.py). On request only, the floor: a bare ASGI app
+under uvicorn that parses JSON-RPC and answers (bench/floor_server.py), what any server's cost
+starts from.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ APP = "bench.oursite.asgi:application"
 OURS = ("ours-uvicorn", "ours-daphne", "ours-granian")
 REFERENCE = "reference"
 KINDS = (*OURS, REFERENCE)
+FLOOR = "floor"  # not a server of the report: run only when named, with --cases tools or setup
 # 10,000 idle streams are 10,000 requests in flight: no server may cap them below that.
 BACKLOG = 8192
 MAX_IN_FLIGHT = 32768
@@ -42,6 +45,8 @@ def server_command(kind: str, port: int, mode: str) -> list[str]:
     py = sys.executable
     if kind == REFERENCE:
         return [py, str(BENCH / "reference_server.py"), "--port", str(port), f"--{mode}"]
+    if kind == FLOOR:
+        return [py, str(BENCH / "floor_server.py"), "--port", str(port), f"--{mode}"]
     if kind == "ours-daphne":
         # -v 0: no access log, like the reference; an explicit endpoint so the listen backlog is
         # not Twisted's default of 50.
@@ -150,7 +155,7 @@ def start_server(kind: str, mode: str, env: Env, database_url: str | None = None
     port = free_port()
     log_path = env.logs / f"{kind}-{mode}{tag}-{port}.log"
     cmd = server_command(kind, port, mode)
-    if kind == REFERENCE:
+    if kind in (REFERENCE, FLOOR):
         proc_env = dict(os.environ, PYTHONUNBUFFERED="1")
     elif database_url:
         proc_env = ours_env(mode, database_url=database_url, redis_url=redis_url)
