@@ -10,6 +10,7 @@ import logging
 import secrets
 import time
 from collections import deque
+from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
 
@@ -23,6 +24,7 @@ logger = logging.getLogger("mcp_django.transport")
 
 #: The stream token of a session's standalone (GET) stream.
 GET_STREAM = "get"
+
 
 class _Channel:
     """One channel's undelivered messages (oldest first) and the receivers waiting on it. Small
@@ -251,19 +253,28 @@ def _by_shard(layer: Any, groups: list[str]) -> dict[int, list[bytes]]:
     return shards
 
 
+async def _pipelined(layer: Any, groups: list[str], channel: str, queue: Callable[[Any, bytes], None]) -> None:
+    """One pipelined round trip per shard, ``queue(pipe, group_key)`` adding each group's commands."""
+    layer.require_valid_channel_name(channel)
+    for index, keys in _by_shard(layer, groups).items():
+        pipe = layer.connection(index).pipeline(transaction=False)
+        for key in keys:
+            queue(pipe, key)
+        await pipe.execute()
+
+
 async def group_add_many(layer: Any, groups: list[str], channel: str) -> None:
     """Add ``channel`` to each of ``groups``."""
     if not _redis_layer(layer):
         for group in groups:
             await layer.group_add(group, channel)
         return
-    layer.require_valid_channel_name(channel)
-    for index, keys in _by_shard(layer, groups).items():
-        pipe = layer.connection(index).pipeline(transaction=False)
-        for key in keys:
-            pipe.zadd(key, {channel: time.time()})
-            pipe.expire(key, layer.group_expiry)
-        await pipe.execute()
+
+    def add(pipe: Any, key: bytes) -> None:
+        pipe.zadd(key, {channel: time.time()})
+        pipe.expire(key, layer.group_expiry)
+
+    await _pipelined(layer, groups, channel, add)
 
 
 async def group_discard_many(layer: Any, groups: list[str], channel: str) -> None:
@@ -272,12 +283,7 @@ async def group_discard_many(layer: Any, groups: list[str], channel: str) -> Non
         for group in groups:
             await layer.group_discard(group, channel)
         return
-    layer.require_valid_channel_name(channel)
-    for index, keys in _by_shard(layer, groups).items():
-        pipe = layer.connection(index).pipeline(transaction=False)
-        for key in keys:
-            pipe.zrem(key, channel)
-        await pipe.execute()
+    await _pipelined(layer, groups, channel, lambda pipe, key: pipe.zrem(key, channel))
 
 
 async def group_send(layer: Any, group: str, message: dict[str, Any]) -> None:
