@@ -28,11 +28,22 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 App = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
 
 
+def well_formed(message: Any) -> bool:
+    """An object with a string method and object params; an id unless it is the one notification."""
+    return (
+        isinstance(message, dict)
+        and isinstance(message.get("method"), str)
+        and isinstance(message.get("params", {}), dict)
+        and ("id" in message or message["method"] == "notifications/initialized")
+    )
+
+
 def make_app(sse: bool) -> App:
     sessions: set[bytes] = set()
     content_type = b"text/event-stream" if sse else b"application/json"
 
-    async def read_body(receive: Receive) -> bytes:
+    async def read_body(receive: Receive) -> bytes | None:
+        """The request body, or None past MAX_BODY."""
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -40,7 +51,7 @@ def make_app(sse: bool) -> App:
             chunk = event.get("body", b"")
             size += len(chunk)
             if size > MAX_BODY:
-                return b""
+                return None
             chunks.append(chunk)
             if not event.get("more_body"):
                 return b"".join(chunks)
@@ -63,12 +74,19 @@ def make_app(sse: bool) -> App:
             await answer(send, 405)
             return
         session = next((v for k, v in scope["headers"] if k == b"mcp-session-id"), None)
+        body = await read_body(receive)
+        if body is None:
+            await answer(send, 413)
+            return
         try:
-            message = orjson.loads(await read_body(receive))
-            method = message["method"]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError:
             await answer(send, 400, orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}))
             return
+        if not well_formed(message):
+            await answer(send, 400, orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid Request"}}))
+            return
+        method, params = message["method"], message.get("params", {})
         if method == "initialize":
             sid = secrets.token_hex(16).encode()
             sessions.add(sid)
@@ -78,16 +96,16 @@ def make_app(sse: bool) -> App:
         if session not in sessions:
             await answer(send, 404)
             return
-        if "id" not in message:  # notifications/initialized
+        if "id" not in message:
             await send({"type": "http.response.start", "status": 202, "headers": []})
             await send({"type": "http.response.body", "body": b""})
             return
-        params = message.get("params") or {}
-        if method != "tools/call" or params.get("name") != "echo":
-            error = {"code": -32601, "message": f"the floor answers only tools/call of echo, not {method}"}
+        arguments = params.get("arguments")
+        if method != "tools/call" or params.get("name") != "echo" or not isinstance(arguments, dict):
+            error = {"code": -32601, "message": "the floor answers only tools/call of echo with an arguments object"}
             await answer(send, 200, orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}))
             return
-        text = str(params.get("arguments", {}).get("text", ""))
+        text = str(arguments.get("text", ""))
         result = {"content": [{"type": "text", "text": text}], "isError": False}
         await answer(send, 200, orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}))
 

@@ -480,7 +480,7 @@ def scaleout_case(cases: dict, kind: str, prof: Profile, env: Env) -> None:
 
 
 def run_all(args, prof: Profile, env: Env) -> dict:
-    kinds = [s for s in (*KINDS, FLOOR) if s in args.servers]
+    kinds = args.servers  # in report order (main)
     cases: dict[str, dict] = {}
     if "tools" in args.cases:
         tools_case(cases, kinds, prof, env)
@@ -509,8 +509,8 @@ def main() -> int:
     args = ap.parse_args()
     if FLOOR in args.servers and not set(args.cases) <= {"tools", "setup"}:
         ap.error("the floor serves only --cases tools setup")
-    if "ours" in args.servers:
-        args.servers = [k for k in KINDS if k in OURS or k in args.servers]
+    # "ours" expanded, in report order; the floor kept.
+    args.servers = [k for k in (*KINDS, FLOOR) if k in args.servers or ("ours" in args.servers and k in OURS)]
     if args.render:
         rep = json.loads(Path(args.render).read_text())
         rep["summary"] = report.summarize(rep)  # the targets as they are now
@@ -545,7 +545,7 @@ def main() -> int:
         "command": ".venv/bin/python bench/run.py" + (f" {argv}" if argv else ""),
         "profile_name": "quick" if args.quick else "full",
         "profile": asdict(prof),
-        "servers": [k for k in (*KINDS, FLOOR) if k in args.servers],
+        "servers": args.servers,
         "scaleout_server": args.scaleout_server,
         "machine": report.machine_facts(nofile),
         "ours_source_at_start": src_start,

@@ -34,6 +34,8 @@ OURS = ("ours-uvicorn", "ours-daphne", "ours-granian")
 REFERENCE = "reference"
 KINDS = (*OURS, REFERENCE)
 FLOOR = "floor"  # not a server of the report: run only when named, with --cases tools or setup
+# The kinds that are a script of bench/ under uvicorn.run, not our site.
+SCRIPTS = {REFERENCE: "reference_server.py", FLOOR: "floor_server.py"}
 # 10,000 idle streams are 10,000 requests in flight: no server may cap them below that.
 BACKLOG = 8192
 MAX_IN_FLIGHT = 32768
@@ -43,10 +45,8 @@ REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 
 def server_command(kind: str, port: int, mode: str) -> list[str]:
     py = sys.executable
-    if kind == REFERENCE:
-        return [py, str(BENCH / "reference_server.py"), "--port", str(port), f"--{mode}"]
-    if kind == FLOOR:
-        return [py, str(BENCH / "floor_server.py"), "--port", str(port), f"--{mode}"]
+    if kind in SCRIPTS:
+        return [py, str(BENCH / SCRIPTS[kind]), "--port", str(port), f"--{mode}"]
     if kind == "ours-daphne":
         # -v 0: no access log, like the reference; an explicit endpoint so the listen backlog is
         # not Twisted's default of 50.
@@ -155,7 +155,7 @@ def start_server(kind: str, mode: str, env: Env, database_url: str | None = None
     port = free_port()
     log_path = env.logs / f"{kind}-{mode}{tag}-{port}.log"
     cmd = server_command(kind, port, mode)
-    if kind in (REFERENCE, FLOOR):
+    if kind in SCRIPTS:
         proc_env = dict(os.environ, PYTHONUNBUFFERED="1")
     elif database_url:
         proc_env = ours_env(mode, database_url=database_url, redis_url=redis_url)
