@@ -150,14 +150,17 @@ def _wait_until_ready(process: subprocess.Popen[bytes], log_path: Path, port: in
 
 
 @contextmanager
-def run_server(env: dict[str, str], log_path: Path, port: int = 0, server: str = "daphne") -> Iterator[ExampleServer]:
-    """Run the example site under ``server`` (daphne, uvicorn or granian: tests/asgi_servers.py)
-    until the block ends, whether it ends normally or not. ``port`` 0 lets the system choose; a
-    server that must know its own URL up front (OAuth) passes one."""
+def run_server(
+    env: dict[str, str], log_path: Path, port: int = 0, server: str = "daphne", application: str = asgi_servers.APPLICATION
+) -> Iterator[ExampleServer]:
+    """Run the example site (or another ``application``, such as tests/helpdesk's) under
+    ``server`` (daphne, uvicorn or granian: tests/asgi_servers.py) until the block ends, whether
+    it ends normally or not. ``port`` 0 lets the system choose; a server that must know its own
+    URL up front (OAuth) passes one."""
     if server != "daphne":
         port = port or asgi_servers.free_port()  # only daphne says which port 0 became
     log_path.unlink(missing_ok=True)
-    process = asgi_servers.start(server, port, env, log_path, ROOT)
+    process = asgi_servers.start(server, port, env, log_path, ROOT, application)
     try:
         base_url = _wait_until_ready(process, log_path, port)
         yield ExampleServer(base_url=base_url, log_path=log_path, env=env, process=process, server=server)
