@@ -157,8 +157,20 @@ if os.environ.get("MCP_RATE_LIMIT_PER_TOOL"):  # "search_books=10/minute,borrow_
     _quotas["PER_TOOL"] = dict(item.strip().split("=", 1) for item in os.environ["MCP_RATE_LIMIT_PER_TOOL"].split(",") if "=" in item)
 if os.environ.get("MCP_MAX_SESSIONS_PER_USER"):
     _quotas["SESSIONS_PER_USER"] = None if os.environ["MCP_MAX_SESSIONS_PER_USER"] == "off" else int(os.environ["MCP_MAX_SESSIONS_PER_USER"])
+for _env, _key in [
+    ("MCP_MAX_SESSIONS_PER_ADDRESS", "SESSIONS_PER_ADDRESS"),  # anonymous sessions per client address
+    ("MCP_MAX_RUNNING_PER_SESSION", "RUNNING_PER_SESSION"),  # tool calls running at once per session
+    ("MCP_MAX_RUNNING_PER_USER", "RUNNING_PER_USER"),  # ... per user (anonymous: client address)
+]:
+    if os.environ.get(_env):
+        _quotas[_key] = None if os.environ[_env] == "off" else int(os.environ[_env])
 if _quotas:
     MCP_DJANGO["QUOTAS"] = _quotas
+# Seconds a call answered on a POST's SSE stream runs on once its connection drops, for the
+# client to resume the stream; then it is cancelled. "off": never cancelled.
+if os.environ.get("MCP_DISCONNECT_GRACE_SECONDS"):
+    _grace = os.environ["MCP_DISCONNECT_GRACE_SECONDS"]
+    MCP_DJANGO["DISCONNECT_GRACE_SECONDS"] = None if _grace == "off" else float(_grace)
 
 # -- Third-party OAuth: "Bookshelf", another site users connect through a URL elicitation ------
 # example_site/integrations/mcp.py (sync_reading_list) uses it. Configured only when

@@ -98,6 +98,9 @@ DEFAULTS: dict[str, Any] = {
         "TOOL_CALLS_PER_CLIENT": None,  # per OAuth client, all its users together
         "PER_TOOL": {},  # {"tool_name": "10/minute"}, per user
         "SESSIONS_PER_USER": 100,  # live sessions of an authenticated user
+        "SESSIONS_PER_ADDRESS": 100,  # live sessions of anonymous callers from one client address
+        "RUNNING_PER_SESSION": 32,  # tools/call running at once in one session
+        "RUNNING_PER_USER": 64,  # tools/call running at once for one user (anonymous: client address)
         "STREAMS_PER_SESSION": 64,  # open SSE streams of one session (each streamed request is one)
         "STREAMS_PER_USER": 256,  # open SSE streams of one user (anonymous: client address)
         "PENDING_ELICITATIONS_PER_USER": 20,  # URL elicitations waiting for their page
@@ -124,6 +127,12 @@ DEFAULTS: dict[str, Any] = {
     # third of it while alive): a request whose claim lapsed died with its process, and its
     # stream is ended with an error on resume and when a process starts.
     "REQUEST_LEASE_SECONDS": 60,
+    # Seconds a request answered on a POST's SSE stream goes on running once its connection is
+    # gone with no other connection on the stream: a client that resumes the stream (GET with
+    # Last-Event-ID) within it keeps it; otherwise it is cancelled. 0 cancels at once; None never
+    # does (it runs to its end). A request answered with JSON is cancelled as soon as its
+    # connection goes, and so is a 2026-07-28 request (closing its stream is its cancellation).
+    "DISCONNECT_GRACE_SECONDS": 30,
     # Seconds a server-to-client request (sampling, elicitation, ...) stays pending before it
     # is marked expired; None: CLIENT_REQUEST_TIMEOUT plus REQUEST_LEASE_SECONDS.
     "SERVER_REQUEST_TTL": None,
@@ -311,6 +320,11 @@ class MCPSettings:
         if value is None:
             return self.client_request_timeout + self.request_lease_seconds
         return float(value)
+
+    @property
+    def disconnect_grace_seconds(self) -> float | None:
+        value = self.get("DISCONNECT_GRACE_SECONDS")
+        return None if value is None else float(value)
 
     progress_min_interval: Setting[float] = Setting("PROGRESS_MIN_INTERVAL", float)
     client_request_timeout: Setting[float] = Setting("CLIENT_REQUEST_TIMEOUT", float)

@@ -40,7 +40,7 @@ from .protocol.errors import (
 from .protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, notification_message, result_message
 from .protocol.lifecycle import InitializeParams, initialize_result, parse_initialize
 from .protocol.limits import check_progress_token, check_request_id
-from .quotas import StreamSlot, acheck_sessions, acheck_tool_calls, caller_of
+from .quotas import LeasedSlot, RunningSlot, StreamSlot, acheck_tool_calls, areserve_session, caller_of
 from .rounds import ROUND_PARAMS, InputRequired, InputRounds
 from .signals import session_closed, session_created
 from .stores import RunningRequestStore, SessionStore
@@ -110,11 +110,14 @@ class StreamedRequests:
         self._pending = 0
         self._lock = asyncio.Lock()
         self._started = asyncio.Event()
+        self.slots: dict[int, LeasedSlot] = {}
 
     async def register(self, requests: list[Request]) -> None:
         # Registered on the process channel, a cancel POSTed as soon as the client sees the
         # priming event finds the task, on this process or another.
         self._pending = len(requests)
+        # Their running slots are theirs from now on, given back as each ends (or never runs).
+        self.slots = self.engine.take_held(requests)
         loop = asyncio.get_running_loop()
         for message in requests:
             task = loop.create_task(self._answer(message))
@@ -136,6 +139,9 @@ class StreamedRequests:
         except asyncio.CancelledError:
             response = None  # cancelled by the client: no response is sent (cancellation spec)
         finally:
+            slot = self.slots.pop(id(message), None)
+            if slot is not None:
+                await slot.release()
             claimed = await process_channel.unwatch(key)
         async with self._lock:
             self._pending -= 1
@@ -158,6 +164,8 @@ class Engine:
         self.sessions = SessionStore()
         self.settings = mcp_settings
         self._stateless: tuple[dict[str, Handler], dict[str, Handler]] | None = None
+        #: Running slots taken by check_quotas for calls that have not run yet, by id(request).
+        self._held: dict[int, LeasedSlot] = {}
 
     def context(self, principal: Principal, session: Session | None, message: Request, emitter: Emitter | None = None) -> Context:
         meta = message.params.get("_meta")
@@ -190,17 +198,22 @@ class Engine:
     async def _initialize(self, principal: Principal, message: Request, *, transport: str) -> tuple[dict[str, Any], Session | None]:
         try:
             params = self._initialize_params(message)
-            await self.check_session_cap(principal, message)
+            reservation = await self.reserve_session(principal, message)
         except MCPError as exc:
             return error_message(message.id, exc), None
-        session = await self.sessions.acreate(
-            site_name=self.site.name,
-            user_id=principal.user_id,
-            protocol_version=params.version,
-            client_info=params.client_info,
-            capabilities=params.capabilities,
-            transport=transport,
-        )
+        try:
+            session = await self.sessions.acreate(
+                site_name=self.site.name,
+                user_id=principal.user_id,
+                protocol_version=params.version,
+                client_info=params.client_info,
+                capabilities=params.capabilities,
+                transport=transport,
+                client_address=caller_of(principal.request, principal.user).address,
+            )
+        finally:
+            if reservation is not None:
+                await reservation.release()  # the row counts from now on
         await session_created.asend(sender=self.site.__class__, site=self.site, session=session, request=principal.request)
         return self._initialize_result(message, params.version), session
 
@@ -220,11 +233,15 @@ class Engine:
     async def open_session(self, principal: Principal, *, transport: str) -> Session:
         """A session opened before its ``initialize`` (2024-11-05 HTTP+SSE: the stream comes
         first, and names the session in the URL it tells the client to POST to)."""
-        await self.check_session_cap(principal)
-        return await self.sessions.acreate(
-            site_name=self.site.name, user_id=principal.user_id, protocol_version=negotiation.V2024_11_05,
-            client_info={}, capabilities={}, transport=transport,
-        )
+        reservation = await self.reserve_session(principal)
+        try:
+            return await self.sessions.acreate(
+                site_name=self.site.name, user_id=principal.user_id, protocol_version=negotiation.V2024_11_05,
+                client_info={}, capabilities={}, transport=transport, client_address=caller_of(principal.request, principal.user).address,
+            )
+        finally:
+            if reservation is not None:
+                await reservation.release()
 
     async def initialize_session(self, principal: Principal, session: Session, message: Request) -> dict[str, Any]:
         """Answer ``initialize`` for a session :meth:`open_session` made: the negotiated version,
@@ -369,6 +386,19 @@ class Engine:
         names = [m.params.get("name") for m in calls]
         errors = await acheck_tool_calls(caller_of(principal.request, principal.user), [n if isinstance(n, str) else None for n in names])
         refusals = {id(m): e for m, e in zip(calls, errors, strict=True) if e is not None}
+        caller = caller_of(principal.request, principal.user)
+        for message in calls:
+            if id(message) in refusals:
+                continue
+            # Taken here, before anything runs, and held until the call ends (Engine.run).
+            try:
+                slot = await RunningSlot.acquire(caller, session.pk if session is not None else None)
+            except QuotaExceededError as cap:
+                refusals[id(message)] = cap
+                continue
+            if slot is None:
+                break  # no running cap applies
+            self._held[id(message)] = slot
         allowed: list[Request] = []
         refused: list[dict[str, Any]] = []
         for message in requests:
@@ -382,14 +412,29 @@ class Engine:
             refused.append(error_message(message.id, error))
         return allowed, refused
 
-    async def check_session_cap(self, principal: Principal, message: Request | None = None) -> None:
-        """Refuse a new session (-32029, HTTP 429) to a user at ``SESSIONS_PER_USER``."""
-        error = await acheck_sessions(caller_of(principal.request, principal.user))
-        if error is not None:
+    async def reserve_session(self, principal: Principal, message: Request | None = None) -> LeasedSlot | None:
+        """Reserve a new session, to release once its row is written; refused (-32029, HTTP 429)
+        to a user at ``SESSIONS_PER_USER``, or an anonymous caller's address at
+        ``SESSIONS_PER_ADDRESS``."""
+        try:
+            return await areserve_session(caller_of(principal.request, principal.user))
+        except QuotaExceededError as error:
             await self.quota_refused(principal, error, message)
-            raise error
+            raise
 
-    async def stream_slot(self, principal: Principal, session_id: str | None) -> StreamSlot | None:
+    def take_held(self, requests: list[Request]) -> dict[int, LeasedSlot]:
+        """The running slots of ``requests``, by id, for a caller that runs them itself."""
+        return {id(m): slot for m in requests if (slot := self._held.pop(id(m), None)) is not None}
+
+    async def release_held(self, requests: list[Request]) -> None:
+        """Give back the running slots of ``requests`` that will not run after all (a stream
+        refused, a connection gone before they started); those that ran gave theirs back."""
+        for message in requests:
+            slot = self._held.pop(id(message), None)
+            if slot is not None:
+                await slot.release()
+
+    async def stream_slot(self, principal: Principal, session_id: str | None) -> LeasedSlot | None:
         """A slot for one more open SSE stream of this caller (and session), to release when the
         stream ends; refused (-32029, HTTP 429) at ``STREAMS_PER_SESSION`` or ``STREAMS_PER_USER``."""
         try:
@@ -439,7 +484,12 @@ class Engine:
     async def run(self, principal: Principal, message: Request, table: Mapping[str, Handler], ctx: Context) -> dict[str, Any]:
         """Dispatch one request inside the enabled observers (audit trail, tracing): every
         request of every transport and revision comes through here (``initialize`` too)."""
-        return await self._observed(principal, message, ctx, lambda: dispatch(message, table, ctx))
+        slot = self._held.pop(id(message), None)
+        try:
+            return await self._observed(principal, message, ctx, lambda: dispatch(message, table, ctx))
+        finally:
+            if slot is not None:
+                await slot.release()
 
     async def _observed(
         self, principal: Principal, message: Request, ctx: Context, answer: Callable[[], Awaitable[dict[str, Any]]],
@@ -614,6 +664,17 @@ class Engine:
     ) -> dict[str, Any]:
         """Answer one 2026-07-28 request: its response, with ``resultType`` and ``serverInfo``
         on a result, or an input-required result when a tool asks the client something."""
+        # The running slot check_quotas took for the request as it came (run() sees a copy).
+        slot = self._held.pop(id(message), None)
+        try:
+            return await self._answer_stateless(principal, message, meta, emitter)
+        finally:
+            if slot is not None:
+                await slot.release()
+
+    async def _answer_stateless(
+        self, principal: Principal, message: Request, meta: modern.RequestMeta, emitter: Emitter | None
+    ) -> dict[str, Any]:
         table = self.stateless_handlers()
         if message.method not in table:
             return error_message(message.id, MethodNotFoundError(f"Method not found: {message.method[:100]}"))

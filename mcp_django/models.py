@@ -51,6 +51,11 @@ class Session(models.Model):
     client_info = models.JSONField(_("client info"), default=dict, blank=True)
     client_capabilities = models.JSONField(_("client capabilities"), default=dict, blank=True)
     log_level = models.CharField(_("log level"), max_length=20, blank=True)
+    #: Counted by QUOTAS["SESSIONS_PER_ADDRESS"]; kept for anonymous sessions only.
+    client_address = models.CharField(
+        _("client address"), max_length=64, blank=True, default="", db_index=True,
+        help_text=_("The client's address, for sessions without a user (authentication off)."),
+    )
     initialized = models.BooleanField(_("initialized"), default=False)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     last_active_at = models.DateTimeField(_("last active"), default=timezone.now)

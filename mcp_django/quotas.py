@@ -46,7 +46,10 @@ T = TypeVar("T")
 
 #: The keys of ``MCP_DJANGO["QUOTAS"]`` (their defaults are in ``conf.DEFAULTS``).
 RATE_KEYS = ("TOOL_CALLS", "TOOL_CALLS_PER_CLIENT")
-CAP_KEYS = ("SESSIONS_PER_USER", "STREAMS_PER_SESSION", "STREAMS_PER_USER", "PENDING_ELICITATIONS_PER_USER")
+CAP_KEYS = (
+    "SESSIONS_PER_USER", "SESSIONS_PER_ADDRESS", "STREAMS_PER_SESSION", "STREAMS_PER_USER", "RUNNING_PER_SESSION", "RUNNING_PER_USER",
+    "PENDING_ELICITATIONS_PER_USER",
+)
 QUOTA_KEYS = frozenset({"CACHE", "PER_TOOL", *RATE_KEYS, *CAP_KEYS})
 
 UNITS = {
@@ -110,6 +113,9 @@ class Quotas:
     tool_calls_per_client: Rate | None = None
     per_tool: Mapping[str, Rate] = field(default_factory=dict)
     sessions_per_user: int | None = None
+    sessions_per_address: int | None = None
+    running_per_session: int | None = None
+    running_per_user: int | None = None
     streams_per_session: int | None = None
     streams_per_user: int | None = None
     pending_elicitations_per_user: int | None = None
@@ -125,6 +131,9 @@ class Quotas:
             tool_calls_per_client=_rate_or_none(raw.get("TOOL_CALLS_PER_CLIENT")),
             per_tool={name: rate for name, rate in rates.items() if rate is not None},
             sessions_per_user=_cap_or_none(raw.get("SESSIONS_PER_USER")),
+            sessions_per_address=_cap_or_none(raw.get("SESSIONS_PER_ADDRESS")),
+            running_per_session=_cap_or_none(raw.get("RUNNING_PER_SESSION")),
+            running_per_user=_cap_or_none(raw.get("RUNNING_PER_USER")),
             streams_per_session=_cap_or_none(raw.get("STREAMS_PER_SESSION")),
             streams_per_user=_cap_or_none(raw.get("STREAMS_PER_USER")),
             pending_elicitations_per_user=_cap_or_none(raw.get("PENDING_ELICITATIONS_PER_USER")),
@@ -160,6 +169,8 @@ class Caller:
     key: str
     user_id: Any = None
     client: str | None = None
+    #: An anonymous caller's client address (None for a user, or where there is none: stdio).
+    address: str | None = None
 
 
 def caller_of(request: Any, user: Any) -> Caller:
@@ -172,7 +183,9 @@ def caller_of(request: Any, user: Any) -> Caller:
         return Caller(f"user:{user_id}", user_id, client)
     meta = getattr(request, "META", None)
     address = meta.get("REMOTE_ADDR") if isinstance(meta, dict) else None
-    return Caller(f"address:{address}" if address else "anonymous", None, client)
+    if not address:
+        return Caller("anonymous", None, client)
+    return Caller(f"address:{address}", None, client, str(address))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -451,29 +464,55 @@ def _limits(quotas: Quotas, caller: Caller, name: str | None) -> list[_Limit]:
 # -- caps on what is held open -----------------------------------------------------------------
 
 
-def check_sessions(caller: Caller) -> QuotaExceededError | None:
-    """Refuse a new session to a user who holds ``SESSIONS_PER_USER`` live ones (on any site).
+def _session_cap(caller: Caller) -> tuple[str, str, int] | None:
+    """(limit, who, cap) of the session cap that applies to ``caller``, if one does."""
+    quotas = current()
+    if caller.user_id is not None and quotas.sessions_per_user is not None:
+        return "SESSIONS_PER_USER", caller.key, quotas.sessions_per_user
+    if caller.user_id is None and caller.address is not None and quotas.sessions_per_address is not None:
+        return "SESSIONS_PER_ADDRESS", caller.key, quotas.sessions_per_address
+    return None
 
-    Sessions are rows, so the count is exact and survives every crash. Anonymous callers are
-    not counted: their sessions belong to no one the database can tell apart.
+
+def live_sessions(caller: Caller) -> int:
+    """How many live sessions count against ``caller``'s session cap (on any site)."""
+    live = Session.objects.live()
+    if caller.user_id is not None:
+        return live.filter(user_id=caller.user_id).count()
+    return live.filter(user__isnull=True, client_address=caller.address).count()
+
+
+async def areserve_session(caller: Caller) -> LeasedSlot | None:
+    """Reserve a new session for ``caller`` against ``SESSIONS_PER_USER`` (a user) or
+    ``SESSIONS_PER_ADDRESS`` (an anonymous caller, by client address): None when no cap
+    applies, else a reservation to release once the session's row is written (or was not);
+    QuotaExceededError (429) at the cap.
+
+    Counting the rows and then inserting let concurrent initializes all see room for one more.
+    So each initialize first takes a unit of a counter of reservations in flight (atomic in the
+    cache, leased like a stream slot), then counts the rows: a concurrent one is either still
+    reserved, and in the counter, or released after its insert committed, and in the count.
+    Both at once may be counted, which errs on refusing.
     """
-    cap = current().sessions_per_user
-    if cap is None or caller.user_id is None:
+    cap = _session_cap(caller)
+    if cap is None:
         return None
-    live = Session.objects.live().filter(user_id=caller.user_id).count()
-    if live < cap:
-        return None
-    return QuotaExceededError(
-        f"Too many sessions: this user already has {live} open, and SESSIONS_PER_USER is {cap}; "
+    limit, who, most = cap
+    reservation = await LeasedSlot.take("sessions", [(limit, who, None)])
+    try:
+        live = await sync_to_async(live_sessions)(caller)
+    except BaseException:
+        await reservation.release()
+        raise
+    if live + reservation.counts[0] <= most:
+        return reservation
+    await reservation.release()
+    scope = "user" if limit == "SESSIONS_PER_USER" else "client address"
+    raise QuotaExceededError(
+        f"Too many sessions: this {scope} already has {live} open, and {limit} is {most}; "
         "end one (HTTP DELETE) or let it expire",
-        limit="SESSIONS_PER_USER", details={"max": cap},
+        limit=limit, details={"max": most},
     )
-
-
-async def acheck_sessions(caller: Caller) -> QuotaExceededError | None:
-    if current().sessions_per_user is None or caller.user_id is None:
-        return None
-    return await sync_to_async(check_sessions)(caller)
 
 
 def check_pending_elicitations(user_id: Any) -> QuotaExceededError | None:
@@ -495,45 +534,44 @@ def check_pending_elicitations(user_id: Any) -> QuotaExceededError | None:
     )
 
 
-class StreamSlot:
-    """One open SSE stream, counted against ``STREAMS_PER_SESSION`` and ``STREAMS_PER_USER``
-    until :meth:`release`.
+class LeasedSlot:
+    """Units held on counters in the cache, until :meth:`release`, by something that lasts: an
+    open SSE stream (:class:`StreamSlot`), a running request (:class:`RunningSlot`), a session
+    being created (:func:`areserve_session`).
 
     Counts live in the cache in time buckets of ``lease`` seconds (``REQUEST_LEASE_SECONDS``):
-    an open stream is registered in the current bucket and, from its middle on, in the next
-    one too, by a renewal task while it is open. A scope's count is its current bucket's
-    counter. Releasing gives back every registration still current; a process that dies
-    without releasing stops renewing, and its streams stop counting within two buckets, so a
-    crash can never hold a slot for good.
+    a slot is registered in the current bucket and, from its middle on, in the next one too,
+    by a renewal task while it is held. A scope's count is its current bucket's counter.
+    Releasing gives back every registration still current; a process that dies without
+    releasing stops renewing, and its slots stop counting within two buckets, so a crash can
+    never hold one for good.
     """
 
-    def __init__(self, counters: list[tuple[str, str, int]], *, lease: float, cache_alias: str) -> None:
-        #: (limit, who, cap) for each scope this stream counts in.
+    def __init__(self, kind: str, counters: list[tuple[str, str, int | None]], *, lease: float, cache_alias: str) -> None:
+        #: What is counted: part of every key.
+        self.kind = kind
+        #: (limit, who, cap or None) for each scope this slot counts in.
         self.counters = counters
         self.lease = lease
         self.cache_alias = cache_alias
         self.buckets: list[int] = []
+        #: Each counter's count, this slot included, when it was taken.
+        self.counts: list[int] = []
         self.released = False
 
     @classmethod
-    async def acquire(cls, caller: Caller, session_id: str | None) -> StreamSlot | None:
-        """Take a slot for a stream of ``caller`` (in ``session_id``, if it has one); None when
-        no cap applies, QuotaExceededError (429) when one is reached."""
-        quotas = current()
-        counters: list[tuple[str, str, int]] = []
-        if session_id is not None and quotas.streams_per_session is not None:
-            counters.append(("STREAMS_PER_SESSION", f"session:{session_id}", quotas.streams_per_session))
-        if quotas.streams_per_user is not None:
-            counters.append(("STREAMS_PER_USER", caller.key, quotas.streams_per_user))
-        if not counters:
-            return None
-        slot = cls(counters, lease=max(1.0, mcp_settings.request_lease_seconds), cache_alias=quotas.cache_alias)
+    async def take(cls, kind: str, counters: list[tuple[str, str, int | None]]) -> LeasedSlot:
+        """Take a slot on ``counters``; QuotaExceededError (429) when one with a cap is over it."""
+        slot = cls(kind, counters, lease=max(1.0, mcp_settings.request_lease_seconds), cache_alias=current().cache_alias)
         await slot._take()
         _renewer.add(slot)
         return slot
 
+    def refusal(self, limit: str, cap: int) -> QuotaExceededError:
+        return QuotaExceededError(f"Too many: {limit} is {cap}", limit=limit, details={"max": cap})
+
     def _key(self, limit: str, who: str, bucket: int) -> str:
-        return cache_key("streams", limit, who, str(self.lease), str(bucket))
+        return cache_key(self.kind, limit, who, str(self.lease), str(bucket))
 
     def _wanted(self, at: float) -> list[int]:
         bucket = int(at // self.lease)
@@ -544,14 +582,11 @@ class StreamSlot:
         buckets = self._wanted(now())
         keys = [self._key(limit, who, bucket) for limit, who, _ in self.counters for bucket in buckets]
         counts = await _ahit_many(cache, keys, 3 * self.lease)
-        for index, (limit, _, cap) in enumerate(self.counters):
-            if counts[index * len(buckets)] > cap:  # the current bucket's count
+        self.counts = [counts[index * len(buckets)] for index in range(len(self.counters))]  # the current buckets'
+        for (limit, _, cap), count in zip(self.counters, self.counts, strict=True):
+            if cap is not None and count > cap:
                 await _aunhit_many(cache, keys)
-                scope = "session" if limit == "STREAMS_PER_SESSION" else "user"
-                raise QuotaExceededError(
-                    f"Too many open streams: this {scope} already has {cap} open ({limit}); close one first",
-                    limit=limit, details={"max": cap},
-                )
+                raise self.refusal(limit, cap)
         self.buckets = buckets
 
     async def _register(self, bucket: int) -> None:
@@ -586,8 +621,56 @@ class StreamSlot:
         self.released = True
         _renewer.discard(self)
         buckets, self.buckets = self.buckets, []
-        # Shielded: the consumer being cancelled must not leave the count behind.
+        # Shielded: the task being cancelled must not leave the count behind.
         await asyncio.shield(self._give_back(buckets))
+
+
+class StreamSlot(LeasedSlot):
+    """One open SSE stream, counted against ``STREAMS_PER_SESSION`` and ``STREAMS_PER_USER``."""
+
+    @classmethod
+    async def acquire(cls, caller: Caller, session_id: str | None) -> LeasedSlot | None:
+        """Take a slot for a stream of ``caller`` (in ``session_id``, if it has one); None when
+        no cap applies, QuotaExceededError (429) when one is reached."""
+        quotas = current()
+        counters: list[tuple[str, str, int | None]] = []
+        if session_id is not None and quotas.streams_per_session is not None:
+            counters.append(("STREAMS_PER_SESSION", f"session:{session_id}", quotas.streams_per_session))
+        if quotas.streams_per_user is not None:
+            counters.append(("STREAMS_PER_USER", caller.key, quotas.streams_per_user))
+        return await cls.take("streams", counters) if counters else None
+
+    def refusal(self, limit: str, cap: int) -> QuotaExceededError:
+        scope = "session" if limit == "STREAMS_PER_SESSION" else "user"
+        return QuotaExceededError(
+            f"Too many open streams: this {scope} already has {cap} open ({limit}); close one first",
+            limit=limit, details={"max": cap},
+        )
+
+
+class RunningSlot(LeasedSlot):
+    """One running ``tools/call``, counted against ``RUNNING_PER_SESSION`` and ``RUNNING_PER_USER``
+    (anonymous callers: per client address) until it ends, whatever became of its connection."""
+
+    @classmethod
+    async def acquire(cls, caller: Caller, session_id: str | None) -> LeasedSlot | None:
+        quotas = current()
+        counters: list[tuple[str, str, int | None]] = []
+        if session_id is not None and quotas.running_per_session is not None:
+            counters.append(("RUNNING_PER_SESSION", f"session:{session_id}", quotas.running_per_session))
+        if quotas.running_per_user is not None:
+            counters.append(("RUNNING_PER_USER", caller.key, quotas.running_per_user))
+        return await cls.take("running", counters) if counters else None
+
+    def refusal(self, limit: str, cap: int) -> QuotaExceededError:
+        who = next(w for name, w, _ in self.counters if name == limit)
+        scope = "session" if limit == "RUNNING_PER_SESSION" else "client address" if who.startswith("address:") else "user"
+        # Most tool calls end within seconds: worth retrying soon.
+        return QuotaExceededError(
+            f"Too many running requests: this {scope} already has {cap} tool calls running ({limit}); "
+            "wait for one to end or cancel one",
+            limit=limit, retry_after=1, details={"max": cap},
+        )
 
 
 class _Renewer:
@@ -599,18 +682,18 @@ class _Renewer:
     STEP = 0.1
 
     def __init__(self) -> None:
-        self.slots: set[StreamSlot] = set()
+        self.slots: set[LeasedSlot] = set()
         self.task: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    def add(self, slot: StreamSlot) -> None:
+    def add(self, slot: LeasedSlot) -> None:
         self.slots.add(slot)
         loop = asyncio.get_running_loop()
         if self.task is None or self.task.done() or self.loop is not loop:
             self.loop = loop
             self.task = loop.create_task(self._run())
 
-    def discard(self, slot: StreamSlot) -> None:
+    def discard(self, slot: LeasedSlot) -> None:
         self.slots.discard(slot)
 
     async def _run(self) -> None:
@@ -628,15 +711,25 @@ class _Renewer:
             except Exception:
                 # That stream stops counting (its slot frees itself): better than ending it.
                 self.slots.discard(slot)
-                logger.exception("Could not renew an open stream's slot in the cache")
+                logger.exception("Could not renew a %s slot in the cache", slot.kind)
 
 
 _renewer = _Renewer()
 
 
-def open_streams(limit: str, who: str) -> int:
-    """How many streams count against ``limit`` for ``who`` now (``"session:<id>"`` or a
-    :attr:`Caller.key`): for operators and tests."""
+def held(kind: str, limit: str, who: str) -> int:
+    """How many ``kind`` slots (``"streams"``, ``"running"``) count against ``limit`` for ``who``
+    now (``"session:<id>"`` or a :attr:`Caller.key`): for operators and tests."""
     lease = max(1.0, mcp_settings.request_lease_seconds)
-    value = current().cache.get(cache_key("streams", limit, who, str(lease), str(int(now() // lease))))
+    value = current().cache.get(cache_key(kind, limit, who, str(lease), str(int(now() // lease))))
     return max(0, int(value or 0))
+
+
+def open_streams(limit: str, who: str) -> int:
+    """How many streams count against ``limit`` for ``who`` now."""
+    return held("streams", limit, who)
+
+
+def running_requests(limit: str, who: str) -> int:
+    """How many tool calls count as running against ``limit`` for ``who`` now."""
+    return held("running", limit, who)

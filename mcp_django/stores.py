@@ -374,7 +374,7 @@ class SessionStore:
 
     def create(
         self, *, site_name: str, user_id: Any, protocol_version: str, client_info: dict[str, Any], capabilities: dict[str, Any],
-        transport: str = "streamable-http",
+        transport: str = "streamable-http", client_address: str | None = None,
     ) -> Session:
         now = timezone.now()
         session = Session(
@@ -382,6 +382,7 @@ class SessionStore:
             user_id=user_id,
             protocol_version=protocol_version,
             transport=transport,
+            client_address=(client_address or "")[:64],
             client_name=str(client_info.get("name", ""))[:200],
             client_version=str(client_info.get("version", ""))[:100],
             client_info=client_info,

@@ -20,7 +20,7 @@ from channels.utils import await_many_dispatch
 
 from ..auth.base import AuthenticationFailed
 from ..conf import mcp_settings
-from ..engine import Engine, Principal
+from ..engine import Engine, Principal, Received
 from ..protocol import modern
 from ..protocol.errors import QUOTA_EXCEEDED, InvalidRequestError, MCPError, TransportError
 from ..protocol.jsonrpc import Decoded, Notification, Request, decode, encode, error_message, result_message
@@ -28,14 +28,14 @@ from ..protocol.limits import body_too_large
 from ..protocol.sse import parse_event_id
 from . import headers as checks
 from .authentication import authenticate, build_request
-from .layers import get_layer, group_add_many, group_discard_many, new_stream_token, stream_belongs_to
-from .process import process_channel
-from .sse import ListenStream, ResponseStream, SSEStream
+from .layers import GET_STREAM, get_layer, group_add_many, group_discard_many, new_stream_token, stream_belongs_to
+from .process import process_channel, stream_dropped, stream_resumed
+from .sse import ListenStream, ResponseStream, SSEStream, until_disconnect
 from .streams import StreamEmitter
 
 if TYPE_CHECKING:
     from ..models import Session
-    from ..quotas import StreamSlot
+    from ..quotas import LeasedSlot
     from ..sites import MCPSite
 
 
@@ -62,7 +62,9 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         # Set once the Origin is known to be an explicitly allowed cross-origin caller.
         self.cors_headers: list[tuple[bytes, bytes]] = []
         # Held while this connection is an SSE stream counted against the stream caps.
-        self.slot: StreamSlot | None = None
+        self.slot: LeasedSlot | None = None
+        # Another connection took the stream over, or it ended: this one's going strands nothing.
+        self.handed_over = False
 
     # -- ASGI plumbing ------------------------------------------------------------------
 
@@ -132,6 +134,11 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
     async def cleanup(self) -> None:
         if self.sse is not None:
             self.sse.close()
+            stream = self.sse.stream
+            if stream is not None and stream != GET_STREAM and not self.sse.finished and not self.handed_over:
+                # No connection left on a POST stream whose requests may still run: they are
+                # cancelled after DISCONNECT_GRACE_SECONDS unless the client resumes it.
+                await stream_dropped(stream)
         if self.listen is not None:
             self.listen.close()
         if self.joined and self.channel_name is not None:
@@ -232,6 +239,12 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
             return
         session = await self.session(principal)
         received = await self.engine.receive(principal, session, decoded)
+        try:
+            await self.answer_received(principal, session, decoded, received)
+        finally:
+            await self.engine.release_held(received.requests)  # those that never ran
+
+    async def answer_received(self, principal: Principal, session: Session, decoded: Decoded, received: Received) -> None:
         if not received.requests:
             if not received.replies:
                 await self.send_empty(202)
@@ -242,7 +255,11 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         elif self.engine.needs_stream(received.requests):
             await self.answer_as_stream(principal, session, received.requests, received.replies)
         else:
-            answers = received.replies + await self.engine.answer(principal, session, received.requests)
+            # A JSON answer has nowhere to go once the client is gone: the requests are cancelled.
+            answered = await until_disconnect(self.engine.answer(principal, session, received.requests), self.base_receive)
+            if answered is None:
+                raise StopConsumer()
+            answers = received.replies + answered
             if decoded.is_batch:
                 await self.send_json(200, answers)
             else:
@@ -287,6 +304,8 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         await self.hold_stream_slot(principal, session.pk)
         sse.take_resume_slot()
         self.sse = sse
+        if stream != GET_STREAM:
+            await stream_resumed(stream)  # its requests are not cancelled for the dropped connection
         await sse.resume(stream, after)
 
     async def delete(self, principal: Principal) -> None:
@@ -310,8 +329,16 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         if message.method == "subscriptions/listen":
             await self.open_listen(principal, message)
             return
+        try:
+            await self.answer_stateless(principal, message, meta)
+        finally:
+            await self.engine.release_held([message])  # when it never ran
+
+    async def answer_stateless(self, principal: Principal, message: Request, meta: modern.RequestMeta) -> None:
         if not self.engine.needs_stream_stateless(message):
-            response = await self.engine.answer_stateless(principal, message, meta)
+            response = await until_disconnect(self.engine.answer_stateless(principal, message, meta), self.base_receive)
+            if response is None:
+                raise StopConsumer()  # the client left, and with it the request
             await self.send_answer(modern.http_status(response), response)
             return
         try:
@@ -357,8 +384,12 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
             await self.stream.end()
         raise StopConsumer()
 
-    # A newer connection took the stream over, the stream ended, or its session did.
-    mcp_takeover = mcp_end = mcp_terminate = mcp_disconnect
+    async def mcp_takeover(self, message: dict[str, Any]) -> None:
+        """A newer connection took the stream over, the stream ended, or its session did."""
+        self.handed_over = True
+        await self.mcp_disconnect(message)
+
+    mcp_end = mcp_terminate = mcp_takeover
 
     async def mcp_listen(self, message: dict[str, Any]) -> None:
         """A change announced to every listen stream (notifications.tell_listeners)."""

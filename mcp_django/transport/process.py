@@ -97,6 +97,10 @@ class ProcessChannel:
                     task.cancel()
             elif message.get("type") == "mcp.cancel.session":
                 cancel_local(message["session"])
+            elif message.get("type") == "mcp.stream.dropped":
+                orphans.dropped(message["stream"])
+            elif message.get("type") == "mcp.stream.resumed":
+                orphans.resumed(message["stream"])
 
     async def renew_leases(self) -> None:
         """Keep this process's claim on its running requests while it lives (see RunningRequest),
@@ -123,11 +127,13 @@ class ProcessChannel:
         await self.ensure()
         if stream is not None:
             leases.claim(key, stream)
+            orphans.watch(key, stream)
 
     async def unwatch(self, key: tuple[str, str]) -> bool:
         """Forget a request that ended; True when its claim is (or is being) written, so the
         caller deletes that row (with its last events, in one transaction)."""
         RUNNING.pop(key, None)
+        orphans.unwatch(key)
         return await leases.release(key)
 
 
@@ -185,8 +191,85 @@ class Leases:
                 self._writer = asyncio.get_running_loop().create_task(self._write())
 
 
+class Orphans:
+    """POST streams of this process whose connection is gone: their requests run on (the client
+    may resume the stream with Last-Event-ID) for ``DISCONNECT_GRACE_SECONDS``, and are then
+    cancelled unless a connection took the stream up again, on any process.
+
+    Without this a client could start long calls, drop each connection, and leave them all
+    running for as long as the tools take (an hour, say).
+    """
+
+    def __init__(self) -> None:
+        #: Requests running here, by the stream they answer on.
+        self.streams: dict[str, set[tuple[str, str]]] = {}
+        self.stream_of: dict[tuple[str, str], str] = {}
+        #: Streams left without a connection: the timer that cancels their requests.
+        self.timers: dict[str, asyncio.TimerHandle] = {}
+
+    def watch(self, key: tuple[str, str], stream: str) -> None:
+        self.streams.setdefault(stream, set()).add(key)
+        self.stream_of[key] = stream
+
+    def unwatch(self, key: tuple[str, str]) -> None:
+        stream = self.stream_of.pop(key, None)
+        keys = self.streams.get(stream) if stream is not None else None
+        if keys is None:
+            return
+        keys.discard(key)
+        if not keys:
+            del self.streams[stream]  # type: ignore[arg-type]
+            timer = self.timers.pop(stream, None)  # type: ignore[arg-type]
+            if timer is not None:
+                timer.cancel()
+
+    def dropped(self, stream: str) -> bool:
+        """``stream`` has no connection now: start its grace period if its requests run here."""
+        from ..conf import mcp_settings
+
+        if stream not in self.streams or stream in self.timers:
+            return stream in self.streams
+        grace = mcp_settings.disconnect_grace_seconds
+        if grace is None:
+            return True
+        if grace <= 0:
+            self.cancel(stream)
+        else:
+            self.timers[stream] = asyncio.get_running_loop().call_later(grace, self.cancel, stream)
+        return True
+
+    def resumed(self, stream: str) -> bool:
+        """A connection took ``stream`` up again: its requests go on."""
+        timer = self.timers.pop(stream, None)
+        if timer is not None:
+            timer.cancel()
+        return stream in self.streams
+
+    def cancel(self, stream: str) -> None:
+        self.timers.pop(stream, None)
+        for key in self.streams.get(stream, ()):
+            task = RUNNING.get(key)
+            if task is not None and not task.done():
+                logger.info("Cancelling request %s of session %s: its stream lost its connection", key[1], key[0])
+                task.cancel()
+
+
 leases = Leases()
+orphans = Orphans()
 process_channel = ProcessChannel()
+
+
+async def stream_dropped(stream: str) -> None:
+    """The connection of POST stream ``stream`` is gone (no other took it over): its requests
+    are cancelled after the grace period unless a client resumes it, wherever they run."""
+    if not orphans.dropped(stream):
+        await get_layer().group_send(SESSIONS_GROUP, {"type": "mcp.stream.dropped", "stream": stream})
+
+
+async def stream_resumed(stream: str) -> None:
+    """A client resumed POST stream ``stream``: its requests are not cancelled, wherever they run."""
+    if not orphans.resumed(stream):
+        await get_layer().group_send(SESSIONS_GROUP, {"type": "mcp.stream.resumed", "stream": stream})
 
 
 async def cancel_request(session_id: str, request_id: Any) -> None:

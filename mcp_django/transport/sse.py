@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from channels.exceptions import StopConsumer
 
@@ -37,6 +37,8 @@ SSE_HEADERS = [
 ]
 
 KEEPALIVE = encode_comment()
+
+T = TypeVar("T")
 
 
 class Connection(Protocol):
@@ -68,6 +70,8 @@ class SSEStream:
         self.stream: str | None = None
         self.last_seq = 0
         self.closed = False
+        #: The stream's last event was written: nothing of it runs any more.
+        self.finished = False
         self.flow: WriteFlow | None = None
         #: The clocks' next deadlines (keep-alive, re-check, end) on the loop's time.
         self._clocks = (math.inf, math.inf, math.inf)
@@ -172,7 +176,7 @@ class SSEStream:
                         chunk.append(encode_event(event.payload, event_id=make_event_id(stream, event.seq)))
                         self.last_seq = event.seq
                     if event.closes_stream:
-                        ends = True
+                        ends = self.finished = True
                         break
                 if chunk:
                     await self.connection.send_body(b"".join(chunk), more_body=True)
@@ -212,7 +216,7 @@ class SSEStream:
                 chunk.append(encode_event(payload, event_id=make_event_id(stream, seq)))
             self.last_seq = seq
             if closes:
-                ends = True
+                ends = self.finished = True
                 break
         if ends:
             # The last events and the end of the response in one write.
@@ -344,20 +348,31 @@ class ResponseStream:
     ) -> dict[str, Any] | None:
         """The response of ``answer()``, or None when the client closed the connection first:
         closing the response stream is the cancellation in this revision, so it is cancelled."""
-        task = asyncio.get_running_loop().create_task(answer())
-        gone = asyncio.ensure_future(receive())
-        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            return None
-        gone.cancel()
-        return task.result()
+        return await until_disconnect(answer(), receive)
 
     async def finish(self, response: dict[str, Any]) -> None:
         stream_closed(self)
         await self.send(response)
         await self.connection.send_body(b"", more_body=False)
+
+
+async def until_disconnect(answer: Coroutine[Any, Any, T], receive: Callable[[], Awaitable[Any]]) -> T | None:
+    """The result of ``answer``, or None when the client disconnected first (``receive`` gave
+    ``http.disconnect``: the request body is read by then), in which case it is cancelled."""
+    task = asyncio.get_running_loop().create_task(answer)
+    gone = asyncio.ensure_future(receive())
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        gone.cancel()
+        raise
+    if not task.done():
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return None
+    gone.cancel()
+    return task.result()
 
 
 class ListenStream:

@@ -1,0 +1,253 @@
+"""Caps that hold under a hostile client: tool calls running at once (per session, per user or
+client address), anonymous sessions per client address, session caps under concurrent
+initializes, and calls whose connection is gone (cancelled, or after a grace period for a
+stream the client may resume)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pytest
+from asgiref.sync import sync_to_async
+
+from mcp_django import quotas
+from mcp_django.context import Context
+from mcp_django.models import Session
+from mcp_django.protocol.errors import QUOTA_EXCEEDED
+from mcp_django.sites import site
+from mcp_django.testing import EventStream, MCPTestClient, _Exchange
+from mcp_django.transport.process import RUNNING, orphans
+from tests.conftest import make_user
+from tests.test_quotas import INITIALIZE, ClientAt, initialized, limits
+from tests.transport.test_stateless import body as modern_body
+from tests.transport.test_stateless import headers as modern_headers
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+
+WAIT = 10.0
+
+
+@dataclass
+class Held:
+    """What the ``hold`` tools saw: the calls that started, that were cancelled, and the gate
+    that lets them end."""
+
+    started: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    async def run(self, key: str) -> str:
+        async with self.changed:
+            self.started.append(key)
+            self.changed.notify_all()
+        try:
+            await self.gate.wait()
+        except asyncio.CancelledError:
+            async with self.changed:
+                self.cancelled.append(key)
+                self.changed.notify_all()
+            raise
+        return key
+
+    async def wait_for(self, what: str, count: int) -> None:
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(lambda: len(getattr(self, what)) >= count), WAIT)
+
+
+@pytest.fixture
+async def held() -> AsyncIterator[Held]:
+    """Two tools that run until the test lets them end: ``hold`` (answered with JSON) and
+    ``hold_stream`` (it takes a Context, so it is answered on an SSE stream)."""
+    state = Held()
+
+    async def hold(key: str) -> str:
+        return await state.run(key)
+
+    async def hold_stream(ctx: Context, key: str) -> str:
+        return await state.run(key)
+
+    site.tool(name="hold")(hold)
+    site.tool(name="hold_stream")(hold_stream)
+    try:
+        yield state
+    finally:
+        state.gate.set()
+        site.unregister("tool", "hold")
+        site.unregister("tool", "hold_stream")
+
+
+async def eventually(condition: Any) -> None:
+    """Wait (bounded) until ``condition()`` holds: a cancelled call gives its slot back as its
+    task unwinds, just after the tool saw the cancel."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while not condition():
+        assert loop.time() < deadline, "the condition did not hold within the wait"
+        await asyncio.sleep(0.01)
+
+
+def hold_call(key: str, tool: str = "hold_stream", request_id: Any = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id or secrets.randbelow(10**9), "method": "tools/call",
+            "params": {"name": tool, "arguments": {"key": key}}}
+
+
+async def open_call(client: MCPTestClient, message: dict[str, Any]) -> tuple[_Exchange, EventStream]:
+    """POST a call and keep its SSE answer open."""
+    exchange = _Exchange(client.application, client.scope("POST", client.build_headers("POST")), WAIT)
+    await exchange.start(orjson.dumps(message))
+    return exchange, EventStream(exchange)
+
+
+async def post_only(client: MCPTestClient, message: dict[str, Any], headers: dict[str, str | None] | None = None) -> _Exchange:
+    """POST a call answered with JSON, without waiting for the answer (stop() drops it)."""
+    exchange = _Exchange(client.application, client.scope("POST", client.build_headers("POST", headers or {})), WAIT)
+    await exchange.communicator.send_input({"type": "http.request", "body": orjson.dumps(message), "more_body": False})
+    return exchange
+
+
+# --- running calls ---------------------------------------------------------------------------------
+
+
+async def test_a_session_at_its_running_cap_is_refused_a_call_before_it_runs_until_one_ends(held: Held) -> None:
+    with limits(RUNNING_PER_SESSION=2):
+        client = await initialized()
+        streams = [(await open_call(client, hold_call(f"k{n}")))[1] for n in range(2)]
+        await held.wait_for("started", 2)
+        refused = await client.post(hold_call("k2", request_id=7))
+        assert refused.status == 429 and refused.headers["retry-after"] == "1"
+        assert refused.json()["id"] == 7
+        assert refused.json()["error"]["code"] == QUOTA_EXCEEDED
+        assert refused.json()["error"]["data"] == {"limit": "RUNNING_PER_SESSION", "max": 2, "retryAfter": 1}
+        assert held.started == ["k0", "k1"]  # the refused call never ran
+        assert quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 2
+        # Another session has room of its own.
+        other = await initialized()
+        assert (await other.call_tool("add", {"a": 1, "b": 1}))["structuredContent"] == {"result": 2}
+        held.gate.set()
+        for stream in streams:
+            async with stream:
+                await stream.read_until_closed(WAIT)
+        await eventually(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
+        assert (await client.call_tool("hold_stream", {"key": "k3"}))["content"][0]["text"] == "k3"
+
+
+async def test_anonymous_callers_are_capped_per_address_across_sessions_and_eras(held: Held) -> None:
+    with limits(RUNNING_PER_USER=1):
+        here, again, there = ClientAt("192.0.2.7"), ClientAt("192.0.2.7"), ClientAt("192.0.2.8")
+        for client in (here, again, there):
+            await client.initialize()
+        _, stream = await open_call(here, hold_call("first"))
+        await held.wait_for("started", 1)
+        refused = await again.post(hold_call("second"))
+        assert refused.status == 429 and refused.json()["error"]["data"]["limit"] == "RUNNING_PER_USER"
+        assert "client address" in refused.json()["error"]["message"]
+        # 2026-07-28 has no session: the same address is refused there too.
+        modern = modern_body("tools/call", {"name": "hold", "arguments": {"key": "modern"}}, request_id=3)
+        refused = await again.post_raw(orjson.dumps(modern), modern_headers(modern))
+        assert refused.status == 429 and refused.json()["error"]["data"]["limit"] == "RUNNING_PER_USER"
+        assert held.started == ["first"]
+        _, elsewhere = await open_call(there, hold_call("elsewhere"))
+        await held.wait_for("started", 2)
+        held.gate.set()
+        for open_stream in (stream, elsewhere):
+            async with open_stream:
+                await open_stream.read_until_closed(WAIT)
+        await eventually(lambda: quotas.running_requests("RUNNING_PER_USER", "address:192.0.2.7") == 0)
+
+
+async def test_a_call_answered_with_json_is_cancelled_when_its_connection_drops(held: Held) -> None:
+    with limits(RUNNING_PER_SESSION=1):
+        client = await initialized()
+        exchange = await post_only(client, hold_call("json", tool="hold"))
+        await held.wait_for("started", 1)
+        await exchange.communicator.send_input({"type": "http.disconnect"})  # gone before the answer
+        await held.wait_for("cancelled", 1)
+        await exchange.stop()
+        await eventually(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
+        modern = modern_body("tools/call", {"name": "hold", "arguments": {"key": "modern"}}, request_id=5)
+        exchange = await post_only(client, modern, {**modern_headers(modern), "mcp-session-id": None})
+        await held.wait_for("started", 2)
+        await exchange.communicator.send_input({"type": "http.disconnect"})
+        await held.wait_for("cancelled", 2)
+        await exchange.stop()
+    assert held.cancelled == ["json", "modern"]
+
+
+async def test_a_dropped_stream_is_cancelled_once_its_grace_period_ends(held: Held) -> None:
+    with limits({"DISCONNECT_GRACE_SECONDS": 0.05}, RUNNING_PER_SESSION=1):
+        client = await initialized()
+        _, stream = await open_call(client, hold_call("dropped"))
+        await held.wait_for("started", 1)
+        await stream.close()
+        await held.wait_for("cancelled", 1)
+        await eventually(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
+        await eventually(lambda: not RUNNING)
+        assert not orphans.timers
+
+
+async def test_a_dropped_stream_resumed_within_its_grace_period_runs_to_its_answer(held: Held) -> None:
+    with limits({"DISCONNECT_GRACE_SECONDS": 3600}):
+        client = await initialized()
+        _, stream = await open_call(client, hold_call("kept", request_id=11))
+        priming = await stream.next_event(WAIT)
+        await held.wait_for("started", 1)
+        await stream.close()
+        assert priming.id is not None and list(orphans.timers) == [priming.id.rpartition(":")[0]]
+        async with await client.open_stream(last_event_id=priming.id) as resumed:
+            assert not orphans.timers  # taken up again: not to be cancelled
+            held.gate.set()
+            answer = await resumed.next_message(WAIT)
+        assert answer["id"] == 11 and answer["result"]["content"][0]["text"] == "kept"
+        assert held.cancelled == []
+
+
+async def test_with_no_grace_period_a_dropped_stream_runs_on() -> None:
+    with limits({"DISCONNECT_GRACE_SECONDS": None}):
+        assert orphans.dropped("nobody's stream") is False  # none of its requests run here
+        orphans.watch(("s", "1"), "stream-1")
+        try:
+            assert orphans.dropped("stream-1") is True and not orphans.timers
+        finally:
+            orphans.unwatch(("s", "1"))
+
+
+# --- sessions ------------------------------------------------------------------------------------
+
+
+async def test_anonymous_sessions_are_capped_per_client_address() -> None:
+    with limits(SESSIONS_PER_ADDRESS=2):
+        for _ in range(2):
+            await ClientAt("198.51.100.1").initialize()
+        third = ClientAt("198.51.100.1")
+        refused = await third.request("initialize", INITIALIZE)
+        assert third.last_response is not None and third.last_response.status == 429
+        assert refused["error"]["data"] == {"limit": "SESSIONS_PER_ADDRESS", "max": 2}
+        assert "client address" in refused["error"]["message"]
+        await ClientAt("198.51.100.2").initialize()  # another address, another count
+    assert await Session.objects.filter(client_address="198.51.100.1").acount() == 2
+
+
+async def test_concurrent_initializes_never_take_more_sessions_than_the_cap() -> None:
+    alice = await sync_to_async(make_user)("alice", "*")
+    users = []
+    for _ in range(40):
+        client = MCPTestClient()
+        await client.force_login(alice)
+        users.append(client)
+    anonymous = [ClientAt("203.0.113.9") for _ in range(40)]
+    with limits({"AUTHENTICATION": "django"}, SESSIONS_PER_USER=5):
+        answers = await asyncio.gather(*(c.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE}) for c in users))
+    with limits(SESSIONS_PER_ADDRESS=5):
+        anonymous_answers = await asyncio.gather(
+            *(c.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE}) for c in anonymous)
+        )
+    assert sorted(a.status for a in answers) == [200] * 5 + [429] * 35
+    assert sorted(a.status for a in anonymous_answers) == [200] * 5 + [429] * 35
+    assert await Session.objects.filter(user=alice).acount() == 5
+    assert await Session.objects.filter(client_address="203.0.113.9").acount() == 5
