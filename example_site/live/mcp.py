@@ -94,8 +94,8 @@ async def long_task(
     """Work for a while in small steps, reporting progress every second, until done or cancelled.
 
     Each run is a TaskRun row (see the admin, or the live://runs/{run} resource): it ends
-    "done", or "cancelled" when the client sends notifications/cancelled. A dropped connection
-    does not stop it.
+    "done", or "cancelled" when the client sends notifications/cancelled, or drops the
+    connection and does not resume the stream within DISCONNECT_GRACE_SECONDS.
     """
     steps = max(1, round(seconds / STEP_SECONDS))
     run = await TaskRun.objects.acreate(
