@@ -29,7 +29,7 @@ from .entries import PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
 from .exceptions import ClientRequestError, ToolError
 from .protocol.errors import InvalidParamsError, MissingRequiredClientCapabilityError, QuotaExceededError, URLElicitationRequiredError
 from .protocol.modern import mcp_header_params
-from .schemas import argument_error, ecma_patterns, invalid_arguments
+from .schemas import argument_error, ecma_patterns, invalid_arguments, result_schema
 
 logger = logging.getLogger(__name__)
 
@@ -228,13 +228,9 @@ class FunctionTool(PermissionGated, ToolEntry):
             schema = adapter.json_schema(mode="serialization")
         except Exception:
             return None, None, False  # not describable (e.g. content lists): plain content
-        schema = ecma_patterns(schema)
-        if schema.get("type") == "object":
-            schema.pop("title", None)
-            return adapter, schema, False
-        # Structured content must be an object: wrap other values as {"result": value}.
-        wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
-        return adapter, wrapped, True
+        # Structured content must be an object: other values are wrapped as {"result": value}.
+        output_schema, wrapped = result_schema(ecma_patterns(schema))
+        return adapter, output_schema, wrapped
 
     def definition(self) -> dict[str, Any]:
         tool: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}

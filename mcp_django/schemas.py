@@ -248,6 +248,33 @@ def nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return {**outer, "anyOf": branches}
 
 
+def result_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A function tool's ``outputSchema`` from pydantic's schema of its return type, and whether
+    its results travel wrapped as ``{"result": value}``.
+
+    Structured content is an object, so any other value is wrapped. pydantic writes every
+    ``$ref`` as ``#/$defs/Name``, against the document's root: the definitions move up to the
+    wrapper's root (left under ``properties.result`` they point nowhere, and the official
+    Python client refuses every call). A recursive model's schema is a bare ``$ref`` to its
+    definition: that definition becomes the root, and the model is an object like any other.
+    """
+    schema = dict(schema)
+    defs = schema.pop("$defs", None)
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and isinstance(defs, dict) and set(schema) <= {"$ref", *_ANNOTATIONS}:
+        target = defs.get(ref.removeprefix("#/$defs/"))
+        if isinstance(target, dict) and target.get("type") == "object":
+            schema = {**target, **{key: value for key, value in schema.items() if key != "$ref"}}
+    wrapped = schema.get("type") != "object"
+    if wrapped:
+        schema = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    else:
+        schema.pop("title", None)
+    if defs:
+        schema["$defs"] = defs
+    return schema, wrapped
+
+
 def _json_number(value: Any) -> int | float | None:
     """A validator's limit as a JSON number, or None (dates, callables, anything else)."""
     if isinstance(value, bool):

@@ -20,6 +20,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, FormatChecker
 from pydantic import Field
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012
 
 from mcp_django.options import ModelMCP
 from mcp_django.schemas import decimal_bound, ecma_pattern, ecma_patterns, nullable
@@ -53,6 +55,25 @@ def patterns(schema: Any) -> list[str]:
     return found
 
 
+def refs(schema: Any) -> list[str]:
+    """Every ``$ref`` in a schema, at any depth."""
+    if isinstance(schema, dict):
+        own = [schema["$ref"]] if isinstance(schema.get("$ref"), str) else []
+        return own + [ref for value in schema.values() for ref in refs(value)]
+    if isinstance(schema, list):
+        return [ref for value in schema for ref in refs(value)]
+    return []
+
+
+def assert_refs_resolve(schema: dict[str, Any]) -> None:
+    """Every ``$ref`` points inside the schema document, as the official Python client resolves
+    it (an empty registry: PointerToNowhere for a ``$defs`` left under a property), even those
+    no result reaches."""
+    resolver = Registry().resolver_with_root(DRAFT202012.create_resource(schema))
+    for ref in refs(schema):
+        resolver.lookup(ref)
+
+
 def compile_everywhere(pattern: str) -> list[Any]:
     """``pattern`` compiled as each client compiles it: ECMA-262 without and with the u flag
     (regress, the Rust engine; Ajv, hence the TypeScript SDK and the Inspector, sets u) and
@@ -81,6 +102,7 @@ def assert_valid_for_clients(schema: dict[str, Any]) -> None:
     Draft202012Validator.check_schema(schema, format_checker=CLIENT_FORMATS)
     for pattern in patterns(schema):
         compile_everywhere(pattern)  # the same, for patternProperties keys too
+    assert_refs_resolve(schema)
     orjson.dumps(schema)
     assert "nullable" not in orjson.dumps(schema).decode()
 
