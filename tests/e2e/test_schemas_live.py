@@ -51,16 +51,21 @@ def test_every_schema_of_the_example_site_is_valid_for_clients(schemas_server: E
     assert checked > 60
 
 
+async def every_tool(client: Client) -> dict[str, Tool]:
+    """Every tool, by name, from every page: the client checks each tool's schemas as it lists them."""
+    tools: dict[str, Tool] = {}
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools.update((tool.name, tool) for tool in page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
 async def test_the_client_accepts_every_tool_and_every_result(schemas_server: ExampleServer) -> None:
     async with Client(schemas_server.mcp_url, read_timeout_seconds=10) as client:
-        tools: dict[str, Tool] = {}
-        cursor = None
-        while True:  # every page: the client checks each tool's schemas as it lists them
-            page = await client.list_tools(cursor=cursor)
-            tools.update((tool.name, tool) for tool in page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
+        tools = await every_tool(client)
         assert {"testapp_specimen_create", "auth_user_search"} <= set(tools)
         for tool in tools.values():  # as they came over the wire, for clients that check inputs too
             assert_valid_for_clients(tool.input_schema)
@@ -97,3 +102,41 @@ async def test_the_client_accepts_every_tool_and_every_result(schemas_server: Ex
         crafted = await client.call_tool("testapp_specimen_search", {"cursor": "eyJvIjogLTV9"})
         assert crafted.is_error
     assert "Traceback" not in schemas_server.log()
+
+
+DUNE = {"title": "Dune", "author": {"name": "Herbert"}}
+LEAF = {"name": "leaf", "children": []}
+# (tool, arguments, structuredContent): tests/e2e/schemas_app/mcp.py
+SHAPES = [
+    ("shapes_books", {"books": [DUNE, DUNE]}, {"result": [DUNE, DUNE]}),
+    ("shapes_maybe_book", {"present": True}, {"result": DUNE}),
+    ("shapes_maybe_book", {"present": False}, {"result": None}),
+    ("shapes_book_or_magazine", {"magazine": False}, {"result": DUNE}),
+    ("shapes_book_or_magazine", {"magazine": True}, {"result": {"issue": 7}}),
+    ("shapes_book", {}, DUNE),
+    ("shapes_tree", {"depth": 1}, {"name": "level 0", "children": [LEAF]}),
+    ("shapes_forest", {"tree": {"name": "root", "children": [LEAF]}}, {"result": [{"name": "root", "children": [LEAF]}]}),
+    ("shapes_shelf", {"label": "SF"}, {"label": "SF", "books": [DUNE]}),
+    ("shapes_loans", {"days": 14}, {"result": [{"book": DUNE, "days": 14}]}),
+    ("shapes_loan", {"days": 7}, {"book": DUNE, "days": 7}),
+]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_client_accepts_results_wrapped_around_models_in_both_eras(schemas_server: ExampleServer, mode: str) -> None:
+    # call_tool validates each result against the tool's outputSchema: a $ref that leads
+    # nowhere is a RuntimeError ("PointerToNowhere"), a result that does not match one too.
+    async with Client(schemas_server.mcp_url, read_timeout_seconds=10, mode=mode) as client:
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+        # The client validates only the tools it has listed (it lists just the first page itself).
+        tools = {name: tool for name, tool in (await every_tool(client)).items() if name.startswith("shapes_")}
+        assert len(tools) == len({name for name, _, _ in SHAPES})
+        for name, arguments, expected in SHAPES:
+            result = await client.call_tool(name, arguments)
+            assert not result.is_error, result
+            assert result.structured_content == expected, name
+        # And every $ref resolves, even those these results do not reach.
+        for tool in tools.values():
+            assert tool.output_schema is not None
+            assert_valid_for_clients(tool.output_schema)
+            assert_valid_for_clients(tool.input_schema)

@@ -1,9 +1,16 @@
 """Every field type Django ships, and the user model, as generated tools anyone may use (the
-server runs without authentication): what the official client must accept."""
+server runs without authentication): what the official client must accept. And function tools
+whose results are not one plain model (lists, optionals, unions, a recursive model, a
+dataclass, a TypedDict): the client validates each result against its outputSchema."""
 
+from __future__ import annotations
+
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from pydantic import BaseModel
+from typing_extensions import TypedDict  # pydantic takes typing's only from Python 3.12
 
 from mcp_django import ModelMCP, site
 from tests.testapp.models import Specimen
@@ -26,3 +33,92 @@ class SpecimenMCP(OpenMCP):
 @site.register(get_user_model())
 class UserMCP(OpenMCP):
     fields = ["username", "first_name", "last_name", "email", "is_active"]
+
+
+class Author(BaseModel):
+    name: str
+
+
+class Book(BaseModel):
+    title: str
+    author: Author
+
+
+class Magazine(BaseModel):
+    issue: int
+
+
+class Node(BaseModel):
+    name: str
+    children: list[Node] = []
+
+
+@dataclass
+class Shelf:
+    label: str
+    books: list[Book]
+
+
+class Loan(TypedDict):
+    book: Book
+    days: int
+
+
+DUNE = Book(title="Dune", author=Author(name="Herbert"))
+
+
+@site.tool
+def shapes_books(books: list[Book]) -> list[Book]:
+    """The books given, as they came: a list of models in, a list of models out."""
+    return books
+
+
+@site.tool
+def shapes_maybe_book(present: bool) -> Book | None:
+    """A book, or none."""
+    return DUNE if present else None
+
+
+@site.tool
+def shapes_book_or_magazine(magazine: bool) -> Book | Magazine:
+    """A book or a magazine."""
+    return Magazine(issue=7) if magazine else DUNE
+
+
+@site.tool
+def shapes_book() -> Book:
+    """A book, whose author is a model too."""
+    return DUNE
+
+
+@site.tool
+def shapes_tree(depth: int) -> Node:
+    """A tree of the given depth: a model whose children are the same model."""
+    tree = Node(name="leaf")
+    for level in range(depth):
+        tree = Node(name=f"level {level}", children=[tree])
+    return tree
+
+
+@site.tool
+def shapes_forest(tree: Node | None = None) -> list[Node]:
+    """The tree given, in a list (an empty one without)."""
+    return [tree] if tree is not None else []
+
+
+@site.tool
+def shapes_shelf(label: str) -> Shelf:
+    """A shelf (a dataclass) holding one book."""
+    return Shelf(label=label, books=[DUNE])
+
+
+@site.tool
+def shapes_loans(days: int) -> list[Loan]:
+    """Loans (a TypedDict) of one book."""
+    return [{"book": DUNE, "days": days}]
+
+
+@site.tool
+def shapes_loan(days: int) -> Loan:
+    """A loan (a TypedDict) of one book."""
+    return {"book": DUNE, "days": days}
