@@ -29,7 +29,7 @@ from .entries import PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
 from .exceptions import ClientRequestError, ToolError
 from .protocol.errors import InvalidParamsError, MissingRequiredClientCapabilityError, QuotaExceededError, URLElicitationRequiredError
 from .protocol.modern import mcp_header_params
-from .schemas import argument_error, ecma_patterns, invalid_arguments, result_schema
+from .schemas import argument_error, ecma_patterns, invalid_arguments, result_schema, unresolvable_refs
 
 logger = logging.getLogger(__name__)
 
@@ -203,6 +203,12 @@ class FunctionTool(PermissionGated, ToolEntry):
             # MCP's Tool.inputSchema is always an object schema: arguments are named.
             if input_schema.get("type") != "object":
                 raise ImproperlyConfigured(f"Tool {self.name!r}: input_schema must have \"type\": \"object\"")
+            # A $ref that leads nowhere fails every call, here and in clients that check arguments.
+            nowhere = unresolvable_refs(input_schema)
+            if nowhere:
+                raise ImproperlyConfigured(
+                    f"Tool {self.name!r}: input_schema has a $ref that does not resolve inside it: {', '.join(nowhere)}"
+                )
             self._validator = Draft202012Validator(input_schema)
         self.input_schema = input_schema if input_schema is not None else self.signature.json_schema()
         try:

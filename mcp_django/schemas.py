@@ -275,6 +275,42 @@ def result_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return schema, wrapped
 
 
+def unresolvable_refs(schema: dict[str, Any]) -> list[str]:
+    """Each ``$ref`` of ``schema`` that does not resolve inside it, as the official Python client
+    resolves them (an empty registry: no network, MCP forbids fetching a ``$ref``); nested
+    ``$id``s taken into account."""
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012
+
+    problems: list[str] = []
+
+    def walk(node: Any, resolver: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item, resolver)
+            return
+        if not isinstance(node, dict):
+            return
+        if isinstance(node.get("$id"), str):
+            resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            try:
+                resolver.lookup(ref)
+            except Unresolvable:
+                problems.append(ref)
+        for key, value in node.items():
+            if key in _SCHEMA_MAPS and isinstance(value, dict):
+                for sub in value.values():
+                    walk(sub, resolver)
+            elif key in _SCHEMA_KEYS or key in _SCHEMA_LISTS:
+                walk(value, resolver)
+
+    walk(schema, Registry().resolver_with_root(DRAFT202012.create_resource(schema)))
+    return problems
+
+
 def _json_number(value: Any) -> int | float | None:
     """A validator's limit as a JSON number, or None (dates, callables, anything else)."""
     if isinstance(value, bool):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, Field, create_model
 from referencing import Registry
@@ -189,3 +190,24 @@ def test_a_recursive_model_is_an_object_result_like_any_other_model() -> None:
     assert not tool.wrap_output
     assert tool.output_schema["properties"]["children"] == {"default": [], "items": {"$ref": "#/$defs/Node"}, "title": "Children", "type": "array"}
     assert "$ref" not in tool.output_schema and "title" not in tool.output_schema
+
+
+def test_an_explicit_input_schema_whose_ref_leads_nowhere_is_refused_at_registration() -> None:
+    schema = {"type": "object", "properties": {"book": {"$ref": "#/$defs/Book"}, "shelf": {"$ref": "https://example.com/shelf.json"}}}
+    with pytest.raises(ImproperlyConfigured, match=r"'lend'.*#/\$defs/Book, https://example.com/shelf.json"):
+        FunctionTool(lambda book, shelf: None, name="lend", input_schema=schema)
+
+
+def test_an_explicit_input_schema_whose_refs_resolve_is_kept() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"author": {"$anchor": "writer", "type": "object", "properties": {"name": {"type": "string"}}}},
+        "properties": {
+            "author": {"$ref": "#/$defs/author"},
+            "coauthor": {"$ref": "#writer"},
+            # Inside a subschema with its own $id, "#/$defs/..." is that subschema's.
+            "book": {"$id": "https://example.com/book", "$defs": {"isbn": {"type": "string"}}, "properties": {"isbn": {"$ref": "#/$defs/isbn"}}},
+        },
+    }
+    tool = FunctionTool(lambda author, coauthor, book: None, name="lend", input_schema=schema)
+    assert tool.definition()["inputSchema"] == schema
