@@ -188,6 +188,14 @@ class Log:
         await self("emergency", data, logger)
 
 
+def _anonymous_user() -> Any:
+    # Imported here: django.contrib.auth.models needs the app registry, and this module is
+    # importable before it is ready.
+    from django.contrib.auth.models import AnonymousUser
+
+    return AnonymousUser()
+
+
 class Context:
     """What a tool knows about the request it serves, and how it talks back while it runs."""
 
@@ -208,8 +216,9 @@ class Context:
         self.site = site
         #: The Django ``HttpRequest`` the call came with (over stdio, one that carries the ``--user``).
         self.request = request
-        #: The calling user, as the authentication returned it (None when anonymous calls are allowed).
-        self.user = user
+        #: The calling user, as Django has it: an ``AnonymousUser`` when nobody is signed in (as
+        #: ``request.user``), so ``ctx.user.is_authenticated`` and ``ctx.user.is_superuser`` just work.
+        self.user = user if user is not None else _anonymous_user()
         #: The ``Session`` row of a session's request; None in 2026-07-28.
         self.session = session
         #: The JSON-RPC id of the request.

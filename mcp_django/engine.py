@@ -73,7 +73,8 @@ class Principal:
     #: What permission hooks and scope checks read: ``request.user``, and with OAuth
     #: ``request.auth_scopes``. Stdio builds one too, for the user it runs as.
     request: HttpRequest
-    #: The authenticated user, or None when the site's authentication lets anonymous callers in.
+    #: The authenticated user; an ``AnonymousUser`` (pk None) when the site lets anonymous
+    #: callers in. Code asking "anonymous?" reads ``user_id is None`` or ``is_authenticated``.
     user: Any
     #: How the principal reaches us: "streamable-http", "sse" (2024-11-05 HTTP+SSE) or "stdio".
     transport: str = "streamable-http"

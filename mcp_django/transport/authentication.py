@@ -32,7 +32,7 @@ async def authenticate(request: ASGIRequest, settings: MCPSettings, *, transport
     user = await settings.authentication_class().authenticate(request)
     # Hooks (get_queryset(request), has_*_permission(request)) read request.user, as in the admin.
     request.user = user if user is not None else AnonymousUser()
-    return Principal(request=request, user=user, transport=transport)
+    return Principal(request=request, user=request.user, transport=transport)
 
 
 async def still_authenticated(scope: dict[str, Any], user_id: Any, settings: MCPSettings) -> bool:

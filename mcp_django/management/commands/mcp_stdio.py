@@ -57,11 +57,16 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, user: str | None = None, site: str | None = None, base_url: str | None = None, **options: Any) -> None:
-        request = self.request_for(user, base_url)
-        principal = Principal(request=request, user=request.user if user is not None else None, transport="stdio")
+        principal = self.principal_for(user, base_url)
         protocol = self.take_stdout()
         mcp_site = self.site_named(site)
         asyncio.run(self.serve(mcp_site, principal, protocol))
+
+    def principal_for(self, username: str | None, base_url: str | None = None) -> Principal:
+        """Who the conversation runs as: ``username``, or Django's ``AnonymousUser`` without one
+        (so tools read ``ctx.user.is_authenticated``, as in a view)."""
+        request = self.request_for(username, base_url)
+        return Principal(request=request, user=request.user, transport="stdio")
 
     def request_for(self, username: str | None, base_url: str | None = None) -> HttpRequest:
         """What permission hooks read: a request whose user is ``username`` (anonymous without),
