@@ -13,10 +13,12 @@ __all__ = [
     "Context",
     "EmbeddedResource",
     "Image",
+    "InvalidParamsError",
     "MCPSite",
     "Message",
     "ModelMCP",
     "ResourceLink",
+    "ResourceNotFoundError",
     "Text",
     "ToolError",
     "ToolResult",
@@ -61,10 +63,10 @@ def __getattr__(name: str) -> Any:
         from .context import Context
 
         return Context
-    if name == "ToolError":
-        from .exceptions import ToolError
+    if name in ("ToolError", "InvalidParamsError", "ResourceNotFoundError"):
+        from . import exceptions
 
-        return ToolError
+        return getattr(exceptions, name)
     if name in ("ToolResult", "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "Message"):
         from . import content
 

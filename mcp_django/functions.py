@@ -19,7 +19,8 @@ from urllib.parse import unquote
 import orjson
 import uritemplate
 from asgiref.sync import sync_to_async
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, ObjectDoesNotExist
+from django.http import Http404
 from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, ValidationError, create_model
 
 from .conf import mcp_settings
@@ -27,7 +28,13 @@ from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_co
 from .context import Completions, Context, current_context
 from .entries import PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
 from .exceptions import ClientRequestError, ToolError
-from .protocol.errors import InvalidParamsError, MissingRequiredClientCapabilityError, QuotaExceededError, URLElicitationRequiredError
+from .protocol.errors import (
+    InvalidParamsError,
+    MissingRequiredClientCapabilityError,
+    QuotaExceededError,
+    ResourceNotFoundError,
+    URLElicitationRequiredError,
+)
 from .protocol.modern import mcp_header_params
 from .schemas import argument_error, ecma_patterns, invalid_arguments, result_schema, unresolvable_refs
 
@@ -63,21 +70,35 @@ def _is_context(annotation: Any) -> bool:
     return inspect.isclass(annotation) and issubclass(annotation, Context)
 
 
+def _type_hints(func: Callable[..., Any], owner: str) -> dict[str, Any]:
+    try:
+        return get_type_hints(func, include_extras=True)
+    except Exception as exc:  # unresolvable forward references
+        raise ImproperlyConfigured(f"Cannot read the type hints of {owner}: {exc}") from exc
+
+
+def context_parameter(func: Callable[..., Any], hints: dict[str, Any], *, by_name: str | None = None) -> str | None:
+    """The parameter that receives the request's :class:`Context`: the one annotated ``Context``
+    (tools, resources, prompts and completers alike), or, given ``by_name``, an unannotated
+    parameter of that name (completers are often lambdas, which cannot be annotated)."""
+    for name in inspect.signature(func).parameters:
+        annotation = hints.get(name)
+        if _is_context(annotation) or (name == by_name and annotation is None):
+            return name
+    return None
+
+
 class Signature:
     """The arguments a function takes from the client, as a pydantic model and JSON Schema."""
 
     def __init__(self, func: Callable[..., Any], owner: str) -> None:
         self.owner = owner
-        self.context_param: str | None = None
-        try:
-            hints = get_type_hints(func, include_extras=True)
-        except Exception as exc:  # unresolvable forward references
-            raise ImproperlyConfigured(f"Cannot read the type hints of {owner}: {exc}") from exc
+        hints = _type_hints(func, owner)
+        self.context_param = context_parameter(func, hints)
         fields: dict[str, Any] = {}
         for name, param in inspect.signature(func).parameters.items():
             annotation = hints.get(name, Any)
-            if _is_context(annotation):
-                self.context_param = name
+            if name == self.context_param:
                 continue
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
                 raise ImproperlyConfigured(f"{owner}: parameter {name!r} must be an ordinary named parameter")
@@ -146,11 +167,17 @@ class PermissionGated:
 
     #: Completers by argument (prompts) or variable (templates); none for tools and resources.
     complete: dict[str, Completer] = {}
+    #: ``complete``, each with its calling convention read once, at registration.
+    completers: dict[str, CompleterCall] = {}
 
-    async def completions(self, request: Any, argument: str, value: str, context: dict[str, str]) -> Completions:
+    def set_completers(self, complete: dict[str, Completer] | None, owner: str) -> None:
+        self.complete = dict(complete or {})
+        self.completers = {name: CompleterCall(func, f"the completer of {name!r} of {owner}") for name, func in self.complete.items()}
+
+    async def completions(self, ctx: Context, argument: str, value: str, context: dict[str, str]) -> Completions:
         """Values for ``argument`` starting from ``value`` (``completion/complete``)."""
-        completer = self.complete.get(argument)
-        values = await run_completer(completer, value, context) if completer is not None else []
+        completer = self.completers.get(argument)
+        values = await completer(value, context, ctx) if completer is not None else []
         return Completions(values, len(values))
 
 
@@ -378,7 +405,7 @@ class FunctionResource(PermissionGated, ResourceEntry):
         return resource
 
     async def read(self, uri: str, ctx: Context | None) -> list[dict[str, Any]]:
-        value = await acall(self.func, self.signature.bind({}, ctx))
+        value = await read_answer(self.func, self.signature.bind({}, ctx), uri)
         return _resource_contents(value, uri, self.mime_type)
 
 
@@ -444,7 +471,7 @@ class FunctionResourceTemplate(PermissionGated, TemplateEntry):
         self.description = _description(func, description)
         self.mime_type = mime_type
         self.icons = icons
-        self.complete = dict(complete or {})
+        self.set_completers(complete, f"resource template {uri_template!r}")
         try:
             self.variables = sorted(uritemplate.variables(uri_template))
             self.regex = template_regex(uri_template)
@@ -480,7 +507,7 @@ class FunctionResourceTemplate(PermissionGated, TemplateEntry):
             kwargs = self.signature.validate(variables)
         except ValidationError as exc:
             raise InvalidParamsError(f"Invalid params: {format_validation_error(exc)}", data={"uri": uri}) from None
-        value = await acall(self.func, self.signature.bind(kwargs, ctx))
+        value = await read_answer(self.func, self.signature.bind(kwargs, ctx), uri)
         return _resource_contents(value, uri, self.mime_type)
 
 
@@ -507,7 +534,7 @@ class FunctionPrompt(PermissionGated, PromptEntry):
         self.title = title
         self.description = _description(func, description)
         self.icons = icons
-        self.complete = dict(complete or {})
+        self.set_completers(complete, f"prompt {self.name!r}")
         self.signature = Signature(func, f"prompt {self.name!r}")
         for argument in self.complete:
             if argument not in self.signature.names:
@@ -539,7 +566,12 @@ class FunctionPrompt(PermissionGated, PromptEntry):
             kwargs = self.signature.validate(arguments)
         except ValidationError as exc:
             raise InvalidParamsError(f"Invalid arguments for prompt {self.name!r}: {format_validation_error(exc)}") from None
-        value = await acall(self.func, self.signature.bind(kwargs, ctx))
+        try:
+            value = await acall(self.func, self.signature.bind(kwargs, ctx))
+        except ToolError as exc:
+            raise InvalidParamsError(str(exc) or f"Invalid arguments for prompt {self.name!r}") from None
+        except (Http404, ObjectDoesNotExist):
+            raise InvalidParamsError(f"Invalid params: prompt {self.name!r} found nothing for these arguments") from None
         if isinstance(value, (str, Message, *CONTENT_TYPES)):
             value = [value]
         messages = []
@@ -556,14 +588,36 @@ class FunctionPrompt(PermissionGated, PromptEntry):
         return result
 
 
-async def run_completer(completer: Completer, value: str, context: dict[str, str]) -> list[str]:
-    """Call a completer with the partial value (and the other arguments when it takes them)."""
-    params = inspect.signature(completer).parameters
-    kwargs: dict[str, Any] = {}
-    names = list(params)
-    if names:
-        kwargs[names[0]] = value
-    if len(names) > 1:
-        kwargs[names[1]] = context
-    result = await acall(completer, kwargs)
-    return [str(v) for v in result]
+class CompleterCall:
+    """A completer and how to call it: the typed value to its first parameter, the other
+    arguments already given to its second, and the request's :class:`Context` to the parameter
+    that asks for it, found as a tool's is (:func:`context_parameter`), or named ``ctx``."""
+
+    def __init__(self, func: Completer, owner: str) -> None:
+        self.func = func
+        try:
+            parameters = list(inspect.signature(func).parameters)
+        except (TypeError, ValueError) as exc:
+            raise ImproperlyConfigured(f"Cannot read the signature of {owner}: {exc}") from exc
+        # A partial or a callable object has no hints to read: it takes the value and arguments.
+        hints = _type_hints(func, owner) if inspect.isfunction(func) or inspect.ismethod(func) else {}
+        self.context_param = context_parameter(func, hints, by_name="ctx")
+        self.positional = [name for name in parameters if name != self.context_param][:2]
+
+    async def __call__(self, value: str, arguments: dict[str, str], ctx: Context | None) -> list[str]:
+        kwargs: dict[str, Any] = dict(zip(self.positional, (value, arguments), strict=False))  # it may take fewer
+        if self.context_param is not None:
+            kwargs[self.context_param] = ctx
+        return [str(v) for v in await acall(self.func, kwargs)]
+
+
+async def read_answer(func: Callable[..., Any], kwargs: dict[str, Any], uri: str) -> Any:
+    """Call a resource's function. A missing object (``Http404``, ``ObjectDoesNotExist``) is
+    "resource not found" (-32002) and a ``ToolError`` is invalid params (-32602) with its message,
+    as the spec's errors for reads; anything else stays an internal error."""
+    try:
+        return await acall(func, kwargs)
+    except (Http404, ObjectDoesNotExist):
+        raise ResourceNotFoundError(uri) from None
+    except ToolError as exc:
+        raise InvalidParamsError(str(exc) or f"Cannot read {uri}", data={"uri": uri}) from None

@@ -281,10 +281,9 @@ async def complete(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
             raise InvalidParamsError(f"Unknown resource template: {uri[:200]}")
     else:
         raise InvalidParamsError('Invalid params: "ref.type" must be "ref/prompt" or "ref/resource"')
-    # Model row templates read request.user; the engine always sets it (only unit tests of
-    # function entries build a Context without one).
-    request: Any = ctx.request
-    values, total = await entry.completions(request, name, value, context_args)
+    # The entry gets the whole Context: model row templates read ctx.request.user, and a
+    # function's completer may ask for ctx to filter by the user, as any read path must.
+    values, total = await entry.completions(ctx, name, value, context_args)
     completion: dict[str, Any] = {"values": values[:MAX_COMPLETIONS], "hasMore": len(values) > MAX_COMPLETIONS}
     if total is not None:
         completion["total"] = total

@@ -320,11 +320,11 @@ class ModelMCP:
             queryset = queryset.filter(pk__gt=after)
         return [(obj.pk, self.resource_definition(obj)) for obj in queryset[:limit]]
 
-    async def completions(self, request: HttpRequest, argument: str, value: str, context: dict[str, str]) -> Completions:
+    async def completions(self, ctx: Context, argument: str, value: str, context: dict[str, str]) -> Completions:
         """Primary keys of rows this request may see, for ``{pk}`` (counting stops past a page)."""
         if argument != "pk":
             return Completions([], 0)
-        values = await sync_to_async(self.complete_pk)(request, value, COMPLETION_PAGE + 1)
+        values = await sync_to_async(self.complete_pk)(cast("HttpRequest", ctx.request), value, COMPLETION_PAGE + 1)
         return Completions(values, None if len(values) > COMPLETION_PAGE else len(values))
 
     def complete_pk(self, request: HttpRequest, value: str, limit: int = 100) -> list[str]:

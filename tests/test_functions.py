@@ -1,0 +1,276 @@
+"""Function resources, templates and prompts as authors write them: completers that see the
+user, "not found" and ``ToolError`` answered as readable errors in both eras, and ``ctx.user``
+as Django has it when nobody is signed in."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import AnonymousUser, User
+from django.http import Http404, HttpRequest
+
+from mcp_django import Context, InvalidParamsError, ResourceNotFoundError, ToolError
+from mcp_django.models import Session
+from mcp_django.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
+from mcp_django.sites import MCPSite
+from mcp_django.testing import MCPTestClient
+from mcp_django.transport.consumers import MCPConsumer
+from mcp_django.transport.legacy_sse import HTTPSSEConsumer
+from mcp_django.transport.stdio import StdioServer
+from tests.conftest import make_user
+from tests.testapp.models import Note
+from tests.transport.conftest import mcp_settings
+from tests.transport.test_stateless import body, post
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+
+
+# -- completers that see the user ------------------------------------------------------------
+
+
+def _own_titles(typed: str, ctx: Context) -> list[str]:
+    # A completer is a read path: it filters rows as the resource itself would.
+    return list(Note.objects.filter(owner_id=ctx.user.pk, title__startswith=typed).order_by("title").values_list("title", flat=True))
+
+
+async def _own_titles_async(typed, arguments, ctx):  # unannotated: found by its name, like a lambda's
+    return [n.title async for n in Note.objects.filter(owner_id=ctx.user.pk, title__startswith=typed).order_by("title")]
+
+
+def _notes_site() -> MCPSite:
+    mcp = MCPSite(name="completer-tests")
+
+    @mcp.resource("notes://{title}", complete={"title": _own_titles})
+    def note(title: str) -> str:
+        return title
+
+    @mcp.prompt(complete={"title": _own_titles_async, "tone": lambda typed, ctx: [f"{typed}-{ctx.user.get_username()}"]})
+    def summarize(title: str, tone: str = "plain") -> str:
+        return f"Summarize {title} in a {tone} tone."
+
+    @mcp.prompt(complete={"tone": lambda typed, arguments: [f"{typed}:{arguments.get('title')}"]})
+    def legacy(title: str, tone: str) -> str:
+        return f"{title} {tone}"
+
+    return mcp
+
+
+@sync_to_async
+def _alice_and_bob_notes() -> User:
+    alice, bob = make_user("alice"), make_user("bob")
+    Note.objects.bulk_create([Note(owner=alice, title="draft alice"), Note(owner=bob, title="draft bob")])
+    return alice
+
+
+async def _signed_in(user: User, mcp: MCPSite) -> MCPTestClient:
+    client = MCPTestClient(MCPConsumer.as_asgi(site=mcp))
+    await client.force_login(user)
+    await client.initialize()
+    return client
+
+
+@pytest.fixture
+def django_authentication() -> Iterator[None]:
+    with mcp_settings(AUTHENTICATION="django"):
+        yield
+
+
+
+
+async def _complete(client: MCPTestClient, ref: dict[str, str], name: str, value: str, arguments: dict[str, str] | None = None) -> list[str]:
+    params: dict[str, Any] = {"ref": ref, "argument": {"name": name, "value": value}}
+    if arguments is not None:
+        params["context"] = {"arguments": arguments}
+    result = await client.call("completion/complete", params)
+    return list(result["completion"]["values"])
+
+
+@pytest.mark.usefixtures("django_authentication")
+async def test_a_template_completer_taking_ctx_suggests_only_the_users_rows() -> None:
+    client = await _signed_in(await _alice_and_bob_notes(), _notes_site())
+    assert await _complete(client, {"type": "ref/resource", "uri": "notes://{title}"}, "title", "draft") == ["draft alice"]
+
+
+@pytest.mark.usefixtures("django_authentication")
+async def test_an_async_prompt_completer_taking_ctx_suggests_only_the_users_rows() -> None:
+    client = await _signed_in(await _alice_and_bob_notes(), _notes_site())
+    prompt = {"type": "ref/prompt", "name": "summarize"}
+    assert await _complete(client, prompt, "title", "draft", {"tone": "dry"}) == ["draft alice"]
+    assert await _complete(client, prompt, "tone", "dry") == ["dry-alice"]  # a lambda's ctx
+
+
+@pytest.mark.usefixtures("django_authentication")
+async def test_a_completer_without_ctx_still_gets_the_value_and_the_other_arguments() -> None:
+    client = await _signed_in(await _alice_and_bob_notes(), _notes_site())
+    values = await _complete(client, {"type": "ref/prompt", "name": "legacy"}, "tone", "dry", {"title": "t"})
+    assert values == ["dry:t"]
+
+
+# -- "not found" and ToolError from a read or a get ------------------------------------------
+
+
+def _failing_site() -> MCPSite:
+    mcp = MCPSite(name="error-tests")
+
+    @mcp.resource("fail://tool-error")
+    def tool_error() -> str:
+        raise ToolError("That shelf is being restocked.")
+
+    @mcp.resource("fail://http404")
+    def http404() -> str:
+        raise Http404("no such shelf")
+
+    @mcp.resource("fail://notes/{pk}")
+    def one_note(pk: int) -> str:
+        return Note.objects.get(pk=pk).title  # Note.DoesNotExist for a missing row
+
+    @mcp.resource("fail://own-not-found")
+    def own_not_found() -> str:
+        raise ResourceNotFoundError("fail://own-not-found")
+
+    @mcp.resource("fail://own-invalid")
+    async def own_invalid() -> str:
+        raise InvalidParamsError("Invalid params: pick a shelf first")
+
+    @mcp.prompt()
+    def shelf(name: str) -> str:
+        raise ToolError(f"No shelf called {name}.")
+
+    @mcp.prompt()
+    def shelf_404(name: str) -> str:
+        raise Http404(name)
+
+    return mcp
+
+
+async def _error(mcp: MCPSite, era: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    client = MCPTestClient(MCPConsumer.as_asgi(site=mcp))
+    if era == "2026-07-28":
+        response = await post(client, body(method, params))
+    else:
+        await client.initialize()
+        response = await client.post({"jsonrpc": "2.0", "id": client.next_id(), "method": method, "params": params})
+    answer = response.json()
+    assert "error" in answer, answer
+    return dict(answer["error"])
+
+
+ERAS = ["2025-11-25", "2026-07-28"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_resource_raising_tool_error_answers_invalid_params_with_its_message(era: str) -> None:
+    error = await _error(_failing_site(), era, "resources/read", {"uri": "fail://tool-error"})
+    assert error == {"code": INVALID_PARAMS, "message": "That shelf is being restocked.", "data": {"uri": "fail://tool-error"}}
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("uri", ["fail://http404", "fail://notes/999999", "fail://own-not-found"])
+async def test_a_resource_that_finds_nothing_answers_resource_not_found(era: str, uri: str) -> None:
+    error = await _error(_failing_site(), era, "resources/read", {"uri": uri})
+    # 2026-07-28 retired -32002: a missing resource is invalid params there, with its URI.
+    assert error["code"] == (INVALID_PARAMS if era == "2026-07-28" else RESOURCE_NOT_FOUND)
+    assert error["data"] == {"uri": uri}
+    assert error["message"] == f"Resource not found: {uri}"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_resource_raising_invalid_params_answers_it_as_raised(era: str) -> None:
+    error = await _error(_failing_site(), era, "resources/read", {"uri": "fail://own-invalid"})
+    assert (error["code"], error["message"]) == (INVALID_PARAMS, "Invalid params: pick a shelf first")
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_prompt_raising_tool_error_answers_invalid_params_with_its_message(era: str) -> None:
+    error = await _error(_failing_site(), era, "prompts/get", {"name": "shelf", "arguments": {"name": "poetry"}})
+    assert (error["code"], error["message"]) == (INVALID_PARAMS, "No shelf called poetry.")
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_prompt_that_finds_nothing_answers_invalid_params(era: str) -> None:
+    error = await _error(_failing_site(), era, "prompts/get", {"name": "shelf_404", "arguments": {"name": "poetry"}})
+    assert error["code"] == INVALID_PARAMS
+    assert "found nothing" in error["message"]
+
+
+# -- ctx.user when nobody is signed in (AUTHENTICATION = "none") -------------------------------
+
+
+def _whoami_site() -> MCPSite:
+    mcp = MCPSite(name="anonymous-tests")
+
+    @mcp.tool()
+    def whoami(ctx: Context) -> str:
+        # Ordinary Django code, as in a view: it must not meet None.
+        return f"{type(ctx.user).__name__} authenticated={ctx.user.is_authenticated} superuser={ctx.user.is_superuser}"
+
+    return mcp
+
+
+ANONYMOUS = "AnonymousUser authenticated=False superuser=False"
+WHOAMI = {"name": "whoami", "arguments": {}}
+
+
+def _text(result: dict[str, Any]) -> str:
+    assert not result.get("isError"), result
+    return str(result["content"][0]["text"])
+
+
+async def test_ctx_user_is_anonymous_user_over_streamable_http_in_a_session() -> None:
+    client = MCPTestClient(MCPConsumer.as_asgi(site=_whoami_site()))
+    await client.initialize()
+    assert _text(await client.call("tools/call", WHOAMI)) == ANONYMOUS
+    # Still anonymous to everything that keys on the user: the session has no user.
+    assert (await Session.objects.aget(pk=client.session_id)).user_id is None
+
+
+async def test_ctx_user_is_anonymous_user_in_a_stateless_request() -> None:
+    client = MCPTestClient(MCPConsumer.as_asgi(site=_whoami_site()))
+    assert _text((await post(client, body("tools/call", WHOAMI))).json()["result"]) == ANONYMOUS
+
+
+async def test_ctx_user_is_anonymous_user_over_legacy_http_sse() -> None:
+    mcp = _whoami_site()
+
+    def legacy(kind: str) -> MCPTestClient:
+        return MCPTestClient(HTTPSSEConsumer.as_asgi(site=mcp, kind=kind), path=f"/mcp/{kind}/")
+
+    async with await legacy("sse").open_stream() as stream:
+        endpoint = (await stream.next_event()).data
+        messages = legacy("messages")
+        initialize = {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        await messages.post_raw(orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}), path=endpoint)
+        assert "result" in await stream.next_message()
+        await messages.post_raw(orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), path=endpoint)
+        await messages.post_raw(orjson.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": WHOAMI}), path=endpoint)
+        answer = await stream.next_message()
+    assert _text(answer["result"]) == ANONYMOUS
+
+
+async def test_ctx_user_is_anonymous_user_over_stdio() -> None:
+    from mcp_django.management.commands.mcp_stdio import Command
+
+    lines: list[dict[str, Any]] = []
+
+    async def write(data: bytes) -> None:
+        lines.append(orjson.loads(data))
+
+    principal = Command().principal_for(None)  # what mcp_stdio runs as without --user
+    assert principal.user.is_authenticated is False
+    assert principal.user_id is None and principal.key == "anonymous"  # quotas, state, audit
+    server = StdioServer(_whoami_site().engine, principal, write, max_line=1 << 20)
+    await server.receive(orjson.dumps(body("tools/call", WHOAMI)))
+    await asyncio.wait_for(asyncio.gather(*list(server.running.values())), 5)
+    await server.stop()
+    assert _text(lines[-1]["result"]) == ANONYMOUS
+
+
+def test_a_context_built_without_a_user_has_an_anonymous_user() -> None:
+    request = HttpRequest()
+    ctx = Context(site=MCPSite(name="bare"), request=request, user=None, session=None)
+    assert isinstance(ctx.user, AnonymousUser)
