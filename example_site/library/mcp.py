@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.contrib import admin
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 from pydantic import BaseModel, Field
 
@@ -99,8 +99,8 @@ def loan_out(loan: Loan) -> LoanOut:
 
 
 def may_act_for(user: Any, username: str) -> None:
-    """Members act for themselves; staff for anyone. Without authentication (user None), anyone."""
-    if user is None or not user.is_authenticated or user.is_staff:
+    """Members act for themselves; staff for anyone. Without authentication (an AnonymousUser), anyone."""
+    if not user.is_authenticated or user.is_staff:
         return
     if user.get_username() != username:
         raise ToolError(f"You are signed in as {user.get_username()!r} and can only manage your own loans.")
@@ -242,6 +242,28 @@ def book(isbn: str) -> dict[str, Any]:
         "summary": found.summary,
         "author": {"name": author.name, "born": author.born, "country": author.country, "bio": author.bio},
     }
+
+
+def loans_for(user: Any) -> QuerySet[Loan]:
+    """The loans ``user`` may see, as :func:`may_act_for` decides for the tools: members their
+    own, staff (and anyone, on a site without authentication) everyone's."""
+    loans = Loan.objects.select_related("book", "member__user")
+    return loans if not user.is_authenticated or user.is_staff else loans.filter(member__user=user)
+
+
+def complete_loan_id(value: str, ctx: Context) -> list[str]:
+    """Ids of the loans this user may see, starting with what was typed. A completer is a read
+    path like any other: unfiltered, it would reveal other members' loans."""
+    loans = loans_for(ctx.user).filter(pk__startswith=value) if value else loans_for(ctx.user)
+    return [str(pk) for pk in loans.order_by("pk").values_list("pk", flat=True)[:20]]
+
+
+@site.resource(
+    "library://loans/{loan_id}", name="loan", title="A loan", mime_type="application/json", complete={"loan_id": complete_loan_id}
+)
+def loan(ctx: Context, loan_id: int) -> dict[str, Any]:
+    """One of your loans (staff: anyone's). Someone else's answers as a missing one: not found."""
+    return loan_out(loans_for(ctx.user).get(pk=loan_id)).model_dump(mode="json")  # Loan.DoesNotExist: -32002
 
 
 @site.resource("library://catalogue/stats", name="catalogue-stats", title="Catalogue statistics", mime_type="application/json")

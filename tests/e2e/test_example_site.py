@@ -398,6 +398,29 @@ async def test_django_auth_lets_a_member_manage_only_their_own_loans(example_ser
         assert "signed in as 'reader'" in text_of(refused)
 
 
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+async def test_loan_ids_are_completed_and_read_only_from_the_users_own_loans(example_server_django_auth: ExampleServer, mode: str) -> None:
+    async with connect_as(example_server_django_auth, "admin") as admin:
+        alices = (await admin.call_tool("member_loans", {"member_username": "alice"})).structured_content
+    assert alices is not None
+    alice_loan = alices["loans"][0]["loan_id"]
+    async with connect_as(example_server_django_auth, "reader", mode=mode) as client:
+        own = (await client.call_tool("member_loans", {"member_username": "reader", "include_returned": True})).structured_content
+        # The completer takes ctx and filters by ctx.user: only the reader's loans are offered.
+        completed = await client.complete(ResourceTemplateReference(uri="library://loans/{loan_id}"), {"name": "loan_id", "value": ""})
+        assert own is not None
+        read = await client.read_resource(f"library://loans/{own['loans'][0]['loan_id']}")
+        with pytest.raises(MCPError) as theirs:
+            await client.read_resource(f"library://loans/{alice_loan}")
+    assert sorted(completed.completion.values, key=int) == sorted(str(loan["loan_id"]) for loan in own["loans"])
+    assert str(alice_loan) not in completed.completion.values
+    (contents,) = read.contents
+    assert isinstance(contents, TextResourceContents) and json.loads(contents.text)["member"] == "reader"
+    # Loan.DoesNotExist from the resource is "not found", never "Internal error".
+    assert theirs.value.code == (INVALID_PARAMS if mode == MODERN else RESOURCE_NOT_FOUND)
+    assert theirs.value.error.data == {"uri": f"library://loans/{alice_loan}"}
+
+
 async def test_a_missing_loan_and_someone_elses_get_the_same_answer(example_server_django_auth: ExampleServer) -> None:
     async with connect_as(example_server_django_auth, "admin") as admin:
         alices = (await admin.call_tool("member_loans", {"member_username": "alice"})).structured_content
