@@ -91,6 +91,12 @@ def answers_with_response(func: Any) -> bool:
     return False
 
 
+def admits(model_admin: ModelAdmin[Any], request: HttpRequest) -> bool:
+    """Whether the admin site of ``model_admin`` lets the request's user in at all:
+    ``AdminSite.has_permission`` (active staff, unless the site overrides it)."""
+    return getattr(request, "user", None) is not None and bool(model_admin.admin_site.has_permission(request))
+
+
 class AdminModelMCP(ModelMCP):
     """A ``ModelMCP`` that asks a ``ModelAdmin`` for querysets, searches and permissions."""
 
@@ -128,17 +134,20 @@ class AdminModelMCP(ModelMCP):
         results, may_have_duplicates = self.model_admin.get_search_results(request, queryset, term)
         return results.distinct() if may_have_duplicates else results
 
+    # Every permission asks the admin site first, as the admin's views do: a user the site would
+    # not let in (not staff, by default) sees none of its models, rows or tools over MCP either.
+
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.model_admin.has_view_or_change_permission(request, obj)
+        return admits(self.model_admin, request) and self.model_admin.has_view_or_change_permission(request, obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return self.model_admin.has_add_permission(request)
+        return admits(self.model_admin, request) and self.model_admin.has_add_permission(request)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.model_admin.has_change_permission(request, obj)
+        return admits(self.model_admin, request) and self.model_admin.has_change_permission(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.model_admin.has_delete_permission(request, obj)
+        return admits(self.model_admin, request) and self.model_admin.has_delete_permission(request, obj)
 
 
 class _CapturedMessages(BaseStorage):
@@ -186,9 +195,13 @@ class AdminActionTool(ToolEntry):
         return {"name": self.name, "description": self.description, "inputSchema": self.input_schema, "annotations": self.annotations}
 
     def has_permission(self, request: HttpRequest) -> bool:
-        # The admin only offers actions on a changelist the user may open, and get_actions()
-        # then applies each action's allowed_permissions: both gates, in that order.
-        return self.model_admin.has_view_or_change_permission(request) and self.action_name in self.model_admin.get_actions(request)
+        # The admin's gates, in its order: the site lets the user in (staff, by default), the
+        # user may open the changelist, and get_actions() applies the action's permissions.
+        return (
+            admits(self.model_admin, request)
+            and self.model_admin.has_view_or_change_permission(request)
+            and self.action_name in self.model_admin.get_actions(request)
+        )
 
     async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
         # The engine always gives tools the request (only unit tests build contexts without one).

@@ -50,8 +50,9 @@ def _request(user: User) -> Any:
     return request
 
 
-def _user(username: str, *codenames: str) -> User:
-    user = User.objects.create_user(username, password="pw")
+def _user(username: str, *codenames: str, is_staff: bool = True) -> User:
+    """A user the admin site lets in (unless ``is_staff=False``), holding these permissions."""
+    user = User.objects.create_user(username, password="pw", is_staff=is_staff)
     for codename in codenames:
         user.user_permissions.add(Permission.objects.get(codename=codename, content_type__app_label="testapp"))
     return User.objects.get(pk=user.pk)
@@ -317,3 +318,108 @@ def test_applying_the_bridge_announces_only_admin_registrations_made_later(monke
     admin_site.register(Note, NoteAdmin)
     mcp_site.get_tools()
     assert sorted(submitted) == [("prompts",), ("resources",), ("tools",)]
+
+
+# --- who the admin site lets in ---------------------------------------------------------------
+
+
+def _client(mcp_site: MCPSite) -> Any:
+    from mcp_django.testing import MCPTestClient
+    from mcp_django.transport.consumers import MCPConsumer
+
+    return MCPTestClient(MCPConsumer.as_asgi(site=mcp_site))
+
+
+async def _bridge_entries_seen_and_used_by(user: User, note: Note) -> dict[str, Any]:
+    """Everything of the bridge a user lists, and how its tools, rows and template answer."""
+    mcp_site = _sites()[1]
+    client = _client(mcp_site)
+    await client.force_login(user)
+    await client.initialize()
+    template = "django://testapp/note/{pk}"
+    seen: dict[str, Any] = {
+        "tools": sorted(t["name"] for t in (await client.call("tools/list"))["tools"] if t["name"].startswith("testapp_note_")),
+        "templates": [t["uriTemplate"] for t in (await client.call("resources/templates/list"))["resourceTemplates"]],
+        "rows": [r["uri"] for r in (await client.call("resources/list"))["resources"]],
+    }
+    calls = {
+        "get": ("tools/call", {"name": "testapp_note_get", "arguments": {"pk": note.pk}}),
+        "action": ("tools/call", {"name": "testapp_note_make_high", "arguments": {"pks": [note.pk]}}),
+        "read": ("resources/read", {"uri": f"django://testapp/note/{note.pk}"}),
+        "complete": ("completion/complete", {"ref": {"type": "ref/resource", "uri": template}, "argument": {"name": "pk", "value": ""}}),
+    }
+    for key, (method, params) in calls.items():
+        answer = await client.request(method, params)
+        seen[key] = answer.get("error") or answer["result"]
+    return seen
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_user_the_admin_site_does_not_let_in_sees_and_uses_none_of_the_bridge_entries() -> None:
+    from asgiref.sync import sync_to_async
+    from django.test import override_settings
+
+    from mcp_django.protocol.errors import RESOURCE_NOT_FOUND
+    from tests.conftest import BASE_SETTINGS
+
+    # The view and change permissions, but not staff: Django's admin would not let them log in.
+    user = await sync_to_async(_user)("clerk", "view_note", "change_note", is_staff=False)
+    note = await Note.objects.acreate(owner=user, title="mine")
+    with override_settings(MCP_DJANGO={**BASE_SETTINGS, "AUTHENTICATION": "django"}):
+        seen = await _bridge_entries_seen_and_used_by(user, note)
+    assert (seen["tools"], seen["templates"], seen["rows"]) == ([], [], [])
+    # Each answers as for a name that does not exist, like any entry the gate hides.
+    assert (seen["get"]["code"], seen["get"]["message"]) == (INVALID_PARAMS, "Unknown tool: testapp_note_get")
+    assert (seen["action"]["code"], seen["action"]["message"]) == (INVALID_PARAMS, "Unknown tool: testapp_note_make_high")
+    assert seen["read"]["code"] == RESOURCE_NOT_FOUND
+    assert seen["complete"]["code"] == INVALID_PARAMS
+    await note.arefresh_from_db()
+    assert note.priority == "low"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_staff_user_with_the_same_permissions_sees_and_uses_the_bridge_entries() -> None:
+    from asgiref.sync import sync_to_async
+    from django.test import override_settings
+
+    from tests.conftest import BASE_SETTINGS
+
+    user = await sync_to_async(_user)("clerk", "view_note", "change_note")
+    note = await Note.objects.acreate(owner=user, title="mine")
+    with override_settings(MCP_DJANGO={**BASE_SETTINGS, "AUTHENTICATION": "django"}):
+        seen = await _bridge_entries_seen_and_used_by(user, note)
+    assert seen["tools"] == ["testapp_note_get", "testapp_note_make_high", "testapp_note_search"]
+    assert seen["templates"] == ["django://testapp/note/{pk}"] and seen["rows"] == [f"django://testapp/note/{note.pk}"]
+    assert seen["get"]["structuredContent"]["title"] == "mine"
+    assert seen["action"]["structuredContent"] == {"affected": 1, "messages": ["1 notes marked high."]}
+    assert '"mine"' in seen["read"]["contents"][0]["text"]
+    assert seen["complete"]["completion"]["values"] == [str(note.pk)]
+
+
+class DeskAdminSite(admin.AdminSite):
+    """An admin site for the front desk: its group, staff or not, and no one else."""
+
+    def has_permission(self, request: Any) -> bool:
+        return bool(request.user.is_active and request.user.groups.filter(name="desk").exists())
+
+
+@pytest.mark.django_db
+def test_an_admin_site_overriding_has_permission_decides_who_sees_the_bridge_entries() -> None:
+    from django.contrib.auth.models import Group
+
+    from mcp_django.entries import Access, gate
+
+    admin_site = DeskAdminSite(name="desk-admin")
+    admin_site.register(Note, NoteAdmin)
+    mcp_site = MCPSite(name="desk-mcp")
+    mcp_site.register_admin(admin_site)
+    volunteer = _user("volunteer", "view_note", "change_note", is_staff=False)
+    volunteer.groups.add(Group.objects.create(name="desk"))
+    staff = _user("staff", "view_note", "change_note")
+    note = Note.objects.create(owner=volunteer, title="desk note")
+    model_mcp = mcp_site.get_model_mcp(Note)
+    entries = [model_mcp, mcp_site.get_tool("testapp_note_get"), mcp_site.get_tool("testapp_note_make_high")]
+    assert [gate(e, _request(volunteer)) for e in entries] == [Access.VISIBLE] * 3
+    assert [gate(e, _request(staff)) for e in entries] == [Access.HIDDEN] * 3
+    assert model_mcp.get_object(_request(volunteer), note.pk) == note
+    assert model_mcp.complete_pk(_request(staff), "") == []

@@ -1,18 +1,30 @@
-"""A plain ``register_admin(admin.site)`` on the live example site: sessions do not feed an
-announcement loop, and clients keep connecting."""
+"""``register_admin(admin.site)`` on the live example site: only users the admin site lets in
+see its entries, and a plain bridge of the whole admin site feeds no announcement loop while
+clients keep connecting."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
-from .conftest import ExampleServer, manage, run_server, server_env
+from .conftest import ExampleServer, connect_as, manage, run_server, server_env, tool_names
 
 pytestmark = pytest.mark.e2e
+
+# A volunteer who may view loans and members but is not staff: Django's admin turns them away.
+DESK_VOLUNTEER = (
+    "from django.contrib.auth.models import Permission, User; "
+    "user, _ = User.objects.get_or_create(username='volunteer'); "
+    "user.is_staff = {staff}; user.save(); "
+    "user.user_permissions.set(Permission.objects.filter(codename__in=['view_loan', 'view_member']))"
+)
+# Loan and Member come from the example's register_admin() alone (Book has its own ModelMCP).
+BRIDGED = {"library_loan_search", "library_loan_get", "library_member_search", "library_member_get"}
 
 COUNT_EVENTS = (
     "from mcp_django.models import Event; "
@@ -64,3 +76,26 @@ async def test_the_server_stops_on_sigterm_with_a_client_connected(asgi_server: 
             returncode = await asyncio.to_thread(process.wait, 20)
     assert returncode is not None
     assert "RecursionError" not in server.log()
+
+
+async def _what_the_volunteer_gets(server: ExampleServer, *, staff: bool) -> tuple[set[str], set[str], Any]:
+    manage(server.env, "shell", "-v0", "-c", DESK_VOLUNTEER.format(staff=staff))
+    async with connect_as(server, "volunteer") as client:
+        tools = await tool_names(client) & BRIDGED
+        templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+        try:
+            answer: Any = await client.call_tool("library_loan_search", {"limit": 1})
+        except MCPError as exc:
+            answer = exc
+    return tools, templates, answer
+
+
+async def test_only_users_the_admin_site_lets_in_get_the_bridge_entries(example_server_django_auth: ExampleServer) -> None:
+    tools, templates, answer = await _what_the_volunteer_gets(example_server_django_auth, staff=False)
+    assert tools == set()
+    assert not {"django://library/loan/{pk}", "django://library/member/{pk}"} & templates
+    assert isinstance(answer, MCPError) and "Unknown tool: library_loan_search" in str(answer)
+    tools, templates, answer = await _what_the_volunteer_gets(example_server_django_auth, staff=True)
+    assert tools == BRIDGED
+    assert {"django://library/loan/{pk}", "django://library/member/{pk}"} <= templates
+    assert not isinstance(answer, MCPError) and not answer.is_error and answer.structured_content["items"]
