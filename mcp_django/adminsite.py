@@ -19,9 +19,9 @@ from django.db import models, transaction
 from django.http import HttpRequest, HttpResponseBase
 
 from .entries import ToolEntry
-from .options import ModelMCP, _safe_name
+from .options import ModelMCP, _safe_name, malformed_pk
 from .protocol.errors import InvalidParamsError
-from .schemas import argument_error, invalid_arguments, pk_json_type
+from .schemas import argument_error, invalid_arguments, pk_schema
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -178,10 +178,9 @@ class AdminActionTool(ToolEntry):
         opts = model_admin.model._meta
         self.name = _safe_name(f"{opts.app_label}_{opts.model_name}_{action_name}")
         self.description = f"{description} (admin action on {opts.verbose_name_plural}; give the primary keys)."
-        pk_type = pk_json_type(model_admin.model)
         self.input_schema = {
             "type": "object",
-            "properties": {"pks": {"type": "array", "items": {"type": pk_type}, "minItems": 1, "maxItems": MAX_ACTION_OBJECTS}},
+            "properties": {"pks": {"type": "array", "items": pk_schema(model_admin.model), "minItems": 1, "maxItems": MAX_ACTION_OBJECTS}},
             "required": ["pks"],
             "additionalProperties": False,
         }
@@ -210,11 +209,16 @@ class AdminActionTool(ToolEntry):
     def _call(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
         from jsonschema import Draft202012Validator
 
-        errors = sorted(Draft202012Validator(self.input_schema).iter_errors(arguments), key=lambda e: list(e.path))
-        if errors:
-            return {"content": [{"type": "text", "text": invalid_arguments(argument_error(e) for e in errors)}], "isError": True}
         if not self.is_visible(request):
             raise InvalidParamsError(f"Unknown tool: {self.name}")
+        errors = [argument_error(e) for e in sorted(Draft202012Validator(self.input_schema).iter_errors(arguments), key=lambda e: list(e.path))]
+        if not errors:
+            # Keys of the right JSON type may still be no keys ("not-a-uuid"): said like the
+            # schema's complaints, as the generated tools say a malformed pk.
+            model = self.model_admin.model
+            errors = [f"pks.{i}: {problem}" for i, pk in enumerate(arguments["pks"]) if (problem := malformed_pk(model, pk)) is not None]
+        if errors:
+            return {"content": [{"type": "text", "text": invalid_arguments(errors)}], "isError": True}
         queryset = self.model_admin.get_queryset(request).filter(pk__in=arguments["pks"])
         count = queryset.count()
         if count == 0:

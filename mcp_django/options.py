@@ -38,7 +38,7 @@ from .context import Completions
 from .entries import ToolEntry
 from .functions import TOOL_NAME_RE
 from .protocol.errors import InvalidParamsError
-from .schemas import argument_error, error_message, invalid_arguments, nullable, pk_json_type, serializer_schema
+from .schemas import argument_error, error_message, invalid_arguments, nullable, pk_schema, serializer_schema
 
 if TYPE_CHECKING:
     from .context import Context
@@ -393,7 +393,7 @@ class ModelTool(ToolEntry):
     # -- schemas ------------------------------------------------------------------------------
 
     def _pk_schema(self) -> dict[str, Any]:
-        return {"type": pk_json_type(self.model_mcp.model), "description": f"Primary key of the {self.model_mcp.opts.verbose_name}."}
+        return {**pk_schema(self.model_mcp.model), "description": f"Primary key of the {self.model_mcp.opts.verbose_name}."}
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
@@ -495,6 +495,11 @@ class ModelTool(ToolEntry):
         schema_errors = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
         if schema_errors:
             return self._invalid(schema_errors, arguments, request)
+        # A key of the right JSON type may still be no key at all ("not-a-uuid"): a bad argument
+        # the caller can fix, said as such, not a row that "does not exist".
+        problem = malformed_pk(self.model_mcp.model, arguments["pk"]) if "pk" in arguments else None
+        if problem is not None:
+            return self._error(invalid_arguments([f"pk: {problem}"]))
         action: Callable[[dict[str, Any], HttpRequest], dict[str, Any]] = getattr(self, f"_{self.action}")
         return action(dict(arguments), request)
 
@@ -519,6 +524,10 @@ class ModelTool(ToolEntry):
             if field is not None:
                 refused.add(field)
             lines.append(argument_error(error) if error.path else f"{field or 'arguments'}: {error_message(error)}")
+        if "pk" in arguments and "pk" not in refused:
+            problem = malformed_pk(self.model_mcp.model, arguments["pk"])
+            if problem is not None:
+                lines.append(f"pk: {problem}")
         said: set[str] = set()
         if self.action in ("create", "update"):
             rest = {k: v for k, v in arguments.items() if k not in refused and k != "pk"}
@@ -675,6 +684,15 @@ def db_value(field: Any, value: Any) -> Any:
     if isinstance(python, int) and not isinstance(python, bool) and not -(2**63) <= python < 2**63:
         raise DjangoValidationError("Ensure this value fits a 64-bit integer.")
     return python
+
+
+def malformed_pk(model: type[models.Model], value: Any) -> str | None:
+    """What makes ``value`` no primary key of ``model`` ("“x” is not a valid UUID."), or None."""
+    try:
+        db_value(model._meta.pk, value)
+    except DjangoValidationError as exc:
+        return " ".join(exc.messages)
+    return None
 
 
 def changed_fields(obj: Any, data: dict[str, Any]) -> list[str]:

@@ -486,6 +486,22 @@ def pk_json_type(model: type[models.Model]) -> str:
     return "integer" if isinstance(pk, models.IntegerField) else "string"
 
 
+def pk_schema(model: type[models.Model]) -> dict[str, Any]:
+    """The JSON Schema of a primary key of ``model`` as a client sends it: the type, format and
+    bounds the serializer field of the key says (``{"type": "string", "format": "uuid"}`` for a
+    UUIDField, ``maxLength`` for a CharField, ``integer`` for an AutoField). A one-to-one
+    primary key is its target's."""
+    pk: Any = model._meta.pk
+    while pk.is_relation:
+        pk = pk.target_field
+    field_class, kwargs = serializers.ModelSerializer().build_standard_field(pk.name, pk)
+    # An AutoField is read-only in a serializer, and a key is never null: only its shape counts.
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("read_only", "required", "allow_null", "default")}
+    schema = FieldSchemas().field_schema(field_class(**kwargs))
+    schema = {key: value for key, value in schema.items() if key not in _ANNOTATIONS}
+    return schema if "type" in schema or "anyOf" in schema else {"type": pk_json_type(model)}
+
+
 def argument_error(error: ValidationError) -> str:
     """One line of an "Invalid arguments" answer: where, and what is wrong."""
     return f"{'.'.join(map(str, error.path)) or 'arguments'}: {error_message(error)}"

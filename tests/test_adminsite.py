@@ -423,3 +423,62 @@ def test_an_admin_site_overriding_has_permission_decides_who_sees_the_bridge_ent
     assert [gate(e, _request(staff)) for e in entries] == [Access.HIDDEN] * 3
     assert model_mcp.get_object(_request(volunteer), note.pk) == note
     assert model_mcp.complete_pk(_request(staff), "") == []
+
+
+# --- primary keys: their schema, and malformed ones ---------------------------------------------
+
+
+class TicketAdmin(admin.ModelAdmin):
+    actions = ["close"]
+
+    @admin.action(description="Close", permissions=["change"])
+    def close(self, request: Any, queryset: Any) -> None:
+        queryset.update(done=True)
+
+
+def _ticket_site() -> MCPSite:
+    from tests.testapp.models import Ticket
+
+    admin_site = admin.AdminSite(name="ticket-admin")
+    admin_site.register(Ticket, TicketAdmin)
+    mcp_site = MCPSite(name="ticket-mcp")
+    mcp_site.register_admin(admin_site)
+    return mcp_site
+
+
+def test_admin_action_and_model_tools_give_a_uuid_key_its_type_and_format() -> None:
+    mcp_site = _ticket_site()
+    action, get = mcp_site.get_tool("testapp_ticket_close"), mcp_site.get_tool("testapp_ticket_get")
+    assert action.input_schema["properties"]["pks"]["items"] == {"type": "string", "format": "uuid"}
+    assert get.input_schema["properties"]["pk"] == {"type": "string", "format": "uuid", "description": "Primary key of the ticket."}
+    _, note_site = _sites()
+    assert note_site.get_tool("testapp_note_make_high").input_schema["properties"]["pks"]["items"] == {"type": "integer"}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_malformed_key_is_an_invalid_argument_of_the_action_and_of_the_model_tools() -> None:
+    from asgiref.sync import sync_to_async
+    from django.test import override_settings
+
+    from tests.conftest import BASE_SETTINGS
+    from tests.testapp.models import Ticket
+
+    user = await sync_to_async(_user)("desk", "view_ticket", "change_ticket")
+    ticket = await Ticket.objects.acreate(title="printer")
+    client = _client(_ticket_site())
+    await client.force_login(user)
+    with override_settings(MCP_DJANGO={**BASE_SETTINGS, "AUTHENTICATION": "django"}):
+        await client.initialize()
+        action = await client.request("tools/call", {"name": "testapp_ticket_close", "arguments": {"pks": [str(ticket.pk), "not-a-uuid"]}})
+        get = await client.request("tools/call", {"name": "testapp_ticket_get", "arguments": {"pk": "not-a-uuid"}})
+        await ticket.arefresh_from_db()
+        assert not ticket.done  # the refused call ran on no row, not even the good key's
+        closed = await client.call_tool("testapp_ticket_close", {"pks": [str(ticket.pk)]})
+    # A tool error naming the bad key, like any argument the schema refuses; not -32603.
+    assert "error" not in action and action["result"]["isError"] is True
+    assert action["result"]["content"][0]["text"] == "Invalid arguments:\npks.1: “not-a-uuid” is not a valid UUID."
+    assert "error" not in get and get["result"]["isError"] is True
+    assert get["result"]["content"][0]["text"] == "Invalid arguments:\npk: “not-a-uuid” is not a valid UUID."
+    assert closed["structuredContent"]["affected"] == 1
+    await ticket.arefresh_from_db()
+    assert ticket.done

@@ -513,11 +513,13 @@ async def test_an_offset_cursor_pages_and_a_forged_one_is_refused() -> None:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("fresh_channel_layer", "django_authentication")
-async def test_get_with_an_out_of_range_pk_is_not_found() -> None:
+async def test_get_with_an_out_of_range_pk_is_an_invalid_argument() -> None:
+    # No row can have it, like "not-a-uuid" for a UUID key: the caller is told what is wrong.
     user = await sync_to_async(make_user)("ada", "view_specimen")
     client = await _client(user, specimen_site())
     result = await client.call("tools/call", {"name": "testapp_specimen_get", "arguments": {"pk": 1e30}})
-    assert result["isError"] and "No specimen" in result["content"][0]["text"]
+    assert result["isError"]
+    assert result["content"][0]["text"] == "Invalid arguments:\npk: Ensure this value is less than or equal to 9223372036854775807."
 
 
 @pytest.mark.django_db(transaction=True)
@@ -543,3 +545,12 @@ def test_primary_keys_travel_as_their_json_type() -> None:
 
     assert pk_json_type(Note) == "integer"
     assert pk_json_type(Tag) == "string"  # a slug primary key
+
+
+def test_a_primary_key_schema_says_the_type_format_and_bounds_of_the_key() -> None:
+    from mcp_django.schemas import pk_schema
+    from tests.testapp.models import Note, Ticket
+
+    assert pk_schema(Note) == {"type": "integer"}  # a BigAutoField
+    assert pk_schema(Ticket) == {"type": "string", "format": "uuid"}
+    assert pk_schema(Tag) == {"type": "string", "maxLength": 50, "pattern": "^[-a-zA-Z0-9_]+$"}

@@ -1,3 +1,4 @@
+import uuid
 from decimal import Decimal
 
 from django.conf import settings
@@ -25,6 +26,20 @@ class Tag(models.Model):
     """A target for the specimen's many-to-many field, with a string primary key."""
 
     slug = models.SlugField(primary_key=True)
+
+
+class Ticket(models.Model):
+    """A row keyed by a UUID, as many projects key what they show in their admin."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    title = models.CharField(max_length=100)
+    done = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["title"]
+
+    def __str__(self) -> str:
+        return self.title
 
 
 class Specimen(models.Model):
