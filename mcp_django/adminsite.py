@@ -301,7 +301,10 @@ class AdminBridge:
         self.write_scopes = write_scopes
         self.seen: set[type[models.Model]] = set()  # admin models already considered (once each)
         self.applied_size = -1  # len(admin_site._registry) when last applied
-        self.conflicts: list[str] = []  # action tool names already taken on the MCP site
+        # Action tool names already taken on the MCP site, each with the hint check() gives.
+        self.conflicts: list[tuple[str, str]] = []
+        # Without models=: labels that another register_admin() of the same admin site names.
+        self.claimed: set[str] = set()
         self._registry: dict[Any, Any] | None = None  # admin_site._registry, once it is first read
 
     def is_stale(self) -> bool:
@@ -316,9 +319,33 @@ class AdminBridge:
         if is_never_exposed(model):
             return False
         if self.labels is None:
-            return not is_excluded_by_default(model)
+            return not is_excluded_by_default(model) and model._meta.label_lower not in self.claimed
         return model._meta.label_lower in self.labels
 
+    def exposed_labels(self) -> set[str]:
+        """Labels of the models this call has exposed so far."""
+        return {m._meta.label_lower for m in self.seen if self.wants(m)}
+
+    def shared_with(self, later: AdminBridge) -> str | None:
+        """What ``later``, another register_admin() of the same admin site, would expose a
+        second time (for a message), or None. Like ``AdminSite.register`` refusing a model
+        registered twice: each model of an admin site is bridged by one call, with its options;
+        a call without ``models=`` takes the models the others name no more than once."""
+        if self.labels is None and later.labels is None:
+            return "every model (neither call names models=)"
+        if later.labels is None:
+            return None
+        # A call without models= that already ran has exposed what it found; the rest is free.
+        shared = later.labels & (self.exposed_labels() if self.labels is None else self.labels)
+        return ", ".join(sorted(shared)) or None
+
+    def make_room(self, later: AdminBridge) -> None:
+        """Keep the models ``later`` names out of this call without ``models=``, or the models
+        this call names out of ``later`` (once ``shared_with`` found nothing shared)."""
+        if self.labels is None and later.labels is not None:
+            self.claimed |= later.labels
+        elif later.labels is None and self.labels is not None:
+            later.claimed |= self.labels
 
 def model_labels(models_option: Any) -> frozenset[str] | None:
     """``models=`` of register_admin (model classes or "app_label.Model" labels), as lower-case

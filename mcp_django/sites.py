@@ -172,6 +172,12 @@ class MCPSite:
         mcp_django's own models are never exposed. The admin site is read lazily, on first use
         of this site once apps are ready, so the order of apps and registrations does not matter;
         a model registered here explicitly keeps its ModelMCP, and its admin actions are added.
+
+        Only users the admin site lets in (``admin_site.has_permission(request)``: active staff
+        by default) see and use what this exposes; the ModelAdmin permissions then apply. Each
+        model of an admin site is bridged by one call: another call with the same admin site
+        that would expose a model again raises ``AlreadyRegistered``; calls naming different
+        ``models=`` may share it out, and one without ``models=`` takes the models they do not name.
         """
         from .adminsite import AdminBridge, model_labels
 
@@ -179,6 +185,20 @@ class MCPSite:
             admin_site, model_labels(models), tuple(tools), actions, include_delete_selected, tuple(read_scopes), tuple(write_scopes)
         )
         with self._bridge_lock:
+            # Earlier calls with the same admin site (not rolled back with a failed mcp.py).
+            earlier = [
+                b for i, b in enumerate(self._bridges) if self._entries.get(("admin", i)) is b and b.admin_site is admin_site
+            ]
+            for other in earlier:
+                shared = other.shared_with(bridge)
+                if shared is not None:
+                    raise AlreadyRegistered(
+                        f"The admin site {admin_site.name!r} is already registered on {self!r} for {shared}: "
+                        "register_admin() was called twice with it. Call it once per model of the admin site "
+                        "(models= gives each call its own)."
+                    )
+            for other in earlier:
+                other.make_room(bridge)
             self._entries[("admin", len(self._bridges))] = bridge
             self._bridges.append(bridge)
         if apps.ready:
@@ -188,7 +208,7 @@ class MCPSite:
         """Expose what the bridged admin sites registered since last time (cheap when nothing did)."""
         if not any(b.is_stale() for b in self._bridges):
             return
-        from .adminsite import AdminModelMCP, admin_actions
+        from .adminsite import AdminActionTool, AdminModelMCP, admin_actions
 
         with self._bridge_lock:
             changed = announce = False
@@ -215,8 +235,17 @@ class MCPSite:
                         exposed, skipped = admin_actions(model_admin, bridge.include_delete_selected, bridge.write_scopes)
                         for tool in exposed:
                             # Raising here would break every lookup: reported by check() (E120).
-                            if ("tool", tool.name) in self._entries:
-                                bridge.conflicts.append(tool.name)
+                            holder = self._entries.get(("tool", tool.name))
+                            if isinstance(holder, AdminActionTool):
+                                # Two admin sites bridged here register the same model and action.
+                                hint = (
+                                    f"The model is also registered on the admin site {holder.model_admin.admin_site.name!r}, "
+                                    "bridged too: leave it out of one register_admin() call with models=, or pass actions=False to one."
+                                )
+                                bridge.conflicts.append((tool.name, hint))
+                            elif holder is not None:
+                                hint = "Rename the admin action or the tool, or pass actions=False to register_admin()."
+                                bridge.conflicts.append((tool.name, hint))
                             else:
                                 self._entries[("tool", tool.name)] = tool
                         self._unexposable_actions += [(model_admin, name) for name in skipped]
@@ -579,11 +608,11 @@ class MCPSite:
         from django.core.checks import Warning as CheckWarning
 
         for bridge in self._bridges:
-            for name in bridge.conflicts:
+            for name, hint in bridge.conflicts:
                 errors.append(
                     Error(
                         f"The admin action tool {name!r} from {bridge.admin_site!r} is already registered on {self!r}.",
-                        hint="Rename the admin action or the tool, or pass actions=False to register_admin().",
+                        hint=hint,
                         id="mcp_django.E120",
                     )
                 )

@@ -482,3 +482,60 @@ async def test_a_malformed_key_is_an_invalid_argument_of_the_action_and_of_the_m
     assert closed["structuredContent"]["affected"] == 1
     await ticket.arefresh_from_db()
     assert ticket.done
+
+
+# --- one bridge per model of an admin site ------------------------------------------------------
+
+
+def test_register_admin_twice_with_the_same_admin_site_raises_already_registered_naming_it() -> None:
+    from mcp_django.exceptions import AlreadyRegistered
+
+    admin_site, mcp_site = _sites()
+    with pytest.raises(AlreadyRegistered, match=r"The admin site 'test-admin' is already registered on MCPSite\(name='admin-mcp'\)"):
+        mcp_site.register_admin(admin_site)
+    with pytest.raises(AlreadyRegistered, match="register_admin\\(\\) was called twice"):
+        mcp_site.register_admin(admin_site, actions=False)
+    assert "mcp_django.E120" not in {e.id for e in mcp_site.check()}
+    assert mcp_site.get_tool("testapp_note_make_high") is not None  # the first call stands
+
+
+def test_register_admin_naming_a_model_an_earlier_call_names_raises_already_registered() -> None:
+    from mcp_django.exceptions import AlreadyRegistered
+
+    admin_site, mcp_site = _sites(models=[Note])
+    with pytest.raises(AlreadyRegistered, match=r"'test-admin' is already registered .* for testapp\.note:"):
+        mcp_site.register_admin(admin_site, models=["testapp.Note"], tools=("search", "get", "update"))
+
+
+def test_register_admin_calls_of_one_admin_site_may_share_its_models_out() -> None:
+    # One admin site, each model bridged once with its own options: Ticket writable, the rest not.
+    from tests.testapp.models import Ticket
+
+    admin_site = admin.AdminSite(name="shared-admin")
+    mcp_site = MCPSite(name="shared-mcp")
+    mcp_site.register_admin(admin_site)  # the rest, whatever the admin site registers later
+    mcp_site.register_admin(admin_site, models=[Ticket], tools=("search", "get", "update"))
+    admin_site.register(Note, NoteAdmin)
+    admin_site.register(Ticket, TicketAdmin)
+    names = {t.name for t in mcp_site.get_tools()}
+    assert {"testapp_ticket_update", "testapp_ticket_close", "testapp_note_get", "testapp_note_make_high"} <= names
+    assert "testapp_note_update" not in names
+    assert [e.id for e in mcp_site.check() if e.id == "mcp_django.E120"] == []
+
+
+def test_a_call_without_models_that_already_exposed_a_model_keeps_it() -> None:
+    from mcp_django.exceptions import AlreadyRegistered
+
+    admin_site, mcp_site = _sites()
+    with pytest.raises(AlreadyRegistered, match=r"for testapp\.note: register_admin\(\) was called twice"):
+        mcp_site.register_admin(admin_site, models=[Note], tools=("search", "get", "update"))
+
+
+def test_the_same_model_and_action_on_two_bridged_admin_sites_is_e120_naming_the_other_admin_site() -> None:
+    first, mcp_site = _sites()
+    second = admin.AdminSite(name="second-admin")
+    second.register(Note, NoteAdmin)
+    mcp_site.register_admin(second)
+    errors = [e for e in mcp_site.check() if e.id == "mcp_django.E120"]
+    assert len(errors) == 1 and "testapp_note_make_high" in errors[0].msg
+    assert "'test-admin'" in errors[0].hint and "models=" in errors[0].hint and "Rename" not in errors[0].hint
