@@ -532,7 +532,7 @@ def test_a_call_without_models_that_already_exposed_a_model_keeps_it() -> None:
 
 
 def test_the_same_model_and_action_on_two_bridged_admin_sites_is_e120_naming_the_other_admin_site() -> None:
-    first, mcp_site = _sites()
+    _, mcp_site = _sites()
     second = admin.AdminSite(name="second-admin")
     second.register(Note, NoteAdmin)
     mcp_site.register_admin(second)
