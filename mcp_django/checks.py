@@ -503,3 +503,22 @@ def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
             )
         ]
     return []
+
+
+def check_migrations(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """``check --deploy``: mcp_django's migrations not applied on the database that holds
+    sessions. Django warns of unapplied migrations only when runserver starts; a server started
+    otherwise answers its first MCP request with a missing table."""
+    from django.core.exceptions import ImproperlyConfigured
+    from django.db import DatabaseError
+
+    from .tables import MIGRATE_HINT, missing_tables_message, sessions_database, unapplied_migrations
+
+    using = sessions_database()
+    try:
+        pending = unapplied_migrations(using)
+    except (DatabaseError, ImproperlyConfigured):
+        return []  # no database here (a build step, CI without one): nothing to tell
+    if not pending:
+        return []
+    return [Warning(missing_tables_message(pending, using), hint=MIGRATE_HINT, id="mcp_django.W183")]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.db import connections
 from django.test import override_settings
 
 from tests import fuzzing
@@ -90,3 +93,40 @@ def make_user(username: str, *codenames: str, app_label: str = "testapp", **fiel
         permissions = permissions.filter(codename__in=codenames)
     user.user_permissions.add(*permissions)
     return User.objects.get(pk=user.pk)  # a fresh instance: no stale permission cache
+
+
+@contextmanager
+def database_alias(alias: str, config: dict[str, Any]) -> Iterator[str]:
+    """Add the database ``alias`` to the running project until the block ends."""
+    configured = connections.configure_settings({"default": dict(connections.settings["default"]), alias: config})
+    connections.settings[alias] = configured[alias]
+    try:
+        yield alias
+    finally:
+        connections[alias].close()
+        del connections.settings[alias]
+
+
+@pytest.fixture
+def unmigrated_database(tmp_path: Path, django_db_blocker: Any) -> Iterator[str]:
+    """A database alias on a new SQLite file, where ``migrate`` never ran (no table at all).
+
+    For tests without the ``django_db`` mark: a Django test case refuses aliases it did not
+    declare, and declared ones get migrated test databases, which is what this is not."""
+    # A new alias each time: a thread that served an earlier test keeps its connection per
+    # alias (asgiref's thread-sensitive executor outlives tests), open on that test's file.
+    alias = f"unmigrated_{tmp_path.name}"
+    with django_db_blocker.unblock(), database_alias(alias, {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "unmigrated.sqlite3")}):
+        yield alias
+
+
+class SessionsOn:
+    """A database router that puts mcp_django's models on one alias."""
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    def db_for_read(self, model: Any, **hints: Any) -> str | None:
+        return self.alias if model._meta.app_label == "mcp_django" else None
+
+    db_for_write = db_for_read

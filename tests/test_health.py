@@ -11,18 +11,17 @@ from typing import Any
 
 import pytest
 from channels.layers import get_channel_layer
-from django.db import connections
 from django.test import override_settings
 from django.urls import reverse
 
 from mcp_django.testing import MCPTestClient, Response
-from tests.conftest import BASE_SETTINGS
+from tests.conftest import BASE_SETTINGS, SessionsOn, database_alias
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 IN_MEMORY = {"BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer"}
 CLOSED_PORT_REDIS = {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
-HEALTHY = {"status": "ok", "checks": {"database": "ok", "channel_layer": "ok"}}
+HEALTHY = {"status": "ok", "checks": {"database": "ok", "migrations": "ok", "channel_layer": "ok"}}
 
 
 @pytest.fixture(autouse=True)
@@ -45,30 +44,11 @@ async def layer_alias(alias: str, config: dict[str, Any]) -> AsyncIterator[Any]:
             await layer.close_pools()
 
 
-class SessionsOn:
-    """A database router that puts mcp_django's models on one alias."""
-
-    def __init__(self, alias: str) -> None:
-        self.alias = alias
-
-    def db_for_read(self, model: Any, **hints: Any) -> str | None:
-        return self.alias if model._meta.app_label == "mcp_django" else None
-
-    db_for_write = db_for_read
-
-
 @pytest.fixture
 def unreachable_database(tmp_path: Path) -> Iterator[str]:
     """A database alias whose SQLite file lies in a directory that does not exist."""
-    alias = "unreachable"
-    configured = connections.configure_settings(
-        {"default": dict(connections.settings["default"]), alias: {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "gone" / "db.sqlite3")}}
-    )
-    connections.settings[alias] = configured[alias]
-    try:
+    with database_alias("unreachable", {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "gone" / "db.sqlite3")}) as alias:
         yield alias
-    finally:
-        del connections.settings[alias]
 
 
 async def test_health_is_200_when_the_database_and_the_layer_answer():
@@ -108,7 +88,7 @@ async def test_health_is_503_when_the_database_cannot_be_reached(unreachable_dat
     with override_settings(DATABASE_ROUTERS=[SessionsOn(unreachable_database)]):
         response = await get_health()
     assert response.status == 503
-    assert response.json() == {"status": "unavailable", "checks": {"database": "error", "channel_layer": "ok"}}
+    assert response.json() == {"status": "unavailable", "checks": {"database": "error", "migrations": "error", "channel_layer": "ok"}}
     assert response.headers["cache-control"] == "no-store"
     assert b"gone" not in response.body and b"sqlite" not in response.body.lower()  # no detail leaks
 
@@ -117,7 +97,7 @@ async def test_health_is_503_when_the_channel_layer_cannot_be_reached():
     async with layer_alias("broken", CLOSED_PORT_REDIS):
         response = await get_health()
     assert response.status == 503
-    assert response.json() == {"status": "unavailable", "checks": {"database": "ok", "channel_layer": "error"}}
+    assert response.json() == {"status": "unavailable", "checks": {"database": "ok", "migrations": "ok", "channel_layer": "error"}}
     assert b"6379" not in response.body and b"127.0.0.1" not in response.body
 
 

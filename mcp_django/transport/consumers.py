@@ -12,20 +12,24 @@ with ``Last-Event-ID``, on this process or another.
 from __future__ import annotations
 
 import functools
+import logging
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from channels.utils import await_many_dispatch
+from django.db import DatabaseError
 
 from ..auth.base import AuthenticationFailed
 from ..conf import mcp_settings
 from ..engine import Engine, Principal, Received
 from ..protocol import modern
-from ..protocol.errors import QUOTA_EXCEEDED, InvalidRequestError, MCPError, TransportError
+from ..protocol.errors import INTERNAL_ERROR, QUOTA_EXCEEDED, InvalidRequestError, MCPError, TransportError
 from ..protocol.jsonrpc import Decoded, Notification, Request, decode, encode, error_message, result_message
 from ..protocol.limits import body_too_large
 from ..protocol.sse import parse_event_id
+from ..tables import missing_tables_message, names_missing_table, sessions_database, unapplied_migrations
 from . import headers as checks
 from .authentication import authenticate, build_request
 from .layers import GET_STREAM, get_layer, group_add_many, group_discard_many, new_stream_token, stream_belongs_to
@@ -37,6 +41,9 @@ if TYPE_CHECKING:
     from ..models import Session
     from ..quotas import LeasedSlot
     from ..sites import MCPSite
+
+
+logger = logging.getLogger(__name__)
 
 
 class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no type information
@@ -121,6 +128,11 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         except MCPError as exc:
             # Refused before any request could be answered (a cap on sessions or streams).
             await self.send_answer(exc.http_status or 400, error_message(None, exc))
+        except DatabaseError as exc:
+            unmigrated = None if self.streaming else await unmigrated_error(exc)
+            if unmigrated is None:
+                raise
+            await self.send_transport_error(unmigrated)
         if not self.streaming:
             raise StopConsumer()
 
@@ -403,6 +415,23 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
     def stream(self) -> SSEStream:
         assert self.sse is not None, "channel-layer messages reach only a consumer with a stream"
         return self.sse
+
+
+async def unmigrated_error(exc: DatabaseError) -> TransportError | None:
+    """The 503 for a request that failed on one of mcp_django's tables because ``migrate`` was
+    not run, or None when the tables are there (another failure, for the server's 500). The
+    migrations are read only here, after such a failure, never on the way of a request."""
+    if not names_missing_table(exc):
+        return None
+    using = sessions_database()
+    try:
+        pending = await sync_to_async(unapplied_migrations)(using)
+    except DatabaseError:
+        return None
+    if not pending:
+        return None
+    logger.error("An MCP request failed on a missing table: %s", missing_tables_message(pending, using))
+    return TransportError(503, missing_tables_message(pending, using), code=INTERNAL_ERROR)
 
 
 def http_answer(answer: dict[str, Any], status: int) -> tuple[int, dict[str, str]]:

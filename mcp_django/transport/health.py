@@ -1,8 +1,9 @@
 """A readiness view for load balancers: ``GET <endpoint>/health/``.
 
-It answers 200 when this process can reach what MCP needs, the database that holds sessions and
-the channel layer that carries events between processes, and 503 otherwise, with a JSON body
-that says which check failed and nothing more (the causes go to the log). It is a plain Django
+It answers 200 when this process can reach what MCP needs, the database that holds sessions (with
+mcp_django's migrations applied) and the channel layer that carries events between processes, and
+503 otherwise, with a JSON body that says which check failed and nothing more (the causes go to
+the log), except for unapplied migrations: their names and the command to run. It is a plain Django
 view, off the MCP path: no authentication, no Origin check, never cached.
 """
 
@@ -20,12 +21,14 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from ..models import Session
+from ..tables import MIGRATE_HINT, unapplied_migrations
 from .layers import get_layer
 
 logger = logging.getLogger(__name__)
 
 OK = "ok"
 ERROR = "error"
+UNAPPLIED = "unapplied"
 
 
 def _ping_database() -> None:
@@ -50,9 +53,18 @@ async def _round_trip(layer: Any) -> None:
         raise RuntimeError(f"the channel layer answered {message.get('type')!r}")
 
 
+def _unapplied_migrations() -> list[str]:
+    connection = connections[router.db_for_write(Session)]
+    try:
+        return unapplied_migrations(connection.alias)
+    finally:
+        connection.close_if_unusable_or_obsolete()
+
+
 class HealthView(View):
-    """``{"status": "ok"|"unavailable", "checks": {"database": ..., "channel_layer": ...}}``,
-    200 or 503 (``Cache-Control: no-store``)."""
+    """``{"status": "ok"|"unavailable", "checks": {"database": ..., "migrations": ..., "channel_layer": ...}}``,
+    200 or 503 (``Cache-Control: no-store``); with unapplied migrations, also
+    ``"unapplied_migrations": [...]`` and a ``"hint"`` to run ``migrate``."""
 
     http_method_names = ["get", "head"]
     #: Seconds each check may take before it counts as failed.
@@ -60,9 +72,17 @@ class HealthView(View):
 
     async def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
         database, channel_layer = await asyncio.gather(self.check_database(), self.check_channel_layer())
-        checks = {"database": database, "channel_layer": channel_layer}
+        pending: list[str] = []
+        migrations = ERROR
+        if database == OK:
+            migrations, pending = await self.check_migrations()
+        checks = {"database": database, "migrations": migrations, "channel_layer": channel_layer}
         healthy = all(result == OK for result in checks.values())
-        response = JsonResponse({"status": "ok" if healthy else "unavailable", "checks": checks}, status=200 if healthy else 503)
+        body: dict[str, Any] = {"status": "ok" if healthy else "unavailable", "checks": checks}
+        if pending:
+            # A deployment step left out, not a secret: say which, and what to run.
+            body.update(unapplied_migrations=pending, hint=MIGRATE_HINT)
+        response = JsonResponse(body, status=200 if healthy else 503)
         response["Cache-Control"] = "no-store"
         return response
 
@@ -70,6 +90,18 @@ class HealthView(View):
         # Not thread_sensitive: a database that hangs holds a pool thread, not the request's
         # (whose executor Django waits for when the request ends).
         return await self._check("database", sync_to_async(_ping_database, thread_sensitive=False)())
+
+    async def check_migrations(self) -> tuple[str, list[str]]:
+        """``(OK, [])``, ``(UNAPPLIED, names)``, or ``(ERROR, [])`` when they cannot be read."""
+        try:
+            pending = await asyncio.wait_for(sync_to_async(_unapplied_migrations, thread_sensitive=False)(), self.timeout)
+        except Exception:  # a health check's top level, as in _check
+            logger.warning("Health check: the migrations of mcp_django cannot be read", exc_info=True)
+            return ERROR, []
+        if pending:
+            logger.warning("Health check: unapplied migrations %s", ", ".join(pending))
+            return UNAPPLIED, pending
+        return OK, []
 
     async def check_channel_layer(self) -> str:
         return await self._check("channel layer", _round_trip(get_layer()))

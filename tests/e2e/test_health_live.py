@@ -1,6 +1,8 @@
-"""The readiness view and tracing on the real example site: ``/mcp/health/`` answers 200, and
-with ``OTEL_TRACES_EXPORTER=console`` a tools/call from the official client prints its span,
-parented on the client's trace context, to the server's log."""
+"""The readiness view and tracing on the real example site: ``/mcp/health/`` answers 200 (503
+naming the migrations on a database where ``migrate`` never ran, where the official client's
+``initialize`` gets a JSON-RPC error saying to run it), and with ``OTEL_TRACES_EXPORTER=console``
+a tools/call from the official client prints its span, parented on the client's trace context,
+to the server's log."""
 
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
-from .conftest import ExampleServer, run_server
+from .conftest import ExampleServer, run_server, server_env
 
 pytestmark = pytest.mark.e2e
 
@@ -25,8 +27,43 @@ SPAN_TIMEOUT = 10.0
 def test_health_answers_200_on_the_example_site(example_server: ExampleServer) -> None:
     response = httpx.get(f"{example_server.base_url}/mcp/health/", timeout=10)
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "checks": {"database": "ok", "channel_layer": "ok"}}
+    assert response.json() == {"status": "ok", "checks": {"database": "ok", "migrations": "ok", "channel_layer": "ok"}}
     assert response.headers["cache-control"] == "no-store"
+
+
+@pytest.fixture(scope="module")
+def unmigrated_server(asgi_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleServer]:
+    """The example site on a new SQLite file, started without ``manage.py migrate``."""
+    workdir = tmp_path_factory.mktemp(f"e2e-unmigrated-{asgi_server}")
+    env = server_env(workdir / "never-migrated.sqlite3", auth="none")
+    with run_server(env, workdir / f"{asgi_server}.log", server=asgi_server) as server:
+        yield server
+
+
+def test_health_is_503_and_names_the_migrations_when_migrate_never_ran(unmigrated_server: ExampleServer) -> None:
+    response = httpx.get(f"{unmigrated_server.base_url}/mcp/health/", timeout=10)
+    assert response.status_code == 503
+    body = response.json()
+    assert body["checks"] == {"database": "ok", "migrations": "unapplied", "channel_layer": "ok"}
+    assert body["unapplied_migrations"][0] == "mcp_django.0001_initial"
+    assert "manage.py migrate" in body["hint"]
+
+
+async def test_initialize_without_migrate_is_a_json_rpc_error_saying_to_run_migrate(unmigrated_server: ExampleServer) -> None:
+    response = httpx.post(
+        unmigrated_server.mcp_url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "1"}}},
+        headers={"Accept": "application/json, text/event-stream"},
+        timeout=10,
+    )
+    assert response.status_code == 503
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["error"]["code"] == -32603 and "manage.py migrate" in response.json()["error"]["message"]
+    # The SDK raises it from its task group, wrapped.
+    with pytest.RaisesGroup(pytest.RaisesExc(MCPError, match="manage.py migrate"), flatten_subgroups=True):
+        async with Client(unmigrated_server.mcp_url, read_timeout_seconds=10, mode="legacy"):
+            pass
 
 
 @pytest.fixture(scope="module")
