@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
 import re
+from contextlib import suppress
 from difflib import get_close_matches
 from typing import Any
 
-from django.conf import settings
+from django.conf import ENVIRONMENT_VARIABLE, settings
 from django.core.checks import CheckMessage, Error, Warning
 from django.utils.module_loading import import_string
 
@@ -31,7 +33,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     user = _user_settings()
     if not isinstance(user, dict):
         return [Error("MCP_DJANGO must be a dict.", hint="Set MCP_DJANGO = {...} in your settings.", id="mcp_django.E001")]
-    errors: list[CheckMessage] = []
+    errors: list[CheckMessage] = _check_setting_name()
     for key in user:
         if key not in DEFAULTS:
             close = get_close_matches(str(key), DEFAULTS, n=1)
@@ -124,6 +126,40 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     return errors
+
+
+def _check_setting_name() -> list[CheckMessage]:
+    """A settings dict meant for mcp_django under another name (``DJANGO_MCP``, ``MCPDJANGO``,
+    ``mcp_django``...) is never read: every setting silently keeps its default. Only while
+    ``MCP_DJANGO`` is unset, and only dicts: a near name (difflib) or a name with "MCP" in it whose
+    keys are mcp_django settings. The settings module is read too, for names Django skips
+    (it keeps upper-case names only)."""
+    from importlib import import_module
+
+    if hasattr(settings, "MCP_DJANGO"):
+        return []
+    values: dict[str, Any] = {name: getattr(settings, name, None) for name in dir(settings) if name.isupper()}
+    # None under override_settings (and settings.configure()): the environment still names it.
+    module_name = getattr(settings, "SETTINGS_MODULE", None) or os.environ.get(ENVIRONMENT_VARIABLE)
+    if module_name:
+        with suppress(ImportError):
+            values.update({k: v for k, v in vars(import_module(module_name)).items() if not k.startswith("_") and k not in values})
+    found = []
+    for name, value in values.items():
+        if name == "MCP_DJANGO" or not isinstance(value, dict):
+            continue
+        near = get_close_matches(name.upper(), ["MCP_DJANGO"], n=1, cutoff=0.6)
+        if near or ("MCP" in name.upper() and any(key in DEFAULTS for key in value)):
+            found.append(name)
+    return [
+        Warning(
+            f"The setting {name!r} looks like mcp_django's settings, which are read from MCP_DJANGO only: "
+            "every mcp_django setting keeps its default.",
+            hint=f"Rename {name} to MCP_DJANGO (upper-case: Django reads upper-case settings only).",
+            id="mcp_django.W181",
+        )
+        for name in sorted(found)
+    ]
 
 
 def _check_tracing(user: dict[str, Any]) -> list[CheckMessage]:
@@ -436,23 +472,24 @@ def _check_server() -> list[CheckMessage]:
     ]
 
 
-def _routed_site_names() -> set[str]:
-    """Names of the MCP sites whose endpoint some URL of ROOT_URLCONF reaches."""
+def _endpoint_routes() -> list[tuple[Any, str]]:
+    """``(site, prefix)`` for each URL of ROOT_URLCONF that reaches an MCP site's endpoint;
+    ``prefix`` is the route of the includes above it, joined (``"mcp/"``)."""
     from django.urls import URLResolver, get_resolver
 
-    names: set[str] = set()
+    found: list[tuple[Any, str]] = []
 
-    def walk(patterns: Any) -> None:
+    def walk(patterns: Any, prefix: str) -> None:
         for pattern in patterns:
             if isinstance(pattern, URLResolver):
-                walk(pattern.url_patterns)
+                walk(pattern.url_patterns, prefix + str(pattern.pattern).removeprefix("^"))
             else:
                 site = getattr(pattern.callback, "mcp_site", None)
-                if site is not None:
-                    names.add(site.name)
+                if site is not None and getattr(pattern.callback, "mcp_transport", None) == "streamable-http":
+                    found.append((site, prefix))
 
-    walk(get_resolver().url_patterns)
-    return names
+    walk(get_resolver().url_patterns, "")
+    return found
 
 
 def check_urls(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
@@ -461,9 +498,10 @@ def check_urls(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     from .sites import site as default_site
 
     try:
-        routed = _routed_site_names()
+        routes = _endpoint_routes()
     except Exception:
         return []
+    routed = {site.name for site, _ in routes}
     hint = 'In your ROOT_URLCONF: urlpatterns += [path("mcp/", include("mcp_django.urls"))].'
     messages: list[CheckMessage] = []
     if default_site.name not in routed:
@@ -473,11 +511,82 @@ def check_urls(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             messages.append(
                 Warning(
                     f"No URL routes to the endpoint of the MCP site {other.name!r}.",
-                    hint='Include its URLs in your ROOT_URLCONF: path("<prefix>/", include(<that site>.urls)).',
+                    hint='Route it in your ROOT_URLCONF, as admin.site.urls: path("<prefix>/", <that site>.urls).',
                     obj=other,
                     id="mcp_django.W170",
                 )
             )
+    messages += _check_prefixes(routes)
+    messages += _check_empty_sites(routes)
+    return messages
+
+
+#: Module names (besides ``mcp``) where registrations are put by mistake, in an app or its ``mcp/``.
+LOOKALIKE_MODULES = ("mcp_tools", "mcp_server", "mcp_site", "mcp_registry", "mcps", "tools")
+# What registrations look like in source: ``@site.tool``, ``site.register(...)``, ``register_admin(...)``.
+REGISTRATION_RE = re.compile(r"\.(tool|resource|prompt|register|register_admin)\(|@(tool|resource|prompt|register)\b|mcp_django")
+
+
+def _unloaded_registrations() -> list[str]:
+    """``app/module.py`` paths that look like MCP registrations but that nothing imported."""
+    import sys
+    from pathlib import Path
+
+    from django.apps import apps
+
+    found: list[str] = []
+    for config in apps.get_app_configs():
+        if config.name == "mcp_django" or not config.path:
+            continue
+        root = Path(config.path)
+        candidates = [root / f"{name}.py" for name in LOOKALIKE_MODULES]
+        candidates += sorted((root / "mcp").glob("*.py")) if (root / "mcp").is_dir() else []
+        for path in candidates:
+            module = ".".join([config.name, *path.relative_to(root).with_suffix("").parts])
+            if module.endswith(".__init__") or module in sys.modules or not path.is_file():
+                continue
+            try:
+                source = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if REGISTRATION_RE.search(source):
+                found.append(f"{config.label}/{path.relative_to(root).as_posix()}")
+    return found
+
+
+def _check_empty_sites(routes: list[tuple[Any, str]]) -> list[CheckMessage]:
+    """A routed site with nothing registered: most often the registrations sit in a module that
+    autodiscovery never imports (``tools.py``, ``mcp_tools.py``), so the server is empty."""
+    messages: list[CheckMessage] = []
+    for site in {site for site, _ in routes}:
+        if site.get_tools() or site.get_resources() or site.get_resource_templates() or site.get_prompts() or site.get_model_mcps():
+            continue
+        unloaded = _unloaded_registrations()
+        hint = ("Autodiscovery imports the module mcp of each installed app (<app>/mcp.py or <app>/mcp/__init__.py), and "
+                "only with the default AppConfig (not SimpleMcpDjangoConfig); register there, or import your module from it.")
+        if unloaded:
+            hint += f" Not imported, and they look like registrations: {', '.join(unloaded)}."
+        messages.append(Warning(f"The MCP site {site.name!r} has no tools, resources or prompts: clients see an empty server.",
+                                hint=hint, obj=site, id="mcp_django.W182"))
+    return messages
+
+
+def _check_prefixes(routes: list[tuple[Any, str]]) -> list[CheckMessage]:
+    """``path("mcp", include(...))``: Django joins the prefix and each route as they are, so the
+    endpoint answers at /mcp but its other URLs become /mcpsse/, /mcphealth/, /mcpelicitations/.
+    Reported rather than mended: the site cannot tell its prefix from inside the include, and a
+    route that began with "/" would double the slash under the usual "mcp/"."""
+    messages: list[CheckMessage] = []
+    for site, prefix in routes:
+        if prefix and not prefix.endswith("/"):
+            shown = prefix.removesuffix("$")
+            messages.append(Error(
+                f"The MCP site {site.name!r} is included at {shown!r}, without a trailing slash: its other URLs become "
+                f"/{shown}sse/, /{shown}health/ and /{shown}elicitations/..., which no client or probe looks for.",
+                hint=f'End the prefix with a slash: path("{shown}/", include(...)). Clients may still call /{shown} without it.',
+                obj=site,
+                id="mcp_django.E180",
+            ))
     return messages
 
 

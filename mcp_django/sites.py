@@ -581,7 +581,7 @@ class MCPSite:
 
     @property
     def urls(self) -> tuple[list[Any], str, str]:
-        """For ``include()``: ``path("mcp/", include(site.urls))`` (namespace ``mcp_django``, instance ``name``)."""
+        """For a URLconf, as ``admin.site.urls``: ``path("mcp/", site.urls)`` (namespace ``mcp_django``, instance ``name``)."""
         return self.get_urls(), "mcp_django", self.name
 
     # -- checks -------------------------------------------------------------------------
@@ -641,7 +641,16 @@ class DefaultMCPSite(LazyObject):  # type: ignore[type-arg]  # generic only in d
         from django.apps import apps
         from django.utils.module_loading import import_string
 
-        site_class = import_string(apps.get_app_config("mcp_django").default_site)  # type: ignore[attr-defined]  # MCPDjangoConfig's
+        try:
+            config = apps.get_app_config("mcp_django")
+        except LookupError:
+            # Reached by including mcp_django.urls (or using `site`) in a project that did not
+            # install the app: a LookupError from the app registry would not say what to do.
+            raise ImproperlyConfigured(
+                'mcp_django is not in INSTALLED_APPS: add "mcp_django" to INSTALLED_APPS before using its site or '
+                'including "mcp_django.urls".'
+            ) from None
+        site_class = import_string(config.default_site)  # type: ignore[attr-defined]  # MCPDjangoConfig's
         self._wrapped = site_class()
 
     def __repr__(self) -> str:

@@ -229,6 +229,69 @@ def test_w170_a_second_site_without_urls():
     assert [m.obj for m in messages if m.obj is other] == [other]
 
 
+def test_e180_an_include_without_its_trailing_slash():
+    with override_settings(ROOT_URLCONF="tests.urls_without_slash"):
+        messages = [m for m in check_urls() if m.id == "mcp_django.E180"]
+    assert [m.msg.split(" without")[0] for m in messages] == [
+        "The MCP site 'mcp' is included at 'mcp',", "The MCP site 'mcp' is included at 'api/v1/mcp',"
+    ]
+    assert "/mcpsse/" in messages[0].msg and 'path("mcp/", include(...))' in messages[0].hint
+
+
+def test_e180_is_quiet_with_the_trailing_slash():
+    assert "mcp_django.E180" not in ids(check_urls())
+
+
+def test_w182_a_routed_site_with_nothing_registered_names_the_module_autodiscovery_imports():
+    with override_settings(ROOT_URLCONF="tests.urls_empty_site"):
+        [warning] = [m for m in check_urls() if m.id == "mcp_django.W182"]
+    assert warning.obj.name == "empty"
+    assert "<app>/mcp.py" in warning.hint and "Not imported" not in warning.hint
+
+
+def test_w182_names_an_installed_module_that_looks_like_registrations():
+    from django.conf import settings
+
+    with override_settings(ROOT_URLCONF="tests.urls_empty_site", INSTALLED_APPS=[*settings.INSTALLED_APPS, "tests.wiringapp"]):
+        [warning] = [m for m in check_urls() if m.id == "mcp_django.W182"]
+    assert "Not imported, and they look like registrations: wiringapp/mcp_tools.py." in warning.hint
+
+
+def test_w182_is_quiet_when_the_site_has_registrations():
+    assert "mcp_django.W182" not in ids(check_urls())
+
+
+@pytest.mark.parametrize("name", ["DJANGO_MCP", "MCPDJANGO", "MCP_DJANGO_SETTINGS", "MCP_SETTINGS", "MCP"])
+def test_w181_a_settings_dict_under_another_name(name):
+    from django.conf import settings
+
+    with override_settings(DEBUG=True, **{name: {"AUTHENTICATION": "none"}}):
+        del settings.MCP_DJANGO
+        [warning] = [m for m in check_settings() if m.id == "mcp_django.W181"]
+    assert repr(name) in warning.msg and "MCP_DJANGO" in warning.hint
+
+
+def test_w181_reads_lower_case_names_that_django_skips(monkeypatch):
+    from django.conf import settings
+
+    import tests.settings
+
+    monkeypatch.setattr(tests.settings, "mcp_django", {"SERVER_NAME": "x"}, raising=False)
+    with override_settings(DEBUG=True):
+        del settings.MCP_DJANGO
+        [warning] = [m for m in check_settings() if m.id == "mcp_django.W181"]
+    assert "'mcp_django'" in warning.msg and "upper-case" in warning.hint
+
+
+def test_w181_is_quiet_while_mcp_django_is_set_or_for_unrelated_dicts():
+    from django.conf import settings
+
+    assert settings_errors() == []
+    with override_settings(DEBUG=True, MCP_SERVERS={"x": 1}):
+        del settings.MCP_DJANGO
+        assert "mcp_django.W181" not in ids(check_settings())
+
+
 def without_daphne() -> list[str]:
     from django.conf import settings
 

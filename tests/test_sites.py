@@ -620,3 +620,23 @@ def test_a_tool_returning_one_content_helper_answers_that_content_block(value, b
         return value
 
     assert fresh.get_tool("give").to_result(value) == {"content": [block]}
+
+
+def test_the_default_site_without_mcp_django_installed_says_to_add_it() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    # What a project that forgot "mcp_django" in INSTALLED_APPS does first: include its URLs.
+    script = (
+        "from django.conf import settings\n"
+        "settings.configure(INSTALLED_APPS=['django.contrib.contenttypes', 'django.contrib.auth'])\n"
+        "import django; django.setup()\n"
+        "import mcp_django.urls\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("django.core.exceptions.ImproperlyConfigured: mcp_django is not in INSTALLED_APPS")
+    assert 'add "mcp_django" to INSTALLED_APPS' in last_line
+    assert "LookupError" not in result.stderr

@@ -1126,3 +1126,16 @@ def test_other_paths_without_a_slash_still_redirect():
     from django.test import Client
 
     assert Client().get("/admin").status_code == 301
+
+
+async def test_the_endpoint_needs_no_channels_entry_in_installed_apps():
+    # Channels 4's AppConfig does nothing (no models, no ready()); daphne carries runserver.
+    # So no system check asks for "channels": a project may leave it out.
+    from django.conf import settings
+    from django.test import override_settings
+
+    with override_settings(INSTALLED_APPS=[app for app in settings.INSTALLED_APPS if app != "channels"]):
+        client = MCPTestClient()
+        await client.initialize()
+        listed = await client.request("tools/list")
+    assert listed["result"]["tools"]
