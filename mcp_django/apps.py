@@ -23,6 +23,7 @@ class SimpleMcpDjangoConfig(AppConfig):
         checks.register(mcp_checks.check_deployment, "mcp_django", deploy=True)
         # Reads the database: only under --deploy, where a missing database is silent.
         checks.register(mcp_checks.check_migrations, "mcp_django", deploy=True)
+        checks.register(mcp_checks.check_proxy, "mcp_django", deploy=True)
 
         from django.core.signals import request_started
 

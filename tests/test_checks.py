@@ -9,7 +9,7 @@ from django.core import checks
 from django.test import override_settings
 
 from mcp_django import site
-from mcp_django.checks import check_deployment, check_settings, check_sites, check_urls
+from mcp_django.checks import check_deployment, check_proxy, check_settings, check_sites, check_urls
 from mcp_django.sites import MCPSite
 
 # Django 6.1's ``check`` runs the model checks against every database (a JSONField asks SQLite
@@ -381,6 +381,31 @@ def test_w172_is_reported_by_manage_py_check():
 def test_w004_wildcard_allowed_origin_in_deployment():
     with override_settings(MCP_DJANGO={**BASE, "ALLOWED_ORIGINS": ["*"]}):
         assert ids(check_deployment()) == ["mcp_django.W004"]
+
+
+def test_w184_daphne_with_nothing_saying_a_proxy_is_in_front():
+    [warning] = check_proxy()
+    assert warning.id == "mcp_django.W184"
+    assert "temporary file" in warning.msg and "SECURE_PROXY_SSL_HEADER" in warning.hint
+
+
+@pytest.mark.parametrize("proxy_setting", [
+    {"SECURE_PROXY_SSL_HEADER": ("HTTP_X_FORWARDED_PROTO", "https")}, {"USE_X_FORWARDED_HOST": True}, {"USE_X_FORWARDED_PORT": True},
+])
+def test_w184_is_quiet_behind_a_proxy(proxy_setting):
+    with override_settings(**proxy_setting):
+        assert check_proxy() == []
+
+
+def test_w184_is_quiet_without_daphne():
+    with override_settings(INSTALLED_APPS=without_daphne()):
+        assert check_proxy() == []
+
+
+@needs_database_for_model_checks
+def test_w184_is_reported_by_check_deploy_only():
+    assert "mcp_django.W184" not in manage_py_check()
+    assert "mcp_django.W184" in manage_py_check("--deploy")
 
 
 @pytest.mark.parametrize("value", [42, None, "https://app.example"])

@@ -48,3 +48,10 @@ def test_the_banner_follows_the_authentication(tmp_path: Path, auth: str, presen
     assert out.returncode == 0, out.stderr
     assert "http://127.0.0.1:8123/mcp" in out.stdout
     assert present in out.stdout and absent not in out.stdout
+
+
+def test_the_banner_says_daphne_alone_is_for_local_use(tmp_path: Path) -> None:
+    out = _run(server_env(tmp_path / "example.sqlite3", auth="none"), "demo_banner")
+    assert out.returncode == 0, out.stderr
+    assert "for local use only" in out.stdout
+    assert "docs/howto/deploy.md" in out.stdout and "In front of the server" in out.stdout
