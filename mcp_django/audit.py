@@ -20,8 +20,11 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextvars
+import functools
 import logging
+import re
 import threading
+import unicodedata
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -64,8 +67,46 @@ Outcome = ToolCall.Outcome
 # -- redaction ---------------------------------------------------------------------------
 
 
+#: Words that make an argument's name secret wherever they stand in it ("db_password",
+#: "x-api-key", "sessionToken"). Names are split into words first (see :func:`name_words`), so
+#: "pin" hides "pin" and "pinCode" but not "spinning" or "pinned"; "tokens" is not here, as
+#: "max_tokens" is no secret (allow a name back with AUDIT_ALLOWED_ARGUMENTS).
+SECRET_WORDS: frozenset[str] = frozenset({
+    "password", "passwd", "pwd", "passphrase", "passcode", "secret", "token", "bearer", "credential", "credentials",
+    "creds", "pin", "otp", "totp", "cvv2", "auth", "authorization", "cookie", "ssn", "cvv", "cvc", "apikey", "jwt", "privkey",
+})
+#: Words written run together, or words that are secret only side by side.
+SECRET_PHRASES: frozenset[tuple[str, ...]] = frozenset({
+    ("api", "key"), ("private", "key"), ("session", "id"), ("session", "key"), ("sessionid",), ("accesskey",),
+    ("access", "key"), ("signing", "key"), ("card", "number"), ("security", "code"),
+})
+#: A single word ending so is secret too ("dbpassword", "accesstoken", "csrftoken").
+SECRET_ENDINGS = ("password", "passwd", "passphrase", "passcode", "secret", "apikey", "accesstoken", "authtoken",
+                  "refreshtoken", "idtoken", "sessiontoken", "csrftoken", "xsrftoken", "privatekey", "secretkey")
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEPARATORS = re.compile(r"[^0-9a-zA-Z]+")
+
+
+@functools.lru_cache(maxsize=4096)
+def name_words(name: str) -> tuple[str, ...]:
+    """The words of an argument name, lower case: camelCase, snake_case, kebab-case, dots and
+    spaces all split (``"xAPIKey"`` and ``"X-Api-Key"`` are both ``("x", "api", "key")``)."""
+    return tuple(w.lower() for part in _SEPARATORS.split(unicodedata.normalize("NFKC", name)) for w in _CAMEL.split(part) if w)
+
+
 def _normal(name: str) -> str:
-    return name.strip().lower().replace("-", "_")
+    # One spelling per name, whatever its case and separators ("*": every argument).
+    return "*" if name.strip() == "*" else "_".join(name_words(name))
+
+
+@functools.lru_cache(maxsize=4096)
+def has_secret_word(name: str) -> bool:
+    """Whether the argument name ``name`` holds a secret word or phrase (:data:`SECRET_WORDS`)."""
+    words = name_words(name)
+    if any(w in SECRET_WORDS or w.endswith(SECRET_ENDINGS) for w in words):
+        return True
+    return any(words[i:i + len(phrase)] == phrase for phrase in SECRET_PHRASES for i in range(len(words)))
 
 
 def _clean(text: str, limit: int | None = None) -> str:
@@ -139,33 +180,74 @@ def tool_sensitive_names(tool: Any) -> frozenset[str]:
 
 
 def sensitive_names(tool: Any = None) -> frozenset[str]:
-    """Every argument name whose value is not stored for a call of ``tool`` (``"*"``: none is)."""
+    """Every argument name whose value is not stored for a call of ``tool`` (``"*"``: none is),
+    besides the names holding a secret word (:func:`is_sensitive`)."""
     names = frozenset(_normal(n) for n in mcp_settings.audit_sensitive_arguments)
     return names | tool_sensitive_names(tool) if tool is not None else names
 
 
-def redact(value: Any, names: frozenset[str], depth: int = 0) -> Any:
-    """``value`` with the value of every key named in ``names`` replaced by :data:`REDACTED`, at
-    any depth; ``"*"`` in ``names`` redacts every value of the top-level object."""
+def is_sensitive(key: str, names: frozenset[str]) -> bool:
+    """Whether the value under ``key`` is hidden: its name is listed in ``names`` or holds a
+    secret word and is not allowed back by AUDIT_ALLOWED_ARGUMENTS."""
+    normal = _normal(key)
+    if normal in names:
+        return True
+    return has_secret_word(key) and normal not in {_normal(n) for n in mcp_settings.audit_allowed_arguments}
+
+
+def redact(value: Any, names: frozenset[str], depth: int = 0, hidden: list[str] | None = None) -> Any:
+    """``value`` with the value of every sensitive key (:func:`is_sensitive`) replaced by
+    :data:`REDACTED`, at any depth; ``"*"`` in ``names`` redacts every value of the top-level
+    object. The strings hidden are added to ``hidden``, to be kept out of error texts too."""
     if depth > MAX_DEPTH:
         return "[too deep]"
     if isinstance(value, dict):
         every = "*" in names and depth == 0
-        return {
-            _clean(str(key)): REDACTED if every or _normal(str(key)) in names else redact(item, names, depth + 1)
-            for key, item in value.items()
-        }
+        kept = {}
+        for key, item in value.items():
+            if every or is_sensitive(str(key), names):
+                if hidden is not None:
+                    _strings(item, hidden, depth)
+                kept[_clean(str(key))] = REDACTED
+            else:
+                kept[_clean(str(key))] = redact(item, names, depth + 1, hidden)
+        return kept
     if isinstance(value, list):
-        return [redact(item, names, depth + 1) for item in value]
+        return [redact(item, names, depth + 1, hidden) for item in value]
     if isinstance(value, str):
         return _clean(value)
     return value
 
 
-def stored_arguments(arguments: Any, names: frozenset[str]) -> Any:
+def _strings(value: Any, into: list[str], depth: int) -> None:
+    """Every string and number in ``value`` (a redacted value), for :func:`scrub`."""
+    if depth > MAX_DEPTH:
+        return
+    if isinstance(value, dict):
+        for item in value.values():
+            _strings(item, into, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, into, depth + 1)
+    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        text = str(value)
+        if text:
+            into.append(text)
+
+
+def scrub(text: str, hidden: list[str]) -> str:
+    """``text`` without the hidden values: a rejected argument is quoted back in the error
+    ("'hunter2' is not of type 'integer'"), which the trail keeps."""
+    for value in sorted(set(hidden), key=len, reverse=True):
+        text = text.replace(value, REDACTED)
+    return text
+
+
+def stored_arguments(arguments: Any, names: frozenset[str], hidden: list[str] | None = None) -> Any:
     """What a ToolCall keeps of ``arguments``: redacted, or a marker with their size when they
     exceed ``AUDIT_MAX_ARGUMENTS_BYTES`` (measured before redacting, so a huge payload costs one
-    C-speed serialisation on the request's path and nothing more)."""
+    C-speed serialisation on the request's path and nothing more). The values hidden are added
+    to ``hidden``."""
     if arguments is None:
         return None
     limit = mcp_settings.audit_max_arguments_bytes
@@ -175,7 +257,7 @@ def stored_arguments(arguments: Any, names: frozenset[str]) -> Any:
         return {"_omitted": "arguments that are not JSON"}
     if size > limit:
         return {"_omitted": "arguments too large to keep", "bytes": size}
-    kept = redact(arguments, names)
+    kept = redact(arguments, names, hidden=hidden)
     size = len(orjson.dumps(kept))
     return kept if size <= limit else {"_omitted": "arguments too large to keep", "bytes": size}
 
@@ -211,6 +293,8 @@ def _record(
     tool = site.get_tool(name) if site is not None and isinstance(name, str) else None
     # Without the site the tool's own marks are unknown: store no value at all.
     names = sensitive_names(tool) if site is not None else frozenset({"*"})
+    hidden: list[str] = []
+    arguments = stored_arguments(message.params.get("arguments"), names, hidden)
     return {
         "started_at": started_at or timezone.now(),
         "site_name": _clean(str(getattr(site, "name", "") or "mcp"), 100),
@@ -220,10 +304,10 @@ def _record(
         "protocol_version": _clean(revision or "", 20),
         "request_id": _request_id(message),
         "tool_name": _clean(name, 200) if isinstance(name, str) else "",
-        "arguments": stored_arguments(message.params.get("arguments"), names),
+        "arguments": arguments,
         "outcome": outcome,
         "error_code": error_code if isinstance(error_code, int) and not isinstance(error_code, bool) else None,
-        "error": _clean(error, MAX_ERROR),
+        "error": _clean(scrub(error, hidden) if hidden else error, MAX_ERROR),
         "duration_ms": round(duration * 1000, 3),
         "trace_id": _clean(trace_id or "", 32),
     }

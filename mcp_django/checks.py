@@ -230,6 +230,11 @@ def _check_audit(user: dict[str, Any]) -> list[CheckMessage]:
         errors.append(Error("MCP_DJANGO['AUDIT_SENSITIVE_ARGUMENTS'] must be a list of argument names.",
                             hint='e.g. ["password", "token", "api_key"]: their values are never stored, at any depth.',
                             id="mcp_django.E032"))
+    allowed = user.get("AUDIT_ALLOWED_ARGUMENTS", DEFAULTS["AUDIT_ALLOWED_ARGUMENTS"])
+    if isinstance(allowed, str) or not isinstance(allowed, (list, tuple)) or not all(isinstance(n, str) and n.strip() for n in allowed):
+        errors.append(Error("MCP_DJANGO['AUDIT_ALLOWED_ARGUMENTS'] must be a list of argument names.",
+                            hint='e.g. ["max_tokens"]: names stored although a secret word ("token") is in them.',
+                            id="mcp_django.E032"))
     size = user.get("AUDIT_MAX_ARGUMENTS_BYTES", DEFAULTS["AUDIT_MAX_ARGUMENTS_BYTES"])
     if not isinstance(size, int) or isinstance(size, bool) or size < 64:
         errors.append(Error(f"MCP_DJANGO['AUDIT_MAX_ARGUMENTS_BYTES'] must be an integer of at least 64, not {size!r}.",

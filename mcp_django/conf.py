@@ -178,12 +178,17 @@ DEFAULTS: dict[str, Any] = {
     "AUDIT_TOOL_CALLS": True,
     # Days a ToolCall row is kept; mcp_clearsessions deletes older ones. None keeps them forever.
     "AUDIT_RETENTION_DAYS": 90,
-    # Argument names whose values are never stored, at any depth (case-insensitive, "-" as
-    # "_"), besides a tool's sensitive=[...] and the writeOnly properties of its input schema.
+    # Argument names whose values are never stored, at any depth, in any case or separator
+    # ("apiKey", "API-KEY" and "api.key" are "api_key"), besides a tool's sensitive=[...], the
+    # writeOnly properties of its input schema and every name holding a secret word
+    # (audit.SECRET_WORDS: "db_password", "sessionToken", "pin", but not "spinning").
     "AUDIT_SENSITIVE_ARGUMENTS": [
         "password", "passwd", "passphrase", "secret", "client_secret", "token", "access_token", "refresh_token",
         "id_token", "api_key", "apikey", "authorization", "cookie", "private_key", "credentials",
     ],
+    # Argument names stored although a secret word is in them (a tool's "max_tokens"); a name
+    # listed in AUDIT_SENSITIVE_ARGUMENTS, sensitive=[...] or writeOnly stays hidden.
+    "AUDIT_ALLOWED_ARGUMENTS": [],
     # Largest arguments (bytes as JSON, after redaction) stored with a call; larger ones are
     # replaced by a marker giving their size.
     "AUDIT_MAX_ARGUMENTS_BYTES": 8 * 1024,
@@ -415,6 +420,7 @@ class MCPSettings:
         return None if value is None else int(value)
 
     audit_sensitive_arguments: Setting[list[str]] = Setting("AUDIT_SENSITIVE_ARGUMENTS", _string_list)
+    audit_allowed_arguments: Setting[list[str]] = Setting("AUDIT_ALLOWED_ARGUMENTS", _string_list)
     audit_max_arguments_bytes: Setting[int] = Setting("AUDIT_MAX_ARGUMENTS_BYTES", int)
     audit_buffer_size: Setting[int] = Setting("AUDIT_BUFFER_SIZE", int)
     audit_flush_interval: Setting[float] = Setting("AUDIT_FLUSH_INTERVAL", float)

@@ -356,6 +356,95 @@ async def test_sensitive_arguments_are_redacted_by_setting_by_tool_and_by_write_
         assert secret not in stored
 
 
+@pytest.mark.parametrize("name", [
+    "x_api_key", "db_password", "secret_key", "sessionToken", "bearer", "pin", "PIN", "pinCode", "X-Api-Key", "xAPIKey",
+    "api.key", "API KEY", "newPassword", "dbpassword", "accessToken", "Authorization", "auth", "cookie", "session_id",
+    "sessionid", "private-key", "ssn", "cvv", "otp", "passcode", "pwd", "credentials", "client.secret",
+    "\uff30\uff21\uff33\uff33\uff37\uff2f\uff32\uff24",  # full-width PASSWORD
+])
+def test_a_name_holding_a_secret_word_is_redacted_in_any_case_separator_or_position(name: str) -> None:
+    assert audit.redact({name: "s3cr3t", "kept": 1}, frozenset()) == {name: audit.REDACTED, "kept": 1}
+
+
+@pytest.mark.parametrize("name", ["spinning", "pinned", "opinion", "author", "keyboard", "max_tokens", "tokenizer", "secretary",
+                                  "description", "username", "sort_key", "session"])
+def test_a_name_merely_containing_the_letters_of_a_secret_word_is_kept(name: str) -> None:
+    assert audit.redact({name: "v"}, frozenset()) == {name: "v"}
+
+
+def test_secret_words_are_redacted_nested_in_dicts_and_lists() -> None:
+    value = {"items": [{"dbPassword": "a"}, [{"inner": {"X-Api-Key": "b", "n": 2}}]], "headers": {"Cookie": "c"}}
+    assert audit.redact(value, frozenset()) == {
+        "items": [{"dbPassword": audit.REDACTED}, [{"inner": {"X-Api-Key": audit.REDACTED, "n": 2}}]],
+        "headers": {"Cookie": audit.REDACTED},
+    }
+
+
+def test_explicit_names_match_in_any_case_or_separator() -> None:
+    with settings(AUDIT_SENSITIVE_ARGUMENTS=["account_number"]):
+        names = audit.sensitive_names()
+        assert audit.redact({"accountNumber": 1, "ACCOUNT-NUMBER": 2, "account": 3}, names) == {
+            "accountNumber": audit.REDACTED, "ACCOUNT-NUMBER": audit.REDACTED, "account": 3}
+
+
+def test_the_allowed_setting_gives_a_name_back_but_never_an_explicit_one() -> None:
+    with settings(AUDIT_ALLOWED_ARGUMENTS=["maxToken", "pin"], AUDIT_SENSITIVE_ARGUMENTS=["pin"]):
+        names = audit.sensitive_names()
+        assert audit.redact({"max_token": 5, "MAX-TOKEN": 6, "token": "t", "pin": "0"}, names) == {
+            "max_token": 5, "MAX-TOKEN": 6, "token": audit.REDACTED, "pin": audit.REDACTED}
+
+
+def test_e032_audit_allowed_arguments_must_be_a_list_of_names() -> None:
+    assert "mcp_django.E032" in _errors(AUDIT_ALLOWED_ARGUMENTS="max_tokens")
+    assert "mcp_django.E032" not in _errors(AUDIT_ALLOWED_ARGUMENTS=["max_tokens"])
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_secrets_are_redacted_from_rejected_unknown_and_failed_calls_and_their_errors() -> None:
+    mcp = audited_site()
+
+    @mcp.tool(input_schema={"type": "object", "properties": {"pin": {"type": "integer"}}})
+    def door(pin: int) -> str:
+        """A JSON-Schema-validated tool: its error quotes the bad value."""
+        return "open"
+
+    @mcp.tool()
+    def login(user: str, db_password: str) -> str:
+        """Its error quotes the password."""
+        raise ToolError(f"wrong password {db_password!r} for {user}")
+
+    client = client_for(mcp)
+    await client.initialize()
+    assert (await client.call_tool("door", {"pin": "98765"}))["isError"] is True
+    assert (await client.call_tool("echo", {"text": 5, "x_api_key": "k-1"}))["isError"] is True
+    await client.request("tools/call", {"name": "nope", "arguments": {"sessionToken": "t-2"}})
+    assert (await client.call_tool("login", {"user": "ann", "db_password": "hunter2"}))["isError"] is True
+    door_call, echo, unknown, login_call = await rows()
+    assert "98765" in (await client.call_tool("door", {"pin": "98765"}))["content"][0]["text"]  # the client is told
+    assert door_call.arguments == {"pin": audit.REDACTED} and "98765" not in door_call.error and audit.REDACTED in door_call.error
+    assert echo.arguments == {"text": 5, "x_api_key": audit.REDACTED}
+    assert (unknown.outcome, unknown.arguments) == (Outcome.DENIED, {"sessionToken": audit.REDACTED})
+    assert login_call.arguments == {"user": "ann", "db_password": audit.REDACTED}
+    assert login_call.error == f"wrong password '{audit.REDACTED}' for ann"
+
+
+def test_refused_calls_with_their_site_redact_secret_words() -> None:
+    from django.http import HttpRequest
+
+    from mcp_django.engine import Principal
+    from mcp_django.protocol.jsonrpc import Request
+
+    fresh = audit.AuditWriter()
+    audit.writer, original = fresh, audit.writer
+    try:
+        message = Request(1, "tools/call", {"name": "echo", "arguments": {"text": "t", "bearer": "b"}})
+        audit.record_refused(Principal(HttpRequest(), None), None, message, "quota", site=audited_site())
+    finally:
+        audit.writer = original
+    (record,) = list(fresh._buffer)
+    assert record["arguments"] == {"text": "t", "bearer": audit.REDACTED}
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_large_arguments_are_replaced_by_a_marker_with_their_size() -> None:
     client = client_for(audited_site())
