@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import unicodedata
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -327,9 +328,23 @@ CSV_COLUMNS: list[tuple[str, Any]] = [
 CSV_PAGE = 2000
 
 
+#: What makes a spreadsheet read a cell as a formula (OWASP, CSV injection), "|" (DDE) too.
+FORMULA_TRIGGERS = frozenset("=+-@|")
+
+
 def _csv_cell(value: str) -> str:
-    # What clients sent is data, never a spreadsheet formula (CSV injection).
-    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+    """``value`` as data, never a spreadsheet formula (CSV injection): a cell led by a tab or a
+    carriage return, or whose first visible character is a formula trigger once normalised
+    (" =1+1", "\\n=1+1", a full-width equals sign), gets a leading single quote, as OWASP advises."""
+    if value[:1] in ("\t", "\r"):
+        return "'" + value
+    # Spreadsheets skip leading blanks and read full-width signs as ASCII ones; so does this.
+    for raw in value:
+        char = unicodedata.normalize("NFKC", raw)[:1]
+        if not char or char.isspace() or unicodedata.category(char) in ("Cc", "Cf"):
+            continue
+        return "'" + value if char in FORMULA_TRIGGERS else value
+    return value
 
 
 class _Line:

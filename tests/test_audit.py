@@ -727,10 +727,29 @@ async def test_under_asgi_the_csv_export_streams_page_by_page_without_reading_it
     assert [r["tool"] for r in table] == [f"tool_{n}" for n in range(5)]
 
 
-def test_a_formula_in_the_csv_export_is_defused() -> None:
+@pytest.mark.parametrize("cell", [
+    "=1+1", "+x", "-x", "@x", "|calc", "\t=1", "\tplain", "\rplain", " =1+1", "   +x", "\n=1+1", "\r\n@SUM(A1)", "\u00a0=1",
+    "\u200b=1", "\ufeff-1", "\uff1d1+1", "\uff0bx", "\uff0dx", "\uff20x", "\uff5ccalc", " \n \uff1dHYPERLINK(\"x\")",
+])
+def test_a_formula_like_cell_in_the_csv_export_is_defused(cell: str) -> None:
     from mcp_django.admin import _csv_cell
 
-    assert [_csv_cell(v) for v in ("=1+1", "+x", "-x", "@x", "plain")] == ["'=1+1", "'+x", "'-x", "'@x", "plain"]
+    assert _csv_cell(cell) == "'" + cell
+
+
+@pytest.mark.parametrize("cell", ["plain", "", "  ", " plain", "a=b", "1-2", "%20", "'quoted", "\uff41bc"])
+def test_a_cell_that_is_no_formula_is_exported_as_it_is(cell: str) -> None:
+    from mcp_django.admin import _csv_cell
+
+    assert _csv_cell(cell) == cell
+
+
+@pytest.mark.django_db
+def test_the_csv_export_defuses_a_formula_hidden_behind_blanks_or_full_width_signs(admin_client: Any) -> None:
+    call = _call(timedelta(minutes=1), tool_name=" =cmd|' /C calc'!A0", error="\uff1d1+1")
+    response = admin_client.post(reverse(CHANGELIST), {"action": "export_csv", "_selected_action": [call.pk]})
+    (row,) = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert row["tool"] == "' =cmd|' /C calc'!A0" and row["error"] == "'\uff1d1+1"
 
 
 def test_the_session_page_shows_its_calls_and_links_to_all_of_them(admin_client: Any) -> None:
