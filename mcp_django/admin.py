@@ -410,7 +410,7 @@ class ToolCallAdmin(ServerMixin, _ModelAdmin[ToolCall]):
     actions = ["export_csv"]
     fields = [
         "started_at", "server", "user", "username", "client_id", "session_id", "transport", "protocol_version", "request_id",
-        "tool_name", "arguments", "outcome", "error_code", "error", "duration_ms", "trace_id",
+        "tool_name", "arguments", "outcome", "error_code", "error", "duration_ms", "trace_id", "lease_until",
     ]
     readonly_fields = fields  # type: ignore[assignment]  # one list of plain names; the stubs type fields wider
 
@@ -429,7 +429,8 @@ class ToolCallAdmin(ServerMixin, _ModelAdmin[ToolCall]):
 
     @admin.display(description=_("outcome"), ordering="outcome")
     def outcome_badge(self, obj: ToolCall) -> str:
-        colours = {"ok": "#2e7d32", "denied": "#c62828", "protocol_error": "#c62828", "tool_error": "#ef6c00", "timed_out": "#ef6c00"}
+        colours = {"ok": "#2e7d32", "denied": "#c62828", "protocol_error": "#c62828", "tool_error": "#ef6c00", "timed_out": "#ef6c00",
+                   "interrupted": "#c62828", "running": "#1565c0"}
         return format_html('<b style="color:{}">{}</b>', colours.get(obj.outcome, "#616161"), obj.get_outcome_display())
 
     @admin.display(description=_("duration"), ordering="duration_ms")

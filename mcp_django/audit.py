@@ -7,12 +7,17 @@ Three parts:
   who called what, with which arguments (redacted, bounded) and how it ended. :func:`record_refused`
   does the same for a call refused before it reached the engine's dispatch (a token lacking a
   scope, a quota).
-- Redaction: argument names listed in ``AUDIT_SENSITIVE_ARGUMENTS``, in a tool's
-  ``sensitive=[...]`` or ``writeOnly`` in its input schema never have their values stored.
+- Redaction: argument names holding a secret word (:data:`SECRET_WORDS`), listed in
+  ``AUDIT_SENSITIVE_ARGUMENTS``, in a tool's ``sensitive=[...]`` or ``writeOnly`` in its input
+  schema never have their values stored, nor quoted in the stored error.
 - :class:`AuditWriter`, a bounded in-process buffer written to the database in batches by a
   task of its own, so a request never waits on an INSERT; when the buffer is full, calls are
   dropped and counted, never waited for. :func:`flush` writes what is buffered now (tests,
-  management commands); the process writes the rest when it exits.
+  management commands); the process writes the rest when it exits. A crash (``kill -9``)
+  loses what is buffered: up to ``AUDIT_FLUSH_INTERVAL`` of answered calls.
+- :class:`DurableTrail`, with ``AUDIT_DURABLE``: the row is written as the call starts and
+  given its outcome before the call is answered; the sweep after dead processes marks the
+  calls they were running "interrupted".
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import unicodedata
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -43,6 +49,7 @@ from .observation import Observation, register_observer
 from .protocol.errors import INVALID_PARAMS
 from .protocol.modern import META_PROTOCOL_VERSION
 from .rounds import InputRequired
+from .signals import sweeping
 from .stores import insert_rows
 
 if TYPE_CHECKING:
@@ -368,39 +375,77 @@ def _from_observation(observation: Observation, outcome: str, error: str = "", e
 
 @asynccontextmanager
 async def observe(observation: Observation) -> AsyncIterator[None]:
-    """Record the ``tools/call`` running inside this block (other methods pass through)."""
+    """Record the ``tools/call`` running inside this block (other methods pass through).
+
+    With ``AUDIT_DURABLE`` the row is written as the call starts ("running", under a lease this
+    process renews) and updated with the outcome before the answer leaves this block."""
     if observation.message.method != "tools/call":
         yield
         return
+    row = await durable.astart(_from_observation(observation, Outcome.RUNNING)) if mcp_settings.audit_durable else None
     try:
         yield
     except asyncio.CancelledError:
         # Nothing may be awaited here: the task is being cancelled.
-        _keep(observation, Outcome.CANCELLED, "cancelled before it finished")
+        _keep(observation, Outcome.CANCELLED, "cancelled before it finished", row=row)
         raise
     except InputRequired:
-        _keep(observation, Outcome.INPUT_REQUIRED, "asked the client for input; the client retries the call")
+        await _akeep(observation, Outcome.INPUT_REQUIRED, "asked the client for input; the client retries the call", row=row)
         raise
     except BaseException as exc:
-        _keep(observation, Outcome.PROTOCOL_ERROR, f"{type(exc).__name__} while answering")
+        _keep(observation, Outcome.PROTOCOL_ERROR, f"{type(exc).__name__} while answering", row=row)
         raise
     try:
         outcome, error, code = await _ending(observation)
     except asyncio.CancelledError:
-        _keep(observation, Outcome.CANCELLED, "cancelled as it finished")
+        _keep(observation, Outcome.CANCELLED, "cancelled as it finished", row=row)
         raise
     except Exception:
         # The trail must never break the call it records.
         logger.exception("Could not determine the outcome of a tools/call for the audit trail")
-        return
-    _keep(observation, outcome, error, code)
+        outcome, error, code = Outcome.PROTOCOL_ERROR, "outcome unknown: see the server log", None
+        if row is None:
+            return
+    await _akeep(observation, outcome, error, code, row=row)
 
 
-def _keep(observation: Observation, outcome: str, error: str = "", error_code: int | None = None) -> None:
+def _keep(observation: Observation, outcome: str, error: str = "", error_code: int | None = None, *, row: int | None = None) -> None:
+    """Record the call's end without waiting: buffered, or (a durable row) updated by a task."""
     try:
-        writer.add(_from_observation(observation, outcome, error, error_code))
+        record = _from_observation(observation, outcome, error, error_code)
+        if row is None:
+            writer.add(record)
+        else:
+            durable.finish_soon(row, record)
     except Exception:
         logger.exception("Could not record a tools/call in the audit trail")
+
+
+async def _akeep(observation: Observation, outcome: str, error: str = "", error_code: int | None = None, *, row: int | None = None) -> None:
+    """Record the call's end: buffered, or (a durable row) updated before the call is answered."""
+    if row is None:
+        _keep(observation, outcome, error, error_code)
+        return
+    try:
+        await durable.afinish(row, _from_observation(observation, outcome, error, error_code))
+    except Exception:
+        logger.exception("Could not record a tools/call in the audit trail")
+
+
+def _refused(
+    principal: Principal, session: Session | None, message: Request, reason: str, site: Any, error_code: int | None
+) -> dict[str, Any] | None:
+    if message.method != "tools/call" or not mcp_settings.audit_tool_calls:
+        return None
+    revision = session.protocol_version if session is not None else ""
+    meta = message.params.get("_meta")
+    if session is None and isinstance(meta, dict) and isinstance(meta.get(META_PROTOCOL_VERSION), str):
+        revision = meta[META_PROTOCOL_VERSION]
+    return _record(
+        site=site, message=message, user=principal.user, request=principal.request, transport=principal.transport,
+        revision=revision, session_id=session.pk if session is not None else None, outcome=Outcome.DENIED,
+        error=reason, error_code=error_code,
+    )
 
 
 def record_refused(
@@ -409,20 +454,145 @@ def record_refused(
     """Record a ``tools/call`` refused before it ran (``denied``, with ``reason``): a token
     lacking a scope, a quota. ``site`` lets the tool's own sensitive arguments be redacted;
     without it no argument value is stored. Other methods, and a trail turned off, record nothing."""
-    if message.method != "tools/call" or not mcp_settings.audit_tool_calls:
-        return
-    revision = session.protocol_version if session is not None else ""
-    meta = message.params.get("_meta")
-    if session is None and isinstance(meta, dict) and isinstance(meta.get(META_PROTOCOL_VERSION), str):
-        revision = meta[META_PROTOCOL_VERSION]
     try:
-        writer.add(_record(
-            site=site, message=message, user=principal.user, request=principal.request, transport=principal.transport,
-            revision=revision, session_id=session.pk if session is not None else None, outcome=Outcome.DENIED,
-            error=reason, error_code=error_code,
-        ))
+        record = _refused(principal, session, message, reason, site, error_code)
+        if record is not None:
+            writer.add(record)
     except Exception:
         logger.exception("Could not record a refused tools/call in the audit trail")
+
+
+async def arecord_refused(
+    principal: Principal, session: Session | None, message: Request, reason: str, *, site: Any = None, error_code: int | None = None
+) -> None:
+    """:func:`record_refused`, written before the refusal is answered under ``AUDIT_DURABLE``."""
+    if not mcp_settings.audit_durable:
+        record_refused(principal, session, message, reason, site=site, error_code=error_code)
+        return
+    try:
+        record = _refused(principal, session, message, reason, site, error_code)
+        if record is not None:
+            await durable.awrite(record)
+    except Exception:
+        logger.exception("Could not record a refused tools/call in the audit trail")
+
+
+# -- durable mode -------------------------------------------------------------------------
+
+#: The error of a call its process died running.
+INTERRUPTED_MESSAGE = "the server process stopped while the call ran"
+
+
+class DurableTrail:
+    """``AUDIT_DURABLE``: each call's row written on its request's path.
+
+    A call's row is inserted "running" with a lease (REQUEST_LEASE_SECONDS) that a task of this
+    process renews while the call runs; its outcome is written before it is answered. A row
+    still "running" once its lease lapsed belongs to a process that died: the sweep after dead
+    processes (:func:`on_sweep`) marks it "interrupted". Should a write fail, the call goes to
+    the buffered writer instead (logged), so the trail never breaks the call.
+    """
+
+    def __init__(self) -> None:
+        #: Rows of the calls this process is running, by primary key.
+        self.running: set[int] = set()
+        self._renewer: asyncio.Task[None] | None = None
+        self._ends: set[asyncio.Task[None]] = set()
+
+    @staticmethod
+    def _lease() -> Any:
+        return timezone.now() + timedelta(seconds=mcp_settings.request_lease_seconds)
+
+    def _insert(self, record: dict[str, Any]) -> int:
+        clients = AuditWriter._client_ids({record["application_id"]} if record.get("application_id") is not None else set())
+        fields = AuditWriter._row(record, clients)
+        try:
+            return int(ToolCall.objects.create(**fields).pk)
+        except IntegrityError:
+            fields["user_id"] = None  # a user deleted since the call: kept unlinked, as by the writer
+            return int(ToolCall.objects.create(**fields).pk)
+
+    async def astart(self, record: dict[str, Any]) -> int | None:
+        """Insert a running call's row; its primary key, or None (buffered) when that failed."""
+        record["lease_until"] = self._lease()
+        try:
+            row = await sync_to_async(self._insert, thread_sensitive=True)(record)
+        except Exception:
+            logger.exception("Could not write a running tools/call to the audit trail; its outcome will be buffered")
+            return None
+        self.running.add(row)
+        self._renew_soon()
+        return row
+
+    async def awrite(self, record: dict[str, Any]) -> None:
+        """Insert a finished call's row now (a refusal), or buffer it when that fails."""
+        try:
+            await sync_to_async(self._insert, thread_sensitive=True)(record)
+        except Exception:
+            logger.exception("Could not write a tools/call to the audit trail; it is buffered")
+            writer.add(record)
+
+    @staticmethod
+    def _update(row: int, record: dict[str, Any]) -> None:
+        ToolCall.objects.filter(pk=row).update(
+            outcome=record["outcome"], error=record["error"], error_code=record["error_code"], duration_ms=record["duration_ms"],
+            trace_id=record["trace_id"], lease_until=None,
+        )
+
+    async def afinish(self, row: int, record: dict[str, Any]) -> None:
+        """Write a call's outcome on its row (before the call is answered)."""
+        try:
+            await sync_to_async(self._update, thread_sensitive=True)(row, record)
+        finally:
+            # Not renewed any more: should the write have failed, the row ends "interrupted".
+            self.running.discard(row)
+
+    def finish_soon(self, row: int, record: dict[str, Any]) -> None:
+        """:meth:`afinish` in a task of its own, for a call being cancelled."""
+        task = contextvars.Context().run(asyncio.get_running_loop().create_task, self.afinish(row, record))
+        self._ends.add(task)
+        task.add_done_callback(self._ends.discard)
+
+    def _renew_soon(self) -> None:
+        if self._renewer is None or self._renewer.done() or self._renewer.get_loop() is not asyncio.get_running_loop():
+            self._renewer = contextvars.Context().run(asyncio.get_running_loop().create_task, self._renew())
+
+    async def _renew(self) -> None:
+        while self.running:
+            await asyncio.sleep(mcp_settings.request_lease_seconds / 3)
+            rows = list(self.running)
+            if not rows:
+                return
+            try:
+                # Not on Django's sync thread: a long sync tool holds that one, and the lease
+                # must not lapse behind it.
+                await sync_to_async(self._extend, thread_sensitive=False)(rows)
+            except Exception:
+                logger.exception("Could not renew the leases of running tool calls")
+
+    def _extend(self, rows: list[int]) -> None:
+        try:
+            ToolCall.objects.filter(pk__in=rows, outcome=Outcome.RUNNING).update(lease_until=self._lease())
+        finally:
+            connections.close_all()  # this worker thread's connection: not left open between beats
+
+
+def close_interrupted() -> int:
+    """Mark "interrupted" every running call whose lease lapsed (its process died); return how many."""
+    return ToolCall.objects.filter(outcome=Outcome.RUNNING, lease_until__lt=timezone.now()).update(
+        outcome=Outcome.INTERRUPTED, error=INTERRUPTED_MESSAGE, lease_until=None
+    )
+
+
+async def on_sweep(sender: Any, **kwargs: Any) -> None:
+    """Receiver of ``signals.sweeping`` (connected by :func:`install`)."""
+    count = await sync_to_async(close_interrupted)()
+    if count:
+        logger.warning("%d tool calls were interrupted by the end of their server process", count)
+
+
+#: The process's durable trail (used when AUDIT_DURABLE is on).
+durable = DurableTrail()
 
 
 # -- the writer --------------------------------------------------------------------------
@@ -648,5 +818,6 @@ def install() -> None:
     """Run :func:`observe` around every request while ``AUDIT_TOOL_CALLS`` is on, and write the
     buffer when the process exits (called by the AppConfig; calling it again does nothing more)."""
     register_observer(observe, _enabled)
+    sweeping.connect(on_sweep, dispatch_uid="mcp_django.audit.on_sweep")
     atexit.unregister(writer.flush_at_exit)
     atexit.register(writer.flush_at_exit)

@@ -221,6 +221,11 @@ def _check_audit(user: dict[str, Any]) -> list[CheckMessage]:
         errors.append(Error(f"MCP_DJANGO['AUDIT_TOOL_CALLS'] must be True or False, not {enabled!r}.",
                             hint="True records every tools/call in the admin's \"Tool calls\"; False turns the trail off.",
                             id="mcp_django.E030"))
+    durable = user.get("AUDIT_DURABLE", DEFAULTS["AUDIT_DURABLE"])
+    if not isinstance(durable, bool):
+        errors.append(Error(f"MCP_DJANGO['AUDIT_DURABLE'] must be True or False, not {durable!r}.",
+                            hint="True writes each call's row before it is answered (no call lost to a crash); False buffers them.",
+                            id="mcp_django.E029"))
     days = user.get("AUDIT_RETENTION_DAYS", DEFAULTS["AUDIT_RETENTION_DAYS"])
     if days is not None and (not isinstance(days, int) or isinstance(days, bool) or days <= 0):
         errors.append(Error(f"MCP_DJANGO['AUDIT_RETENTION_DAYS'] must be a positive number of days or None, not {days!r}.",
@@ -234,7 +239,7 @@ def _check_audit(user: dict[str, Any]) -> list[CheckMessage]:
     if isinstance(allowed, str) or not isinstance(allowed, (list, tuple)) or not all(isinstance(n, str) and n.strip() for n in allowed):
         errors.append(Error("MCP_DJANGO['AUDIT_ALLOWED_ARGUMENTS'] must be a list of argument names.",
                             hint='e.g. ["max_tokens"]: names stored although a secret word ("token") is in them.',
-                            id="mcp_django.E032"))
+                            id="mcp_django.E028"))
     size = user.get("AUDIT_MAX_ARGUMENTS_BYTES", DEFAULTS["AUDIT_MAX_ARGUMENTS_BYTES"])
     if not isinstance(size, int) or isinstance(size, bool) or size < 64:
         errors.append(Error(f"MCP_DJANGO['AUDIT_MAX_ARGUMENTS_BYTES'] must be an integer of at least 64, not {size!r}.",

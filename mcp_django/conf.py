@@ -195,8 +195,13 @@ DEFAULTS: dict[str, Any] = {
     # Calls waiting to be written, per process; beyond it new ones are dropped (counted and
     # logged), so a slow database never makes a request wait or the process grow.
     "AUDIT_BUFFER_SIZE": 10_000,
-    # Seconds between two batched writes of the audit trail.
+    # Seconds between two batched writes of the audit trail: after a crash (kill -9), calls
+    # answered up to this long before it may have no row.
     "AUDIT_FLUSH_INTERVAL": 1.0,
+    # True writes each call's row as it starts ("running") and its outcome before the answer
+    # is sent, on the request's path: no answered call is missing after a crash, and a call a
+    # crash cut off is marked "interrupted" once its lease (REQUEST_LEASE_SECONDS) lapses.
+    "AUDIT_DURABLE": False,
 }
 
 IMPORT_STRINGS = frozenset({"EVENT_STORE_CLASS"})
@@ -424,6 +429,7 @@ class MCPSettings:
     audit_max_arguments_bytes: Setting[int] = Setting("AUDIT_MAX_ARGUMENTS_BYTES", int)
     audit_buffer_size: Setting[int] = Setting("AUDIT_BUFFER_SIZE", int)
     audit_flush_interval: Setting[float] = Setting("AUDIT_FLUSH_INTERVAL", float)
+    audit_durable: Setting[bool] = Setting("AUDIT_DURABLE", bool)
 
 
 mcp_settings = MCPSettings()

@@ -369,7 +369,7 @@ class Engine:
         if needed:
             base = [s for s in self.settings.required_scopes if s not in needed]
             for message in requests:  # the whole body is refused: each call in it is denied
-                audit.record_refused(principal, session, message, f"insufficient scope: needs {' '.join(needed)}", site=self.site)
+                await audit.arecord_refused(principal, session, message, f"insufficient scope: needs {' '.join(needed)}", site=self.site)
             raise InsufficientScope(resource_url(request, getattr(request, "mcp_endpoint_path", None)), base + needed)
 
     # -- quotas (mcp_django.quotas) --------------------------------------------------------
@@ -456,7 +456,7 @@ class Engine:
             caller_of(principal.request, principal.user).key, principal.transport,
         )
         if message is not None:
-            audit.record_refused(principal, session, message, f"quota: {error.limit}", site=self.site, error_code=error.code)
+            await audit.arecord_refused(principal, session, message, f"quota: {error.limit}", site=self.site, error_code=error.code)
 
     def needs_stream(self, requests: list[Request]) -> bool:
         """Whether the answers go on a stream: the setting, or a tool that streams."""

@@ -310,6 +310,10 @@ class ToolCall(models.Model):
         TIMED_OUT = "timed_out", _("timed out")
         #: 2026-07-28: the tool stopped to ask the client something; the client retries the call.
         INPUT_REQUIRED = "input_required", _("input required")
+        #: AUDIT_DURABLE: written as the call starts, and updated with its outcome before it is answered.
+        RUNNING = "running", _("running")
+        #: AUDIT_DURABLE: the process died while the call ran (its lease lapsed; see audit.close_interrupted).
+        INTERRUPTED = "interrupted", _("interrupted")
 
     started_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)
     site_name = models.CharField(_("MCP site"), max_length=100, default="mcp")
@@ -337,6 +341,8 @@ class ToolCall(models.Model):
     error = models.CharField(_("error"), max_length=500, blank=True)
     duration_ms = models.FloatField(_("duration (ms)"), default=0.0)
     trace_id = models.CharField(_("trace id"), max_length=32, blank=True)
+    #: While "running": the process renews it while it lives; once lapsed, the call is interrupted.
+    lease_until = models.DateTimeField(_("lease until"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("tool call")

@@ -13,3 +13,13 @@ session_closed = Signal()
 #: must hear (ended, re-bound, level changed). Provides: session_id. The bus broadcasts it;
 #: storage sends it, so storage never imports the bus.
 session_changed = Signal()
+
+#: Sent (with ``asend``) each time a process sweeps up after dead processes: at its first
+#: request, then with every renewal of its leases. Provides: nothing. The bus sends it; the
+#: audit trail closes the running calls of processes that died (``audit.on_sweep``).
+sweeping = Signal()
+
+#: Sent when a sweep ends a streamed request whose process died (its lease lapsed). Provides:
+#: session_id, request_id (the JSON-RPC id as JSON text). Storage sends it, from the sweeping
+#: thread: a project resolves its own records of that request (the example site's TaskRun).
+request_orphaned = Signal()

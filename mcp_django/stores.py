@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from .conf import mcp_settings
 from .models import Event, Session
-from .signals import session_changed
+from .signals import request_orphaned, session_changed
 
 logger = logging.getLogger("mcp_django.stores")
 
@@ -671,6 +671,11 @@ class RunningRequestStore:
             payload = encode(error_message(orjson.loads(row.request_id), InternalError(ORPHAN_MESSAGE))).decode()
             seq = store.append(row.session_id, row.stream, payload, closes_stream=closes)
             stored.append((row.stream, StoredEvent(seq, payload, closes)))
+            try:
+                request_orphaned.send(sender=RunningRequest, session_id=row.session_id, request_id=row.request_id)
+            except Exception:
+                # A project's receiver must not stop the sweep of the other requests.
+                logger.exception("A receiver of request_orphaned failed")
         return stored
 
     async def astart(self, **kwargs: Any) -> None:

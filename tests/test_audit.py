@@ -394,9 +394,9 @@ def test_the_allowed_setting_gives_a_name_back_but_never_an_explicit_one() -> No
             "max_token": 5, "MAX-TOKEN": 6, "token": audit.REDACTED, "pin": audit.REDACTED}
 
 
-def test_e032_audit_allowed_arguments_must_be_a_list_of_names() -> None:
-    assert "mcp_django.E032" in _errors(AUDIT_ALLOWED_ARGUMENTS="max_tokens")
-    assert "mcp_django.E032" not in _errors(AUDIT_ALLOWED_ARGUMENTS=["max_tokens"])
+def test_e028_audit_allowed_arguments_must_be_a_list_of_names() -> None:
+    assert "mcp_django.E028" in _errors(AUDIT_ALLOWED_ARGUMENTS="max_tokens")
+    assert "mcp_django.E028" not in _errors(AUDIT_ALLOWED_ARGUMENTS=["max_tokens"])
 
 
 @pytest.mark.django_db(transaction=True)
@@ -498,6 +498,86 @@ def test_refused_calls_without_their_site_keep_no_argument_value() -> None:
         audit.writer = original
     (record,) = list(fresh._buffer)
     assert (record["outcome"], record["error"], record["arguments"]) == (Outcome.DENIED, "quota", {"q": audit.REDACTED})
+
+
+# -- durable mode --------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_durable_mode_writes_each_call_before_it_is_answered() -> None:
+    client = client_for(audited_site())
+    with settings(AUDIT_DURABLE=True):
+        await client.initialize()
+        await client.call_tool("echo", {"text": "hi"})
+        await client.call_tool("fail", {"reason": "no"})
+        # No flush: the rows are in the table as the answers arrive, and nothing is buffered.
+        calls = [c async for c in ToolCall.objects.order_by("pk")]
+    assert len(audit.writer) == 0
+    assert [(c.tool_name, c.outcome, c.arguments, c.lease_until) for c in calls] == [
+        ("echo", Outcome.OK, {"text": "hi"}, None), ("fail", Outcome.TOOL_ERROR, {"reason": "no"}, None)]
+    assert calls[1].error == "refused: no" and calls[0].session_id == client.session_id and calls[0].duration_ms > 0
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_durable_mode_shows_a_call_as_running_under_a_lease_while_it_runs() -> None:
+    mcp = MCPSite(name="durable")
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @mcp.tool()
+    async def slow(db_password: str) -> str:
+        started.set()
+        await asyncio.wait_for(release.wait(), 10)
+        return "done"
+
+    client = client_for(mcp)
+    with settings(AUDIT_DURABLE=True):
+        await client.initialize()
+        call = asyncio.ensure_future(client.call_tool("slow", {"db_password": "p"}))
+        await asyncio.wait_for(started.wait(), 10)
+        running = await ToolCall.objects.aget()
+        assert audit.durable.running == {running.pk}
+        release.set()
+        await asyncio.wait_for(call, 10)
+    assert (running.outcome, running.arguments) == (Outcome.RUNNING, {"db_password": audit.REDACTED})
+    assert running.lease_until is not None and running.lease_until > timezone.now()
+    finished = await ToolCall.objects.aget()
+    assert (finished.outcome, finished.lease_until, audit.durable.running) == (Outcome.OK, None, set())
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_durable_mode_writes_a_refused_call_before_the_refusal_is_answered() -> None:
+    from django.http import HttpRequest
+
+    from mcp_django.engine import Principal
+    from mcp_django.protocol.jsonrpc import Request
+
+    message = Request(1, "tools/call", {"name": "echo", "arguments": {"text": "t", "sessionToken": "x"}})
+    with settings(AUDIT_DURABLE=True):
+        await audit.arecord_refused(Principal(HttpRequest(), None), None, message, "quota: calls", site=audited_site())
+    assert len(audit.writer) == 0
+    call = await ToolCall.objects.aget()
+    assert (call.outcome, call.error, call.arguments) == (Outcome.DENIED, "quota: calls", {"text": "t", "sessionToken": audit.REDACTED})
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_sweep_marks_running_calls_whose_lease_lapsed_interrupted() -> None:
+    from mcp_django.transport.process import sweep
+
+    now = timezone.now()
+    dead = await ToolCall.objects.acreate(tool_name="dead", transport="stdio", outcome=Outcome.RUNNING, lease_until=now - timedelta(seconds=1))
+    alive = await ToolCall.objects.acreate(tool_name="alive", transport="stdio", outcome=Outcome.RUNNING, lease_until=now + timedelta(minutes=1))
+    done = await ToolCall.objects.acreate(tool_name="done", transport="stdio", outcome=Outcome.OK)
+    await sweep()  # what every process runs at its first request and on each lease renewal
+    states = {c.tool_name: (c.outcome, c.error) async for c in ToolCall.objects.all()}
+    assert states == {
+        "dead": (Outcome.INTERRUPTED, audit.INTERRUPTED_MESSAGE), "alive": (Outcome.RUNNING, ""), "done": (Outcome.OK, ""),
+    }
+    assert {dead.pk, alive.pk, done.pk} == set(await sync_to_async(lambda: set(ToolCall.objects.values_list("pk", flat=True)))())
+
+
+def test_e029_audit_durable_must_be_a_boolean() -> None:
+    assert "mcp_django.E029" in _errors(AUDIT_DURABLE="yes")
+    assert "mcp_django.E029" not in _errors(AUDIT_DURABLE=True)
 
 
 # -- the writer ----------------------------------------------------------------------------------
@@ -640,6 +720,16 @@ def trail(db: Any) -> list[ToolCall]:
     ]
 
 
+@pytest.fixture
+def crashed(trail: list[ToolCall]) -> list[ToolCall]:
+    """Two durable-mode calls of a process that died: one swept already, one not yet."""
+    return [
+        _call(timedelta(hours=5), tool_name="shelve_book", username="carol", outcome=Outcome.INTERRUPTED, error=audit.INTERRUPTED_MESSAGE),
+        _call(timedelta(hours=4), tool_name="drop_book", username="carol", outcome=Outcome.RUNNING,
+              lease_until=timezone.now() + timedelta(minutes=1)),
+    ]
+
+
 def _listed(response: Any) -> list[str]:
     assert response.status_code == 200
     return [c.tool_name + ":" + c.username for c in response.context["cl"].result_list]
@@ -658,9 +748,19 @@ def test_the_changelist_lists_every_call_newest_first(admin_client: Any, trail: 
     ({"q": "bob"}, ["search_books:bob", "library_book_create:bob"]),
     ({"q": "sssssssss"}, ["search_books:alice"]),  # a session id, by its start
     ({"session_id": "s" * 43}, ["search_books:alice"]),  # the session page's link
+    ({"outcome": "interrupted"}, ["shelve_book:carol"]),
+    ({"outcome": "running"}, ["drop_book:carol"]),
 ])
-def test_the_changelist_filters_and_searches(admin_client: Any, trail: list[ToolCall], query: dict[str, str], expected: list[str]) -> None:
+def test_the_changelist_filters_and_searches(
+    admin_client: Any, crashed: list[ToolCall], query: dict[str, str], expected: list[str]
+) -> None:
     assert _listed(admin_client.get(reverse(CHANGELIST), query)) == expected
+
+
+def test_the_changelist_shows_running_and_interrupted_calls_and_filters_by_them(admin_client: Any, crashed: list[ToolCall]) -> None:
+    content = admin_client.get(reverse(CHANGELIST)).content.decode()
+    assert "?outcome__exact=interrupted" in content and "?outcome__exact=running" in content  # the filter offers both
+    assert '<b style="color:#c62828">interrupted</b>' in content and '<b style="color:#1565c0">running</b>' in content
 
 
 def test_the_changelist_filters_by_date(admin_client: Any, trail: list[ToolCall]) -> None:

@@ -305,12 +305,15 @@ async def sweep() -> None:
     incarnation it replaces, as soon as those leases lapse.
     """
     from ..conf import mcp_settings
+    from ..signals import sweeping
     from ..stores import ServerRequestStore
     from .streams import close_orphaned_streams
 
     try:
         await close_orphaned_streams()
         await ServerRequestStore().aexpire_stale(mcp_settings.server_request_ttl)
+        # What upper layers keep of dead processes' requests (the audit trail's running calls).
+        await sweeping.asend(sender=ProcessChannel)
     except Exception:
         logger.exception("Could not sweep requests left by stopped processes")
 
