@@ -145,6 +145,11 @@ if os.environ.get("MCP_CLIENT_REQUEST_TIMEOUT"):
     MCP_DJANGO["CLIENT_REQUEST_TIMEOUT"] = float(os.environ["MCP_CLIENT_REQUEST_TIMEOUT"])
 if os.environ.get("MCP_ELICITATION_TTL"):
     MCP_DJANGO["ELICITATION_TTL"] = int(os.environ["MCP_ELICITATION_TTL"])
+# "1": each tool call's audit row is written before it is answered (docs: the audit how-to).
+if os.environ.get("MCP_AUDIT_DURABLE"):
+    MCP_DJANGO["AUDIT_DURABLE"] = os.environ["MCP_AUDIT_DURABLE"] == "1"
+if os.environ.get("MCP_REQUEST_LEASE_SECONDS"):
+    MCP_DJANGO["REQUEST_LEASE_SECONDS"] = float(os.environ["MCP_REQUEST_LEASE_SECONDS"])
 
 # Quotas (README "Quotas and limits"): counted in CACHES["default"], so with REDIS_URL every
 # process counts together. "off" turns a limit off; unset keeps mcp_django's default.

@@ -42,6 +42,7 @@ class RunOut(BaseModel):
     status: str
     steps_done: int
     steps_total: int
+    reason: str = Field("", description="Why the run ended other than done: an interrupted run says what stopped it.")
 
 
 class ReservationForm(BaseModel):
@@ -94,8 +95,9 @@ async def long_task(
     """Work for a while in small steps, reporting progress every second, until done or cancelled.
 
     Each run is a TaskRun row (see the admin, or the live://runs/{run} resource): it ends
-    "done", or "cancelled" when the client sends notifications/cancelled, or drops the
-    connection and does not resume the stream within DISCONNECT_GRACE_SECONDS.
+    "done"; "cancelled" when the client sends notifications/cancelled, or drops the connection
+    and does not resume the stream within DISCONNECT_GRACE_SECONDS; or "interrupted" when the
+    server process dies under it.
     """
     steps = max(1, round(seconds / STEP_SECONDS))
     run = await TaskRun.objects.acreate(
@@ -184,5 +186,5 @@ def task_run(run_id: int) -> dict[str, Any]:
     if run is None:
         raise ResourceNotFoundError(f"live://runs/{run_id}")
     return RunOut(
-        run=run.pk, uri=run.uri, status=run.status, steps_done=run.steps_done, steps_total=run.steps_total
+        run=run.pk, uri=run.uri, status=run.status, steps_done=run.steps_done, steps_total=run.steps_total, reason=run.reason
     ).model_dump(mode="json")
