@@ -545,6 +545,34 @@ async def test_durable_mode_shows_a_call_as_running_under_a_lease_while_it_runs(
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_durable_mode_records_a_cancelled_call_on_its_running_row() -> None:
+    mcp = MCPSite(name="durable-cancel")
+    started = asyncio.Event()
+
+    @mcp.tool()
+    async def wait_forever(ctx: Context) -> str:
+        await ctx.report_progress(0, 1)
+        started.set()
+        await asyncio.sleep(60)  # cancelled long before
+        return "never"
+
+    client = client_for(mcp)
+    message = modern("tools/call", {"name": "wait_forever", "arguments": {}})
+    message["params"]["_meta"]["progressToken"] = 1
+    with settings(AUDIT_DURABLE=True):
+        stream = await client.post_stream(message, modern_headers(message))
+        await asyncio.wait_for(started.wait(), 5)
+        await stream.close()  # 2026-07-28: closing the answer is the cancellation
+        for _ in range(200):  # the cancelled task updates its row from a task of its own: bounded wait
+            call = await ToolCall.objects.aget()
+            if call.outcome != Outcome.RUNNING:
+                break
+            await asyncio.sleep(0.01)
+    assert (call.tool_name, call.outcome, call.lease_until) == ("wait_forever", Outcome.CANCELLED, None)
+    assert len(audit.writer) == 0 and audit.durable.running == set()
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_durable_mode_writes_a_refused_call_before_the_refusal_is_answered() -> None:
     from django.http import HttpRequest
 
