@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mcp_django', '0005_toolcall'),
+        ('mcp_django', '0006_session_client_address'),
     ]
 
     operations = [
