@@ -61,7 +61,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             errors.append(Error(f"MCP_DJANGO[{key!r}] must be a positive integer, not {value!r}.", id="mcp_django.E005"))
     for key in ("SSE_KEEPALIVE_SECONDS", "SSE_MAX_CONNECTION_SECONDS", "CLIENT_REQUEST_TIMEOUT", "PROGRESS_MIN_INTERVAL", "SESSION_CACHE_SECONDS",
-                "SSE_REAUTH_SECONDS", "SERVER_REQUEST_TTL"):
+                "SSE_REAUTH_SECONDS", "SERVER_REQUEST_TTL", "DISCONNECT_GRACE_SECONDS"):
         value = user.get(key, DEFAULTS[key])
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
             errors.append(Error(f"MCP_DJANGO[{key!r}] must be a non-negative number or None, not {value!r}.", id="mcp_django.E017"))

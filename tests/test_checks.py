@@ -84,7 +84,8 @@ def test_e004_authentication_must_be_an_authentication_class(value):
     "key,value,check_id",
     [("MAX_BODY_SIZE", 0, "E005"), ("PAGE_SIZE", -1, "E005"), ("SESSION_TTL", "60", "E005"), ("MAX_BATCH_SIZE", True, "E005"),
      ("SSE_RETRY_MS", 1.5, "E005"), ("SSE_KEEPALIVE_SECONDS", -1, "E017"), ("SSE_MAX_CONNECTION_SECONDS", "10", "E017"),
-     ("CLIENT_REQUEST_TIMEOUT", False, "E017"), ("SSE_REAUTH_SECONDS", -1, "E017"), ("SERVER_REQUEST_TTL", "1", "E017")],
+     ("CLIENT_REQUEST_TIMEOUT", False, "E017"), ("SSE_REAUTH_SECONDS", -1, "E017"), ("SERVER_REQUEST_TTL", "1", "E017"),
+     ("DISCONNECT_GRACE_SECONDS", -1, "E017"), ("DISCONNECT_GRACE_SECONDS", "30", "E017")],
 )
 def test_e005_e017_numbers_must_be_in_range(key, value, check_id):
     """E005: a positive integer; E017: a non-negative number or None (one id per rule)."""
