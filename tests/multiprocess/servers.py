@@ -284,7 +284,8 @@ class Server:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"{self.name} exited with {self.proc.returncode} while starting:\n{self.log_tail()}")
                 try:
-                    if client.post(self.url, json=ping, headers=headers).status_code == 200:
+                    # 401: the application answers, to a ping that signs in as nobody (MCP_AUTH=django).
+                    if client.post(self.url, json=ping, headers=headers).status_code in (200, 401):
                         return
                 except httpx.TransportError:
                     pass

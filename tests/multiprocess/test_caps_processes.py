@@ -32,7 +32,24 @@ CAPS = {
     "MCP_MAX_SESSIONS_PER_ADDRESS": str(SESSIONS),
     # Long enough for the refusal below to come while the dropped calls still run.
     "MCP_DISCONNECT_GRACE_SECONDS": "5",
+    "MCP_MAX_SESSIONS_PER_USER": str(SESSIONS),
 }
+#: Each deployment's twin with MCP_AUTH=django on the same database, by id of the deployment.
+SIGNED_IN: dict[int, Deployment] = {}
+
+# Prints a session cookie value for a new user, as django.test.Client.force_login builds it.
+NEW_USER_SCRIPT = """
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from importlib import import_module
+user = get_user_model().objects.create_user({username!r})
+session = import_module(settings.SESSION_ENGINE).SessionStore()
+session[SESSION_KEY] = user._meta.pk.value_to_string(user)
+session[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[0]
+session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+session.create()
+print(user.pk, session.session_key)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +65,19 @@ def two_processes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         deployed = Deployment(
             "caps", env, Inspector(postgres_url=database.url), [Server("process-1", env, log_dir), Server("process-2", env, log_dir)]
         )
+        # The same database and Redis, served to signed-in users (started only when a test asks).
+        signed_in = dict(env, MCP_AUTH="django")
+        users = Deployment(
+            "caps-users", signed_in, Inspector(postgres_url=database.url),
+            [Server("users-1", signed_in, log_dir), Server("users-2", signed_in, log_dir)],
+        )
         try:
             deployed.start()
+            SIGNED_IN[id(deployed)] = users
             yield deployed
         finally:
+            SIGNED_IN.pop(id(deployed), None)
+            users.stop()
             deployed.stop()
     finally:
         cache.release()
@@ -65,10 +91,15 @@ def one_process_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dep
     env = base_env(SQLITE_PATH=str(path), **CAPS)
     _migrate(env)
     deployed = Deployment("caps-sqlite", env, Inspector(sqlite_path=path), [Server("process", env, log_dir)])
+    signed_in = dict(env, MCP_AUTH="django")
+    users = Deployment("caps-sqlite-users", signed_in, Inspector(sqlite_path=path), [Server("users", signed_in, log_dir)])
     try:
         deployed.start()
+        SIGNED_IN[id(deployed)] = users
         yield deployed
     finally:
+        SIGNED_IN.pop(id(deployed), None)
+        users.stop()
         deployed.stop()
 
 
@@ -102,10 +133,13 @@ async def test_dropped_long_calls_count_while_they_run_and_are_cancelled_after_t
     assert answered["structuredContent"]["status"] == "done"
 
 
-async def _initialize(http: httpx.AsyncClient, url: str) -> int:
+async def _initialize(http: httpx.AsyncClient, url: str, cookies: dict[str, str] | None = None) -> int:
     body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "burst", "version": "1"}}}
-    response = await http.post(url, json=body, headers={"accept": "application/json, text/event-stream", "content-type": "application/json"})
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    if cookies:
+        headers["cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
+    response = await http.post(url, json=body, headers=headers)
     return response.status_code
 
 
@@ -123,3 +157,20 @@ async def test_a_hundred_concurrent_initializes_never_open_more_sessions_than_th
     assert live == before + statuses.count(200)
     assert live <= SESSIONS
     assert statuses.count(429) >= 100 - SESSIONS
+
+
+@pytest.mark.parametrize("shape", ["one_process_sqlite", "two_processes"])
+async def test_a_hundred_concurrent_initializes_of_one_user_never_open_more_sessions_than_sessions_per_user(
+    shape: str, request: pytest.FixtureRequest, http: httpx.AsyncClient
+) -> None:
+    # The race the second team ran: count-then-insert let 100 at once open 109 (SQLite), and
+    # 250 at once 177 (PostgreSQL), against a cap of 100.
+    users = SIGNED_IN[id(request.getfixturevalue(shape))]
+    users.ensure_running()
+    user_id, session_key = (await users.amanage("shell", "-v0", "-c", NEW_USER_SCRIPT.format(username=f"burst-{shape}"))).split()
+    cookies = {"sessionid": session_key}
+    urls = [server.url for server in users.servers]
+    statuses = await asyncio.gather(*(_initialize(http, urls[n % len(urls)], cookies) for n in range(100)))
+    live = (await users.db.arows(f"SELECT COUNT(*) FROM mcp_django_session WHERE user_id = {int(user_id)} AND terminated_at IS NULL"))[0][0]
+    assert set(statuses) <= {200, 429}, statuses
+    assert live == statuses.count(200) == SESSIONS
