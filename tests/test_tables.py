@@ -5,19 +5,22 @@ file where ``migrate`` never ran (the ``unmigrated_database`` fixture)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from asgiref.sync import sync_to_async
 from django.db import OperationalError, ProgrammingError, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.test import override_settings
 
+import mcp_django
 from mcp_django.checks import check_migrations
 from mcp_django.protocol.errors import INTERNAL_ERROR
 from mcp_django.tables import MIGRATE_HINT, names_missing_table, unapplied_migrations
 from mcp_django.testing import MCPTestClient
 from tests.conftest import SessionsOn, database_alias
 
-ALL_MIGRATIONS = ["0001_initial", "0002_elicitations_secrets_state", "0003_running_requests", "0004_session_transport", "0005_toolcall"]
+# Read from the package, so that a new migration needs no edit here.
+ALL_MIGRATIONS = sorted(path.stem for path in (Path(mcp_django.__file__).parent / "migrations").glob("0*.py"))
 HEALTHY = {"status": "ok", "checks": {"database": "ok", "migrations": "ok", "channel_layer": "ok"}}
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
