@@ -9,7 +9,6 @@ empty ``referencing`` registry, so a ``$ref`` that leads nowhere fails."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 import pytest
@@ -17,41 +16,12 @@ from django.core.exceptions import ImproperlyConfigured
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, Field, create_model
 from referencing import Registry
-from typing_extensions import TypedDict
 
 from mcp_django.functions import FunctionTool
+from tests.result_shapes import Author, Book, Loan, Magazine, Node, Shelf
 from tests.test_schemas import assert_valid_for_clients
 
 T = TypeVar("T")
-
-
-class Author(BaseModel):
-    name: str
-
-
-class Book(BaseModel):
-    title: str
-    author: Author
-
-
-class Magazine(BaseModel):
-    issue: int
-
-
-class Node(BaseModel):
-    name: str
-    children: list[Node] = []
-
-
-@dataclass
-class Shelf:
-    label: str
-    books: list[Book]
-
-
-class Loan(TypedDict):
-    book: Book
-    days: int
 
 
 class Page(BaseModel, Generic[T]):

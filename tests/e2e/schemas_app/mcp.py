@@ -5,14 +5,12 @@ dataclass, a TypedDict): the client validates each result against its outputSche
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from pydantic import BaseModel
-from typing_extensions import TypedDict  # pydantic takes typing's only from Python 3.12
 
 from mcp_django import ModelMCP, site
+from tests.result_shapes import Author, Book, Loan, Magazine, Node, Shelf
 from tests.testapp.models import Specimen
 
 TOOLS = ["search", "get", "create", "update", "delete"]
@@ -33,35 +31,6 @@ class SpecimenMCP(OpenMCP):
 @site.register(get_user_model())
 class UserMCP(OpenMCP):
     fields = ["username", "first_name", "last_name", "email", "is_active"]
-
-
-class Author(BaseModel):
-    name: str
-
-
-class Book(BaseModel):
-    title: str
-    author: Author
-
-
-class Magazine(BaseModel):
-    issue: int
-
-
-class Node(BaseModel):
-    name: str
-    children: list[Node] = []
-
-
-@dataclass
-class Shelf:
-    label: str
-    books: list[Book]
-
-
-class Loan(TypedDict):
-    book: Book
-    days: int
 
 
 DUNE = Book(title="Dune", author=Author(name="Herbert"))
