@@ -138,18 +138,24 @@ def _check_setting_name() -> list[CheckMessage]:
 
     if hasattr(settings, "MCP_DJANGO"):
         return []
-    values: dict[str, Any] = {name: getattr(settings, name, None) for name in dir(settings) if name.isupper()}
+
+    def candidate(name: str) -> bool:
+        return name != "MCP_DJANGO" and ("MCP" in name.upper() or bool(get_close_matches(name.upper(), ["MCP_DJANGO"], n=1, cutoff=0.6)))
+
+    # Only candidates are read: reading a deprecated setting warns (Django 6.1: EMAIL_BACKEND).
+    values: dict[str, Any] = {name: getattr(settings, name, None) for name in dir(settings) if name.isupper() and candidate(name)}
     # None under override_settings (and settings.configure()): the environment still names it.
     module_name = getattr(settings, "SETTINGS_MODULE", None) or os.environ.get(ENVIRONMENT_VARIABLE)
     if module_name:
         with suppress(ImportError):
-            values.update({k: v for k, v in vars(import_module(module_name)).items() if not k.startswith("_") and k not in values})
+            values.update({k: v for k, v in vars(import_module(module_name)).items()
+                           if not k.startswith("_") and k not in values and candidate(k)})
     found = []
     for name, value in values.items():
-        if name == "MCP_DJANGO" or not isinstance(value, dict):
+        if not isinstance(value, dict):
             continue
         near = get_close_matches(name.upper(), ["MCP_DJANGO"], n=1, cutoff=0.6)
-        if near or ("MCP" in name.upper() and any(key in DEFAULTS for key in value)):
+        if near or any(key in DEFAULTS for key in value):
             found.append(name)
     return [
         Warning(
