@@ -14,14 +14,18 @@ from typing import Any
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import AnonymousUser
+from django.http import HttpRequest
 
 from mcp_django import quotas
 from mcp_django.context import Context
+from mcp_django.engine import Principal
 from mcp_django.models import Session
 from mcp_django.protocol.errors import QUOTA_EXCEEDED
 from mcp_django.sites import site
 from mcp_django.testing import EventStream, MCPTestClient, _Exchange
 from mcp_django.transport.process import RUNNING, orphans
+from mcp_django.transport.stdio import StdioServer, _key
 from tests.conftest import make_user
 from tests.test_quotas import INITIALIZE, ClientAt, initialized, limits
 from tests.transport.test_stateless import body as modern_body
@@ -251,3 +255,32 @@ async def test_concurrent_initializes_never_take_more_sessions_than_the_cap() ->
     assert sorted(a.status for a in anonymous_answers) == [200] * 5 + [429] * 35
     assert await Session.objects.filter(user=alice).acount() == 5
     assert await Session.objects.filter(client_address="203.0.113.9").acount() == 5
+
+
+async def test_stdio_gives_back_the_slot_of_a_call_it_never_runs(held: Held) -> None:
+    # A call refused as a reused id after check_quotas took its slot, and a call whose task is
+    # cancelled before it starts, never reach Engine.run: their slots must still come back.
+    lines: list[dict[str, Any]] = []
+
+    async def write(data: bytes) -> None:
+        lines.append(orjson.loads(data))
+
+    request = HttpRequest()
+    request.user = AnonymousUser()
+    with limits(RUNNING_PER_SESSION=3):
+        server = StdioServer(site.engine, Principal(request=request, user=request.user, transport="stdio"), write, max_line=1 << 20)
+        initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE}
+        for message in (initialize, {"jsonrpc": "2.0", "method": "notifications/initialized"}, hold_call("a", "hold", request_id=1)):
+            await server.receive(orjson.dumps(message))
+        session = server.session
+        assert session is not None
+        await eventually(lambda: held.started == ["a"])
+        await server.receive(orjson.dumps(hold_call("again", "hold", request_id=1)))  # the id is in use
+        await eventually(lambda: any(line.get("id") == 1 and "error" in line for line in lines))
+        await server.receive(orjson.dumps(hold_call("b", "hold", request_id=2)))
+        server.running[_key(2)].cancel()  # before its task ever ran
+        held.gate.set()
+        await asyncio.wait_for(asyncio.gather(*list(server.running.values()), return_exceptions=True), WAIT)
+        await eventually(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{session.pk}") == 0)
+        await server.stop()
+    assert held.started == ["a"]

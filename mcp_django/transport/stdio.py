@@ -196,15 +196,22 @@ class StdioServer:
 
     def start(self, message: Request, work: Any) -> None:
         key = _key(message.id)
+        loop = asyncio.get_running_loop()
         if key in self.running:
             work.close()
-            asyncio.get_running_loop().create_task(
-                self.write(error_message(message.id, InvalidRequestError("Invalid Request: request id already in use")))
-            )
+            loop.create_task(self.write(error_message(message.id, InvalidRequestError("Invalid Request: request id already in use"))))
+            loop.create_task(self.engine.release_held([message]))
             return
-        task = asyncio.get_running_loop().create_task(work)
+        task = loop.create_task(work)
         self.running[key] = task
-        task.add_done_callback(lambda _: self.running.pop(key, None))
+
+        def done(_: asyncio.Task[Any]) -> None:
+            self.running.pop(key, None)
+            # A task cancelled before it started never ran its request: give back the running
+            # slot check_quotas took for it (a no-op once the request ran).
+            loop.create_task(self.engine.release_held([message]))
+
+        task.add_done_callback(done)
 
     def start_batch(self, decoded: Decoded, session: Session) -> None:
         """A 2025-03-26 batch: its notifications and client answers act at once; its requests
