@@ -68,6 +68,8 @@ class StdioServer:
         self._write = write
         self.max_line = max_line
         self.session: Session | None = None
+        #: Short tasks of our own (an error to write, a slot to give back), kept until they end.
+        self.chores: set[asyncio.Task[Any]] = set()
         self.running: dict[str, asyncio.Task[None]] = {}
         self.waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
@@ -196,22 +198,28 @@ class StdioServer:
 
     def start(self, message: Request, work: Any) -> None:
         key = _key(message.id)
-        loop = asyncio.get_running_loop()
         if key in self.running:
             work.close()
-            loop.create_task(self.write(error_message(message.id, InvalidRequestError("Invalid Request: request id already in use"))))
-            loop.create_task(self.engine.release_held([message]))
+            self.chore(self.write(error_message(message.id, InvalidRequestError("Invalid Request: request id already in use"))))
+            self.chore(self.engine.release_held([message]))
             return
-        task = loop.create_task(work)
+        task = asyncio.get_running_loop().create_task(work)
         self.running[key] = task
 
         def done(_: asyncio.Task[Any]) -> None:
             self.running.pop(key, None)
             # A task cancelled before it started never ran its request: give back the running
             # slot check_quotas took for it (a no-op once the request ran).
-            loop.create_task(self.engine.release_held([message]))
+            self.chore(self.engine.release_held([message]))
 
         task.add_done_callback(done)
+
+    def chore(self, work: Any) -> None:
+        """Run ``work`` beside the requests, holding its task until it ends (the loop keeps only
+        weak references to tasks)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self.chores.add(task)
+        task.add_done_callback(self.chores.discard)
 
     def start_batch(self, decoded: Decoded, session: Session) -> None:
         """A 2025-03-26 batch: its notifications and client answers act at once; its requests
