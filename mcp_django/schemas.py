@@ -375,11 +375,12 @@ class FieldSchemas(AutoSchema):  # type: ignore[misc]  # DRF ships no type infor
         return cast(dict[str, Any], super().map_field(field))  # DRF's mapping: a schema dict
 
     def map_related_pk(self, field: serializers.PrimaryKeyRelatedField) -> dict[str, Any]:
-        """The JSON type of the related primary key (DRF knows it only for auto fields)."""
+        """The schema of the related model's primary key: its type and format (a UUID key is
+        ``{"type": "string", "format": "uuid"}``), as for the model's own key."""
         model = getattr(field.queryset, "model", None)
         if model is None:  # read-only: the target model is not at hand
             return {"anyOf": [{"type": "integer"}, {"type": "string"}]}
-        return {"type": pk_json_type(model)}
+        return pk_schema(model)
 
     def map_decimal(self, field: serializers.DecimalField) -> dict[str, Any]:
         bound = decimal_bound(field.max_digits, field.decimal_places)

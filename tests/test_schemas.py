@@ -554,3 +554,17 @@ def test_a_primary_key_schema_says_the_type_format_and_bounds_of_the_key() -> No
     assert pk_schema(Note) == {"type": "integer"}  # a BigAutoField
     assert pk_schema(Ticket) == {"type": "string", "format": "uuid"}
     assert pk_schema(Tag) == {"type": "string", "maxLength": 50, "pattern": "^[-a-zA-Z0-9_]+$"}
+
+
+def test_a_relation_to_a_uuid_keyed_model_says_the_keys_format() -> None:
+    from rest_framework import serializers
+
+    from mcp_django.schemas import FieldSchemas
+    from tests.testapp.models import Note, Ticket
+
+    def schema(model: Any) -> dict[str, Any]:
+        return FieldSchemas().field_schema(serializers.PrimaryKeyRelatedField(queryset=model.objects.all()))
+
+    assert (schema(Ticket)["type"], schema(Ticket)["format"]) == ("string", "uuid")
+    assert schema(Tag)["type"] == "string" and schema(Tag)["pattern"]  # a slug
+    assert schema(Note)["type"] == "integer"
