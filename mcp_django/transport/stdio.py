@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..engine import Engine, Principal
 from ..notifications import LISTEN_GROUP
 from ..protocol import modern
-from ..protocol.errors import InvalidRequestError, MCPError, TransportError
+from ..protocol.errors import InternalError, InvalidRequestError, MCPError, TransportError
 from ..protocol.jsonrpc import (
     Decoded,
     Invalid,
@@ -143,7 +143,12 @@ class StdioServer:
             self.start_batch(decoded, self.session)
             return
         for message in decoded.messages:
-            await self.message(message, decoded)
+            try:
+                await self.message(message, decoded)
+            except Exception:  # a top-level handler, as a view's 500: the next line is served
+                logger.exception("stdio: could not handle a %s message", getattr(message, "method", "response"))
+                if isinstance(message, Request):
+                    await self.write(error_message(message.id, InternalError()))
 
     async def message(self, message: Request | Notification | Response | Invalid, decoded: Decoded) -> None:
         if isinstance(message, Invalid):

@@ -84,6 +84,18 @@ def test_an_unknown_user_or_a_missing_one_is_a_clear_error(example_database: Exa
         assert done.stdout == b""  # stdout carries JSON-RPC only
 
 
+def test_a_database_without_mcp_djangos_migrations_is_refused_with_what_to_run(example_database: ExampleDatabase, tmp_path: Path) -> None:
+    # Before: the first request failed on a missing table, nothing was answered or logged, and
+    # the command ended with status 0.
+    env = {**example_database.env, "MCP_AUTH": "none", "SQLITE_PATH": str(tmp_path / "never-migrated.sqlite3")}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env=env, input=_lines(INIT, INITIALIZED), capture_output=True, timeout=60,
+    )
+    assert done.returncode == 1
+    assert "mcp_django.0001_initial" in done.stderr.decode() and "manage.py migrate" in done.stderr.decode(), done.stderr.decode()
+    assert done.stdout == b""
+
+
 def _lines(*messages: dict[str, Any]) -> bytes:
     import json
 

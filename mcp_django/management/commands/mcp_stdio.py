@@ -19,6 +19,7 @@ from mcp_django.auth.base import NoAuthentication
 from mcp_django.conf import mcp_settings
 from mcp_django.engine import Principal
 from mcp_django.sites import all_sites, site
+from mcp_django.tables import missing_tables_message, sessions_database, unapplied_migrations
 from mcp_django.transport.stdio import StdioServer
 
 
@@ -57,6 +58,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, user: str | None = None, site: str | None = None, base_url: str | None = None, **options: Any) -> None:
+        # Refused here, on stderr: a forgotten `migrate` would otherwise fail the client's first
+        # request on a missing table (and a client of stdio sees no HTTP health page).
+        pending = unapplied_migrations()
+        if pending:
+            raise CommandError(missing_tables_message(pending, sessions_database()))
         principal = self.principal_for(user, base_url)
         protocol = self.take_stdout()
         mcp_site = self.site_named(site)
@@ -129,5 +135,7 @@ class Command(BaseCommand):
         stop.cancel()
         if not serving.done():
             serving.cancel()
-        await asyncio.gather(serving, return_exceptions=True)
+        (ended,) = await asyncio.gather(serving, return_exceptions=True)
         await server.stop()
+        if isinstance(ended, Exception):
+            raise ended  # on stderr, with a non-zero exit: not a silent end of the conversation
