@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "corsheaders",
     "mcp_django",
     "oauth2_provider",
     # After oauth2_provider: its admin.py replaces DOT's ModelAdmins.
@@ -46,6 +47,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: it answers the OAuth endpoints' CORS preflights before anything else refuses them.
+    "corsheaders.middleware.CorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -115,6 +118,11 @@ MCP_RESOURCE_URL = os.environ.get("MCP_RESOURCE_URL", "http://127.0.0.1:8000/mcp
 _resource = urlsplit(MCP_RESOURCE_URL)
 OAUTH_ISSUER = os.environ.get("OAUTH_ISSUER", f"{_resource.scheme}://{_resource.netloc}")
 
+# Origins of browser-based clients (the MCP Inspector's web UI: http://localhost:6274), comma
+# separated: they may call the MCP endpoint (ALLOWED_ORIGINS) and the OAuth token, registration
+# and revocation endpoints (CORS_ALLOWED_ORIGINS below). Empty: no other origin may.
+MCP_ALLOWED_ORIGINS = [o.strip() for o in os.environ.get("MCP_ALLOWED_ORIGINS", "").split(",") if o.strip()]
+
 MCP_DJANGO = {
     "SERVER_NAME": "example-library",
     "SERVER_TITLE": "Example Library",
@@ -135,6 +143,7 @@ MCP_DJANGO = {
     # AUDIT_SENSITIVE_ARGUMENTS) are never stored.
     "AUDIT_TOOL_CALLS": True,
     "AUDIT_RETENTION_DAYS": 90,
+    "ALLOWED_ORIGINS": MCP_ALLOWED_ORIGINS,
 }
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
     MCP_DJANGO["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
@@ -211,6 +220,14 @@ if OAUTH_CIMD_ALLOW_LOOPBACK and not DEBUG:
 _count, _, _seconds = os.environ.get("OAUTH_DCR_RATE_LIMIT", "20/3600").partition("/")
 OAUTH_DCR_RATE_LIMIT = (int(_count), int(_seconds or 3600))
 
+# CORS for the authorization server (django-cors-headers), which browser-based clients call with
+# fetch() from their own origin. Not /o/authorize/: the browser navigates there, no CORS.
+# /.well-known/ metadata is public and answers any origin (example_site/accounts/cors.py); the
+# protected-resource metadata and /mcp are answered by mcp_django itself, before this middleware.
+CORS_URLS_REGEX = r"^/o/(token|revoke_token|register)/"
+CORS_ALLOW_ALL_ORIGINS = "*" in MCP_ALLOWED_ORIGINS
+CORS_ALLOWED_ORIGINS = [o for o in MCP_ALLOWED_ORIGINS if o != "*"]
+
 OAUTH2_PROVIDER = {
     # Scopes in words: the consent page shows these sentences.
     "SCOPES": {
@@ -245,7 +262,8 @@ OAUTH2_PROVIDER = {
     # Public clients MUST get rotated refresh tokens; replaying a rotated one revokes the family.
     "ROTATE_REFRESH_TOKEN": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
-    "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,
+    # MCP_ACCESS_TOKEN_SECONDS: shorter to try refresh by hand (the Inspector), longer for demos.
+    "ACCESS_TOKEN_EXPIRE_SECONDS": int(os.environ.get("MCP_ACCESS_TOKEN_SECONDS", "3600")),
     "REFRESH_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,  # then cleartokens removes them
     # RFC 8414 metadata: what this server actually does, and nothing else.
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],

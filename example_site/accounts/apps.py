@@ -8,3 +8,10 @@ class AccountsConfig(AppConfig):
     name = "example_site.accounts"
     label = "accounts"
     verbose_name = "Accounts and connected applications"
+
+    def ready(self) -> None:
+        from corsheaders.signals import check_request_enabled
+
+        from .cors import metadata_is_public
+
+        check_request_enabled.connect(metadata_is_public, dispatch_uid="example_site.accounts.cors")
