@@ -42,6 +42,7 @@ pytestmark = pytest.mark.e2e
 REDIRECT_URI = "http://127.0.0.1:33418/callback"  # a native client's loopback listener (never contacted)
 ACCEPT_BOTH = {"Accept": "application/json, text/event-stream"}
 DCR_RATE_LIMIT = 20
+INSPECTOR = "http://localhost:6274"  # the MCP Inspector's web UI, a browser-based client
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -79,6 +80,8 @@ def oauth_server(example_server: ExampleServer, document_host: DocumentHost) -> 
         "OAUTH_CIMD_ALLOW_LOOPBACK": "1",
         "OAUTH_CIMD_LOOPBACK_CA_FILE": str(document_host.ca_file),
         "OAUTH_DCR_RATE_LIMIT": f"{DCR_RATE_LIMIT}/3600",
+        # The MCP Inspector's web UI may call /mcp and the OAuth endpoints from its own origin.
+        "MCP_ALLOWED_ORIGINS": INSPECTOR,
     }
     log_path = example_server.log_path.with_name(f"{example_server.server}-oauth.log")
     with run_server(env, log_path, port=port, server=example_server.server) as server:
@@ -274,6 +277,100 @@ async def test_protected_resource_and_authorization_server_metadata(
     assert set(asm["scopes_supported"]) == {"library:read", "library:write"}
     # DOT's own protected-resource view is not mounted; no OIDC either.
     assert (await http.get("/.well-known/openid-configuration")).status_code == 404
+
+
+# -- a browser-based client on another origin (CORS) ---------------------------------------------------
+
+
+async def browser_preflight(http: httpx.AsyncClient, path: str, method: str, headers: str, origin: str = INSPECTOR) -> httpx.Response:
+    """What a browser sends before a cross-origin fetch() with non-simple headers."""
+    return await http.options(
+        path, headers={"Origin": origin, "Access-Control-Request-Method": method, "Access-Control-Request-Headers": headers}
+    )
+
+
+def header_set(response: httpx.Response, name: str) -> set[str]:
+    return {item.strip().lower() for item in response.headers.get(name, "").split(",") if item.strip()}
+
+
+async def test_browser_client_on_an_allowed_origin_gets_cors_through_the_whole_flow(
+    oauth_server: ExampleServer, http: httpx.AsyncClient
+) -> None:
+    origin = {"Origin": INSPECTOR}
+    # The MCP endpoint: preflight, then the 401 challenge, readable by the page.
+    preflight = await browser_preflight(
+        http, "/mcp", "POST", "authorization, content-type, mcp-protocol-version, mcp-session-id, last-event-id"
+    )
+    assert preflight.status_code in (200, 204), preflight.text
+    assert preflight.headers["access-control-allow-origin"] == INSPECTOR
+    assert {"post", "get", "delete"} <= header_set(preflight, "access-control-allow-methods")
+    assert {"authorization", "content-type", "mcp-protocol-version", "mcp-session-id", "last-event-id"} <= header_set(
+        preflight, "access-control-allow-headers"
+    )
+    challenge = await mcp_post(http, None, INITIALIZE, **origin)
+    assert challenge.status_code == 401
+    assert challenge.headers["access-control-allow-origin"] == INSPECTOR
+    assert {"mcp-session-id", "www-authenticate"} <= header_set(challenge, "access-control-expose-headers")
+
+    # Discovery: both metadata documents, preflight and fetch.
+    for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server"):
+        preflight = await browser_preflight(http, path, "GET", "mcp-protocol-version")
+        assert preflight.status_code in (200, 204), path
+        assert preflight.headers["access-control-allow-origin"] in ("*", INSPECTOR), path
+        response = await http.get(path, headers={**origin, "MCP-Protocol-Version": "2025-11-25"})
+        assert response.status_code == 200, path
+        assert response.headers["access-control-allow-origin"] in ("*", INSPECTOR), path
+
+    # Dynamic registration with the Inspector's callback.
+    callback = f"{INSPECTOR}/oauth/callback"
+    preflight = await browser_preflight(http, "/o/register/", "POST", "content-type")
+    assert preflight.headers["access-control-allow-origin"] == INSPECTOR
+    registered = await http.post(
+        "/o/register/",
+        json={"client_name": "Browser client", "redirect_uris": [callback], "token_endpoint_auth_method": "none"},
+        headers=origin,
+    )
+    assert registered.status_code == 201, registered.text
+    assert registered.headers["access-control-allow-origin"] == INSPECTOR
+    client_id = registered.json()["client_id"]
+
+    # The code comes back through a navigation (no CORS); the token exchange is a fetch().
+    verifier, code_challenge = pkce()
+    async with Browser(oauth_server.base_url, "reader") as browser:
+        location = await browser.authorize(authorization_url(oauth_server, client_id, code_challenge, redirect_uri=callback))
+    code = query_of(location)["code"]
+    preflight = await browser_preflight(http, "/o/token/", "POST", "content-type")
+    assert preflight.headers["access-control-allow-origin"] == INSPECTOR
+    token = await http.post(
+        "/o/token/",
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": callback,
+            "client_id": client_id,
+            "code_verifier": verifier,
+            "resource": oauth_server.mcp_url,
+        },
+        headers=origin,
+    )
+    assert token.status_code == 200, token.text
+    assert token.headers["access-control-allow-origin"] == INSPECTOR
+
+    # With the token, the MCP endpoint answers the page and lets it read the session id.
+    answer = await mcp_post(http, token.json()["access_token"], INITIALIZE, **origin)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["access-control-allow-origin"] == INSPECTOR
+    assert "mcp-session-id" in answer.headers
+
+
+async def test_browser_client_on_another_origin_gets_no_cors(http: httpx.AsyncClient) -> None:
+    stranger = "http://evil.example"
+    assert (await browser_preflight(http, "/mcp", "POST", "content-type", origin=stranger)).status_code == 403
+    for path in ("/o/token/", "/o/register/"):
+        preflight = await browser_preflight(http, path, "POST", "content-type", origin=stranger)
+        assert "access-control-allow-origin" not in preflight.headers, path
+    token = await http.post("/o/token/", data={"grant_type": "authorization_code", "code": "x"}, headers={"Origin": stranger})
+    assert "access-control-allow-origin" not in token.headers
 
 
 # -- the official SDK client, end to end ---------------------------------------------------------------

@@ -965,8 +965,12 @@ async def test_cors_preflight_from_an_allowed_origin_is_answered(client):
         response = await client.post_raw(ping_body(), {"origin": "https://app.example"})
     assert preflight.status in (200, 204)
     assert preflight.headers.get("access-control-allow-origin") == "https://app.example"
+    assert {"POST", "GET", "DELETE"} <= {m.strip() for m in preflight.headers["access-control-allow-methods"].split(",")}
+    allowed = {h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")}
+    assert {"authorization", "content-type", "mcp-protocol-version", "mcp-session-id", "last-event-id"} <= allowed
     assert response.headers.get("access-control-allow-origin") == "https://app.example"
-    assert "mcp-session-id" in response.headers.get("access-control-expose-headers", "").lower()
+    exposed = {h.strip().lower() for h in response.headers.get("access-control-expose-headers", "").split(",")}
+    assert {"mcp-session-id", "www-authenticate"} <= exposed
 
 
 async def test_cors_preflight_from_a_foreign_origin_is_refused_with_403(client):
