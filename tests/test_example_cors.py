@@ -20,6 +20,11 @@ from example_site.accounts.cors import metadata_is_public
 
 INSPECTOR = "http://localhost:6274"
 STRANGER = "http://evil.example"
+#: What these tests take from the example site's settings.
+TAKEN = (
+    *("MIDDLEWARE", "STATIC_URL", "OAUTH2_PROVIDER", "OAUTH_ISSUER", "OAUTH_DCR_RATE_LIMIT", "MCP_RESOURCE_URL"),
+    *("CORS_URLS_REGEX", "CORS_ALLOWED_ORIGINS", "CORS_ALLOW_ALL_ORIGINS"),
+)
 SETTINGS = Path(__file__).resolve().parent.parent / "example_site" / "settings.py"
 
 
@@ -33,11 +38,7 @@ def example_settings(monkeypatch: pytest.MonkeyPatch, **env: str) -> dict[str, A
 def site(monkeypatch: pytest.MonkeyPatch) -> Iterator[Client]:
     """A test client on the example site's URLconf, middleware, CORS and OAuth settings."""
     ns = example_settings(monkeypatch, MCP_ALLOWED_ORIGINS=INSPECTOR)
-    overrides = {
-        name: ns[name]
-        for name in ("MIDDLEWARE", "OAUTH2_PROVIDER", "OAUTH_ISSUER", "OAUTH_DCR_RATE_LIMIT", "MCP_RESOURCE_URL", "STATIC_URL")
-        + ("CORS_URLS_REGEX", "CORS_ALLOWED_ORIGINS", "CORS_ALLOW_ALL_ORIGINS")
-    }
+    overrides = {name: ns[name] for name in TAKEN}
     # The example site connects it in AccountsConfig.ready(), an app these settings leave out.
     check_request_enabled.connect(metadata_is_public, dispatch_uid="test-example-cors")
     try:
