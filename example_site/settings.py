@@ -236,6 +236,9 @@ OAUTH2_PROVIDER = {
     },
     # A client that asks for no scope gets reading only (DOT's default is every scope).
     "DEFAULT_SCOPES": ["library:read"],
+    # Ask once per client and scope set: consent is skipped while the user holds a working token
+    # of that client covering the scopes asked for (a wider set asks again; revoking forgets it).
+    "REQUEST_APPROVAL_PROMPT": "auto",
     # Binds every token to the MCP endpoint (RFC 8707), refuses other resources with
     # invalid_target, reads an empty "scope=" as absent, http redirects only to loopback.
     "OAUTH2_VALIDATOR_CLASS": "example_site.accounts.oauth.MCPOAuth2Validator",

@@ -10,10 +10,8 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.cache import cache
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
-from django.utils import timezone
 from django.views.generic import TemplateView
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_access_token_model, get_application_model
@@ -23,7 +21,7 @@ from oauth2_provider.views import AuthorizationView, DynamicClientRegistrationVi
 from oauthlib.oauth2.rfc6749 import errors
 
 from .oauth import LOOPBACK_HOSTS, is_mcp_resource, mcp_resource, redirect_uri_is_acceptable
-from .tokens import revoke_tokens_of
+from .tokens import approved_before, live_tokens, revoke_tokens_of
 
 AccessToken = get_access_token_model()
 Application = get_application_model()
@@ -62,7 +60,32 @@ class ConsentView(AuthorizationView):
                     ),
                     redirect_uri=redirect_uri,
                 )
+        # Kept for render_to_response (DOT adds "resource" to the same dict afterwards).
+        self.requested = (scopes, credentials)
         return scopes, credentials
+
+    def render_to_response(self, context: dict[str, Any], **kwargs: Any) -> HttpResponse:
+        # A GET reaches this only once DOT decided to ask. DOT's "auto" remembers an approval
+        # only while an access token is unexpired (an hour); the connected-applications page
+        # lists the client for as long as its refresh token works, so remember it as long.
+        application = context.get("application")
+        if self.request.method == "GET" and application is not None and self.approval_remembered(application):
+            scopes, credentials = self.requested
+            try:
+                uri, _headers, _body, _status = self.create_authorization_response(
+                    request=self.request, scopes=" ".join(scopes), credentials=credentials, allow=True
+                )
+            except OAuthToolkitError as error:
+                return self.error_response(error, application)
+            return self.redirect(uri, application)
+        return super().render_to_response(context, **kwargs)
+
+    def approval_remembered(self, application: Any) -> bool:
+        # approval_prompt=force in the request (DOT's parameter) asks whatever was approved.
+        if self.request.GET.get("approval_prompt", oauth2_settings.REQUEST_APPROVAL_PROMPT) != "auto":
+            return False
+        scopes, _credentials = self.requested
+        return approved_before(self.request.user, application, scopes)
 
     def form_valid(self, form: Any) -> HttpResponse:
         # The hidden fields come back from the browser: check them again.
@@ -177,15 +200,8 @@ class ConnectedApplicationsView(LoginRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         user = self.request.user
-        now = timezone.now()
         # Acting for the user: an unexpired access token, or one whose refresh token still works.
-        live = (
-            AccessToken.objects.filter(user=user)
-            .filter(Q(expires__gt=now) | Q(refresh_token__isnull=False, refresh_token__revoked__isnull=True))
-            .exclude(scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
-            .select_related("application")
-            .order_by("-created")
-        )
+        live = live_tokens(user).select_related("application").order_by("-created")
         applications: dict[int, dict[str, Any]] = {}
         for token in live:
             entry = applications.setdefault(
