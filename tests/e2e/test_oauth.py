@@ -718,7 +718,10 @@ async def test_metadata_document_whose_client_id_differs_from_its_url_is_refused
 async def test_empty_scope_is_read_as_no_scope(oauth_server: ExampleServer, raw_client_id: str) -> None:
     verifier, challenge = pkce()
     async with Browser(oauth_server.base_url, "reader") as browser:
-        location = await browser.authorize(authorization_url(oauth_server, raw_client_id, challenge, scope=""))
+        # Forced: an earlier test may have approved this client already (remembered consent).
+        location = await browser.authorize(
+            authorization_url(oauth_server, raw_client_id, challenge, scope="", approval_prompt="force")
+        )
         assert "code" in query_of(location), location
         assert "Read the catalogue and your loans" in browser.consent_pages[0]
 
@@ -726,7 +729,9 @@ async def test_empty_scope_is_read_as_no_scope(oauth_server: ExampleServer, raw_
 async def test_denied_consent_returns_access_denied(oauth_server: ExampleServer, raw_client_id: str) -> None:
     verifier, challenge = pkce()
     async with Browser(oauth_server.base_url, "reader") as browser:
-        location = await browser.authorize(authorization_url(oauth_server, raw_client_id, challenge), allow=False)
+        location = await browser.authorize(
+            authorization_url(oauth_server, raw_client_id, challenge, approval_prompt="force"), allow=False
+        )
     answer = query_of(location)
     assert answer["error"] == "access_denied"
     assert answer["iss"] == oauth_server.base_url
@@ -815,6 +820,16 @@ async def test_staff_see_and_revoke_only_their_own_tokens_in_the_admin(
         assert ">reader<" in everything.text
 
 
+async def revoke_on_connected_page(browser: Browser, page: httpx.Response, name: str) -> None:
+    """Press the Revoke button of application ``name`` on the connected-applications ``page``."""
+    row = next(row for row in page.text.split("<tr>") if name in row)
+    fields = form_fields(row.replace("<form", '<form id="revoke"', 1), "revoke")
+    done = await browser.http.post("/accounts/applications/", data=fields)
+    assert done.status_code == 302
+    after = await browser.open("/accounts/applications/")
+    assert "can no longer act for you" in after.text
+
+
 async def test_any_user_sees_and_revokes_connected_applications(
     oauth_server: ExampleServer, http: httpx.AsyncClient, raw_client_id: str
 ) -> None:
@@ -825,13 +840,63 @@ async def test_any_user_sees_and_revokes_connected_applications(
         assert "E2E raw client" in page.text
         assert "127.0.0.1:33418" in page.text
         assert "Read the catalogue and your loans" in page.text
-        row = next(row for row in page.text.split("<tr>") if "E2E raw client" in row)
-        fields = form_fields(row.replace("<form", '<form id="revoke"', 1), "revoke")
-        done = await reader.http.post("/accounts/applications/", data=fields)
-        assert done.status_code == 302
-        after = await reader.open("/accounts/applications/")
-        assert "can no longer act for you" in after.text
+        await revoke_on_connected_page(reader, page, "E2E raw client")
     assert (await mcp_post(http, tokens["access_token"], INITIALIZE)).status_code == 401
+
+
+async def test_consent_is_asked_once_per_client_and_scopes_until_revoked(
+    oauth_server: ExampleServer, document_host: DocumentHost
+) -> None:
+    # A metadata document: every SDK session below is the same client.
+    name = "E2E remembering client"
+    url = document_host.publish(
+        "/clients/e2e-remembered.json",
+        {"client_id": document_host.base_url + "/clients/e2e-remembered.json", "client_name": name,
+         "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"},
+    )
+
+    issued: list[str] = []
+
+    async def session(*, write: bool = False) -> BrowserHandlers:
+        async with sdk_client(oauth_server, "reader", client_metadata_url=url) as (client, provider, handlers, storage):
+            result = await client.call_tool("book_availability", {"isbn": POEMS})
+            assert not result.is_error, text_of(result)
+            if write:
+                borrowed = await client.call_tool("borrow_book", {"isbn": POEMS, "member_username": "reader"})
+                assert not borrowed.is_error, text_of(borrowed)
+                assert borrowed.structured_content is not None
+                returned = await client.call_tool("return_book", {"loan_id": borrowed.structured_content["loan_id"]})
+                assert not returned.is_error, text_of(returned)
+            assert storage.tokens is not None
+            issued.append(storage.tokens.access_token)
+        return handlers
+
+    first = await session()
+    assert len(first.browser.consent_pages) == 1
+    # Same client, same scopes: authorized without a form.
+    second = await session()
+    assert len(second.authorization_urls) == 1
+    assert "code" in query_of(second.redirects[0])
+    assert not second.browser.consent_pages
+    # Still remembered once the access token expired, while its refresh token works (DOT alone
+    # would ask again): the client is still listed on the connected-applications page.
+    set_token(oauth_server, issued[-1], expires="timezone.now() - timedelta(seconds=1)")
+    third = await session()
+    assert len(third.authorization_urls) == 1
+    assert not third.browser.consent_pages
+    # A wider scope set (the step-up to library:write) asks again, for the new scope.
+    wider = await session(write=True)
+    assert len(wider.authorization_urls) == 2
+    assert len(wider.browser.consent_pages) == 1
+    assert "Borrow, return and renew books, edit the catalogue" in wider.browser.consent_pages[0]
+
+    async with Browser(oauth_server.base_url, "reader") as reader:
+        page = await reader.open("/accounts/applications/")
+        assert name in page.text
+        await revoke_on_connected_page(reader, page, name)
+    # Revoked: the approval is forgotten with the tokens.
+    after = await session()
+    assert len(after.browser.consent_pages) == 1
 
 
 # -- housekeeping --------------------------------------------------------------------------------------
