@@ -880,7 +880,8 @@ async def test_consent_is_asked_once_per_client_and_scopes_until_revoked(
     assert not second.browser.consent_pages
     # Still remembered once the access token expired, while its refresh token works (DOT alone
     # would ask again): the client is still listed on the connected-applications page.
-    set_token(oauth_server, issued[-1], expires="timezone.now() - timedelta(seconds=1)")
+    for token in issued:
+        set_token(oauth_server, token, expires="timezone.now() - timedelta(seconds=1)")
     third = await session()
     assert len(third.authorization_urls) == 1
     assert not third.browser.consent_pages
