@@ -285,7 +285,7 @@ OAUTH2_PROVIDER = {
     "CIMD_METADATA_FETCHER": (
         "example_site.accounts.cimd.LoopbackMetadataFetcher"
         if OAUTH_CIMD_ALLOW_LOOPBACK
-        else "oauth2_provider.cimd.SafeMetadataFetcher"
+        else "example_site.accounts.oauth.MetadataFetcher"
     ),
     # Dynamic client registration (RFC 7591): deprecated by MCP 2026-07-28 but what most
     # clients still do, anonymously. Rate limited in the view; prune_dcr_clients cleans up.

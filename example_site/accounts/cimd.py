@@ -4,7 +4,7 @@ DOT's ``SafeMetadataFetcher`` refuses every non-public address, loopback include
 the SSRF defence a deployed server needs. A test (or a developer) serving a metadata
 document on 127.0.0.1 needs the opposite, so this fetcher allows loopback targets and only
 them, still over https with certificate verification, without redirects, within DOT's time
-and size limits. Every other URL goes through DOT's fetcher unchanged.
+and size limits. Every other URL goes through ``oauth.MetadataFetcher`` (DOT's) unchanged.
 
 settings.py installs it only with ``DEBUG`` on and ``OAUTH_CIMD_ALLOW_LOOPBACK=1`` in the
 environment; a deployed server never runs it.
@@ -17,13 +17,15 @@ import ssl
 import urllib3
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher, _validate_client_id_url
+from oauth2_provider.cimd import CIMDError, _validate_client_id_url
 from oauth2_provider.settings import oauth2_settings
+
+from .oauth import MetadataFetcher
 
 LOOPBACK_ADDRESSES = {"127.0.0.1": "127.0.0.1", "::1": "::1", "localhost": "127.0.0.1"}
 
 
-class LoopbackMetadataFetcher(SafeMetadataFetcher):
+class LoopbackMetadataFetcher(MetadataFetcher):
     def fetch(self, client_id):
         parsed = _validate_client_id_url(client_id)  # https, host, path, no userinfo or fragment
         address = LOOPBACK_ADDRESSES.get(parsed.hostname or "")

@@ -9,10 +9,14 @@ this one as the default audience (RFC 8707 section 2 allows a predefined default
 
 from __future__ import annotations
 
+import hashlib
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.cache import cache
+from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher, is_cimd_client_id
 from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
 from mcp_django.auth.oauth import canonical
@@ -43,7 +47,49 @@ def redirect_uri_is_acceptable(uri: str) -> bool:
     return parts.scheme == "http" and (parts.hostname or "") in LOOPBACK_HOSTS
 
 
+def public_reason(error: CIMDError) -> str:
+    """Why a client ID metadata document was refused, in words safe to show anyone: the
+    resolved addresses and the network error stay in the log."""
+    message = str(error)
+    if "non-public address" in message:
+        return "its host resolves to a non-public address"
+    if message.startswith("could not resolve"):
+        return "its host name could not be resolved"
+    if message.startswith("could not fetch"):
+        return "it could not be fetched"
+    return message  # DOT's other reasons name only the document's own faults (status, type, size)
+
+
+def _refusal_key(client_id: str) -> str:
+    return "example_site:cimd-refusal:" + hashlib.sha256(client_id.encode()).hexdigest()
+
+
+class MetadataFetcher(SafeMetadataFetcher):
+    """DOT's fetcher (public https addresses only), remembering why it refused a document:
+    DOT only logs the reason and answers "Invalid client_id parameter value.", which leaves the
+    user and the client's developer guessing. Kept as long as DOT's backoff, during which DOT
+    does not fetch again."""
+
+    def fetch(self, client_id):
+        try:
+            return super().fetch(client_id)
+        except CIMDError as error:
+            cache.set(_refusal_key(client_id), public_reason(error), oauth2_settings.CIMD_FAILURE_BACKOFF_SECONDS)
+            raise
+
+
 class MCPOAuth2Validator(OAuth2Validator):
+    def validate_client_id(self, client_id, request, *args, **kwargs):
+        if super().validate_client_id(client_id, request, *args, **kwargs):
+            return True
+        reason = cache.get(_refusal_key(client_id)) if is_cimd_client_id(client_id) else None
+        if reason:
+            # Shown on the error page (never a redirect: the client is unknown) as error_description.
+            raise errors.InvalidClientIdError(
+                description=f"This client's metadata document was refused: {reason}.", request=request
+            )
+        return False
+
     def _validate_resource_uris(self, request, resources):
         # Called for the token request's own values and for those inherited from the grant or
         # refresh token, so a resource smuggled in at the authorization endpoint is caught too.

@@ -715,6 +715,22 @@ async def test_metadata_document_whose_client_id_differs_from_its_url_is_refused
         assert not browser.consent_pages
 
 
+async def test_metadata_document_on_a_private_address_is_refused_saying_why(oauth_server: ExampleServer) -> None:
+    client_id = "https://10.0.0.7/clients/e2e.json"  # refused before any connection is tried
+    verifier, challenge = pkce()
+    async with Browser(oauth_server.base_url, "reader") as browser:
+        # Twice: the second request falls in DOT's backoff (no fetch) and still says why.
+        for _ in range(2):
+            page = await browser.open(authorization_url(oauth_server, client_id, challenge))
+            assert not page.is_redirect, page.headers.get("location")
+            assert page.status_code in (400, 401)
+            assert "invalid_request" in page.text
+            assert "metadata document was refused: its host resolves to a non-public address." in page.text
+            assert "address (10.0.0.7)" not in page.text  # DOT's log line names the address; the page does not
+            assert "Traceback" not in page.text
+        assert not browser.consent_pages
+
+
 async def test_empty_scope_is_read_as_no_scope(oauth_server: ExampleServer, raw_client_id: str) -> None:
     verifier, challenge = pkce()
     async with Browser(oauth_server.base_url, "reader") as browser:
