@@ -42,6 +42,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     mode = user.get("RESPONSE_MODE", DEFAULTS["RESPONSE_MODE"])
     if mode not in ("json", "sse"):
         errors.append(Error(f"MCP_DJANGO['RESPONSE_MODE'] is {mode!r}.", hint='Use "json" or "sse".', id="mcp_django.E003"))
+    unscoped = user.get("UNSCOPED_ENTRIES", DEFAULTS["UNSCOPED_ENTRIES"])
+    if unscoped not in ("list", "hide"):
+        errors.append(Error(f"MCP_DJANGO['UNSCOPED_ENTRIES'] is {unscoped!r}.", hint='Use "list" (the spec\'s step-up flow) or "hide".',
+                            id="mcp_django.E045"))
     auth = user.get("AUTHENTICATION", DEFAULTS["AUTHENTICATION"])
     auth_path = AUTHENTICATION_ALIASES.get(auth, auth) if isinstance(auth, str) else auth
     try:

@@ -35,6 +35,9 @@ DEFAULTS: dict[str, Any] = {
     "SCOPES_SUPPORTED": [],
     # Scopes every request needs (on top of any an individual tool, resource or prompt needs).
     "REQUIRED_SCOPES": [],
+    # An entry the user's permissions allow but the OAuth token's scopes do not: "list" it (a
+    # call answers 403 insufficient_scope, and the client steps up: the spec's flow) or "hide" it.
+    "UNSCOPED_ENTRIES": "list",
     # A human-readable name for the protected-resource metadata; None: SERVER_TITLE or SERVER_NAME.
     "RESOURCE_NAME": None,
     # 2026-07-28 cache hints (ttlMs): how long clients may keep server/discover and the lists,
@@ -405,6 +408,7 @@ class MCPSettings:
         return self.get("RESOURCE_URL") or None
 
     scopes_supported: Setting[list[str]] = Setting("SCOPES_SUPPORTED", _string_list)
+    unscoped_entries: Setting[str] = Setting("UNSCOPED_ENTRIES", str)
     secrets_keys: Setting[Any] = Setting("SECRETS_KEYS", _as_is)
     request_state_keys: Setting[list[str]] = Setting("REQUEST_STATE_KEYS", _string_list)
     request_state_ttl: Setting[float] = Setting("REQUEST_STATE_TTL", float)

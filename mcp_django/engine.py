@@ -545,6 +545,12 @@ class Engine:
         if method not in CACHEABLE_METHODS:
             return None
         ttl = ttl_ms if ttl_ms is not None else self.settings.cache_ttl_ms if method != "resources/read" else self.settings.read_cache_ttl_ms
+        if method.endswith("/list") and self.settings.unscoped_entries == "hide" and getattr(request, "auth_scopes", None) is not None:
+            # Hidden entries make a list depend on the token's scopes, not only on the user, and
+            # a client may keep a private answer per user across a token change (a step-up): a
+            # list kept for a moment would hide what the new token allows. "list" (the default)
+            # lists the same entries for every token of a user, so its lists keep CACHE_TTL_MS.
+            ttl = 0
         personal = method != "server/discover" and not issubclass(self.settings.authentication_class, NoAuthentication)
         return modern.CacheHint(ttl_ms=ttl, scope="private" if personal else "public")
 

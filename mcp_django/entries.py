@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 from asgiref.sync import sync_to_async
 
 from .auth.scopes import missing_scopes
+from .conf import mcp_settings
 
 if TYPE_CHECKING:
     from .context import Completions, Context
@@ -100,8 +101,9 @@ class Access(enum.Enum):
 
     #: Listed, and every method on it runs.
     VISIBLE = "visible"
-    #: The user holds its permissions but the OAuth token lacks its scopes: not listed, and
-    #: call/get/read answer 403 with a step-up challenge so that the user can grant them.
+    #: The user holds its permissions but the OAuth token lacks its scopes: listed unless
+    #: ``UNSCOPED_ENTRIES`` is "hide" (see :func:`listed`), and call/get/read answer 403 with a
+    #: step-up challenge so that the user can grant them.
     MISSING_SCOPES = "missing_scopes"
     #: Absent from lists, and every method answers as for an entry that does not exist.
     HIDDEN = "hidden"
@@ -119,6 +121,12 @@ def gate(entry: Gated | None, request: Any) -> Access:
     if missing_scopes(request, tuple(entry.scopes)):
         return Access.MISSING_SCOPES
     return Access.VISIBLE
+
+
+def listed(access: Access) -> bool:
+    """Whether lists show an entry with ``access``. A MISSING_SCOPES entry is listed by default:
+    a client that only calls what it sees must see it to reach the 403 that makes it step up."""
+    return access is Access.VISIBLE or (access is Access.MISSING_SCOPES and mcp_settings.unscoped_entries == "list")
 
 
 def queries(entry: Gated) -> bool:

@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 
 from .conf import mcp_settings
 from .context import Context
-from .entries import Access, Completable, agate, gate, queries
+from .entries import Access, Completable, agate, gate, listed, queries
 from .protocol.dispatcher import Handler
 from .protocol.errors import InvalidParamsError, ResourceNotFoundError
 from .protocol.lifecycle import parse_log_level
@@ -78,8 +78,8 @@ async def visible(entries: list[Any], ctx: Context) -> list[Any]:
     """The entries this request may see, each decided by :func:`gate`."""
     request = ctx.request
     if any(queries(e) for e in entries):
-        return await sync_to_async(lambda: [e for e in entries if gate(e, request) is Access.VISIBLE])()
-    return [e for e in entries if gate(e, request) is Access.VISIBLE]
+        return await sync_to_async(lambda: [e for e in entries if listed(gate(e, request))])()
+    return [e for e in entries if listed(gate(e, request))]
 
 
 class Found(NamedTuple):
@@ -144,7 +144,7 @@ def _list_resources_page(site: MCPSite, request: Any, params: dict[str, Any], pa
     The cursor holds the section and the last primary key seen (keyset pagination): page 1,000
     of a large table costs what page 1 costs, one query per section touched.
     """
-    statics = [r for r in site.get_resources() if gate(r, request) is Access.VISIBLE]
+    statics = [r for r in site.get_resources() if listed(gate(r, request))]
     sections: list[Any] = [None, *site.get_model_mcps()]
     section: Any = 0
     key: Any = None
@@ -164,7 +164,7 @@ def _list_resources_page(site: MCPSite, request: Any, params: dict[str, Any], pa
         else:
             model_mcp = sections[section]
             after = model_mcp.coerce_pk(key) if key is not None else None
-            page = model_mcp.list_page(request, after, want + 1) if gate(model_mcp, request) is Access.VISIBLE else []
+            page = model_mcp.list_page(request, after, want + 1) if listed(gate(model_mcp, request)) else []
             items += [definition for _pk, definition in page[:want]]
             if len(page) > want:
                 last_pk = page[want - 1][0]

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.test import override_settings
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
+from mcp_django.checks import check_settings
 from mcp_django.models import Subscription
 from mcp_django.changes import anotify_resource_updated
 from mcp_django.options import ModelMCP
@@ -19,15 +21,15 @@ from mcp_django.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
 from mcp_django.sites import MCPSite, site
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
-from tests.conftest import make_user, mcp_settings_fixture
+from tests.conftest import BASE_SETTINGS, make_user, mcp_settings_fixture
 from tests.testapp.models import Note
+from tests.transport.test_stateless import body, post
 
 RESOURCE = "https://mcp.example.com/mcp"
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
-oauth_settings = mcp_settings_fixture(
-    AUTHENTICATION="oauth", RESOURCE_URL=RESOURCE, SCOPES_SUPPORTED=["notes:read", "notes:write"]
-)
+OAUTH = {"AUTHENTICATION": "oauth", "RESOURCE_URL": RESOURCE, "SCOPES_SUPPORTED": ["notes:read", "notes:write"]}
+oauth_settings = mcp_settings_fixture(**OAUTH)
 
 
 def _token(user: Any, scope: str) -> str:
@@ -103,20 +105,83 @@ async def _error(client: MCPTestClient, method: str, params: dict[str, Any]) -> 
 # -- lists ------------------------------------------------------------------------------------
 
 
-async def test_tool_needing_only_a_scope_is_listed_only_to_tokens_holding_it() -> None:
+def _hide() -> Any:
+    """Run under UNSCOPED_ENTRIES="hide": entries the token's scopes do not allow are not listed."""
+    return override_settings(MCP_DJANGO={**BASE_SETTINGS, **OAUTH, "UNSCOPED_ENTRIES": "hide"})
+
+
+async def _tool_names(raw: str, mcp_site: MCPSite) -> set[str]:
+    return {t["name"] for t in (await (await _client(raw, mcp_site)).call("tools/list"))["tools"]}
+
+
+async def test_tool_the_user_may_use_is_listed_to_a_token_lacking_its_scope_by_default() -> None:
+    # The step-up flow: a client that only calls listed tools must see it to reach the 403.
+    mcp_site = MCPSite(name="scopes-only")
+    mcp_site.tool(_write, name="scoped_only", scopes=["notes:write"])
+    _, without = await _user_with_token("alice", "notes:read")
+    assert "scoped_only" in await _tool_names(without, mcp_site)
+
+
+async def test_tool_hidden_by_permissions_is_not_listed_whatever_the_scopes() -> None:
+    _, without = await _user_with_token("alice", "notes:read")
+    _, with_scope = await _user_with_token("bob", "notes:read notes:write")
+    assert "hidden_scoped" not in await _tool_names(without, _gated_site())
+    assert "hidden_scoped" not in await _tool_names(with_scope, _gated_site())
+
+
+async def test_prompt_and_model_template_are_listed_to_a_token_lacking_their_scopes_by_default() -> None:
+    _, raw = await _user_with_token("viewer", "notes:write", "view_note")
+    client = await _client(raw, _gated_site())
+    assert "scoped_prompt" in {p["name"] for p in (await client.call("prompts/list"))["prompts"]}
+    templates = (await (await _client(raw, _gated_site())).call("resources/templates/list"))["resourceTemplates"]
+    assert "django://testapp/note/{pk}" in {t["uriTemplate"] for t in templates}
+
+
+async def test_tool_needing_only_a_scope_is_listed_only_to_tokens_holding_it_when_hidden() -> None:
     # No entry declares Django permissions: the case where the gate used to be skipped.
     mcp_site = MCPSite(name="scopes-only")
     mcp_site.tool(_write, name="scoped_only", scopes=["notes:write"])
     _, without = await _user_with_token("alice", "notes:read")
     _, with_scope = await _user_with_token("bob", "notes:read notes:write")
-    assert "scoped_only" not in {t["name"] for t in (await (await _client(without, mcp_site)).call("tools/list"))["tools"]}
-    assert "scoped_only" in {t["name"] for t in (await (await _client(with_scope, mcp_site)).call("tools/list"))["tools"]}
+    with _hide():
+        assert "scoped_only" not in await _tool_names(without, mcp_site)
+        assert "scoped_only" in await _tool_names(with_scope, mcp_site)
 
 
-async def test_prompt_needing_a_scope_is_not_listed_to_a_token_without_it() -> None:
+async def test_prompt_needing_a_scope_is_not_listed_to_a_token_without_it_when_hidden() -> None:
     _, raw = await _user_with_token("alice", "notes:read")
-    client = await _client(raw, _gated_site())
-    assert "scoped_prompt" not in {p["name"] for p in (await client.call("prompts/list"))["prompts"]}
+    with _hide():
+        client = await _client(raw, _gated_site())
+        assert "scoped_prompt" not in {p["name"] for p in (await client.call("prompts/list"))["prompts"]}
+
+
+async def _modern_tools_list(raw: str, mcp_site: MCPSite) -> dict[str, Any]:
+    client = MCPTestClient(MCPConsumer.as_asgi(site=mcp_site), headers={"authorization": f"Bearer {raw}"})
+    response = await post(client, body("tools/list"))
+    assert response.status == 200, response.body
+    return dict(response.json()["result"])
+
+
+async def test_lists_keep_their_cache_hint_when_every_token_of_a_user_sees_the_same_list() -> None:
+    _, raw = await _user_with_token("alice", "notes:read", "view_note")
+    result = await _modern_tools_list(raw, _gated_site())
+    assert "allowed_scoped" in {t["name"] for t in result["tools"]}
+    assert (result["ttlMs"], result["cacheScope"]) == (60_000, "private")
+
+
+async def test_lists_that_hide_by_scope_are_not_kept_so_a_stepped_up_token_sees_its_list_at_once() -> None:
+    _, raw = await _user_with_token("alice", "notes:read", "view_note")
+    with _hide():
+        result = await _modern_tools_list(raw, _gated_site())
+    assert "allowed_scoped" not in {t["name"] for t in result["tools"]}
+    assert (result["ttlMs"], result["cacheScope"]) == (0, "private")
+
+
+def test_unscoped_entries_must_be_list_or_hide() -> None:
+    with override_settings(MCP_DJANGO={**BASE_SETTINGS, "UNSCOPED_ENTRIES": "show"}):
+        assert "mcp_django.E045" in [e.id for e in check_settings()]
+    with override_settings(MCP_DJANGO={**BASE_SETTINGS, "UNSCOPED_ENTRIES": "hide"}):
+        assert "mcp_django.E045" not in [e.id for e in check_settings()]
 
 
 async def test_model_template_is_listed_only_to_users_with_view_permission() -> None:
@@ -130,9 +195,10 @@ async def test_model_template_is_listed_only_to_users_with_view_permission() -> 
     assert "django://testapp/note/{pk}" in {t["uriTemplate"] for t in shown}
 
 
-async def test_model_template_is_not_listed_to_a_token_without_its_read_scopes() -> None:
+async def test_model_template_is_not_listed_to_a_token_without_its_read_scopes_when_hidden() -> None:
     _, raw = await _user_with_token("viewer", "notes:write", "view_note")
-    templates = (await (await _client(raw, _gated_site())).call("resources/templates/list"))["resourceTemplates"]
+    with _hide():
+        templates = (await (await _client(raw, _gated_site())).call("resources/templates/list"))["resourceTemplates"]
     assert "django://testapp/note/{pk}" not in {t["uriTemplate"] for t in templates}
 
 
