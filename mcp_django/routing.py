@@ -92,7 +92,20 @@ class MCPRouter:
             return None
         from .transport.metadata import MetadataConsumer
 
-        return MetadataConsumer.as_asgi(endpoint_path=endpoint.rstrip("/") or "/")
+        endpoint = endpoint.rstrip("/") or "/"
+        return MetadataConsumer.as_asgi(endpoint_path=endpoint, site=self._site_for(endpoint))
+
+    @staticmethod
+    def _site_for(path: str) -> Any:
+        """The MCPSite whose endpoint is at ``path`` (with or without the trailing slash), or None."""
+        for candidate in (path, path + "/"):
+            try:
+                site = getattr(resolve(candidate).func, "mcp_site", None)
+            except Resolver404:
+                continue
+            if site is not None:
+                return site
+        return None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         if scope["type"] == "lifespan" and not _handles_lifespan(self.application):

@@ -481,6 +481,12 @@ class MCPSite:
         entry = self._registry.get(("prompt", name))
         return entry if isinstance(entry, FunctionPrompt) else None
 
+    def get_scopes(self) -> list[str]:
+        """Every OAuth scope an entry of this site declares, in registration order: what the
+        protected-resource metadata and the 401 challenge advertise, so a client can ask up front."""
+        entries: list[Any] = [*self.get_tools(), *self.get_resources(), *self.get_resource_templates(), *self.get_prompts(), *self.get_model_mcps()]
+        return list(dict.fromkeys(scope for entry in entries for scope in getattr(entry, "scopes", None) or ()))
+
     # -- change announcements -------------------------------------------------------------
 
     def notify_resource_updated(self, uri: str) -> int:

@@ -9,6 +9,7 @@ the request's keeps the check right behind a TLS-terminating proxy.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -73,14 +74,21 @@ def authorization_servers(resource: str) -> list[str]:
     return [urlunsplit((parts.scheme, parts.netloc, "", "", ""))]
 
 
-def protected_resource_metadata(resource: str) -> dict[str, Any]:
-    """The RFC 9728 document for ``resource``."""
+def advertised_scopes(declared: Sequence[str] = ()) -> list[str]:
+    """The scopes a client may ask for: SCOPES_SUPPORTED, REQUIRED_SCOPES, then ``declared``
+    (every scope the site's entries use), without repeats. Naming them all lets a client get,
+    up front, a token for everything the user may do instead of stepping up tool by tool."""
+    return list(dict.fromkeys([*(mcp_settings.scopes_supported or []), *(mcp_settings.required_scopes or []), *declared]))
+
+
+def protected_resource_metadata(resource: str, declared: Sequence[str] = ()) -> dict[str, Any]:
+    """The RFC 9728 document for ``resource``; ``declared``: the scopes the site's entries use."""
     document: dict[str, Any] = {
         "resource": resource,
         "authorization_servers": authorization_servers(resource),
         "bearer_methods_supported": ["header"],
     }
-    scopes = list(mcp_settings.scopes_supported or [])
+    scopes = advertised_scopes(declared)
     if scopes:
         document["scopes_supported"] = scopes
     name = mcp_settings.resource_name or mcp_settings.server_title or mcp_settings.server_name
@@ -92,14 +100,15 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def challenge(resource: str, *, error: str | None = None, description: str | None = None, scopes: list[str] | None = None) -> str:
-    """Build a ``WWW-Authenticate: Bearer`` challenge (RFC 6750 section 3, RFC 9728 section 5.1)."""
+def challenge(resource: str, *, error: str | None = None, description: str | None = None, scopes: Sequence[str] | None = None) -> str:
+    """Build a ``WWW-Authenticate: Bearer`` challenge (RFC 6750 section 3, RFC 9728 section 5.1);
+    without ``scopes``, the advertised ones (SCOPES_SUPPORTED, REQUIRED_SCOPES)."""
     params = []
     if error:
         params.append(f"error={_quote(error)}")
     if description:
         params.append(f"error_description={_quote(description)}")
-    scope = " ".join(scopes if scopes is not None else list(mcp_settings.scopes_supported or []))
+    scope = " ".join(scopes if scopes is not None else advertised_scopes())
     if scope:
         params.append(f"scope={_quote(scope)}")
     params.append(f"resource_metadata={_quote(metadata_url(resource))}")
@@ -122,34 +131,39 @@ class InsufficientScope(AuthenticationFailed):
 class OAuthAuthentication(BaseAuthentication):
     """Bearer tokens from django-oauth-toolkit, bound to this server by their audience."""
 
-    def _fail(self, resource: str, message: str, error: str | None = "invalid_token", status: int = 401) -> AuthenticationFailed:
-        header = challenge(resource, error=error, description=message if error else None)
+    def _fail(
+        self, resource: str, message: str, error: str | None = "invalid_token", status: int = 401, request: HttpRequest | None = None
+    ) -> AuthenticationFailed:
+        # The transport puts the site's declared scopes on the request (mcp_declared_scopes).
+        scopes = advertised_scopes(getattr(request, "mcp_declared_scopes", ()))
+        header = challenge(resource, error=error, description=message if error else None, scopes=scopes)
         return AuthenticationFailed(message, status=status, headers={"WWW-Authenticate": header})
 
     async def authenticate(self, request: HttpRequest) -> Any:
         resource = resource_url(request, getattr(request, "mcp_endpoint_path", None))
         if "access_token" in request.GET:
             # RFC 6750 section 2.3 is forbidden by OAuth 2.1 and the MCP spec: never read it.
-            raise self._fail(resource, "Access tokens are not accepted in the query string; use the Authorization header.", "invalid_request", 400)
+            message = "Access tokens are not accepted in the query string; use the Authorization header."
+            raise self._fail(resource, message, "invalid_request", 400, request=request)
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
         if not header:
-            raise self._fail(resource, "Authentication required.", error=None)
+            raise self._fail(resource, "Authentication required.", error=None, request=request)
         if scheme.lower() != "bearer":
             # No bearer credentials at all: a plain challenge, without an error code (RFC 6750 3.1).
-            raise self._fail(resource, "Authentication required: send 'Authorization: Bearer <token>'.", error=None)
+            raise self._fail(resource, "Authentication required: send 'Authorization: Bearer <token>'.", error=None, request=request)
         if not token.strip():
-            raise self._fail(resource, "The Authorization header must be 'Bearer <token>'.", "invalid_request", 400)
+            raise self._fail(resource, "The Authorization header must be 'Bearer <token>'.", "invalid_request", 400, request=request)
         found = await sync_to_async(self._load)(token.strip())
         if found is None:
-            raise self._fail(resource, "The access token is unknown, revoked or expired.")
+            raise self._fail(resource, "The access token is unknown, revoked or expired.", request=request)
         access_token, user = found
         audiences = [canonical(str(a)) for a in (access_token.resource or [])]
         if resource not in audiences:
             # Tokens issued without a resource, or for another server, are not ours to accept.
-            raise self._fail(resource, "The access token was not issued for this server.")
+            raise self._fail(resource, "The access token was not issued for this server.", request=request)
         if user is None or not user.is_active:
-            raise self._fail(resource, "The access token does not act for an active user.")
+            raise self._fail(resource, "The access token does not act for an active user.", request=request)
         request.auth_token = access_token  # type: ignore[attr-defined]
         request.auth_scopes = frozenset(access_token.scope.split())  # type: ignore[attr-defined]
         required = [s for s in mcp_settings.required_scopes or [] if s not in request.auth_scopes]  # type: ignore[attr-defined]

@@ -21,9 +21,11 @@ from ..protocol.jsonrpc import encode
 class MetadataConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # channels ships no type information
     """Answer GET (and CORS preflight) for one endpoint's protected-resource metadata."""
 
-    def __init__(self, endpoint_path: str, **kwargs: Any) -> None:
+    def __init__(self, endpoint_path: str, site: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.endpoint_path = endpoint_path
+        #: The MCPSite served at the endpoint, whose entries' scopes are advertised; None: none.
+        self.site = site
 
     async def handle(self, body: bytes) -> None:
         # Public metadata that browser-based clients must be able to read from any origin.
@@ -41,6 +43,7 @@ class MetadataConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # channels shi
         except DisallowedHost:
             await self.send_response(400, b"Bad Request: invalid Host header", headers=[(b"content-type", b"text/plain")])
             return
-        document = encode(protected_resource_metadata(resource))
+        declared = self.site.get_scopes() if self.site is not None else []
+        document = encode(protected_resource_metadata(resource, declared))
         headers = [(b"content-type", b"application/json"), (b"cache-control", b"public, max-age=3600"), *cors]
         await self.send_response(200, b"" if method == "HEAD" else document, headers=headers)

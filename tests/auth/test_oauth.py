@@ -67,7 +67,8 @@ PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 async def test_no_token_gets_401_with_metadata_and_scope_but_no_error_code() -> None:
     response = await MCPTestClient().post(PING)
     assert response.status == 401
-    assert _challenge(response) == f'Bearer scope="notes:read", resource_metadata="{PRM_URL}"'
+    # Every scope the resource uses: SCOPES_SUPPORTED and the site's entries' (scoped_write's).
+    assert _challenge(response) == f'Bearer scope="notes:read notes:write", resource_metadata="{PRM_URL}"'
 
 
 async def test_garbage_bearer_token_gets_invalid_token() -> None:
@@ -121,10 +122,10 @@ async def test_session_belongs_to_the_tokens_user() -> None:
     assert response.status == 404
 
 
-async def test_tool_needing_a_missing_scope_is_hidden_and_answers_403_step_up() -> None:
+async def test_tool_needing_a_missing_scope_is_listed_and_answers_403_step_up() -> None:
     client = await _client(await token("alice", scope="notes:read"))
     names = {t["name"] for t in (await client.call("tools/list"))["tools"]}
-    assert "scoped_write" not in names
+    assert "scoped_write" in names
     response = await client.post({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "scoped_write", "arguments": {"text": "x"}}})
     assert response.status == 403
     assert _challenge(response).startswith('Bearer error="insufficient_scope"')
@@ -153,10 +154,17 @@ async def test_protected_resource_metadata_is_served_at_both_well_known_forms(pa
         "resource": RESOURCE,
         "authorization_servers": ["https://mcp.example.com"],
         "bearer_methods_supported": ["header"],
-        "scopes_supported": ["notes:read"],
+        "scopes_supported": ["notes:read", "notes:write"],
         "resource_name": "mcp-django-tests",
     }
     assert response.headers["access-control-allow-origin"] == "*"
+
+
+async def test_metadata_lists_the_scopes_of_the_endpoints_own_site() -> None:
+    with override_settings(ROOT_URLCONF="tests.urls_scoped_site", MCP_DJANGO={**OAUTH, "RESOURCE_URL": "https://mcp.example.com/scoped"}):
+        response = await MCPTestClient().send("GET", path="/.well-known/oauth-protected-resource/scoped", headers={"accept": "application/json"})
+    assert response.status == 200, response.body
+    assert orjson.loads(response.body)["scopes_supported"] == ["notes:read", "notes:admin"]
 
 
 async def test_metadata_is_not_served_when_oauth_is_off() -> None:
