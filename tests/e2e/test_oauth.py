@@ -29,7 +29,7 @@ import pytest
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientMetadata
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from mcp.types import TextContent
 
 from tests.asgi_servers import free_port
@@ -108,10 +108,12 @@ def client_metadata(scope: str | None = None, name: str = "E2E registered client
 
 @asynccontextmanager
 async def sdk_client(
-    server: ExampleServer, username: str, *, client_metadata_url: str | None = None, scope: str | None = None, mode: str = "auto"
+    server: ExampleServer, username: str, *, client_metadata_url: str | None = None, scope: str | None = None, mode: str = "auto",
+    storage: MemoryTokenStorage | None = None,
 ) -> AsyncIterator[tuple[Client, OAuthClientProvider, BrowserHandlers, MemoryTokenStorage]]:
-    """The official SDK client with OAuth, its user played by a ``Browser`` signed in as ``username``."""
-    storage = MemoryTokenStorage()
+    """The official SDK client with OAuth, its user played by a ``Browser`` signed in as ``username``;
+    ``storage``: what it already holds (a client registration and tokens), as after a restart."""
+    storage = storage if storage is not None else MemoryTokenStorage()
     async with Browser(server.base_url, username) as browser:
         handlers = BrowserHandlers(browser)
         provider = OAuthClientProvider(
@@ -247,7 +249,8 @@ async def test_unauthenticated_request_gets_a_challenge_naming_the_metadata(
     # RFC 6750 section 3: no error code when the request carried no credentials.
     assert "error" not in params
     assert params["resource_metadata"] == f"{oauth_server.base_url}/.well-known/oauth-protected-resource/mcp"
-    assert params["scope"] == "library:read"
+    # Every scope the resource uses, so that a client can ask for them up front.
+    assert params["scope"] == "library:read library:write"
 
 
 async def test_protected_resource_and_authorization_server_metadata(
@@ -257,7 +260,7 @@ async def test_protected_resource_and_authorization_server_metadata(
         prm = (await http.get(path)).json()
         assert prm["resource"] == oauth_server.mcp_url
         assert prm["authorization_servers"] == [oauth_server.base_url]
-        assert prm["scopes_supported"] == ["library:read"]
+        assert prm["scopes_supported"] == ["library:read", "library:write"]
         assert prm["bearer_methods_supported"] == ["header"]
 
     response = await http.get("/.well-known/oauth-authorization-server")
@@ -391,15 +394,14 @@ async def test_sdk_client_registers_dynamically_and_calls_tools(oauth_server: Ex
     assert not loans.is_error, text_of(loans)
     assert stats.contents
     names = {tool.name for tool in tools.tools}
-    assert "search_books" in names
-    # Write tools need library:write, which this token lacks: not offered.
-    assert "borrow_book" not in names
+    assert {"search_books", "borrow_book"} <= names
 
     # Registered by RFC 7591, since no metadata-document URL was given.
     assert storage.client_info is not None
     assert not storage.client_info.client_id.startswith("https://")
     assert storage.tokens is not None and storage.tokens.refresh_token
-    assert storage.tokens.scope == "library:read"
+    # The challenge named every scope the resource uses: the SDK asked for them all up front.
+    assert set(storage.tokens.scope.split()) == {"library:read", "library:write"}
 
     # One authorization: S256, the resource, the scope from the challenge; the user signed in
     # on the way and was shown who asks, where the answer goes, and what it allows.
@@ -407,7 +409,7 @@ async def test_sdk_client_registers_dynamically_and_calls_tools(oauth_server: Ex
     asked = query_of(handlers.authorization_urls[0])
     assert asked["code_challenge_method"] == "S256"
     assert asked["resource"] == oauth_server.mcp_url
-    assert asked["scope"] == "library:read"
+    assert asked["scope"].split() == ["library:read", "library:write"]
     assert handlers.browser.logins == 1
     answer = query_of(handlers.redirects[0])
     assert answer["iss"] == oauth_server.base_url  # RFC 9207
@@ -415,7 +417,7 @@ async def test_sdk_client_registers_dynamically_and_calls_tools(oauth_server: Ex
     assert "E2E registered client" in page
     assert "127.0.0.1:33418" in page  # the redirect host
     assert "Read the catalogue and your loans" in page
-    assert "Borrow, return and renew" not in page
+    assert "Borrow, return and renew" in page
 
 
 async def test_sdk_client_identified_by_a_metadata_document(
@@ -475,15 +477,30 @@ async def test_refresh_rotates_and_a_replayed_refresh_token_revokes_the_family(
     assert (await mcp_post(http, second.access_token, INITIALIZE)).status_code == 401
 
 
-# "auto" (the SDK's default) discovers first, so it signs in before the write call and steps up
-# on the write's 403. A client pinned to 2026-07-28 that opens with the write call itself gets
-# the 403 right after its first authorization, which this SDK does not retry a second time.
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_write_tool_needs_library_write_and_the_sdk_steps_up(
+WRITE_TOOLS = {"borrow_book", "return_book", "renew_loan"}
+
+
+def read_only_storage(tokens: dict[str, Any], client_id: str) -> MemoryTokenStorage:
+    """What an SDK client holds after a read-only authorization: its registration and tokens."""
+    storage = MemoryTokenStorage()
+    storage.client_info = OAuthClientInformationFull(
+        client_id=client_id, redirect_uris=[REDIRECT_URI], token_endpoint_auth_method="none",
+        grant_types=["authorization_code", "refresh_token"], response_types=["code"],
+    )
+    storage.tokens = OAuthToken.model_validate(tokens)
+    return storage
+
+
+# The SDK starts from a library:read token (as a client that asked for less than the challenge
+# named, or whose grant predates the write tools): it must see the write tools, get the 403 on
+# use, step up by itself, and list everything at once afterwards (no cached pre-step-up list).
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_read_only_token_lists_the_write_tools_and_the_sdk_steps_up_on_use(
     oauth_server: ExampleServer, http: httpx.AsyncClient, raw_client_id: str, mode: str
 ) -> None:
-    # Raw: a read-only token calling a write tool gets 403 with the step-up challenge.
     tokens = await obtain_tokens(oauth_server, http, raw_client_id)
+    assert tokens["scope"] == "library:read"
+    # Raw: the read-only token's call of a write tool gets 403 with the step-up challenge.
     init = await mcp_post(http, tokens["access_token"], INITIALIZE)
     assert init.status_code == 200
     session = {"Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
@@ -495,17 +512,22 @@ async def test_write_tool_needs_library_write_and_the_sdk_steps_up(
     assert "library:write" in params["scope"].split()
     assert params["resource_metadata"] == f"{oauth_server.base_url}/.well-known/oauth-protected-resource/mcp"
 
-    # The SDK answers the 403 by authorizing again for the union of the scopes, then retries.
-    async with sdk_client(oauth_server, "reader", mode=mode) as (client, provider, handlers, storage):
-        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+    storage = read_only_storage(tokens, raw_client_id)
+    async with sdk_client(oauth_server, "reader", mode=mode, storage=storage) as (client, provider, handlers, storage):
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
+        before = {tool.name for tool in (await client.list_tools()).tools}
+        # The SDK answers the 403 by authorizing again for the union of the scopes, then retries.
         borrowed = await client.call_tool("borrow_book", {"isbn": POEMS, "member_username": "reader"})
         assert not borrowed.is_error, text_of(borrowed)
         assert borrowed.structured_content is not None
+        after = {tool.name for tool in (await client.list_tools()).tools}
         returned = await client.call_tool("return_book", {"loan_id": borrowed.structured_content["loan_id"]})
         assert not returned.is_error, text_of(returned)
-    assert len(handlers.authorization_urls) == 2
-    assert query_of(handlers.authorization_urls[1])["scope"].split() == ["library:read", "library:write"]
-    assert "Borrow, return and renew books, edit the catalogue" in handlers.browser.consent_pages[1]
+    assert WRITE_TOOLS <= before
+    assert after == before
+    assert len(handlers.authorization_urls) == 1  # the step-up, and only it
+    assert query_of(handlers.authorization_urls[0])["scope"].split() == ["library:read", "library:write"]
+    assert "Borrow, return and renew books, edit the catalogue" in handlers.browser.consent_pages[0]
     assert storage.tokens is not None and set(storage.tokens.scope.split()) == {"library:read", "library:write"}
 
 
