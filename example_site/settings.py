@@ -134,7 +134,8 @@ MCP_DJANGO = {
     "AUTHORIZATION_SERVERS": [OAUTH_ISSUER],
     # The minimal set for basic use (the spec's advice), which every request needs: reading.
     # Tools that change something declare library:write (example_site/library/mcp.py), and a
-    # token without it gets a 403 step-up challenge naming it.
+    # token without it still lists them and gets a 403 step-up challenge naming it on use. The
+    # metadata and the 401 challenge add library:write, declared there, to these.
     "SCOPES_SUPPORTED": ["library:read"],
     "REQUIRED_SCOPES": ["library:read"],
     "RESPONSE_MODE": os.environ.get("MCP_RESPONSE_MODE", "json"),
