@@ -101,7 +101,8 @@ async def test_the_user_signs_in_and_allows_the_client_then_the_client_calls_a_t
     assert {book["title"] for book in result.structured_content["books"]} >= {"The Time Machine", "The War of the Worlds"}
     assert_outcome(loans)  # the token acts for reader
     assert len(handlers.redirects) == 1 and query_of(handlers.redirects[0])["code"]
-    assert storage.tokens is not None and storage.tokens.scope == "library:read"
+    # The challenge names every scope the endpoint uses, and the SDK asks for all of them.
+    assert storage.tokens is not None and set(storage.tokens.scope.split()) == {"library:read", "library:write"}
 
 
 # -- URL elicitation: a secret, a confirmation, a connection -------------------------------------------------
