@@ -146,6 +146,9 @@ MCP_DJANGO = {
     "AUDIT_RETENTION_DAYS": 90,
     "ALLOWED_ORIGINS": MCP_ALLOWED_ORIGINS,
 }
+# "hide": tools a token's scopes do not allow are left out of lists (default "list": step-up on use).
+if os.environ.get("MCP_UNSCOPED_ENTRIES"):
+    MCP_DJANGO["UNSCOPED_ENTRIES"] = os.environ["MCP_UNSCOPED_ENTRIES"]
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
     MCP_DJANGO["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
 if os.environ.get("MCP_SSE_MAX_CONNECTION_SECONDS"):

@@ -531,6 +531,39 @@ async def test_read_only_token_lists_the_write_tools_and_the_sdk_steps_up_on_use
     assert storage.tokens is not None and set(storage.tokens.scope.split()) == {"library:read", "library:write"}
 
 
+@pytest.fixture(scope="module")
+def hiding_oauth_server(oauth_server: ExampleServer) -> Iterator[ExampleServer]:
+    """The example site with OAuth, hiding what the token's scopes do not allow (UNSCOPED_ENTRIES)."""
+    port = free_port()
+    env = {**oauth_server.env, "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp", "MCP_UNSCOPED_ENTRIES": "hide"}
+    log_path = oauth_server.log_path.with_name(f"{oauth_server.server}-oauth-hide.log")
+    with run_server(env, log_path, port=port, server=oauth_server.server) as server:
+        yield server
+
+
+# Hidden entries make the list depend on the token: the 2026-07-28 SDK keeps private answers per
+# client (its cache partition is the principal, not the token), so the lists carry ttlMs 0 and
+# the list after the step-up is the new one at once, not the one kept from before.
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_when_hidden_the_list_after_a_step_up_is_complete_at_once(
+    hiding_oauth_server: ExampleServer, raw_client_id: str, mode: str
+) -> None:
+    async with httpx.AsyncClient(base_url=hiding_oauth_server.base_url, timeout=20) as http:
+        tokens = await obtain_tokens(hiding_oauth_server, http, raw_client_id)
+    storage = read_only_storage(tokens, raw_client_id)
+    async with sdk_client(hiding_oauth_server, "reader", mode=mode, storage=storage) as (client, provider, handlers, storage):
+        before = {tool.name for tool in (await client.list_tools()).tools}
+        borrowed = await client.call_tool("borrow_book", {"isbn": POEMS, "member_username": "reader"})
+        assert not borrowed.is_error, text_of(borrowed)
+        assert borrowed.structured_content is not None
+        after = {tool.name for tool in (await client.list_tools()).tools}
+        returned = await client.call_tool("return_book", {"loan_id": borrowed.structured_content["loan_id"]})
+        assert not returned.is_error, text_of(returned)
+    assert not WRITE_TOOLS & before
+    assert WRITE_TOOLS <= after
+    assert len(handlers.authorization_urls) == 1
+
+
 # -- tokens the server must refuse ------------------------------------------------------------------
 
 
