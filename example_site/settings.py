@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from corsheaders.defaults import default_headers
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -231,6 +232,8 @@ OAUTH_DCR_RATE_LIMIT = (int(_count), int(_seconds or 3600))
 CORS_URLS_REGEX = r"^/o/(token|revoke_token|register)/"
 CORS_ALLOW_ALL_ORIGINS = "*" in MCP_ALLOWED_ORIGINS
 CORS_ALLOWED_ORIGINS = [o for o in MCP_ALLOWED_ORIGINS if o != "*"]
+# MCP clients (the TypeScript SDK, so the Inspector) send MCP-Protocol-Version on discovery too.
+CORS_ALLOW_HEADERS = (*default_headers, "mcp-protocol-version")
 
 OAUTH2_PROVIDER = {
     # Scopes in words: the consent page shows these sentences.

@@ -335,6 +335,7 @@ async def test_browser_client_on_an_allowed_origin_gets_cors_through_the_whole_f
         preflight = await browser_preflight(http, path, "GET", "mcp-protocol-version")
         assert preflight.status_code in (200, 204), path
         assert preflight.headers["access-control-allow-origin"] in ("*", INSPECTOR), path
+        assert "mcp-protocol-version" in header_set(preflight, "access-control-allow-headers"), path
         response = await http.get(path, headers={**origin, "MCP-Protocol-Version": "2025-11-25"})
         assert response.status_code == 200, path
         assert response.headers["access-control-allow-origin"] in ("*", INSPECTOR), path
