@@ -11,7 +11,8 @@ tests are skipped, except under ``CI=true``, where they fail.
 
 The servers, started once for the session: the example site with Bookshelf as its "connect"
 provider (``run_site_with_bookshelf``: ``MCP_AUTH=django``), and a second process on the same
-database with ``MCP_AUTH=oauth``, whose authorization endpoint shows the consent page. Daphne
+database with ``MCP_AUTH=oauth``, whose authorization endpoint shows the consent page and which
+lets a page on another origin call it (``client_origin``: client_page.html on 127.0.0.1). Daphne
 only: the pages are the same under every ASGI server, which the e2e tests cover.
 
 Selenium is synchronous and the MCP client is not: tests run the browser's part in a thread
@@ -21,7 +22,10 @@ Selenium is synchronous and the MCP client is not: tests run the browser's part 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -126,11 +130,53 @@ def site(servers: tuple[ExampleServer, Provider]) -> ExampleServer:
     return servers[0]
 
 
+@contextmanager
+def serve_client_page() -> Iterator[str]:
+    """Serve client_page.html (a browser-based MCP client) at every path of a new origin on
+    127.0.0.1, until the block ends: the origin, ``http://127.0.0.1:<port>``."""
+    page = (Path(__file__).parent / "client_page.html").read_bytes()
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(page)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # quiet: pytest shows the test's own output
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
 @pytest.fixture(scope="session")
-def oauth_site(site: ExampleServer) -> Iterator[ExampleServer]:
-    """The same site and database with ``MCP_AUTH=oauth``, at a URL it knows in advance."""
+def client_origin(browser_tools: None) -> Iterator[str]:
+    """The origin of a browser-based client the OAuth site allows (``MCP_ALLOWED_ORIGINS``)."""
+    with serve_client_page() as origin:
+        yield origin
+
+
+@pytest.fixture(scope="session")
+def oauth_site(site: ExampleServer, client_origin: str) -> Iterator[ExampleServer]:
+    """The same site and database with ``MCP_AUTH=oauth``, at a URL it knows in advance, and
+    ``client_origin`` allowed to call it from a page (CORS)."""
     port = free_port()
-    env = {**site.env, "MCP_AUTH": "oauth", "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp"}
+    env = {
+        **site.env,
+        "MCP_AUTH": "oauth",
+        "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp",
+        "MCP_ALLOWED_ORIGINS": client_origin,
+    }
     with run_server(env, site.log_path.with_name("daphne-oauth.log"), port=port) as server:
         yield server
 
