@@ -11,6 +11,7 @@ with) or an authentication error, and the adapter turns them into its own wire f
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -40,7 +41,7 @@ from .protocol.errors import (
 from .protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, notification_message, result_message
 from .protocol.lifecycle import InitializeParams, initialize_result, parse_initialize
 from .protocol.limits import check_progress_token, check_request_id
-from .quotas import LeasedSlot, RunningSlot, StreamSlot, acheck_tool_calls, areserve_session, caller_of
+from .quotas import Caller, LeasedSlot, RunningSlot, StreamSlot, acheck_tool_calls, areserve_session, caller_of
 from .rounds import ROUND_PARAMS, InputRequired, InputRounds
 from .signals import session_closed, session_created
 from .stores import RunningRequestStore, SessionStore
@@ -87,6 +88,11 @@ class Principal:
     def key(self) -> str:
         """Who, as a string that sealed state is bound to."""
         return f"user:{self.user_id}" if self.user_id is not None else "anonymous"
+
+    @functools.cached_property
+    def caller(self) -> Caller:
+        """Who, as quotas count: the user, else the client address (made once per principal)."""
+        return caller_of(self.request, self.user)
 
 
 @dataclass
@@ -210,7 +216,7 @@ class Engine:
                 client_info=params.client_info,
                 capabilities=params.capabilities,
                 transport=transport,
-                client_address=caller_of(principal.request, principal.user).address,
+                client_address=principal.caller.address,
             )
         finally:
             if reservation is not None:
@@ -238,7 +244,7 @@ class Engine:
         try:
             return await self.sessions.acreate(
                 site_name=self.site.name, user_id=principal.user_id, protocol_version=negotiation.V2024_11_05,
-                client_info={}, capabilities={}, transport=transport, client_address=caller_of(principal.request, principal.user).address,
+                client_info={}, capabilities={}, transport=transport, client_address=principal.caller.address,
             )
         finally:
             if reservation is not None:
@@ -385,15 +391,14 @@ class Engine:
         if not calls:
             return requests, []
         names = [m.params.get("name") for m in calls]
-        errors = await acheck_tool_calls(caller_of(principal.request, principal.user), [n if isinstance(n, str) else None for n in names])
+        errors = await acheck_tool_calls(principal.caller, [n if isinstance(n, str) else None for n in names])
         refusals = {id(m): e for m, e in zip(calls, errors, strict=True) if e is not None}
-        caller = caller_of(principal.request, principal.user)
         for message in calls:
             if id(message) in refusals:
                 continue
             # Taken here, before anything runs, and held until the call ends (Engine.run).
             try:
-                slot = await RunningSlot.acquire(caller, session.pk if session is not None else None)
+                slot = await RunningSlot.acquire(principal.caller, session.pk if session is not None else None)
             except QuotaExceededError as cap:
                 refusals[id(message)] = cap
                 continue
@@ -418,7 +423,7 @@ class Engine:
         to a user at ``SESSIONS_PER_USER``, or an anonymous caller's address at
         ``SESSIONS_PER_ADDRESS``."""
         try:
-            return await areserve_session(caller_of(principal.request, principal.user))
+            return await areserve_session(principal.caller)
         except QuotaExceededError as error:
             await self.quota_refused(principal, error, message)
             raise
@@ -439,7 +444,7 @@ class Engine:
         """A slot for one more open SSE stream of this caller (and session), to release when the
         stream ends; refused (-32029, HTTP 429) at ``STREAMS_PER_SESSION`` or ``STREAMS_PER_USER``."""
         try:
-            return await StreamSlot.acquire(caller_of(principal.request, principal.user), session_id)
+            return await StreamSlot.acquire(principal.caller, session_id)
         except QuotaExceededError as error:
             await self.quota_refused(principal, error)
             raise
@@ -453,7 +458,7 @@ class Engine:
         audit trail as denied."""
         logger.info(
             "Quota %s refused %s for %s (%s)", error.limit, message.method if message is not None else "a stream or session",
-            caller_of(principal.request, principal.user).key, principal.transport,
+            principal.caller.key, principal.transport,
         )
         if message is not None:
             await audit.arecord_refused(principal, session, message, f"quota: {error.limit}", site=self.site, error_code=error.code)

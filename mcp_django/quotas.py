@@ -567,6 +567,19 @@ class LeasedSlot:
         _renewer.add(slot)
         return slot
 
+    @classmethod
+    async def per_session_and_caller(
+        cls, kind: str, caller: Caller, session_id: str | None, per_session: tuple[str, int | None], per_caller: tuple[str, int | None]
+    ) -> LeasedSlot | None:
+        """Take a slot counted in ``session_id`` (when there is one) and for ``caller``, under
+        each (limit, cap) whose cap is set; None when neither is."""
+        counters: list[tuple[str, str, int | None]] = []
+        if session_id is not None and per_session[1] is not None:
+            counters.append((per_session[0], f"session:{session_id}", per_session[1]))
+        if per_caller[1] is not None:
+            counters.append((per_caller[0], caller.key, per_caller[1]))
+        return await cls.take(kind, counters) if counters else None
+
     def refusal(self, limit: str, cap: int) -> QuotaExceededError:
         return QuotaExceededError(f"Too many: {limit} is {cap}", limit=limit, details={"max": cap})
 
@@ -633,12 +646,9 @@ class StreamSlot(LeasedSlot):
         """Take a slot for a stream of ``caller`` (in ``session_id``, if it has one); None when
         no cap applies, QuotaExceededError (429) when one is reached."""
         quotas = current()
-        counters: list[tuple[str, str, int | None]] = []
-        if session_id is not None and quotas.streams_per_session is not None:
-            counters.append(("STREAMS_PER_SESSION", f"session:{session_id}", quotas.streams_per_session))
-        if quotas.streams_per_user is not None:
-            counters.append(("STREAMS_PER_USER", caller.key, quotas.streams_per_user))
-        return await cls.take("streams", counters) if counters else None
+        return await cls.per_session_and_caller(
+            "streams", caller, session_id, ("STREAMS_PER_SESSION", quotas.streams_per_session), ("STREAMS_PER_USER", quotas.streams_per_user)
+        )
 
     def refusal(self, limit: str, cap: int) -> QuotaExceededError:
         scope = "session" if limit == "STREAMS_PER_SESSION" else "user"
@@ -655,12 +665,9 @@ class RunningSlot(LeasedSlot):
     @classmethod
     async def acquire(cls, caller: Caller, session_id: str | None) -> LeasedSlot | None:
         quotas = current()
-        counters: list[tuple[str, str, int | None]] = []
-        if session_id is not None and quotas.running_per_session is not None:
-            counters.append(("RUNNING_PER_SESSION", f"session:{session_id}", quotas.running_per_session))
-        if quotas.running_per_user is not None:
-            counters.append(("RUNNING_PER_USER", caller.key, quotas.running_per_user))
-        return await cls.take("running", counters) if counters else None
+        return await cls.per_session_and_caller(
+            "running", caller, session_id, ("RUNNING_PER_SESSION", quotas.running_per_session), ("RUNNING_PER_USER", quotas.running_per_user)
+        )
 
     def refusal(self, limit: str, cap: int) -> QuotaExceededError:
         who = next(w for name, w, _ in self.counters if name == limit)
