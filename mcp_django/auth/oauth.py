@@ -134,8 +134,10 @@ class OAuthAuthentication(BaseAuthentication):
     def _fail(
         self, resource: str, message: str, error: str | None = "invalid_token", status: int = 401, request: HttpRequest | None = None
     ) -> AuthenticationFailed:
-        # The transport puts the site's declared scopes on the request (mcp_declared_scopes).
-        scopes = advertised_scopes(getattr(request, "mcp_declared_scopes", ()))
+        # The transport puts a function on the request that gives the site's declared scopes
+        # (mcp_declared_scopes): asked only here, when a challenge is sent, not on every request.
+        declared = getattr(request, "mcp_declared_scopes", None)
+        scopes = advertised_scopes(declared() if declared is not None else ())
         header = challenge(resource, error=error, description=message if error else None, scopes=scopes)
         return AuthenticationFailed(message, status=status, headers={"WWW-Authenticate": header})
 

@@ -206,8 +206,9 @@ class MCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no
         if self.cors_headers and method == "OPTIONS":
             await self.send_empty(204, checks.PREFLIGHT_HEADERS)
             return
-        # The 401 challenge names every scope the site uses (OAuthAuthentication reads this).
-        request.mcp_declared_scopes = self.site.get_scopes()  # type: ignore[attr-defined]
+        # The 401 challenge names every scope the site uses: OAuthAuthentication calls this
+        # when it sends one (walking the registry on every request would cost every request).
+        request.mcp_declared_scopes = self.site.get_scopes  # type: ignore[attr-defined]
         principal = await authenticate(request, self.settings, transport=self.transport_name)
         if method == "POST":
             await self.post(principal, body)
