@@ -210,9 +210,10 @@ async def test_a_call_refused_for_a_missing_scope_is_denied_in_both_eras_with_th
     assert {(c.client_id, c.username) for c in calls} == {(app.client_id, "alice")}
 
 
-@pytest.mark.django_db(transaction=True)
-async def test_a_call_cancelled_by_the_client_is_recorded_as_cancelled() -> None:
-    mcp = MCPSite(name="cancel")
+async def call_then_hang_up(site_name: str) -> None:
+    """Call ``wait_forever`` (2026-07-28, on a stream) on a new site, wait until it runs, then
+    close the stream: in this revision closing the answer is the cancellation."""
+    mcp = MCPSite(name=site_name)
     started = asyncio.Event()
 
     @mcp.tool()
@@ -228,7 +229,12 @@ async def test_a_call_cancelled_by_the_client_is_recorded_as_cancelled() -> None
     stream = await client.post_stream(message, modern_headers(message))
     assert (await stream.next_message())["method"] == "notifications/progress"
     await asyncio.wait_for(started.wait(), 5)
-    await stream.close()  # 2026-07-28: closing the answer is the cancellation
+    await stream.close()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_call_cancelled_by_the_client_is_recorded_as_cancelled() -> None:
+    await call_then_hang_up("cancel")
     for _ in range(100):  # the cancelled task records on its way out: bounded wait for it
         if len(audit.writer):
             break
@@ -546,23 +552,8 @@ async def test_durable_mode_shows_a_call_as_running_under_a_lease_while_it_runs(
 
 @pytest.mark.django_db(transaction=True)
 async def test_durable_mode_records_a_cancelled_call_on_its_running_row() -> None:
-    mcp = MCPSite(name="durable-cancel")
-    started = asyncio.Event()
-
-    @mcp.tool()
-    async def wait_forever(ctx: Context) -> str:
-        await ctx.report_progress(0, 1)
-        started.set()
-        await asyncio.sleep(60)  # cancelled long before
-        return "never"
-
-    client = client_for(mcp)
-    message = modern("tools/call", {"name": "wait_forever", "arguments": {}})
-    message["params"]["_meta"]["progressToken"] = 1
     with settings(AUDIT_DURABLE=True):
-        stream = await client.post_stream(message, modern_headers(message))
-        await asyncio.wait_for(started.wait(), 5)
-        await stream.close()  # 2026-07-28: closing the answer is the cancellation
+        await call_then_hang_up("durable-cancel")
         for _ in range(200):  # the cancelled task updates its row from a task of its own: bounded wait
             call = await ToolCall.objects.aget()
             if call.outcome != Outcome.RUNNING:

@@ -507,6 +507,19 @@ def read_only_storage(tokens: dict[str, Any], client_id: str) -> MemoryTokenStor
     return storage
 
 
+async def list_borrow_list_return(client: Any) -> tuple[set[str], set[str]]:
+    """List the tools, borrow a book (a write tool), list again and return the book: the tool
+    names before and after the borrowing."""
+    before = {tool.name for tool in (await client.list_tools()).tools}
+    borrowed = await client.call_tool("borrow_book", {"isbn": POEMS, "member_username": "reader"})
+    assert not borrowed.is_error, text_of(borrowed)
+    assert borrowed.structured_content is not None
+    after = {tool.name for tool in (await client.list_tools()).tools}
+    returned = await client.call_tool("return_book", {"loan_id": borrowed.structured_content["loan_id"]})
+    assert not returned.is_error, text_of(returned)
+    return before, after
+
+
 # The SDK starts from a library:read token (as a client that asked for less than the challenge
 # named, or whose grant predates the write tools): it must see the write tools, get the 403 on
 # use, step up by itself, and list everything at once afterwards (no cached pre-step-up list).
@@ -534,14 +547,8 @@ async def test_read_only_token_lists_the_write_tools_and_the_sdk_steps_up_on_use
     storage = read_only_storage(tokens, raw_client_id)
     async with sdk_client(oauth_server, "reader", mode=mode, storage=storage) as (client, provider, handlers, storage):
         assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
-        before = {tool.name for tool in (await client.list_tools()).tools}
         # The SDK answers the 403 by authorizing again for the union of the scopes, then retries.
-        borrowed = await client.call_tool("borrow_book", {"isbn": POEMS, "member_username": "reader"})
-        assert not borrowed.is_error, text_of(borrowed)
-        assert borrowed.structured_content is not None
-        after = {tool.name for tool in (await client.list_tools()).tools}
-        returned = await client.call_tool("return_book", {"loan_id": borrowed.structured_content["loan_id"]})
-        assert not returned.is_error, text_of(returned)
+        before, after = await list_borrow_list_return(client)
     assert WRITE_TOOLS <= before
     assert after == before
     assert len(handlers.authorization_urls) == 1  # the step-up, and only it
@@ -571,13 +578,7 @@ async def test_when_hidden_the_list_after_a_step_up_is_complete_at_once(
         tokens = await obtain_tokens(hiding_oauth_server, http, raw_client_id)
     storage = read_only_storage(tokens, raw_client_id)
     async with sdk_client(hiding_oauth_server, "reader", mode=mode, storage=storage) as (client, provider, handlers, storage):
-        before = {tool.name for tool in (await client.list_tools()).tools}
-        borrowed = await client.call_tool("borrow_book", {"isbn": POEMS, "member_username": "reader"})
-        assert not borrowed.is_error, text_of(borrowed)
-        assert borrowed.structured_content is not None
-        after = {tool.name for tool in (await client.list_tools()).tools}
-        returned = await client.call_tool("return_book", {"loan_id": borrowed.structured_content["loan_id"]})
-        assert not returned.is_error, text_of(returned)
+        before, after = await list_borrow_list_return(client)
     assert not WRITE_TOOLS & before
     assert WRITE_TOOLS <= after
     assert len(handlers.authorization_urls) == 1
