@@ -211,7 +211,17 @@ def cache_for(alias: str) -> BaseCache:
 
 def _forget_caches(*, setting: str, **kwargs: Any) -> None:
     if setting == "CACHES":
+        for cache in _process_caches.values():
+            _disconnect(cache)
         _process_caches.clear()
+
+
+def _disconnect(cache: BaseCache) -> None:
+    # A Redis cache dropped with its pool still connected leaves its sockets to the garbage
+    # collector, which closes them with a ResourceWarning (whenever it next runs, in whatever code).
+    if isinstance(cache, RedisCache):
+        for pool in cache._cache._pools.values():
+            pool.disconnect()
 
 
 setting_changed.connect(_forget_caches)
