@@ -294,7 +294,7 @@ def _who(user: Any, request: Any) -> dict[str, Any]:
 def _record(
     *, site: Any, message: Request, user: Any, request: Any, transport: str, revision: str, session_id: str | None,
     outcome: str, error: str = "", error_code: int | None = None, duration: float = 0.0, trace_id: str | None = None,
-    started_at: Any = None,
+    started_at: Any = None, task_id: str = "",
 ) -> dict[str, Any]:
     name = message.params.get("name")
     tool = site.get_tool(name) if site is not None and isinstance(name, str) else None
@@ -317,6 +317,7 @@ def _record(
         "error": _clean(scrub(error, hidden) if hidden else error, MAX_ERROR),
         "duration_ms": round(duration * 1000, 3),
         "trace_id": _clean(trace_id or "", 32),
+        "task_id": _clean(task_id, 64),
     }
 
 
@@ -358,6 +359,8 @@ async def _ending(observation: Observation) -> tuple[str, str, int | None]:
                 return Outcome.DENIED, reason, code
         return Outcome.PROTOCOL_ERROR, text, code
     result = response.get("result")
+    if isinstance(result, dict) and result.get("resultType") == "task":
+        return Outcome.TASK, "", None
     if isinstance(result, dict) and result.get("isError") is True:
         timed_out = observation.ctx.client_timed_out
         return (Outcome.TIMED_OUT if timed_out else Outcome.TOOL_ERROR), _result_text(result), None
@@ -366,10 +369,12 @@ async def _ending(observation: Observation) -> tuple[str, str, int | None]:
 
 def _from_observation(observation: Observation, outcome: str, error: str = "", error_code: int | None = None) -> dict[str, Any]:
     ctx = observation.ctx
+    result = (observation.response or {}).get("result") if outcome == Outcome.TASK else None
     return _record(
         site=ctx.site, message=observation.message, user=ctx.user, request=ctx.request, transport=observation.transport,
         revision=observation.revision, session_id=ctx.session_id, outcome=outcome, error=error, error_code=error_code,
         duration=observation.duration, trace_id=observation.trace_id, started_at=observation.started_at,
+        task_id=str(result.get("taskId", "")) if isinstance(result, dict) else "",
     )
 
 
@@ -536,7 +541,7 @@ class DurableTrail:
     def _update(row: int, record: dict[str, Any]) -> None:
         ToolCall.objects.filter(pk=row).update(
             outcome=record["outcome"], error=record["error"], error_code=record["error_code"], duration_ms=record["duration_ms"],
-            trace_id=record["trace_id"], lease_until=None,
+            trace_id=record["trace_id"], task_id=record["task_id"], lease_until=None,
         )
 
     async def afinish(self, row: int, record: dict[str, Any]) -> None:

@@ -107,7 +107,23 @@ DEFAULTS: dict[str, Any] = {
         "STREAMS_PER_SESSION": 64,  # open SSE streams of one session (each streamed request is one)
         "STREAMS_PER_USER": 256,  # open SSE streams of one user (anonymous: client address)
         "PENDING_ELICITATIONS_PER_USER": 20,  # URL elicitations waiting for their page
+        "LIVE_TASKS_PER_USER": 100,  # tasks working or waiting for input, per user (anonymous: client address)
     },
+    # Durable tasks (2026-07-28, the io.modelcontextprotocol/tasks extension; README "Durable
+    # tasks"). The alias in Django's TASKS setting whose backend runs them (django.tasks, or the
+    # django-tasks backport on Django 5.2), e.g. django-tasks-db's worker; None runs each task in
+    # the web process that made it, still as a row that every process answers for.
+    "TASKS_BACKEND": None,
+    # How long a task is kept from its creation (ttlMs): tasks/get answers it until then, and
+    # mcp_clearsessions deletes it after. None keeps tasks until deleted by hand.
+    "TASK_TTL_MS": 24 * 3600 * 1000,
+    # How often clients should poll tasks/get (pollIntervalMs), and the running process its row
+    # (for answers and cancellation).
+    "TASK_POLL_INTERVAL_MS": 1000,
+    # Seconds between two heartbeats of a running task, and seconds without one after which the
+    # task died with its process and is marked failed.
+    "TASK_HEARTBEAT_SECONDS": 5,
+    "TASK_HEARTBEAT_TIMEOUT": 30,
     # Seconds that terminated or expired sessions (and their events) are kept for the admin
     # before ``mcp_clearsessions`` removes them.
     "SESSION_RETENTION": 7 * 24 * 3600,
@@ -377,6 +393,11 @@ class MCPSettings:
     log_bridge_loggers: Setting[list[str]] = Setting("LOG_BRIDGE_LOGGERS", _string_list)
     server_title: Setting[str | None] = Setting("SERVER_TITLE", _as_is)
     session_retention: Setting[int] = Setting("SESSION_RETENTION", int)
+    tasks_backend: Setting[str | None] = Setting("TASKS_BACKEND", _as_is)
+    task_ttl_ms: Setting[int | None] = Setting("TASK_TTL_MS", _as_is)
+    task_poll_interval_ms: Setting[int] = Setting("TASK_POLL_INTERVAL_MS", int)
+    task_heartbeat_seconds: Setting[float] = Setting("TASK_HEARTBEAT_SECONDS", float)
+    task_heartbeat_timeout: Setting[float] = Setting("TASK_HEARTBEAT_TIMEOUT", float)
     authentication: Setting[Any] = Setting("AUTHENTICATION", _as_is)
     authorization_servers: Setting[list[str] | None] = Setting("AUTHORIZATION_SERVERS", _as_is)
     channel_layer: Setting[str] = Setting("CHANNEL_LAYER", str)

@@ -18,6 +18,7 @@ from .exceptions import ClientRequestError
 from .protocol.errors import MissingRequiredClientCapabilityError
 from .protocol.jsonrpc import RequestId, notification_message
 from .protocol.lifecycle import LOG_LEVELS, level_enabled
+from .rounds import StartTask
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -238,6 +239,11 @@ class Context:
         #: Whether a request to the client outlived CLIENT_REQUEST_TIMEOUT (the audit trail
         #: records the call as timed out, whatever the tool made of the error).
         self.client_timed_out = False
+        #: 2026-07-28 tasks: "prelude" in the request of a task tool declared with prelude=True
+        #: (start_task() hands the rest to a task), "task" inside the task, None otherwise.
+        self.task_phase: Literal["prelude", "task"] | None = None
+        #: The id of the task this context runs in (inside a task only).
+        self.task_id: str | None = None
 
     @property
     def log(self) -> Log:
@@ -301,6 +307,18 @@ class Context:
         if message is not None:
             params["message"] = message
         await self.send_notification("notifications/progress", params)
+
+    async def start_task(self) -> None:
+        """Where the work of a task tool declared with ``prelude=True`` begins.
+
+        Before it, the tool runs in the request: its checks, and its questions, which the client
+        answers in the request itself (2026-07-28 input-required rounds). At this call the request
+        is answered with a task, which runs the tool again from its first line with the same
+        answers, and goes on from here. Without a task (the client did not declare the tasks
+        extension, or an older revision) and inside the task it does nothing.
+        """
+        if self.task_phase == "prelude":
+            raise StartTask
 
     # -- requests to the client ---------------------------------------------------------
 

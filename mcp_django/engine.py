@@ -18,7 +18,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import audit, handlers, request_state
+from . import audit, handlers, request_state, taskrun
 from .auth.base import NoAuthentication
 from .auth.oauth import InsufficientScope, resource_url
 from .conf import mcp_settings
@@ -35,6 +35,7 @@ from .protocol.errors import (
     InvalidRequestError,
     MCPError,
     MethodNotFoundError,
+    MissingRequiredClientCapabilityError,
     QuotaExceededError,
     TransportError,
 )
@@ -529,13 +530,23 @@ class Engine:
         if self._stateless is None or self._stateless[0] is not site_table:
             table = {m: h for m, h in site_table.items() if m not in modern.REMOVED_METHODS}
             table["server/discover"] = self._discover
+            # The tasks extension is offered by a site with a tool that may run as a task.
+            if any(getattr(tool, "task_support", "forbidden") != "forbidden" for tool in self.site.get_tools()):
+                table.update(taskrun.TASK_HANDLERS)
             self._stateless = (site_table, table)
         return self._stateless[1]
+
+    def stateless_capabilities(self) -> dict[str, Any]:
+        """What ``server/discover`` declares: the site's capabilities, and the extensions served."""
+        capabilities = self.site.offered_capabilities()
+        if "tasks/get" in self.stateless_handlers():
+            capabilities["extensions"] = {**capabilities.get("extensions", {}), taskrun.TASKS_EXTENSION: {}}
+        return capabilities
 
     async def _discover(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         return modern.discover_result(
             versions=[*modern.MODERN_VERSIONS, *negotiation.SUPPORTED_VERSIONS],
-            capabilities=self.site.offered_capabilities(),
+            capabilities=self.stateless_capabilities(),
             server_info=self.site.get_server_info(),
             instructions=self.site.get_instructions(),
             cache=self.cache_hint(ctx.request, "server/discover"),
@@ -611,6 +622,9 @@ class Engine:
         for flag, kind in LISTEN_FLAGS.items():
             if wanted.get(flag) is True and offered.get(kind, {}).get("listChanged"):
                 agreed[flag] = True
+        task_ids = wanted.get("taskIds")
+        if task_ids is not None:
+            agreed["taskIds"] = await self._listen_tasks(principal, message, task_ids)
         uris = wanted.get("resourceSubscriptions")
         if uris is not None:
             if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
@@ -623,6 +637,22 @@ class Engine:
                 ]
         return agreed
 
+    async def _listen_tasks(self, principal: Principal, message: Request, task_ids: Any) -> list[str]:
+        """The tasks of ``task_ids`` this user's listen stream may follow (notifications/tasks)."""
+        if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
+            raise InvalidParamsError('Invalid params: "notifications.taskIds" must be an array of task ids')
+        if len(task_ids) > self.settings.max_listen_uris:
+            raise InvalidParamsError(f"Invalid params: at most {self.settings.max_listen_uris} taskIds per stream")
+        meta = message.params.get("_meta")
+        capabilities = meta.get(modern.META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
+        if not taskrun.declares_tasks_in(capabilities if isinstance(capabilities, dict) else {}):
+            raise MissingRequiredClientCapabilityError(
+                f"Declare the {taskrun.TASKS_EXTENSION} extension to follow tasks", required_capabilities=taskrun.required_capability()
+            )
+        if "tasks/get" not in self.stateless_handlers():
+            return []
+        return [t for t in dict.fromkeys(task_ids) if await taskrun.afind(self.site, principal.request, principal.user, t) is not None]
+
     async def listen_notification(self, principal: Principal, agreed: dict[str, Any], event: dict[str, Any]) -> dict[str, Any] | None:
         """What a listen stream with filter ``agreed`` sends for a change announced on the bus
         (see notifications.tell_listeners), or None: another site, another user, unasked, or
@@ -632,6 +662,12 @@ class Engine:
         users = event.get("users")
         if users is not None and str(principal.user_id) not in users:
             return None
+        task_id = event.get("task")
+        if task_id is not None:
+            if task_id not in agreed.get("taskIds", ()):
+                return None
+            task = await taskrun.afind(self.site, principal.request, principal.user, task_id)
+            return notification_message("notifications/tasks", taskrun.wire(task)) if task is not None else None
         kind = event.get("kind")
         if kind is not None:
             flag = next((f for f, k in LISTEN_FLAGS.items() if k == kind), None)
@@ -694,7 +730,9 @@ class Engine:
             rounds = self.rounds_for(principal, message) if message.method in modern.INPUT_METHODS else None
         except MCPError as exc:
             return error_message(message.id, exc)
-        request = Request(message.id, message.method, {k: v for k, v in message.params.items() if k not in ROUND_PARAMS})
+        request = message if rounds is None else Request(
+            message.id, message.method, {k: v for k, v in message.params.items() if k not in ROUND_PARAMS}
+        )
         meta_params = message.params.get("_meta")
         ctx = Context(
             site=self.site, request=principal.request, user=principal.user, session=None, request_id=message.id,

@@ -30,10 +30,8 @@ from .entries import PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
 from .exceptions import ClientRequestError, ToolError
 from .protocol.errors import (
     InvalidParamsError,
-    MissingRequiredClientCapabilityError,
-    QuotaExceededError,
+    MCPError,
     ResourceNotFoundError,
-    URLElicitationRequiredError,
 )
 from .protocol.modern import mcp_header_params
 from .schemas import argument_error, ecma_patterns, invalid_arguments, result_schema, unresolvable_refs
@@ -200,10 +198,20 @@ class FunctionTool(PermissionGated, ToolEntry):
         permission: str | list[str] | tuple[str, ...] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
         sensitive: list[str] | tuple[str, ...] | None = None,
+        task: str = "forbidden",
+        prelude: bool = False,
     ) -> None:
         self.func = func
         self.set_permissions(permission, scopes)
         self.name = name or func.__name__
+        if task not in ("forbidden", "optional", "required"):
+            raise ImproperlyConfigured(f"Tool {self.name!r}: task must be 'forbidden', 'optional' or 'required', not {task!r}")
+        if prelude and task == "forbidden":
+            raise ImproperlyConfigured(f"Tool {self.name!r}: prelude=True is for task tools (task='optional' or 'required')")
+        #: Whether a call may (or must) run as a durable task (2026-07-28 tasks extension).
+        self.task_support = task
+        #: Whether it runs in the request until ``ctx.start_task()`` (see Context.start_task).
+        self.prelude = prelude
         if not TOOL_NAME_RE.match(self.name):
             raise ImproperlyConfigured(
                 f"Invalid tool name {self.name!r}: use 1-128 characters from A-Z, a-z, 0-9, '_', '-' and '.'"
@@ -277,6 +285,8 @@ class FunctionTool(PermissionGated, ToolEntry):
             tool["icons"] = self.icons
         if self.meta:
             tool["_meta"] = self.meta
+        if self.task_support != "forbidden":
+            tool["execution"] = {"taskSupport": self.task_support}
         return tool
 
     def _arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -299,8 +309,10 @@ class FunctionTool(PermissionGated, ToolEntry):
             kwargs = self.signature.bind(self._arguments(arguments), ctx)
             value = await acall(self.func, kwargs)
             return self.to_result(value)
-        except (URLElicitationRequiredError, MissingRequiredClientCapabilityError, QuotaExceededError):
-            raise  # protocol answers (-32042, -32021, -32029) by design, not tool failures
+        except MCPError:
+            # Protocol answers by design (-32042, -32021, -32029, or an error the tool raised on
+            # purpose, from mcp_django.exceptions), not tool failures.
+            raise
         except Exception as exc:
             if _is_tool_error(exc):
                 return {"content": [{"type": "text", "text": str(exc) or "Tool failed"}], "isError": True}

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
 from asgiref.sync import sync_to_async
 
+from . import taskrun
 from .conf import mcp_settings
 from .context import Context
 from .entries import Access, Completable, agate, gate, listed, queries
@@ -124,7 +125,19 @@ async def target(site: MCPSite, request: Any, method: str, params: dict[str, Any
 
 
 async def list_tools(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    return _page([t.definition() for t in await visible(ctx.site.get_tools(), ctx)], params, "tools")
+    tools = [t.definition() for t in await visible(ctx.site.get_tools(), ctx)]
+    if ctx.request_meta is None:
+        # Tasks are a 2026-07-28 extension here: older revisions call every tool plainly.
+        tools = [_without_task_support(t) for t in tools]
+    return _page(tools, params, "tools")
+
+
+def _without_task_support(tool: dict[str, Any]) -> dict[str, Any]:
+    execution = tool.get("execution")
+    if not isinstance(execution, dict) or "taskSupport" not in execution:
+        return tool
+    rest = {k: v for k, v in execution.items() if k != "taskSupport"}
+    return {**{k: v for k, v in tool.items() if k != "execution"}, **({"execution": rest} if rest else {})}
 
 
 async def call_tool(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -135,6 +148,8 @@ async def call_tool(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     # lacking the scopes of a tool the user may use got its 403 from the transport already.)
     if tool is None or await agate(tool, ctx.request) is not Access.VISIBLE:
         raise InvalidParamsError(f"Unknown tool: {name[:128]}")
+    if getattr(tool, "task_support", "forbidden") != "forbidden":
+        return await taskrun.call(tool, arguments, ctx)
     return await tool.call(arguments, ctx)
 
 

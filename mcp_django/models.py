@@ -314,6 +314,8 @@ class ToolCall(models.Model):
         RUNNING = "running", _("running")
         #: AUDIT_DURABLE: the process died while the call ran (its lease lapsed; see audit.close_interrupted).
         INTERRUPTED = "interrupted", _("interrupted")
+        #: 2026-07-28 tasks extension: the call was answered with a task (``task_id``), which runs on.
+        TASK = "task", _("handed to a task")
 
     started_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)
     site_name = models.CharField(_("MCP site"), max_length=100, default="mcp")
@@ -343,6 +345,8 @@ class ToolCall(models.Model):
     trace_id = models.CharField(_("trace id"), max_length=32, blank=True)
     #: While "running": the process renews it while it lives; once lapsed, the call is interrupted.
     lease_until = models.DateTimeField(_("lease until"), null=True, blank=True)
+    #: The task the call was answered with (outcome "task"): its row tells how the work ended.
+    task_id = models.CharField(_("task id"), max_length=64, blank=True, db_index=True)
 
     class Meta:
         verbose_name = _("tool call")
@@ -356,3 +360,102 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.outcome})"
+
+
+def new_task_id() -> str:
+    """An unguessable task id: it is the bearer of the task's state (tasks extension, "Task ID
+    unguessability"), so 192 random bits, URL-safe."""
+    return secrets.token_urlsafe(24)
+
+
+class TaskQuerySet(models.QuerySet["Task"]):
+    def live(self) -> TaskQuerySet:
+        """Tasks not yet finished: working or waiting for the client's input."""
+        return self.filter(status__in=Task.LIVE)
+
+
+class Task(models.Model):
+    """A ``tools/call`` run as a durable task (the ``io.modelcontextprotocol/tasks`` extension).
+
+    The row is the task: the client polls it (``tasks/get``), answers its questions
+    (``tasks/update``) and cancels it (``tasks/cancel``) through any web process, while the
+    process running it (a worker of the project's ``TASKS`` backend, or the web process that
+    made it) keeps its heartbeat, progress and outcome here. The arguments are kept encrypted
+    (``payload``); ``arguments`` holds them as the audit trail shows them, redacted.
+    """
+
+    class Status(models.TextChoices):
+        WORKING = "working", _("working")
+        INPUT_REQUIRED = "input_required", _("input required")
+        COMPLETED = "completed", _("completed")
+        FAILED = "failed", _("failed")
+        CANCELLED = "cancelled", _("cancelled")
+
+    LIVE = (Status.WORKING, Status.INPUT_REQUIRED)
+    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    id = models.CharField(_("task id"), primary_key=True, max_length=64, default=new_task_id, editable=False)
+    site_name = models.CharField(_("MCP site"), max_length=100, default="mcp")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("user"), null=True, blank=True, on_delete=models.CASCADE, related_name="mcp_tasks"
+    )
+    #: Who it counts against (quotas.Caller.key: "user:<pk>", or an anonymous caller's address).
+    owner = models.CharField(_("owner"), max_length=200, db_index=True)
+    #: The OAuth client the creating token was issued to; only that client's tokens reach the task.
+    client_id = models.CharField(_("OAuth client"), max_length=255, blank=True)
+    #: The scopes of the creating token, a list (None: the call came without OAuth).
+    scopes = models.JSONField(_("token scopes"), null=True, blank=True)
+    session = models.ForeignKey(
+        Session, verbose_name=_("session"), null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+    )
+    tool_name = models.CharField(_("tool"), max_length=200)
+    #: The arguments as the audit trail stores them: redacted and bounded, for people to read.
+    arguments = models.JSONField(_("arguments"), null=True, blank=True)
+    #: What the run needs, encrypted (crypto.encrypt): the arguments and the answers given
+    #: before the task was made.
+    payload = models.TextField(_("payload"), editable=False)
+    status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.WORKING, db_index=True)
+    status_message = models.TextField(_("status message"), blank=True)
+    progress = models.FloatField(_("progress"), null=True, blank=True)
+    total = models.FloatField(_("total"), null=True, blank=True)
+    #: Questions to the client not answered yet, by key (``inputRequests``).
+    input_requests = models.JSONField(_("input requests"), default=dict, blank=True)
+    #: Answers the client sent that the run has not taken yet, by key (``inputResponses``).
+    input_responses = models.JSONField(_("input responses"), default=dict, blank=True)
+    #: Every key ever asked: a key is never reused, and answers to other keys are ignored.
+    asked_keys = models.JSONField(_("keys asked"), default=list, blank=True)
+    #: The final ``CallToolResult`` (completed) or JSON-RPC error object (failed).
+    result = models.JSONField(_("result"), null=True, blank=True)
+    error = models.JSONField(_("error"), null=True, blank=True)
+    ttl_ms = models.PositiveBigIntegerField(_("TTL (ms)"), null=True, blank=True)
+    poll_interval_ms = models.PositiveIntegerField(_("poll interval (ms)"), default=1000)
+    #: Which TASKS backend runs it ("" : the web process that made it).
+    backend = models.CharField(_("backend"), max_length=100, blank=True)
+    #: The id of its job in that backend (django.tasks' TaskResult id), to find it in the worker's admin.
+    backend_task_id = models.CharField(_("backend job id"), max_length=100, blank=True)
+    #: The process running it (host:pid), once started.
+    worker = models.CharField(_("worker"), max_length=200, blank=True)
+    cancel_requested = models.BooleanField(_("cancel requested"), default=False)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    updated_at = models.DateTimeField(_("updated"), default=timezone.now)
+    started_at = models.DateTimeField(_("started"), null=True, blank=True)
+    #: Renewed by the running process every TASK_HEARTBEAT_SECONDS; a live task whose heartbeat
+    #: is older than TASK_HEARTBEAT_TIMEOUT died with its process and is failed.
+    heartbeat_at = models.DateTimeField(_("heartbeat"), null=True, blank=True, db_index=True)
+    finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
+    expires_at = models.DateTimeField(_("expires"), null=True, blank=True, db_index=True)
+
+    objects = TaskQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("task")
+        verbose_name_plural = _("tasks")
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["user", "status"], name="mcp_django_task_user_status")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.status})"
+
+    @property
+    def is_live(self) -> bool:
+        return self.status in self.LIVE

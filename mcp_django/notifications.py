@@ -37,12 +37,18 @@ logger = logging.getLogger(__name__)
 LISTEN_GROUP = "mcp.listen"
 
 
-async def tell_listeners(*, site: str | None, kind: str | None = None, uri: str | None = None, users: list[Any] | None = None) -> None:
+async def tell_listeners(
+    *, site: str | None, kind: str | None = None, uri: str | None = None, task: str | None = None, users: list[Any] | None = None
+) -> None:
     """Tell 2026-07-28 listen streams that ``site``'s (every site's when None) ``kind`` list
-    changed (for ``users`` only, when given), or that resource ``uri`` was updated."""
+    changed (for ``users`` only, when given), that resource ``uri`` was updated, or that
+    ``task`` changed."""
     from .transport.layers import get_layer
 
-    event = {"type": "mcp.listen", "site": site, "kind": kind, "uri": uri, "users": None if users is None else [str(u) for u in users]}
+    event = {
+        "type": "mcp.listen", "site": site, "kind": kind, "uri": uri, "task": task,
+        "users": None if users is None else [str(u) for u in users],
+    }
     await get_layer().group_send(LISTEN_GROUP, event)
 
 

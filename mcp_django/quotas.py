@@ -220,7 +220,8 @@ def _disconnect(cache: BaseCache) -> None:
     # A Redis cache dropped with its pool still connected leaves its sockets to the garbage
     # collector, which closes them with a ResourceWarning (whenever it next runs, in whatever code).
     if isinstance(cache, RedisCache):
-        for pool in cache._cache._pools.values():
+        pools: dict[int, Any] = getattr(cache._cache, "_pools", {})
+        for pool in pools.values():
             pool.disconnect()
 
 

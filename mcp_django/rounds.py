@@ -74,3 +74,11 @@ def well_formed(method: str, answer: Any) -> bool:
     if method == "elicitation/create":
         return answer.get("action") in ("accept", "decline", "cancel")
     return True
+
+
+class StartTask(BaseException):
+    """Raised by ``ctx.start_task()`` in the request of a task tool declared with ``prelude=True``:
+    what came before it is done (its questions answered), and the rest runs as a task.
+
+    A BaseException, for the same reason as :class:`InputRequired`.
+    """

@@ -345,6 +345,8 @@ class MCPSite:
         permission: str | list[str] | None = None,
         scopes: list[str] | None = None,
         sensitive: list[str] | None = None,
+        task: str = "forbidden",
+        prelude: bool = False,
     ) -> Any:
         """Register a function as a tool: ``@site.tool`` or ``@site.tool(name=..., ...)``.
 
@@ -355,7 +357,10 @@ class MCPSite:
         the tool; with ``scopes``, OAuth tokens need them to see it, and calling it without them
         answers 403 with a step-up challenge. The values of the arguments named in ``sensitive``
         (and of ``writeOnly`` properties, such as ``SecretStr`` parameters) are never stored in
-        the audit trail.
+        the audit trail. With ``task="optional"`` (or ``"required"``), a 2026-07-28 client that
+        declares the tasks extension gets a durable task instead of waiting for the result (one
+        that does not is answered directly, or refused for ``"required"``); with ``prelude=True``
+        the tool runs in the request until it awaits ``ctx.start_task()`` (README "Durable tasks").
         """
 
         def decorator(f: F) -> F:
@@ -363,7 +368,7 @@ class MCPSite:
                 FunctionTool(
                     f, name=name, title=title, description=description, input_schema=input_schema,
                     annotations=annotations, icons=icons, meta=meta, permission=permission, scopes=scopes,
-                    sensitive=sensitive,
+                    sensitive=sensitive, task=task, prelude=prelude,
                 )
             )
             return f

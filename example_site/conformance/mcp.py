@@ -20,6 +20,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from mcp_django import Audio, Context, EmbeddedResource, Image, Message, Text, ToolError, ToolResult, site
+from mcp_django.exceptions import InternalError
 
 
 def _png_1x1() -> bytes:
@@ -494,3 +495,69 @@ async def input_required_result_prompt(ctx: Context) -> str:
     answer = await ctx.elicit("What context should the prompt use?", ASK_CONTEXT, key="user_context")
     context = (answer.content or {}).get("context", "") if answer.action == "accept" else ""
     return f"Use this context: {context}"
+
+
+# -- The tasks extension (io.modelcontextprotocol/tasks, 2026-07-28; the tasks-* scenarios) -----
+#
+# A client that declares the extension on a tools/call of a task tool gets a task back at once
+# (CreateTaskResult) and polls tasks/get; one that does not gets the result directly, or -32021
+# for a task="required" tool. The task runs in this process by default, or in a worker when
+# MCP_DJANGO["TASKS_BACKEND"] names one (docs/howto/tasks.md).
+
+ASK_CONFIRM = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
+ASK_NAME_AND_CONFIRM = {"type": "object", "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}}}
+
+
+@site.tool(name="greet")
+def greet(name: str) -> str:
+    """Greet someone (a plain tool: never a task)."""
+    return f"Hello, {name}!"
+
+
+@site.tool(name="slow_compute", task="optional")
+async def slow_compute(seconds: Annotated[float, Field(ge=0, le=600)] = 1, label: str = "") -> str:
+    """Work for `seconds` seconds, as a task when the client takes tasks (tasks/cancel stops it)."""
+    await asyncio.sleep(seconds)
+    return f"Computed {label or 'result'} in {seconds:g} s"
+
+
+@site.tool(name="failing_job", task="required")
+async def failing_job() -> str:
+    """A job that always fails after about a second, with a tool error (isError): only as a task."""
+    await asyncio.sleep(1)
+    raise ToolError("The job failed: the input data is corrupt")
+
+
+@site.tool(name="protocol_error_job", task="optional")
+async def protocol_error_job() -> str:
+    """A job that ends in a protocol error (the task ends "failed", with the JSON-RPC error)."""
+    await asyncio.sleep(0.2)
+    raise InternalError("The job could not run: its backing service is down")
+
+
+@site.tool(name="confirm_delete", task="optional")
+async def confirm_delete(ctx: Context, filename: str) -> str:
+    """Ask for confirmation while the task runs (input_required, answered with tasks/update)."""
+    answer = await ctx.elicit(f"Delete {filename}?", ASK_CONFIRM, key="confirm_delete")
+    if answer.action == "accept" and (answer.content or {}).get("confirm"):
+        return f"Deleted {filename}"
+    return f"Kept {filename}"
+
+
+@site.tool(name="multi_input", task="optional")
+async def multi_input(ctx: Context) -> str:
+    """Ask two questions at once while the task runs; it goes on when both are answered."""
+    first, second = await asyncio.gather(
+        ctx.elicit("First: your name and confirmation", ASK_NAME_AND_CONFIRM, key="first"),
+        ctx.elicit("Second: your name and confirmation", ASK_NAME_AND_CONFIRM, key="second"),
+    )
+    return f"first={_content_json(first.content)}, second={_content_json(second.content)}"
+
+
+@site.tool(name="test_tool_with_task", task="required", prelude=True)
+async def tool_with_task(ctx: Context) -> str:
+    """Ask the user's name in the request (an input-required round), then go on as a task."""
+    answer = await ctx.elicit("What is your name?", ASK_NAME, key="user_name")
+    name = (answer.content or {}).get("name", "") if answer.action == "accept" else ""
+    await ctx.start_task()
+    return f"Hello, {name}! (from the task)"

@@ -83,7 +83,11 @@ HEADER_NAME: Final = "mcp-name"
 HEADER_PARAM_PREFIX: Final = "mcp-param-"
 
 #: The body field ``Mcp-Name`` mirrors, per method (streamable-http.mdx, "Standard Request Headers").
-NAME_HEADER_SOURCES: Final[Mapping[str, str]] = {"tools/call": "name", "resources/read": "uri", "prompts/get": "name"}
+NAME_HEADER_SOURCES: Final[Mapping[str, str]] = {
+    "tools/call": "name", "resources/read": "uri", "prompts/get": "name",
+    # The tasks extension ("Streamable HTTP: Routing Headers"): a task's requests name the task.
+    "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+}
 
 #: Longest requested version echoed back in ``UnsupportedProtocolVersionError.data``.
 MAX_ECHOED_VERSION: Final = 64

@@ -1,0 +1,454 @@
+"""Durable tasks: the 2026-07-28 ``io.modelcontextprotocol/tasks`` extension.
+
+A ``tools/call`` of a tool registered with ``task="optional"`` or ``"required"``, from a client
+that declares the extension on the request, is answered with a task (``CreateTaskResult``) as
+soon as its row is written. The tool then runs from that row, in a worker of the project's
+Django task framework (``MCP_DJANGO["TASKS_BACKEND"]`` names the ``TASKS`` alias) or, without
+one, in the web process that made it. Whatever process runs it:
+
+- progress goes to the row (``statusMessage``), questions (``ctx.elicit``, ``ctx.sample``...) to
+  its ``inputRequests``; the client's ``tasks/update`` answers them, on any web process;
+- it renews a heartbeat every ``TASK_HEARTBEAT_SECONDS`` and polls its row every
+  ``TASK_POLL_INTERVAL_MS`` for answers and cancellation, so ``tasks/cancel`` on any process
+  stops it, and a task whose process died is failed after ``TASK_HEARTBEAT_TIMEOUT``;
+- it ends the row ``completed`` (a tool error too, with ``isError``), ``failed`` (a JSON-RPC
+  error) or ``cancelled``, and ``tasks/get`` inlines the result or the error.
+
+A tool declared with ``prelude=True`` first runs in the request until it awaits
+``ctx.start_task()``: its questions before that are answered with input-required rounds, and the
+task replays that part with the same answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest
+from django.utils.module_loading import import_string
+
+from . import audit, crypto, taskstore
+from .conf import mcp_settings
+from .context import Context
+from .entries import Access, ToolEntry, gate
+from .models import Task
+from .notifications import tell_listeners
+from .protocol.errors import INTERNAL_ERROR, InvalidParamsError, MCPError, MissingRequiredClientCapabilityError, QuotaExceededError
+from .protocol.modern import RequestMeta
+from .quotas import Caller, RunningSlot, caller_of
+from .rounds import InputRounds, StartTask, well_formed
+
+if TYPE_CHECKING:
+    from .sites import MCPSite
+
+logger = logging.getLogger("mcp_django.tasks")
+
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+#: ``taskSupport`` values (the 2025-11-25 ``Tool.execution`` field the extension keeps).
+TASK_SUPPORT: Final = ("forbidden", "optional", "required")
+#: The django.tasks task that runs a task in a worker (a module-level Task, as django.tasks needs).
+WORKER_TASK: Final = "mcp_django.task_worker.run_mcp_task"
+#: This process, as the rows name the process running a task.
+WORKER_NAME: Final = f"{socket.gethostname()}:{os.getpid()}"
+
+Status = Task.Status
+
+
+def required_capability() -> dict[str, Any]:
+    return {"extensions": {TASKS_EXTENSION: {}}}
+
+
+def declares_tasks(ctx: Context) -> bool:
+    """Whether the request declares the tasks extension (2026-07-28 requests only: the
+    extension is declared per request, in ``_meta``)."""
+    return ctx.request_meta is not None and declares_tasks_in(ctx.request_meta.client_capabilities)
+
+
+def declares_tasks_in(capabilities: dict[str, Any]) -> bool:
+    extensions = capabilities.get("extensions")
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def wire(task: Task, *, detailed: bool = True) -> dict[str, Any]:
+    """The task as the extension shows it: a ``DetailedTask`` (tasks/get, notifications/tasks),
+    or with ``detailed=False`` the fields of a ``CreateTaskResult``."""
+    shown: dict[str, Any] = {
+        "taskId": task.pk,
+        "status": task.status,
+        "createdAt": _iso(task.created_at),
+        "lastUpdatedAt": _iso(task.updated_at),
+        "ttlMs": task.ttl_ms,
+        "pollIntervalMs": task.poll_interval_ms,
+    }
+    if task.status_message:
+        shown["statusMessage"] = task.status_message
+    if detailed:
+        if task.status == Status.INPUT_REQUIRED:
+            shown["inputRequests"] = task.input_requests
+        elif task.status == Status.COMPLETED:
+            shown["result"] = task.result or {"content": []}
+        elif task.status == Status.FAILED:
+            shown["error"] = task.error or {"code": INTERNAL_ERROR, "message": "Internal error"}
+    return shown
+
+
+def _client_id(request: Any) -> str:
+    """The OAuth client of the request's token, "" without one (sync: may read the application)."""
+    token = getattr(request, "auth_token", None)
+    application = getattr(token, "application", None) if token is not None else None
+    return str(getattr(application, "client_id", "") or "")
+
+
+def _scopes(request: Any) -> list[str] | None:
+    granted = getattr(request, "auth_scopes", None)
+    return sorted(granted) if granted is not None else None
+
+
+# -- the request: a call answered with a task ------------------------------------------------
+
+
+async def call(tool: ToolEntry, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Answer a ``tools/call`` of a tool that may run as a task: with a task when the request
+    declares the extension, synchronously otherwise (-32021 for a ``required`` tool)."""
+    support = getattr(tool, "task_support", "forbidden")
+    if not declares_tasks(ctx):
+        if support == "required" and ctx.request_meta is not None:
+            raise MissingRequiredClientCapabilityError(
+                f"The tool {tool.name!r} runs only as a task: declare the {TASKS_EXTENSION} extension",
+                required_capabilities=required_capability(),
+            )
+        return await tool.call(arguments, ctx)
+    answers: dict[str, Any] = {}
+    if getattr(tool, "prelude", False):
+        ctx.task_phase = "prelude"
+        try:
+            return await tool.call(arguments, ctx)  # it ended before it started a task
+        except StartTask:
+            answers = dict(ctx._rounds.answers) if ctx._rounds is not None else {}
+    return await create(tool, arguments, ctx, answers)
+
+
+async def create(tool: ToolEntry, arguments: dict[str, Any], ctx: Context, answers: dict[str, Any]) -> dict[str, Any]:
+    """Write the task's row, start it, and return the ``CreateTaskResult`` (the row exists
+    before the answer leaves: a tasks/get right after it finds the task)."""
+    caller = caller_of(ctx.request, ctx.user)
+    meta = ctx.request_meta
+    payload = {
+        "arguments": arguments,
+        "answers": answers,
+        "meta": {
+            "version": meta.version, "capabilities": meta.client_capabilities, "client_info": meta.client_info,
+            "log_level": meta.log_level,
+        } if meta is not None else None,
+    }
+    backend = mcp_settings.tasks_backend or ""
+
+    def write() -> Task:
+        cap = mcp_settings.quotas.get("LIVE_TASKS_PER_USER")
+        if cap is not None and taskstore.live_count(caller.key) >= cap:
+            raise QuotaExceededError(
+                f"Too many live tasks: at most {cap} per user; wait for one to finish or cancel one", limit="LIVE_TASKS_PER_USER"
+            )
+        return taskstore.create(
+            site_name=ctx.site.name, user_id=getattr(ctx.user, "pk", None), owner=caller.key, client_id=_client_id(ctx.request),
+            scopes=_scopes(ctx.request), tool_name=tool.name, backend=backend,
+            arguments=audit.stored_arguments(arguments, audit.sensitive_names(tool)),
+            payload=crypto.encrypt(orjson.dumps(payload).decode()),
+            heartbeat_at=None,
+        )
+
+    task = await sync_to_async(write)()
+    await start(ctx.site, task, backend)
+    return {"resultType": "task", **wire(task, detailed=False)}
+
+
+#: Tasks this process runs in its event loop (the embedded default), by id: kept referenced
+#: (a loop holds its tasks weakly), and woken at once by a tasks/update or tasks/cancel here.
+_local: dict[str, Runner] = {}
+
+
+async def start(site: MCPSite, task: Task, backend: str) -> None:
+    """Run ``task``: enqueued on the ``TASKS`` backend ``backend``, or here, in this loop."""
+    if not backend:
+        runner = Runner(site, task.pk)
+        _local[task.pk] = runner
+        runner.future = asyncio.get_running_loop().create_task(runner.run())
+        return
+    job = await import_string(WORKER_TASK).using(backend=backend).aenqueue(site.name, task.pk)
+    await sync_to_async(Task.objects.filter(pk=task.pk).update)(backend_task_id=str(job.id)[:100])
+
+
+def wake(task_id: str) -> None:
+    """Have the runner of ``task_id``, if this process runs it, look at its row now."""
+    runner = _local.get(task_id)
+    if runner is not None:
+        runner.wake.set()
+
+
+async def announce(task_id: str, user_id: Any) -> None:
+    """Tell listen streams (on every process) that the task changed (notifications/tasks)."""
+    await tell_listeners(site=None, task=task_id, users=[user_id])
+
+
+# -- the running side ------------------------------------------------------------------------
+
+
+class TaskRounds(InputRounds):
+    """Questions a task asks: answered from those given before it was made (a prelude's), else
+    put on the row as ``inputRequests`` and waited for (tasks/update answers them)."""
+
+    def __init__(self, runner: Runner, answers: dict[str, Any]) -> None:
+        super().__init__(answers)
+        self.runner = runner
+        self.waiting: dict[str, asyncio.Future[Any]] = {}
+
+    async def ask(self, method: str, params: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+        key = self.key_for(method, key)
+        answer = self.answers.pop(key, None)
+        if well_formed(method, answer):
+            return {"result": answer}
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiting[key] = future
+        try:
+            if not await sync_to_async(taskstore.ask)(self.runner.task_id, key, {"method": method, "params": params}):
+                raise asyncio.CancelledError  # the task ended meanwhile
+            await self.runner.changed()
+            while True:
+                answer = await future
+                if well_formed(method, answer):
+                    return {"result": answer}
+                # Not an answer to this question: asked again, under a new key (keys are never reused).
+                self.waiting.pop(key, None)
+                key = self.key_for(method, None)
+                future = asyncio.get_running_loop().create_future()
+                self.waiting[key] = future
+                await sync_to_async(taskstore.ask)(self.runner.task_id, key, {"method": method, "params": params})
+                await self.runner.changed()
+        finally:
+            self.waiting.pop(key, None)
+
+    def deliver(self, answers: dict[str, Any]) -> None:
+        for key, answer in answers.items():
+            future = self.waiting.get(key)
+            if future is not None and not future.done():
+                future.set_result(answer)
+
+
+class TaskEmitter:
+    """Where a task's notifications go: progress to its row (``statusMessage``), log messages
+    to this process's log; neither is sent to the client (the extension defines none)."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self._last = 0.0
+
+    async def send(self, message: dict[str, Any]) -> object:
+        method = message.get("method")
+        params = message.get("params") or {}
+        if method == "notifications/progress":
+            now = asyncio.get_running_loop().time()
+            value, total = float(params.get("progress", 0)), params.get("total")
+            final = total is not None and value >= total
+            if final or now - self._last >= 0.5:  # a row write at most twice a second
+                self._last = now
+                text = params.get("message") or (f"{value:g} of {total:g}" if total is not None else f"{value:g}")
+                await sync_to_async(taskstore.progress)(self.runner.task_id, value, total, str(text))
+        elif method == "notifications/message":
+            logger.info("Task %s: %s", self.runner.task_id, params.get("data"))
+        return None
+
+    async def close_connection(self) -> None:
+        return None
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        raise AssertionError("a task's questions go through its TaskRounds")  # Context asks rounds first
+
+
+class Runner:
+    """Runs one task from its row, in this process, until it ends or is cancelled."""
+
+    def __init__(self, site: MCPSite, task_id: str) -> None:
+        self.site = site
+        self.task_id = task_id
+        self.wake = asyncio.Event()
+        self.future: asyncio.Task[None] | None = None
+        self.user_id: Any = None
+
+    async def changed(self) -> None:
+        await announce(self.task_id, self.user_id)
+
+    async def run(self) -> None:
+        try:
+            await self._run()
+        except Exception:
+            logger.exception("Task %s could not be run", self.task_id)
+            await self.end(Status.FAILED, error={"code": INTERNAL_ERROR, "message": "Internal error while running the task"})
+        finally:
+            _local.pop(self.task_id, None)
+
+    async def end(self, status: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> None:
+        message = error.get("message", "") if error else ""
+        if await sync_to_async(taskstore.finish)(self.task_id, status, result=result, error=error, message=str(message)):
+            await self.changed()
+
+    async def _run(self) -> None:
+        task = await sync_to_async(taskstore.claim)(self.task_id, WORKER_NAME)
+        if task is None:
+            return  # cancelled (or gone) before it could start
+        self.user_id = task.user_id
+        prepared = await sync_to_async(self._prepare)(task)
+        if isinstance(prepared, dict):
+            await self.end(Status.FAILED, error=prepared)
+            return
+        tool, ctx, arguments = prepared
+        slot = await self._running_slot(Caller(task.owner, task.user_id))
+        if slot is False:
+            return
+        try:
+            await self._supervise(tool, ctx, arguments)
+        finally:
+            if slot is not None:
+                await slot.release()
+
+    def _prepare(self, task: Task) -> tuple[ToolEntry, Context, dict[str, Any]] | dict[str, Any]:
+        """The tool, its Context and its arguments, as the request had them; or the error that
+        fails the task (a user gone or deactivated, a tool gone or no longer allowed)."""
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.models import AnonymousUser
+
+        payload = orjson.loads(crypto.decrypt(task.payload))
+        request = HttpRequest()
+        request.user = AnonymousUser()
+        if task.user_id is not None:
+            user = get_user_model()._default_manager.filter(pk=task.user_id).first()
+            if user is None or not user.is_active:
+                return {"code": INTERNAL_ERROR, "message": "The user who started this task is no longer active"}
+            request.user = user
+        if task.scopes is not None:
+            request.auth_scopes = frozenset(task.scopes)  # type: ignore[attr-defined]
+        tool = self.site.get_tool(task.tool_name)
+        if tool is None or gate(tool, request) is not Access.VISIBLE:
+            return {"code": -32602, "message": f"Unknown tool: {task.tool_name}"}
+        meta = payload.get("meta")
+        request_meta = RequestMeta(
+            version=meta["version"], client_capabilities=meta["capabilities"], client_info=meta["client_info"], log_level=meta["log_level"]
+        ) if meta else None
+        rounds = TaskRounds(self, payload.get("answers") or {})
+        ctx = Context(
+            site=self.site, request=request, user=request.user, session=None, request_id=None, meta={"progressToken": task.pk},
+            emitter=TaskEmitter(self), request_meta=request_meta, rounds=rounds,
+        )
+        ctx.task_phase = "task"
+        ctx.task_id = task.pk
+        return tool, ctx, payload.get("arguments") or {}
+
+    async def _running_slot(self, caller: Caller) -> Any:
+        """A running slot (the RUNNING_PER_USER cap counts tasks too), waited for while the
+        user's other calls hold them all; False when the task was cancelled meanwhile."""
+        while True:
+            try:
+                return await RunningSlot.acquire(caller, None)
+            except QuotaExceededError:
+                await sync_to_async(taskstore.progress)(self.task_id, 0, None, "Waiting: the user's other calls use every running slot")
+                state = await sync_to_async(taskstore.beat)(self.task_id, set(), touch=True)
+                if state is None or state[0] not in Task.LIVE:
+                    return False
+                await asyncio.sleep(mcp_settings.task_poll_interval_ms / 1000)
+
+    async def _supervise(self, tool: ToolEntry, ctx: Context, arguments: dict[str, Any]) -> None:
+        rounds = ctx._rounds
+        assert isinstance(rounds, TaskRounds)
+        work = asyncio.ensure_future(tool.call(arguments, ctx))
+        poll = mcp_settings.task_poll_interval_ms / 1000
+        heartbeat = mcp_settings.task_heartbeat_seconds
+        loop = asyncio.get_running_loop()
+        last_beat = loop.time()
+        while not work.done():
+            self.wake.clear()
+            waker = asyncio.ensure_future(self.wake.wait())
+            await asyncio.wait({work, waker}, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
+            waker.cancel()
+            if work.done():
+                break
+            touch = loop.time() - last_beat >= heartbeat
+            state = await sync_to_async(taskstore.beat)(self.task_id, set(rounds.waiting), touch=touch)
+            if touch:
+                last_beat = loop.time()
+            if state is None or state[0] not in Task.LIVE:
+                work.cancel()  # cancelled (tasks/cancel, the admin) or failed by a sweep
+                await asyncio.gather(work, return_exceptions=True)
+                return
+            if state[1]:
+                rounds.deliver(state[1])
+        try:
+            result = work.result()
+        except asyncio.CancelledError:
+            await self.end(Status.CANCELLED)
+        except MCPError as exc:
+            await self.end(Status.FAILED, error={"code": exc.code, "message": exc.message, **({"data": exc.data} if exc.data is not None else {})})
+        except Exception:
+            logger.exception("Task %s (%s) failed", self.task_id, tool.name)
+            await self.end(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"Internal error running {tool.name!r}"})
+        else:
+            await self.end(Status.COMPLETED, result=result)
+
+
+# -- tasks/get, tasks/update, tasks/cancel -----------------------------------------------------
+
+
+async def afind(site: MCPSite, request: Any, user: Any, task_id: Any) -> Task | None:
+    """The task ``task_id`` of this user and OAuth client on ``site``, settled; None for any
+    other (unknown, someone else's, malformed)."""
+
+    def find() -> Task | None:
+        return taskstore.find(task_id, site_name=site.name, user_id=getattr(user, "pk", None), client_id=_client_id(request))
+
+    return await sync_to_async(find)()
+
+
+async def _find(params: dict[str, Any], ctx: Context) -> Task:
+    if not declares_tasks(ctx):
+        raise MissingRequiredClientCapabilityError(
+            f"Declare the {TASKS_EXTENSION} extension to use tasks", required_capabilities=required_capability()
+        )
+    task = await afind(ctx.site, ctx.request, ctx.user, params.get("taskId"))
+    if task is None:
+        raise InvalidParamsError("Failed to retrieve task: Task not found")
+    return task
+
+
+async def get_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    return wire(await _find(params, ctx))
+
+
+async def update_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    task = await _find(params, ctx)
+    responses = params.get("inputResponses")
+    if not isinstance(responses, dict):
+        raise InvalidParamsError('Invalid params: "inputResponses" must be an object')
+    if await sync_to_async(taskstore.answer)(task.pk, responses):
+        wake(task.pk)
+        await announce(task.pk, task.user_id)
+    return {}
+
+
+async def cancel_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    task = await _find(params, ctx)
+    if await sync_to_async(taskstore.cancel)(task.pk):
+        wake(task.pk)
+        await announce(task.pk, task.user_id)
+    return {}
+
+
+#: The extension's methods, in the 2026-07-28 method table of a site that has task tools.
+TASK_HANDLERS: Final = {"tasks/get": get_task, "tasks/update": update_task, "tasks/cancel": cancel_task}
