@@ -121,6 +121,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors += _check_asgi()
     errors += _check_server()
     errors += _check_tracing(user)
+    errors += _check_tasks(user)
     if auth == "none" and not settings.DEBUG:
         errors.append(
             Warning(
@@ -192,6 +193,56 @@ LIMITS = (
     "MAX_CLIENT_VALUE_DEPTH", "MAX_CLIENT_ID_LENGTH", "REPLAY_PAGE_EVENTS", "REPLAY_PAGE_BYTES", "MAX_RESUMES_PER_SESSION",
     "MAX_RESUMES_PER_USER", "MAX_RESUMES", "MAX_STREAM_EVENTS", "MAX_STREAM_BYTES",
 )
+
+
+def _check_tasks(user: dict[str, Any]) -> list[CheckMessage]:
+    """Durable tasks: the TASKS backend that runs them, and their timings."""
+    errors: list[CheckMessage] = []
+    backend = user.get("TASKS_BACKEND", DEFAULTS["TASKS_BACKEND"])
+    if backend is not None:
+        from importlib import import_module
+        from importlib.util import find_spec
+
+        framework = next((name for name in ("django.tasks", "django_tasks") if find_spec(name) is not None), None)
+        if framework is None:
+            errors.append(Error(
+                f"MCP_DJANGO['TASKS_BACKEND'] is {backend!r}, but Django's task framework is not installed.",
+                hint="On Django 5.2 install the backport (pip install 'mcp_django[tasks]') and add \"django_tasks\" to INSTALLED_APPS; "
+                     "Django 6 has django.tasks. Or set TASKS_BACKEND to None to run tasks in the web process.",
+                id="mcp_django.E046",
+            ))
+        else:
+            from django.conf import settings
+
+            task_backends = import_module(framework).task_backends
+            if not isinstance(backend, str) or backend not in getattr(settings, "TASKS", {}):
+                errors.append(Error(
+                    f"MCP_DJANGO['TASKS_BACKEND'] is {backend!r}, which is not an alias of the TASKS setting.",
+                    hint='Name a TASKS alias, e.g. "default" with {"BACKEND": "django_tasks_db.DatabaseBackend"}; '
+                         "None runs tasks in the web process that made them.",
+                    id="mcp_django.E048",
+                ))
+            else:
+                try:
+                    task_backends[backend]
+                except Exception as exc:
+                    errors.append(Error(f"The TASKS backend {backend!r} cannot be loaded: {exc}.", id="mcp_django.E049"))
+    ttl = user.get("TASK_TTL_MS", DEFAULTS["TASK_TTL_MS"])
+    poll = user.get("TASK_POLL_INTERVAL_MS", DEFAULTS["TASK_POLL_INTERVAL_MS"])
+    beat = user.get("TASK_HEARTBEAT_SECONDS", DEFAULTS["TASK_HEARTBEAT_SECONDS"])
+    timeout = user.get("TASK_HEARTBEAT_TIMEOUT", DEFAULTS["TASK_HEARTBEAT_TIMEOUT"])
+    whole = [(name, value) for name, value in (("TASK_TTL_MS", ttl), ("TASK_POLL_INTERVAL_MS", poll))
+             if not (value is None and name == "TASK_TTL_MS") and (not isinstance(value, int) or isinstance(value, bool) or value <= 0)]
+    for name, value in whole:
+        errors.append(Error(f"MCP_DJANGO[{name!r}] must be a positive integer of milliseconds, not {value!r}.",
+                            hint="None keeps tasks until deleted by hand." if name == "TASK_TTL_MS" else None, id="mcp_django.E047"))
+    if not _positive_number(beat) or not _positive_number(timeout) or timeout < 2 * beat:
+        errors.append(Error(
+            f"MCP_DJANGO['TASK_HEARTBEAT_TIMEOUT'] ({timeout!r}) must be a number of seconds at least twice TASK_HEARTBEAT_SECONDS ({beat!r}).",
+            hint="A running task renews its heartbeat every TASK_HEARTBEAT_SECONDS; one missed beat must not fail it.",
+            id="mcp_django.E050",
+        ))
+    return errors
 
 
 def _check_limits(user: dict[str, Any]) -> list[CheckMessage]:
