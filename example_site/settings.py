@@ -165,6 +165,24 @@ if os.environ.get("MCP_AUDIT_DURABLE"):
 if os.environ.get("MCP_REQUEST_LEASE_SECONDS"):
     MCP_DJANGO["REQUEST_LEASE_SECONDS"] = float(os.environ["MCP_REQUEST_LEASE_SECONDS"])
 
+# Durable tasks (docs/howto/tasks.md). Unset: each task runs in the web process that made it.
+# "database": django-tasks-db's worker runs them (`python manage.py db_worker`; `make run`
+# starts it beside Daphne when this is set), so a task outlives the web process.
+if os.environ.get("MCP_TASKS_BACKEND") == "database":
+    import django
+
+    # Django 6 has django.tasks; on 5.2 the django-tasks backport provides it.
+    INSTALLED_APPS += ["django_tasks_db"] if django.VERSION >= (6, 0) else ["django_tasks", "django_tasks_db"]
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+    MCP_DJANGO["TASKS_BACKEND"] = "default"
+elif os.environ.get("MCP_TASKS_BACKEND"):
+    raise ImproperlyConfigured(f"MCP_TASKS_BACKEND={os.environ['MCP_TASKS_BACKEND']!r}: use \"database\" or leave it unset")
+for _name in ("TASK_HEARTBEAT_SECONDS", "TASK_HEARTBEAT_TIMEOUT"):
+    if os.environ.get(f"MCP_{_name}"):
+        MCP_DJANGO[_name] = float(os.environ[f"MCP_{_name}"])
+if os.environ.get("MCP_TASK_POLL_INTERVAL_MS"):
+    MCP_DJANGO["TASK_POLL_INTERVAL_MS"] = int(os.environ["MCP_TASK_POLL_INTERVAL_MS"])
+
 # Quotas (README "Quotas and limits"): counted in CACHES["default"], so with REDIS_URL every
 # process counts together. "off" turns a limit off; unset keeps mcp_django's default.
 _quotas: dict = {}

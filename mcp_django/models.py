@@ -436,6 +436,9 @@ class Task(models.Model):
     #: The process running it (host:pid), once started.
     worker = models.CharField(_("worker"), max_length=200, blank=True)
     cancel_requested = models.BooleanField(_("cancel requested"), default=False)
+    #: The W3C trace context of the request that made it (traceparent, tracestate), so the
+    #: run's span in the worker links to the call's trace (mcp_django.tracing).
+    trace_context = models.JSONField(_("trace context"), default=dict, blank=True)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     updated_at = models.DateTimeField(_("updated"), default=timezone.now)
     started_at = models.DateTimeField(_("started"), null=True, blank=True)
