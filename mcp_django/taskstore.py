@@ -172,10 +172,12 @@ def progress(task_id: str, value: float, total: float | None, message: str) -> N
 
 
 def finish(task_id: str, status: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None, message: str = "") -> bool:
-    """End a live task (completed, failed or cancelled); False when it had ended already."""
+    """End a live task (completed, failed or cancelled); False when it had ended already. The
+    status message stays the last progress message unless ``message`` replaces it."""
     now = _now()
+    fields: dict[str, Any] = {"status_message": message[:2000]} if message else {}
     return bool(
         Task.objects.live().filter(pk=task_id).update(
-            status=status, result=result, error=error, status_message=message[:2000], input_requests={}, finished_at=now, updated_at=now,
+            status=status, result=result, error=error, input_requests={}, finished_at=now, updated_at=now, **fields,
         )
     )
