@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checkable
 
 from asgiref.sync import sync_to_async
 
@@ -55,8 +55,17 @@ class Entry(Gated, Protocol):
         return gate(self, request) is Access.VISIBLE
 
 
+#: ``taskSupport`` values of a tool (the 2026-07-28 tasks extension keeps the 2025-11-25
+#: ``Tool.execution`` field): whether a call may, or must, run as a durable task.
+TASK_SUPPORT: Final = ("forbidden", "optional", "required")
+
+
 class ToolEntry(Entry, Protocol):
     name: str
+    #: One of :data:`TASK_SUPPORT`: "optional" or "required" tools are answered with a task.
+    task_support: str = "forbidden"
+    #: Whether it runs in the request until it awaits ``ctx.start_task()`` (task tools only).
+    prelude: bool = False
 
     @property
     def streams(self) -> bool:
@@ -140,3 +149,10 @@ async def agate(entry: Gated | None, request: Any) -> Access:
     if entry is not None and queries(entry):
         return await sync_to_async(gate)(entry, request)
     return gate(entry, request)
+
+
+def with_task_support(definition: dict[str, Any], task_support: str) -> dict[str, Any]:
+    """``definition`` with ``execution.taskSupport`` when the tool may run as a task."""
+    if task_support != "forbidden":
+        definition["execution"] = {**definition.get("execution", {}), "taskSupport": task_support}
+    return definition

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, Vali
 from .conf import mcp_settings
 from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
 from .context import Completions, Context, current_context
-from .entries import PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
+from .entries import TASK_SUPPORT, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry, with_task_support
 from .exceptions import ClientRequestError, ToolError
 from .protocol.errors import (
     InvalidParamsError,
@@ -204,7 +204,7 @@ class FunctionTool(PermissionGated, ToolEntry):
         self.func = func
         self.set_permissions(permission, scopes)
         self.name = name or func.__name__
-        if task not in ("forbidden", "optional", "required"):
+        if task not in TASK_SUPPORT:
             raise ImproperlyConfigured(f"Tool {self.name!r}: task must be 'forbidden', 'optional' or 'required', not {task!r}")
         if prelude and task == "forbidden":
             raise ImproperlyConfigured(f"Tool {self.name!r}: prelude=True is for task tools (task='optional' or 'required')")
@@ -285,9 +285,7 @@ class FunctionTool(PermissionGated, ToolEntry):
             tool["icons"] = self.icons
         if self.meta:
             tool["_meta"] = self.meta
-        if self.task_support != "forbidden":
-            tool["execution"] = {"taskSupport": self.task_support}
-        return tool
+        return with_task_support(tool, self.task_support)
 
     def _arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         if self._validator is not None:

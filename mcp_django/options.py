@@ -35,7 +35,7 @@ from rest_framework import serializers
 
 from .auth.scopes import missing_scopes
 from .context import Completions
-from .entries import ToolEntry
+from .entries import TASK_SUPPORT, ToolEntry, with_task_support
 from .functions import TOOL_NAME_RE
 from .protocol.errors import InvalidParamsError
 from .schemas import argument_error, error_message, invalid_arguments, nullable, pk_schema, serializer_schema
@@ -67,6 +67,7 @@ class ModelMCPChecks:
             *self._check_lookups(model_mcp, "search_fields"),
             *self._check_lookups(model_mcp, "ordering"),
             *self._check_tools(model_mcp),
+            *self._check_task_tools(model_mcp),
         ]
 
     def _error(self, model_mcp: ModelMCP, msg: str, hint: str, id: str) -> checks.Error:
@@ -131,6 +132,28 @@ class ModelMCPChecks:
         return errors
 
 
+    def _check_task_tools(self, model_mcp: ModelMCP) -> list[checks.CheckMessage]:
+        value = model_mcp.task_tools
+        if value == "__all__":
+            return []
+        if not isinstance(value, dict):
+            return [self._error(model_mcp, "'task_tools' must be a dict or '__all__'.",
+                                'Map generated tools to "optional" or "required", e.g. {"update": "optional"}.', "mcp_django.E106")]
+        errors: list[checks.CheckMessage] = []
+        for tool, support in value.items():
+            if support not in TASK_SUPPORT:
+                errors.append(
+                    self._error(model_mcp, f"'task_tools' gives {tool!r} the value {support!r}.",
+                                f"Use one of {', '.join(map(repr, TASK_SUPPORT))}.", "mcp_django.E106")
+                )
+            if tool not in model_mcp.tools:
+                errors.append(
+                    self._error(model_mcp, f"'task_tools' names {tool!r}, which is not one of the tools in 'tools'.",
+                                f"Add {tool!r} to 'tools', or leave it out of 'task_tools'.", "mcp_django.E107")
+                )
+        return errors
+
+
 class ModelMCP:
     """Options and hooks for exposing one model. Subclass it and register with the site."""
 
@@ -150,6 +173,9 @@ class ModelMCP:
     serializer_class: type[serializers.ModelSerializer] | None = None
     #: Generated tools to offer: any of "search", "get", "create", "update", "delete".
     tools: list[str] | tuple[str, ...] = ()
+    #: Generated tools that may run as durable tasks (2026-07-28 tasks extension), like
+    #: ``{"update": "optional"}`` ("required": only as a task), or "__all__" for every tool "optional".
+    task_tools: dict[str, str] | str = {}
     #: The ``<name>`` in ``django://<app_label>/<name>/{pk}``; the model name by default.
     uri_name: str | None = None
     #: Relations to fetch with each listed row, so that ``str(obj)`` costs no extra query.
@@ -221,6 +247,14 @@ class ModelMCP:
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         """Whether the user may use the ``delete`` tool (on ``obj``): Django's delete permission."""
         return self._has_perm(request, "delete")
+
+    def get_task_support(self, action: str) -> str:
+        """Whether the generated tool ``action`` may run as a task: its ``task_tools`` value."""
+        if self.task_tools == "__all__":
+            return "optional"
+        support = self.task_tools.get(action, "forbidden") if isinstance(self.task_tools, dict) else "forbidden"
+        # A wrong value is reported by check() (E106); until fixed, the tool is called plainly.
+        return support if support in TASK_SUPPORT else "forbidden"
 
     def get_serializer_class(self) -> type[serializers.ModelSerializer]:
         """The serializer that reads and writes rows: ``serializer_class``, or one built once."""
@@ -368,6 +402,7 @@ class ModelTool(ToolEntry):
     def __init__(self, model_mcp: ModelMCP, action: str) -> None:
         self.model_mcp = model_mcp
         self.action = action
+        self.task_support = model_mcp.get_task_support(action)
         opts = model_mcp.opts
         self.name = _safe_name(f"{opts.app_label}_{model_mcp.name}_{action}")
         if not TOOL_NAME_RE.match(self.name):
@@ -434,13 +469,14 @@ class ModelTool(ToolEntry):
         return item
 
     def definition(self) -> dict[str, Any]:
-        return {
+        definition = {
             "name": self.name,
             "description": self.description,
             "inputSchema": self.input_schema,
             "outputSchema": self.output_schema,
             "annotations": self.annotations,
         }
+        return with_task_support(definition, self.task_support)
 
     # -- permission -------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from django.utils.module_loading import import_string
 from . import audit, crypto, taskstore
 from .conf import mcp_settings
 from .context import Context
+from .entries import TASK_SUPPORT as TASK_SUPPORT  # its values, kept importable from here
 from .entries import Access, ToolEntry, gate
 from .models import Task
 from .notifications import tell_listeners
@@ -50,8 +51,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_django.tasks")
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
-#: ``taskSupport`` values (the 2025-11-25 ``Tool.execution`` field the extension keeps).
-TASK_SUPPORT: Final = ("forbidden", "optional", "required")
 #: The django.tasks task that runs a task in a worker (a module-level Task, as django.tasks needs).
 WORKER_TASK: Final = "mcp_django.task_worker.run_mcp_task"
 #: This process, as the rows name the process running a task.
