@@ -13,12 +13,12 @@ import logging
 import textwrap
 from typing import TYPE_CHECKING, Any, cast
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.messages.storage.base import BaseStorage
 from django.db import models, transaction
 from django.http import HttpRequest, HttpResponseBase
 
-from .entries import ToolEntry
+from .entries import TASK_SUPPORT, ToolEntry, with_task_support
 from .options import ModelMCP, _safe_name, malformed_pk
 from .protocol.errors import InvalidParamsError
 from .schemas import argument_error, invalid_arguments, pk_schema
@@ -170,9 +170,14 @@ class AdminActionTool(ToolEntry):
     meta = None
     permissions = ("admin action",)  # always checked against ModelAdmin.get_actions(request)
 
-    def __init__(self, model_admin: ModelAdmin[Any], action_name: str, func: Any, description: str, scopes: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, model_admin: ModelAdmin[Any], action_name: str, func: Any, description: str, scopes: tuple[str, ...] = (),
+        task_support: str = "forbidden",
+    ) -> None:
         self.model_admin = model_admin
         self._scopes = scopes
+        #: Whether a call may run as a durable task (register_admin's ``task_actions``).
+        self.task_support = task_support
         self.action_name = action_name
         self.func = func
         opts = model_admin.model._meta
@@ -191,7 +196,8 @@ class AdminActionTool(ToolEntry):
         return self._scopes
 
     def definition(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "inputSchema": self.input_schema, "annotations": self.annotations}
+        definition = {"name": self.name, "description": self.description, "inputSchema": self.input_schema, "annotations": self.annotations}
+        return with_task_support(definition, self.task_support)
 
     def has_permission(self, request: HttpRequest) -> bool:
         # The admin's gates, in its order: the site lets the user in (staff, by default), the
@@ -204,9 +210,9 @@ class AdminActionTool(ToolEntry):
 
     async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
         # The engine always gives tools the request (only unit tests build contexts without one).
-        return await sync_to_async(self._call, thread_sensitive=True)(arguments, cast("HttpRequest", ctx.request))
+        return await sync_to_async(self._call, thread_sensitive=True)(arguments, cast("HttpRequest", ctx.request), ctx)
 
-    def _call(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
+    def _call(self, arguments: dict[str, Any], request: HttpRequest, ctx: Context | None = None) -> dict[str, Any]:
         from jsonschema import Draft202012Validator
 
         if not self.is_visible(request):
@@ -223,6 +229,13 @@ class AdminActionTool(ToolEntry):
         count = queryset.count()
         if count == 0:
             return {"content": [{"type": "text", "text": "None of those objects exist (or you may not see them)."}], "isError": True}
+        if ctx is not None and ctx.task_phase == "task":
+            # The task's statusMessage while the action runs: written now, before the action's
+            # transaction, so that a tasks/get on another connection sees it.
+            plural = self.model_admin.model._meta.verbose_name_plural
+            async_to_sync(ctx.report_progress)(0, count, f"Running {self.action_name} on {count} {plural}")
+        # message_user() needs the messages framework: its messages become the answer (a
+        # request built for a task, or by a transport without middleware, has none).
         request._messages = _CapturedMessages(request)  # type: ignore[attr-defined]
         with transaction.atomic():
             response = self.func(self.model_admin, request, queryset)
@@ -241,15 +254,17 @@ class AdminActionTool(ToolEntry):
 
 
 def admin_actions(
-    model_admin: ModelAdmin[Any], include_delete_selected: bool, scopes: tuple[str, ...] = ()
+    model_admin: ModelAdmin[Any], include_delete_selected: bool, scopes: tuple[str, ...] = (), task_actions: TaskActions | None = None,
 ) -> tuple[list[AdminActionTool], list[str]]:
     """The exposable actions of a ModelAdmin, and the names of those that are not (responses)."""
+    task_actions = task_actions or TaskActions(None)
     tools: list[AdminActionTool] = []
     skipped: list[str] = []
     # The same list the changelist builds its action menu from (site-wide plus the model's).
     for action in model_admin._get_base_actions():  # type: ignore[attr-defined]  # private; no public equivalent
         # Django 6.1 gives Action objects (unpacking one is deprecated), older versions tuples.
         func, name, description = (action.func, action.name, action.description) if hasattr(action, "func") else action
+        task_actions.seen.add(name)
         if name == "delete_selected" and not include_delete_selected:
             continue
         if name != "delete_selected" and answers_with_response(func):
@@ -259,7 +274,7 @@ def admin_actions(
         if name == "delete_selected":
             text = f"Delete selected {model_admin.model._meta.verbose_name_plural}"
             func = _delete_selected_without_confirmation
-        tools.append(AdminActionTool(model_admin, name, func, text, scopes))
+        tools.append(AdminActionTool(model_admin, name, func, text, scopes, task_actions.support(name)))
     return tools, skipped
 
 
@@ -277,6 +292,42 @@ def _delete_selected_without_confirmation(model_admin: ModelAdmin[Any], request:
     model_admin.message_user(request, f"Deleted {len(objects)} {model_admin.model._meta.verbose_name_plural}.")
 
 
+class TaskActions:
+    """``register_admin(task_actions=...)``: which admin actions may run as durable tasks.
+
+    A dict from action names to "optional" or "required" (or "forbidden"), or "__all__" for
+    every action "optional"; checked when register_admin() is called, like ``models=``.
+    """
+
+    def __init__(self, option: dict[str, str] | str | None) -> None:
+        from django.core.exceptions import ImproperlyConfigured
+
+        self.all = option == "__all__"
+        self.names: dict[str, str] = {}
+        #: Action names of the bridged ModelAdmins (to report names in ``names`` that none has).
+        self.seen: set[str] = set()
+        if option is None or self.all:
+            return
+        if not isinstance(option, dict):
+            raise ImproperlyConfigured(
+                f'register_admin(task_actions=...) takes a dict of action names to "optional" or "required", or "__all__", not {option!r}.'
+            )
+        for name, support in option.items():
+            if not isinstance(name, str) or support not in TASK_SUPPORT:
+                raise ImproperlyConfigured(
+                    f"register_admin(task_actions=...) gives {name!r} the value {support!r}: "
+                    f"use one of {', '.join(map(repr, TASK_SUPPORT))}."
+                )
+        self.names = dict(option)
+
+    def support(self, action_name: str) -> str:
+        return "optional" if self.all else self.names.get(action_name, "forbidden")
+
+    def unknown(self) -> list[str]:
+        """Names given that no bridged ModelAdmin has as an action (so far)."""
+        return sorted(set(self.names) - self.seen)
+
+
 class AdminBridge:
     """A ``register_admin()`` call, kept so that it can be applied lazily (like
     ``AdminSite.get_urls``): the admin site may fill its registry after the MCP site's
@@ -291,8 +342,10 @@ class AdminBridge:
         include_delete_selected: bool,
         read_scopes: tuple[str, ...],
         write_scopes: tuple[str, ...],
+        task_actions: TaskActions | None = None,
     ) -> None:
         self.admin_site = admin_site
+        self.task_actions = task_actions or TaskActions(None)
         self.labels = labels  # lower-case "app_label.model_name" named in models=, or None for all
         self.tools = tools
         self.actions = actions

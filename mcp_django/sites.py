@@ -162,6 +162,7 @@ class MCPSite:
         include_delete_selected: bool = False,
         read_scopes: tuple[str, ...] = (),
         write_scopes: tuple[str, ...] = (),
+        task_actions: dict[str, str] | str | None = None,
     ) -> None:
         """Expose the models of a Django admin site, with their ModelAdmins' querysets, search,
         permissions, and actions as tools (``delete_selected`` only when opted in).
@@ -178,11 +179,16 @@ class MCPSite:
         model of an admin site is bridged by one call: another call with the same admin site
         that would expose a model again raises ``AlreadyRegistered``; calls naming different
         ``models=`` may share it out, and one without ``models=`` takes the models they do not name.
+
+        ``task_actions`` lets admin actions run as durable tasks (2026-07-28 tasks extension):
+        ``{"mark_returned": "optional"}`` by action name ("required": only as a task), or
+        ``"__all__"`` for every action "optional".
         """
-        from .adminsite import AdminBridge, model_labels
+        from .adminsite import AdminBridge, TaskActions, model_labels
 
         bridge = AdminBridge(
-            admin_site, model_labels(models), tuple(tools), actions, include_delete_selected, tuple(read_scopes), tuple(write_scopes)
+            admin_site, model_labels(models), tuple(tools), actions, include_delete_selected, tuple(read_scopes), tuple(write_scopes),
+            TaskActions(task_actions),
         )
         with self._bridge_lock:
             # Earlier calls with the same admin site (not rolled back with a failed mcp.py).
@@ -232,7 +238,9 @@ class MCPSite:
                         )
                         self._connect_signals(model)
                     if bridge.actions:
-                        exposed, skipped = admin_actions(model_admin, bridge.include_delete_selected, bridge.write_scopes)
+                        exposed, skipped = admin_actions(
+                            model_admin, bridge.include_delete_selected, bridge.write_scopes, bridge.task_actions
+                        )
                         for tool in exposed:
                             # Raising here would break every lookup: reported by check() (E120).
                             holder = self._entries.get(("tool", tool.name))
@@ -637,6 +645,14 @@ class MCPSite:
                             id="mcp_django.W120",
                         )
                     )
+            for action in bridge.task_actions.unknown():
+                errors.append(
+                    CheckWarning(
+                        f"register_admin(task_actions=...) names {action!r}, which no ModelAdmin it exposes has as an action.",
+                        hint="Use the action's name (its function name, or the name given to AdminSite.add_action).",
+                        id="mcp_django.W121",
+                    )
+                )
         tool_names = [t.name for t in self.get_tools()]
         for name in sorted({n for n in tool_names if tool_names.count(n) > 1}):
             from django.core.checks import Error
