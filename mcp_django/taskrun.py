@@ -40,7 +40,7 @@ from .entries import TASK_SUPPORT as TASK_SUPPORT  # its values, kept importable
 from .entries import Access, ToolEntry, gate
 from .models import Task
 from .notifications import tell_listeners
-from .protocol.errors import INTERNAL_ERROR, InvalidParamsError, MCPError, MissingRequiredClientCapabilityError, QuotaExceededError
+from .protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsError, MCPError, MissingRequiredClientCapabilityError, QuotaExceededError
 from .protocol.modern import RequestMeta
 from .quotas import Caller, RunningSlot, caller_of
 from .rounds import InputRounds, StartTask, well_formed
@@ -167,7 +167,13 @@ async def create(tool: ToolEntry, arguments: dict[str, Any], ctx: Context, answe
         )
 
     task = await sync_to_async(write)()
-    await start(ctx.site, task, backend)
+    try:
+        await start(ctx.site, task, backend)
+    except Exception as exc:
+        # A task no worker will ever run must not answer "working" until its TTL.
+        logger.exception("Could not start task %s on the TASKS backend %r", task.pk, backend)
+        await sync_to_async(taskstore.finish)(task.pk, Status.FAILED, error={"code": INTERNAL_ERROR, "message": "The task could not be started"})
+        raise InternalError(f"The task could not be started: {type(exc).__name__}") from None
     return {"resultType": "task", **wire(task, detailed=False)}
 
 

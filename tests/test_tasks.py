@@ -328,13 +328,45 @@ async def test_a_listen_stream_follows_the_tasks_it_names(client):
         acknowledged = await stream.next_message()
         assert acknowledged["params"]["notifications"]["taskIds"] == [created["taskId"]]
         await until(client, created["taskId"], "input_required")
-        note = await stream.next_message(timeout=5)
-        assert note["method"] == "notifications/tasks" and note["params"]["taskId"] == created["taskId"]
-        assert note["params"]["status"] == "input_required"
-    await send(client, "tasks/cancel", {"taskId": created["taskId"]})
+        answers = {key: {"action": "accept", "content": {"ok": True}} for key in ("first", "second")}
+        await send(client, "tasks/update", {"taskId": created["taskId"], "inputResponses": answers})
+        # Each change is told (the questions may have been asked before the stream listened):
+        # the last one carries the whole task, its result inlined as tasks/get would.
+        for _ in range(10):
+            note = await stream.next_message(timeout=5)
+            assert note["method"] == "notifications/tasks" and note["params"]["taskId"] == created["taskId"]
+            if note["params"]["status"] == "completed":
+                break
+        assert note["params"]["result"]["content"][0]["text"] == "first={'ok': True}, second={'ok': True}"
 
 
 async def test_a_listen_stream_asking_for_tasks_without_the_extension_is_refused(client):
     listen = body("subscriptions/listen", {"notifications": {"taskIds": ["x"]}}, capabilities={})
     response = await client.post_raw(orjson.dumps(listen), headers(listen))
     assert response.json()["error"]["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
+
+
+async def test_a_task_that_cannot_be_enqueued_is_failed_and_the_call_answers_an_internal_error(client):
+    with mcp_settings(TASK_POLL_INTERVAL_MS=50, TASKS_BACKEND="missing-alias"):
+        answer = await send(client, "tools/call", {"name": "count", "arguments": {}})
+    assert answer["error"]["code"] == -32603 and "could not be started" in answer["error"]["message"]
+    row = await Task.objects.aget(tool_name="count")
+    assert row.status == Task.Status.FAILED and row.error["message"] == "The task could not be started"
+
+
+async def test_a_running_task_holds_one_of_the_users_running_slots(client):
+    with mcp_settings(TASK_POLL_INTERVAL_MS=50, QUOTAS={"RUNNING_PER_USER": 1}):
+        created = await start(client, "sleepy")
+        for _ in range(100):
+            if seen.get("sleepy") == "started":
+                break
+            await asyncio.sleep(0.01)
+        refused = await send(client, "tools/call", {"name": "plain", "arguments": {}})
+        assert refused["error"]["code"] == QUOTA_EXCEEDED and refused["error"]["data"]["limit"] == "RUNNING_PER_USER"
+        await send(client, "tasks/cancel", {"taskId": created["taskId"]})
+        for _ in range(100):
+            if seen.get("sleepy") == "stopped":
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)  # the runner gives its slot back as it ends
+        assert (await send(client, "tools/call", {"name": "plain", "arguments": {}}))["result"]["content"][0]["text"] == "plain"
