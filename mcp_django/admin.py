@@ -1,5 +1,6 @@
-"""Admin screens for sessions and their event logs: read-only, with a terminate action; and the
-audit trail of tool calls, read-only for everyone, with a CSV export."""
+"""Admin screens for sessions and their event logs: read-only, with a terminate action; the
+audit trail of tool calls, read-only for everyone, with a CSV export; and durable tasks,
+read-only, with a cancel action."""
 
 from __future__ import annotations
 
@@ -12,15 +13,18 @@ from urllib.parse import urlencode
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from .models import Elicitation, Event, RunningRequest, ServerRequest, Session, SessionState, ToolCall, UserSecret, UserState
+from . import taskrun, taskstore
+from .models import Elicitation, Event, RunningRequest, ServerRequest, Session, SessionState, Task, ToolCall, UserSecret, UserState
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin
@@ -410,7 +414,7 @@ class ToolCallAdmin(ServerMixin, _ModelAdmin[ToolCall]):
     actions = ["export_csv"]
     fields = [
         "started_at", "server", "user", "username", "client_id", "session_id", "transport", "protocol_version", "request_id",
-        "tool_name", "arguments", "outcome", "error_code", "error", "duration_ms", "trace_id", "lease_until",
+        "tool_name", "arguments", "outcome", "error_code", "error", "duration_ms", "trace_id", "task_link", "lease_until",
     ]
     readonly_fields = fields  # type: ignore[assignment]  # one list of plain names; the stubs type fields wider
 
@@ -447,6 +451,15 @@ class ToolCallAdmin(ServerMixin, _ModelAdmin[ToolCall]):
         url = reverse("admin:mcp_django_toolcall_changelist") + "?" + urlencode({"session_id": obj.session_id})
         return format_html('<a href="{}">{}…</a>', url, obj.session_id[:10])
 
+    @admin.display(description=_("task"))
+    def task_link(self, obj: ToolCall) -> str:
+        """The durable task the call was answered with (2026-07-28 tasks extension)."""
+        if not obj.task_id:
+            return "-"
+        if not Task.objects.filter(pk=obj.task_id).exists():
+            return format_html("{} ({})", obj.task_id, _("deleted"))
+        return format_html('<a href="{}">{}</a>', reverse("admin:mcp_django_task_change", args=[quote(obj.task_id)]), obj.task_id)
+
     @admin.action(description=_("Export selected tool calls as CSV"), permissions=["view"])
     def export_csv(self, request: HttpRequest, queryset: QuerySet[ToolCall]) -> StreamingHttpResponse:
         header = _csv_lines_header()
@@ -479,3 +492,96 @@ async def _acsv(queryset: QuerySet[ToolCall], header: str) -> AsyncIterator[str]
     while page := await sync_to_async(_csv_page)(queryset, after):
         yield _csv_lines(page)
         after = page[-1].pk
+
+
+# -- durable tasks -----------------------------------------------------------------------------
+
+
+@admin.register(Task)
+class TaskAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[Task]):
+    """Durable tasks (2026-07-28 tasks extension): made by the protocol, never by hand, so
+    read-only; the cancel action stops a live one on whichever process runs it."""
+
+    list_display = ["short_id", "status_badge", "who", "client", "tool_name", "progress_shown", "created_at", "updated_at", "expires_at"]
+    list_filter = ["status", "tool_name", ServerFilter, "backend", "created_at"]
+    search_fields = ["=id", "tool_name", "user__username"]
+    date_hierarchy = "created_at"
+    list_select_related = ["user"]
+    actions = ["cancel_tasks"]
+    fields = [
+        "id", "server", "user", "client_id", "session_link", "tool_name", "arguments", "status", "status_message", "progress_shown",
+        "result_summary", "result_is_error", "error", "input_requests", "worker", "heartbeat_at", "backend", "backend_task_id",
+        "created_at", "updated_at", "started_at", "finished_at", "expires_at", "tool_calls",
+    ]
+    readonly_fields = fields  # type: ignore[assignment]  # one list of plain names; the stubs type fields wider
+
+    @admin.display(description=_("task"), ordering="id")
+    def short_id(self, obj: Task) -> str:
+        return f"{obj.id[:10]}…"
+
+    @admin.display(description=_("status"), ordering="status")
+    def status_badge(self, obj: Task) -> str:
+        colours = {"working": "#1565c0", "input_required": "#ef6c00", "completed": "#2e7d32", "failed": "#c62828", "cancelled": "#616161"}
+        return format_html('<b style="color:{}">{}</b>', colours.get(obj.status, "#616161"), obj.get_status_display())
+
+    @admin.display(description=_("user"), ordering="user__username")
+    def who(self, obj: Task) -> str:
+        return str(obj.user) if obj.user is not None else "-"
+
+    @admin.display(description=_("OAuth client"), ordering="client_id")
+    def client(self, obj: Task) -> str:
+        return obj.client_id or "-"
+
+    @admin.display(description=_("progress"))
+    def progress_shown(self, obj: Task) -> str:
+        if obj.progress is None:
+            return "-"
+        if obj.total:
+            return f"{obj.progress:g} of {obj.total:g} ({obj.progress / obj.total:.0%})"
+        return f"{obj.progress:g}"
+
+    @admin.display(description=_("result"))
+    def result_summary(self, obj: Task) -> str:
+        """The first text of the result: what the tool said, without its structured content."""
+        content = obj.result.get("content") if isinstance(obj.result, dict) else None
+        texts = [item.get("text") for item in content if isinstance(item, dict) and item.get("type") == "text"] if isinstance(content, list) else []
+        text = next((t for t in texts if isinstance(t, str)), None)
+        if text is None:
+            return "-"
+        return text if len(text) <= 500 else text[:500] + "…"
+
+    @admin.display(description=_("tool error"), boolean=True)
+    def result_is_error(self, obj: Task) -> bool | None:
+        return bool(obj.result.get("isError")) if isinstance(obj.result, dict) else None
+
+    @admin.display(description=_("session"))
+    def session_link(self, obj: Task) -> str:
+        if obj.session_id is None:
+            return "-"
+        return format_html('<a href="{}">{}…</a>', reverse("admin:mcp_django_session_change", args=[quote(obj.session_id)]), obj.session_id[:10])
+
+    @admin.display(description=_("tool calls"))
+    def tool_calls(self, obj: Task) -> str:
+        count = ToolCall.objects.filter(task_id=obj.pk).count()
+        url = reverse("admin:mcp_django_toolcall_changelist") + "?" + urlencode({"task_id": obj.pk})
+        return format_html('<a href="{}">{}</a>', url, ngettext("%d call in the audit trail", "%d calls in the audit trail", count) % count)
+
+    @admin.action(description=_("Cancel selected tasks"), permissions=["cancel"])
+    def cancel_tasks(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        rows = list(queryset.values_list("pk", "user_id"))
+        cancelled = 0
+        for task_id, user_id in rows:
+            # The row is the signal: the process running the task sees it at its next poll.
+            if not taskstore.cancel(task_id):
+                continue
+            cancelled += 1
+            taskrun.wake(task_id)  # at once, when this process runs it
+            async_to_sync(taskrun.announce)(task_id, user_id)
+        text = ngettext("%d task cancelled", "%d tasks cancelled", cancelled) % cancelled
+        ended = len(rows) - cancelled
+        if ended:
+            text += "; " + ngettext("%d had already ended", "%d had already ended", ended) % ended
+        self.message_user(request, text + ".", messages.SUCCESS if cancelled else messages.WARNING)
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("mcp_django.change_task")

@@ -55,6 +55,12 @@ class SimpleMcpDjangoConfig(AppConfig):
         # Every tools/call, on every transport, goes to the audit trail while AUDIT_TOOL_CALLS is on.
         audit.install()
 
+        from .signals import sweeping
+        from .taskrun import on_sweep
+
+        # The bus's sweep after dead processes also fails their durable tasks, polled or not.
+        sweeping.connect(on_sweep, dispatch_uid="mcp_django.taskrun.on_sweep")
+
         from .conf import mcp_settings
 
         bridge = mcp_settings.log_bridge_loggers

@@ -22,6 +22,7 @@ task replays that part with the same answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -33,7 +34,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
-from . import audit, crypto, taskstore
+from . import audit, crypto, taskstore, tracing
 from .conf import mcp_settings
 from .context import Context
 from .entries import TASK_SUPPORT as TASK_SUPPORT  # its values, kept importable from here
@@ -151,6 +152,8 @@ async def create(tool: ToolEntry, arguments: dict[str, Any], ctx: Context, answe
         } if meta is not None else None,
     }
     backend = mcp_settings.tasks_backend or ""
+    # The call's span is current here: the run's span continues its trace, wherever it runs.
+    trace_context = tracing.current_trace_context()
 
     def write() -> Task:
         cap = mcp_settings.quotas.get("LIVE_TASKS_PER_USER")
@@ -163,7 +166,7 @@ async def create(tool: ToolEntry, arguments: dict[str, Any], ctx: Context, answe
             scopes=_scopes(ctx.request), tool_name=tool.name, backend=backend,
             arguments=audit.stored_arguments(arguments, audit.sensitive_names(tool)),
             payload=crypto.encrypt(orjson.dumps(payload).decode()),
-            heartbeat_at=None,
+            heartbeat_at=None, trace_context=trace_context,
         )
 
     task = await sync_to_async(write)()
@@ -194,15 +197,41 @@ async def start(site: MCPSite, task: Task, backend: str) -> None:
 
 
 def wake(task_id: str) -> None:
-    """Have the runner of ``task_id``, if this process runs it, look at its row now."""
+    """Have the runner of ``task_id``, if this process runs it, look at its row now (from any
+    thread: the admin's actions run in a worker thread, not in the runner's loop)."""
     runner = _local.get(task_id)
-    if runner is not None:
+    if runner is None or runner.future is None:
+        return
+    loop = runner.future.get_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
         runner.wake.set()
+        return
+    with contextlib.suppress(RuntimeError):  # its loop closed: the runner is gone with it
+        loop.call_soon_threadsafe(runner.wake.set)
 
 
 async def announce(task_id: str, user_id: Any) -> None:
     """Tell listen streams (on every process) that the task changed (notifications/tasks)."""
     await tell_listeners(site=None, task=task_id, users=[user_id])
+
+
+def _sweep() -> list[tuple[str, Any]]:
+    failed = taskstore.sweep()
+    return list(Task.objects.filter(pk__in=failed).values_list("pk", "user_id"))
+
+
+async def on_sweep(sender: Any, **kwargs: Any) -> None:
+    """Receiver of ``signals.sweeping`` (connected by the AppConfig): fail the tasks whose
+    process died or whose time ran out, even those nobody polls, and tell their listeners."""
+    failed = await sync_to_async(_sweep)()
+    if failed:
+        logger.warning("%d tasks were failed: their process stopped or their time ran out", len(failed))
+    for task_id, user_id in failed:
+        await announce(task_id, user_id)
 
 
 # -- the running side ------------------------------------------------------------------------
@@ -288,6 +317,8 @@ class Runner:
         self.wake = asyncio.Event()
         self.future: asyncio.Task[None] | None = None
         self.user_id: Any = None
+        #: The task's status when this run ended it or saw it ended ("" until then).
+        self.status = ""
 
     async def changed(self) -> None:
         await announce(self.task_id, self.user_id)
@@ -304,6 +335,7 @@ class Runner:
     async def end(self, status: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> None:
         message = error.get("message", "") if error else ""
         if await sync_to_async(taskstore.finish)(self.task_id, status, result=result, error=error, message=str(message)):
+            self.status = status
             await self.changed()
 
     async def _run(self) -> None:
@@ -311,6 +343,13 @@ class Runner:
         if task is None:
             return  # cancelled (or gone) before it could start
         self.user_id = task.user_id
+        with tracing.TaskSpan(task.pk, task.tool_name, task.trace_context) as span:
+            try:
+                await self._claimed(task)
+            finally:
+                span.status = self.status
+
+    async def _claimed(self, task: Task) -> None:
         prepared = await sync_to_async(self._prepare)(task)
         if isinstance(prepared, dict):
             await self.end(Status.FAILED, error=prepared)
@@ -390,6 +429,7 @@ class Runner:
             if touch:
                 last_beat = loop.time()
             if state is None or state[0] not in Task.LIVE:
+                self.status = state[0] if state is not None else ""
                 work.cancel()  # cancelled (tasks/cancel, the admin) or failed by a sweep
                 await asyncio.gather(work, return_exceptions=True)
                 return

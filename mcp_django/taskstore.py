@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from .conf import mcp_settings
@@ -73,21 +74,27 @@ def _internal(message: str) -> dict[str, Any]:
     return {"code": -32603, "message": message}
 
 
+def stale() -> QuerySet[Task]:
+    """The live tasks a sweep fails: their process stopped beating, or their time ran out."""
+    now = _now()
+    timeout = timedelta(seconds=mcp_settings.task_heartbeat_timeout)
+    return Task.objects.live().filter(Q(heartbeat_at__lt=now - timeout) | Q(expires_at__lte=now))
+
+
 def sweep() -> list[str]:
     """Fail every live task whose process stopped beating or whose time ran out; their ids."""
-    now = _now()
-    stale = Task.objects.live().filter(heartbeat_at__lt=now - timedelta(seconds=mcp_settings.task_heartbeat_timeout))
-    expired = Task.objects.live().filter(expires_at__lte=now)
-    ids = list(stale.values_list("pk", flat=True)) + list(expired.values_list("pk", flat=True))
-    for task in Task.objects.filter(pk__in=ids):
-        settle(task)
-    return ids
+    return [task.pk for task in stale() if settle(task).status == Status.FAILED]
+
+
+def expired() -> QuerySet[Task]:
+    """The tasks whose time ran out, whatever their status: what :func:`prune` deletes."""
+    return Task.objects.filter(expires_at__lte=_now())
 
 
 def prune() -> int:
     """Delete the tasks whose time ran out (mcp_clearsessions)."""
     sweep()
-    deleted, _ = Task.objects.filter(expires_at__lte=_now()).delete()
+    deleted, _ = expired().delete()
     return deleted
 
 

@@ -115,6 +115,7 @@ class Telemetry:
         )
         # What a request needs of the API, looked up once rather than on every request.
         self.extract = propagate.extract
+        self.inject = propagate.inject
         self.attach = context.attach
         self.detach = context.detach
         self.current_span = trace.get_current_span
@@ -340,6 +341,78 @@ def _outcome(method: str, response: dict[str, Any] | None, attributes: dict[str,
     if method == "tools/call" and isinstance(result, dict) and result.get("isError") is True:
         return "tool_error", None
     return None, None
+
+
+# -- the span of a durable task's run -------------------------------------------------------
+
+#: What a task's row keeps of the creating call's trace context: W3C trace context only
+#: (baggage is the client's, and a row outlives the request).
+TASK_CARRIER_KEYS = ("traceparent", "tracestate")
+
+
+def current_trace_context() -> dict[str, str]:
+    """The W3C trace context of the span current now (``traceparent``, ``tracestate``), for a
+    durable task's row, so that its run continues the call's trace; {} with tracing off or
+    outside any trace."""
+    if not enabled():
+        return {}
+    t = telemetry()
+    if not t.current_span().get_span_context().is_valid:
+        return {}
+    carrier: dict[str, str] = {}
+    t.inject(carrier)
+    return {key: carrier[key] for key in TASK_CARRIER_KEYS if key in carrier}
+
+
+class TaskSpan:
+    """The span of one run of a durable task, current while it runs (the tool's own spans are
+    its children), parented on the call that made the task (``Task.trace_context``): the
+    run, in this process or a worker, is found under the call's trace id, which the audit
+    trail keeps. Set :attr:`status` before leaving: it becomes ``mcp_django.task.status``."""
+
+    def __init__(self, task_id: str, tool_name: str, trace_context: Mapping[str, Any] | None) -> None:
+        self.task_id = task_id
+        self.tool_name = tool_name
+        self.trace_context = trace_context or {}
+        #: The task's status when the run ended (the runner sets it).
+        self.status = ""
+        self.span: Any = None
+
+    def __enter__(self) -> TaskSpan:
+        if not enabled():
+            return self
+        t = telemetry()
+        parent = None
+        carrier = _carrier(self.trace_context, {key: key for key in TASK_CARRIER_KEYS})
+        if carrier:
+            extracted = t.extract(carrier)
+            if t.current_span(extracted).get_span_context().is_valid:
+                parent = extracted
+        if parent is None and not t.recording():
+            return self  # nothing to record, no trace to carry on
+        attributes: dict[str, AttributeValue] = {
+            "mcp_django.task.id": self.task_id, "gen_ai.tool.name": self.tool_name[:MAX_ATTRIBUTE_LENGTH],
+            "gen_ai.operation.name": "execute_tool",
+        }
+        self.span = t.tracer.start_span(f"mcp task {self.tool_name[:MAX_ATTRIBUTE_LENGTH]}", context=parent, attributes=attributes)
+        self.token = t.attach(t.set_span_in_context(self.span, parent))
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        span = self.span
+        if span is None:
+            return
+        t = telemetry()
+        t.detach(self.token)
+        if self.status:
+            span.set_attribute("mcp_django.task.status", self.status)
+        if exc is not None and not isinstance(exc, asyncio.CancelledError):
+            span.record_exception(exc)
+            span.set_status(t.status(t.error, type(exc).__qualname__))
+        elif self.status == "failed":
+            span.set_attribute("error.type", "failed")
+            span.set_status(t.status(t.error, "the task failed"))
+        span.end()
 
 
 # -- streams and sessions -----------------------------------------------------------------

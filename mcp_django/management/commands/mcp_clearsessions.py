@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand
 from django.db.models import Q
 from django.utils import timezone
 
+from mcp_django import taskstore
 from mcp_django.conf import mcp_settings
 from mcp_django.models import Elicitation, ServerRequest, Session, ToolCall
 from mcp_django.stores import RunningRequestStore, ServerRequestStore, get_event_store
@@ -20,7 +21,8 @@ class Command(BaseCommand):
         "with their events, and events older than EVENT_RETENTION seconds; end the streams of requests whose process "
         "died, expire and prune server-to-client requests older than SERVER_REQUEST_TTL, and delete URL elicitations "
         "that expired more than SESSION_RETENTION seconds ago or whose session is deleted, and tool calls of the "
-        "audit trail older than AUDIT_RETENTION_DAYS. "
+        "audit trail older than AUDIT_RETENTION_DAYS; fail durable tasks whose process died (no heartbeat for "
+        "TASK_HEARTBEAT_TIMEOUT) and delete those whose TTL ran out. "
         "Run it from cron, like clearsessions."
     )
 
@@ -48,6 +50,7 @@ class Command(BaseCommand):
                 f"{old_elicitations.count()} elicitations."
             )
             self.stdout.write(f"Would delete {old_calls.count()} tool calls of the audit trail.")
+            self.stdout.write(f"Would fail {taskstore.stale().count()} stale tasks and delete {taskstore.expired().count()} expired tasks.")
             return
         elicitations, _ = old_elicitations.delete()
         sessions = ended.count()
@@ -67,3 +70,7 @@ class Command(BaseCommand):
         calls, _ = old_calls.delete()
         kept = f"older than {days} days" if days is not None else "none: AUDIT_RETENTION_DAYS is None"
         self.stdout.write(self.style.SUCCESS(f"Deleted {calls} tool calls of the audit trail ({kept})."))
+        # Failed first, so that a task whose time ran out while it ran ends before it goes.
+        failed = len(taskstore.sweep())
+        tasks = taskstore.prune()
+        self.stdout.write(self.style.SUCCESS(f"Failed {failed} stale tasks; deleted {tasks} expired tasks."))
