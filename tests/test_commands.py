@@ -10,7 +10,8 @@ from django.core.management import call_command
 from django.test import override_settings
 from django.utils import timezone
 
-from mcp_django.models import Event, ServerRequest, Session, Subscription
+from mcp_django import crypto, taskstore
+from mcp_django.models import Event, ServerRequest, Session, Subscription, Task
 from mcp_django.stores import SessionStore
 
 pytestmark = pytest.mark.django_db
@@ -139,3 +140,33 @@ def test_elicitations_go_with_their_session_even_before_they_expire():
     assert "Deleted 1 sessions, 0 events and 1 elicitations;" in clear()
     assert not Elicitation.objects.filter(pk=orphaned.pk).exists()
     assert Elicitation.objects.filter(pk=kept.pk).exists()
+
+
+def make_task(**fields) -> Task:
+    task = taskstore.create(site_name="mcp", user_id=None, owner="anon", tool_name="report", payload=crypto.encrypt("{}"))
+    Task.objects.filter(pk=task.pk).update(**fields)
+    return Task.objects.get(pk=task.pk)
+
+
+def four_tasks() -> dict[str, Task]:
+    """A finished task past its TTL, a running one past its TTL, one whose process stopped
+    beating, and one beating."""
+    now = timezone.now()
+    return {
+        "expired_done": make_task(status=Task.Status.COMPLETED, expires_at=now - HOUR),
+        "expired_live": make_task(heartbeat_at=now, expires_at=now - HOUR),
+        "dead": make_task(heartbeat_at=now - HOUR, expires_at=now + HOUR),
+        "alive": make_task(heartbeat_at=now, expires_at=now + HOUR),
+    }
+
+
+def test_tasks_whose_process_died_are_failed_and_expired_tasks_deleted():
+    tasks = four_tasks()
+    assert "Failed 2 stale tasks; deleted 2 expired tasks." in clear()
+    assert dict(Task.objects.values_list("pk", "status")) == {tasks["dead"].pk: Task.Status.FAILED, tasks["alive"].pk: Task.Status.WORKING}
+
+
+def test_dry_run_counts_stale_and_expired_tasks_and_changes_none():
+    tasks = four_tasks()
+    assert "Would fail 2 stale tasks and delete 2 expired tasks." in clear("--dry-run")
+    assert {pk: t.status for pk, t in Task.objects.in_bulk().items()} == {t.pk: t.status for t in tasks.values()}
