@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 import pytest
+from asgiref.sync import sync_to_async
 from django.test import override_settings
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -25,12 +26,16 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from mcp_django import Context, site, tracing
+from mcp_django import Context, crypto, site, taskrun, taskstore, tracing
 from mcp_django.checks import check_settings
+from mcp_django.exceptions import InternalError
+from mcp_django.models import Task
 from mcp_django.observation import Observation, register_observer, unregister_observer
 from mcp_django.protocol.errors import METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 from mcp_django.protocol.modern import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
+from mcp_django.sites import MCPSite
 from mcp_django.testing import MCPTestClient, StreamClosed
+from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import BASE_SETTINGS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -378,6 +383,81 @@ async def test_a_2026_response_stream_the_client_closes_is_taken_off(otel):
     gc.collect()  # the stream's finalizer takes it off once nothing holds it
     assert otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "response"}) == 0
     assert otel.span("tools/call stalled").attributes["error.type"] == "cancelled"
+
+
+# -- durable tasks ----------------------------------------------------------------------------
+
+
+def task_site(otel: Telemetry) -> MCPSite:
+    mcp = MCPSite(name="traced-tasks")
+
+    @mcp.tool(task="optional")
+    async def quick() -> str:
+        """Ends at once, with a span of its own."""
+        with otel.tracer_provider.get_tracer("tests").start_as_current_span("inside the task"):
+            return "done"
+
+    @mcp.tool(task="optional")
+    async def broken() -> str:
+        """Fails the task."""
+        raise InternalError("out of paper")
+
+    return mcp
+
+
+async def run_as_task(mcp: MCPSite, name: str, meta: dict[str, Any] | None = None) -> str:
+    """Call ``name`` as a task from a client that declares the extension; its id once it ran."""
+    capabilities = {META_CLIENT_CAPABILITIES: {"extensions": {taskrun.TASKS_EXTENSION: {}}}}
+    message, headers = modern("tools/call", {"name": name, "arguments": {}}, {**capabilities, **(meta or {})})
+    response = await MCPTestClient(MCPConsumer.as_asgi(site=mcp)).post_raw(orjson.dumps(message), headers)
+    task_id: str = response.json()["result"]["taskId"]
+    runner = taskrun._local.get(task_id)  # gone when it already ended
+    if runner is not None and runner.future is not None:
+        await asyncio.wait_for(runner.future, 5)
+    return task_id
+
+
+async def test_a_task_run_has_a_span_that_is_a_child_of_the_creating_call(otel):
+    task_id = await run_as_task(task_site(otel), "quick", {"traceparent": TRACEPARENT})
+    call, run = otel.span("tools/call quick"), otel.span("mcp task quick")
+    assert run.parent is not None and run.parent.span_id == call.context.span_id
+    assert format(run.context.trace_id, "032x") == TRACE_ID
+    assert dict(run.attributes or {}).items() >= {
+        "mcp_django.task.id": task_id, "gen_ai.tool.name": "quick", "mcp_django.task.status": "completed",
+    }.items()
+    assert run.status.status_code is not StatusCode.ERROR
+    inside = otel.span("inside the task")
+    assert inside.parent is not None and inside.parent.span_id == run.context.span_id
+    task = await Task.objects.aget(pk=task_id)
+    assert task.trace_context["traceparent"] == f"00-{TRACE_ID}-{format(call.context.span_id, '016x')}-01"
+
+
+async def test_a_failed_task_run_ends_its_span_with_an_error(otel):
+    await run_as_task(task_site(otel), "broken")
+    run = otel.span("mcp task broken")
+    assert run.attributes is not None and run.attributes["mcp_django.task.status"] == "failed"
+    assert run.status.status_code is StatusCode.ERROR
+
+
+async def test_a_run_elsewhere_continues_the_trace_kept_on_the_row(otel):
+    """As in a worker: no request around the run, only the row's trace context."""
+    mcp = task_site(otel)
+    payload = crypto.encrypt(orjson.dumps({"arguments": {}, "answers": {}, "meta": None}).decode())
+    task = await sync_to_async(taskstore.create)(
+        site_name=mcp.name, user_id=None, owner="anon", tool_name="quick", payload=payload, trace_context={"traceparent": TRACEPARENT},
+    )
+    await taskrun.Runner(mcp, task.pk).run()
+    run = otel.span("mcp task quick")
+    assert format(run.context.trace_id, "032x") == TRACE_ID
+    assert run.parent is not None and run.parent.is_remote and format(run.parent.span_id, "016x") == PARENT_ID
+    assert run.attributes is not None and run.attributes["mcp_django.task.status"] == "completed"
+
+
+async def test_with_tracing_off_a_task_keeps_no_trace_context_and_its_run_no_span(otel):
+    with override_settings(MCP_DJANGO={**BASE_SETTINGS, "TRACING": False}):
+        task_id = await run_as_task(task_site(otel), "quick", {"traceparent": TRACEPARENT})
+    assert (await Task.objects.aget(pk=task_id)).trace_context == {}
+    assert [s.name for s in otel.finished()] == ["inside the task"]
 
 
 # -- the switch -----------------------------------------------------------------------------
