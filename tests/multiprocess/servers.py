@@ -44,6 +44,7 @@ _SCRUBBED = (
     "DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "MCP_RESPONSE_MODE", "MCP_SSE_MAX_CONNECTION_SECONDS", "DJANGO_SETTINGS_MODULE",
     "MCP_RATE_LIMIT", "MCP_RATE_LIMIT_PER_CLIENT", "MCP_RATE_LIMIT_PER_TOOL", "MCP_MAX_SESSIONS_PER_USER",
     "MCP_MAX_SESSIONS_PER_ADDRESS", "MCP_MAX_RUNNING_PER_SESSION", "MCP_MAX_RUNNING_PER_USER", "MCP_DISCONNECT_GRACE_SECONDS",
+    "MCP_TASKS_BACKEND", "MCP_TASK_HEARTBEAT_SECONDS", "MCP_TASK_HEARTBEAT_TIMEOUT", "MCP_TASK_POLL_INTERVAL_MS",
 )
 
 
@@ -231,6 +232,24 @@ class Inspector:
                 raise AssertionError(f"TaskRun {run_id} still {until_not!r} after {timeout}s: {run}")
             await asyncio.sleep(0.05)
 
+    async def task(self, task_id: str) -> dict[str, Any]:
+        """A durable task's row (mcp_django.models.Task): who runs it, and how it stands."""
+        rows = await self.arows("SELECT status, worker, heartbeat_at, finished_at FROM mcp_django_task WHERE id = %s", task_id)
+        assert rows, f"no Task {task_id}"
+        status, worker, heartbeat, finished = rows[0]
+        return {"status": status, "worker": worker, "heartbeat_at": heartbeat, "finished_at": finished}
+
+    async def wait_task_started(self, task_id: str, *, timeout: float = 20.0) -> dict[str, Any]:
+        """Poll a task's row until a process has claimed it (bounded)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            task = await self.task(task_id)
+            if task["worker"]:
+                return task
+            if time.monotonic() > deadline:
+                raise AssertionError(f"Task {task_id} not started by any process after {timeout}s: {task}")
+            await asyncio.sleep(0.05)
+
     async def server_request_state(self, session_id: str, request_id: str) -> str | None:
         rows = await self.arows(
             "SELECT state FROM mcp_django_serverrequest WHERE session_id = %s AND request_id = %s", session_id, request_id
@@ -269,9 +288,16 @@ class Server:
         self._log.write(f"\n==== {self.name} start #{self.starts} on port {self.port} ====\n".encode())
         self._log.flush()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "example_site.asgi:application"],
-            cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            self.command(), cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "example_site.asgi:application"]
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         """Wait until the endpoint answers a session-less ping."""
@@ -340,6 +366,21 @@ class Server:
         return data[-limit:].decode("utf-8", "replace")
 
 
+class Worker(Server):
+    """One ``manage.py db_worker`` process (django-tasks-db, MCP_TASKS_BACKEND=database): it runs
+    the durable tasks the web processes enqueue. Not reloading: the process is the worker, so
+    killing it kills the task it runs."""
+
+    def command(self) -> list[str]:
+        return [sys.executable, "manage.py", "db_worker", "--no-reload", "--interval", "0.2"]
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        # Jobs wait in the database until it polls: nothing to wait for but a clean start.
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with {self.proc.returncode} while starting:\n{self.log_tail()}")
+
+
 @dataclass
 class Deployment:
     """The example site as deployed for one family of tests.
@@ -352,6 +393,8 @@ class Deployment:
     env: dict[str, str]
     db: Inspector
     servers: list[Server]
+    #: Task workers (db_worker) beside the web processes, started and stopped with them.
+    workers: list[Worker] = field(default_factory=list)
 
     @property
     def p1(self) -> Server:
@@ -370,18 +413,22 @@ class Deployment:
     def multiprocess(self) -> bool:
         return len(self.servers) > 1
 
+    @property
+    def processes(self) -> list[Server]:
+        return [*self.servers, *self.workers]
+
     def start(self) -> None:
-        for server in self.servers:
+        for server in self.processes:
             server.start()
-        for server in self.servers:
+        for server in self.processes:
             server.wait_ready()
 
     def stop(self) -> None:
-        for server in self.servers:
+        for server in self.processes:
             server.stop()
 
     def ensure_running(self) -> None:
-        for server in self.servers:
+        for server in self.processes:
             if not server.running:
                 server.restart()
 

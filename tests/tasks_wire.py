@@ -1,0 +1,124 @@
+"""Raw 2026-07-28 requests for the tasks extension (``io.modelcontextprotocol/tasks``).
+
+The official SDK client (``mcp`` 2.3) has no client for the extension, so the tests write the
+requests by hand: :func:`message` and :func:`headers` build one (usable with any transport, e.g.
+``MCPTestClient.post``), :class:`TasksClient` sends them to a real server with httpx and answers
+JSON or SSE alike (``MCP_RESPONSE_MODE``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from typing import Any
+
+import httpx
+
+VERSION = "2026-07-28"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+#: What a client that takes tasks and answers questions declares on every request.
+CAPABILITIES = {"elicitation": {}, "extensions": {TASKS_EXTENSION: {}}}
+#: Seconds a task may take to reach an expected status before a test gives up.
+WAIT = 20.0
+
+_ids = itertools.count(1)
+
+
+def message(method: str, params: dict[str, Any] | None = None, *, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A 2026-07-28 JSON-RPC request: everything about the client travels in ``params._meta``."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": CAPABILITIES if capabilities is None else capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "tasks-tests", "version": "1"},
+    }
+    return {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": {**(params or {}), "_meta": meta}}
+
+
+def headers(body: dict[str, Any]) -> dict[str, str]:
+    """The standard headers of ``body``: Mcp-Name is the tool of a tools/call, the task of tasks/*."""
+    sent = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": VERSION,
+        "mcp-method": body["method"],
+    }
+    params = body["params"]
+    if body["method"] == "tools/call":
+        sent["mcp-name"] = params["name"]
+    elif body["method"].startswith("tasks/") and isinstance(params.get("taskId"), str):
+        sent["mcp-name"] = params["taskId"]
+    return sent
+
+
+def answer_of(body: dict[str, Any], content_type: str, text: str) -> dict[str, Any]:
+    """The JSON-RPC response to ``body`` in an HTTP answer, JSON or SSE."""
+    if not content_type.startswith("text/event-stream"):
+        return dict(json.loads(text))
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        data = "\n".join(line[5:].removeprefix(" ") for line in block.split("\n") if line.startswith("data:"))
+        if data:
+            parsed = json.loads(data)
+            if parsed.get("id") == body["id"] and "method" not in parsed:
+                return dict(parsed)
+    raise AssertionError(f"no response to request {body['id']} in the SSE answer: {text[:1000]}")
+
+
+def acknowledged(result: dict[str, Any]) -> None:
+    """tasks/update and tasks/cancel answer an empty complete result (``_meta`` aside)."""
+    assert result.get("resultType") == "complete", result
+    assert set(result) <= {"resultType", "_meta"}, result
+
+
+class TasksClient:
+    """A client of the tasks extension over httpx; every method names the endpoint it talks to."""
+
+    def __init__(self, http: httpx.AsyncClient, extra_headers: dict[str, str] | None = None) -> None:
+        self.http = http
+        self.extra_headers = extra_headers or {}
+
+    async def send(self, url: str, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Send one request; return the HTTP status and the JSON-RPC response (result or error)."""
+        body = message(method, params)
+        response = await self.http.post(url, json=body, headers={**headers(body), **self.extra_headers})
+        return response.status_code, answer_of(body, response.headers.get("content-type", ""), response.text)
+
+    async def result(self, url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        status, answer = await self.send(url, method, params)
+        assert status == 200 and "result" in answer, (status, answer)
+        return dict(answer["result"])
+
+    async def call(self, url: str, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        return await self.result(url, "tools/call", {"name": name, "arguments": arguments or {}})
+
+    async def create(self, url: str, name: str, arguments: dict[str, Any] | None = None) -> str:
+        """Call a task tool; return the id of the task it answered with."""
+        created = await self.call(url, name, arguments)
+        assert created["resultType"] == "task", created
+        assert created["status"] == "working", created
+        return str(created["taskId"])
+
+    async def get(self, url: str, task_id: str) -> dict[str, Any]:
+        return await self.result(url, "tasks/get", {"taskId": task_id})
+
+    async def update(self, url: str, task_id: str, responses: dict[str, Any]) -> None:
+        acknowledged(await self.result(url, "tasks/update", {"taskId": task_id, "inputResponses": responses}))
+
+    async def cancel(self, url: str, task_id: str) -> None:
+        acknowledged(await self.result(url, "tasks/cancel", {"taskId": task_id}))
+
+    async def wait(self, url: str, task_id: str, *until: str, timeout: float = WAIT) -> tuple[dict[str, Any], list[str]]:
+        """Poll tasks/get until the task's status is one of ``until`` (bounded); return the task
+        and every status seen on the way."""
+        deadline = time.monotonic() + timeout
+        seen: list[str] = []
+        while True:
+            task = await self.get(url, task_id)
+            if not seen or seen[-1] != task["status"]:
+                seen.append(task["status"])
+            if task["status"] in until:
+                return task, seen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"task {task_id} not {' or '.join(until)} after {timeout}s; statuses seen {seen}, last: {task}")
+            await asyncio.sleep(0.1)
