@@ -59,9 +59,9 @@ def settle(task: Task) -> Task:
     if task.status not in Task.LIVE:
         return task
     now = _now()
-    timeout = timedelta(seconds=mcp_settings.task_heartbeat_timeout)
-    if task.heartbeat_at is not None and task.heartbeat_at < now - timeout:
-        finish(task.pk, Status.FAILED, error=_internal(f"The process running this task stopped (no heartbeat for {timeout.seconds} s)"))
+    seconds = mcp_settings.task_heartbeat_timeout
+    if task.heartbeat_at is not None and task.heartbeat_at < now - timedelta(seconds=seconds):
+        finish(task.pk, Status.FAILED, error=_internal(f"The process running this task stopped (no heartbeat for {seconds:g} s)"))
     elif task.expires_at is not None and task.expires_at <= now:
         finish(task.pk, Status.FAILED, error=_internal("The task expired before it finished"))
     else:
