@@ -339,15 +339,26 @@ class Runner:
             await self.changed()
 
     async def _run(self) -> None:
-        task = await sync_to_async(taskstore.claim)(self.task_id, WORKER_NAME)
-        if task is None:
+        queued = await sync_to_async(Task.objects.live().filter(pk=self.task_id).first)()
+        if queued is None:
             return  # cancelled (or gone) before it could start
-        self.user_id = task.user_id
-        with tracing.TaskSpan(task.pk, task.tool_name, task.trace_context) as span:
-            try:
-                await self._claimed(task)
-            finally:
-                span.status = self.status
+        self.user_id = queued.user_id
+        # The running slot first, so that a task the row calls started holds one.
+        slot = await self._running_slot(Caller(queued.owner, queued.user_id))
+        if slot is False:
+            return
+        try:
+            task = await sync_to_async(taskstore.claim)(self.task_id, WORKER_NAME)
+            if task is None:
+                return
+            with tracing.TaskSpan(task.pk, task.tool_name, task.trace_context) as span:
+                try:
+                    await self._claimed(task)
+                finally:
+                    span.status = self.status
+        finally:
+            if slot is not None:
+                await slot.release()
 
     async def _claimed(self, task: Task) -> None:
         prepared = await sync_to_async(self._prepare)(task)
@@ -355,14 +366,7 @@ class Runner:
             await self.end(Status.FAILED, error=prepared)
             return
         tool, ctx, arguments = prepared
-        slot = await self._running_slot(Caller(task.owner, task.user_id))
-        if slot is False:
-            return
-        try:
-            await self._supervise(tool, ctx, arguments)
-        finally:
-            if slot is not None:
-                await slot.release()
+        await self._supervise(tool, ctx, arguments)
 
     def _prepare(self, task: Task) -> tuple[ToolEntry, Context, dict[str, Any]] | dict[str, Any]:
         """The tool, its Context and its arguments, as the request had them; or the error that

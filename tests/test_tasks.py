@@ -291,8 +291,17 @@ def _row_values(pk: str) -> list[Any]:
     return list(Task.objects.filter(pk=pk).values_list())
 
 
+async def started(name: str) -> None:
+    for _ in range(200):
+        if seen.get(name) == "started":
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{name} never started")
+
+
 async def test_a_task_whose_process_stopped_beating_fails_on_read(client):
     created = await start(client, "sleepy")
+    await started("sleepy")  # claimed and beating: its last beat is what goes stale
     await Task.objects.filter(pk=created["taskId"]).aupdate(heartbeat_at=timezone.now() - timedelta(seconds=31))
     failed = await get(client, created["taskId"])
     assert failed["status"] == "failed" and "no heartbeat" in failed["error"]["message"]
