@@ -22,7 +22,9 @@ What it does, every step with a time limit:
    install folder (kept only when something went wrong, or ``--keep``);
 4. reads every ``checks.json`` and prints one row per scenario. Under a requirement set the
    scenarios the suite runs but does not score ("Not scored for REVISION": extensions, pending
-   and post-release scenarios) are shown in a table of their own and never fail the run.
+   and post-release scenarios) are shown in a table of their own and never fail the run, except
+   those in ALPHA_REQUIRED_PENDING[revision] (the pending ones we pass, and the tasks extension's),
+   which are judged as scored ones.
 
 Exit status: 0 when every check passes except those in EXPECTED_FAILURES (stable suite) or
 ALPHA_EXPECTED_FAILURES[revision] (alpha suite); 1 when a check fails unexpectedly or an
@@ -94,10 +96,20 @@ ALPHA_EXPECTED_FAILURES: dict[str, dict[str, str]] = {
     "2026-07-28": {},
 }
 
-# Pending scenarios the suite does not score that we hold ourselves to all the same: a failure
-# of one of these fails the run like a scored one.
+# Scenarios the suite runs but does not score (pending ones, and extensions we implement) that
+# we hold ourselves to all the same: a failure of one of these fails the run like a scored one.
+# A scenario that only reports SKIPPED/INFO/WARNING checks passes, as a scored one does
+# (tasks-status-notifications: 0.2.0-alpha.12 only ever reports SKIPPED for it).
+# The tasks-* scenarios test the io.modelcontextprotocol/tasks extension (docs/howto/tasks.md).
+TASKS_EXTENSION_SCENARIOS: tuple[str, ...] = (
+    "tasks-lifecycle", "tasks-capability-negotiation", "tasks-wire-fields", "tasks-request-state-removal",
+    "tasks-mrtr-input", "tasks-request-headers", "tasks-dispatch-and-envelope", "tasks-status-notifications",
+    "tasks-required-task-error", "tasks-mrtr-composition",
+)
 ALPHA_REQUIRED_PENDING: dict[str, tuple[str, ...]] = {
-    "2026-07-28": ("http-header-validation", "http-custom-header-server-validation", "json-schema-2020-12"),
+    "2026-07-28": (
+        "http-header-validation", "http-custom-header-server-validation", "json-schema-2020-12", *TASKS_EXTENSION_SCENARIOS,
+    ),
 }
 
 # Statuses that neither pass nor fail a scenario (server-sse-polling only ever emits these).
@@ -460,6 +472,8 @@ def judge(
             problems.append(f"{name}: passed but is listed as an expected failure; remove it from the list")
         elif c.get("WARNING"):
             verdict = "ok (warnings)"
+        elif c.get("SKIPPED") and not c.get("SUCCESS"):
+            verdict = "ok (skipped by the suite)"
         else:
             verdict = "ok"
         rows.append((name, *counts, verdict))
