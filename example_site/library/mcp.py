@@ -7,6 +7,10 @@ a ``services`` function when they need a transaction.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+from collections import Counter
 from datetime import date
 from typing import Annotated, Any, Literal
 
@@ -16,7 +20,7 @@ from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 from pydantic import BaseModel, Field
 
-from mcp_django import Context, Message, ModelMCP, ToolError, site
+from mcp_django import Context, EmbeddedResource, Message, ModelMCP, ToolError, ToolResult, site
 from mcp_django.exceptions import ResourceNotFoundError
 
 from . import services
@@ -218,6 +222,87 @@ async def renew_loan(
     await ctx.report_progress(3, 3, "Renewed")
     await ctx.log.info(f"Loan {loan_id} renewed: due {old_due_on.isoformat()} → {due_on.isoformat()}", logger="library")
     return loan_out(loan)
+
+
+# -- a long task: the catalogue export ----------------------------------------------------------
+
+#: Books read per query: the export walks the catalogue in batches, never all of it at once.
+EXPORT_BATCH = 10
+#: The most books one export holds: the result travels in one message (and, as a task, in a row).
+EXPORT_LIMIT = 2000
+EXPORT_FIELDS = ("isbn", "title", "author", "published", "genre", "copies", "available")
+
+
+class ExportFormat(BaseModel):
+    format: Literal["csv", "json"] = Field("csv", description="csv (one row per book) or json (a list of objects).")
+
+
+def export_rows(books: list[Book]) -> list[dict[str, Any]]:
+    """``books`` need ``author`` loaded and the ``with_availability()`` annotations."""
+    return [
+        {
+            "isbn": b.isbn, "title": b.title, "author": b.author.name, "published": b.published, "genre": b.genre,
+            "copies": b.copies, "available": b.available,  # type: ignore[attr-defined]
+        }
+        for b in books
+    ]
+
+
+def render_export(rows: list[dict[str, Any]], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(rows, ensure_ascii=False, indent=1)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=EXPORT_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+@site.tool(title="Export the catalogue", task="optional", annotations={"readOnlyHint": True, "openWorldHint": False})
+async def export_catalogue(
+    ctx: Context, genre: Annotated[Genre | None, Field(description="Only books of this genre; all by default.")] = None
+) -> ToolResult:
+    """Export the catalogue (or one genre) as CSV or JSON, asking which; long, so it runs as a
+    durable task for clients that take tasks (docs/howto/tasks.md)."""
+    books = Book.objects.select_related("author").with_availability().order_by("pk")
+    if genre is not None:
+        books = books.filter(genre=genre)
+    matching = await books.acount()
+    total = min(matching, EXPORT_LIMIT)
+    if not total:
+        return ToolResult(["No books to export."], structured={"exported": 0, "matching": 0, "format": None})
+    await ctx.report_progress(0, total, f"{matching} books to export")
+    # In a session this is an elicitation on the call's stream; in a task, an input request
+    # (status input_required) that the client answers with tasks/update.
+    answer = await ctx.elicit(f"Export {total} books: in which format?", ExportFormat, key="export_format")
+    if answer.action != "accept":
+        return ToolResult(["Export cancelled: nothing was exported."], structured={"exported": 0, "matching": matching, "format": None})
+    fmt = answer.data.format if isinstance(answer.data, ExportFormat) else "csv"
+    rows: list[dict[str, Any]] = []
+    last_pk = 0
+    # Keyset pagination (pk > last): each batch is one short query, whatever the table's size.
+    while len(rows) < total:
+        batch = [book async for book in books.filter(pk__gt=last_pk)[: min(EXPORT_BATCH, total - len(rows))]]
+        if not batch:
+            break  # books deleted meanwhile
+        rows += export_rows(batch)
+        last_pk = batch[-1].pk
+        await ctx.report_progress(len(rows), total, f"Exported {len(rows)} of {total} books")
+    name = f"catalogue{'-' + genre.value if genre else ''}.{fmt}"
+    counts = {
+        "exported": len(rows), "matching": matching, "truncated": matching > len(rows), "format": fmt,
+        "genres": dict(sorted(Counter(row["genre"] for row in rows).items())),
+        "available_copies": sum(max(row["available"], 0) for row in rows),
+    }
+    return ToolResult(
+        [
+            f"Exported {len(rows)} of {matching} books as {fmt.upper()} ({name}).",
+            EmbeddedResource(
+                f"library://exports/{name}", text=render_export(rows, fmt), mime_type="text/csv" if fmt == "csv" else "application/json"
+            ),
+        ],
+        structured=counts,
+    )
 
 
 # -- resources --------------------------------------------------------------------------------
