@@ -2,6 +2,7 @@
 #
 #   make run              serve the example library on http://127.0.0.1:8000/mcp
 #   make run PORT=8001    ... on another port
+#   MCP_TASKS_BACKEND=database make run    ... with django-tasks-db's worker running durable tasks
 #   make test             the whole test suite
 #   make test ARGS="tests/e2e -q"
 #   make matrix           the other Python/Django cells (noxfile.py), all of which CI runs
@@ -18,6 +19,7 @@ ARGS ?=
 NOX_ARGS ?=
 
 BIN := $(VENV)/bin
+DAPHNE = $(BIN)/daphne -b 127.0.0.1 -p $(PORT) example_site.asgi:application
 # Touched after each successful install: pip runs again only when requirements.txt is newer.
 STAMP := $(VENV)/.requirements.stamp
 
@@ -28,7 +30,9 @@ run: $(STAMP)
 	$(BIN)/python manage.py load_demo_data
 	@$(BIN)/python manage.py demo_banner --port $(PORT)
 # OAuth tokens are bound to the endpoint's URL: it follows PORT unless MCP_RESOURCE_URL is set.
-	MCP_RESOURCE_URL=$${MCP_RESOURCE_URL:-http://127.0.0.1:$(PORT)/mcp} exec $(BIN)/daphne -b 127.0.0.1 -p $(PORT) example_site.asgi:application
+# MCP_TASKS_BACKEND=database: django-tasks-db's worker runs durable tasks, started and stopped with Daphne.
+	export MCP_RESOURCE_URL=$${MCP_RESOURCE_URL:-http://127.0.0.1:$(PORT)/mcp}; \
+	if [ -n "$$MCP_TASKS_BACKEND" ]; then exec $(BIN)/python -m example_site.with_worker -- $(DAPHNE); else exec $(DAPHNE); fi
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(ARGS)

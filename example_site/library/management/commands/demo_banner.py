@@ -23,11 +23,17 @@ class Command(BaseCommand):
             "django": f"  Clients send a Django session cookie: sign in at {base}/accounts/login/ as reader / reader",
             "none": "  No sign-in: MCP_AUTH=none, every client is anonymous",
         }.get(str(mcp_settings.get("AUTHENTICATION")), "")
+        # MCP_TASKS_BACKEND=database (settings.py) names a TASKS alias; `make run` starts its worker.
+        if mcp_settings.tasks_backend:
+            tasks = "  Durable tasks: run by `manage.py db_worker` (django-tasks-db), started beside Daphne"
+        else:
+            tasks = "  Durable tasks: run in the Daphne process   (MCP_TASKS_BACKEND=database make run: in a worker)"
         lines = [
             "",
             f"  MCP endpoint:  {base}/mcp",
             f"  Django admin:  {base}/admin/   (log in as admin / admin)",
             sign_in,
+            tasks,
             "  Stop with Ctrl-C.",
             "",
             # Daphne alone spools whole bodies to disk and times nothing out (mcp_django.W184).
