@@ -55,3 +55,14 @@ def test_the_banner_says_daphne_alone_is_for_local_use(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "for local use only" in out.stdout
     assert "docs/howto/deploy.md" in out.stdout and "In front of the server" in out.stdout
+
+
+@pytest.mark.parametrize(("backend", "said"), [
+    ("", "Durable tasks: run in the Daphne process"),
+    ("database", "Durable tasks: run by `manage.py db_worker`"),
+])
+def test_the_banner_says_where_durable_tasks_run(tmp_path: Path, backend: str, said: str) -> None:
+    env = {**server_env(tmp_path / "example.sqlite3", auth="none"), "MCP_TASKS_BACKEND": backend}
+    out = _run(env, "demo_banner")
+    assert out.returncode == 0, out.stderr
+    assert said in out.stdout
