@@ -190,7 +190,7 @@ def test_wheel_and_sdist_hold_every_file_of_the_package(built: Built) -> None:
     assert metadata["Name"] == DISTRIBUTION
     assert metadata["Version"] == mcp_django.__version__  # pyproject.toml reads it from mcp_django/version.py
     assert metadata["Requires-Python"] == ">=3.10"
-    assert set(metadata.get_all("Provides-Extra")) == {"redis", "oauth", "tracing"}
+    assert set(metadata.get_all("Provides-Extra")) == {"redis", "oauth", "tracing", "tasks"}
     classifiers = set(metadata.get_all("Classifier"))
     assert {"Framework :: Django :: 5.2", "Framework :: Django :: 6.0", "Framework :: Django :: 6.1"} <= classifiers
     assert {f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 14)} <= classifiers
@@ -225,16 +225,20 @@ async def test_installed_wheel_serves_a_minimal_project(installed: Installed, pr
 
 
 def test_extras_install_what_they_say(installed: Installed, project: Path) -> None:
-    run([installed.python, "-m", "pip", "install", "--quiet", f"{installed.wheel}[redis,oauth,tracing]"], timeout=PIP_TIMEOUT, env=installed.env)
+    run([installed.python, "-m", "pip", "install", "--quiet", f"{installed.wheel}[redis,oauth,tracing,tasks]"], timeout=PIP_TIMEOUT, env=installed.env)
     run([installed.python, "-m", "pip", "check"], timeout=COMMAND_TIMEOUT, env=installed.env)
-    # One module each extra is for: the channel layer, the OAuth provider, the tracing API.
-    imports = "import channels_redis.core, oauth2_provider, opentelemetry.trace, opentelemetry.metrics"
+    # One module each extra is for: the channel layer, the OAuth provider, the tracing API, the
+    # task framework's database backend (and the backport on Django 5.2).
+    imports = "import channels_redis.core, oauth2_provider, opentelemetry.trace, opentelemetry.metrics, django_tasks_db"
     run([installed.python, "-c", imports], timeout=COMMAND_TIMEOUT, env=installed.env)
     settings = project / "smoke" / "settings.py"
-    # With the extras in, OAuth and tracing switched on still pass the system checks.
+    # With the extras in, OAuth, tracing and a worker for durable tasks still pass the system checks.
     settings.write_text(
         settings.read_text().replace('"smoke",\n]', '"oauth2_provider",\n    "smoke",\n]')
-        + 'MCP_DJANGO = {**MCP_DJANGO, "TRACING": True}\n'
+        + 'MCP_DJANGO = {**MCP_DJANGO, "TRACING": True, "TASKS_BACKEND": "default"}\n'
+        + "import django\n"
+        + 'INSTALLED_APPS += ([] if django.VERSION >= (6, 0) else ["django_tasks"]) + ["django_tasks_db"]\n'
+        + 'TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}\n'
     )
     check = run([installed.python, "manage.py", "check", "--fail-level", "WARNING"], cwd=project, timeout=COMMAND_TIMEOUT, env=installed.env)
     assert "System check identified no issues" in check
