@@ -4,14 +4,44 @@ resources, tools and prompts, over Streamable HTTP.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .version import __version__ as __version__
+
+if TYPE_CHECKING:
+    # What mypy and editors see of the lazy attributes below: the real names, with their types.
+    # At run time they stay lazy (see __getattr__).
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    from django.db.models import Model
+
+    from .content import Audio as Audio
+    from .content import EmbeddedResource as EmbeddedResource
+    from .content import Image as Image
+    from .content import Message as Message
+    from .content import ResourceLink as ResourceLink
+    from .content import Text as Text
+    from .content import ToolResult as ToolResult
+    from .context import Context as Context
+    from .entries import Icon as Icon
+    from .entries import ToolAnnotations as ToolAnnotations
+    from .exceptions import InvalidParamsError as InvalidParamsError
+    from .exceptions import ResourceNotFoundError as ResourceNotFoundError
+    from .exceptions import ToolError as ToolError
+    from .options import ModelMCP as ModelMCP
+    from .sites import MCPSite as MCPSite
+
+    #: The default site: a lazy proxy at run time, an ``MCPSite`` in every way that matters.
+    site: MCPSite
+
+    _MC = TypeVar("_MC", bound="type[ModelMCP[Any]]")
 
 __all__ = [
     "Audio",
     "Context",
     "EmbeddedResource",
+    "Icon",
     "Image",
     "InvalidParamsError",
     "MCPSite",
@@ -20,6 +50,7 @@ __all__ = [
     "ResourceLink",
     "ResourceNotFoundError",
     "Text",
+    "ToolAnnotations",
     "ToolError",
     "ToolResult",
     "autodiscover",
@@ -37,10 +68,10 @@ def autodiscover() -> None:
     autodiscover_modules("mcp", register_to=site)
 
 
-def register(*models: Any, site: Any = None) -> Any:
+def register(*models: type[Model], site: MCPSite | None = None) -> Callable[[_MC], _MC]:
     """Register models with a ``ModelMCP`` subclass: ``@register(Book)`` (like ``admin.register``)."""
 
-    def wrapper(model_mcp_class: Any) -> Any:
+    def wrapper(model_mcp_class: _MC) -> _MC:
         from .sites import site as default_site
 
         (site or default_site).register(models, model_mcp_class)
@@ -49,26 +80,32 @@ def register(*models: Any, site: Any = None) -> Any:
     return wrapper
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy, so that "import mcp_django" in settings.py does not import models before setup.
-    if name in ("site", "MCPSite"):
-        from . import sites
+if not TYPE_CHECKING:  # mypy reads the imports above instead, so a misspelt name is an error
 
-        return getattr(sites, name)
-    if name == "ModelMCP":
-        from .options import ModelMCP
+    def __getattr__(name: str) -> Any:
+        # Lazy, so that "import mcp_django" in settings.py does not import models before setup.
+        if name in ("site", "MCPSite"):
+            from . import sites
 
-        return ModelMCP
-    if name == "Context":
-        from .context import Context
+            return getattr(sites, name)
+        if name == "ModelMCP":
+            from .options import ModelMCP
 
-        return Context
-    if name in ("ToolError", "InvalidParamsError", "ResourceNotFoundError"):
-        from . import exceptions
+            return ModelMCP
+        if name == "Context":
+            from .context import Context
 
-        return getattr(exceptions, name)
-    if name in ("ToolResult", "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "Message"):
-        from . import content
+            return Context
+        if name in ("ToolError", "InvalidParamsError", "ResourceNotFoundError"):
+            from . import exceptions
 
-        return getattr(content, name)
-    raise AttributeError(f"module 'mcp_django' has no attribute {name!r}")
+            return getattr(exceptions, name)
+        if name in ("ToolResult", "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "Message"):
+            from . import content
+
+            return getattr(content, name)
+        if name in ("ToolAnnotations", "Icon"):
+            from . import entries
+
+            return getattr(entries, name)
+        raise AttributeError(f"module 'mcp_django' has no attribute {name!r}")

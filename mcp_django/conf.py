@@ -8,7 +8,7 @@ Shape and type problems are reported by ``checks.py`` with ids.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -299,11 +299,15 @@ class MCPSettings:
         self.__dict__[name] = value
         return value
 
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names that are not properties: keeps unknown keys an AttributeError.
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return self.get(name)
+    if not TYPE_CHECKING:
+        # Only reached for names that are not accessors: an unknown key is an AttributeError
+        # naming the setting. Hidden from mypy, so that a misspelt accessor is a type error
+        # rather than Any; every key has a typed accessor below (tests/test_conf.py).
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("_"):
+                raise AttributeError(name)
+            return self.get(name)
 
     def reload(self) -> None:
         for name in self._cached:

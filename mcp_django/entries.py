@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, Protocol, TypedDict, runtime_checkable
 
 from asgiref.sync import sync_to_async
 
@@ -20,6 +20,31 @@ from .conf import mcp_settings
 
 if TYPE_CHECKING:
     from .context import Completions, Context
+
+
+class ToolAnnotations(TypedDict, total=False):
+    """``annotations=`` of a tool: hints for clients, never a guarantee (MCP ``ToolAnnotations``).
+
+    A plain dict literal with these keys is one: ``@site.tool(annotations={"readOnlyHint": True})``.
+    """
+
+    title: str
+    readOnlyHint: bool
+    destructiveHint: bool
+    idempotentHint: bool
+    openWorldHint: bool
+
+
+class _IconBase(TypedDict):
+    src: str
+
+
+class Icon(_IconBase, total=False):
+    """One of ``icons=``: an image a client may show beside the entry (MCP ``Icon``, 2025-11-25)."""
+
+    mimeType: str
+    sizes: list[str]
+    theme: Literal["light", "dark"]
 
 
 @runtime_checkable

@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import is_dataclass
 from typing import Any, cast, get_type_hints
 from urllib.parse import unquote
@@ -192,8 +192,8 @@ class FunctionTool(PermissionGated, ToolEntry):
         title: str | None = None,
         description: str | None = None,
         input_schema: dict[str, Any] | None = None,
-        annotations: dict[str, Any] | None = None,
-        icons: list[dict[str, Any]] | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        icons: Sequence[Mapping[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
         permission: str | list[str] | tuple[str, ...] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
@@ -381,7 +381,7 @@ class FunctionResource(PermissionGated, ResourceEntry):
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
-        icons: list[dict[str, Any]] | None = None,
+        icons: Sequence[Mapping[str, Any]] | None = None,
         annotations: dict[str, Any] | None = None,
         permission: str | list[str] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
@@ -466,7 +466,7 @@ class FunctionResourceTemplate(PermissionGated, TemplateEntry):
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
-        icons: list[dict[str, Any]] | None = None,
+        icons: Sequence[Mapping[str, Any]] | None = None,
         complete: dict[str, Completer] | None = None,
         permission: str | list[str] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
@@ -533,7 +533,7 @@ class FunctionPrompt(PermissionGated, PromptEntry):
         name: str | None = None,
         title: str | None = None,
         description: str | None = None,
-        icons: list[dict[str, Any]] | None = None,
+        icons: Sequence[Mapping[str, Any]] | None = None,
         complete: dict[str, Completer] | None = None,
         permission: str | list[str] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,

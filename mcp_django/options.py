@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable
 from functools import cached_property, reduce
 from operator import or_
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Generic, cast
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -32,6 +32,7 @@ from django.db import models, transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from rest_framework import serializers
+from typing_extensions import TypeVar
 
 from .auth.scopes import missing_scopes
 from .context import Completions
@@ -50,6 +51,10 @@ GENERATED_TOOLS = ("search", "get", "create", "update", "delete")
 #: Completion values one answer carries (the spec's maximum).
 COMPLETION_PAGE = 100
 
+#: The model a ModelMCP exposes: ``class BookMCP(ModelMCP[Book])`` types ``self.model`` and
+#: ``get_queryset``; a plain ``ModelMCP`` subclass means any model (the default).
+M = TypeVar("M", bound=models.Model, default=models.Model)
+
 
 def uri_scheme() -> str:
     """The scheme of model resource URIs (``MCP_DJANGO["MODEL_URI_SCHEME"]``, "django" by default)."""
@@ -59,7 +64,7 @@ def uri_scheme() -> str:
 class ModelMCPChecks:
     """System checks for a ``ModelMCP``; each ``_check_*`` returns a list of errors."""
 
-    def check(self, model_mcp: ModelMCP) -> list[checks.CheckMessage]:
+    def check(self, model_mcp: ModelMCP[Any]) -> list[checks.CheckMessage]:
         return [
             *self._check_fields(model_mcp, "fields"),
             *self._check_fields(model_mcp, "exclude"),
@@ -70,10 +75,10 @@ class ModelMCPChecks:
             *self._check_task_tools(model_mcp),
         ]
 
-    def _error(self, model_mcp: ModelMCP, msg: str, hint: str, id: str) -> checks.Error:
+    def _error(self, model_mcp: ModelMCP[Any], msg: str, hint: str, id: str) -> checks.Error:
         return checks.Error(msg, hint=hint, obj=model_mcp.__class__, id=id)
 
-    def _check_fields(self, model_mcp: ModelMCP, attr: str) -> list[checks.CheckMessage]:
+    def _check_fields(self, model_mcp: ModelMCP[Any], attr: str) -> list[checks.CheckMessage]:
         value = getattr(model_mcp, attr)
         if value is None or value == "__all__":
             return []
@@ -94,7 +99,7 @@ class ModelMCPChecks:
                 )
         return errors
 
-    def _check_lookups(self, model_mcp: ModelMCP, attr: str) -> list[checks.CheckMessage]:
+    def _check_lookups(self, model_mcp: ModelMCP[Any], attr: str) -> list[checks.CheckMessage]:
         value = getattr(model_mcp, attr) or []
         if not isinstance(value, (list, tuple)):
             return [self._error(model_mcp, f"'{attr}' must be a list or tuple.", "Use a list of field lookups.", "mcp_django.E101")]
@@ -121,7 +126,7 @@ class ModelMCPChecks:
                     model = field.related_model
         return errors
 
-    def _check_tools(self, model_mcp: ModelMCP) -> list[checks.CheckMessage]:
+    def _check_tools(self, model_mcp: ModelMCP[Any]) -> list[checks.CheckMessage]:
         errors: list[checks.CheckMessage] = []
         for tool in model_mcp.tools:
             if tool not in GENERATED_TOOLS:
@@ -132,7 +137,7 @@ class ModelMCPChecks:
         return errors
 
 
-    def _check_task_tools(self, model_mcp: ModelMCP) -> list[checks.CheckMessage]:
+    def _check_task_tools(self, model_mcp: ModelMCP[Any]) -> list[checks.CheckMessage]:
         value = model_mcp.task_tools
         if value == "__all__":
             return []
@@ -154,7 +159,7 @@ class ModelMCPChecks:
         return errors
 
 
-class ModelMCP:
+class ModelMCP(Generic[M]):
     """Options and hooks for exposing one model. Subclass it and register with the site."""
 
     #: Fields read and written by the generated serializer: a list, or None for all.
@@ -192,7 +197,7 @@ class ModelMCP:
     write_scopes: list[str] | tuple[str, ...] = ()
     checks_class = ModelMCPChecks
 
-    def __init__(self, model: type[models.Model], site: MCPSite) -> None:
+    def __init__(self, model: type[M], site: MCPSite) -> None:
         self.model = model
         self.opts = model._meta
         self.site = site
@@ -208,7 +213,7 @@ class ModelMCP:
 
     # -- hooks you may override ---------------------------------------------------------
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[M]:
         """Rows this request may see; every read, list, search and write starts here."""
         return self.model._default_manager.get_queryset()
 
@@ -399,7 +404,7 @@ class ModelTool(ToolEntry):
     icons = None
     meta = None
 
-    def __init__(self, model_mcp: ModelMCP, action: str) -> None:
+    def __init__(self, model_mcp: ModelMCP[Any], action: str) -> None:
         self.model_mcp = model_mcp
         self.action = action
         self.task_support = model_mcp.get_task_support(action)

@@ -16,8 +16,8 @@ Apps put registrations in an ``mcp.py`` module; ``autodiscover()`` imports them 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast, overload
 from weakref import WeakSet
 
 from django.apps import apps
@@ -36,10 +36,13 @@ if TYPE_CHECKING:
 
     from .adminsite import AdminBridge
     from .engine import Engine
-    from .entries import ToolEntry
+    from .entries import Icon, ToolAnnotations, ToolEntry
     from .options import ModelMCP
 
+#: A decorated function: returned as it came, so it keeps its signature and return type.
 F = TypeVar("F", bound=Callable[..., Any])
+#: A ModelMCP subclass decorated with ``@site.register(Model)``.
+MC = TypeVar("MC", bound="type[ModelMCP[Any]]")
 
 all_sites: WeakSet[MCPSite] = WeakSet()
 
@@ -112,7 +115,12 @@ class MCPSite:
         self._changed(entry.kind)
         return entry
 
-    def register(self, model_or_iterable: Any, model_mcp_class: Any = None, **options: Any) -> Callable[[Any], Any]:
+    def register(
+        self,
+        model_or_iterable: type[Model] | Iterable[type[Model]],
+        model_mcp_class: type[ModelMCP[Any]] | None = None,
+        **options: Any,
+    ) -> Callable[[MC], MC]:
         """Expose one or more models, with a ``ModelMCP`` subclass or the default options.
 
         ``site.register(Book)`` and ``site.register(Book, BookMCP)`` register at once;
@@ -125,7 +133,7 @@ class MCPSite:
         for candidate in candidates:
             if not isinstance(candidate, ModelBase):
                 raise ImproperlyConfigured(f"{candidate!r} is not a Django model class.")
-        models = cast("list[type[Model]]", candidates)
+        models: list[type[Model]] = candidates
         for model in models:
             refuse_own_model(model)
             if model._meta.abstract:
@@ -142,7 +150,7 @@ class MCPSite:
             self._connect_signals(model)
         self._changed("model")
 
-        def decorator(model_mcp_cls: Any) -> Any:
+        def decorator(model_mcp_cls: MC) -> MC:
             if not (isinstance(model_mcp_cls, type) and issubclass(model_mcp_cls, ModelMCP)):
                 raise ValueError("Wrapped class must subclass ModelMCP.")
             for model in models:
@@ -295,20 +303,20 @@ class MCPSite:
         """Whether a model (``is_registered(Book)``) or a named entry (``is_registered("tool", "add")``) is registered."""
         return (model_or_kind if name is None else (model_or_kind, name)) in self._registry
 
-    def get_model_mcp(self, model: Any) -> ModelMCP:
+    def get_model_mcp(self, model: Any) -> ModelMCP[Any]:
         """The ``ModelMCP`` a model is registered with; raise ``NotRegistered`` if none."""
         try:
             return cast("ModelMCP", self._registry[model])
         except KeyError:
             raise NotRegistered(f"The model {model.__name__} is not registered on {self!r}.") from None
 
-    def get_model_mcps(self) -> list[ModelMCP]:
+    def get_model_mcps(self) -> list[ModelMCP[Any]]:
         """Every registered ``ModelMCP``."""
         from .options import ModelMCP
 
         return [e for e in self._registry.values() if isinstance(e, ModelMCP)]
 
-    def get_model_mcp_for_uri(self, uri: str) -> tuple[ModelMCP, str] | None:
+    def get_model_mcp_for_uri(self, uri: str) -> tuple[ModelMCP[Any], str] | None:
         """Find the ModelMCP of a ``django://<app_label>/<name>/<pk>`` URI; return it with the pk."""
         from .options import uri_scheme
 
@@ -339,6 +347,42 @@ class MCPSite:
         post_save.connect(receiver, sender=model, dispatch_uid=uid + ":save", weak=False)
         post_delete.connect(receiver, sender=model, dispatch_uid=uid + ":delete", weak=False)
 
+    @overload
+    def tool(
+        self,
+        func: F,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        permission: str | list[str] | None = None,
+        scopes: list[str] | None = None,
+        sensitive: list[str] | None = None,
+        task: str = "forbidden",
+        prelude: bool = False,
+    ) -> F: ...
+    @overload
+    def tool(
+        self,
+        func: None = None,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        permission: str | list[str] | None = None,
+        scopes: list[str] | None = None,
+        sensitive: list[str] | None = None,
+        task: str = "forbidden",
+        prelude: bool = False,
+    ) -> Callable[[F], F]: ...
     def tool(
         self,
         func: F | None = None,
@@ -347,15 +391,15 @@ class MCPSite:
         title: str | None = None,
         description: str | None = None,
         input_schema: dict[str, Any] | None = None,
-        annotations: dict[str, Any] | None = None,
-        icons: list[dict[str, Any]] | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
         meta: dict[str, Any] | None = None,
         permission: str | list[str] | None = None,
         scopes: list[str] | None = None,
         sensitive: list[str] | None = None,
         task: str = "forbidden",
         prelude: bool = False,
-    ) -> Any:
+    ) -> F | Callable[[F], F]:
         """Register a function as a tool: ``@site.tool`` or ``@site.tool(name=..., ...)``.
 
         The input schema comes from the type hints (or ``input_schema``, validated with
@@ -391,7 +435,7 @@ class MCPSite:
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
-        icons: list[dict[str, Any]] | None = None,
+        icons: list[Icon] | None = None,
         complete: dict[str, Completer] | None = None,
         permission: str | list[str] | None = None,
         scopes: list[str] | None = None,
@@ -421,6 +465,32 @@ class MCPSite:
 
         return decorator
 
+    @overload
+    def prompt(
+        self,
+        func: F,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        icons: list[Icon] | None = None,
+        complete: dict[str, Completer] | None = None,
+        permission: str | list[str] | None = None,
+        scopes: list[str] | None = None,
+    ) -> F: ...
+    @overload
+    def prompt(
+        self,
+        func: None = None,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        icons: list[Icon] | None = None,
+        complete: dict[str, Completer] | None = None,
+        permission: str | list[str] | None = None,
+        scopes: list[str] | None = None,
+    ) -> Callable[[F], F]: ...
     def prompt(
         self,
         func: F | None = None,
@@ -428,11 +498,11 @@ class MCPSite:
         name: str | None = None,
         title: str | None = None,
         description: str | None = None,
-        icons: list[dict[str, Any]] | None = None,
+        icons: list[Icon] | None = None,
         complete: dict[str, Completer] | None = None,
         permission: str | list[str] | None = None,
         scopes: list[str] | None = None,
-    ) -> Any:
+    ) -> F | Callable[[F], F]:
         """Register a function returning text or messages as a prompt (``permission`` and
         ``scopes`` as for tools)."""
 
