@@ -7,7 +7,7 @@ from django.test import override_settings
 
 from mcp_django import __version__
 from mcp_django.auth.base import DjangoAuthentication, NoAuthentication
-from mcp_django.conf import DEFAULTS, MCPSettings, mcp_settings
+from mcp_django.conf import DEFAULTS, MCPSettings, Setting, mcp_settings
 from mcp_django.stores import DatabaseEventStore
 
 
@@ -33,6 +33,38 @@ def test_every_default_is_readable():
     for name, value in DEFAULTS.items():
         if name != "EVENT_STORE_CLASS":
             assert conf.get(name) == value
+
+
+def test_every_setting_has_a_typed_accessor():
+    # mypy sees no __getattr__ on MCPSettings (a misspelt name is a type error), so each key
+    # needs its lowercase accessor: a Setting descriptor or a property.
+    conf = MCPSettings(user_settings={})
+    for name in DEFAULTS:
+        accessor = vars(MCPSettings).get(name.lower())
+        assert isinstance(accessor, (Setting, property)), f"MCPSettings has no accessor for {name}"
+        if isinstance(accessor, Setting):
+            assert accessor.key == name
+        getattr(conf, name.lower())
+
+
+def test_the_facade_stays_lazy_and_knows_every_public_name():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    # What settings.py may do before Django is set up: import mcp_django, touch nothing.
+    script = (
+        "import sys, mcp_django\n"
+        "assert not any(m.startswith('django.db') for m in sys.modules), 'models loaded'\n"
+        "assert 'mcp_django.sites' not in sys.modules\n"
+        "from mcp_django import Icon, ToolAnnotations\n"
+        "assert ToolAnnotations(readOnlyHint=True) == {'readOnlyHint': True}\n"
+        "assert Icon(src='https://example.com/i.png') == {'src': 'https://example.com/i.png'}\n"
+        "missing = [n for n in mcp_django.__all__ if n != 'site' and not hasattr(mcp_django, n)]\n"
+        "assert not missing, missing\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
 
 
 def test_user_settings_override_defaults():

@@ -88,6 +88,20 @@ def test_register_decorator_uses_the_given_model_mcp() -> None:
         fresh.unregister(Note)
 
 
+def test_a_model_mcp_generic_over_its_model_registers_like_a_plain_one() -> None:
+    # ModelMCP[Note] is for type checkers (self.model, get_queryset); at run time it is ModelMCP.
+    fresh = MCPSite()
+
+    @fresh.register(Note)
+    class TypedNoteMCP(ModelMCP[Note]):
+        tools = ["get"]
+
+    model_mcp = fresh.get_model_mcp(Note)
+    assert isinstance(model_mcp, TypedNoteMCP) and isinstance(model_mcp, ModelMCP)
+    assert model_mcp.model is Note
+    assert [t.name for t in fresh.get_tools()] == ["testapp_note_get"]
+
+
 def test_unknown_field_is_reported_by_a_system_check() -> None:
     fresh = MCPSite()
     fresh.register(Note, fields=["title", "nope"], search_fields=["missing__thing"], tools=["search", "explode"])
