@@ -30,8 +30,7 @@ CELLS = [("3.10", "5.2"), ("3.12", "5.2"), ("3.13", "5.2"), ("3.12", "6.0"), ("3
 # The tests that start servers, browsers or other processes: the default cell runs them.
 OUT_OF_PROCESS = ("e2e", "conformance", "multiprocess", "browser")
 # Checks of the source and the docs (ruff, import-linter, mypy, the typed README module,
-# sphinx-build): the interpreter
-# running them changes nothing, and import-linter needs Python 3.11.
+# sphinx-build): the interpreter running them changes nothing, and import-linter needs 3.11.
 STATIC = ("tests/test_architecture.py", "tests/test_docs.py", "tests/test_typing.py")
 # One short end-to-end test: the example site under daphne, a tool called in both protocol eras
 # by the official client, and the server's log free of errors.
