@@ -5,6 +5,8 @@
 #   MCP_TASKS_BACKEND=database make run    ... with django-tasks-db's worker running durable tasks
 #   make test             the whole test suite
 #   make test ARGS="tests/e2e -q"
+#   make test-fast        the inner loop: in-process tests only (no servers, browsers or other processes)
+#   make test-fast ARGS="-x tests/test_sites.py"
 #   make matrix           the other Python/Django cells (noxfile.py), all of which CI runs
 #   make docs             build the documentation site into docs/_build/html (warnings are errors)
 #   make screenshots      regenerate docs/_static/screenshots/ (the browser tests, in headless Chromium)
@@ -23,7 +25,7 @@ DAPHNE = $(BIN)/daphne -b 127.0.0.1 -p $(PORT) example_site.asgi:application
 # Touched after each successful install: pip runs again only when requirements.txt is newer.
 STAMP := $(VENV)/.requirements.stamp
 
-.PHONY: run test matrix docs screenshots venv clean
+.PHONY: run test test-fast matrix docs screenshots venv clean
 
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
@@ -36,6 +38,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(ARGS)
+
+# What to run while working: the markers below start servers, browsers or processes (make test runs them).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m 'not e2e and not conformance and not multiprocess and not browser' $(ARGS)
 
 # The in-process suite and one end-to-end test on each other cell, in a venv of its own (.nox/).
 matrix: $(STAMP)

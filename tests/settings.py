@@ -39,6 +39,9 @@ TEMPLATES = [
     }
 ]
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+# Tests create users with passwords everywhere; PBKDF2 costs a third of a second each time.
+# MD5 is fine for throwaway test users and cuts the in-process suite by minutes.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CHANNEL_LAYERS = {"default": {"BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer"}}
 MCP_DJANGO = {"AUTHENTICATION": "none", "SERVER_NAME": "mcp-django-tests"}
 SILENCED_SYSTEM_CHECKS = ["mcp_django.W002"]
