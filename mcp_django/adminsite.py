@@ -18,7 +18,7 @@ from django.contrib.messages.storage.base import BaseStorage
 from django.db import models, transaction
 from django.http import HttpRequest, HttpResponseBase
 
-from .entries import TASK_SUPPORT, ToolEntry, with_task_support
+from .entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
 from .options import ModelMCP, _safe_name, malformed_pk
 from .protocol.errors import InvalidParamsError
 from .schemas import argument_error, invalid_arguments, pk_schema
@@ -172,7 +172,7 @@ class AdminActionTool(ToolEntry):
 
     def __init__(
         self, model_admin: ModelAdmin[Any], action_name: str, func: Any, description: str, scopes: tuple[str, ...] = (),
-        task_support: str = "forbidden",
+        task_support: TaskSupport = "forbidden",
     ) -> None:
         self.model_admin = model_admin
         self._scopes = scopes
@@ -303,7 +303,7 @@ class TaskActions:
         from django.core.exceptions import ImproperlyConfigured
 
         self.all = option == "__all__"
-        self.names: dict[str, str] = {}
+        self.names: dict[str, TaskSupport] = {}
         #: Action names of the bridged ModelAdmins (to report names in ``names`` that none has).
         self.seen: set[str] = set()
         if option is None or self.all:
@@ -318,9 +318,9 @@ class TaskActions:
                     f"register_admin(task_actions=...) gives {name!r} the value {support!r}: "
                     f"use one of {', '.join(map(repr, TASK_SUPPORT))}."
                 )
-        self.names = dict(option)
+        self.names = {name: next(known for known in TASK_SUPPORT if known == support) for name, support in option.items()}
 
-    def support(self, action_name: str) -> str:
+    def support(self, action_name: str) -> TaskSupport:
         return "optional" if self.all else self.names.get(action_name, "forbidden")
 
     def unknown(self) -> list[str]:

@@ -82,13 +82,14 @@ class Entry(Gated, Protocol):
 
 #: ``taskSupport`` values of a tool (the 2026-07-28 tasks extension keeps the 2025-11-25
 #: ``Tool.execution`` field): whether a call may, or must, run as a durable task.
-TASK_SUPPORT: Final = ("forbidden", "optional", "required")
+TaskSupport = Literal["forbidden", "optional", "required"]
+TASK_SUPPORT: Final[tuple[TaskSupport, ...]] = ("forbidden", "optional", "required")
 
 
 class ToolEntry(Entry, Protocol):
     name: str
     #: One of :data:`TASK_SUPPORT`: "optional" or "required" tools are answered with a task.
-    task_support: str = "forbidden"
+    task_support: TaskSupport = "forbidden"
     #: Whether it runs in the request until it awaits ``ctx.start_task()`` (task tools only).
     prelude: bool = False
 

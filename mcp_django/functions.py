@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, Vali
 from .conf import mcp_settings
 from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
 from .context import Completions, Context, current_context
-from .entries import TASK_SUPPORT, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry, with_task_support
+from .entries import TASK_SUPPORT, PromptEntry, ResourceEntry, TaskSupport, TemplateEntry, ToolEntry, with_task_support
 from .exceptions import ClientRequestError, ToolError
 from .protocol.errors import (
     InvalidParamsError,
@@ -198,7 +198,7 @@ class FunctionTool(PermissionGated, ToolEntry):
         permission: str | list[str] | tuple[str, ...] | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
         sensitive: list[str] | tuple[str, ...] | None = None,
-        task: str = "forbidden",
+        task: TaskSupport = "forbidden",
         prelude: bool = False,
     ) -> None:
         self.func = func

@@ -36,7 +36,7 @@ from typing_extensions import TypeVar
 
 from .auth.scopes import missing_scopes
 from .context import Completions
-from .entries import TASK_SUPPORT, ToolEntry, with_task_support
+from .entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
 from .functions import TOOL_NAME_RE
 from .protocol.errors import InvalidParamsError
 from .schemas import argument_error, error_message, invalid_arguments, nullable, pk_schema, serializer_schema
@@ -253,13 +253,13 @@ class ModelMCP(Generic[M]):
         """Whether the user may use the ``delete`` tool (on ``obj``): Django's delete permission."""
         return self._has_perm(request, "delete")
 
-    def get_task_support(self, action: str) -> str:
+    def get_task_support(self, action: str) -> TaskSupport:
         """Whether the generated tool ``action`` may run as a task: its ``task_tools`` value."""
         if self.task_tools == "__all__":
             return "optional"
         support = self.task_tools.get(action, "forbidden") if isinstance(self.task_tools, dict) else "forbidden"
         # A wrong value is reported by check() (E106); until fixed, the tool is called plainly.
-        return support if support in TASK_SUPPORT else "forbidden"
+        return next((known for known in TASK_SUPPORT if known == support), "forbidden")
 
     def get_serializer_class(self) -> type[serializers.ModelSerializer]:
         """The serializer that reads and writes rows: ``serializer_class``, or one built once."""

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from .adminsite import AdminBridge
     from .engine import Engine
-    from .entries import Icon, ToolAnnotations, ToolEntry
+    from .entries import Icon, TaskSupport, ToolAnnotations, ToolEntry
     from .options import ModelMCP
 
 #: A decorated function: returned as it came, so it keeps its signature and return type.
@@ -362,7 +362,7 @@ class MCPSite:
         permission: str | list[str] | None = None,
         scopes: list[str] | None = None,
         sensitive: list[str] | None = None,
-        task: str = "forbidden",
+        task: TaskSupport = "forbidden",
         prelude: bool = False,
     ) -> F: ...
     @overload
@@ -380,7 +380,7 @@ class MCPSite:
         permission: str | list[str] | None = None,
         scopes: list[str] | None = None,
         sensitive: list[str] | None = None,
-        task: str = "forbidden",
+        task: TaskSupport = "forbidden",
         prelude: bool = False,
     ) -> Callable[[F], F]: ...
     def tool(
@@ -397,7 +397,7 @@ class MCPSite:
         permission: str | list[str] | None = None,
         scopes: list[str] | None = None,
         sensitive: list[str] | None = None,
-        task: str = "forbidden",
+        task: TaskSupport = "forbidden",
         prelude: bool = False,
     ) -> F | Callable[[F], F]:
         """Register a function as a tool: ``@site.tool`` or ``@site.tool(name=..., ...)``.
