@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.run import RESULTS, new_session, notify_args, run_wrks, session_setup_args, tools_call_args
-from bench.servers import KINDS, Env, PostgresDatabase, RedisDatabase, migrate, ours_env, start_server, stop_server
+from bench.servers import KINDS, OPS_OFF, Env, PostgresDatabase, RedisDatabase, migrate, ours_env, start_server, stop_server
 
 # Where a sample's time goes: the innermost frame from one of these places decides (so the ORM
 # called by our code counts as the ORM, our code called by Channels as ours). First match wins.
@@ -92,7 +92,7 @@ def default_py_spy() -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--server", choices=KINDS, default="ours-uvicorn")
+    ap.add_argument("--server", choices=(*KINDS, OPS_OFF), default="ours-uvicorn")
     ap.add_argument("--mode", choices=("json", "sse"), default="json")
     ap.add_argument("--case", choices=("tools", "setup", "notify"), default="tools")
     ap.add_argument("--concurrency", type=int, default=8)

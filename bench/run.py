@@ -39,6 +39,7 @@ from bench.servers import (  # noqa: E402
     FLOOR,
     HOST,
     KINDS,
+    OPS_OFF,
     OURS,
     Env,
     PostgresDatabase,
@@ -495,12 +496,25 @@ def run_all(args, prof: Profile, env: Env) -> dict:
     return cases
 
 
+def operations_cost(cases: dict) -> dict[str, float]:
+    """ours-uvicorn's calls per server core-second over ours-uvicorn-opsoff's, per tools/call
+    case both ran (issue 27: the audit trail and quotas together cost at most 15 %)."""
+    out = {}
+    for key, value in cases.items():
+        if key.startswith("ours-uvicorn.") and ".tools_call.c" in key:
+            bare = cases.get(OPS_OFF + key[len("ours-uvicorn"):], {})
+            if value.get("calls_per_core_s") and bare.get("calls_per_core_s"):
+                out[key[len("ours-uvicorn.") :]] = round(value["calls_per_core_s"] / bare["calls_per_core_s"], 3)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: a second per burst, small stream counts")
-    ap.add_argument("--servers", nargs="+", choices=(*KINDS, "ours", FLOOR), default=list(KINDS),
+    ap.add_argument("--servers", nargs="+", choices=(*KINDS, "ours", FLOOR, OPS_OFF), default=list(KINDS),
                     help='server kinds to run ("ours" = every ours-*); default all but the floor (bench/floor_server.py), '
-                         'which serves only the tools and setup cases')  # fmt: skip
+                         'which serves only the tools and setup cases, and ours-uvicorn-opsoff (ours-uvicorn with the '
+                         'audit trail and quotas off: the operations layer\'s cost, same run)')  # fmt: skip
     ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     ap.add_argument("--scaleout-server", choices=OURS, default="ours-uvicorn", help="which server the scale-out case runs ours under")
     ap.add_argument("--docs", dest="docs", action="store_true", default=None, help="rewrite docs/performance.md")
@@ -509,8 +523,8 @@ def main() -> int:
     args = ap.parse_args()
     if FLOOR in args.servers and not set(args.cases) <= {"tools", "setup"}:
         ap.error("the floor serves only --cases tools setup")
-    # "ours" expanded, in report order; the floor kept.
-    args.servers = [k for k in (*KINDS, FLOOR) if k in args.servers or ("ours" in args.servers and k in OURS)]
+    # "ours" expanded, in report order; the floor and ours-uvicorn-opsoff kept.
+    args.servers = [k for k in (*KINDS, OPS_OFF, FLOOR) if k in args.servers or ("ours" in args.servers and k in OURS)]
     if args.render:
         rep = json.loads(Path(args.render).read_text())
         rep["summary"] = report.summarize(rep)  # the targets as they are now
@@ -555,6 +569,9 @@ def main() -> int:
         "results_file": f"{stamp}.json",
     }
     rep["summary"] = report.summarize(rep)
+    rep["operations_cost"] = operations_cost(cases)
+    for key, ratio in rep["operations_cost"].items():
+        log(f"  operations layer, {key}: ours-uvicorn / {OPS_OFF} = {ratio} calls per server core-second (target >= 0.85)")
     out = RESULTS / f"{stamp}.json"
     out.write_text(json.dumps(rep, indent=2, default=str))
     log(f"wrote {out.relative_to(ROOT)} ({rep['wall_seconds']} s)")

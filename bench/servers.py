@@ -34,6 +34,9 @@ OURS = ("ours-uvicorn", "ours-daphne", "ours-granian")
 REFERENCE = "reference"
 KINDS = (*OURS, REFERENCE)
 FLOOR = "floor"  # not a server of the report: run only when named, with --cases tools or setup
+# Ours under uvicorn with the audit trail and every quota off: what the operations layer costs is
+# ours-uvicorn against this, in the same run (issue 27). Run only when named; not in the report.
+OPS_OFF = "ours-uvicorn-opsoff"
 # The kinds that are a script of bench/ under uvicorn.run, not our site.
 SCRIPTS = {REFERENCE: "reference_server.py", FLOOR: "floor_server.py"}
 # 10,000 idle streams are 10,000 requests in flight: no server may cap them below that.
@@ -51,7 +54,7 @@ def server_command(kind: str, port: int, mode: str) -> list[str]:
         # -v 0: no access log, like the reference; an explicit endpoint so the listen backlog is
         # not Twisted's default of 50.
         return [py, "-m", "daphne", "-v", "0", "-e", f"tcp:port={port}:interface={HOST}:backlog={BACKLOG}", APP]
-    if kind == "ours-uvicorn":
+    if kind in ("ours-uvicorn", OPS_OFF):
         # The reference's own server and settings: default loop and HTTP parser (whatever "auto"
         # finds installed, the same for both), access log off.
         return [py, "-m", "uvicorn", "--host", HOST, "--port", str(port), "--no-access-log", "--lifespan", "on",
@@ -119,10 +122,11 @@ class Env:
         return path
 
 
-def ours_env(mode: str, db_path: Path | None = None, database_url: str | None = None, redis_url: str | None = None) -> dict[str, str]:
+def ours_env(mode: str, db_path: Path | None = None, database_url: str | None = None, redis_url: str | None = None,
+             operations: bool = True) -> dict[str, str]:  # fmt: skip
     e = dict(os.environ)
     # Only what the case asks for: a DATABASE_URL in the caller's environment must not leak in.
-    for key in ("DATABASE_URL", "REDIS_URL", "BENCH_DB_PATH"):
+    for key in ("DATABASE_URL", "REDIS_URL", "BENCH_DB_PATH", "BENCH_OPERATIONS"):
         e.pop(key, None)
     e.update(
         DJANGO_SETTINGS_MODULE="bench.oursite.settings",
@@ -136,6 +140,8 @@ def ours_env(mode: str, db_path: Path | None = None, database_url: str | None = 
         e["DATABASE_URL"] = database_url
     if redis_url:
         e["REDIS_URL"] = redis_url
+    if not operations:
+        e["BENCH_OPERATIONS"] = "off"
     return e
 
 
@@ -158,9 +164,9 @@ def start_server(kind: str, mode: str, env: Env, database_url: str | None = None
     if kind in SCRIPTS:
         proc_env = dict(os.environ, PYTHONUNBUFFERED="1")
     elif database_url:
-        proc_env = ours_env(mode, database_url=database_url, redis_url=redis_url)
+        proc_env = ours_env(mode, database_url=database_url, redis_url=redis_url, operations=kind != OPS_OFF)
     else:
-        proc_env = ours_env(mode, db_path=env.sqlite_file(port))
+        proc_env = ours_env(mode, db_path=env.sqlite_file(port), operations=kind != OPS_OFF)
     with open(log_path, "wb") as logf:
         # The fd limit is inherited: run.main() raised it before any server starts.
         proc = subprocess.Popen(cmd, cwd=ROOT, env=proc_env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)

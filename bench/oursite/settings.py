@@ -5,6 +5,8 @@ Environment:
   BENCH_DB_PATH        SQLite file to use (bench/run.py gives each run a throwaway one).
   DATABASE_URL         when set, the example site's database from it instead (and REDIS_URL, when
                        set, its Redis channel layer and cache): the scale-out case.
+  BENCH_OPERATIONS     "off": no audit trail and no quota (the ours-uvicorn-opsoff kind), to
+                       measure what the operations layer costs.
 """
 
 import os
@@ -46,6 +48,12 @@ MCP_DJANGO = {
         "STREAMS_PER_SESSION": 1_000,
     },
 }
+if os.environ.get("BENCH_OPERATIONS") == "off":
+    MCP_DJANGO["AUDIT_TOOL_CALLS"] = False
+    MCP_DJANGO["QUOTAS"] = {"PER_TOOL": {}, **dict.fromkeys((
+        "TOOL_CALLS", "TOOL_CALLS_PER_CLIENT", "SESSIONS_PER_USER", "SESSIONS_PER_ADDRESS", "RUNNING_PER_SESSION", "RUNNING_PER_USER",
+        "STREAMS_PER_SESSION", "STREAMS_PER_USER", "PENDING_ELICITATIONS_PER_USER", "LIVE_TASKS_PER_USER",
+    ))}
 
 # Quiet logs: the reference server runs with access logging off as well.
 LOGGING = {
