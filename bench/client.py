@@ -201,8 +201,15 @@ async def functional_check(host: str, port: int) -> dict:
     """Exercise the whole surface once; raises with a message if anything is off."""
     session = await open_session(host, port)
     try:
-        tools = await session.call("tools/list")
-        names = sorted(t["name"] for t in tools["tools"])
+        # Every page: the example site has more tools than one page (PAGE_SIZE) holds.
+        names, cursor = [], None
+        for _ in range(100):
+            tools = await session.call("tools/list", {"cursor": cursor} if cursor else {})
+            names += [t["name"] for t in tools["tools"]]
+            cursor = tools.get("nextCursor")
+            if not cursor:
+                break
+        names.sort()
         for needed in ("add", "echo"):
             if needed not in names:
                 raise HTTPError(f"tools/list lacks {needed!r}: {names}")
