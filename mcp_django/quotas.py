@@ -3,7 +3,9 @@
 Everything is counted in Django's cache (``QUOTAS["CACHE"]``), so the processes that share a
 cache count together: with Redis, a whole deployment; with the local-memory cache, each
 process alone. ``cache.add`` then ``cache.incr`` is atomic on both, so two concurrent requests
-never both take the last unit of a limit.
+never both take the last unit of a limit. On the local-memory cache, which no other process
+sees, the counters are plain integers in this process (:class:`LocalCounts`) rather than
+entries of the cache: the same counts, without the cache's key checks and pickling.
 
 Who is counted (:func:`caller_of`):
 
@@ -26,6 +28,7 @@ import hashlib
 import logging
 import math
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -216,6 +219,89 @@ def _forget_caches(*, setting: str, **kwargs: Any) -> None:
         _process_caches.clear()
 
 
+class LocalCounts:
+    """The quota counters of a cache in this process's memory (Django's LocMemCache).
+
+    No other process sees such a cache, so its counters need none of the cache's machinery:
+    here they are plain integers, each lapsing ``timeout`` seconds after it was made, as the
+    cache's entry would. The cache's own key checks, lock and pickling cost about 5 us per
+    count, and a tools/call counts up to nine times (its rate limit, then its running slot
+    taken and given back in two scopes and two buckets: bench/profile.py).
+    """
+
+    #: Seconds between two sweeps of the counters that lapsed (they are ignored until then).
+    SWEEP = 10.0
+
+    def __init__(self) -> None:
+        # Sync callers (check_tool_calls) may count from worker threads.
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self._ends: dict[str, float] = {}
+        self._next_sweep = 0.0
+
+    def hit(self, keys: list[str], timeout: float) -> list[int]:
+        """Count one more on each of ``keys`` (made to last ``timeout`` s when new); the new counts."""
+        at = time.monotonic()
+        counts = []
+        with self._lock:
+            if at >= self._next_sweep:
+                self._sweep(at)
+            for key in keys:
+                ends = self._ends.get(key)
+                if ends is None or ends <= at:
+                    self._ends[key] = at + timeout
+                    count = 1
+                else:
+                    count = self._counts[key] + 1
+                self._counts[key] = count
+                counts.append(count)
+        return counts
+
+    def unhit(self, keys: list[str]) -> None:
+        """Give back one count on each of ``keys`` that has not lapsed."""
+        at = time.monotonic()
+        with self._lock:
+            for key in keys:
+                ends = self._ends.get(key)
+                if ends is not None and ends > at:
+                    self._counts[key] -= 1
+
+    def get(self, key: str) -> int | None:
+        """The count of ``key``, or None when there is none (or it lapsed)."""
+        ends = self._ends.get(key)
+        return self._counts.get(key) if ends is not None and ends > time.monotonic() else None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._counts.clear()
+            self._ends.clear()
+
+    def _sweep(self, at: float) -> None:
+        for key in [key for key, ends in self._ends.items() if ends <= at]:
+            del self._ends[key], self._counts[key]
+        self._next_sweep = at + self.SWEEP
+
+
+def _local(cache: BaseCache) -> LocalCounts | None:
+    """The counters of ``cache`` kept in this process, when it is a local-memory cache."""
+    if not isinstance(cache, LocMemCache):
+        return None
+    try:
+        counts: LocalCounts = cache.__dict__["_mcp_django_counts"]
+    except KeyError:
+        counts = cache.__dict__["_mcp_django_counts"] = LocalCounts()
+    return counts
+
+
+def forget_local_counts() -> None:
+    """Forget every quota count kept in this process for a local-memory cache, as clearing that
+    cache forgot them when they were its entries (tests start each from zero so)."""
+    for cache in _process_caches.values():
+        local = cache.__dict__.get("_mcp_django_counts")
+        if local is not None:
+            local.clear()
+
+
 def _disconnect(cache: BaseCache) -> None:
     # A Redis cache dropped with its pool still connected leaves its sockets to the garbage
     # collector, which closes them with a ResourceWarning (whenever it next runs, in whatever code).
@@ -337,6 +423,9 @@ def _hit(cache: BaseCache, key: str, timeout: float) -> int:
 
 def _hit_many(cache: BaseCache, keys: list[str], timeout: float) -> list[int]:
     """:func:`_hit` on each of ``keys``; on Redis in one round trip."""
+    local = _local(cache)
+    if local is not None:
+        return local.hit(keys, timeout)
     redis = _redis(cache, keys[0]) if keys else None
     if redis is not None:
         pipe = redis[0].pipeline(transaction=False)
@@ -348,6 +437,9 @@ def _hit_many(cache: BaseCache, keys: list[str], timeout: float) -> list[int]:
 async def _ahit_many(cache: BaseCache, keys: list[str], timeout: float) -> list[int]:
     """:func:`_hit_many` without blocking the loop: on Redis with an asyncio client, on the
     local-memory cache inline, on any other cache in a worker thread."""
+    local = _local(cache)
+    if local is not None:
+        return local.hit(keys, timeout)
     client = _async_redis(cache) if keys else None
     if client is None:
         return await _off_loop(cache, _hit_many, cache, keys, timeout)
@@ -374,6 +466,10 @@ def _unhit(cache: BaseCache, key: str) -> None:
 def _unhit_many(cache: BaseCache, keys: list[str]) -> None:
     """Give back one count on each of ``keys`` (a lapsed counter stays gone); on Redis in one
     round trip."""
+    local = _local(cache)
+    if local is not None:
+        local.unhit(keys)
+        return
     redis = _redis(cache, keys[0]) if keys else None
     if redis is not None:
         pipe = redis[0].pipeline(transaction=False)
@@ -387,6 +483,10 @@ def _unhit_many(cache: BaseCache, keys: list[str]) -> None:
 
 async def _aunhit_many(cache: BaseCache, keys: list[str]) -> None:
     """:func:`_unhit_many` without blocking the loop (as :func:`_ahit_many`)."""
+    local = _local(cache)
+    if local is not None:
+        local.unhit(keys)
+        return
     client = _async_redis(cache) if keys else None
     if client is None:
         await _off_loop(cache, _unhit_many, cache, keys)
@@ -632,11 +732,13 @@ class LeasedSlot:
         newest = self.buckets[-1]
         return newest + 1 if at >= newest * self.lease + self.lease / 2 else None
 
-    async def _give_back(self, buckets: list[int]) -> None:
+    def _live_keys(self, buckets: list[int]) -> list[str]:
         current_bucket = int(now() // self.lease)
         # Older buckets count for nobody any more.
-        keys = [self._key(limit, who, bucket) for bucket in buckets if bucket >= current_bucket for limit, who, _ in self.counters]
-        await _aunhit_many(cache_for(self.cache_alias), keys)
+        return [self._key(limit, who, bucket) for bucket in buckets if bucket >= current_bucket for limit, who, _ in self.counters]
+
+    async def _give_back(self, buckets: list[int]) -> None:
+        await _aunhit_many(cache_for(self.cache_alias), self._live_keys(buckets))
 
     async def release(self) -> None:
         """Give the slot back (once; later calls do nothing)."""
@@ -645,6 +747,10 @@ class LeasedSlot:
         self.released = True
         _renewer.discard(self)
         buckets, self.buckets = self.buckets, []
+        local = _local(cache_for(self.cache_alias))
+        if local is not None:
+            local.unhit(self._live_keys(buckets))  # at once: nothing to cancel, no task to shield it in
+            return
         # Shielded: the task being cancelled must not leave the count behind.
         await asyncio.shield(self._give_back(buckets))
 
@@ -739,7 +845,10 @@ def held(kind: str, limit: str, who: str) -> int:
     """How many ``kind`` slots (``"streams"``, ``"running"``) count against ``limit`` for ``who``
     now (``"session:<id>"`` or a :attr:`Caller.key`): for operators and tests."""
     lease = max(1.0, mcp_settings.request_lease_seconds)
-    value = current().cache.get(cache_key(kind, limit, who, str(lease), str(int(now() // lease))))
+    key = cache_key(kind, limit, who, str(lease), str(int(now() // lease)))
+    cache = current().cache
+    local = _local(cache)
+    value = local.get(key) if local is not None else cache.get(key)
     return max(0, int(value or 0))
 
 

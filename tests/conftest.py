@@ -69,7 +69,10 @@ def _fresh_quota_counters() -> None:
     from django.core.cache import caches
 
     if settings.configured:  # tests/protocol run without Django
+        from mcp_django import quotas
+
         caches["default"].clear()
+        quotas.forget_local_counts()
 
 
 def mcp_settings_fixture(**overrides: Any) -> Any:
