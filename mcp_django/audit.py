@@ -102,6 +102,7 @@ def name_words(name: str) -> tuple[str, ...]:
     return tuple(w.lower() for part in _SEPARATORS.split(unicodedata.normalize("NFKC", name)) for w in _CAMEL.split(part) if w)
 
 
+@functools.lru_cache(maxsize=4096)
 def _normal(name: str) -> str:
     # One spelling per name, whatever its case and separators ("*": every argument).
     return "*" if name.strip() == "*" else "_".join(name_words(name))
@@ -186,11 +187,42 @@ def tool_sensitive_names(tool: Any) -> frozenset[str]:
     return frozenset(names)
 
 
+#: (AUDIT_SENSITIVE_ARGUMENTS, AUDIT_ALLOWED_ARGUMENTS) as set, and each as normal names.
+_configured: tuple[Any, Any, frozenset[str], frozenset[str]] | None = None
+#: Per tool object: the settings' names it was merged with, and the merged names.
+_merged: dict[int, tuple[Any, frozenset[str], frozenset[str]]] = {}
+
+
+def _configured_names() -> tuple[frozenset[str], frozenset[str]]:
+    """The names AUDIT_SENSITIVE_ARGUMENTS hides and AUDIT_ALLOWED_ARGUMENTS allows back, each
+    spelled by :func:`_normal`; made again only when the settings change (by identity: this runs
+    for every recorded call, and spelling each listed name again was a tenth of the trail's cost)."""
+    global _configured
+    sensitive, allowed = mcp_settings.get("AUDIT_SENSITIVE_ARGUMENTS"), mcp_settings.get("AUDIT_ALLOWED_ARGUMENTS")
+    configured = _configured
+    if configured is None or configured[0] is not sensitive or configured[1] is not allowed:
+        configured = _configured = (
+            sensitive, allowed,
+            frozenset(_normal(n) for n in mcp_settings.audit_sensitive_arguments),
+            frozenset(_normal(n) for n in mcp_settings.audit_allowed_arguments),
+        )
+    return configured[2], configured[3]
+
+
 def sensitive_names(tool: Any = None) -> frozenset[str]:
     """Every argument name whose value is not stored for a call of ``tool`` (``"*"``: none is),
     besides the names holding a secret word (:func:`is_sensitive`)."""
-    names = frozenset(_normal(n) for n in mcp_settings.audit_sensitive_arguments)
-    return names | tool_sensitive_names(tool) if tool is not None else names
+    names = _configured_names()[0]
+    if tool is None:
+        return names
+    merged = _merged.get(id(tool))
+    if merged is not None and merged[0] is tool and merged[1] is names:
+        return merged[2]
+    union = names | tool_sensitive_names(tool)
+    if len(_merged) > 10_000:
+        _merged.clear()  # as _tool_names
+    _merged[id(tool)] = (tool, names, union)
+    return union
 
 
 def is_sensitive(key: str, names: frozenset[str]) -> bool:
@@ -199,7 +231,7 @@ def is_sensitive(key: str, names: frozenset[str]) -> bool:
     normal = _normal(key)
     if normal in names:
         return True
-    return has_secret_word(key) and normal not in {_normal(n) for n in mcp_settings.audit_allowed_arguments}
+    return has_secret_word(key) and normal not in _configured_names()[1]
 
 
 def redact(value: Any, names: frozenset[str], depth: int = 0, hidden: list[str] | None = None) -> Any:
