@@ -14,9 +14,8 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import audit, handlers, request_state, taskrun
 from .auth.base import NoAuthentication
@@ -25,7 +24,7 @@ from .conf import mcp_settings
 from .context import Context, Emitter
 from .entries import Access, agate
 from .exceptions import InvalidSessionId
-from .observation import Observation, active_observers
+from .observation import Observation, Observer, active_observers
 from .protocol import modern, negotiation
 from .protocol.dispatcher import Handler, dispatch
 from .protocol.errors import (
@@ -162,6 +161,18 @@ class StreamedRequests:
                 await RunningRequestStore().afinish(*key)
             if last:
                 await self.emitter.end_without_event()
+
+
+async def _within(
+    observers: list[Observer], index: int, observation: Observation, answer: Callable[[], Awaitable[dict[str, Any]]]
+) -> None:
+    """``answer()`` inside ``observers[index:]``, each made and entered in turn, as nested
+    ``async with`` blocks (an AsyncExitStack cost as much as the audit trail's record)."""
+    if index == len(observers):
+        observation.response = await answer()
+        return
+    async with observers[index](observation):
+        await _within(observers, index + 1, observation, answer)
 
 
 class Engine:
@@ -508,11 +519,9 @@ class Engine:
         observation = Observation(
             message=message, ctx=ctx, transport=principal.transport, revision=_revision(ctx) if revision is None else revision
         )
-        async with AsyncExitStack() as stack:
-            for observe in observers:
-                await stack.enter_async_context(observe(observation))
-            observation.response = await answer()
-        return observation.response
+        await _within(observers, 0, observation, answer)
+        # Read after every observer exited, as before: None only if one swallowed the error.
+        return cast("dict[str, Any]", observation.response)
 
     async def stream(self, principal: Principal, session: Session, requests: list[Request], emitter: StreamEmitter) -> StreamedRequests:
         """Register ``requests`` to be answered through ``emitter``; they run after ``start``."""
