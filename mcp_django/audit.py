@@ -31,8 +31,7 @@ import re
 import threading
 import unicodedata
 from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +49,7 @@ from .protocol.errors import INVALID_PARAMS
 from .protocol.modern import META_PROTOCOL_VERSION
 from .rounds import InputRequired
 from .signals import sweeping
-from .stores import insert_rows
+from .stores import RawJSON, insert_rows
 
 if TYPE_CHECKING:
     from .engine import Principal
@@ -287,18 +286,26 @@ def stored_arguments(arguments: Any, names: frozenset[str], hidden: list[str] | 
     exceed ``AUDIT_MAX_ARGUMENTS_BYTES`` (measured before redacting, so a huge payload costs one
     C-speed serialisation on the request's path and nothing more). The values hidden are added
     to ``hidden``."""
-    if arguments is None:
-        return None
+    return None if arguments is None else _stored(arguments, names, hidden)[0]
+
+
+def _stored(arguments: Any, names: frozenset[str], hidden: list[str] | None) -> tuple[Any, bytes]:
+    """:func:`stored_arguments` (of arguments that are not None) and their JSON."""
     limit = mcp_settings.audit_max_arguments_bytes
     try:
         size = len(orjson.dumps(arguments))
     except (TypeError, orjson.JSONEncodeError):
-        return {"_omitted": "arguments that are not JSON"}
+        kept: Any = {"_omitted": "arguments that are not JSON"}
+        return kept, orjson.dumps(kept)
     if size > limit:
-        return {"_omitted": "arguments too large to keep", "bytes": size}
+        kept = {"_omitted": "arguments too large to keep", "bytes": size}
+        return kept, orjson.dumps(kept)
     kept = redact(arguments, names, hidden=hidden)
-    size = len(orjson.dumps(kept))
-    return kept if size <= limit else {"_omitted": "arguments too large to keep", "bytes": size}
+    encoded = orjson.dumps(kept)
+    if len(encoded) > limit:
+        kept = {"_omitted": "arguments too large to keep", "bytes": len(encoded)}
+        encoded = orjson.dumps(kept)
+    return kept, encoded
 
 
 # -- records -----------------------------------------------------------------------------
@@ -333,7 +340,9 @@ def _record(
     # Without the site the tool's own marks are unknown: store no value at all.
     names = sensitive_names(tool) if site is not None else frozenset({"*"})
     hidden: list[str] = []
-    arguments = stored_arguments(message.params.get("arguments"), names, hidden)
+    given = message.params.get("arguments")
+    # As JSON text, serialised once (see stores.RawJSON).
+    arguments = None if given is None else RawJSON(_stored(given, names, hidden)[1].decode())
     return {
         "started_at": started_at or timezone.now(),
         "site_name": _clean(str(getattr(site, "name", "") or "mcp"), 100),
@@ -410,40 +419,54 @@ def _from_observation(observation: Observation, outcome: str, error: str = "", e
     )
 
 
-@asynccontextmanager
-async def observe(observation: Observation) -> AsyncIterator[None]:
+def observe(observation: Observation) -> AbstractAsyncContextManager[None]:
     """Record the ``tools/call`` running inside this block (other methods pass through).
 
     With ``AUDIT_DURABLE`` the row is written as the call starts ("running", under a lease this
     process renews) and updated with the outcome before the answer leaves this block."""
-    if observation.message.method != "tools/call":
-        yield
-        return
-    row = await durable.astart(_from_observation(observation, Outcome.RUNNING)) if mcp_settings.audit_durable else None
-    try:
-        yield
-    except asyncio.CancelledError:
-        # Nothing may be awaited here: the task is being cancelled.
-        _keep(observation, Outcome.CANCELLED, "cancelled before it finished", row=row)
-        raise
-    except InputRequired:
-        await _akeep(observation, Outcome.INPUT_REQUIRED, "asked the client for input; the client retries the call", row=row)
-        raise
-    except BaseException as exc:
-        _keep(observation, Outcome.PROTOCOL_ERROR, f"{type(exc).__name__} while answering", row=row)
-        raise
-    try:
-        outcome, error, code = await _ending(observation)
-    except asyncio.CancelledError:
-        _keep(observation, Outcome.CANCELLED, "cancelled as it finished", row=row)
-        raise
-    except Exception:
-        # The trail must never break the call it records.
-        logger.exception("Could not determine the outcome of a tools/call for the audit trail")
-        outcome, error, code = Outcome.PROTOCOL_ERROR, "outcome unknown: see the server log", None
-        if row is None:
+    return _Recorded(observation) if observation.message.method == "tools/call" else _UNOBSERVED
+
+
+_UNOBSERVED: AbstractAsyncContextManager[None] = nullcontext()
+
+
+class _Recorded(AbstractAsyncContextManager[None]):
+    """:func:`observe` around one ``tools/call``. A class, not a generator: the generator and its
+    context manager cost more than the record itself (bench/profile.py)."""
+
+    __slots__ = ("observation", "row")
+
+    def __init__(self, observation: Observation) -> None:
+        self.observation = observation
+        self.row: int | None = None
+
+    async def __aenter__(self) -> None:
+        if mcp_settings.audit_durable:
+            self.row = await durable.astart(_from_observation(self.observation, Outcome.RUNNING))
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        observation, row = self.observation, self.row
+        if exc is not None:  # recorded, and raised on (this returns None)
+            if isinstance(exc, asyncio.CancelledError):
+                # Nothing may be awaited here: the task is being cancelled.
+                _keep(observation, Outcome.CANCELLED, "cancelled before it finished", row=row)
+            elif isinstance(exc, InputRequired):
+                await _akeep(observation, Outcome.INPUT_REQUIRED, "asked the client for input; the client retries the call", row=row)
+            else:
+                _keep(observation, Outcome.PROTOCOL_ERROR, f"{type(exc).__name__} while answering", row=row)
             return
-    await _akeep(observation, outcome, error, code, row=row)
+        try:
+            outcome, error, code = await _ending(observation)
+        except asyncio.CancelledError:
+            _keep(observation, Outcome.CANCELLED, "cancelled as it finished", row=row)
+            raise
+        except Exception:
+            # The trail must never break the call it records.
+            logger.exception("Could not determine the outcome of a tools/call for the audit trail")
+            outcome, error, code = Outcome.PROTOCOL_ERROR, "outcome unknown: see the server log", None
+            if row is None:
+                return
+        await _akeep(observation, outcome, error, code, row=row)
 
 
 def _keep(observation: Observation, outcome: str, error: str = "", error_code: int | None = None, *, row: int | None = None) -> None:
@@ -543,6 +566,8 @@ class DurableTrail:
     def _insert(self, record: dict[str, Any]) -> int:
         clients = AuditWriter._client_ids({record["application_id"]} if record.get("application_id") is not None else set())
         fields = AuditWriter._row(record, clients)
+        if type(fields["arguments"]) is RawJSON:
+            fields["arguments"] = orjson.loads(str(fields["arguments"]))  # for the ORM, which serialises it
         try:
             return int(ToolCall.objects.create(**fields).pk)
         except IntegrityError:

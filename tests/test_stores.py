@@ -117,3 +117,53 @@ async def test_initialized_marks_are_written_together_off_the_request_path(monke
     await store.amark_initialized(sessions[1].pk)
     await initialized_marks.flush()
     assert captured == [",".join(sorted([sessions[0].pk, sessions[1].pk]))]
+
+
+# --- JSON already serialised (stores.RawJSON): the audit trail's arguments --------------------------
+
+RAW = '{"a":[1,{"b":null}],"é":"ü","n":1.5}'
+
+
+def test_raw_json_is_written_as_the_json_it_holds_not_as_a_string() -> None:
+    from mcp_django.models import ToolCall
+    from mcp_django.stores import RawJSON
+
+    row = {"started_at": timezone.now(), "tool_name": "t", "outcome": "ok", "arguments": RawJSON(RAW)}
+    insert_rows(ToolCall, [row, {**row, "tool_name": "u", "arguments": {"plain": "dict"}}])
+    stored = dict(ToolCall.objects.values_list("tool_name", "arguments"))
+    assert stored == {"t": {"a": [1, {"b": None}], "é": "ü", "n": 1.5}, "u": {"plain": "dict"}}
+    # JSON lookups see an object, not a string holding one.
+    assert list(ToolCall.objects.filter(arguments__a__0=1, arguments__n=1.5).values_list("tool_name", flat=True)) == ["t"]
+
+
+def test_raw_json_reaches_postgresql_as_jsonb() -> None:
+    """On PostgreSQL the text goes as jsonb (psycopg's Jsonb, told not to serialise it again)."""
+    import os
+    from urllib.parse import urlsplit
+
+    from django.db.utils import ConnectionHandler
+
+    from mcp_django.models import ToolCall
+    from mcp_django.stores import RawJSON, _json_param
+    from tests.multiprocess.servers import POSTGRES_URL, services_problem
+
+    problem = services_problem()
+    if problem is not None and "PostgreSQL" in problem:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(problem, pytrace=False)
+        pytest.skip(problem)
+    url = urlsplit(POSTGRES_URL)
+    handler = ConnectionHandler({"default": {
+        "ENGINE": "django.db.backends.postgresql", "NAME": url.path.lstrip("/"), "USER": url.username or "", "PASSWORD": url.password or "",
+        "HOST": url.hostname or "", "PORT": url.port or 5432,
+    }})
+    connection = handler["default"]
+    try:
+        param = _json_param(ToolCall._meta.get_field("arguments"), RawJSON(RAW), connection)
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE TEMPORARY TABLE raw_json (j jsonb)")
+            cursor.execute("INSERT INTO raw_json (j) VALUES (%s)", [param])
+            cursor.execute("SELECT jsonb_typeof(j), j = %s::jsonb, j->>'é' FROM raw_json", [RAW])
+            assert cursor.fetchall() == [("object", True, "ü")]
+    finally:
+        connection.close()
