@@ -341,8 +341,9 @@ def _record(
     names = sensitive_names(tool) if site is not None else frozenset({"*"})
     hidden: list[str] = []
     given = message.params.get("arguments")
-    # As JSON text, serialised once (see stores.RawJSON).
-    arguments = None if given is None else RawJSON(_stored(given, names, hidden)[1].decode())
+    # Kept as JSON text, serialised once: written as it is (AuditWriter._row), and a buffered row
+    # of plain strings and numbers is not tracked by the garbage collector (a str subclass would be).
+    arguments = None if given is None else _stored(given, names, hidden)[1].decode()
     return {
         "started_at": started_at or timezone.now(),
         "site_name": _clean(str(getattr(site, "name", "") or "mcp"), 100),
@@ -830,6 +831,8 @@ class AuditWriter:
     @staticmethod
     def _row(record: dict[str, Any], clients: dict[Any, str]) -> dict[str, Any]:
         fields = {k: v for k, v in record.items() if k not in ("application_id", "_retried", "_database")}
+        if type(fields.get("arguments")) is str:
+            fields["arguments"] = RawJSON(fields["arguments"])  # its JSON text (see _record)
         if not settings.USE_TZ:
             fields["started_at"] = timezone.make_naive(fields["started_at"])
         fields["client_id"] = _clean(clients.get(record.get("application_id"), ""), 255)

@@ -197,10 +197,9 @@ _PLAIN_TYPES: dict[type, tuple[type, ...]] = {
 
 
 class RawJSON(str):
-    """A JSONField's value already serialised (compact JSON text), for :func:`insert_rows`: it is
-    written as it is, not serialised again. The audit trail serialises a call's arguments to
-    measure them, and keeps that text; a buffered row of plain strings is also no work for the
-    garbage collector, as a row holding the arguments' dicts for up to AUDIT_FLUSH_INTERVAL was."""
+    """A JSONField's value already serialised (JSON text), for :func:`insert_rows`: it is written
+    as it is, not serialised again (the audit trail serialises a call's arguments to measure
+    them, and keeps that text)."""
 
     __slots__ = ()
 
