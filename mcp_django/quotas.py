@@ -223,10 +223,11 @@ class LocalCounts:
     """The quota counters of a cache in this process's memory (Django's LocMemCache).
 
     No other process sees such a cache, so its counters need none of the cache's machinery:
-    here they are plain integers, each lapsing ``timeout`` seconds after it was made, as the
-    cache's entry would. The cache's own key checks, lock and pickling cost about 5 us per
-    count, and a tools/call counts up to nine times (its rate limit, then its running slot
-    taken and given back in two scopes and two buckets: bench/profile.py).
+    rate counters are plain integers here, each lapsing ``timeout`` seconds after it was made,
+    as the cache's entry would; held slots (:class:`LeasedSlot`) are counted without leases, as
+    nothing in this process's memory outlives it. The cache's own key checks, lock and pickling
+    cost about 5 us per count, and a tools/call counted nine times (its rate limit, then its
+    running slot taken and given back in two scopes and two buckets: bench/profile.py).
     """
 
     #: Seconds between two sweeps of the counters that lapsed (they are ignored until then).
@@ -238,6 +239,8 @@ class LocalCounts:
         self._counts: dict[str, int] = {}
         self._ends: dict[str, float] = {}
         self._next_sweep = 0.0
+        #: Slots held, by (kind, limit, who); a scope holding none has no entry.
+        self._held: dict[tuple[str, str, str], int] = {}
 
     def hit(self, keys: list[str], timeout: float) -> list[int]:
         """Count one more on each of ``keys`` (made to last ``timeout`` s when new); the new counts."""
@@ -266,15 +269,34 @@ class LocalCounts:
                 if ends is not None and ends > at:
                     self._counts[key] -= 1
 
-    def get(self, key: str) -> int | None:
-        """The count of ``key``, or None when there is none (or it lapsed)."""
-        ends = self._ends.get(key)
-        return self._counts.get(key) if ends is not None and ends > time.monotonic() else None
+    def hold(self, scopes: list[tuple[str, str, str]]) -> list[int]:
+        """One more slot held in each of ``scopes``; the new counts."""
+        counts = []
+        with self._lock:
+            for scope in scopes:
+                count = self._held[scope] = self._held.get(scope, 0) + 1
+                counts.append(count)
+        return counts
+
+    def unhold(self, scopes: list[tuple[str, str, str]]) -> None:
+        """One slot fewer held in each of ``scopes``."""
+        with self._lock:
+            for scope in scopes:
+                count = self._held.get(scope, 0) - 1
+                if count > 0:
+                    self._held[scope] = count
+                else:
+                    self._held.pop(scope, None)
+
+    def holding(self, scope: tuple[str, str, str]) -> int:
+        """How many slots ``scope`` holds."""
+        return self._held.get(scope, 0)
 
     def clear(self) -> None:
         with self._lock:
             self._counts.clear()
             self._ends.clear()
+            self._held.clear()
 
     def _sweep(self, at: float) -> None:
         for key in [key for key, ends in self._ends.items() if ends <= at]:
@@ -656,6 +678,9 @@ class LeasedSlot:
     Releasing gives back every registration still current; a process that dies without
     releasing stops renewing, and its slots stop counting within two buckets, so a crash can
     never hold one for good.
+
+    On a local-memory cache, which only this process sees, a slot is counted in the process
+    (:class:`LocalCounts`) without buckets or renewals: the counts die with the process anyway.
     """
 
     def __init__(self, kind: str, counters: list[tuple[str, str, int | None]], *, lease: float, cache_alias: str) -> None:
@@ -669,14 +694,32 @@ class LeasedSlot:
         #: Each counter's count, this slot included, when it was taken.
         self.counts: list[int] = []
         self.released = False
+        #: Where the slot is counted when the cache is this process's own (see LocalCounts).
+        self.local: LocalCounts | None = None
 
     @classmethod
     async def take(cls, kind: str, counters: list[tuple[str, str, int | None]]) -> LeasedSlot:
         """Take a slot on ``counters``; QuotaExceededError (429) when one with a cap is over it."""
         slot = cls(kind, counters, lease=max(1.0, mcp_settings.request_lease_seconds), cache_alias=current().cache_alias)
+        local = _local(cache_for(slot.cache_alias))
+        if local is not None:
+            slot._take_local(local)
+            return slot
         await slot._take()
         _renewer.add(slot)
         return slot
+
+    def _scopes(self) -> list[tuple[str, str, str]]:
+        return [(self.kind, limit, who) for limit, who, _ in self.counters]
+
+    def _take_local(self, local: LocalCounts) -> None:
+        scopes = self._scopes()
+        self.counts = local.hold(scopes)
+        for (limit, _, cap), count in zip(self.counters, self.counts, strict=True):
+            if cap is not None and count > cap:
+                local.unhold(scopes)
+                raise self.refusal(limit, cap)
+        self.local = local
 
     @classmethod
     async def per_session_and_caller(
@@ -732,25 +775,22 @@ class LeasedSlot:
         newest = self.buckets[-1]
         return newest + 1 if at >= newest * self.lease + self.lease / 2 else None
 
-    def _live_keys(self, buckets: list[int]) -> list[str]:
+    async def _give_back(self, buckets: list[int]) -> None:
         current_bucket = int(now() // self.lease)
         # Older buckets count for nobody any more.
-        return [self._key(limit, who, bucket) for bucket in buckets if bucket >= current_bucket for limit, who, _ in self.counters]
-
-    async def _give_back(self, buckets: list[int]) -> None:
-        await _aunhit_many(cache_for(self.cache_alias), self._live_keys(buckets))
+        keys = [self._key(limit, who, bucket) for bucket in buckets if bucket >= current_bucket for limit, who, _ in self.counters]
+        await _aunhit_many(cache_for(self.cache_alias), keys)
 
     async def release(self) -> None:
         """Give the slot back (once; later calls do nothing)."""
         if self.released:
             return
         self.released = True
+        if self.local is not None:
+            self.local.unhold(self._scopes())  # at once: nothing to await, nothing to shield
+            return
         _renewer.discard(self)
         buckets, self.buckets = self.buckets, []
-        local = _local(cache_for(self.cache_alias))
-        if local is not None:
-            local.unhit(self._live_keys(buckets))  # at once: nothing to cancel, no task to shield it in
-            return
         # Shielded: the task being cancelled must not leave the count behind.
         await asyncio.shield(self._give_back(buckets))
 
@@ -845,10 +885,11 @@ def held(kind: str, limit: str, who: str) -> int:
     """How many ``kind`` slots (``"streams"``, ``"running"``) count against ``limit`` for ``who``
     now (``"session:<id>"`` or a :attr:`Caller.key`): for operators and tests."""
     lease = max(1.0, mcp_settings.request_lease_seconds)
-    key = cache_key(kind, limit, who, str(lease), str(int(now() // lease)))
     cache = current().cache
     local = _local(cache)
-    value = local.get(key) if local is not None else cache.get(key)
+    if local is not None:
+        return local.holding((kind, limit, who))
+    value = cache.get(cache_key(kind, limit, who, str(lease), str(int(now() // lease))))
     return max(0, int(value or 0))
 
 

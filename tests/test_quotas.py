@@ -394,7 +394,8 @@ async def test_a_stream_refused_after_its_slot_was_taken_gives_it_back(clock: Cl
 
 
 async def test_a_slot_its_process_never_released_stops_counting_within_two_leases(clock: Clock) -> None:
-    with limits(STREAMS_PER_USER=1):
+    # Leases are for a cache other processes share (on the local-memory one, see below).
+    with override_settings(CACHES=_redis_caches()), limits(CACHE="quota", STREAMS_PER_USER=1):
         slot = await quotas.StreamSlot.acquire(quotas.Caller("user:1", 1), None)
         assert slot is not None and quotas.open_streams("STREAMS_PER_USER", "user:1") == 1
         assert slot in quotas._renewer.slots
@@ -404,10 +405,11 @@ async def test_a_slot_its_process_never_released_stops_counting_within_two_lease
         again = await quotas.StreamSlot.acquire(quotas.Caller("user:1", 1), None)
         assert again is not None
         await again.release()
+        await quotas.aclose_clients()
 
 
 async def test_an_open_stream_keeps_counting_while_it_renews(clock: Clock) -> None:
-    with limits(STREAMS_PER_USER=1):
+    with override_settings(CACHES=_redis_caches()), limits(CACHE="quota", STREAMS_PER_USER=1):
         slot = await quotas.StreamSlot.acquire(quotas.Caller("user:2", 2), None)
         assert slot is not None and slot in quotas._renewer.slots
         for _ in range(3):
@@ -427,6 +429,37 @@ async def test_an_open_stream_keeps_counting_while_it_renews(clock: Clock) -> No
         await slot.release()
         await slot.release()  # once only
         assert quotas.open_streams("STREAMS_PER_USER", "user:2") == 0
+        await quotas.aclose_clients()
+
+
+async def test_on_the_local_memory_cache_slots_are_held_in_the_process_until_released(clock: Clock) -> None:
+    """No other process sees that cache: a slot counts, without a lease to renew, until it is
+    given back, however long it is held; the counts are the same as on a shared cache."""
+    with limits(STREAMS_PER_USER=2, RUNNING_PER_SESSION=1, RUNNING_PER_USER=3):
+        caller = quotas.Caller("user:3", 3)
+        streams = [await quotas.StreamSlot.acquire(caller, None) for _ in range(2)]
+        running = await quotas.RunningSlot.acquire(caller, "s-1")
+        assert running is not None and running.counts == [1, 1]
+        assert not quotas._renewer.slots  # nothing to renew
+        clock.advance(100 * running.lease)
+        assert quotas.open_streams("STREAMS_PER_USER", "user:3") == 2
+        assert quotas.running_requests("RUNNING_PER_SESSION", "session:s-1") == 1
+        with pytest.raises(QuotaExceededError) as refused:
+            await quotas.StreamSlot.acquire(caller, None)
+        assert refused.value.limit == "STREAMS_PER_USER"
+        with pytest.raises(QuotaExceededError) as refused:
+            await quotas.RunningSlot.acquire(caller, "s-1")
+        assert refused.value.limit == "RUNNING_PER_SESSION"
+        # A refused slot gave back what it took, in every scope.
+        assert quotas.running_requests("RUNNING_PER_USER", "user:3") == 1
+        other = await quotas.RunningSlot.acquire(caller, "s-2")
+        assert other is not None and other.counts == [1, 2]
+        for slot in [*streams, running, other, running]:  # released once only
+            assert slot is not None
+            await slot.release()
+        assert quotas.open_streams("STREAMS_PER_USER", "user:3") == 0
+        assert quotas.running_requests("RUNNING_PER_USER", "user:3") == 0
+        assert quotas.running_requests("RUNNING_PER_SESSION", "session:s-1") == 0
 
 
 async def test_a_user_with_too_many_pending_pages_is_refused_a_new_url_elicitation() -> None:
