@@ -122,6 +122,8 @@ class Quotas:
     streams_per_session: int | None = None
     streams_per_user: int | None = None
     pending_elicitations_per_user: int | None = None
+    #: The rate limits of each (caller, client, tool) seen, made once (see _limits).
+    limits_made: dict[tuple[str, str | None, str | None], list[_Limit]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Quotas:
@@ -545,30 +547,38 @@ async def acheck_tool_calls(caller: Caller, names: list[str | None]) -> list[Quo
     if not quotas.limits_calls:
         return [None] * len(names)
     cache = quotas.cache
+    local = _local(cache)
     results: list[QuotaExceededError | None] = []
     for name in names:
         at, error = now(), None
         for limit in _limits(quotas, caller, name):
-            error = limit.refusal((await _ahit_many(cache, [limit.key(at)], limit.rate.period + 1))[0], at)
+            keys = [limit.key(at)]
+            counts = local.hit(keys, limit.rate.period + 1) if local is not None else await _ahit_many(cache, keys, limit.rate.period + 1)
+            error = limit.refusal(counts[0], at)
             if error is not None:
                 break
         results.append(error)
     return results
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class _Limit:
-    """One rate limit as it applies to one call."""
+    """One rate limit as it applies to a caller's calls (of one tool, for PER_TOOL)."""
 
     name: str
     who: str
     rate: Rate
     what: str
     tool: str | None
+    #: The window last counted in, and its key.
+    last: tuple[int, str] = (-1, "")
 
     def key(self, at: float) -> str:
-        # The counter outlives its window by at most a period: no key is kept for long.
-        return cache_key("rate", self.name, self.who, str(self.rate.period), str(int(at // self.rate.period)))
+        window = int(at // self.rate.period)
+        if self.last[0] != window:
+            # The counter outlives its window by at most a period: no key is kept for long.
+            self.last = (window, cache_key("rate", self.name, self.who, str(self.rate.period), str(window)))
+        return self.last[1]
 
     def refusal(self, count: int, at: float) -> QuotaExceededError | None:
         if count <= self.rate.count:
@@ -583,7 +593,18 @@ class _Limit:
 
 
 def _limits(quotas: Quotas, caller: Caller, name: str | None) -> list[_Limit]:
-    """The rate limits a call of ``name`` by ``caller`` counts against, in the order checked."""
+    """The rate limits a call of ``name`` by ``caller`` counts against, in the order checked
+    (made once per caller and tool while the setting holds: they are the same every call)."""
+    tool = name if name is not None and name in quotas.per_tool else None
+    made = quotas.limits_made.get((caller.key, caller.client, tool))
+    if made is None:
+        if len(quotas.limits_made) > 10_000:
+            quotas.limits_made.clear()  # a bound on callers remembered, not on what is counted
+        made = quotas.limits_made[caller.key, caller.client, tool] = _make_limits(quotas, caller, tool)
+    return made
+
+
+def _make_limits(quotas: Quotas, caller: Caller, name: str | None) -> list[_Limit]:
     limits: list[_Limit] = []
     if name is not None and name in quotas.per_tool:
         limits.append(_Limit("PER_TOOL", f"{caller.key}\x1f{name}", quotas.per_tool[name], f"calls of the tool {name!r}", name))
@@ -694,14 +715,16 @@ class LeasedSlot:
         #: Each counter's count, this slot included, when it was taken.
         self.counts: list[int] = []
         self.released = False
-        #: Where the slot is counted when the cache is this process's own (see LocalCounts).
+        #: Where the slot is counted when the cache is this process's own (see LocalCounts), and in what.
         self.local: LocalCounts | None = None
+        self.scopes: list[tuple[str, str, str]] = []
 
     @classmethod
     async def take(cls, kind: str, counters: list[tuple[str, str, int | None]]) -> LeasedSlot:
         """Take a slot on ``counters``; QuotaExceededError (429) when one with a cap is over it."""
-        slot = cls(kind, counters, lease=max(1.0, mcp_settings.request_lease_seconds), cache_alias=current().cache_alias)
-        local = _local(cache_for(slot.cache_alias))
+        quotas = current()
+        slot = cls(kind, counters, lease=max(1.0, mcp_settings.request_lease_seconds), cache_alias=quotas.cache_alias)
+        local = _local(quotas.cache)
         if local is not None:
             slot._take_local(local)
             return slot
@@ -709,11 +732,8 @@ class LeasedSlot:
         _renewer.add(slot)
         return slot
 
-    def _scopes(self) -> list[tuple[str, str, str]]:
-        return [(self.kind, limit, who) for limit, who, _ in self.counters]
-
     def _take_local(self, local: LocalCounts) -> None:
-        scopes = self._scopes()
+        self.scopes = scopes = [(self.kind, limit, who) for limit, who, _ in self.counters]
         self.counts = local.hold(scopes)
         for (limit, _, cap), count in zip(self.counters, self.counts, strict=True):
             if cap is not None and count > cap:
@@ -787,7 +807,7 @@ class LeasedSlot:
             return
         self.released = True
         if self.local is not None:
-            self.local.unhold(self._scopes())  # at once: nothing to await, nothing to shield
+            self.local.unhold(self.scopes)  # at once: nothing to await, nothing to shield
             return
         _renewer.discard(self)
         buckets, self.buckets = self.buckets, []
