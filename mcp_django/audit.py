@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connections, router
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connections, router
 from django.utils import timezone
 
 from .conf import mcp_settings
@@ -186,8 +186,9 @@ def tool_sensitive_names(tool: Any) -> frozenset[str]:
     return frozenset(names)
 
 
-#: (AUDIT_SENSITIVE_ARGUMENTS, AUDIT_ALLOWED_ARGUMENTS) as set, and each as normal names.
-_configured: tuple[Any, Any, frozenset[str], frozenset[str]] | None = None
+#: (AUDIT_SENSITIVE_ARGUMENTS, AUDIT_ALLOWED_ARGUMENTS) as set, each as normal names, and the
+#: decisions of is_sensitive under them, by (key, names).
+_configured: tuple[Any, Any, frozenset[str], frozenset[str], dict[tuple[str, frozenset[str]], bool]] | None = None
 #: Per tool object: the settings' names it was merged with, and the merged names.
 _merged: dict[int, tuple[Any, frozenset[str], frozenset[str]]] = {}
 
@@ -196,6 +197,11 @@ def _configured_names() -> tuple[frozenset[str], frozenset[str]]:
     """The names AUDIT_SENSITIVE_ARGUMENTS hides and AUDIT_ALLOWED_ARGUMENTS allows back, each
     spelled by :func:`_normal`; made again only when the settings change (by identity: this runs
     for every recorded call, and spelling each listed name again was a tenth of the trail's cost)."""
+    configured = _configured_state()
+    return configured[2], configured[3]
+
+
+def _configured_state() -> tuple[Any, Any, frozenset[str], frozenset[str], dict[tuple[str, frozenset[str]], bool]]:
     global _configured
     sensitive, allowed = mcp_settings.get("AUDIT_SENSITIVE_ARGUMENTS"), mcp_settings.get("AUDIT_ALLOWED_ARGUMENTS")
     configured = _configured
@@ -204,8 +210,9 @@ def _configured_names() -> tuple[frozenset[str], frozenset[str]]:
             sensitive, allowed,
             frozenset(_normal(n) for n in mcp_settings.audit_sensitive_arguments),
             frozenset(_normal(n) for n in mcp_settings.audit_allowed_arguments),
+            {},
         )
-    return configured[2], configured[3]
+    return configured
 
 
 def sensitive_names(tool: Any = None) -> frozenset[str]:
@@ -227,10 +234,14 @@ def sensitive_names(tool: Any = None) -> frozenset[str]:
 def is_sensitive(key: str, names: frozenset[str]) -> bool:
     """Whether the value under ``key`` is hidden: its name is listed in ``names`` or holds a
     secret word and is not allowed back by AUDIT_ALLOWED_ARGUMENTS."""
-    normal = _normal(key)
-    if normal in names:
-        return True
-    return has_secret_word(key) and normal not in _configured_names()[1]
+    _, _, _, allowed, decisions = _configured_state()
+    decided = decisions.get((key, names))
+    if decided is None:
+        normal = _normal(key)
+        decided = normal in names or (has_secret_word(key) and normal not in allowed)
+        if len(decisions) < 10_000:  # names a client makes up are not remembered past that
+            decisions[key, names] = decided
+    return decided
 
 
 def redact(value: Any, names: frozenset[str], depth: int = 0, hidden: list[str] | None = None) -> Any:
@@ -293,15 +304,16 @@ def _stored(arguments: Any, names: frozenset[str], hidden: list[str] | None) -> 
     """:func:`stored_arguments` (of arguments that are not None) and their JSON."""
     limit = mcp_settings.audit_max_arguments_bytes
     try:
-        size = len(orjson.dumps(arguments))
+        given = orjson.dumps(arguments)
     except (TypeError, orjson.JSONEncodeError):
         kept: Any = {"_omitted": "arguments that are not JSON"}
         return kept, orjson.dumps(kept)
-    if size > limit:
-        kept = {"_omitted": "arguments too large to keep", "bytes": size}
+    if len(given) > limit:
+        kept = {"_omitted": "arguments too large to keep", "bytes": len(given)}
         return kept, orjson.dumps(kept)
     kept = redact(arguments, names, hidden=hidden)
-    encoded = orjson.dumps(kept)
+    # Nothing hidden nor cleaned (most calls): the JSON just measured is the JSON to keep.
+    encoded = given if kept == arguments else orjson.dumps(kept)
     if len(encoded) > limit:
         kept = {"_omitted": "arguments too large to keep", "bytes": len(encoded)}
         encoded = orjson.dumps(kept)
@@ -857,8 +869,10 @@ def _insert(rows: list[dict[str, Any]]) -> None:
 def _database() -> Any:
     """The name of the database ToolCall rows are written to."""
     # From the settings, not connections[...]: that builds a connection object per asyncio
-    # context, and this runs for every recorded call on the event loop.
-    return connections.settings[router.db_for_write(ToolCall)].get("NAME")
+    # context, and this runs for every recorded call on the event loop. Without routers the
+    # answer is the default database, without asking them.
+    alias = router.db_for_write(ToolCall) if router.routers else DEFAULT_DB_ALIAS
+    return connections.settings[alias].get("NAME")
 
 
 #: The process's writer.

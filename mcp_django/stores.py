@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import IntegrityError, OperationalError, connections, models, router, transaction
 from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.models import Max
@@ -138,10 +139,15 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         quote(model._meta.db_table), ", ".join(quote(str(f.column)) for f in fields), ", ".join(["%s"] * len(fields))
     )
     plain = [_PLAIN_TYPES.get(type(_target(f)), ()) for f in fields]
+    # An aware datetime for a DateTimeField is what its get_prep_value returns unchanged.
+    moments = [type(f) is models.DateTimeField and settings.USE_TZ for f in fields]
     params = [
         [
-            value if type(value) in same else _json_param(f, value, connection) if type(value) is RawJSON else f.get_db_prep_save(value, connection)
-            for f, same in zip(fields, plain, strict=True)
+            value if type(value) in same
+            else connection.ops.adapt_datetimefield_value(value) if moment and type(value) is datetime and value.tzinfo is not None
+            else _json_param(f, value, connection) if type(value) is RawJSON
+            else f.get_db_prep_save(value, connection)
+            for f, same, moment in zip(fields, plain, moments, strict=True)
             for value in (row[f.attname] if f.attname in row else f.get_default(),)
         ]
         for row in rows
