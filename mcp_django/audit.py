@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connections, router
 from django.utils import timezone
 
@@ -186,33 +187,40 @@ def tool_sensitive_names(tool: Any) -> frozenset[str]:
     return frozenset(names)
 
 
-#: (AUDIT_SENSITIVE_ARGUMENTS, AUDIT_ALLOWED_ARGUMENTS) as set, each as normal names, and the
-#: decisions of is_sensitive under them, by (key, names).
-_configured: tuple[Any, Any, frozenset[str], frozenset[str], dict[tuple[str, frozenset[str]], bool]] | None = None
+#: AUDIT_SENSITIVE_ARGUMENTS and AUDIT_ALLOWED_ARGUMENTS as normal names, and the decisions of
+#: is_sensitive under them, by (key, names); made on first use after each change of the settings.
+_configured: tuple[frozenset[str], frozenset[str], dict[tuple[str, frozenset[str]], bool]] | None = None
 #: Per tool object: the settings' names it was merged with, and the merged names.
 _merged: dict[int, tuple[Any, frozenset[str], frozenset[str]]] = {}
 
 
 def _configured_names() -> tuple[frozenset[str], frozenset[str]]:
     """The names AUDIT_SENSITIVE_ARGUMENTS hides and AUDIT_ALLOWED_ARGUMENTS allows back, each
-    spelled by :func:`_normal`; made again only when the settings change (by identity: this runs
-    for every recorded call, and spelling each listed name again was a tenth of the trail's cost)."""
+    spelled by :func:`_normal`; made again only when the settings change (this runs for every
+    recorded call, and spelling each listed name again was a tenth of the trail's cost)."""
     configured = _configured_state()
-    return configured[2], configured[3]
+    return configured[0], configured[1]
 
 
-def _configured_state() -> tuple[Any, Any, frozenset[str], frozenset[str], dict[tuple[str, frozenset[str]], bool]]:
+def _configured_state() -> tuple[frozenset[str], frozenset[str], dict[tuple[str, frozenset[str]], bool]]:
     global _configured
-    sensitive, allowed = mcp_settings.get("AUDIT_SENSITIVE_ARGUMENTS"), mcp_settings.get("AUDIT_ALLOWED_ARGUMENTS")
     configured = _configured
-    if configured is None or configured[0] is not sensitive or configured[1] is not allowed:
+    if configured is None:
         configured = _configured = (
-            sensitive, allowed,
             frozenset(_normal(n) for n in mcp_settings.audit_sensitive_arguments),
             frozenset(_normal(n) for n in mcp_settings.audit_allowed_arguments),
             {},
         )
     return configured
+
+
+def _forget_configured(*, setting: str, **kwargs: Any) -> None:
+    global _configured
+    if setting == "MCP_DJANGO":
+        _configured = None
+
+
+setting_changed.connect(_forget_configured)
 
 
 def sensitive_names(tool: Any = None) -> frozenset[str]:
@@ -234,7 +242,7 @@ def sensitive_names(tool: Any = None) -> frozenset[str]:
 def is_sensitive(key: str, names: frozenset[str]) -> bool:
     """Whether the value under ``key`` is hidden: its name is listed in ``names`` or holds a
     secret word and is not allowed back by AUDIT_ALLOWED_ARGUMENTS."""
-    _, _, _, allowed, decisions = _configured_state()
+    _, allowed, decisions = _configured_state()
     decided = decisions.get((key, names))
     if decided is None:
         normal = _normal(key)
