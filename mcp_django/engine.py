@@ -417,6 +417,8 @@ class Engine:
             if slot is None:
                 break  # no running cap applies
             self._held[id(message)] = slot
+        if not refusals:
+            return requests, []
         allowed: list[Request] = []
         refused: list[dict[str, Any]] = []
         for message in requests:
