@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 from asgiref.sync import sync_to_async
+from django.db import connections
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
@@ -220,14 +221,20 @@ async def announce(task_id: str, user_id: Any) -> None:
 
 
 def _sweep() -> list[tuple[str, Any]]:
-    failed = taskstore.sweep()
-    return list(Task.objects.filter(pk__in=failed).values_list("pk", "user_id"))
+    try:
+        failed = taskstore.sweep()
+        return list(Task.objects.filter(pk__in=failed).values_list("pk", "user_id"))
+    finally:
+        connections.close_all()  # this pool thread's own: nobody else would close them
 
 
 async def on_sweep(sender: Any, **kwargs: Any) -> None:
     """Receiver of ``signals.sweeping`` (connected by the AppConfig): fail the tasks whose
     process died or whose time ran out, even those nobody polls, and tell their listeners."""
-    failed = await sync_to_async(_sweep)()
+    # Not thread-sensitive: Django 6 runs a signal's async receivers at once in one shared
+    # context, where a second thread-sensitive call beside the audit trail's raises asgiref's
+    # "would deadlock".
+    failed = await sync_to_async(_sweep, thread_sensitive=False)()
     if failed:
         logger.warning("%d tasks were failed: their process stopped or their time ran out", len(failed))
     for task_id, user_id in failed:
