@@ -29,7 +29,8 @@ extensions = ["myst_parser", "sphinx.ext.autodoc"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build"]
-# Anchors for the "page.md#section" links the pages (and the README) use, as GitHub makes them.
+# Anchors for the "page.md#section" links the pages (and the README) use, as GitHub makes them
+# (tests/test_readme.py resolves the README's the same way).
 myst_heading_anchors = 4
 
 # Members are listed by name in reference/api.md, in the order the source gives them.
