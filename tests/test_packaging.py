@@ -36,7 +36,8 @@ MIGRATIONS = ("0001_initial.py", "0002_elicitations_secrets_state.py", "0003_run
 STARTUP_TIMEOUT = 30.0
 LISTENING_RE = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
 
-# The project a user would write from the README's "Add mcp_django to your project".
+# The project a user would write from docs/howto/add-to-project.md (the README's quick start is
+# run as written by tests/test_readme.py).
 PROJECT_FILES = {
     "manage.py": """
         import os

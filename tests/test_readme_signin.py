@@ -1,5 +1,6 @@
-"""The README's sign-in step for ``AUTHENTICATION = "django"`` works as written: a user who is
-not staff signs in on Django's login page, and the session cookie opens the MCP endpoint."""
+"""The sign-in step for ``AUTHENTICATION = "django"`` of docs/howto/add-to-project.md (once the
+README's) works as written: a user who is not staff signs in on Django's login page, and the
+session cookie opens the MCP endpoint."""
 
 from __future__ import annotations
 
@@ -13,16 +14,16 @@ from django.test import Client, override_settings
 from mcp_django.testing import MCPTestClient
 from tests.conftest import make_user, mcp_settings_fixture
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+HOWTO = (Path(__file__).resolve().parents[1] / "docs" / "howto" / "add-to-project.md").read_text()
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 django_authentication = mcp_settings_fixture(AUTHENTICATION="django", SERVER_NAME="mcp-django-tests")
 
 
-def test_the_readme_shows_the_lines_this_test_uses() -> None:
-    assert 'path("accounts/", include("django.contrib.auth.urls"))' in README
-    assert 'LOGIN_URL = "login"' in README
+def test_the_howto_shows_the_lines_this_test_uses() -> None:
+    assert 'path("accounts/", include("django.contrib.auth.urls"))' in HOWTO
+    assert 'LOGIN_URL = "login"' in HOWTO
     template = (Path(__file__).parent / "testapp/templates/registration/login.html").read_text().strip()
-    assert template in README
+    assert template in HOWTO
 
 
 @pytest.mark.usefixtures("django_authentication")

@@ -1,4 +1,4 @@
-"""A tool author's module keeps its types: the README's ``myapp/mcp.py`` (tests/typecheck/)
+"""A tool author's module keeps its types: the ``myapp/mcp.py`` of docs/howto/tools.md (tests/typecheck/)
 passes ``mypy --strict`` with django-stubs, and each mistake in ``mistakes.py`` is reported, so
 the public API is typed rather than ``Any`` (issue 29).
 

@@ -1,4 +1,4 @@
-"""The README's "Sign users in" step, line for line: Django's auth views beside the endpoint."""
+"""The "Sign users in" step of docs/howto/add-to-project.md, line for line: Django's auth views beside the endpoint."""
 
 from django.urls import include, path
 

@@ -66,3 +66,12 @@ def test_the_banner_says_where_durable_tasks_run(tmp_path: Path, backend: str, s
     out = _run(env, "demo_banner")
     assert out.returncode == 0, out.stderr
     assert said in out.stdout
+
+
+def test_the_readme_shows_the_banner_make_run_prints(tmp_path: Path) -> None:
+    # make run's defaults: OAuth, port 8000, tasks in the Daphne process.
+    env = {**server_env(tmp_path / "example.sqlite3", auth="oauth"), "MCP_TASKS_BACKEND": ""}
+    out = _run(env, "demo_banner", "--port", "8000")
+    assert out.returncode == 0, out.stderr
+    missing = [line for line in out.stdout.splitlines() if line.strip() and line not in README.splitlines()]
+    assert missing == []

@@ -1,4 +1,4 @@
-"""The models the README's ``myapp/mcp.py`` imports, as small as it needs."""
+"""The models the ``myapp/mcp.py`` of docs/howto/tools.md imports, as small as it needs."""
 
 from django.conf import settings
 from django.db import models

@@ -1,5 +1,5 @@
-"""The README's ``myapp/mcp.py``, typed as a tool author would type it: ``mypy --strict``
-with django-stubs must find no error here (tests/test_typing.py)."""
+"""The ``myapp/mcp.py`` of docs/howto/tools.md (once the README's), typed as a tool author would
+type it: ``mypy --strict`` with django-stubs must find no error here (tests/test_typing.py)."""
 
 from __future__ import annotations
 

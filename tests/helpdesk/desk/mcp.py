@@ -1,4 +1,4 @@
-"""The helpdesk over MCP, wired as the README and the tutorial say: the whole admin, plus
+"""The helpdesk over MCP, wired as docs/howto/tools.md and the tutorial say: the whole admin, plus
 function tools, a resource template and a prompt whose completers know the user."""
 
 import uuid
