@@ -53,8 +53,8 @@ from .signals import sweeping
 from .stores import RawJSON, insert_rows
 
 if TYPE_CHECKING:
-    from .engine import Principal
     from .models import Session
+    from .principal import Principal
     from .protocol.jsonrpc import Request
 
 logger = logging.getLogger(__name__)

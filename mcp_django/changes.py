@@ -5,20 +5,29 @@ to the sessions subscribed to its URI (if their user may still read it), and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from asgiref.sync import async_to_sync, sync_to_async
 
 from .adminsite import is_never_exposed
+from .entries import ServedSite
+from .exceptions import NotRegistered
 from .handlers import readable
 from .notifications import announce_soon, list_changed, schedule, tell_listeners
 from .protocol.jsonrpc import notification_message
 
 if TYPE_CHECKING:
-    from .sites import MCPSite
+    from .options import ModelMCP
 
 
-async def anotify_resource_updated(site: MCPSite, uri: str) -> int:
+class ChangedSite(ServedSite, Protocol):
+    """What a model change needs of its site: what the server sees of it, and the
+    ``ModelMCP`` a model is registered with. An ``MCPSite`` is one; given, not imported."""
+
+    def get_model_mcp(self, model: Any) -> ModelMCP[Any]: ...
+
+
+async def anotify_resource_updated(site: ServedSite, uri: str) -> int:
     """Send ``notifications/resources/updated`` to the sessions subscribed to ``uri``."""
     from .transport.streams import send_to_session
 
@@ -29,7 +38,7 @@ async def anotify_resource_updated(site: MCPSite, uri: str) -> int:
     return len(pairs)
 
 
-def notify_resource_updated(site: MCPSite, uri: str) -> int:
+def notify_resource_updated(site: ServedSite, uri: str) -> int:
     """Synchronous twin of :func:`anotify_resource_updated` (views, signals, commands)."""
     return async_to_sync(anotify_resource_updated)(site, uri)
 
@@ -39,22 +48,23 @@ class ModelChanges:
     (admin, shell, MCP, another process): tells subscribers of the row's URI, and every
     session when the list changed. Given its site, like a ``ModelAdmin``."""
 
-    def __init__(self, site: MCPSite) -> None:
+    def __init__(self, site: ChangedSite) -> None:
         self.site = site
 
     def __call__(self, sender: Any, instance: Any, created: bool | None = None, **kwargs: Any) -> None:
         if is_never_exposed(sender):
             return  # an announcement writes these rows: announcing them would loop
-        model_mcp = self.site._registry.get(sender)
-        if model_mcp is None:
-            return
+        try:
+            model_mcp = self.site.get_model_mcp(sender)
+        except NotRegistered:
+            return  # unregistered since its signals were connected
         # A bulk import or an admin action over many rows: one batch of URIs, one list_changed.
         schedule(("updated", self.site), _announce_updated, (self.site,), item=model_mcp.uri_for(instance))
         if created or _is_delete(kwargs):
             announce_soon(list_changed, self.site, "resources")
 
 
-async def _announce_updated(site: MCPSite, uris: frozenset[str]) -> int:
+async def _announce_updated(site: ServedSite, uris: frozenset[str]) -> int:
     """``resources/updated`` for each subscriber of each URI, found with one query."""
     from .transport.streams import send_to_session
 
@@ -79,7 +89,7 @@ def _subscriptions_to(site_name: str, uris: list[str]) -> list[tuple[str, str, A
     )
 
 
-async def _still_readable(site: MCPSite, subscriptions: list[tuple[str, str, Any]]) -> list[tuple[str, str]]:
+async def _still_readable(site: ServedSite, subscriptions: list[tuple[str, str, Any]]) -> list[tuple[str, str]]:
     """The subscriptions whose user may still read the URI.
 
     A subscription is checked when made; a permission or row lost since then must stop the

@@ -12,8 +12,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
+from .entries import Completions as Completions  # defined with the entries that offer them; kept importable here
 from .exceptions import ClientRequestError
 from .protocol.errors import MissingRequiredClientCapabilityError
 from .protocol.jsonrpc import RequestId, notification_message
@@ -23,10 +24,10 @@ from .rounds import StartTask
 if TYPE_CHECKING:
     from django.http import HttpRequest
 
+    from .entries import ServedSite
     from .models import Session
     from .protocol.modern import RequestMeta
     from .rounds import InputRounds
-    from .sites import MCPSite
 
 logger = logging.getLogger(__name__)
 
@@ -44,14 +45,6 @@ class Emitter(Protocol):
     async def close_connection(self) -> None: ...
 
     async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]: ...
-
-
-class Completions(NamedTuple):
-    """What an entry offers for one argument: the values, and how many there are in all
-    (None when it stopped counting)."""
-
-    values: list[str]
-    total: int | None
 
 
 ElicitationAction = Literal["accept", "decline", "cancel"]
@@ -203,7 +196,7 @@ class Context:
     def __init__(
         self,
         *,
-        site: MCPSite,
+        site: ServedSite,
         request: HttpRequest | None,
         user: Any,
         session: Session | None,

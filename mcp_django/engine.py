@@ -11,7 +11,6 @@ with) or an authentication error, and the adapter turns them into its own wire f
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from .context import Context, Emitter
 from .entries import Access, agate
 from .exceptions import InvalidSessionId
 from .observation import Observation, Observer, active_observers
+from .principal import Principal as Principal  # re-exported: transports and projects import it from here
 from .protocol import modern, negotiation
 from .protocol.dispatcher import Handler, dispatch
 from .protocol.errors import (
@@ -41,7 +41,7 @@ from .protocol.errors import (
 from .protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, notification_message, result_message
 from .protocol.lifecycle import InitializeParams, initialize_result, parse_initialize
 from .protocol.limits import check_progress_token, check_request_id
-from .quotas import Caller, LeasedSlot, RunningSlot, StreamSlot, acheck_tool_calls, areserve_session, caller_of
+from .quotas import LeasedSlot, RunningSlot, StreamSlot, acheck_tool_calls, areserve_session
 from .rounds import ROUND_PARAMS, InputRequired, InputRounds
 from .signals import session_closed, session_created
 from .stores import RunningRequestStore, SessionStore
@@ -50,10 +50,8 @@ from .transport.process import RUNNING, cancel_request, cancel_session, process_
 from .transport.streams import StreamEmitter, deliver_response
 
 if TYPE_CHECKING:
-    from django.http import HttpRequest
-
+    from .entries import ServedSite
     from .models import Session
-    from .sites import MCPSite
 
 #: subscriptions/listen filter flags, and the list each one follows.
 LISTEN_FLAGS = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
@@ -65,34 +63,6 @@ CACHEABLE_METHODS = frozenset(
 
 logger = logging.getLogger("mcp_django.engine")
 invalid_session_logger = logging.getLogger("django.security.InvalidSessionId")
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who a message comes from, as the transport authenticated them."""
-
-    #: What permission hooks and scope checks read: ``request.user``, and with OAuth
-    #: ``request.auth_scopes``. Stdio builds one too, for the user it runs as.
-    request: HttpRequest
-    #: The authenticated user; an ``AnonymousUser`` (pk None) when the site lets anonymous
-    #: callers in. Code asking "anonymous?" reads ``user_id is None`` or ``is_authenticated``.
-    user: Any
-    #: How the principal reaches us: "streamable-http", "sse" (2024-11-05 HTTP+SSE) or "stdio".
-    transport: str = "streamable-http"
-
-    @property
-    def user_id(self) -> Any:
-        return getattr(self.user, "pk", None)
-
-    @property
-    def key(self) -> str:
-        """Who, as a string that sealed state is bound to."""
-        return f"user:{self.user_id}" if self.user_id is not None else "anonymous"
-
-    @functools.cached_property
-    def caller(self) -> Caller:
-        """Who, as quotas count: the user, else the client address (made once per principal)."""
-        return caller_of(self.request, self.user)
 
 
 @dataclass
@@ -178,7 +148,7 @@ async def _within(
 class Engine:
     """One site's protocol engine, shared by every transport and connection."""
 
-    def __init__(self, site: MCPSite) -> None:
+    def __init__(self, site: ServedSite) -> None:
         self.site = site
         self.sessions = SessionStore()
         self.settings = mcp_settings

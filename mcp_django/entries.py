@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NamedTuple, Protocol, TypeAlias, TypedDict, runtime_checkable
 
 from asgiref.sync import sync_to_async
 
@@ -19,7 +19,20 @@ from .auth.scopes import missing_scopes
 from .conf import mcp_settings
 
 if TYPE_CHECKING:
-    from .context import Completions, Context
+    from .protocol.dispatcher import Handler
+
+#: The :class:`~mcp_django.context.Context` a handler passes an entry. Not named here: a
+#: Context carries its :class:`ServedSite`, whose entries are these, so naming it back would
+#: be an import cycle (tests/test_architecture.py counts type imports too).
+RequestContext: TypeAlias = Any
+
+
+class Completions(NamedTuple):
+    """What an entry offers for one argument: the values, and how many there are in all
+    (None when it stopped counting)."""
+
+    values: list[str]
+    total: int | None
 
 
 class ToolAnnotations(TypedDict, total=False):
@@ -63,7 +76,7 @@ class Gated(Protocol):
 class Completable(Gated, Protocol):
     """What ``completion/complete`` can ask: prompts, templates and models' row templates."""
 
-    async def completions(self, ctx: Context, argument: str, value: str, context: dict[str, str]) -> Completions: ...
+    async def completions(self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]) -> Completions: ...
 
 
 class Entry(Gated, Protocol):
@@ -98,7 +111,7 @@ class ToolEntry(Entry, Protocol):
         """Whether its answer goes on an SSE stream (it may send progress, logs or requests)."""
         ...
 
-    async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    async def call(self, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """The ``CallToolResult``; a tool's own failure is a result with ``isError``."""
         ...
 
@@ -106,9 +119,9 @@ class ToolEntry(Entry, Protocol):
 class ResourceEntry(Entry, Protocol):
     uri: str
 
-    async def read(self, uri: str, ctx: Context) -> list[dict[str, Any]]: ...
+    async def read(self, uri: str, ctx: RequestContext) -> list[dict[str, Any]]: ...
 
-    async def completions(self, ctx: Context, argument: str, value: str, context: dict[str, str]) -> Completions: ...
+    async def completions(self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]) -> Completions: ...
 
 
 class TemplateEntry(Entry, Protocol):
@@ -118,17 +131,74 @@ class TemplateEntry(Entry, Protocol):
         """The template's variables in ``uri``, or None when it does not match."""
         ...
 
-    async def read(self, uri: str, variables: dict[str, str], ctx: Context) -> list[dict[str, Any]]: ...
+    async def read(self, uri: str, variables: dict[str, str], ctx: RequestContext) -> list[dict[str, Any]]: ...
 
-    async def completions(self, ctx: Context, argument: str, value: str, context: dict[str, str]) -> Completions: ...
+    async def completions(self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]) -> Completions: ...
 
 
 class PromptEntry(Entry, Protocol):
     name: str
 
-    async def get(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]: ...
+    async def get(self, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any]: ...
 
-    async def completions(self, ctx: Context, argument: str, value: str, context: dict[str, str]) -> Completions: ...
+    async def completions(self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]) -> Completions: ...
+
+
+class ModelRows(Completable, Protocol):
+    """A registered model's rows as resources (a ``ModelMCP``), as the handlers see it."""
+
+    @property
+    def uri_template(self) -> str: ...
+
+    def template_definition(self) -> dict[str, Any]: ...
+
+    def coerce_pk(self, value: Any) -> Any: ...
+
+    def get_object(self, request: Any, pk: Any, permission: str = "view") -> Any: ...
+
+    def serialize(self, obj: Any) -> dict[str, Any]: ...
+
+    def list_page(self, request: Any, after: Any, limit: int) -> list[tuple[Any, dict[str, Any]]]: ...
+
+
+class ServedSite(Protocol):
+    """What the server needs of the site it serves: its name, its entries and its method table.
+
+    An ``MCPSite`` is one. The engine, the handlers, ``Context`` and durable tasks name this
+    rather than ``MCPSite``, as admin's ``options.py`` never imports ``sites.py``: the registry
+    sits above the server and imports it, never the other way round.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def get_tools(self) -> Sequence[ToolEntry]: ...
+
+    def get_tool(self, name: str) -> ToolEntry | None: ...
+
+    def get_resources(self) -> Sequence[ResourceEntry]: ...
+
+    def get_resource(self, uri: str) -> ResourceEntry | None: ...
+
+    def get_resource_templates(self) -> Sequence[TemplateEntry]: ...
+
+    def get_resource_template(self, uri_template: str) -> TemplateEntry | None: ...
+
+    def get_prompts(self) -> Sequence[PromptEntry]: ...
+
+    def get_prompt(self, name: str) -> PromptEntry | None: ...
+
+    def get_model_mcps(self) -> Sequence[ModelRows]: ...
+
+    def get_model_mcp_for_uri(self, uri: str) -> tuple[ModelRows, str] | None: ...
+
+    def get_handlers(self) -> dict[str, Handler]: ...
+
+    def offered_capabilities(self) -> dict[str, Any]: ...
+
+    def get_server_info(self) -> dict[str, Any]: ...
+
+    def get_instructions(self) -> str | None: ...
 
 
 class Access(enum.Enum):

@@ -1,4 +1,5 @@
-"""The standard MCP method handlers, built over an ``MCPSite``'s registry.
+"""The standard MCP method handlers, built over a site's registry (an ``MCPSite``, seen as an
+:class:`~mcp_django.entries.ServedSite`).
 
 Each handler takes the request params and the :class:`~mcp_django.context.Context`, and returns
 the result dict or raises a protocol error. ``initialize`` is not here: it creates the session,
@@ -23,7 +24,9 @@ from .protocol.pagination import decode_cursor, encode_cursor, paginate
 from .stores import SessionStore, SubscriptionStore
 
 if TYPE_CHECKING:
-    from .sites import MCPSite
+    from collections.abc import Sequence
+
+    from .entries import ServedSite
 
 MAX_COMPLETIONS = 100
 
@@ -75,7 +78,7 @@ async def set_log_level(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     return {}
 
 
-async def visible(entries: list[Any], ctx: Context) -> list[Any]:
+async def visible(entries: Sequence[Any], ctx: Context) -> list[Any]:
     """The entries this request may see, each decided by :func:`gate`."""
     request = ctx.request
     if any(queries(e) for e in entries):
@@ -92,7 +95,7 @@ class Found(NamedTuple):
     variables: dict[str, str] | None = None
 
 
-async def find_resource(site: MCPSite, request: Any, uri: str) -> Found:
+async def find_resource(site: ServedSite, request: Any, uri: str) -> Found:
     """The entry a resource URI names for this request: a function resource, a model row, or
     the first matching template the user may use (a hidden one does not shadow the next)."""
     resource = site.get_resource(uri)
@@ -110,7 +113,7 @@ async def find_resource(site: MCPSite, request: Any, uri: str) -> Found:
     return Found(None, Access.HIDDEN)
 
 
-async def target(site: MCPSite, request: Any, method: str, params: dict[str, Any]) -> tuple[Any, Access]:
+async def target(site: ServedSite, request: Any, method: str, params: dict[str, Any]) -> tuple[Any, Access]:
     """The entry a ``tools/call``, ``prompts/get`` or ``resources/read`` names, and the request's
     access to it; ``(None, HIDDEN)`` for other methods and for names the handler will refuse."""
     key = "uri" if method == "resources/read" else "name"
@@ -153,7 +156,7 @@ async def call_tool(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     return await tool.call(arguments, ctx)
 
 
-def _list_resources_page(site: MCPSite, request: Any, params: dict[str, Any], page_size: int) -> dict[str, Any]:
+def _list_resources_page(site: ServedSite, request: Any, params: dict[str, Any], page_size: int) -> dict[str, Any]:
     """Function resources first, then each model's rows by primary key.
 
     The cursor holds the section and the last primary key seen (keyset pagination): page 1,000
@@ -224,7 +227,7 @@ async def read_resource(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     return {"contents": await found.entry.read(uri, ctx)}
 
 
-async def readable(site: MCPSite, request: Any, uri: str) -> bool:
+async def readable(site: ServedSite, request: Any, uri: str) -> bool:
     """Whether ``request`` may read ``uri`` now: the gate, then the row itself for model URIs.
 
     Subscriptions ask it twice: when made, and again for each ``resources/updated`` (with a

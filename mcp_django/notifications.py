@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from asgiref.sync import async_to_sync, sync_to_async
 
@@ -28,8 +28,14 @@ from .protocol.jsonrpc import notification_message
 from .protocol.lifecycle import LIST_KINDS
 from .stores import live_session_ids
 
-if TYPE_CHECKING:
-    from .sites import MCPSite
+
+class NamedSite(Protocol):
+    """What the bus needs of a site: its name, under which its sessions and listeners are
+    filed. An ``MCPSite`` is one; the bus sits below the registry and never imports it."""
+
+    @property
+    def name(self) -> str: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +59,7 @@ async def tell_listeners(
 
 
 
-async def anotify_list_changed(site: MCPSite, kind: str) -> int:
+async def anotify_list_changed(site: NamedSite, kind: str) -> int:
     """Send ``notifications/<kind>/list_changed`` to every live session of ``site``."""
     from .transport.streams import send_to_session
 
@@ -66,7 +72,7 @@ async def anotify_list_changed(site: MCPSite, kind: str) -> int:
     return len(session_ids)
 
 
-async def list_changed(site: MCPSite, kind: str, created_before: Any = None) -> int:
+async def list_changed(site: NamedSite, kind: str, created_before: Any = None) -> int:
     """:func:`anotify_list_changed`, skipping sessions started after a delayed change (they
     listed after it)."""
     from .models import Session
@@ -85,7 +91,7 @@ async def list_changed(site: MCPSite, kind: str, created_before: Any = None) -> 
 list_changed.takes_created_before = True  # type: ignore[attr-defined]
 
 
-def notify_list_changed(site: MCPSite, kind: str) -> int:
+def notify_list_changed(site: NamedSite, kind: str) -> int:
     """Synchronous twin of :func:`anotify_list_changed`."""
     return async_to_sync(anotify_list_changed)(site, kind)
 

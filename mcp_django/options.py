@@ -43,7 +43,7 @@ from .schemas import argument_error, error_message, invalid_arguments, nullable,
 
 if TYPE_CHECKING:
     from .context import Context
-    from .sites import MCPSite
+    from .entries import ServedSite
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ class ModelMCP(Generic[M]):
     write_scopes: list[str] | tuple[str, ...] = ()
     checks_class = ModelMCPChecks
 
-    def __init__(self, model: type[M], site: MCPSite) -> None:
+    def __init__(self, model: type[M], site: ServedSite) -> None:
         self.model = model
         self.opts = model._meta
         self.site = site

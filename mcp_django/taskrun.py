@@ -48,7 +48,7 @@ from .quotas import Caller, RunningSlot, caller_of
 from .rounds import InputRounds, StartTask, well_formed
 
 if TYPE_CHECKING:
-    from .sites import MCPSite
+    from .entries import ServedSite
 
 logger = logging.getLogger("mcp_django.tasks")
 
@@ -186,7 +186,7 @@ async def create(tool: ToolEntry, arguments: dict[str, Any], ctx: Context, answe
 _local: dict[str, Runner] = {}
 
 
-async def start(site: MCPSite, task: Task, backend: str) -> None:
+async def start(site: ServedSite, task: Task, backend: str) -> None:
     """Run ``task``: enqueued on the ``TASKS`` backend ``backend``, or here, in this loop."""
     if not backend:
         runner = Runner(site, task.pk)
@@ -318,7 +318,7 @@ class TaskEmitter:
 class Runner:
     """Runs one task from its row, in this process, until it ends or is cancelled."""
 
-    def __init__(self, site: MCPSite, task_id: str) -> None:
+    def __init__(self, site: ServedSite, task_id: str) -> None:
         self.site = site
         self.task_id = task_id
         self.wake = asyncio.Event()
@@ -462,7 +462,7 @@ class Runner:
 # -- tasks/get, tasks/update, tasks/cancel -----------------------------------------------------
 
 
-async def afind(site: MCPSite, request: Any, user: Any, task_id: Any) -> Task | None:
+async def afind(site: ServedSite, request: Any, user: Any, task_id: Any) -> Task | None:
     """The task ``task_id`` of this user and OAuth client on ``site``, settled; None for any
     other (unknown, someone else's, malformed)."""
 

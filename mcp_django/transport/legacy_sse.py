@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from ..engine import Principal
+from ..principal import Principal
 from ..protocol import negotiation
 from ..protocol.errors import MCPError, TransportError
 from ..protocol.jsonrpc import Request, decode, error_message

@@ -14,8 +14,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..engine import Engine, Principal
+from ..engine import Engine
 from ..notifications import LISTEN_GROUP
+from ..principal import Principal
 from ..protocol import modern
 from ..protocol.errors import InternalError, InvalidRequestError, MCPError, TransportError
 from ..protocol.jsonrpc import (
