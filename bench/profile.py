@@ -32,7 +32,7 @@ from bench.servers import KINDS, OPS_OFF, Env, PostgresDatabase, RedisDatabase, 
 # called by our code counts as the ORM, our code called by Channels as ours). First match wins.
 LAYERS = (
     ("audit trail", ("mcp_django/audit.py",)),
-    ("event store", ("mcp_django/stores.py",)),
+    ("event store", ("mcp_django/stores/",)),
     ("quotas", ("mcp_django/quotas.py",)),
     ("tracing", ("mcp_django/tracing.py",)),
     ("channel layer (ours, channels_redis)", ("mcp_django/transport/layers.py", "(channels_redis/")),

@@ -144,7 +144,7 @@ def test_raw_json_reaches_postgresql_as_jsonb() -> None:
     from django.db.utils import ConnectionHandler
 
     from mcp_django.models import ToolCall
-    from mcp_django.stores import RawJSON, _json_param
+    from mcp_django.stores.rows import RawJSON, _json_param
     from tests.multiprocess.servers import POSTGRES_URL, services_problem
 
     problem = services_problem()

@@ -175,7 +175,7 @@ def test_a_session_larger_than_the_cache_is_not_cached() -> None:
 
 def test_session_cache_entries_expire_and_are_swept(monkeypatch) -> None:
     clock = [1000.0]
-    monkeypatch.setattr("mcp_django.stores.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("mcp_django.stores.cache.time.monotonic", lambda: clock[0])
     cache = SessionCache(max_entries=100, max_bytes=10**9)
     with settings_override(SESSION_CACHE_SECONDS=30):
         cache.put(_session(0))
