@@ -5,7 +5,6 @@ field Django ships and every tool of the example site, checked with a real valid
 from __future__ import annotations
 
 import re
-import warnings
 from decimal import Decimal
 from typing import Annotated, Any
 
@@ -16,20 +15,19 @@ from asgiref.sync import sync_to_async
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.validators import ASCIIUsernameValidator, UnicodeUsernameValidator
 from django.core import validators
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, FormatChecker
 from pydantic import Field
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 from mcp_django.options import ModelMCP
-from mcp_django.schemas import decimal_bound, ecma_pattern, ecma_patterns, nullable
+from mcp_django.protocol.ecma import ecma_pattern
+from mcp_django.schemas import decimal_bound, ecma_patterns, nullable
 from mcp_django.sites import MCPSite, all_sites
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import make_user, mcp_settings_fixture
-from tests.fuzzing import examples
+from tests.protocol.engines import compile_everywhere
 from tests.testapp.models import Specimen, Tag
 
 ALL_TOOLS = ["search", "get", "create", "update", "delete"]
@@ -72,16 +70,6 @@ def assert_refs_resolve(schema: dict[str, Any]) -> None:
     resolver = Registry().resolver_with_root(DRAFT202012.create_resource(schema))
     for ref in refs(schema):
         resolver.lookup(ref)
-
-
-def compile_everywhere(pattern: str) -> list[Any]:
-    """``pattern`` compiled as each client compiles it: ECMA-262 without and with the u flag
-    (regress, the Rust engine; Ajv, hence the TypeScript SDK and the Inspector, sets u) and
-    Python's ``re`` without flags (python-jsonschema, hence the official Python client)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a FutureWarning from re is a pattern to fix too
-        python = re.compile(pattern)
-    return [regress.Regex(pattern), regress.Regex(pattern, "u"), python]
 
 
 CLIENT_FORMATS = FormatChecker()
@@ -166,81 +154,6 @@ def test_every_django_pattern_is_translated_exactly_or_left_out(validator: Any) 
                 continue
             assert server == (ecma.find(text) is not None) == (ecma_u.find(text) is not None), (regex.pattern, translated, text)
             assert server == (python.search(text) is not None), (regex.pattern, translated, text)
-
-
-@pytest.mark.parametrize(
-    ("pattern", "flags", "expected"),
-    [
-        (r"^[\w.@+-]+\Z", re.UNICODE, None),  # \w means more letters in Python: left out
-        # With re.ASCII, spelled as the ASCII sets (a Python client compiles without the flag).
-        (r"^[\w.@+-]+\Z", re.ASCII, r"^[0-9A-Za-z_.@+-]+$"),
-        (r"^\w\W\d\D\s\S$", re.ASCII, r"^[0-9A-Za-z_][^0-9A-Za-z_][0-9][^0-9][ \t\n\r\f\v][^ \t\n\r\f\v]$"),
-        (r"[^\W]", re.ASCII, None),
-        (r"\bword\b", re.ASCII, None),
-        (r"[\b]", 0, r"[\x08]"),
-        (r"\A\d{13}\Z", 0, r"^\d{13}$"),
-        (r"(?i)abc", 0, None),
-        (r"abc", re.IGNORECASE, None),
-        (r"a++", 0, None),
-        (r"a{2}+", 0, None),
-        (r"(?P<x>a)(?P=x)", 0, None),
-        (r"(a)\1", 0, None),
-        # ECMA-262's (?<x>...) is an error in Python's re: nothing refers to the name.
-        (r"(?P<x>a)b", 0, r"(?:a)b"),
-        (r"[\Z]", 0, None),
-        (r"a{2,3}}", 0, r"a{2,3}\}"),
-        # {,n} is {0,n} in Python, a literal (or an error with u) in ECMA-262.
-        (r"a{,3}", 0, r"a{0,3}"),
-        (r"a{}", 0, r"a\{\}"),
-        # Bare ] and escaped punctuation other than syntax characters: errors with u.
-        (r"a]", 0, r"a\]"),
-        (r"\-\@\#\ \_", 0, r"\x2d\x40\x23\x20\x5f"),
-        (r"[\-\]a]", 0, r"[\x2d\]a]"),
-        (r"\.\/\$", 0, r"\.\/\$"),
-        (r"\0", 0, r"\x00"),
-        (r"\012", 0, None),
-        (r"(?=a)*b", 0, None),
-        (r"\ud83d", 0, None),
-        ("😀+", 0, None),
-    ],
-)
-def test_ecma_pattern_cases(pattern: str, flags: int, expected: str | None) -> None:
-    assert ecma_pattern(pattern, flags) == expected
-    if expected is not None:
-        compile_everywhere(expected)
-
-
-REGEX_TOKENS = [
-    "a", "b", "1", "-", "é", " ", ".", "@", "^", "$", "*", "+", "?", "*?", "|", "(", ")", "[", "]", "[^",
-    "{", "}", "{2}", "{,2}", "{1,}", "a{1,2}", "(?:", "(?P<n>", "(?=", "(?!", "(?<=", "(?<!", "(?i)",
-    r"\d", r"\D", r"\s", r"\S", r"\w", r"\W", r"\b", r"\B", r"\A", r"\Z", r"\1", r"\n", r"\0",
-    r"\x41", r"\u00e9", r"\-", r"\]", r"\.", r"\@", r"\{", r"\}", r"\/", r"\|", r"\$", r"\ ", r"\_",
-    "[a-c]", "&&", "--", "[:",
-]
-
-
-@settings(max_examples=examples(500), derandomize=True, deadline=None)
-@given(
-    tokens=st.lists(st.sampled_from(REGEX_TOKENS), max_size=8),
-    flags=st.sampled_from([0, re.ASCII]),
-    texts=st.lists(st.text(alphabet="ab1-é .@{}]A\t/|$^_\\&:", max_size=6), min_size=1, max_size=6),
-)
-def test_a_translated_pattern_compiles_and_matches_alike_in_every_engine(tokens: list[str], flags: int, texts: list[str]) -> None:
-    pattern = "".join(tokens)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            server = re.compile(pattern, flags)
-        except (re.error, Warning):
-            assume(False)
-    translated = ecma_pattern(pattern, flags)
-    assume(translated is not None)
-    ecma, ecma_u, python = compile_everywhere(translated)
-    for text in texts:
-        expected = server.search(text) is not None
-        assert (ecma.find(text) is not None) == expected, (pattern, translated, text)
-        assert (ecma_u.find(text) is not None) == expected, (pattern, translated, text)
-        assert (python.search(text) is not None) == expected, (pattern, translated, text)
 
 
 def test_patterns_are_cleaned_everywhere_in_a_schema_but_property_names_are_left_alone() -> None:
