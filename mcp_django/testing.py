@@ -22,16 +22,16 @@ Usage (with pytest-asyncio and pytest-django)::
 from __future__ import annotations
 
 import asyncio
-import codecs
 import inspect
 import itertools
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from channels.testing import ApplicationCommunicator
+
+from .protocol.sse import SSEComment, SSEEvent, SSEParser, parse_sse
 
 __all__ = [
     "EventStream",
@@ -47,9 +47,6 @@ __all__ = [
 DEFAULT_PROTOCOL_VERSION = "2025-11-25"
 ACCEPT_BOTH = "application/json, text/event-stream"
 
-_LINE_RE = re.compile(r"\r\n|\r|\n")
-
-
 class JSONRPCErrorResponse(Exception):
     """The server answered a request with a JSON-RPC error (raised by the result helpers)."""
 
@@ -64,96 +61,6 @@ class JSONRPCErrorResponse(Exception):
 
 class StreamClosed(Exception):
     """The server ended the SSE response while the test waited for more."""
-
-
-# -- SSE ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SSEEvent:
-    """One server-sent event, as a browser's EventSource would see it.
-
-    ``id`` and ``retry`` are the fields of this event itself (None when it had none), so a
-    test can check exactly what the server framed.
-    """
-
-    data: str
-    id: str | None = None
-    event: str | None = None
-    retry: int | None = None
-
-    def json(self) -> Any:
-        """Return the event's data parsed as JSON."""
-        return orjson.loads(self.data)
-
-
-@dataclass(frozen=True)
-class SSEComment:
-    """One comment line (``: text``), such as a keep-alive."""
-
-    text: str
-
-
-class SSEParser:
-    """Turn SSE bytes, fed in arbitrary chunks, into events and comments (WHATWG rules)."""
-
-    def __init__(self) -> None:
-        self._buffer = ""
-        self._data: list[str] = []
-        self._id: str | None = None
-        self._event: str | None = None
-        self._retry: int | None = None
-        self._has_data = False
-        self._decoder = _utf8_decoder()
-
-    def feed(self, chunk: bytes) -> list[SSEEvent | SSEComment]:
-        """Parse ``chunk``; return the events and comments it completes."""
-        text = self._buffer + self._decoder.decode(chunk)
-        # A CR at the very end may be the first half of a CRLF split across chunks: hold it.
-        hold = ""
-        if text.endswith("\r"):
-            text, hold = text[:-1], "\r"
-        lines = _LINE_RE.split(text)
-        # The last piece is an unfinished line ("" right after a terminator): keep it for later.
-        self._buffer = lines.pop() + hold
-        out: list[SSEEvent | SSEComment] = []
-        for line in lines:
-            item = self._line(line)
-            if item is not None:
-                out.append(item)
-        return out
-
-    def _line(self, line: str) -> SSEEvent | SSEComment | None:
-        if line == "":
-            # WHATWG: a block without any data line dispatches nothing (an id-only block
-            # only moves the browser's last event id), so neither does this parser.
-            event = SSEEvent("\n".join(self._data), self._id, self._event, self._retry) if self._has_data else None
-            self._data, self._id, self._event, self._retry, self._has_data = [], None, None, None, False
-            return event
-        if line.startswith(":"):
-            return SSEComment(line[1:].removeprefix(" "))
-        name, colon, value = line.partition(":")
-        if colon:
-            value = value.removeprefix(" ")
-        if name == "data":
-            self._data.append(value)
-            self._has_data = True
-        elif name == "id" and "\0" not in value:  # browsers ignore an id containing NUL
-            self._id = value
-        elif name == "event":
-            self._event = value
-        elif name == "retry" and value.isascii() and value.isdigit():
-            self._retry = int(value)
-        return None
-
-
-def _utf8_decoder() -> codecs.IncrementalDecoder:
-    return codecs.getincrementaldecoder("utf-8")("strict")
-
-
-def parse_sse(body: bytes) -> list[SSEEvent | SSEComment]:
-    """Parse a complete SSE body into its events and comments."""
-    return SSEParser().feed(body)
 
 
 # -- responses ----------------------------------------------------------------------------

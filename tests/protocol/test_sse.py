@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from mcp_django.protocol.sse import KEEPALIVE, encode_comment, encode_event, make_event_id, parse_event_id
+from mcp_django.protocol.sse import (
+    KEEPALIVE,
+    SSEComment,
+    SSEEvent,
+    SSEParser,
+    encode_comment,
+    encode_event,
+    make_event_id,
+    parse_event_id,
+    parse_sse,
+)
+from tests.fuzzing import examples
 
+from . import strategies as s
 from .sse_parser import parse_stream
 
 # --- event framing -----------------------------------------------------------------------
@@ -208,3 +222,57 @@ def test_parse_event_id_error_message_is_bounded():
     with pytest.raises(ValueError) as exc:
         parse_event_id("x" * 10_000)
     assert len(str(exc.value)) < 200
+
+
+# --- parsing, as a browser's EventSource reads a stream --------------------------------------------------------------------------
+
+
+def test_parser_reads_events_comments_ids_and_retry():
+    raw = b"id: s:0\nretry: 1000\ndata:\n\n: keep-alive\n\nid: s:1\ndata: {\"a\": 1}\n\n"
+    assert parse_sse(raw) == [
+        SSEEvent("", "s:0", None, 1000),
+        SSEComment("keep-alive"),
+        SSEEvent('{"a": 1}', "s:1"),
+    ]
+
+
+def test_parser_joins_multi_line_data():
+    assert parse_sse(b"data: one\ndata: two\n\n") == [SSEEvent("one\ntwo")]
+
+
+def test_parser_keeps_an_unfinished_event_for_the_next_chunk():
+    parser = SSEParser()
+    assert parser.feed(b"id: s:1\nda") == []
+    assert parser.feed(b"ta: x\n") == []
+    assert parser.feed(b"\n") == [SSEEvent("x", "s:1")]
+
+
+def test_parser_handles_crlf_split_across_chunks():
+    parser = SSEParser()
+    assert parser.feed(b"data: x\r") == []
+    assert parser.feed(b"\n\r\n") == [SSEEvent("x")]
+
+
+def test_parser_handles_utf8_split_across_chunks():
+    raw = "data: caf\u00e9\n\n".encode()
+    parser = SSEParser()
+    cut = raw.index(b"\xa9")
+    assert parser.feed(raw[:cut]) == []
+    assert parser.feed(raw[cut:]) == [SSEEvent("caf\u00e9")]
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(datas=st.lists(s.sse_text, min_size=1, max_size=4), cuts=st.lists(st.integers(0, 400), max_size=6))
+def test_parser_reads_what_the_server_encodes_whatever_the_chunking(datas, cuts):
+    raw = b"".join(encode_event(d, event_id=f"s:{i}") + encode_comment() for i, d in enumerate(datas))
+    parser = SSEParser()
+    items = []
+    last = 0
+    for cut in sorted(c for c in cuts if c < len(raw)):
+        items += parser.feed(raw[last:cut])
+        last = cut
+    items += parser.feed(raw[last:])
+    events = [i for i in items if isinstance(i, SSEEvent)]
+    assert [e.data for e in events] == [d.replace("\r\n", "\n").replace("\r", "\n") for d in datas]
+    assert [e.id for e in events] == [f"s:{i}" for i in range(len(datas))]
+    assert sum(isinstance(i, SSEComment) for i in items) == len(datas)
