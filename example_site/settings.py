@@ -84,7 +84,12 @@ else:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": os.environ.get("SQLITE_PATH", str(BASE_DIR / "example_site.sqlite3")),
             # WAL lets readers proceed while the event log is written; NORMAL sync is safe with WAL.
-            "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", "timeout": 20},
+            # IMMEDIATE: a transaction takes the write lock as it begins, waiting up to the
+            # timeout; a deferred one that reads then writes fails at once ("database is locked")
+            # when another thread wrote in between (django-oauth-toolkit's token revocation did).
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", "timeout": 20, "transaction_mode": "IMMEDIATE",
+            },
         }
     }
 

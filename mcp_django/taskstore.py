@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from .conf import mcp_settings
@@ -98,11 +98,25 @@ def prune() -> int:
     return deleted
 
 
+def _locked(task_id: str, *fields: str) -> Task | None:
+    """The task's row, locked for the rest of the transaction; None when it is gone.
+
+    The lock is taken by a write, not by ``select_for_update``: on SQLite a transaction that
+    reads and then writes cannot wait for the write lock (when another connection wrote since
+    its read, the upgrade fails at once with "database is locked"), while a first write waits
+    for it up to the busy timeout. Elsewhere the UPDATE locks the row as SELECT FOR UPDATE does.
+    """
+    if not Task.objects.filter(pk=task_id).update(cancel_requested=F("cancel_requested")):
+        return None
+    rows = Task.objects.filter(pk=task_id)
+    return (rows.only(*fields) if fields else rows).first()
+
+
 def answer(task_id: str, responses: dict[str, Any]) -> bool:
     """Keep the client's answers to questions the task has outstanding (others are ignored, as
     the extension says); the task is working again once none is left. Whether any was kept."""
     with transaction.atomic():
-        task = Task.objects.select_for_update().filter(pk=task_id).first()
+        task = _locked(task_id)
         if task is None or task.status not in Task.LIVE:
             return False
         taken = {key: value for key, value in responses.items() if key in task.input_requests}
@@ -144,7 +158,7 @@ def beat(task_id: str, waiting: set[str], *, touch: bool) -> tuple[str, dict[str
     """The task's status and the answers to ``waiting`` questions that arrived (taken off the
     row); with ``touch``, renew its heartbeat. None when the row is gone."""
     with transaction.atomic():
-        task = Task.objects.select_for_update().filter(pk=task_id).only("status", "input_responses", "heartbeat_at").first()
+        task = _locked(task_id, "status", "input_responses", "heartbeat_at")
         if task is None:
             return None
         taken = {k: v for k, v in task.input_responses.items() if k in waiting}
@@ -163,7 +177,7 @@ def beat(task_id: str, waiting: set[str], *, touch: bool) -> tuple[str, dict[str
 def ask(task_id: str, key: str, request: dict[str, Any]) -> bool:
     """Put a question to the client on the task (``inputRequests``); False when it is over."""
     with transaction.atomic():
-        task = Task.objects.select_for_update().filter(pk=task_id).first()
+        task = _locked(task_id)
         if task is None or task.status not in Task.LIVE:
             return False
         task.input_requests = {**task.input_requests, key: request}
