@@ -13,13 +13,14 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from mcp_django import Context, ToolError, audit
+from mcp_django import Context, ToolError, audit, taskrun
 from mcp_django.exceptions import InternalError
 from mcp_django.models import Task, ToolCall
 from mcp_django.protocol.errors import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, QUOTA_EXCEEDED
 from mcp_django.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
+from tests.polling import until
 from tests.transport.conftest import mcp_settings
 from tests.transport.test_stateless import body, headers
 
@@ -51,7 +52,7 @@ def task_site() -> MCPSite:
     async def sleepy() -> str:
         seen["sleepy"] = "started"
         try:
-            await asyncio.sleep(60)
+            await asyncio.Event().wait()  # runs until cancelled
         except asyncio.CancelledError:
             seen["sleepy"] = "stopped"
             raise
@@ -115,13 +116,28 @@ async def get(client: MCPTestClient, task_id: str) -> dict[str, Any]:
     return dict((await send(client, "tasks/get", {"taskId": task_id}))["result"])
 
 
-async def until(client: MCPTestClient, task_id: str, *statuses: str) -> dict[str, Any]:
-    for _ in range(400):
-        task = await get(client, task_id)
-        if task["status"] in statuses:
-            return task
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"task {task_id} never reached {statuses}: {task}")
+async def reached(client: MCPTestClient, task_id: str, *statuses: str) -> dict[str, Any]:
+    """tasks/get until the task's status is one of ``statuses`` (a bounded wait)."""
+    last: dict[str, Any] = {}
+
+    async def there() -> dict[str, Any] | None:
+        last.update(await get(client, task_id))
+        return dict(last) if last["status"] in statuses else None
+
+    return await until(there, failure=lambda: f"task {task_id} never reached {statuses}: {last}")
+
+
+async def started(name: str) -> None:
+    """Until the tool ``name`` runs (its runner, in this loop, has called it)."""
+    await until(lambda: seen.get(name) == "started", failure=f"{name} never started")
+
+
+def runner_of(task_id: str) -> asyncio.Task[None]:
+    """The future of the runner of ``task_id`` in this loop: done once the runner has ended the
+    task and given back what it held."""
+    runner = taskrun._local[task_id]
+    assert runner.future is not None
+    return runner.future
 
 
 # -- the wire ---------------------------------------------------------------------------------
@@ -166,7 +182,7 @@ async def test_a_task_is_created_flat_found_at_once_and_inlines_its_result(clien
     assert created["status"] == "working" and created["ttlMs"] == 86_400_000 and created["pollIntervalMs"] == 50
     first = await get(client, created["taskId"])  # durably created before the answer
     assert first["taskId"] == created["taskId"] and first["resultType"] == "complete"
-    done = await until(client, created["taskId"], "completed")
+    done = await reached(client, created["taskId"], "completed")
     assert done["result"]["content"][0]["text"] == "counted to 3"
     assert "io.modelcontextprotocol/related-task" not in done["result"].get("_meta", {})
     row = await Task.objects.aget(pk=created["taskId"])
@@ -176,7 +192,7 @@ async def test_a_task_is_created_flat_found_at_once_and_inlines_its_result(clien
 
 async def test_the_audit_row_of_the_call_names_its_task(client):
     created = await start(client, "count", {"upto": 1})
-    await until(client, created["taskId"], "completed")
+    await reached(client, created["taskId"], "completed")
     await audit.aflush()
     call = await ToolCall.objects.aget(task_id=created["taskId"])
     assert call.outcome == ToolCall.Outcome.TASK and call.tool_name == "count"
@@ -213,7 +229,7 @@ async def test_a_mismatched_mcp_name_header_is_refused(client):
 
 async def test_questions_go_input_required_and_tasks_update_answers_them_one_by_one(client):
     created = await start(client, "ask")
-    waiting = await until(client, created["taskId"], "input_required")
+    waiting = await reached(client, created["taskId"], "input_required")
     for _ in range(50):  # the two questions reach the row one after the other
         if len(waiting["inputRequests"]) == 2:
             break
@@ -227,16 +243,16 @@ async def test_questions_go_input_required_and_tasks_update_answers_them_one_by_
     still = await get(client, created["taskId"])
     assert still["status"] == "input_required" and list(still["inputRequests"]) == ["second"]
     await send(client, "tasks/update", {"taskId": created["taskId"], "inputResponses": {"second": {"action": "accept", "content": {"ok": False}}}})
-    done = await until(client, created["taskId"], "completed")
+    done = await reached(client, created["taskId"], "completed")
     assert done["result"]["content"][0]["text"] == "first={'ok': True}, second={'ok': False}"
 
 
 async def test_a_tool_error_completes_and_a_protocol_error_fails(client):
     broken = await start(client, "broken")
-    done = await until(client, broken["taskId"], "completed", "failed")
+    done = await reached(client, broken["taskId"], "completed", "failed")
     assert done["status"] == "completed" and done["result"]["isError"] is True and "error" not in done
     crashed = await start(client, "crashed")
-    failed = await until(client, crashed["taskId"], "completed", "failed")
+    failed = await reached(client, crashed["taskId"], "completed", "failed")
     assert failed["status"] == "failed" and "result" not in failed
     assert failed["error"] == {"code": -32603, "message": "the backing service is down"}
     assert failed["statusMessage"] == "the backing service is down"
@@ -244,17 +260,12 @@ async def test_a_tool_error_completes_and_a_protocol_error_fails(client):
 
 async def test_cancel_stops_the_work_and_is_idempotent(client):
     created = await start(client, "sleepy")
-    for _ in range(100):
-        if seen.get("sleepy") == "started":
-            break
-        await asyncio.sleep(0.01)
+    runner = runner_of(created["taskId"])
+    await started("sleepy")
     ack = await send(client, "tasks/cancel", {"taskId": created["taskId"]})
     assert ack["result"] == {"resultType": "complete", "_meta": ack["result"]["_meta"]}
     assert (await get(client, created["taskId"]))["status"] == "cancelled"
-    for _ in range(100):
-        if seen.get("sleepy") == "stopped":
-            break
-        await asyncio.sleep(0.02)
+    await asyncio.wait_for(runner, 10)
     assert seen["sleepy"] == "stopped"
     again = await send(client, "tasks/cancel", {"taskId": created["taskId"]})
     assert "error" not in again
@@ -271,7 +282,7 @@ async def test_a_prelude_asks_in_the_request_then_the_task_replays_it_with_the_a
     })
     created = second["result"]
     assert created["resultType"] == "task" and "requestState" not in created and "inputRequests" not in created
-    done = await until(client, created["taskId"], "completed")
+    done = await reached(client, created["taskId"], "completed")
     assert done["result"]["content"][0]["text"] == "hello Ada"
     assert seen["named_runs"] == ["prelude", "task"]
 
@@ -281,7 +292,7 @@ async def test_a_prelude_asks_in_the_request_then_the_task_replays_it_with_the_a
 
 async def test_sensitive_arguments_are_never_stored_in_clear(client):
     created = await start(client, "login", {"user": "ada", "pin": "4711-secret"})
-    await until(client, created["taskId"], "completed")
+    await reached(client, created["taskId"], "completed")
     row = await Task.objects.aget(pk=created["taskId"])
     assert row.arguments == {"user": "ada", "pin": "[redacted]"}
     assert "4711-secret" not in row.payload and "4711-secret" not in orjson.dumps(await sync_to_async(_row_values)(row.pk)).decode()
@@ -291,24 +302,14 @@ def _row_values(pk: str) -> list[Any]:
     return list(Task.objects.filter(pk=pk).values_list())
 
 
-async def started(name: str) -> None:
-    for _ in range(200):
-        if seen.get(name) == "started":
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{name} never started")
-
-
 async def test_a_task_whose_process_stopped_beating_fails_on_read(client):
     created = await start(client, "sleepy")
+    runner = runner_of(created["taskId"])
     await started("sleepy")  # claimed and beating: its last beat is what goes stale
     await Task.objects.filter(pk=created["taskId"]).aupdate(heartbeat_at=timezone.now() - timedelta(seconds=31))
     failed = await get(client, created["taskId"])
     assert failed["status"] == "failed" and "no heartbeat" in failed["error"]["message"]
-    for _ in range(100):  # the runner sees the row ended and stops its work
-        if seen.get("sleepy") == "stopped":
-            break
-        await asyncio.sleep(0.02)
+    await asyncio.wait_for(runner, 10)  # the runner sees the row ended and stops its work
     assert seen["sleepy"] == "stopped"
 
 
@@ -336,7 +337,7 @@ async def test_a_listen_stream_follows_the_tasks_it_names(client):
     async with await client.post_stream(listen, headers(listen)) as stream:
         acknowledged = await stream.next_message()
         assert acknowledged["params"]["notifications"]["taskIds"] == [created["taskId"]]
-        await until(client, created["taskId"], "input_required")
+        await reached(client, created["taskId"], "input_required")
         answers = {key: {"action": "accept", "content": {"ok": True}} for key in ("first", "second")}
         await send(client, "tasks/update", {"taskId": created["taskId"], "inputResponses": answers})
         # Each change is told (the questions may have been asked before the stream listened):
@@ -366,16 +367,11 @@ async def test_a_task_that_cannot_be_enqueued_is_failed_and_the_call_answers_an_
 async def test_a_running_task_holds_one_of_the_users_running_slots(client):
     with mcp_settings(TASK_POLL_INTERVAL_MS=50, QUOTAS={"RUNNING_PER_USER": 1}):
         created = await start(client, "sleepy")
-        for _ in range(100):
-            if seen.get("sleepy") == "started":
-                break
-            await asyncio.sleep(0.01)
+        runner = runner_of(created["taskId"])
+        await started("sleepy")
         refused = await send(client, "tools/call", {"name": "plain", "arguments": {}})
         assert refused["error"]["code"] == QUOTA_EXCEEDED and refused["error"]["data"]["limit"] == "RUNNING_PER_USER"
         await send(client, "tasks/cancel", {"taskId": created["taskId"]})
-        for _ in range(100):
-            if seen.get("sleepy") == "stopped":
-                break
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.05)  # the runner gives its slot back as it ends
+        await asyncio.wait_for(runner, 10)  # the runner gives its slot back as it ends
+        assert seen["sleepy"] == "stopped"
         assert (await send(client, "tools/call", {"name": "plain", "arguments": {}}))["result"]["content"][0]["text"] == "plain"
