@@ -38,6 +38,7 @@ from mcp_django.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import BASE_SETTINGS, make_user
+from tests.polling import until
 
 RESOURCE = "https://mcp.example.com/mcp"
 MODERN = "2026-07-28"
@@ -220,7 +221,7 @@ async def call_then_hang_up(site_name: str) -> None:
     async def wait_forever(ctx: Context) -> str:
         await ctx.report_progress(0, 1)
         started.set()
-        await asyncio.sleep(60)  # cancelled long before
+        await asyncio.Event().wait()  # runs until cancelled
         return "never"
 
     client = client_for(mcp)
@@ -235,10 +236,7 @@ async def call_then_hang_up(site_name: str) -> None:
 @pytest.mark.django_db(transaction=True)
 async def test_a_call_cancelled_by_the_client_is_recorded_as_cancelled() -> None:
     await call_then_hang_up("cancel")
-    for _ in range(100):  # the cancelled task records on its way out: bounded wait for it
-        if len(audit.writer):
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: len(audit.writer), failure="the cancelled call was never recorded")  # on its way out
     (call,) = await rows()
     assert (call.tool_name, call.outcome, call.protocol_version) == ("wait_forever", Outcome.CANCELLED, MODERN)
 
@@ -309,10 +307,7 @@ async def test_the_buffer_is_written_in_the_background_without_a_flush() -> None
     with settings(AUDIT_FLUSH_INTERVAL=0.01):
         await client.initialize()
         await client.call_tool("echo", {"text": "later"})
-        for _ in range(500):  # bounded: the writer's task runs on this loop
-            if await ToolCall.objects.acount():
-                break
-            await asyncio.sleep(0.01)
+        await until(ToolCall.objects.acount, failure="the background writer wrote nothing")  # its task runs on this loop
     assert [c.arguments async for c in ToolCall.objects.all()] == [{"text": "later"}]
     assert len(audit.writer) == 0
 
@@ -554,11 +549,12 @@ async def test_durable_mode_shows_a_call_as_running_under_a_lease_while_it_runs(
 async def test_durable_mode_records_a_cancelled_call_on_its_running_row() -> None:
     with settings(AUDIT_DURABLE=True):
         await call_then_hang_up("durable-cancel")
-        for _ in range(200):  # the cancelled task updates its row from a task of its own: bounded wait
-            call = await ToolCall.objects.aget()
-            if call.outcome != Outcome.RUNNING:
-                break
-            await asyncio.sleep(0.01)
+
+        async def ended() -> ToolCall | None:  # the cancelled task updates its row from a task of its own
+            row = await ToolCall.objects.aget()
+            return row if row.outcome != Outcome.RUNNING else None
+
+        call = await until(ended, failure="the cancelled call's row still says running")
     assert (call.tool_name, call.outcome, call.lease_until) == ("wait_forever", Outcome.CANCELLED, None)
     assert len(audit.writer) == 0 and audit.durable.running == set()
 
