@@ -57,4 +57,9 @@ def until_sync(
 
 def _failure(condition: Callable[..., object], timeout: float, failure: str | Callable[[], str]) -> str:
     said = failure() if callable(failure) else failure
-    return f"{said or getattr(condition, '__qualname__', repr(condition)) + ' never held'} (waited {timeout:g} s)"
+    if not said:
+        try:  # a lambda says best what it waited for: its own line
+            said = f"never held: {inspect.getsource(condition).strip()}"
+        except (OSError, TypeError):
+            said = f"{getattr(condition, '__qualname__', repr(condition))} never held"
+    return f"{said} (waited {timeout:g} s)"

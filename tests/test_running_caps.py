@@ -27,6 +27,7 @@ from mcp_django.testing import EventStream, MCPTestClient, _Exchange
 from mcp_django.transport.process import RUNNING, orphans
 from mcp_django.transport.stdio import StdioServer, _key
 from tests.conftest import make_user
+from tests.polling import until
 from tests.test_quotas import INITIALIZE, ClientAt, initialized, limits
 from tests.transport.test_stateless import body as modern_body
 from tests.transport.test_stateless import headers as modern_headers
@@ -86,16 +87,6 @@ async def held() -> AsyncIterator[Held]:
         site.unregister("tool", "hold_stream")
 
 
-async def eventually(condition: Any) -> None:
-    """Wait (bounded) until ``condition()`` holds: a cancelled call gives its slot back as its
-    task unwinds, just after the tool saw the cancel."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT
-    while not condition():
-        assert loop.time() < deadline, "the condition did not hold within the wait"
-        await asyncio.sleep(0.01)
-
-
 def hold_call(key: str, tool: str = "hold_stream", request_id: Any = None) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id or secrets.randbelow(10**9), "method": "tools/call",
             "params": {"name": tool, "arguments": {"key": key}}}
@@ -137,7 +128,7 @@ async def test_a_session_at_its_running_cap_is_refused_a_call_before_it_runs_unt
         for stream in streams:
             async with stream:
                 await stream.read_until_closed(WAIT)
-        await eventually(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
+        await until(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
         assert (await client.call_tool("hold_stream", {"key": "k3"}))["content"][0]["text"] == "k3"
 
 
@@ -162,7 +153,7 @@ async def test_anonymous_callers_are_capped_per_address_across_sessions_and_eras
         for open_stream in (stream, elsewhere):
             async with open_stream:
                 await open_stream.read_until_closed(WAIT)
-        await eventually(lambda: quotas.running_requests("RUNNING_PER_USER", "address:192.0.2.7") == 0)
+        await until(lambda: quotas.running_requests("RUNNING_PER_USER", "address:192.0.2.7") == 0)
 
 
 async def test_a_call_answered_with_json_is_cancelled_when_its_connection_drops(held: Held) -> None:
@@ -173,7 +164,7 @@ async def test_a_call_answered_with_json_is_cancelled_when_its_connection_drops(
         await exchange.communicator.send_input({"type": "http.disconnect"})  # gone before the answer
         await held.wait_for("cancelled", 1)
         await exchange.stop()
-        await eventually(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
+        await until(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
         modern = modern_body("tools/call", {"name": "hold", "arguments": {"key": "modern"}}, request_id=5)
         exchange = await post_only(client, modern, {**modern_headers(modern), "mcp-session-id": None})
         await held.wait_for("started", 2)
@@ -190,8 +181,8 @@ async def test_a_dropped_stream_is_cancelled_once_its_grace_period_ends(held: He
         await held.wait_for("started", 1)
         await stream.close()
         await held.wait_for("cancelled", 1)
-        await eventually(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
-        await eventually(lambda: not RUNNING)
+        await until(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
+        await until(lambda: not RUNNING)
         assert not orphans.timers
 
 
@@ -274,13 +265,13 @@ async def test_stdio_gives_back_the_slot_of_a_call_it_never_runs(held: Held) -> 
             await server.receive(orjson.dumps(message))
         session = server.session
         assert session is not None
-        await eventually(lambda: held.started == ["a"])
+        await until(lambda: held.started == ["a"])
         await server.receive(orjson.dumps(hold_call("again", "hold", request_id=1)))  # the id is in use
-        await eventually(lambda: any(line.get("id") == 1 and "error" in line for line in lines))
+        await until(lambda: any(line.get("id") == 1 and "error" in line for line in lines))
         await server.receive(orjson.dumps(hold_call("b", "hold", request_id=2)))
         server.running[_key(2)].cancel()  # before its task ever ran
         held.gate.set()
         await asyncio.wait_for(asyncio.gather(*list(server.running.values()), return_exceptions=True), WAIT)
-        await eventually(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{session.pk}") == 0)
+        await until(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{session.pk}") == 0)
         await server.stop()
     assert held.started == ["a"]

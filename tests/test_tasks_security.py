@@ -23,6 +23,7 @@ from mcp_django.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import BASE_SETTINGS, make_user
+from tests.polling import until
 from tests.tasks_wire import headers, message
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
@@ -80,11 +81,12 @@ async def waiting_task(owner: MCPTestClient) -> str:
     created = await result(owner, "tools/call", {"name": "ask_first", "arguments": {}})
     assert created["resultType"] == "task", created
     task_id = str(created["taskId"])
-    for _ in range(100):
-        if (await result(owner, "tasks/get", {"taskId": task_id}))["status"] == "input_required":
-            return task_id
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"task {task_id} never asked its question")
+
+    async def asking() -> bool:
+        return (await result(owner, "tasks/get", {"taskId": task_id}))["status"] == "input_required"
+
+    await until(asking, failure=f"task {task_id} never asked its question")
+    return task_id
 
 
 @pytest.fixture
@@ -122,11 +124,12 @@ async def assert_unreachable(other: MCPTestClient, owner: MCPTestClient, task_id
 
     # The owner still can: answering it lets the task finish.
     await result(owner, "tasks/update", {"taskId": task_id, "inputResponses": GO_ON})
-    for _ in range(100):
-        done = await result(owner, "tasks/get", {"taskId": task_id})
-        if done["status"] not in ("working", "input_required"):
-            break
-        await asyncio.sleep(0.05)
+
+    async def ended() -> dict[str, Any] | None:
+        task = await result(owner, "tasks/get", {"taskId": task_id})
+        return task if task["status"] not in ("working", "input_required") else None
+
+    done = await until(ended, failure=f"task {task_id} never ended")
     assert done["status"] == "completed", done
     assert done["result"]["content"] == [{"type": "text", "text": "went on"}]
 

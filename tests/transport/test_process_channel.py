@@ -13,6 +13,7 @@ import pytest
 from mcp_django.stores import session_cache
 from mcp_django.transport import process
 from mcp_django.transport.process import ProcessChannel
+from tests.polling import until
 
 
 class FlakyLayer:
@@ -41,10 +42,7 @@ async def test_the_listener_logs_a_failed_receive_and_listens_again(monkeypatch:
     channel.joined_at = 1.0
     with caplog.at_level(logging.WARNING, logger="mcp_django.transport"):
         task = asyncio.get_running_loop().create_task(channel.listen("process-channel"))
-        for _ in range(200):  # bounded: the listener runs on this loop
-            if dropped:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: dropped, failure="the listener heard no change after the failed receive")  # it runs on this loop
     try:
         assert dropped == ["s-1"]  # the change after the failure was heard
         assert not task.done()

@@ -300,7 +300,7 @@ async def test_closing_the_response_stream_cancels_the_tool(client):
         await ctx.report_progress(0, 1)
         started.set()
         try:
-            await asyncio.sleep(60)
+            await asyncio.Event().wait()  # runs until cancelled
         except asyncio.CancelledError:
             cancelled.set()
             raise

@@ -19,6 +19,7 @@ from mcp_django.testing import EventStream, MCPTestClient, SSEEvent, _Exchange
 from mcp_django.transport.layers import get_layer, new_stream_token
 from mcp_django.transport.process import RUNNING, SESSIONS_GROUP, ProcessChannel, process_channel
 from mcp_django.stores import ORPHAN_MESSAGE
+from tests.polling import until
 
 from .conftest import mcp_settings
 
@@ -119,11 +120,9 @@ async def test_a_running_request_is_claimed_while_it_runs_and_released_after(ask
     async with stream:
         # Claims are written in batches, Leases.WRITE_DELAY after the request starts.
         async def claimed() -> list[RunningRequest]:
-            while not (rows := [r async for r in RunningRequest.objects.all()]):
-                await asyncio.sleep(0.01)
-            return rows
+            return [r async for r in RunningRequest.objects.all()]
 
-        [row] = await asyncio.wait_for(claimed(), WAIT)
+        [row] = await until(claimed, WAIT, failure="the running request was never claimed")
         assert (row.request_id, row.lease_until > timezone.now()) == ("8", True)
         await asker.notify("notifications/cancelled", {"requestId": 8})
         await stream.read_until_closed(timeout=WAIT)
@@ -131,11 +130,13 @@ async def test_a_running_request_is_claimed_while_it_runs_and_released_after(ask
 
 
 async def test_a_request_answered_within_the_write_delay_is_never_claimed_in_the_database(asker):
-    from mcp_django.transport.process import Leases
+    from mcp_django.transport.process import leases
 
     with mcp_settings(RESPONSE_MODE="sse"):
         assert await asker.call("ping", {}) == {}
-    await asyncio.sleep(Leases.WRITE_DELAY * 3)
+    writer = leases._writer
+    assert writer is not None and writer.get_loop() is asyncio.get_running_loop()  # the ping was claimed ...
+    await asyncio.wait_for(writer, WAIT)  # ... and the batch that would have held it is written
     assert await Event.objects.filter(session_id=asker.session_id).aexists()  # it was answered on a stream
     assert not await RunningRequest.objects.aexists()
 
