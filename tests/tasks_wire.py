@@ -8,13 +8,13 @@ JSON or SSE alike (``MCP_RESPONSE_MODE``).
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
-import time
 from typing import Any
 
 import httpx
+
+from tests import polling
 
 VERSION = "2026-07-28"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -111,14 +111,16 @@ class TasksClient:
     async def wait(self, url: str, task_id: str, *until: str, timeout: float = WAIT) -> tuple[dict[str, Any], list[str]]:
         """Poll tasks/get until the task's status is one of ``until`` (bounded); return the task
         and every status seen on the way."""
-        deadline = time.monotonic() + timeout
         seen: list[str] = []
-        while True:
-            task = await self.get(url, task_id)
-            if not seen or seen[-1] != task["status"]:
-                seen.append(task["status"])
-            if task["status"] in until:
-                return task, seen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"task {task_id} not {' or '.join(until)} after {timeout}s; statuses seen {seen}, last: {task}")
-            await asyncio.sleep(0.1)
+        last: dict[str, Any] = {}
+
+        async def there() -> dict[str, Any] | None:
+            last.update(await self.get(url, task_id))
+            if not seen or seen[-1] != last["status"]:
+                seen.append(last["status"])
+            return dict(last) if last["status"] in until else None
+
+        task = await polling.until(  # looked at as often as a client would (its poll interval)
+            there, timeout, interval=0.1, failure=lambda: f"task {task_id} not {' or '.join(until)}; statuses seen {seen}, last: {last}",
+        )
+        return task, seen

@@ -15,7 +15,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import httpx
 
 from tests.asgi_servers import free_port
+from tests.polling import until, until_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -206,14 +206,13 @@ class Inspector:
 
     async def wait_events(self, session_id: str, stream: str, *, at_least: int, timeout: float = 20.0) -> list[tuple[int, str, bool]]:
         """Poll until a stream has at least ``at_least`` stored events (bounded)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            events = await self.events(session_id, stream)
-            if len(events) >= at_least:
-                return events
-            if time.monotonic() > deadline:
-                raise AssertionError(f"stream {stream} has {len(events)} events after {timeout}s, expected {at_least}")
-            await asyncio.sleep(0.05)
+        events: list[tuple[int, str, bool]] = []
+
+        async def enough() -> list[tuple[int, str, bool]] | None:
+            events[:] = await self.events(session_id, stream)
+            return list(events) if len(events) >= at_least else None
+
+        return await until(enough, timeout, interval=0.05, failure=lambda: f"stream {stream} has {len(events)} events, expected {at_least}")
 
     async def task_run(self, run_id: int) -> dict[str, Any]:
         rows = await self.arows("SELECT status, steps_done, steps_total, finished_at FROM live_taskrun WHERE id = %s", run_id)
@@ -223,14 +222,13 @@ class Inspector:
 
     async def wait_task_run(self, run_id: int, *, until_not: str = "running", timeout: float = 20.0) -> dict[str, Any]:
         """Poll a TaskRun row until its status leaves ``until_not`` (bounded)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            run = await self.task_run(run_id)
-            if run["status"] != until_not:
-                return run
-            if time.monotonic() > deadline:
-                raise AssertionError(f"TaskRun {run_id} still {until_not!r} after {timeout}s: {run}")
-            await asyncio.sleep(0.05)
+        run: dict[str, Any] = {}
+
+        async def left() -> dict[str, Any] | None:
+            run.update(await self.task_run(run_id))
+            return dict(run) if run["status"] != until_not else None
+
+        return await until(left, timeout, interval=0.05, failure=lambda: f"TaskRun {run_id} still {until_not!r}: {run}")
 
     async def task(self, task_id: str) -> dict[str, Any]:
         """A durable task's row (mcp_django.models.Task): who runs it, and how it stands."""
@@ -241,14 +239,13 @@ class Inspector:
 
     async def wait_task_started(self, task_id: str, *, timeout: float = 20.0) -> dict[str, Any]:
         """Poll a task's row until a process has claimed it (bounded)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            task = await self.task(task_id)
-            if task["worker"]:
-                return task
-            if time.monotonic() > deadline:
-                raise AssertionError(f"Task {task_id} not started by any process after {timeout}s: {task}")
-            await asyncio.sleep(0.05)
+        task: dict[str, Any] = {}
+
+        async def claimed() -> dict[str, Any] | None:
+            task.update(await self.task(task_id))
+            return dict(task) if task["worker"] else None
+
+        return await until(claimed, timeout, interval=0.05, failure=lambda: f"Task {task_id} not started by any process: {task}")
 
     async def server_request_state(self, session_id: str, request_id: str) -> str | None:
         rows = await self.arows(
@@ -301,23 +298,22 @@ class Server:
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         """Wait until the endpoint answers a session-less ping."""
-        assert self.proc is not None
-        deadline = time.monotonic() + timeout
+        proc = self.proc
+        assert proc is not None
         ping = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
         headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
         with httpx.Client(timeout=2.0) as client:
-            while True:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.name} exited with {self.proc.returncode} while starting:\n{self.log_tail()}")
+
+            def answers() -> bool:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{self.name} exited with {proc.returncode} while starting:\n{self.log_tail()}")
                 try:
                     # 401: the application answers, to a ping that signs in as nobody (MCP_AUTH=django).
-                    if client.post(self.url, json=ping, headers=headers).status_code in (200, 401):
-                        return
+                    return client.post(self.url, json=ping, headers=headers).status_code in (200, 401)
                 except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{self.name} did not answer within {timeout}s:\n{self.log_tail()}")
-                time.sleep(0.1)
+                    return False
+
+            until_sync(answers, timeout, interval=0.1, failure=lambda: f"{self.name} did not answer:\n{self.log_tail()}")
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, no goodbye, as when a machine dies."""

@@ -15,7 +15,6 @@ whatever happens. Waits are bounded; nothing asserts how long anything took.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.polling import until
 from tests.tasks_wire import TasksClient
 
 from .servers import Deployment, Inspector, PostgresDatabase, RedisDatabase, Server, Worker, base_env
@@ -216,15 +216,16 @@ async def test_tasks_cancel_on_another_process_stops_the_work(tmp_path: Path, cl
         assert (await deployment.db.task(task_id))["status"] == "cancelled"
 
 
-async def until_answered(client: TasksClient, url: str, attempts: int = 150) -> dict[str, Any]:
-    """Call greet until the running cap lets it through (bounded: ``attempts`` of 0.1 s)."""
+async def until_answered(client: TasksClient, url: str) -> dict[str, Any]:
+    """Call greet until the running cap lets it through (bounded)."""
     answer: dict[str, Any] = {}
-    for _ in range(attempts):
-        status, answer = await client.send(url, "tools/call", {"name": "greet", "arguments": {"name": "A"}})
-        if status == 200:
-            return dict(answer["result"])
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"A still refuses calls: its runner did not stop; last answer {answer}")
+
+    async def greeted() -> dict[str, Any] | None:
+        status, reply = await client.send(url, "tools/call", {"name": "greet", "arguments": {"name": "A"}})
+        answer.update(reply)
+        return dict(reply["result"]) if status == 200 else None
+
+    return await until(greeted, 15, interval=0.1, failure=lambda: f"A still refuses calls: its runner did not stop; last answer {answer}")
 
 
 # -- 5. PostgreSQL + Redis: two web processes and a worker -------------------------------------------
