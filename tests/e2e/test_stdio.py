@@ -14,6 +14,8 @@ from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import ElicitResult, TextContent
 
+from tests.polling import until
+
 from .conftest import ExampleDatabase, tool_names
 
 pytestmark = pytest.mark.e2e
@@ -126,7 +128,6 @@ def test_end_of_input_lets_the_last_call_answer_then_exits(example_database: Exa
 def test_sigterm_cancels_what_runs_and_ends_the_session(example_database: ExampleDatabase) -> None:
     import json
     import signal
-    import time
 
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "long_task", "arguments": {"seconds": 30}}}
     process = subprocess.Popen(
@@ -138,7 +139,8 @@ def test_sigterm_cancels_what_runs_and_ends_the_session(example_database: Exampl
     process.stdin.flush()
     session_answer = json.loads(process.stdout.readline())
     assert session_answer["id"] == 1
-    time.sleep(1.5)  # long_task has started
+    started = json.loads(process.stdout.readline())  # long_task logs its TaskRun row as it starts
+    assert started["method"] == "notifications/message" and started["params"]["data"]["status"] == "running", started
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=30)
     assert process.returncode == 0, err.decode()
@@ -166,11 +168,7 @@ async def test_changes_reach_a_stdio_client_in_both_eras(example_database: Examp
     async with Client(stdio_client(command(example_database, auth="none")), mode="legacy", read_timeout_seconds=20,
                       message_handler=on_message) as client:
         await client.call_tool("test_trigger_tool_change", {})
-        for _ in range(100):
-            if any("ToolListChanged" in type(m).__name__ for m in heard):
-                break
-            await asyncio.sleep(0.05)
-    assert any("ToolListChanged" in type(m).__name__ for m in heard), heard
+        await until(lambda: any("ToolListChanged" in type(m).__name__ for m in heard), failure=lambda: f"no list change in {heard}")
 
     # 2026-07-28: subscriptions/listen on the pipe.
     async with Client(stdio_client(command(example_database, auth="none")), mode="2026-07-28", read_timeout_seconds=20) as client:
@@ -216,7 +214,7 @@ def test_logs_roots_and_cancellation_in_both_directions_on_a_raw_pipe(example_da
         process.stdin.write(_lines(*messages))
         process.stdin.flush()
 
-    def until(predicate: Any) -> list[dict[str, Any]]:
+    def read_until(predicate: Any) -> list[dict[str, Any]]:
         seen = []
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -229,29 +227,29 @@ def test_logs_roots_and_cancellation_in_both_directions_on_a_raw_pipe(example_da
     try:
         init = {**INIT, "params": {**INIT["params"], "capabilities": {"roots": {}, "sampling": {}}}}
         send(init, INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "info"}})
-        until(lambda m: m.get("id") == 2)
+        read_until(lambda m: m.get("id") == 2)
         send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "test_tool_with_logging", "arguments": {}}})
-        logged = until(lambda m: m.get("id") == 3)
+        logged = read_until(lambda m: m.get("id") == 3)
         assert [m["params"]["data"] for m in logged if m.get("method") == "notifications/message"][:3] == [
             "Tool execution started", "Tool processing data", "Tool execution completed"]
 
         send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "test_input_required_result_list_roots", "arguments": {}}})
-        (question,) = until(lambda m: m.get("method") == "roots/list")
+        (question,) = read_until(lambda m: m.get("method") == "roots/list")
         send({"jsonrpc": "2.0", "id": question["id"], "result": {"roots": [{"uri": "file:///shelf", "name": "Shelf"}]}})
-        (rooted,) = until(lambda m: m.get("id") == 4)
+        (rooted,) = read_until(lambda m: m.get("id") == 4)
         assert "file:///shelf" in rooted["result"]["content"][0]["text"]
 
         send({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "test_missing_capability", "arguments": {}}})
-        asked = until(lambda m: m.get("method") == "sampling/createMessage")[-1]
-        cancelled = until(lambda m: m.get("method") == "notifications/cancelled")[-1]  # nobody answered in time
+        asked = read_until(lambda m: m.get("method") == "sampling/createMessage")[-1]
+        cancelled = read_until(lambda m: m.get("method") == "notifications/cancelled")[-1]  # nobody answered in time
         assert cancelled["params"]["requestId"] == asked["id"] and cancelled["params"]["reason"] == "timed out"
-        assert until(lambda m: m.get("id") == 5)[-1]["result"]["isError"]
+        assert read_until(lambda m: m.get("id") == 5)[-1]["result"]["isError"]
 
         send({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "long_task", "arguments": {"seconds": 30}}})
-        time.sleep(1)
+        read_until(lambda m: m.get("method") == "notifications/message" and m["params"].get("logger") == "live")  # it runs
         send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 6}},
              {"jsonrpc": "2.0", "id": 7, "method": "ping"})
-        answered = until(lambda m: m.get("id") == 7)
+        answered = read_until(lambda m: m.get("id") == 7)
         assert not any(m.get("id") == 6 for m in answered)  # a cancelled request gets no answer
     finally:
         _, err = process.communicate(timeout=30)  # closes stdin: end of input
