@@ -12,6 +12,8 @@ from mcp import Client, MCPError
 from mcp.client.sse import sse_client
 from mcp.types import ElicitResult
 
+from tests.polling import until
+
 from .conftest import ExampleServer, tool_names
 
 pytestmark = pytest.mark.e2e
@@ -79,8 +81,6 @@ async def test_someone_elses_session_is_not_found_and_the_stream_needs_sign_in(e
 
 @pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")  # logging/setLevel: deprecated in 2026-07-28 only
 async def test_logs_and_change_notifications_travel_on_the_sse_stream(example_server: ExampleServer) -> None:
-    import asyncio
-
     logs: list[Any] = []
     heard: list[Any] = []
 
@@ -95,9 +95,5 @@ async def test_logs_and_change_notifications_travel_on_the_sse_stream(example_se
         await client.set_logging_level("info")
         await client.call_tool("test_tool_with_logging", {})
         await client.call_tool("test_trigger_tool_change", {})
-        for _ in range(100):
-            if any("ToolListChanged" in type(m).__name__ for m in heard):
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: any("ToolListChanged" in type(m).__name__ for m in heard), failure=lambda: f"no list change in {heard}")
     assert [str(log.data) for log in logs][:3] == ["Tool execution started", "Tool processing data", "Tool execution completed"]
-    assert any("ToolListChanged" in type(m).__name__ for m in heard)
