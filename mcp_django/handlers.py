@@ -1,15 +1,15 @@
 """The standard MCP method handlers, built over a site's registry (an ``MCPSite``, seen as an
 :class:`~mcp_django.entries.ServedSite`).
 
-Each handler takes the request params and the :class:`~mcp_django.context.Context`, and returns
-the result dict or raises a protocol error. ``initialize`` is not here: it creates the session,
+Each handler takes its method's params, checked and typed by :mod:`mcp_django.protocol.params`
+(``@takes(method)`` makes it the dispatcher's ``(params dict, Context)`` handler), and returns the
+result dict or raises a protocol error. ``initialize`` is not here: it creates the session,
 which is the transport's business.
 """
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 
@@ -19,8 +19,19 @@ from .context import Context
 from .entries import Access, Completable, agate, gate, listed, queries
 from .protocol.dispatcher import Handler
 from .protocol.errors import InvalidParamsError, ResourceNotFoundError
-from .protocol.lifecycle import parse_log_level
 from .protocol.pagination import decode_cursor, encode_cursor, paginate
+from .protocol.params import (
+    CallToolParams,
+    CompleteParams,
+    GetPromptParams,
+    ListParams,
+    NoParams,
+    PromptRef,
+    ResourceParams,
+    SetLevelParams,
+    is_identifier,
+    takes,
+)
 from .stores import SessionStore, SubscriptionStore
 
 if TYPE_CHECKING:
@@ -31,47 +42,22 @@ if TYPE_CHECKING:
 MAX_COMPLETIONS = 100
 
 
-# C0, DEL and C1: no URI (RFC 3986) or name has them, and PostgreSQL refuses NUL in text.
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def _valid_identifier(value: Any) -> TypeGuard[str]:
-    return isinstance(value, str) and bool(value) and _CONTROL_RE.search(value) is None
-
-
-def _require_str(params: dict[str, Any], key: str) -> str:
-    """A name or URI: a non-empty string without control characters, refused before any lookup."""
-    value = params.get(key)
-    if not isinstance(value, str) or not value:
-        raise InvalidParamsError(f'Invalid params: "{key}" must be a non-empty string')
-    if _CONTROL_RE.search(value):
-        raise InvalidParamsError(f'Invalid params: "{key}" must not contain control characters')
-    return value
-
-
-def _optional_object(params: dict[str, Any], key: str) -> dict[str, Any]:
-    value = params.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidParamsError(f'Invalid params: "{key}" must be an object')
-    return value
-
-
-def _page(items: list[dict[str, Any]], params: dict[str, Any], key: str) -> dict[str, Any]:
-    page, next_cursor = paginate(items, params, mcp_settings.page_size)
+def _page(items: list[dict[str, Any]], params: ListParams, key: str) -> dict[str, Any]:
+    page, next_cursor = paginate(items, params.cursor, mcp_settings.page_size)
     result: dict[str, Any] = {key: page}
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
     return result
 
 
-async def ping(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+@takes("ping")
+async def ping(params: NoParams, ctx: Context) -> dict[str, Any]:
     return {}
 
 
-async def set_log_level(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    level = parse_log_level(params)
+@takes("logging/setLevel")
+async def set_log_level(params: SetLevelParams, ctx: Context) -> dict[str, Any]:
+    level = params.level
     if ctx.session is not None:
         ctx.session.log_level = level
         await SessionStore().aupdate(ctx.session.pk, log_level=level)
@@ -118,7 +104,7 @@ async def target(site: ServedSite, request: Any, method: str, params: dict[str, 
     access to it; ``(None, HIDDEN)`` for other methods and for names the handler will refuse."""
     key = "uri" if method == "resources/read" else "name"
     value = params.get(key)
-    if method not in ("tools/call", "prompts/get", "resources/read") or not _valid_identifier(value):
+    if method not in ("tools/call", "prompts/get", "resources/read") or not is_identifier(value):
         return None, Access.HIDDEN
     if method == "resources/read":
         found = await find_resource(site, request, value)
@@ -127,7 +113,8 @@ async def target(site: ServedSite, request: Any, method: str, params: dict[str, 
     return entry, await agate(entry, request)
 
 
-async def list_tools(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+@takes("tools/list")
+async def list_tools(params: ListParams, ctx: Context) -> dict[str, Any]:
     tools = [t.definition() for t in await visible(ctx.site.get_tools(), ctx)]
     if ctx.request_meta is None:
         # Tasks are a 2026-07-28 extension here: older revisions call every tool plainly.
@@ -143,9 +130,9 @@ def _without_task_support(tool: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in tool.items() if k != "execution"}, **({"execution": rest} if rest else {})}
 
 
-async def call_tool(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    name = _require_str(params, "name")
-    arguments = _optional_object(params, "arguments")
+@takes("tools/call")
+async def call_tool(params: CallToolParams, ctx: Context) -> dict[str, Any]:
+    name, arguments = params.name, params.arguments
     tool = ctx.site.get_tool(name)
     # A tool the user may not use answers like one that does not exist: nothing leaks. (A token
     # lacking the scopes of a tool the user may use got its 403 from the transport already.)
@@ -156,7 +143,7 @@ async def call_tool(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     return await tool.call(arguments, ctx)
 
 
-def _list_resources_page(site: ServedSite, request: Any, params: dict[str, Any], page_size: int) -> dict[str, Any]:
+def _list_resources_page(site: ServedSite, request: Any, params: ListParams, page_size: int) -> dict[str, Any]:
     """Function resources first, then each model's rows by primary key.
 
     The cursor holds the section and the last primary key seen (keyset pagination): page 1,000
@@ -166,8 +153,8 @@ def _list_resources_page(site: ServedSite, request: Any, params: dict[str, Any],
     sections: list[Any] = [None, *site.get_model_mcps()]
     section: Any = 0
     key: Any = None
-    if params.get("cursor") is not None:
-        position = decode_cursor(params["cursor"])
+    if params.cursor is not None:
+        position = decode_cursor(params.cursor)
         section, key = position.get("s"), position.get("k")
         if not isinstance(section, int) or isinstance(section, bool) or not 0 <= section < len(sections):
             raise InvalidParamsError("Invalid params: invalid cursor")
@@ -192,13 +179,15 @@ def _list_resources_page(site: ServedSite, request: Any, params: dict[str, Any],
     return {"resources": items}
 
 
-async def list_resources(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+@takes("resources/list")
+async def list_resources(params: ListParams, ctx: Context) -> dict[str, Any]:
     if not ctx.site.get_model_mcps():
         return _page([r.definition() for r in await visible(ctx.site.get_resources(), ctx)], params, "resources")
     return await sync_to_async(_list_resources_page)(ctx.site, ctx.request, params, mcp_settings.page_size)
 
 
-async def list_resource_templates(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+@takes("resources/templates/list")
+async def list_resource_templates(params: ListParams, ctx: Context) -> dict[str, Any]:
     models = ctx.site.get_model_mcps()
     shown = await visible([*ctx.site.get_resource_templates(), *models], ctx)
     templates = [e.template_definition() if e in models else e.definition() for e in shown]
@@ -214,8 +203,9 @@ def _read_model(model_mcp: Any, request: Any, pk: str, uri: str) -> dict[str, An
     return {"contents": [{"uri": uri, "mimeType": "application/json", "text": orjson.dumps(model_mcp.serialize(obj), default=str).decode()}]}
 
 
-async def read_resource(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    uri = _require_str(params, "uri")
+@takes("resources/read")
+async def read_resource(params: ResourceParams, ctx: Context) -> dict[str, Any]:
+    uri = params.uri
     found = await find_resource(ctx.site, ctx.request, uri)
     if found.access is not Access.VISIBLE:
         raise ResourceNotFoundError(uri)
@@ -241,8 +231,9 @@ async def readable(site: ServedSite, request: Any, uri: str) -> bool:
     return True
 
 
-async def subscribe(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    uri = _require_str(params, "uri")
+@takes("resources/subscribe")
+async def subscribe(params: ResourceParams, ctx: Context) -> dict[str, Any]:
+    uri = params.uri
     # Only what the user may read now: a subscription would otherwise announce changes to rows
     # (and reveal URIs) the user may not see.
     if len(uri) > 2000 or not await readable(ctx.site, ctx.request, uri):
@@ -252,56 +243,48 @@ async def subscribe(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     return {}
 
 
-async def unsubscribe(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    uri = _require_str(params, "uri")
+@takes("resources/unsubscribe")
+async def unsubscribe(params: ResourceParams, ctx: Context) -> dict[str, Any]:
+    uri = params.uri
     if ctx.session is not None:
         await SubscriptionStore().aunsubscribe(ctx.session.pk, uri)
     return {}
 
 
-async def list_prompts(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+@takes("prompts/list")
+async def list_prompts(params: ListParams, ctx: Context) -> dict[str, Any]:
     return _page([p.definition() for p in await visible(ctx.site.get_prompts(), ctx)], params, "prompts")
 
 
-async def get_prompt(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    name = _require_str(params, "name")
-    arguments = _optional_object(params, "arguments")
+@takes("prompts/get")
+async def get_prompt(params: GetPromptParams, ctx: Context) -> dict[str, Any]:
+    name, arguments = params.name, params.arguments
     prompt = ctx.site.get_prompt(name)
     if prompt is None or await agate(prompt, ctx.request) is not Access.VISIBLE:
         raise InvalidParamsError(f"Unknown prompt: {name[:128]}")
     return await prompt.get(arguments, ctx)
 
 
-async def complete(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    ref = _optional_object(params, "ref")
-    argument = _optional_object(params, "argument")
-    name = argument.get("name")
-    value = argument.get("value", "")
-    if not isinstance(name, str) or not isinstance(value, str):
-        raise InvalidParamsError('Invalid params: "argument" needs string "name" and "value"')
-    if _CONTROL_RE.search(name) or _CONTROL_RE.search(value):
-        raise InvalidParamsError('Invalid params: "argument" must not contain control characters')
-    context_args = _optional_object(_optional_object(params, "context"), "arguments")
-    ref_type = ref.get("type")
+@takes("completion/complete")
+async def complete(params: CompleteParams, ctx: Context) -> dict[str, Any]:
+    name, value = params.argument.name, params.argument.value
     entry: Completable | None
     # Completion offers values, so it is gated like a read: anything short of VISIBLE answers
     # exactly as a prompt or template that does not exist.
-    if ref_type == "ref/prompt":
-        prompt_name = _require_str(ref, "name")
+    if isinstance(params.ref, PromptRef):
+        prompt_name = params.ref.name
         entry = ctx.site.get_prompt(prompt_name)
         if entry is None or await agate(entry, ctx.request) is not Access.VISIBLE:
             raise InvalidParamsError(f"Unknown prompt: {prompt_name[:128]}")
-    elif ref_type == "ref/resource":
-        uri = _require_str(ref, "uri")
+    else:
+        uri = params.ref.uri
         model_mcp = next((m for m in ctx.site.get_model_mcps() if m.uri_template == uri), None)
         entry = model_mcp or ctx.site.get_resource_template(uri) or ctx.site.get_resource(uri)
         if entry is None or await agate(entry, ctx.request) is not Access.VISIBLE:
             raise InvalidParamsError(f"Unknown resource template: {uri[:200]}")
-    else:
-        raise InvalidParamsError('Invalid params: "ref.type" must be "ref/prompt" or "ref/resource"')
     # The entry gets the whole Context: model row templates read ctx.request.user, and a
     # function's completer may ask for ctx to filter by the user, as any read path must.
-    values, total = await entry.completions(ctx, name, value, context_args)
+    values, total = await entry.completions(ctx, name, value, params.context_arguments)
     completion: dict[str, Any] = {"values": values[:MAX_COMPLETIONS], "hasMore": len(values) > MAX_COMPLETIONS}
     if total is not None:
         completion["total"] = total

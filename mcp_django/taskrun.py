@@ -44,6 +44,7 @@ from .models import Task
 from .notifications import tell_listeners
 from .protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsError, MCPError, MissingRequiredClientCapabilityError, QuotaExceededError
 from .protocol.modern import RequestMeta
+from .protocol.params import TaskParams, UpdateTaskParams, parse_as
 from .quotas import Caller, RunningSlot, caller_of
 from .rounds import InputRounds, StartTask, well_formed
 
@@ -473,11 +474,14 @@ async def afind(site: ServedSite, request: Any, user: Any, task_id: Any) -> Task
 
 
 async def _find(params: dict[str, Any], ctx: Context) -> Task:
+    # The extension before the params, and the task before the rest of tasks/update's params:
+    # a client without the extension hears -32021 whatever it sent, and an unknown task is
+    # "not found" whatever else is wrong.
     if not declares_tasks(ctx):
         raise MissingRequiredClientCapabilityError(
             f"Declare the {TASKS_EXTENSION} extension to use tasks", required_capabilities=required_capability()
         )
-    task = await afind(ctx.site, ctx.request, ctx.user, params.get("taskId"))
+    task = await afind(ctx.site, ctx.request, ctx.user, parse_as(TaskParams, params).task_id)
     if task is None:
         raise InvalidParamsError("Failed to retrieve task: Task not found")
     return task
@@ -489,10 +493,8 @@ async def get_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 async def update_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     task = await _find(params, ctx)
-    responses = params.get("inputResponses")
-    if not isinstance(responses, dict):
-        raise InvalidParamsError('Invalid params: "inputResponses" must be an object')
-    if await sync_to_async(taskstore.answer)(task.pk, responses):
+    update = parse_as(UpdateTaskParams, params)
+    if await sync_to_async(taskstore.answer)(task.pk, update.input_responses):
         wake(task.pk)
         await announce(task.pk, task.user_id)
     return {}

@@ -75,14 +75,6 @@ def initialize_result(
     return result
 
 
-def parse_log_level(params: dict[str, Any]) -> str:
-    """Validate ``logging/setLevel`` params."""
-    level = params.get("level")
-    if not isinstance(level, str) or level not in LOG_LEVELS:
-        raise InvalidParamsError(f'Invalid params: "level" must be one of {", ".join(LOG_LEVELS)}')
-    return level
-
-
 def level_enabled(message_level: str, threshold: str | None) -> bool:
     """Tell whether a log message at ``message_level`` passes the session's threshold."""
     if threshold is None:

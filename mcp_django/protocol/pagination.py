@@ -32,7 +32,11 @@ def decode_cursor(cursor: Any) -> dict[str, Any]:
 
 def page_offset(params: dict[str, Any]) -> int:
     """Return the list offset a request's ``cursor`` points at (0 without one)."""
-    cursor = params.get("cursor")
+    return cursor_offset(params.get("cursor"))
+
+
+def cursor_offset(cursor: Any) -> int:
+    """Return the list offset ``cursor`` points at (0 for None)."""
     if cursor is None:
         return 0
     offset = decode_cursor(cursor).get("o")
@@ -41,9 +45,10 @@ def page_offset(params: dict[str, Any]) -> int:
     return offset
 
 
-def paginate(items: list[Any], params: dict[str, Any], page_size: int) -> tuple[list[Any], str | None]:
-    """Cut one page out of ``items``; return it and the next cursor (None on the last page)."""
-    offset = page_offset(params)
+def paginate(items: list[Any], cursor: Any, page_size: int) -> tuple[list[Any], str | None]:
+    """Cut the page ``cursor`` points at (the first for None) out of ``items``; return it and
+    the next cursor (None on the last page)."""
+    offset = cursor_offset(cursor)
     if offset > len(items):
         raise InvalidParamsError("Invalid params: invalid cursor")
     page = items[offset : offset + page_size]

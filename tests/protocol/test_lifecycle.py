@@ -11,8 +11,8 @@ from mcp_django.protocol.lifecycle import (
     initialize_result,
     level_enabled,
     parse_initialize,
-    parse_log_level,
 )
+from mcp_django.protocol.params import parse
 from mcp_django.protocol.negotiation import LATEST_VERSION, SUPPORTED_VERSIONS
 
 # --- initialize --------------------------------------------------------------------------
@@ -108,20 +108,20 @@ def test_log_levels_are_rfc5424_least_severe_first():
 
 
 @pytest.mark.parametrize("level", LOG_LEVELS)
-def test_parse_log_level_accepts_every_level(level):
-    assert parse_log_level({"level": level}) == level
+def test_set_level_params_accept_every_level(level):
+    assert parse("logging/setLevel", {"level": level}).level == level
 
 
 @pytest.mark.parametrize("level", [None, "", "DEBUG", "warn", "fatal", " info", 0, ["info"], {"l": 1}, True])
-def test_parse_log_level_rejects_unknown_level(level):
+def test_set_level_params_reject_unknown_level(level):
     with pytest.raises(InvalidParamsError) as exc:
-        parse_log_level({"level": level})
+        parse("logging/setLevel", {"level": level})
     assert exc.value.code == INVALID_PARAMS
 
 
-def test_parse_log_level_rejects_missing_level():
+def test_set_level_params_reject_missing_level():
     with pytest.raises(InvalidParamsError) as exc:
-        parse_log_level({})
+        parse("logging/setLevel", {})
     assert exc.value.code == INVALID_PARAMS
 
 

@@ -97,46 +97,45 @@ def test_page_offset_rejects_bad_cursor_values(cursor):
 def test_paginate_walks_every_item_exactly_once():
     items = list(range(23))
     seen: list[int] = []
-    params: dict = {}
+    cursor = None
     pages = 0
     while True:
-        page, cursor = paginate(items, params, 5)
+        page, cursor = paginate(items, cursor, 5)
         seen.extend(page)
         pages += 1
         if cursor is None:
             break
-        params = {"cursor": cursor}
     assert seen == items
     assert pages == 5
 
 
 def test_paginate_single_page_has_no_next_cursor():
-    assert paginate([1, 2, 3], {}, 10) == ([1, 2, 3], None)
+    assert paginate([1, 2, 3], None, 10) == ([1, 2, 3], None)
 
 
 def test_paginate_exact_multiple_has_no_trailing_empty_page():
-    page, cursor = paginate([1, 2, 3, 4], {}, 2)
+    page, cursor = paginate([1, 2, 3, 4], None, 2)
     assert page == [1, 2]
-    page, cursor = paginate([1, 2, 3, 4], {"cursor": cursor}, 2)
+    page, cursor = paginate([1, 2, 3, 4], cursor, 2)
     assert (page, cursor) == ([3, 4], None)
 
 
 def test_paginate_empty_list():
-    assert paginate([], {}, 10) == ([], None)
+    assert paginate([], None, 10) == ([], None)
 
 
 def test_paginate_cursor_at_the_end_gives_an_empty_last_page():
     # The list may have shrunk since the cursor was issued.
-    assert paginate([1, 2], {"cursor": encode_cursor({"o": 2})}, 5) == ([], None)
+    assert paginate([1, 2], encode_cursor({"o": 2}), 5) == ([], None)
 
 
 def test_paginate_cursor_beyond_the_end_is_invalid_params():
     with pytest.raises(InvalidParamsError) as exc:
-        paginate([1, 2], {"cursor": encode_cursor({"o": 3})}, 5)
+        paginate([1, 2], encode_cursor({"o": 3}), 5)
     assert exc.value.code == INVALID_PARAMS
 
 
 def test_paginate_invalid_cursor_is_invalid_params():
     with pytest.raises(InvalidParamsError) as exc:
-        paginate([1, 2], {"cursor": "nope"}, 5)
+        paginate([1, 2], "nope", 5)
     assert exc.value.code == INVALID_PARAMS

@@ -1,0 +1,298 @@
+"""Method params, declared once per method and checked in one place.
+
+Each method's params are a frozen dataclass whose fields say where their value sits in the
+params (``param("ref.type", ...)``) and the checks it must pass, in order. :func:`parse` walks
+the fields in declaration order, so the first check that fails is the one a client hears about,
+and every failure is an :class:`~.errors.InvalidParamsError` (-32602) with a message of the form
+``Invalid params: "<field>" must ...``. Handlers then take the typed object, not the dict.
+
+Plain dataclasses rather than pydantic models: the messages on the wire are ours, and pydantic's
+would change them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeGuard, TypeVar
+
+from .dispatcher import Handler
+from .errors import InvalidParamsError
+from .lifecycle import LOG_LEVELS
+from .pagination import decode_cursor
+
+P = TypeVar("P")
+
+#: A check takes the value and the field's label, and returns the value (perhaps converted) or
+#: raises InvalidParamsError.
+Check = Callable[[Any, str], Any]
+
+# C0, DEL and C1: no URI (RFC 3986) or name has them, and PostgreSQL refuses NUL in text.
+CONTROL_CHARACTERS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def invalid(label: str, requirement: str) -> InvalidParamsError:
+    """The one form of a params error: ``Invalid params: "<label>" <requirement>``."""
+    return InvalidParamsError(f'Invalid params: "{label}" {requirement}')
+
+
+def is_identifier(value: Any) -> TypeGuard[str]:
+    """Whether ``value`` is a usable name or URI: a non-empty string without control characters."""
+    return isinstance(value, str) and bool(value) and CONTROL_CHARACTERS.search(value) is None
+
+
+# -- checks --------------------------------------------------------------------------------------
+
+
+def non_empty_string(value: Any, label: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise invalid(label, "must be a non-empty string")
+    return value
+
+
+def no_control_characters(value: Any, label: str) -> Any:
+    """A string, or every string field of a parsed object, free of control characters."""
+    texts = [value] if isinstance(value, str) else [v for v in _field_values(value) if isinstance(v, str)]
+    if any(CONTROL_CHARACTERS.search(text) for text in texts):
+        raise invalid(label, "must not contain control characters")
+    return value
+
+
+def optional_object(value: Any, label: str) -> dict[str, Any]:
+    """An object, or nothing (absent or null) read as ``{}``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise invalid(label, "must be an object")
+    return value
+
+
+def required_object(value: Any, label: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise invalid(label, "must be an object")
+    return value
+
+
+def cursor(value: Any, label: str) -> str | None:
+    """An opaque cursor made by this server, or nothing; where it points is the list's business."""
+    if value is None:
+        return None
+    decode_cursor(value)
+    return str(value)
+
+
+def one_of(*choices: str) -> Check:
+    def check(value: Any, label: str) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise invalid(label, f"must be one of {', '.join(choices)}")
+        return value
+
+    return check
+
+
+def string(requirement: str) -> Check:
+    """A string (empty allowed), with the requirement a client is told when it is not one."""
+
+    def check(value: Any, label: str) -> str:
+        if not isinstance(value, str):
+            raise InvalidParamsError(f"Invalid params: {requirement}")
+        return value
+
+    return check
+
+
+def nested(cls: type[Any]) -> Check:
+    """An object parsed as ``cls``, whose fields are looked up inside it."""
+
+    def check(value: Any, label: str) -> Any:
+        return parse_as(cls, value)
+
+    return check
+
+
+def tagged(tag: str, variants: Mapping[str, type[Any]]) -> Check:
+    """An object whose ``tag`` member chooses the class it is parsed as."""
+    requirement = "must be " + " or ".join(f'"{name}"' for name in variants)
+
+    def check(value: Any, label: str) -> Any:
+        kind = value.get(tag) if isinstance(value, dict) else None
+        if not isinstance(kind, str) or kind not in variants:
+            raise invalid(f"{label}.{tag}", requirement)
+        return parse_as(variants[kind], value)
+
+    return check
+
+
+IDENTIFIER: Final = (non_empty_string, no_control_characters)
+
+
+def param(path: str, *checks: Check | tuple[Check, ...], missing: Any = None, label: str | None = None) -> Any:
+    """Declare a params field: where it sits (dotted), its checks in order, the value an absent
+    member stands for, and the name its errors use (the path's last part unless given)."""
+    flat: list[Check] = []
+    for check in checks:
+        flat.extend(check if isinstance(check, tuple) else (check,))
+    keys = tuple(path.split("."))
+    return field(metadata={"path": keys, "checks": tuple(flat), "missing": missing, "label": label or keys[-1]})
+
+
+def _field_values(value: Any) -> list[Any]:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [getattr(value, f.name) for f in dataclasses.fields(value)]
+    return []
+
+
+def _lookup(params: Any, keys: tuple[str, ...], missing: Any) -> Any:
+    value = params
+    for key in keys:
+        if not isinstance(value, dict) or key not in value:
+            return missing
+        value = value[key]
+    return value
+
+
+# -- the params of each method -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NoParams:
+    """A method that reads nothing from its params (``ping``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListParams:
+    """``tools/list``, ``resources/list``, ``resources/templates/list``, ``prompts/list``."""
+
+    cursor: str | None = param("cursor", cursor)
+
+
+@dataclass(frozen=True, slots=True)
+class SetLevelParams:
+    level: str = param("level", one_of(*LOG_LEVELS))
+
+
+@dataclass(frozen=True, slots=True)
+class CallToolParams:
+    name: str = param("name", IDENTIFIER)
+    arguments: dict[str, Any] = param("arguments", optional_object)
+
+
+@dataclass(frozen=True, slots=True)
+class GetPromptParams:
+    name: str = param("name", IDENTIFIER)
+    arguments: dict[str, Any] = param("arguments", optional_object)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceParams:
+    """``resources/read``, ``resources/subscribe``, ``resources/unsubscribe``."""
+
+    uri: str = param("uri", IDENTIFIER)
+
+
+@dataclass(frozen=True, slots=True)
+class PromptRef:
+    name: str = param("name", IDENTIFIER)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRef:
+    uri: str = param("uri", IDENTIFIER)
+
+
+_NAME_AND_VALUE = string('"argument" needs string "name" and "value"')
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionArgument:
+    name: str = param("name", _NAME_AND_VALUE)
+    value: str = param("value", _NAME_AND_VALUE, missing="")
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteParams:
+    # ``ref`` is checked twice, first as an object and last for what it names: a client has
+    # always been told about a malformed argument or context before an unknown ref type.
+    ref_object: dict[str, Any] = param("ref", optional_object)
+    argument: CompletionArgument = param("argument", optional_object, nested(CompletionArgument), no_control_characters)
+    context: dict[str, Any] = param("context", optional_object)
+    context_arguments: dict[str, Any] = param("context.arguments", optional_object)
+    ref: PromptRef | ResourceRef = param("ref", optional_object, tagged("type", {"ref/prompt": PromptRef, "ref/resource": ResourceRef}))
+
+
+@dataclass(frozen=True, slots=True)
+class TaskParams:
+    """``tasks/get``, ``tasks/cancel``: any id; one that names no task of the caller's is "not found"."""
+
+    task_id: Any = param("taskId")
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateTaskParams:
+    task_id: Any = param("taskId")
+    input_responses: dict[str, Any] = param("inputResponses", required_object)
+
+
+#: Each method's params class.
+METHOD_PARAMS: Final[Mapping[str, type[Any]]] = {
+    "ping": NoParams,
+    "logging/setLevel": SetLevelParams,
+    "tools/list": ListParams,
+    "tools/call": CallToolParams,
+    "resources/list": ListParams,
+    "resources/templates/list": ListParams,
+    "resources/read": ResourceParams,
+    "resources/subscribe": ResourceParams,
+    "resources/unsubscribe": ResourceParams,
+    "prompts/list": ListParams,
+    "prompts/get": GetPromptParams,
+    "completion/complete": CompleteParams,
+    "tasks/get": TaskParams,
+    "tasks/update": UpdateTaskParams,
+    "tasks/cancel": TaskParams,
+}
+
+
+# -- parsing -------------------------------------------------------------------------------------
+
+
+def parse_as(cls: type[P], params: dict[str, Any]) -> P:
+    """Check ``params`` against ``cls``'s fields, in order, and return the typed object."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        spec = f.metadata
+        value = _lookup(params, spec["path"], spec["missing"])
+        for check in spec["checks"]:
+            value = check(value, spec["label"])
+        values[f.name] = value
+    return cls(**values)
+
+
+def parse(method: str, params: dict[str, Any]) -> Any:
+    """The typed params of ``method`` (see :data:`METHOD_PARAMS`); -32602 when malformed."""
+    return parse_as(METHOD_PARAMS[method], params)
+
+
+def takes(method: str) -> Callable[[Callable[[Any, Any], Awaitable[dict[str, Any]]]], Handler]:
+    """Make a handler of the typed params of ``method`` into a dispatcher :data:`Handler`.
+
+    Usage::
+
+        @takes("tools/call")
+        async def call_tool(params: CallToolParams, ctx: Context) -> dict[str, Any]: ...
+    """
+    cls = METHOD_PARAMS[method]
+
+    def decorate(handler: Callable[[Any, Any], Awaitable[dict[str, Any]]]) -> Handler:
+        async def handle(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+            return await handler(parse_as(cls, params), ctx)
+
+        handle.__name__ = handler.__name__
+        handle.__qualname__ = handler.__qualname__
+        handle.__doc__ = handler.__doc__
+        handle.__wrapped__ = handler  # type: ignore[attr-defined]
+        return handle
+
+    return decorate
