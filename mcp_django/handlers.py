@@ -143,7 +143,7 @@ async def call_tool(params: CallToolParams, ctx: Context) -> dict[str, Any]:
     return await tool.call(arguments, ctx)
 
 
-def _list_resources_page(site: ServedSite, request: Any, params: ListParams, page_size: int) -> dict[str, Any]:
+def _list_resources_page(site: ServedSite, request: Any, cursor: str | None, page_size: int) -> dict[str, Any]:
     """Function resources first, then each model's rows by primary key.
 
     The cursor holds the section and the last primary key seen (keyset pagination): page 1,000
@@ -153,8 +153,8 @@ def _list_resources_page(site: ServedSite, request: Any, params: ListParams, pag
     sections: list[Any] = [None, *site.get_model_mcps()]
     section: Any = 0
     key: Any = None
-    if params.cursor is not None:
-        position = decode_cursor(params.cursor)
+    if cursor is not None:
+        position = decode_cursor(cursor)
         section, key = position.get("s"), position.get("k")
         if not isinstance(section, int) or isinstance(section, bool) or not 0 <= section < len(sections):
             raise InvalidParamsError("Invalid params: invalid cursor")
@@ -183,7 +183,7 @@ def _list_resources_page(site: ServedSite, request: Any, params: ListParams, pag
 async def list_resources(params: ListParams, ctx: Context) -> dict[str, Any]:
     if not ctx.site.get_model_mcps():
         return _page([r.definition() for r in await visible(ctx.site.get_resources(), ctx)], params, "resources")
-    return await sync_to_async(_list_resources_page)(ctx.site, ctx.request, params, mcp_settings.page_size)
+    return await sync_to_async(_list_resources_page)(ctx.site, ctx.request, params.cursor, mcp_settings.page_size)
 
 
 @takes("resources/templates/list")

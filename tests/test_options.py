@@ -197,7 +197,7 @@ def test_listing_costs_a_bounded_number_of_queries_whatever_the_page_size(page_s
     request.user = owner
     request.user.has_perm("testapp.view_note")  # permissions are cached after the first check
     with django_assert_num_queries(1):
-        page = _list_resources_page(site, request, {}, page_size)
+        page = _list_resources_page(site, request, None, page_size)
     assert len(page["resources"]) == page_size
 
 
