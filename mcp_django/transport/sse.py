@@ -1,6 +1,7 @@
 """One open SSE connection of the Streamable HTTP endpoint: opening a stream, replaying it for a
-resume, writing the events announced on its group, keep-alive, the connection time limit,
-re-checking the credential, and handing the stream over to a newer connection.
+resume, writing the events announced on its group, and handing the stream over to a newer
+connection. Its clocks (keep-alive, the connection time limit, re-checking the credential) are
+:mod:`mcp_django.transport.clocks`.
 
 The events themselves are stored first (see :mod:`mcp_django.transport.streams`); a connection
 only writes them out, so closing it never loses one: the client resumes with ``Last-Event-ID``.
@@ -9,7 +10,6 @@ only writes them out, so closing it never loses one: the client resumes with ``L
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -22,6 +22,7 @@ from ..protocol.sse import encode_comment, encode_event, make_event_id
 from ..stores import get_event_store
 from ..tracing import stream_closed, stream_opened
 from .authentication import still_authenticated
+from .clocks import StreamClocks
 from .flow import WriteFlow, resume_slots
 from .layers import GET_STREAM, get_stream_group, group_send, session_group, stream_group
 from .streams import close_orphaned_streams
@@ -73,11 +74,7 @@ class SSEStream:
         #: The stream's last event was written: nothing of it runs any more.
         self.finished = False
         self.flow: WriteFlow | None = None
-        #: The clocks' next deadlines (keep-alive, re-check, end) on the loop's time.
-        self._clocks = (math.inf, math.inf, math.inf)
-        self._timer: asyncio.TimerHandle | None = None
-        #: The task of a clock that is due, while it runs.
-        self.timers: list[asyncio.Task[Any]] = []
+        self.clocks = StreamClocks(self, settings)
         # Set while this connection is a resume replaying the store (see ResumeSlots).
         self._resume_slot: tuple[str, Any] | None = None
 
@@ -246,61 +243,21 @@ class SSEStream:
                 self.flow.close()
             await self.connection.send_body(last, more_body=False)
 
-    # -- timers ---------------------------------------------------------------------------
+    # -- clocks (see StreamClocks) ---------------------------------------------------------
 
     def start_timers(self) -> None:
-        """Arm the stream's three clocks: keep-alive comments, re-checking the credential, and
-        the connection's time limit. One timer handle, not a task: most POST streams end within
-        milliseconds, and an idle stream then holds a handle instead of a task and its frame;
-        a task runs only for the moment a clock is due (see ``_tick``)."""
+        """Count the stream as open and arm its clocks: keep-alive comments, re-checking the
+        credential, and the connection's time limit."""
         stream_opened(self, "session")
-        keepalive = self.settings.sse_keepalive_seconds
-        reauth = self.settings.sse_reauth_seconds
-        limit = self.settings.sse_max_connection_seconds
-        now = asyncio.get_running_loop().time()
-        self._clocks = (
-            now + keepalive if keepalive > 0 else math.inf,
-            now + reauth if reauth > 0 else math.inf,
-            now + limit if limit is not None else math.inf,
-        )
-        self._arm()
+        self.clocks.start()
 
-    def _arm(self) -> None:
-        due = min(self._clocks)
-        if not self.closed and due != math.inf:
-            self._timer = asyncio.get_running_loop().call_at(due, self._due)
+    async def keepalive(self) -> None:
+        await self.connection.send_body(KEEPALIVE, more_body=True)
 
-    def _due(self) -> None:
-        self._timer = None
-        if not self.closed:
-            self.timers.append(asyncio.get_running_loop().create_task(self._tick()))
+    async def still_authenticated(self) -> bool:
+        return await still_authenticated(self.connection.scope, self.user_id, self.settings)
 
-    async def _tick(self) -> None:
-        try:
-            next_keepalive, next_reauth, end = self._clocks
-            now = asyncio.get_running_loop().time()
-            if now >= end:
-                await self._disconnect()
-                return
-            if now >= next_reauth:
-                next_reauth = now + self.settings.sse_reauth_seconds
-                # Close once the credential no longer names the user who opened the stream (a
-                # revoked or expired token, a logged-out session).
-                if not await still_authenticated(self.connection.scope, self.user_id, self.settings):
-                    await self._disconnect()
-                    return
-            if now >= next_keepalive:
-                next_keepalive = now + self.settings.sse_keepalive_seconds
-                if not self.closed:
-                    await self.connection.send_body(KEEPALIVE, more_body=True)
-            self._clocks = (next_keepalive, next_reauth, end)
-            self._arm()
-        finally:
-            task = asyncio.current_task()
-            if task in self.timers:
-                self.timers.remove(task)
-
-    async def _disconnect(self) -> None:
+    async def disconnect(self) -> None:
         # Through the consumer's own channel, so the close runs in its dispatch loop.
         await self.connection.channel_layer.send(self.connection.channel_name, {"type": "mcp.disconnect"})
 
@@ -310,12 +267,7 @@ class SSEStream:
         self.release_resume_slot()
         if self.flow is not None:
             self.flow.close()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        for timer in self.timers:
-            timer.cancel()
-        self.timers.clear()
+        self.clocks.stop()
 
 
 class ResponseStream:
