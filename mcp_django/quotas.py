@@ -2,10 +2,10 @@
 
 Everything is counted in Django's cache (``QUOTAS["CACHE"]``), so the processes that share a
 cache count together: with Redis, a whole deployment; with the local-memory cache, each
-process alone. ``cache.add`` then ``cache.incr`` is atomic on both, so two concurrent requests
-never both take the last unit of a limit. On the local-memory cache, which no other process
-sees, the counters are plain integers in this process (:class:`LocalCounts`) rather than
-entries of the cache: the same counts, without the cache's key checks and pickling.
+process alone. How a cache counts is its backend's business (:mod:`mcp_django.quota_backends`:
+in this process for the local-memory cache, pipelines for Redis, ``add`` and ``incr`` for any
+other); every backend counts atomically, so two concurrent requests never both take the last
+unit of a limit.
 
 Who is counted (:func:`caller_of`):
 
@@ -22,30 +22,26 @@ the engine hands each one to ``Engine.quota_refused`` before answering it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import hashlib
 import logging
 import math
 import re
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.core.cache import BaseCache, caches
-from django.core.cache.backends.locmem import LocMemCache
-from django.core.cache.backends.redis import RedisCache
-from django.core.signals import setting_changed
+from django.core.cache import BaseCache
 from django.utils import timezone
 
 from .conf import mcp_settings
 from .models import Elicitation, Session
 from .protocol.errors import QuotaExceededError
-
-T = TypeVar("T")
+from .quota_backends import KEY_PREFIX as KEY_PREFIX  # this module's API before the backends had one
+from .quota_backends import BaseCounters, Scope, cache_key, counters_for
+from .quota_backends import aclose_clients as aclose_clients
+from .quota_backends import cache_for as cache_for
+from .quota_backends import forget_local_counts as forget_local_counts
 
 #: The keys of ``MCP_DJANGO["QUOTAS"]`` (their defaults are in ``conf.DEFAULTS``).
 RATE_KEYS = ("TOOL_CALLS", "TOOL_CALLS_PER_CLIENT")
@@ -64,9 +60,6 @@ UNITS = {
 _RATE_RE = re.compile(r"\s*(\d+)\s*/\s*(\d*)\s*([a-z]+)\s*")
 
 logger = logging.getLogger("mcp_django.quotas")
-
-#: Every cache key of this module starts so (then a SHA-256 of who and what is counted).
-KEY_PREFIX = "mcp_django:quota"
 
 
 def now() -> float:
@@ -149,8 +142,13 @@ class Quotas:
         return self.tool_calls is not None or self.tool_calls_per_client is not None or bool(self.per_tool)
 
     @property
+    def counters(self) -> BaseCounters:
+        """The backend that counts in the cache ``QUOTAS["CACHE"]`` names."""
+        return counters_for(self.cache_alias)
+
+    @property
     def cache(self) -> BaseCache:
-        return cache_for(self.cache_alias)
+        return self.counters.cache
 
 
 _parsed: tuple[Any, Quotas] | None = None
@@ -193,333 +191,6 @@ def caller_of(request: Any, user: Any) -> Caller:
     return Caller(f"address:{address}", None, client, str(address))
 
 
-@functools.lru_cache(maxsize=4096)
-def cache_key(kind: str, *parts: str) -> str:
-    """A namespaced key; what it counts is hashed (ids, addresses and tool names stay out of
-    the cache's key space, and any length fits memcached's 250 characters)."""
-    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:40]
-    return f"{KEY_PREFIX}:{kind}:{digest}"
-
-
-_process_caches: dict[str, BaseCache] = {}
-
-
-def cache_for(alias: str) -> BaseCache:
-    """This process's client of the cache ``alias``, made once. (``caches[alias]`` is one per
-    asyncio task: under ASGI every request built a new Redis client with its own connection
-    pool and connected again; bench/ found that half the CPU of a call on Redis.)"""
-    cache = _process_caches.get(alias)
-    if cache is None:
-        cache = _process_caches[alias] = caches.create_connection(alias)
-    return cache
-
-
-def _forget_caches(*, setting: str, **kwargs: Any) -> None:
-    if setting == "CACHES":
-        for cache in _process_caches.values():
-            _disconnect(cache)
-        _process_caches.clear()
-
-
-class LocalCounts:
-    """The quota counters of a cache in this process's memory (Django's LocMemCache).
-
-    No other process sees such a cache, so its counters need none of the cache's machinery:
-    rate counters are plain integers here, each lapsing ``timeout`` seconds after it was made,
-    as the cache's entry would; held slots (:class:`LeasedSlot`) are counted without leases, as
-    nothing in this process's memory outlives it. The cache's own key checks, lock and pickling
-    cost about 5 us per count, and a tools/call counted nine times (its rate limit, then its
-    running slot taken and given back in two scopes and two buckets: bench/profile.py).
-    """
-
-    #: Seconds between two sweeps of the counters that lapsed (they are ignored until then).
-    SWEEP = 10.0
-
-    def __init__(self) -> None:
-        # Sync callers (check_tool_calls) may count from worker threads.
-        self._lock = threading.Lock()
-        self._counts: dict[str, int] = {}
-        self._ends: dict[str, float] = {}
-        self._next_sweep = 0.0
-        #: Slots held, by (kind, limit, who); a scope holding none has no entry.
-        self._held: dict[tuple[str, str, str], int] = {}
-
-    def hit(self, keys: list[str], timeout: float) -> list[int]:
-        """Count one more on each of ``keys`` (made to last ``timeout`` s when new); the new counts."""
-        at = time.monotonic()
-        counts = []
-        with self._lock:
-            if at >= self._next_sweep:
-                self._sweep(at)
-            for key in keys:
-                ends = self._ends.get(key)
-                if ends is None or ends <= at:
-                    self._ends[key] = at + timeout
-                    count = 1
-                else:
-                    count = self._counts[key] + 1
-                self._counts[key] = count
-                counts.append(count)
-        return counts
-
-    def unhit(self, keys: list[str]) -> None:
-        """Give back one count on each of ``keys`` that has not lapsed."""
-        at = time.monotonic()
-        with self._lock:
-            for key in keys:
-                ends = self._ends.get(key)
-                if ends is not None and ends > at:
-                    self._counts[key] -= 1
-
-    def hold(self, scopes: list[tuple[str, str, str]]) -> list[int]:
-        """One more slot held in each of ``scopes``; the new counts."""
-        counts = []
-        with self._lock:
-            for scope in scopes:
-                count = self._held[scope] = self._held.get(scope, 0) + 1
-                counts.append(count)
-        return counts
-
-    def unhold(self, scopes: list[tuple[str, str, str]]) -> None:
-        """One slot fewer held in each of ``scopes``."""
-        with self._lock:
-            for scope in scopes:
-                count = self._held.get(scope, 0) - 1
-                if count > 0:
-                    self._held[scope] = count
-                else:
-                    self._held.pop(scope, None)
-
-    def holding(self, scope: tuple[str, str, str]) -> int:
-        """How many slots ``scope`` holds."""
-        return self._held.get(scope, 0)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._counts.clear()
-            self._ends.clear()
-            self._held.clear()
-
-    def _sweep(self, at: float) -> None:
-        for key in [key for key, ends in self._ends.items() if ends <= at]:
-            del self._ends[key], self._counts[key]
-        self._next_sweep = at + self.SWEEP
-
-
-def _local(cache: BaseCache) -> LocalCounts | None:
-    """The counters of ``cache`` kept in this process, when it is a local-memory cache."""
-    if not isinstance(cache, LocMemCache):
-        return None
-    try:
-        counts: LocalCounts = cache.__dict__["_mcp_django_counts"]
-    except KeyError:
-        counts = cache.__dict__["_mcp_django_counts"] = LocalCounts()
-    return counts
-
-
-def forget_local_counts() -> None:
-    """Forget every quota count kept in this process for a local-memory cache, as clearing that
-    cache forgot them when they were its entries (tests start each from zero so)."""
-    for cache in _process_caches.values():
-        local = cache.__dict__.get("_mcp_django_counts")
-        if local is not None:
-            local.clear()
-
-
-def _disconnect(cache: BaseCache) -> None:
-    # A Redis cache dropped with its pool still connected leaves its sockets to the garbage
-    # collector, which closes them with a ResourceWarning (whenever it next runs, in whatever code).
-    if isinstance(cache, RedisCache):
-        pools: dict[int, Any] = getattr(cache._cache, "_pools", {})
-        for pool in pools.values():
-            pool.disconnect()
-
-
-setting_changed.connect(_forget_caches)
-
-
-async def _off_loop(cache: BaseCache, fn: Callable[..., T], *args: Any) -> T:
-    """Run ``fn`` on the loop for a cache in this process's memory (no I/O: a thread hop would
-    cost more than the work), in a worker thread for any other (a network round trip)."""
-    if isinstance(cache, LocMemCache):
-        return fn(*args)
-    return await sync_to_async(fn, thread_sensitive=False)(*args)
-
-
-#: DECR only a counter that is there (a lapsed one stays gone), in one round trip.
-_DECR_EXISTING = "if redis.call('exists', KEYS[1]) == 1 then return redis.call('decr', KEYS[1]) end return nil"
-
-
-def _redis(cache: BaseCache, key: str) -> tuple[Any, str] | None:
-    """Django's Redis cache's own client and the full key, to count in one round trip: its
-    ``add`` then ``incr`` took three (incr checks EXISTS first), on every tools/call."""
-    if not isinstance(cache, RedisCache):
-        return None
-    full = cache.make_and_validate_key(key)
-    # Made once per cache object: Django builds a new redis.Redis on every call, which costs
-    # more than the round trip (bench/profile.py).
-    client = cache.__dict__.get("_mcp_django_client")
-    if client is None:
-        client = cache.__dict__["_mcp_django_client"] = cache._cache.get_client(full, write=True)
-    return client, full
-
-
-def _async_redis(cache: BaseCache) -> Any | None:
-    """An asyncio client of Django's Redis cache's write server for the running loop (made once
-    per loop), or None where the cache is not Redis or its client is customized. Counting on it
-    takes no thread: the thread hop around the sync client cost as much CPU as the round trip
-    itself (bench/profile.py, on PostgreSQL + Redis)."""
-    if not isinstance(cache, RedisCache):
-        return None
-    try:
-        clients: _AsyncClients | None = cache.__dict__["_mcp_django_aclients"]
-    except KeyError:
-        clients = cache.__dict__["_mcp_django_aclients"] = _AsyncClients.of(cache)
-    return clients.get() if clients is not None else None
-
-
-class _AsyncClients:
-    """The asyncio clients of one Redis cache, one per event loop (a connection belongs to the
-    loop that opened it)."""
-
-    def __init__(self, url: str, options: dict[str, Any]) -> None:
-        self.url = url
-        self.options = options
-        # Not weak keys: a client that has connected holds its loop (through its connections'
-        # streams), so a weak key would never go. Clients of closed loops are dropped instead.
-        self.by_loop: dict[asyncio.AbstractEventLoop, Any] = {}
-
-    @classmethod
-    def of(cls, cache: RedisCache) -> _AsyncClients | None:
-        """The clients of ``cache``, or None when it has a parser or pool class of its own,
-        which may have no asyncio twin: such a cache keeps counting in a thread."""
-        import redis  # there: Django's RedisCache needs it (an optional dependency of ours)
-
-        client: Any = cache._cache
-        options = dict(client._pool_options)
-        if options.pop("parser_class", None) is not redis.connection.DefaultParser or client._pool_class is not redis.ConnectionPool:
-            return None
-        return cls(client._servers[0], options)
-
-    def get(self) -> Any:
-        import redis.asyncio
-
-        loop = asyncio.get_running_loop()
-        client = self.by_loop.get(loop)
-        if client is None:
-            # A process that runs one loop after another (asyncio.run per call, a test suite's
-            # loop per test) would otherwise keep a client and its open socket for each.
-            for closed in [other for other in self.by_loop if other.is_closed()]:
-                del self.by_loop[closed]
-            client = self.by_loop[loop] = redis.asyncio.Redis.from_url(self.url, **self.options)
-        return client
-
-
-async def aclose_clients() -> None:
-    """Close the running loop's asyncio Redis clients (tests end a loop with this; a server's
-    loop lives as long as its process)."""
-    loop = asyncio.get_running_loop()
-    for cache in _process_caches.values():
-        clients = cache.__dict__.get("_mcp_django_aclients")
-        client = clients.by_loop.pop(loop, None) if clients is not None else None
-        if client is not None:
-            await client.aclose()
-
-
-def _queue_hits(pipe: Any, cache: BaseCache, keys: list[str], timeout: float) -> None:
-    # SET NX then INCR: works on every Redis version (EXPIRE NX needs 7.0), and the value stays
-    # a plain integer, as Django's own incr leaves it.
-    for key in keys:
-        full = cache.make_and_validate_key(key)
-        pipe.set(full, 0, ex=max(1, math.ceil(timeout)), nx=True)
-        pipe.incr(full)
-
-
-def _queue_unhits(pipe: Any, cache: BaseCache, keys: list[str]) -> None:
-    for key in keys:
-        pipe.eval(_DECR_EXISTING, 1, cache.make_and_validate_key(key))
-
-
-def _hit(cache: BaseCache, key: str, timeout: float) -> int:
-    """Count one more on ``key`` (made with ``timeout`` when new); the new count."""
-    return _hit_many(cache, [key], timeout)[0]
-
-
-def _hit_many(cache: BaseCache, keys: list[str], timeout: float) -> list[int]:
-    """:func:`_hit` on each of ``keys``; on Redis in one round trip."""
-    local = _local(cache)
-    if local is not None:
-        return local.hit(keys, timeout)
-    redis = _redis(cache, keys[0]) if keys else None
-    if redis is not None:
-        pipe = redis[0].pipeline(transaction=False)
-        _queue_hits(pipe, cache, keys, timeout)
-        return [int(count) for count in pipe.execute()[1::2]]
-    return [_count(cache, key, timeout) for key in keys]
-
-
-async def _ahit_many(cache: BaseCache, keys: list[str], timeout: float) -> list[int]:
-    """:func:`_hit_many` without blocking the loop: on Redis with an asyncio client, on the
-    local-memory cache inline, on any other cache in a worker thread."""
-    local = _local(cache)
-    if local is not None:
-        return local.hit(keys, timeout)
-    client = _async_redis(cache) if keys else None
-    if client is None:
-        return await _off_loop(cache, _hit_many, cache, keys, timeout)
-    pipe = client.pipeline(transaction=False)
-    _queue_hits(pipe, cache, keys, timeout)
-    return [int(count) for count in (await pipe.execute())[1::2]]
-
-
-def _count(cache: BaseCache, key: str, timeout: float) -> int:
-    """The portable count, on any cache that keeps counters: incr, and add first where the
-    counter is not there yet (most counts find it: the add is skipped)."""
-    for _ in range(3):
-        try:
-            return int(cache.incr(key))
-        except ValueError:
-            cache.add(key, 0, timeout=timeout)  # new (or expired, or evicted): make it, count again
-    raise RuntimeError(f"The cache {cache!r} does not keep counters; QUOTAS needs one that does")
-
-
-def _unhit(cache: BaseCache, key: str) -> None:
-    _unhit_many(cache, [key])
-
-
-def _unhit_many(cache: BaseCache, keys: list[str]) -> None:
-    """Give back one count on each of ``keys`` (a lapsed counter stays gone); on Redis in one
-    round trip."""
-    local = _local(cache)
-    if local is not None:
-        local.unhit(keys)
-        return
-    redis = _redis(cache, keys[0]) if keys else None
-    if redis is not None:
-        pipe = redis[0].pipeline(transaction=False)
-        _queue_unhits(pipe, cache, keys)
-        pipe.execute()
-        return
-    for key in keys:
-        with contextlib.suppress(ValueError):  # gone already: nothing left to give back
-            cache.decr(key)
-
-
-async def _aunhit_many(cache: BaseCache, keys: list[str]) -> None:
-    """:func:`_unhit_many` without blocking the loop (as :func:`_ahit_many`)."""
-    local = _local(cache)
-    if local is not None:
-        local.unhit(keys)
-        return
-    client = _async_redis(cache) if keys else None
-    if client is None:
-        await _off_loop(cache, _unhit_many, cache, keys)
-        return
-    pipe = client.pipeline(transaction=False)
-    _queue_unhits(pipe, cache, keys)
-    await pipe.execute()
-
-
 # -- rate limits ------------------------------------------------------------------------------
 
 
@@ -528,12 +199,12 @@ def check_tool_calls(caller: Caller, names: list[str | None]) -> list[QuotaExcee
     limits, in order; for each, None or the error that refuses it. Every call counts against
     each limit that applies, up to the one that refuses it."""
     quotas = current()
-    cache = quotas.cache
+    counters = quotas.counters
     results: list[QuotaExceededError | None] = []
     for name in names:
         at, error = now(), None
         for limit in _limits(quotas, caller, name):
-            error = limit.refusal(_hit(cache, limit.key(at), limit.rate.period + 1), at)
+            error = limit.refusal(counters.hit([limit.key(at)], limit.rate.period + 1)[0], at)
             if error is not None:
                 break
         results.append(error)
@@ -546,14 +217,12 @@ async def acheck_tool_calls(caller: Caller, names: list[str | None]) -> list[Quo
     quotas = current()
     if not quotas.limits_calls:
         return [None] * len(names)
-    cache = quotas.cache
-    local = _local(cache)
+    counters = quotas.counters
     results: list[QuotaExceededError | None] = []
     for name in names:
         at, error = now(), None
         for limit in _limits(quotas, caller, name):
-            keys = [limit.key(at)]
-            counts = local.hit(keys, limit.rate.period + 1) if local is not None else await _ahit_many(cache, keys, limit.rate.period + 1)
+            counts = await counters.ahit([limit.key(at)], limit.rate.period + 1)
             error = limit.refusal(counts[0], at)
             if error is not None:
                 break
@@ -701,45 +370,32 @@ class LeasedSlot:
     never hold one for good.
 
     On a local-memory cache, which only this process sees, a slot is counted in the process
-    (:class:`LocalCounts`) without buckets or renewals: the counts die with the process anyway.
+    (:class:`~mcp_django.quota_backends.InProcessCounters`) without buckets or renewals: the
+    counts die with the process anyway.
     """
 
-    def __init__(self, kind: str, counters: list[tuple[str, str, int | None]], *, lease: float, cache_alias: str) -> None:
+    def __init__(self, kind: str, counters: list[tuple[str, str, int | None]], *, lease: float, backend: BaseCounters) -> None:
         #: What is counted: part of every key.
         self.kind = kind
         #: (limit, who, cap or None) for each scope this slot counts in.
         self.counters = counters
+        self.scopes: list[Scope] = [(kind, limit, who) for limit, who, _ in counters]
         self.lease = lease
-        self.cache_alias = cache_alias
+        #: What counts the slot (chosen by the cache).
+        self.backend = backend
         self.buckets: list[int] = []
         #: Each counter's count, this slot included, when it was taken.
         self.counts: list[int] = []
         self.released = False
-        #: Where the slot is counted when the cache is this process's own (see LocalCounts), and in what.
-        self.local: LocalCounts | None = None
-        self.scopes: list[tuple[str, str, str]] = []
 
     @classmethod
     async def take(cls, kind: str, counters: list[tuple[str, str, int | None]]) -> LeasedSlot:
         """Take a slot on ``counters``; QuotaExceededError (429) when one with a cap is over it."""
-        quotas = current()
-        slot = cls(kind, counters, lease=max(1.0, mcp_settings.request_lease_seconds), cache_alias=quotas.cache_alias)
-        local = _local(quotas.cache)
-        if local is not None:
-            slot._take_local(local)
-            return slot
+        slot = cls(kind, counters, lease=max(1.0, mcp_settings.request_lease_seconds), backend=current().counters)
         await slot._take()
-        _renewer.add(slot)
+        if slot.backend.leased:
+            _renewer.add(slot)
         return slot
-
-    def _take_local(self, local: LocalCounts) -> None:
-        self.scopes = scopes = [(self.kind, limit, who) for limit, who, _ in self.counters]
-        self.counts = local.hold(scopes)
-        for (limit, _, cap), count in zip(self.counters, self.counts, strict=True):
-            if cap is not None and count > cap:
-                local.unhold(scopes)
-                raise self.refusal(limit, cap)
-        self.local = local
 
     @classmethod
     async def per_session_and_caller(
@@ -757,33 +413,27 @@ class LeasedSlot:
     def refusal(self, limit: str, cap: int) -> QuotaExceededError:
         return QuotaExceededError(f"Too many: {limit} is {cap}", limit=limit, details={"max": cap})
 
-    def _key(self, limit: str, who: str, bucket: int) -> str:
-        return cache_key(self.kind, limit, who, str(self.lease), str(bucket))
-
     def _wanted(self, at: float) -> list[int]:
+        if not self.backend.leased:
+            return []
         bucket = int(at // self.lease)
         return [bucket, bucket + 1] if at - bucket * self.lease >= self.lease / 2 else [bucket]
 
     async def _take(self) -> None:
-        cache = cache_for(self.cache_alias)
         buckets = self._wanted(now())
-        keys = [self._key(limit, who, bucket) for limit, who, _ in self.counters for bucket in buckets]
-        counts = await _ahit_many(cache, keys, 3 * self.lease)
-        self.counts = [counts[index * len(buckets)] for index in range(len(self.counters))]  # the current buckets'
+        self.counts = await self.backend.ahold(self.scopes, self.lease, buckets)
         for (limit, _, cap), count in zip(self.counters, self.counts, strict=True):
             if cap is not None and count > cap:
-                await _aunhit_many(cache, keys)
+                await self.backend.arelease(self.scopes, self.lease, buckets)
                 raise self.refusal(limit, cap)
         self.buckets = buckets
 
     async def _register(self, bucket: int) -> None:
         if bucket in self.buckets:
             return
-        cache = cache_for(self.cache_alias)
-        keys = [self._key(limit, who, bucket) for limit, who, _ in self.counters]
-        await _ahit_many(cache, keys, 3 * self.lease)
+        await self.backend.ahold(self.scopes, self.lease, [bucket])
         if self.released:  # released while this counted: give this one back too
-            await _aunhit_many(cache, keys)
+            await self.backend.arelease(self.scopes, self.lease, [bucket])
             return
         # Past buckets count for nobody any more: only those from the current one on are kept.
         self.buckets = [b for b in self.buckets if b >= int(now() // self.lease)] + [bucket]
@@ -798,16 +448,16 @@ class LeasedSlot:
     async def _give_back(self, buckets: list[int]) -> None:
         current_bucket = int(now() // self.lease)
         # Older buckets count for nobody any more.
-        keys = [self._key(limit, who, bucket) for bucket in buckets if bucket >= current_bucket for limit, who, _ in self.counters]
-        await _aunhit_many(cache_for(self.cache_alias), keys)
+        await self.backend.arelease(self.scopes, self.lease, [bucket for bucket in buckets if bucket >= current_bucket])
 
     async def release(self) -> None:
         """Give the slot back (once; later calls do nothing)."""
         if self.released:
             return
         self.released = True
-        if self.local is not None:
-            self.local.unhold(self.scopes)  # at once: nothing to await, nothing to shield
+        if not self.backend.leased:
+            # In this process: nothing suspends, so a cancellation cannot cut it short (no shield).
+            await self.backend.arelease(self.scopes, self.lease, [])
             return
         _renewer.discard(self)
         buckets, self.buckets = self.buckets, []
@@ -905,12 +555,7 @@ def held(kind: str, limit: str, who: str) -> int:
     """How many ``kind`` slots (``"streams"``, ``"running"``) count against ``limit`` for ``who``
     now (``"session:<id>"`` or a :attr:`Caller.key`): for operators and tests."""
     lease = max(1.0, mcp_settings.request_lease_seconds)
-    cache = current().cache
-    local = _local(cache)
-    if local is not None:
-        return local.holding((kind, limit, who))
-    value = cache.get(cache_key(kind, limit, who, str(lease), str(int(now() // lease))))
-    return max(0, int(value or 0))
+    return current().counters.holding((kind, limit, who), lease, int(now() // lease))
 
 
 def open_streams(limit: str, who: str) -> int:

@@ -21,7 +21,7 @@ from django.test import override_settings
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
-from mcp_django import quotas
+from mcp_django import quota_backends, quotas
 from mcp_django.checks import check_settings
 from mcp_django.elicitation import services
 from mcp_django.engine import Principal
@@ -584,18 +584,17 @@ def test_counters_on_django_s_redis_cache_count_expire_and_give_back() -> None:
         "quota": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location, "KEY_PREFIX": secrets.token_hex(4)},
     }
     with override_settings(CACHES=caches_setting):
-        cache = quotas.cache_for("quota")
-        key = quotas.cache_key("test", "who")
-        assert [quotas._hit(cache, key, 30) for _ in range(3)] == [1, 2, 3]
+        counters = _redis_counters()
+        cache, key = counters.cache, quotas.cache_key("test", "who")
+        assert [counters.hit([key], 30)[0] for _ in range(3)] == [1, 2, 3]
         assert cache.get(key) == 3  # a plain integer, as Django's own incr leaves it
-        client, full = quotas._redis(cache, key)  # type: ignore[misc]
-        assert 0 < client.ttl(full) <= 30  # the window's expiry, set once, when it was made
-        quotas._unhit(cache, key)
+        assert 0 < counters.redis.client.ttl(cache.make_and_validate_key(key)) <= 30  # the window's expiry, set once, when it was made
+        counters.unhit([key])
         assert cache.get(key) == 2
         cache.delete(key)
-        quotas._unhit(cache, key)  # a counter that lapsed stays gone (never -1)
+        counters.unhit([key])  # a counter that lapsed stays gone (never -1)
         assert cache.get(key) is None
-        assert quotas._hit(cache, key, 30) == 1
+        assert counters.hit([key], 30) == [1]
 
 
 def test_a_rate_limit_on_redis_refuses_over_the_rate(clock: Clock) -> None:
@@ -634,6 +633,12 @@ async def test_stream_slots_on_redis_are_taken_refused_and_given_back(clock: Clo
         await quotas.aclose_clients()
 
 
+def _redis_counters() -> quota_backends.RedisCounters:
+    counters = quota_backends.counters_for("quota")
+    assert isinstance(counters, quota_backends.RedisCounters)
+    return counters
+
+
 def _redis_caches(**options: Any) -> dict[str, Any]:
     return {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
@@ -650,7 +655,7 @@ async def test_on_redis_the_event_loop_counts_with_an_asyncio_client_and_takes_n
     async def no_thread(*args: Any) -> Any:
         raise AssertionError("counted in a worker thread")
 
-    monkeypatch.setattr(quotas, "_off_loop", no_thread)
+    monkeypatch.setattr(quota_backends, "_in_thread", no_thread)
     with override_settings(CACHES=_redis_caches()), limits(CACHE="quota", TOOL_CALLS="2/minute", STREAMS_PER_USER=1):
         caller = quotas.Caller("user:11", 11)
         results = [(await quotas.acheck_tool_calls(caller, ["add"]))[0] for _ in range(3)]
@@ -678,18 +683,18 @@ def test_on_redis_one_loop_after_another_keeps_one_asyncio_client(clock: Clock) 
 
         async def call() -> None:
             assert (await quotas.acheck_tool_calls(caller, ["add"]))[0] is None
-            client = quotas._async_redis(quotas.cache_for("quota"))
+            client = _redis_counters().async_client()
             made.append(weakref.ref(client))
             # Its connection closed here, so that dropping it later warns of no open socket.
             await client.connection_pool.disconnect()
 
         for _ in range(5):
             asyncio.run(call())
-        clients = quotas.cache_for("quota").__dict__["_mcp_django_aclients"]
-        assert len(clients.by_loop) == 1  # the last loop's
+        clients = _redis_counters().async_clients
+        assert len(clients) == 1  # the last loop's
         gc.collect()
         assert [ref() is None for ref in made] == [True, True, True, True, False]
-        clients.by_loop.clear()
+        clients.clear()
 
 
 async def test_a_redis_cache_with_its_own_parser_counts_in_a_worker_thread(clock: Clock) -> None:
@@ -699,7 +704,7 @@ async def test_a_redis_cache_with_its_own_parser_counts_in_a_worker_thread(clock
     custom = next(f"redis._parsers.{m}._{m.upper()}Parser" for m in ("resp2", "resp3") if redis.connection.DefaultParser.__name__ != f"_{m.upper()}Parser")
     caches_setting = _redis_caches(parser_class=custom)
     with override_settings(CACHES=caches_setting), limits(CACHE="quota", TOOL_CALLS="1/minute"):
-        assert quotas._async_redis(quotas.cache_for("quota")) is None
+        assert _redis_counters().async_client() is None
         caller = quotas.Caller("user:12", 12)
         first, second = [(await quotas.acheck_tool_calls(caller, ["add"]))[0] for _ in range(2)]
     assert first is None and isinstance(second, QuotaExceededError)
