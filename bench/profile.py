@@ -33,7 +33,7 @@ from bench.servers import KINDS, OPS_OFF, Env, PostgresDatabase, RedisDatabase, 
 LAYERS = (
     ("audit trail", ("mcp_django/audit.py",)),
     ("event store", ("mcp_django/stores/",)),
-    ("quotas", ("mcp_django/quotas.py",)),
+    ("quotas", ("mcp_django/quotas.py", "mcp_django/quota_backends.py")),
     ("tracing", ("mcp_django/tracing.py",)),
     ("channel layer (ours, channels_redis)", ("mcp_django/transport/layers.py", "(channels_redis/")),
     ("our transport (consumer, SSE, checks)", ("mcp_django/transport/",)),
