@@ -37,7 +37,9 @@ from django.utils import timezone
 from .conf import mcp_settings
 from .models import Elicitation, Session
 from .protocol.errors import QuotaExceededError
-from .quota_backends import KEY_PREFIX as KEY_PREFIX  # this module's API before the backends had one
+
+# The "x as x" names stay importable from here: this module's own before counting moved out.
+from .quota_backends import KEY_PREFIX as KEY_PREFIX
 from .quota_backends import BaseCounters, Scope, cache_key, counters_for
 from .quota_backends import aclose_clients as aclose_clients
 from .quota_backends import cache_for as cache_for
