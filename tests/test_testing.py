@@ -112,3 +112,11 @@ async def test_request_does_not_resume_when_told_not_to():
 
 def test_parser_dispatches_no_event_without_a_data_line():
     assert parse_sse(b"id: s:1\n\ndata: x\n\n") == [SSEEvent("x")]
+
+
+def test_the_test_settings_hash_passwords_fast() -> None:
+    # PBKDF2 cost a third of a second per created user; the in-process suite creates hundreds.
+    from django.conf import settings
+    from django.contrib.auth.hashers import get_hasher
+
+    assert get_hasher().algorithm == "md5", settings.PASSWORD_HASHERS
