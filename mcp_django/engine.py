@@ -512,7 +512,7 @@ class Engine:
             table = {m: h for m, h in site_table.items() if m not in modern.REMOVED_METHODS}
             table["server/discover"] = self._discover
             # The tasks extension is offered by a site with a tool that may run as a task.
-            if any(getattr(tool, "task_support", "forbidden") != "forbidden" for tool in self.site.get_tools()):
+            if any(tool.task_support != "forbidden" for tool in self.site.get_tools()):
                 table.update(taskrun.TASK_HANDLERS)
             self._stateless = (site_table, table)
         return self._stateless[1]

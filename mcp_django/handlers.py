@@ -138,7 +138,7 @@ async def call_tool(params: CallToolParams, ctx: Context) -> dict[str, Any]:
     # lacking the scopes of a tool the user may use got its 403 from the transport already.)
     if tool is None or await agate(tool, ctx.request) is not Access.VISIBLE:
         raise InvalidParamsError(f"Unknown tool: {name[:128]}")
-    if getattr(tool, "task_support", "forbidden") != "forbidden":
+    if tool.task_support != "forbidden":
         return await taskrun.call(tool, arguments, ctx)
     return await tool.call(arguments, ctx)
 

@@ -122,7 +122,7 @@ def _scopes(request: Any) -> list[str] | None:
 async def call(tool: ToolEntry, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """Answer a ``tools/call`` of a tool that may run as a task: with a task when the request
     declares the extension, synchronously otherwise (-32021 for a ``required`` tool)."""
-    support = getattr(tool, "task_support", "forbidden")
+    support = tool.task_support
     if not declares_tasks(ctx):
         if support == "required" and ctx.request_meta is not None:
             raise MissingRequiredClientCapabilityError(
@@ -131,7 +131,7 @@ async def call(tool: ToolEntry, arguments: dict[str, Any], ctx: Context) -> dict
             )
         return await tool.call(arguments, ctx)
     answers: dict[str, Any] = {}
-    if getattr(tool, "prelude", False):
+    if tool.prelude:
         ctx.task_phase = "prelude"
         try:
             return await tool.call(arguments, ctx)  # it ended before it started a task
@@ -257,25 +257,21 @@ class TaskRounds(InputRounds):
     async def ask(self, method: str, params: dict[str, Any], key: str | None = None) -> dict[str, Any]:
         key = self.key_for(method, key)
         answer = self.answers.pop(key, None)
-        if well_formed(method, answer):
-            return {"result": answer}
+        while not well_formed(method, answer):
+            answer = await self._put(key, {"method": method, "params": params})
+            if not well_formed(method, answer):
+                key = self.key_for(method, None)  # asked again under a new key: keys are never reused
+        return {"result": answer}
+
+    async def _put(self, key: str, request: dict[str, Any]) -> Any:
+        """Put the question on the row and wait for the client's answer (tasks/update)."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.waiting[key] = future
         try:
-            if not await sync_to_async(taskstore.ask)(self.runner.task_id, key, {"method": method, "params": params}):
+            if not await sync_to_async(taskstore.ask)(self.runner.task_id, key, request):
                 raise asyncio.CancelledError  # the task ended meanwhile
             await self.runner.changed()
-            while True:
-                answer = await future
-                if well_formed(method, answer):
-                    return {"result": answer}
-                # Not an answer to this question: asked again, under a new key (keys are never reused).
-                self.waiting.pop(key, None)
-                key = self.key_for(method, None)
-                future = asyncio.get_running_loop().create_future()
-                self.waiting[key] = future
-                await sync_to_async(taskstore.ask)(self.runner.task_id, key, {"method": method, "params": params})
-                await self.runner.changed()
+            return await future
         finally:
             self.waiting.pop(key, None)
 

@@ -156,7 +156,15 @@ def claim(task_id: str, worker: str) -> Task | None:
 
 def beat(task_id: str, waiting: set[str], *, touch: bool) -> tuple[str, dict[str, Any]] | None:
     """The task's status and the answers to ``waiting`` questions that arrived (taken off the
-    row); with ``touch``, renew its heartbeat. None when the row is gone."""
+    row); with ``touch``, renew its heartbeat. None when the row is gone.
+
+    A poll with nothing to take and no heartbeat due is one read: the row is locked (a write)
+    only when it changes."""
+    seen = Task.objects.filter(pk=task_id).values_list("status", "input_responses").first()
+    if seen is None:
+        return None
+    if not touch and not waiting & seen[1].keys():
+        return seen[0], {}
     with transaction.atomic():
         task = _locked(task_id, "status", "input_responses", "heartbeat_at")
         if task is None:
