@@ -41,6 +41,18 @@ from .protocol.errors import (
 from .protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, notification_message, result_message
 from .protocol.lifecycle import InitializeParams, initialize_result, parse_initialize
 from .protocol.limits import check_progress_token, check_request_id
+from .protocol.params import (
+    CallToolParams,
+    CancelledParams,
+    Check,
+    InitializeVersionParams,
+    ListenParams,
+    RoundParams,
+    at_most,
+    parse_as,
+    peek,
+    request_meta,
+)
 from .quotas import LeasedSlot, RunningSlot, StreamSlot, acheck_tool_calls, areserve_session
 from .rounds import ROUND_PARAMS, InputRequired, InputRounds
 from .signals import session_closed, session_created
@@ -157,10 +169,9 @@ class Engine:
         self._held: dict[int, LeasedSlot] = {}
 
     def context(self, principal: Principal, session: Session | None, message: Request, emitter: Emitter | None = None) -> Context:
-        meta = message.params.get("_meta")
         return Context(
             site=self.site, request=principal.request, user=principal.user, session=session,
-            request_id=message.id, meta=meta if isinstance(meta, dict) else None, emitter=emitter,
+            request_id=message.id, meta=request_meta(message.params), emitter=emitter,
         )
 
     # -- sessions -------------------------------------------------------------------------
@@ -178,10 +189,8 @@ class Engine:
                 created.append(session)
             return response
 
-        version = message.params.get("protocolVersion")
-        response = await self._observed(
-            principal, message, self.context(principal, None, message), answer, revision=version if isinstance(version, str) else ""
-        )
+        version = peek(InitializeVersionParams, "protocol_version", message.params)
+        response = await self._observed(principal, message, self.context(principal, None, message), answer, revision=version or "")
         return response, created[0] if created else None
 
     async def _initialize(self, principal: Principal, message: Request, *, transport: str) -> tuple[dict[str, Any], Session | None]:
@@ -333,8 +342,8 @@ class Engine:
                 session.initialized = True
                 await self.sessions.amark_initialized(session.pk)
         elif message.method == "notifications/cancelled":
-            request_id = message.params.get("requestId")
-            if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+            request_id = peek(CancelledParams, "request_id", message.params)
+            if request_id is not None:
                 await cancel_request(session.pk, request_id)
         # Other notifications (progress, roots/list_changed) need no action here.
 
@@ -372,8 +381,7 @@ class Engine:
         calls = [m for m in requests if m.method == "tools/call"]
         if not calls:
             return requests, []
-        names = [m.params.get("name") for m in calls]
-        errors = await acheck_tool_calls(principal.caller, [n if isinstance(n, str) else None for n in names])
+        errors = await acheck_tool_calls(principal.caller, [peek(CallToolParams, "name", m.params) for m in calls])
         refusals = {id(m): e for m, e in zip(calls, errors, strict=True) if e is not None}
         for message in calls:
             if id(message) in refusals:
@@ -452,11 +460,16 @@ class Engine:
         if self.settings.response_mode == "sse":
             return True
         for message in requests:
-            name = message.params.get("name") if message.method == "tools/call" else None
-            tool = self.site.get_tool(name) if isinstance(name, str) else None
+            tool = self._tool_called(message)
             if tool is not None and tool.streams:
                 return True
         return False
+
+    def _tool_called(self, message: Request) -> Any:
+        """The tool a ``tools/call`` names (None for other methods and names of no tool), for
+        routing before its handler parses the call and answers for what is malformed."""
+        name = peek(CallToolParams, "name", message.params) if message.method == "tools/call" else None
+        return self.site.get_tool(name) if name is not None else None
 
     async def answer(
         self, principal: Principal, session: Session | None, requests: list[Request], emitter: Emitter | None = None
@@ -559,8 +572,8 @@ class Engine:
             header_version = headers.get("mcp-protocol-version")
         else:
             # No headers on this transport (stdio): nothing mirrors the body, so nothing to compare.
-            own = message.params.get("_meta")
-            header_version = own.get(modern.META_PROTOCOL_VERSION) if isinstance(own, dict) else None
+            own = request_meta(message.params)
+            header_version = own.get(modern.META_PROTOCOL_VERSION) if own is not None else None
             header_version = header_version if isinstance(header_version, str) else None
         meta = modern.parse_request_meta(
             message.params,
@@ -582,54 +595,38 @@ class Engine:
     async def check_param_headers(self, principal: Principal, message: Request, headers: Mapping[str, str]) -> None:
         """``Mcp-Param-*`` headers of a call against its arguments, for a tool this user may use
         (an unknown or hidden tool is refused by its handler, revealing nothing here)."""
-        name = message.params.get("name")
-        tool = self.site.get_tool(name) if isinstance(name, str) else None
+        tool = self._tool_called(message)
         if tool is None or await agate(tool, principal.request) is Access.HIDDEN:
             return
-        arguments = message.params.get("arguments")
         paths = modern.mcp_header_params(tool.definition().get("inputSchema") or {})
         if paths:
-            modern.check_param_headers(paths, arguments if isinstance(arguments, dict) else {}, headers)
+            modern.check_param_headers(paths, peek(CallToolParams, "arguments", message.params) or {}, headers)
 
     async def listen_filter(self, principal: Principal, message: Request) -> dict[str, Any]:
         """The part of a ``subscriptions/listen`` filter this server honours for this user: list
         changes of what the site offers, and updates of the URIs the user may read now (the
         others are left out, as unsupported, revealing nothing)."""
-        wanted = message.params.get("notifications", {})
-        if not isinstance(wanted, dict):
-            raise InvalidParamsError('Invalid params: "notifications" must be an object')
+        limit = self.settings.max_listen_uris
+        params = parse_as(
+            ListenParams, message.params, max_task_ids=at_most(limit, "taskIds per stream"),
+            tasks_declared=_tasks_declared(message), max_uris=at_most(limit, "resourceSubscriptions per stream"),
+        )
         offered = self.site.offered_capabilities()
         agreed: dict[str, Any] = {}
         for flag, kind in LISTEN_FLAGS.items():
-            if wanted.get(flag) is True and offered.get(kind, {}).get("listChanged"):
+            if params.notifications.get(flag) is True and offered.get(kind, {}).get("listChanged"):
                 agreed[flag] = True
-        task_ids = wanted.get("taskIds")
-        if task_ids is not None:
-            agreed["taskIds"] = await self._listen_tasks(principal, message, task_ids)
-        uris = wanted.get("resourceSubscriptions")
-        if uris is not None:
-            if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
-                raise InvalidParamsError('Invalid params: "notifications.resourceSubscriptions" must be an array of URIs')
-            if len(uris) > self.settings.max_listen_uris:
-                raise InvalidParamsError(f"Invalid params: at most {self.settings.max_listen_uris} resourceSubscriptions per stream")
-            if offered.get("resources", {}).get("subscribe"):
-                agreed["resourceSubscriptions"] = [
-                    u for u in dict.fromkeys(uris) if len(u) <= 2000 and await handlers.readable(self.site, principal.request, u)
-                ]
+        if params.task_ids is not None:
+            agreed["taskIds"] = await self._listen_tasks(principal, params.task_ids)
+        uris = params.resource_subscriptions
+        if uris is not None and offered.get("resources", {}).get("subscribe"):
+            agreed["resourceSubscriptions"] = [
+                u for u in dict.fromkeys(uris) if len(u) <= 2000 and await handlers.readable(self.site, principal.request, u)
+            ]
         return agreed
 
-    async def _listen_tasks(self, principal: Principal, message: Request, task_ids: Any) -> list[str]:
+    async def _listen_tasks(self, principal: Principal, task_ids: list[str]) -> list[str]:
         """The tasks of ``task_ids`` this user's listen stream may follow (notifications/tasks)."""
-        if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
-            raise InvalidParamsError('Invalid params: "notifications.taskIds" must be an array of task ids')
-        if len(task_ids) > self.settings.max_listen_uris:
-            raise InvalidParamsError(f"Invalid params: at most {self.settings.max_listen_uris} taskIds per stream")
-        meta = message.params.get("_meta")
-        capabilities = meta.get(modern.META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
-        if not taskrun.declares_tasks_in(capabilities if isinstance(capabilities, dict) else {}):
-            raise MissingRequiredClientCapabilityError(
-                f"Declare the {taskrun.TASKS_EXTENSION} extension to follow tasks", required_capabilities=taskrun.required_capability()
-            )
         if "tasks/get" not in self.stateless_handlers():
             return []
         return [t for t in dict.fromkeys(task_ids) if await taskrun.afind(self.site, principal.request, principal.user, t) is not None]
@@ -663,29 +660,26 @@ class Engine:
         progress or logs (only when the request asked for them) streams; anything else is JSON."""
         if message.method != "tools/call":
             return False
-        name = message.params.get("name")
-        tool = self.site.get_tool(name) if isinstance(name, str) else None
+        tool = self._tool_called(message)
         return tool is not None and tool.streams
 
     def rounds_for(self, principal: Principal, message: Request) -> InputRounds:
         """The answers a retried request brings: those sealed in ``requestState`` (checked
         against this user and this request) and the new ``inputResponses``."""
-        answers: dict[str, Any] = {}
-        notes: Any = None
-        state = message.params.get("requestState")
-        if state is not None:
+
+        def unseal(state: Any, label: str) -> dict[str, Any]:
+            if state is None:
+                return {}
             try:
-                sealed = request_state.unseal(state, principal=principal.key, binding=_binding(message))
+                return request_state.unseal(state, principal=principal.key, binding=_binding(message))
             except request_state.InvalidRequestState as exc:
                 raise InvalidParamsError(f"Invalid params: requestState is not valid for this request ({exc.reason})") from None
-            previous = sealed.get("answers")
-            if isinstance(previous, dict):
-                answers.update(previous)
-            notes = sealed.get("notes")
-        responses = message.params.get("inputResponses")
-        if responses is not None and not isinstance(responses, dict):
-            raise InvalidParamsError('Invalid params: "inputResponses" must be an object')
-        answers.update(responses or {})
+
+        params = parse_as(RoundParams, message.params, unseal=unseal)
+        sealed: dict[str, Any] = params.request_state
+        previous, notes = sealed.get("answers"), sealed.get("notes")
+        answers: dict[str, Any] = dict(previous) if isinstance(previous, dict) else {}
+        answers.update(params.input_responses)
         return InputRounds(answers, notes if isinstance(notes, dict) else None)
 
     async def answer_stateless(
@@ -714,10 +708,9 @@ class Engine:
         request = message if rounds is None else Request(
             message.id, message.method, {k: v for k, v in message.params.items() if k not in ROUND_PARAMS}
         )
-        meta_params = message.params.get("_meta")
         ctx = Context(
             site=self.site, request=principal.request, user=principal.user, session=None, request_id=message.id,
-            meta=meta_params if isinstance(meta_params, dict) else None, emitter=emitter, request_meta=meta, rounds=rounds,
+            meta=request_meta(message.params), emitter=emitter, request_meta=meta, rounds=rounds,
         )
         server_info = self.site.get_server_info()
         try:
@@ -744,6 +737,21 @@ def _revision(ctx: Context) -> str:
     if ctx.request_meta is not None:
         return ctx.request_meta.version
     return ctx.session.protocol_version if ctx.session is not None else ""
+
+
+def _tasks_declared(message: Request) -> Check:
+    """The check that a listen request following tasks declares the tasks extension."""
+
+    def check(task_ids: list[str] | None, label: str) -> list[str] | None:
+        meta = request_meta(message.params)
+        capabilities = meta.get(modern.META_CLIENT_CAPABILITIES) if meta is not None else None
+        if task_ids is not None and not taskrun.declares_tasks_in(capabilities if isinstance(capabilities, dict) else {}):
+            raise MissingRequiredClientCapabilityError(
+                f"Declare the {taskrun.TASKS_EXTENSION} extension to follow tasks", required_capabilities=taskrun.required_capability()
+            )
+        return task_ids
+
+    return check
 
 
 def _binding(message: Request) -> str:

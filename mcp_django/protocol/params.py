@@ -20,6 +20,7 @@ from typing import Any, Final, TypeGuard, TypeVar
 
 from .dispatcher import Handler
 from .errors import InvalidParamsError
+from .jsonrpc import is_valid_id
 from .lifecycle import LOG_LEVELS
 from .pagination import decode_cursor
 
@@ -125,13 +126,62 @@ def tagged(tag: str, variants: Mapping[str, type[Any]]) -> Check:
     return check
 
 
+def object_or_none(value: Any, label: str) -> dict[str, Any] | None:
+    """An object, or nothing (absent or null) kept as None."""
+    if value is not None and not isinstance(value, dict):
+        raise invalid(label, "must be an object")
+    return value
+
+
+def strings(requirement: str) -> Check:
+    """An array of strings, or nothing (absent or null) kept as None."""
+
+    def check(value: Any, label: str) -> list[str] | None:
+        if value is not None and (not isinstance(value, list) or not all(isinstance(item, str) for item in value)):
+            raise invalid(label, requirement)
+        return value
+
+    return check
+
+
+def request_id_or_none(value: Any, label: str) -> Any:
+    """A request id (string or integer), or None for anything else: a notification that names
+    no request is not answered, so it has nothing to be refused with."""
+    return value if is_valid_id(value) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Supplied:
+    """A check only the caller of :func:`parse_as` can make (a bound from its settings, a key
+    to unseal with): it passes it by ``name`` as a keyword argument, in the fields' order."""
+
+    name: str
+
+
+def supplied(name: str) -> Supplied:
+    return Supplied(name)
+
+
+def at_most(limit: int, what: str) -> Check:
+    """An array (or nothing) of at most ``limit`` items; ``what`` names them in the error."""
+
+    def check(value: Any, label: str) -> Any:
+        if value is not None and len(value) > limit:
+            raise InvalidParamsError(f"Invalid params: at most {limit} {what}")
+        return value
+
+    return check
+
+
 IDENTIFIER: Final = (non_empty_string, no_control_characters)
 
 
-def param(path: str, *checks: Check | tuple[Check, ...], missing: Any = None, label: str | None = None) -> Any:
+def param(
+    path: str, *checks: Check | Supplied | tuple[Check, ...], missing: Any = None, label: str | None = None
+) -> Any:
     """Declare a params field: where it sits (dotted), its checks in order, the value an absent
     member stands for, and the name its errors use (the path's last part unless given)."""
-    flat: list[Check] = []
+    flat: list[Check | Supplied] = []
     for check in checks:
         flat.extend(check if isinstance(check, tuple) else (check,))
     keys = tuple(path.split("."))
@@ -235,6 +285,57 @@ class UpdateTaskParams:
     input_responses: dict[str, Any] = param("inputResponses", required_object)
 
 
+@dataclass(frozen=True, slots=True)
+class ListenParams:
+    """``subscriptions/listen`` (2026-07-28): what the stream is to follow. The caller supplies
+    ``max_task_ids`` and ``max_uris`` (its bounds) and ``tasks_declared`` (a client following
+    tasks must declare the extension), checked in this order."""
+
+    notifications: dict[str, Any] = param("notifications", required_object, missing={})
+    task_ids: list[str] | None = param(
+        "notifications.taskIds", strings("must be an array of task ids"), supplied("max_task_ids"), supplied("tasks_declared"),
+        label="notifications.taskIds",
+    )
+    resource_subscriptions: list[str] | None = param(
+        "notifications.resourceSubscriptions", strings("must be an array of URIs"), supplied("max_uris"),
+        label="notifications.resourceSubscriptions",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RoundParams:
+    """What a retried 2026-07-28 request brings beside its method's own params: the state a
+    previous round sealed (the caller supplies ``unseal``, which checks it is this request's)
+    and the client's new answers."""
+
+    request_state: Any = param("requestState", supplied("unseal"))
+    input_responses: dict[str, Any] = param("inputResponses", optional_object)
+
+
+@dataclass(frozen=True, slots=True)
+class InitializeVersionParams:
+    """The version ``initialize`` asks for, as observers label the request before it is
+    answered (:func:`~.lifecycle.parse_initialize` checks the whole of it)."""
+
+    protocol_version: str = param("protocolVersion", non_empty_string)
+
+
+@dataclass(frozen=True, slots=True)
+class CancelledParams:
+    """``notifications/cancelled``: the request to stop (None when it names none)."""
+
+    request_id: Any = param("requestId", request_id_or_none)
+
+
+@dataclass(frozen=True, slots=True)
+class MetaParams:
+    """``_meta``, which any request may carry. Peeked (see :func:`peek`): its own checks
+    (:func:`~.limits.check_progress_token`, :func:`~.modern.parse_request_meta`) answer for a
+    malformed one."""
+
+    meta: dict[str, Any] | None = param("_meta", object_or_none)
+
+
 #: Each method's params class.
 METHOD_PARAMS: Final[Mapping[str, type[Any]]] = {
     "ping": NoParams,
@@ -258,16 +359,43 @@ METHOD_PARAMS: Final[Mapping[str, type[Any]]] = {
 # -- parsing -------------------------------------------------------------------------------------
 
 
-def parse_as(cls: type[P], params: dict[str, Any]) -> P:
-    """Check ``params`` against ``cls``'s fields, in order, and return the typed object."""
+def parse_as(cls: type[P], params: dict[str, Any], **given: Check) -> P:
+    """Check ``params`` against ``cls``'s fields, in order, and return the typed object;
+    ``given`` are the checks its fields leave to the caller (:func:`supplied`)."""
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        spec = f.metadata
-        value = _lookup(params, spec["path"], spec["missing"])
-        for check in spec["checks"]:
-            value = check(value, spec["label"])
-        values[f.name] = value
+        values[f.name] = _field(f, params, given)
     return cls(**values)
+
+
+def _field(f: dataclasses.Field[Any], params: dict[str, Any], given: Mapping[str, Check]) -> Any:
+    spec = f.metadata
+    value = _lookup(params, spec["path"], spec["missing"])
+    for check in spec["checks"]:
+        value = (given[check.name] if isinstance(check, Supplied) else check)(value, spec["label"])
+    return value
+
+
+def peek(cls: type[Any], name: str, params: dict[str, Any]) -> Any:
+    """Field ``name`` of ``cls`` as declared, or None when it fails its checks: for a value
+    read to route a request (the tool a call names) before its handler parses the whole of it
+    and answers for what is malformed."""
+    try:
+        return _field(_FIELDS[cls][name], params, {})
+    except InvalidParamsError:
+        return None
+
+
+def request_meta(params: dict[str, Any]) -> dict[str, Any] | None:
+    """The request's ``_meta`` object, or None when it has none (or a malformed one)."""
+    meta: dict[str, Any] | None = peek(MetaParams, "meta", params)
+    return meta
+
+
+_FIELDS: Final[dict[type[Any], dict[str, dataclasses.Field[Any]]]] = {
+    cls: {f.name: f for f in dataclasses.fields(cls)}
+    for cls in (*METHOD_PARAMS.values(), InitializeVersionParams, CancelledParams, MetaParams)
+}
 
 
 def parse(method: str, params: dict[str, Any]) -> Any:
