@@ -11,12 +11,20 @@ from mcp_django.protocol.pagination import encode_cursor
 from mcp_django.protocol.params import (
     METHOD_PARAMS,
     CallToolParams,
+    CancelledParams,
     CompleteParams,
     CompletionArgument,
+    InitializeVersionParams,
+    ListenParams,
     PromptRef,
     ResourceRef,
+    RoundParams,
+    at_most,
     is_identifier,
     parse,
+    parse_as,
+    peek,
+    request_meta,
     takes,
 )
 
@@ -164,3 +172,86 @@ def test_every_params_class_is_a_frozen_dataclass() -> None:
     for cls in METHOD_PARAMS.values():
         assert dataclasses.is_dataclass(cls)
         assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+def _listen(params: dict[str, Any], *, declared: bool = True) -> ListenParams:
+    def tasks_declared(value: Any, label: str) -> Any:
+        if value is not None and not declared:
+            raise RuntimeError("tasks extension not declared")
+        return value
+
+    return parse_as(
+        ListenParams, params, max_task_ids=at_most(2, "taskIds per stream"), tasks_declared=tasks_declared,
+        max_uris=at_most(2, "resourceSubscriptions per stream"),
+    )
+
+
+def _listen_message(params: dict[str, Any]) -> str:
+    with pytest.raises(InvalidParamsError) as exc:
+        _listen(params)
+    assert exc.value.code == INVALID_PARAMS
+    return exc.value.message
+
+
+# The strings Engine.listen_filter raised by hand before they were declared.
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"notifications": None}, 'Invalid params: "notifications" must be an object'),
+        ({"notifications": []}, 'Invalid params: "notifications" must be an object'),
+        ({"notifications": {"taskIds": "t"}}, 'Invalid params: "notifications.taskIds" must be an array of task ids'),
+        ({"notifications": {"taskIds": [1]}}, 'Invalid params: "notifications.taskIds" must be an array of task ids'),
+        ({"notifications": {"taskIds": ["a", "b", "c"]}}, "Invalid params: at most 2 taskIds per stream"),
+        ({"notifications": {"resourceSubscriptions": {}}}, 'Invalid params: "notifications.resourceSubscriptions" must be an array of URIs'),
+        ({"notifications": {"resourceSubscriptions": ["a", "b", "c"]}}, "Invalid params: at most 2 resourceSubscriptions per stream"),
+        # Task ids are checked before the URIs, as they always were.
+        ({"notifications": {"taskIds": 1, "resourceSubscriptions": 1}}, 'Invalid params: "notifications.taskIds" must be an array of task ids'),
+    ],
+)
+def test_listen_params_answer_the_messages_clients_have_always_had(params: dict[str, Any], expected: str) -> None:
+    assert _listen_message(params) == expected
+
+
+def test_listen_params_ask_for_the_tasks_extension_before_checking_uris() -> None:
+    with pytest.raises(RuntimeError):
+        _listen({"notifications": {"taskIds": ["t"], "resourceSubscriptions": 1}}, declared=False)
+
+
+def test_listen_params_read_an_absent_filter_as_empty() -> None:
+    assert _listen({}) == ListenParams(notifications={}, task_ids=None, resource_subscriptions=None)
+    assert _listen({"notifications": {"taskIds": ["t"]}}).task_ids == ["t"]
+
+
+def test_round_params_unseal_the_state_before_checking_the_answers() -> None:
+    def refuse(value: Any, label: str) -> Any:
+        raise InvalidParamsError("Invalid params: requestState is not valid for this request (malformed)")
+
+    with pytest.raises(InvalidParamsError) as exc:
+        parse_as(RoundParams, {"requestState": "x", "inputResponses": []}, unseal=refuse)
+    assert "requestState" in exc.value.message
+    with pytest.raises(InvalidParamsError) as exc:
+        parse_as(RoundParams, {"inputResponses": []}, unseal=lambda value, label: value)
+    assert exc.value.message == 'Invalid params: "inputResponses" must be an object'
+    assert parse_as(RoundParams, {}, unseal=lambda value, label: value) == RoundParams(request_state=None, input_responses={})
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [({"name": "add"}, "add"), ({}, None), ({"name": ""}, None), ({"name": 1}, None), ({"name": "a\x00"}, None)],
+)
+def test_peek_reads_the_declared_field_or_none(params: dict[str, Any], expected: Any) -> None:
+    assert peek(CallToolParams, "name", params) == expected
+
+
+def test_peek_falls_back_to_none_where_the_handler_answers() -> None:
+    assert peek(CallToolParams, "arguments", {"arguments": [1]}) is None
+    assert peek(CallToolParams, "arguments", {}) == {}
+    assert peek(InitializeVersionParams, "protocol_version", {"protocolVersion": 5}) is None
+    assert request_meta({"_meta": []}) is None
+    assert request_meta({"_meta": {"progressToken": 1}}) == {"progressToken": 1}
+    assert request_meta({}) is None
+
+
+@pytest.mark.parametrize(("value", "expected"), [(1, 1), ("r", "r"), (True, None), (None, None), (1.5, None), ([1], None)])
+def test_a_cancellation_names_a_request_only_by_a_valid_id(value: Any, expected: Any) -> None:
+    assert peek(CancelledParams, "request_id", {"requestId": value}) == expected
