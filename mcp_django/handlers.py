@@ -29,7 +29,7 @@ from .protocol.params import (
     PromptRef,
     ResourceParams,
     SetLevelParams,
-    is_identifier,
+    peek,
     takes,
 )
 from .stores import SessionStore, SubscriptionStore
@@ -99,12 +99,21 @@ async def find_resource(site: ServedSite, request: Any, uri: str) -> Found:
     return Found(None, Access.HIDDEN)
 
 
+#: The declared field that names the entry of each method with one (read by :func:`target`).
+_TARGETS: dict[str, tuple[type[Any], str]] = {
+    "tools/call": (CallToolParams, "name"),
+    "prompts/get": (GetPromptParams, "name"),
+    "resources/read": (ResourceParams, "uri"),
+}
+
+
 async def target(site: ServedSite, request: Any, method: str, params: dict[str, Any]) -> tuple[Any, Access]:
     """The entry a ``tools/call``, ``prompts/get`` or ``resources/read`` names, and the request's
     access to it; ``(None, HIDDEN)`` for other methods and for names the handler will refuse."""
-    key = "uri" if method == "resources/read" else "name"
-    value = params.get(key)
-    if method not in ("tools/call", "prompts/get", "resources/read") or not is_identifier(value):
+    if method not in _TARGETS:
+        return None, Access.HIDDEN
+    value = peek(*_TARGETS[method], params)
+    if value is None:
         return None, Access.HIDDEN
     if method == "resources/read":
         found = await find_resource(site, request, value)

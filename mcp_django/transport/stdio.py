@@ -32,6 +32,7 @@ from ..protocol.jsonrpc import (
     request_message,
     result_message,
 )
+from ..protocol.params import CancelledParams, peek
 from .layers import get_layer, get_stream_group
 
 if TYPE_CHECKING:
@@ -181,8 +182,8 @@ class StdioServer:
 
     async def notification(self, message: Notification) -> None:
         if message.method == "notifications/cancelled":
-            request_id = message.params.get("requestId")
-            task = self.running.get(_key(request_id))
+            request_id = peek(CancelledParams, "request_id", message.params)
+            task = self.running.get(_key(request_id)) if request_id is not None else None
             if task is not None:
                 task.cancel()  # no response follows (cancellation spec)
         elif self.session is not None:
