@@ -39,17 +39,18 @@ from .protocol.errors import (
     TransportError,
 )
 from .protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, notification_message, result_message
-from .protocol.lifecycle import InitializeParams, initialize_result, parse_initialize
+from .protocol.lifecycle import InitializeParams, initialize_result
 from .protocol.limits import check_progress_token, check_request_id
 from .protocol.params import (
     CallToolParams,
     CancelledParams,
     Check,
-    InitializeVersionParams,
+    InitializeRequestParams,
     ListenParams,
     RoundParams,
     at_most,
     parse_as,
+    parse_initialize,
     peek,
     request_meta,
 )
@@ -189,7 +190,7 @@ class Engine:
                 created.append(session)
             return response
 
-        version = peek(InitializeVersionParams, "protocol_version", message.params)
+        version = peek(InitializeRequestParams, "protocol_version", message.params)
         response = await self._observed(principal, message, self.context(principal, None, message), answer, revision=version or "")
         return response, created[0] if created else None
 

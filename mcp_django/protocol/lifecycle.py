@@ -1,13 +1,10 @@
-"""The ``initialize`` handshake: parameter validation and the result it answers."""
+"""The ``initialize`` handshake: what it yields and the result it answers (its params are
+declared in :mod:`.params`), and logging levels."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Final
-
-from .errors import InvalidParamsError
-from .limits import check_client_value
-from .negotiation import negotiate_version
 
 #: ``logging/setLevel`` levels (RFC 5424 severities), least severe first.
 LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -29,37 +26,6 @@ CLIENT_INFO_STRING_LIMITS: Final[dict[str, int]] = {"name": 200, "version": 100}
 
 #: The lists a server announces changes of (``notifications/<kind>/list_changed``).
 LIST_KINDS = ("tools", "resources", "prompts")
-
-
-def parse_initialize(
-    params: dict[str, Any],
-    *,
-    max_client_info_bytes: int = 4 * 1024,
-    max_capabilities_bytes: int = 64 * 1024,
-    max_depth: int = 16,
-) -> InitializeParams:
-    """Validate ``initialize`` params and negotiate the version; -32602 when malformed.
-
-    ``clientInfo`` and ``capabilities`` are kept with the session (and in each process's
-    session cache), so their size and nesting are bounded here, before anything is stored.
-    """
-    requested = params.get("protocolVersion")
-    if not isinstance(requested, str) or not requested:
-        raise InvalidParamsError('Invalid params: "protocolVersion" must be a non-empty string')
-    capabilities = params.get("capabilities", {})
-    if not isinstance(capabilities, dict):
-        raise InvalidParamsError('Invalid params: "capabilities" must be an object')
-    client_info = params.get("clientInfo", {})
-    if not isinstance(client_info, dict):
-        raise InvalidParamsError('Invalid params: "clientInfo" must be an object')
-    for key, limit in CLIENT_INFO_STRING_LIMITS.items():
-        if key in client_info and not isinstance(client_info[key], str):
-            raise InvalidParamsError(f'Invalid params: "clientInfo.{key}" must be a string')
-        if len(client_info.get(key, "")) > limit:
-            raise InvalidParamsError(f'Invalid params: "clientInfo.{key}" is longer than {limit} characters')
-    check_client_value("clientInfo", client_info, max_bytes=max_client_info_bytes, max_depth=max_depth)
-    check_client_value("capabilities", capabilities, max_bytes=max_capabilities_bytes, max_depth=max_depth)
-    return InitializeParams(requested, negotiate_version(requested), capabilities, client_info)
 
 
 def initialize_result(

@@ -21,7 +21,9 @@ from typing import Any, Final, TypeGuard, TypeVar
 from .dispatcher import Handler
 from .errors import InvalidParamsError
 from .jsonrpc import is_valid_id
-from .lifecycle import LOG_LEVELS
+from .lifecycle import CLIENT_INFO_STRING_LIMITS, LOG_LEVELS, InitializeParams
+from .limits import check_client_value
+from .negotiation import negotiate_version
 from .pagination import decode_cursor
 
 P = TypeVar("P")
@@ -144,6 +146,26 @@ def strings(requirement: str) -> Check:
     return check
 
 
+def client_info_strings(value: dict[str, Any], label: str) -> dict[str, Any]:
+    """A ``clientInfo`` whose name and version, when given, are strings short enough to keep."""
+    for key, limit in CLIENT_INFO_STRING_LIMITS.items():
+        if key in value and not isinstance(value[key], str):
+            raise invalid(f"{label}.{key}", "must be a string")
+        if len(value.get(key, "")) > limit:
+            raise invalid(f"{label}.{key}", f"is longer than {limit} characters")
+    return value
+
+
+def bounded(max_bytes: int, max_depth: int) -> Check:
+    """A client value no deeper than ``max_depth`` and no larger than ``max_bytes`` as JSON."""
+
+    def check(value: Any, label: str) -> Any:
+        check_client_value(label, value, max_bytes=max_bytes, max_depth=max_depth)
+        return value
+
+    return check
+
+
 def request_id_or_none(value: Any, label: str) -> Any:
     """A request id (string or integer), or None for anything else: a notification that names
     no request is not answered, so it has nothing to be refused with."""
@@ -188,6 +210,11 @@ def param(
     return field(metadata={"path": keys, "checks": tuple(flat), "missing": missing, "label": label or keys[-1]})
 
 
+def fresh_object() -> dict[str, Any]:
+    """What an absent object member stands for: a new ``{}`` each time, as it may be kept."""
+    return {}
+
+
 def _field_values(value: Any) -> list[Any]:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return [getattr(value, f.name) for f in dataclasses.fields(value)]
@@ -198,7 +225,7 @@ def _lookup(params: Any, keys: tuple[str, ...], missing: Any) -> Any:
     value = params
     for key in keys:
         if not isinstance(value, dict) or key not in value:
-            return missing
+            return missing() if callable(missing) else missing
         value = value[key]
     return value
 
@@ -291,7 +318,7 @@ class ListenParams:
     ``max_task_ids`` and ``max_uris`` (its bounds) and ``tasks_declared`` (a client following
     tasks must declare the extension), checked in this order."""
 
-    notifications: dict[str, Any] = param("notifications", required_object, missing={})
+    notifications: dict[str, Any] = param("notifications", required_object, missing=fresh_object)
     task_ids: list[str] | None = param(
         "notifications.taskIds", strings("must be an array of task ids"), supplied("max_task_ids"), supplied("tasks_declared"),
         label="notifications.taskIds",
@@ -313,11 +340,18 @@ class RoundParams:
 
 
 @dataclass(frozen=True, slots=True)
-class InitializeVersionParams:
-    """The version ``initialize`` asks for, as observers label the request before it is
-    answered (:func:`~.lifecycle.parse_initialize` checks the whole of it)."""
+class InitializeRequestParams:
+    """``initialize``: what the client asks for and says about itself. ``clientInfo`` and
+    ``capabilities`` are kept with the session, so the caller supplies their bounds
+    (``bound_client_info``, ``bound_capabilities``, see :func:`parse_initialize`)."""
 
     protocol_version: str = param("protocolVersion", non_empty_string)
+    capabilities: dict[str, Any] = param("capabilities", required_object, missing=fresh_object)
+    client_info: dict[str, Any] = param(
+        "clientInfo", required_object, client_info_strings, supplied("bound_client_info"), missing=fresh_object
+    )
+    # Checked again, last, for its size: a client has always heard of a malformed clientInfo first.
+    bounded_capabilities: dict[str, Any] = param("capabilities", supplied("bound_capabilities"), missing=fresh_object)
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,8 +428,28 @@ def request_meta(params: dict[str, Any]) -> dict[str, Any] | None:
 
 _FIELDS: Final[dict[type[Any], dict[str, dataclasses.Field[Any]]]] = {
     cls: {f.name: f for f in dataclasses.fields(cls)}
-    for cls in (*METHOD_PARAMS.values(), InitializeVersionParams, CancelledParams, MetaParams)
+    for cls in (*METHOD_PARAMS.values(), InitializeRequestParams, CancelledParams, MetaParams)
 }
+
+
+def parse_initialize(
+    params: dict[str, Any],
+    *,
+    max_client_info_bytes: int = 4 * 1024,
+    max_capabilities_bytes: int = 64 * 1024,
+    max_depth: int = 16,
+) -> InitializeParams:
+    """Validate ``initialize`` params and negotiate the version; -32602 when malformed.
+
+    ``clientInfo`` and ``capabilities`` are kept with the session (and in each process's
+    session cache), so their size and nesting are bounded here, before anything is stored.
+    """
+    parsed = parse_as(
+        InitializeRequestParams, params,
+        bound_client_info=bounded(max_client_info_bytes, max_depth), bound_capabilities=bounded(max_capabilities_bytes, max_depth),
+    )
+    version = parsed.protocol_version
+    return InitializeParams(version, negotiate_version(version), parsed.capabilities, parsed.client_info)
 
 
 def parse(method: str, params: dict[str, Any]) -> Any:

@@ -10,10 +10,9 @@ from mcp_django.protocol.lifecycle import (
     InitializeParams,
     initialize_result,
     level_enabled,
-    parse_initialize,
 )
-from mcp_django.protocol.params import parse
 from mcp_django.protocol.negotiation import LATEST_VERSION, SUPPORTED_VERSIONS
+from mcp_django.protocol.params import parse, parse_initialize
 
 # --- initialize --------------------------------------------------------------------------
 

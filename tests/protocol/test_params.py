@@ -14,7 +14,7 @@ from mcp_django.protocol.params import (
     CancelledParams,
     CompleteParams,
     CompletionArgument,
-    InitializeVersionParams,
+    InitializeRequestParams,
     ListenParams,
     PromptRef,
     ResourceRef,
@@ -23,6 +23,7 @@ from mcp_django.protocol.params import (
     is_identifier,
     parse,
     parse_as,
+    parse_initialize,
     peek,
     request_meta,
     takes,
@@ -246,7 +247,7 @@ def test_peek_reads_the_declared_field_or_none(params: dict[str, Any], expected:
 def test_peek_falls_back_to_none_where_the_handler_answers() -> None:
     assert peek(CallToolParams, "arguments", {"arguments": [1]}) is None
     assert peek(CallToolParams, "arguments", {}) == {}
-    assert peek(InitializeVersionParams, "protocol_version", {"protocolVersion": 5}) is None
+    assert peek(InitializeRequestParams, "protocol_version", {"protocolVersion": 5}) is None
     assert request_meta({"_meta": []}) is None
     assert request_meta({"_meta": {"progressToken": 1}}) == {"progressToken": 1}
     assert request_meta({}) is None
@@ -255,3 +256,35 @@ def test_peek_falls_back_to_none_where_the_handler_answers() -> None:
 @pytest.mark.parametrize(("value", "expected"), [(1, 1), ("r", "r"), (True, None), (None, None), (1.5, None), ([1], None)])
 def test_a_cancellation_names_a_request_only_by_a_valid_id(value: Any, expected: Any) -> None:
     assert peek(CancelledParams, "request_id", {"requestId": value}) == expected
+
+
+CLIENT_INFO_SIZE = 'Invalid params: "clientInfo" is 107 bytes as JSON; the limit is 100'
+
+
+# The strings lifecycle.parse_initialize raised by hand before they were declared, in its order.
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"protocolVersion": ""}, 'Invalid params: "protocolVersion" must be a non-empty string'),
+        ({"protocolVersion": "v", "capabilities": None, "clientInfo": 1}, 'Invalid params: "capabilities" must be an object'),
+        ({"protocolVersion": "v", "clientInfo": None}, 'Invalid params: "clientInfo" must be an object'),
+        ({"protocolVersion": "v", "clientInfo": {"name": 1}}, 'Invalid params: "clientInfo.name" must be a string'),
+        ({"protocolVersion": "v", "clientInfo": {"version": "x" * 101}}, 'Invalid params: "clientInfo.version" is longer than 100 characters'),
+        ({"protocolVersion": "v", "clientInfo": {"a": "x" * 99}}, CLIENT_INFO_SIZE),
+        # clientInfo's size is checked before the capabilities' (both too large).
+        ({"protocolVersion": "v", "clientInfo": {"a": "x" * 99}, "capabilities": {"a": "x" * 99}}, CLIENT_INFO_SIZE),
+        ({"protocolVersion": "v", "capabilities": {"a": "x" * 99}}, 'Invalid params: "capabilities" is 107 bytes as JSON; the limit is 100'),
+        ({"protocolVersion": "v", "capabilities": {"a": {"b": {"c": {}}}}}, 'Invalid params: "capabilities" nests deeper than 3 levels'),
+    ],
+)
+def test_initialize_params_answer_the_messages_clients_have_always_had(params: dict[str, Any], expected: str) -> None:
+    with pytest.raises(InvalidParamsError) as exc:
+        parse_initialize(params, max_client_info_bytes=100, max_capabilities_bytes=100, max_depth=3)
+    assert exc.value.message == expected
+
+
+def test_initialize_params_give_each_session_its_own_empty_objects() -> None:
+    first, second = parse_initialize({"protocolVersion": "v"}), parse_initialize({"protocolVersion": "v"})
+    assert first.capabilities == first.client_info == {}
+    assert first.capabilities is not second.capabilities
+    assert first.client_info is not second.client_info
