@@ -19,12 +19,18 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from . import taskrun, taskstore
+from .conf import mcp_settings
 from .models import Elicitation, Event, RunningRequest, ServerRequest, Session, SessionState, Task, ToolCall, UserSecret, UserState
+from .signals import session_closed
+from .sites import all_sites
+from .sites import site as default_site
+from .stores import announce_session_changed
+from .transport.layers import get_layer, session_group
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin
@@ -47,9 +53,6 @@ else:
 
 def _site_named(name: str) -> Any:
     """Return the MCP site a session belongs to (the default site when none is named so)."""
-    from .sites import all_sites
-    from .sites import site as default_site
-
     if default_site.name == name:
         return default_site._wrapped  # the site itself, not its lazy proxy (set by .name above)
     return next((s for s in list(all_sites) if s.name == name), None)
@@ -58,9 +61,6 @@ def _site_named(name: str) -> Any:
 def server_label(site_name: str) -> str:
     """What the admin shows for a site: the server's name (``SERVER_NAME``), which the people
     reading the admin know, and the site's own name only where there are several sites."""
-    from .conf import mcp_settings
-    from .sites import site as default_site
-
     name = str(mcp_settings.server_name)
     return name if site_name == default_site.name else f"{name} ({site_name})"
 
@@ -157,8 +157,6 @@ class SessionAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[Session]):
 
     @admin.display(description=_("user state"))
     def user_state_link(self, obj: Session) -> str:
-        from django.urls import reverse
-
         if obj.user_id is None:
             return "-"
         count = UserState.objects.filter(user_id=obj.user_id, site_name=obj.site_name).count()
@@ -180,10 +178,6 @@ class SessionAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[Session]):
 
     @admin.action(description=_("Terminate selected sessions"), permissions=["terminate"])
     def terminate_sessions(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
-        from .signals import session_closed
-        from .stores import announce_session_changed
-        from .transport.layers import get_layer, session_group
-
         sessions = list(queryset.filter(terminated_at__isnull=True))
         ids = [session.pk for session in sessions]
         now = timezone.now()
@@ -370,9 +364,6 @@ def _csv_page(queryset: QuerySet[ToolCall], after: int | None) -> list[ToolCall]
 
 def session_tool_calls(session_id: str) -> str:
     """The latest calls of a session, as a small table, with a link to all of them."""
-    from django.urls import reverse
-    from django.utils.html import format_html_join
-
     calls = list(ToolCall.objects.filter(session_id=session_id).order_by("-started_at")[:SESSION_TOOL_CALLS])
     if not calls:
         return "-"
@@ -445,7 +436,6 @@ class ToolCallAdmin(ServerMixin, _ModelAdmin[ToolCall]):
     def session_link(self, obj: ToolCall) -> str:
         if not obj.session_id:
             return "-"
-        from django.urls import reverse
 
         # The session may be gone (the trail outlives it): the link filters the trail by it.
         url = reverse("admin:mcp_django_toolcall_changelist") + "?" + urlencode({"session_id": obj.session_id})

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connections, router
 from django.utils import timezone
@@ -830,7 +831,6 @@ class AuditWriter:
             _insert(rows)
         except IntegrityError:
             # A user deleted since the call: keep the call, unlinked (the username stays).
-            from django.contrib.auth import get_user_model
 
             ids = {row["user_id"] for row in rows if row.get("user_id") is not None}
             existing = set(get_user_model()._default_manager.filter(pk__in=ids).values_list("pk", flat=True))

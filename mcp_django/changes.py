@@ -8,13 +8,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
+from django.db.models.signals import post_delete
+from django.http import HttpRequest
+from django.utils import timezone
 
 from .adminsite import is_never_exposed
 from .entries import ServedSite
 from .exceptions import NotRegistered
 from .handlers import readable
+from .models import Subscription
 from .notifications import announce_soon, list_changed, schedule, tell_listeners
 from .protocol.jsonrpc import notification_message
+from .transport.streams import send_to_session
 
 if TYPE_CHECKING:
     from .options import ModelMCP
@@ -29,8 +36,6 @@ class ChangedSite(ServedSite, Protocol):
 
 async def anotify_resource_updated(site: ServedSite, uri: str) -> int:
     """Send ``notifications/resources/updated`` to the sessions subscribed to ``uri``."""
-    from .transport.streams import send_to_session
-
     pairs = await _still_readable(site, await sync_to_async(_subscriptions_to)(site.name, [uri]))
     for session_id, _ in pairs:
         await send_to_session(session_id, notification_message("notifications/resources/updated", {"uri": uri}))
@@ -66,8 +71,6 @@ class ModelChanges:
 
 async def _announce_updated(site: ServedSite, uris: frozenset[str]) -> int:
     """``resources/updated`` for each subscriber of each URI, found with one query."""
-    from .transport.streams import send_to_session
-
     pairs = await _still_readable(site, await sync_to_async(_subscriptions_to)(site.name, sorted(uris)))
     for session_id, uri in pairs:
         await send_to_session(session_id, notification_message("notifications/resources/updated", {"uri": uri}))
@@ -78,10 +81,6 @@ async def _announce_updated(site: ServedSite, uris: frozenset[str]) -> int:
 
 def _subscriptions_to(site_name: str, uris: list[str]) -> list[tuple[str, str, Any]]:
     """(session, URI, user id) of each live subscription to one of ``uris``."""
-    from django.utils import timezone
-
-    from .models import Subscription
-
     return list(
         Subscription.objects.filter(
             uri__in=uris, session__site_name=site_name, session__terminated_at__isnull=True, session__expires_at__gt=timezone.now()
@@ -111,10 +110,6 @@ async def _still_readable(site: ServedSite, subscriptions: list[tuple[str, str, 
 
 def _request_as(user_id: Any) -> Any:
     """A bare request carrying the session's user (anonymous when the session has none)."""
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import AnonymousUser
-    from django.http import HttpRequest
-
     request = HttpRequest()
     request.user = AnonymousUser()
     if user_id is not None:
@@ -125,8 +120,6 @@ def _request_as(user_id: Any) -> Any:
 
 
 def _is_delete(kwargs: dict[str, Any]) -> bool:
-    from django.db.models.signals import post_delete
-
     return kwargs.get("signal") is post_delete
 
 

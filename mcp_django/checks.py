@@ -5,15 +5,33 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 from contextlib import suppress
 from difflib import get_close_matches
+from importlib import import_module
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from django.apps import apps
 from django.conf import ENVIRONMENT_VARIABLE, settings
 from django.core.checks import CheckMessage, Error, Warning
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError
+from django.urls import URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
+from . import tracing
+from .auth.base import BaseAuthentication
 from .conf import AUTHENTICATION_ALIASES, DEFAULTS
+from .protocol.negotiation import normalize_origin
+from .quotas import CAP_KEYS, QUOTA_KEYS, RATE_KEYS, parse_rate
+from .routing import routes_through_router
+from .sites import all_sites
+from .sites import site as default_site
+from .stores import BaseEventStore
+from .tables import MIGRATE_HINT, missing_tables_message, sessions_database, unapplied_migrations
 
 POSITIVE_INTS = (
     "MAX_BODY_SIZE", "MAX_BATCH_SIZE", "SESSION_TTL", "SESSION_RETENTION", "EVENT_RETENTION", "PAGE_SIZE", "SSE_RETRY_MS",
@@ -26,10 +44,6 @@ def _user_settings() -> Any:
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    from .auth.base import BaseAuthentication
-    from .protocol.negotiation import normalize_origin
-    from .stores import BaseEventStore
-
     user = _user_settings()
     if not isinstance(user, dict):
         return [Error("MCP_DJANGO must be a dict.", hint="Set MCP_DJANGO = {...} in your settings.", id="mcp_django.E001")]
@@ -139,8 +153,6 @@ def _check_setting_name() -> list[CheckMessage]:
     ``MCP_DJANGO`` is unset, and only dicts: a near name (difflib) or a name with "MCP" in it whose
     keys are mcp_django settings. The settings module is read too, for names Django skips
     (it keeps upper-case names only)."""
-    from importlib import import_module
-
     if hasattr(settings, "MCP_DJANGO"):
         return []
 
@@ -174,8 +186,6 @@ def _check_setting_name() -> list[CheckMessage]:
 
 
 def _check_tracing(user: dict[str, Any]) -> list[CheckMessage]:
-    from . import tracing
-
     value = user.get("TRACING", DEFAULTS["TRACING"])
     if not (isinstance(value, bool) or value == "auto"):
         return [Error(f"MCP_DJANGO['TRACING'] is {value!r}.", hint='Use "auto", True or False.', id="mcp_django.E041")]
@@ -200,9 +210,6 @@ def _check_tasks(user: dict[str, Any]) -> list[CheckMessage]:
     errors: list[CheckMessage] = []
     backend = user.get("TASKS_BACKEND", DEFAULTS["TASKS_BACKEND"])
     if backend is not None:
-        from importlib import import_module
-        from importlib.util import find_spec
-
         framework = next((name for name in ("django.tasks", "django_tasks") if find_spec(name) is not None), None)
         if framework is None:
             errors.append(Error(
@@ -212,8 +219,6 @@ def _check_tasks(user: dict[str, Any]) -> list[CheckMessage]:
                 id="mcp_django.E046",
             ))
         else:
-            from django.conf import settings
-
             task_backends = import_module(framework).task_backends
             if not isinstance(backend, str) or backend not in getattr(settings, "TASKS", {}):
                 errors.append(Error(
@@ -318,8 +323,6 @@ def _check_audit(user: dict[str, Any]) -> list[CheckMessage]:
 
 def _check_quotas(user: dict[str, Any]) -> list[CheckMessage]:
     """``QUOTAS`` (mcp_django.quotas): its shape, rates, caps, cache, and the tools it names."""
-    from .quotas import CAP_KEYS, QUOTA_KEYS, RATE_KEYS, parse_rate
-
     raw = user.get("QUOTAS", {})
     shape: list[tuple[str, str]] = []  # (message, hint) of each problem with the dict itself
     if not isinstance(raw, dict):
@@ -365,8 +368,6 @@ def _check_quotas(user: dict[str, Any]) -> list[CheckMessage]:
 
 def _check_quota_tools(per_tool: dict[str, Any]) -> list[CheckMessage]:
     """A ``PER_TOOL`` entry for a tool no site registers limits nothing: most likely a typo."""
-    from .sites import all_sites
-
     if not per_tool:
         return []
     known = {tool.name for site in list(all_sites) for tool in site.get_tools()}
@@ -406,8 +407,6 @@ def _check_request_state(user: dict[str, Any]) -> list[CheckMessage]:
 
 
 def _check_oauth(user: dict[str, Any], auth: Any) -> list[CheckMessage]:
-    from django.apps import apps
-
     errors: list[CheckMessage] = []
     for key in ("SCOPES_SUPPORTED", "REQUIRED_SCOPES", "AUTHORIZATION_SERVERS"):
         value = user.get(key, DEFAULTS[key])
@@ -415,8 +414,6 @@ def _check_oauth(user: dict[str, Any], auth: Any) -> list[CheckMessage]:
             errors.append(Error(f"MCP_DJANGO[{key!r}] must be a list of strings without spaces.", id="mcp_django.E013"))
     resource = user.get("RESOURCE_URL")
     if resource is not None:
-        from urllib.parse import urlsplit
-
         parts = urlsplit(str(resource))
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
             errors.append(
@@ -496,8 +493,6 @@ ROUTER_HINT = "In asgi.py: application = mcp_django.routing.MCPRouter(get_asgi_a
 
 
 def _check_asgi() -> list[CheckMessage]:
-    from .routing import routes_through_router
-
     path = getattr(settings, "ASGI_APPLICATION", None)
     if not path:
         if "daphne" not in settings.INSTALLED_APPS:
@@ -546,8 +541,6 @@ def _check_server() -> list[CheckMessage]:
 def _endpoint_routes() -> list[tuple[Any, str]]:
     """``(site, prefix)`` for each URL of ROOT_URLCONF that reaches an MCP site's endpoint;
     ``prefix`` is the route of the includes above it, joined (``"mcp/"``)."""
-    from django.urls import URLResolver, get_resolver
-
     found: list[tuple[Any, str]] = []
 
     def walk(patterns: Any, prefix: str) -> None:
@@ -565,9 +558,6 @@ def _endpoint_routes() -> list[tuple[Any, str]]:
 
 def check_urls(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """An MCP site that no URL reaches answers nothing: POST /mcp gets Django's HTML 404."""
-    from .sites import all_sites
-    from .sites import site as default_site
-
     try:
         routes = _endpoint_routes()
     except Exception:
@@ -600,11 +590,6 @@ REGISTRATION_RE = re.compile(r"\.(tool|resource|prompt|register|register_admin)\
 
 def _unloaded_registrations() -> list[str]:
     """``app/module.py`` paths that look like MCP registrations but that nothing imported."""
-    import sys
-    from pathlib import Path
-
-    from django.apps import apps
-
     found: list[str] = []
     for config in apps.get_app_configs():
         if config.name == "mcp_django" or not config.path:
@@ -662,8 +647,6 @@ def _check_prefixes(routes: list[tuple[Any, str]]) -> list[CheckMessage]:
 
 
 def check_sites(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    from .sites import all_sites
-
     errors: list[CheckMessage] = []
     for site in list(all_sites):
         errors.extend(site.check(app_configs))
@@ -717,11 +700,6 @@ def check_migrations(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
     """``check --deploy``: mcp_django's migrations not applied on the database that holds
     sessions. Django warns of unapplied migrations only when runserver starts; a server started
     otherwise answers its first MCP request with a missing table."""
-    from django.core.exceptions import ImproperlyConfigured
-    from django.db import DatabaseError
-
-    from .tables import MIGRATE_HINT, missing_tables_message, sessions_database, unapplied_migrations
-
     using = sessions_database()
     try:
         pending = unapplied_migrations(using)

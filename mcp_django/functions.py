@@ -21,6 +21,8 @@ import uritemplate
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured, ObjectDoesNotExist
 from django.http import Http404
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, ValidationError, create_model
 
 from .conf import mcp_settings
@@ -228,9 +230,6 @@ class FunctionTool(PermissionGated, ToolEntry):
         self.signature = Signature(func, f"tool {self.name!r}")
         self._validator: Any = None
         if input_schema is not None:
-            from jsonschema import Draft202012Validator
-            from jsonschema.exceptions import SchemaError
-
             try:
                 Draft202012Validator.check_schema(input_schema)
             except SchemaError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import orjson
 from asgiref.sync import sync_to_async
 
 from . import taskrun
@@ -204,8 +205,6 @@ async def list_resource_templates(params: ListParams, ctx: Context) -> dict[str,
 
 
 def _read_model(model_mcp: Any, request: Any, pk: str, uri: str) -> dict[str, Any]:
-    import orjson
-
     obj = model_mcp.get_object(request, pk)
     if obj is None:
         raise ResourceNotFoundError(uri)  # missing and forbidden look the same

@@ -13,6 +13,7 @@ one channel-layer group (:data:`LISTEN_GROUP`) and keep what their filter and us
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextvars
 import logging
 import math
@@ -22,11 +23,18 @@ import time
 from collections.abc import Hashable
 from typing import Any, Protocol
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import connections, transaction
+from django.utils import timezone
 
+from .models import Session
 from .protocol.jsonrpc import notification_message
 from .protocol.lifecycle import LIST_KINDS
 from .stores import live_session_ids
+from .transport.layers import get_layer
+from .transport.streams import send_to_session
 
 
 class NamedSite(Protocol):
@@ -49,8 +57,6 @@ async def tell_listeners(
     """Tell 2026-07-28 listen streams that ``site``'s (every site's when None) ``kind`` list
     changed (for ``users`` only, when given), that resource ``uri`` was updated, or that
     ``task`` changed."""
-    from .transport.layers import get_layer
-
     event = {
         "type": "mcp.listen", "site": site, "kind": kind, "uri": uri, "task": task,
         "users": None if users is None else [str(u) for u in users],
@@ -61,8 +67,6 @@ async def tell_listeners(
 
 async def anotify_list_changed(site: NamedSite, kind: str) -> int:
     """Send ``notifications/<kind>/list_changed`` to every live session of ``site``."""
-    from .transport.streams import send_to_session
-
     if kind not in LIST_KINDS:
         raise ValueError(f"kind must be one of {', '.join(LIST_KINDS)}, not {kind!r}")
     session_ids = await sync_to_async(live_session_ids)(site.name)
@@ -75,9 +79,6 @@ async def anotify_list_changed(site: NamedSite, kind: str) -> int:
 async def list_changed(site: NamedSite, kind: str, created_before: Any = None) -> int:
     """:func:`anotify_list_changed`, skipping sessions started after a delayed change (they
     listed after it)."""
-    from .models import Session
-    from .transport.streams import send_to_session
-
     sessions = Session.objects.filter(site_name=site.name).live()
     if created_before is not None:
         sessions = sessions.filter(created_at__lte=created_before)
@@ -125,8 +126,6 @@ def _before_executors_stop(function: Any) -> None:
     threading's own hook is what concurrent.futures itself uses."""
     register = getattr(threading, "_register_atexit", None)
     if register is None:  # pragma: no cover - every supported Python has it
-        import atexit
-
         atexit.register(function)
     else:
         register(function)
@@ -262,8 +261,6 @@ class Coalescer:
             self._run_due(due, loop)
         finally:
             if loop is None:
-                from django.db import connections
-
                 connections.close_all()  # this timer thread's own connections, opened by the announcements
 
     def _run_due(self, due: list[_Pending], loop: asyncio.AbstractEventLoop | None) -> None:
@@ -315,8 +312,6 @@ _background: set[Any] = set()
 
 
 def _wall_clock() -> Any:
-    from django.utils import timezone
-
     return timezone.now()
 
 
@@ -330,9 +325,6 @@ async def _logged(coroutine_function: Any, *args: Any, **kwargs: Any) -> None:
 
 def schedule(key: Hashable, function: Any, args: tuple[Any, ...], item: Any = None) -> None:
     """Hand an announcement to the coalescer: now from an event loop, after commit from sync code."""
-    from asgiref.sync import SyncToAsync
-    from django.db import transaction
-
     try:
         loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
@@ -357,9 +349,6 @@ def schedule(key: Hashable, function: Any, args: tuple[Any, ...], item: Any = No
 async def anotify_user_lists_changed(user_ids: list[Any], created_before: Any = None) -> int:
     """Tell the live sessions of these users, on every site, that what they may use changed
     (only those started by ``created_before``, when given)."""
-    from .models import Session
-    from .transport.streams import send_to_session
-
     queryset = Session.objects.filter(user_id__in=user_ids).live()
     if created_before is not None:
         queryset = queryset.filter(created_at__lte=created_before)
@@ -375,9 +364,6 @@ async def anotify_user_lists_changed(user_ids: list[Any], created_before: Any = 
 def permissions_changed(sender: Any, instance: Any, action: str, reverse: bool, model: Any, pk_set: Any, **kwargs: Any) -> None:
     """m2m_changed on user permissions, user groups and group permissions: the tools, resources
     and prompts those users may see changed, so their sessions hear list_changed."""
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
     if action not in ("post_add", "post_remove", "post_clear"):
         return
     User = get_user_model()

@@ -18,10 +18,17 @@ from __future__ import annotations
 from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
+from django.conf import settings
+from django.core.handlers.asgi import ASGIHandler
 from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 
 from .auth.oauth import PRM_PATH
+from .conf import mcp_settings
+from .transport.consumers import MCPConsumer
+from .transport.legacy_sse import HTTPSSEConsumer
+from .transport.metadata import MetadataConsumer
 
 
 class MCPRouter:
@@ -58,9 +65,6 @@ class MCPRouter:
         return self._app_for(site, getattr(match.func, "mcp_transport", "streamable-http")) if site is not None else None
 
     def _app_for(self, site: Any, transport: str) -> Any:
-        from .transport.consumers import MCPConsumer
-        from .transport.legacy_sse import HTTPSSEConsumer
-
         key = (id(site), transport)
         if key not in self._apps:
             if transport == "streamable-http":
@@ -72,16 +76,12 @@ class MCPRouter:
     def metadata_for(self, path: str) -> Any:
         """The protected-resource metadata app for ``/.well-known/oauth-protected-resource[/<endpoint>]``,
         when the server authenticates with OAuth; None otherwise."""
-        from .conf import mcp_settings
-
         if not path.startswith(PRM_PATH) or mcp_settings.authentication != "oauth":
             return None
         endpoint = path[len(PRM_PATH):]
         if endpoint in ("", "/"):
             configured = mcp_settings.resource_url
             if configured:
-                from urllib.parse import urlsplit
-
                 endpoint = urlsplit(configured).path
             else:
                 try:
@@ -90,7 +90,6 @@ class MCPRouter:
                     return None
         elif self.endpoint_for(endpoint) is None:
             return None
-        from .transport.metadata import MetadataConsumer
 
         endpoint = endpoint.rstrip("/") or "/"
         return MetadataConsumer.as_asgi(endpoint_path=endpoint, site=self._site_for(endpoint))
@@ -134,8 +133,6 @@ def routes_through_router(application: Any) -> bool | None:
     wrappers and Channels' ProtocolTypeRouter: True, False when they end in Django's own
     handler (or a protocol router without "http"), None when the chain ends in something this
     cannot see into (a function, a URLRouter, an unknown middleware)."""
-    from django.core.handlers.asgi import ASGIHandler
-
     seen: set[int] = set()
     app = application
     while app is not None and id(app) not in seen:
@@ -158,8 +155,6 @@ def routes_through_router(application: Any) -> bool | None:
 def _handles_lifespan(application: Any) -> bool:
     """Whether the wrapped application speaks ASGI lifespan itself (Django's handler does not;
     a Channels ProtocolTypeRouter does when it routes "lifespan")."""
-    from django.core.handlers.asgi import ASGIHandler
-
     if isinstance(application, ASGIHandler):
         return False
     routes = getattr(application, "application_mapping", None)
@@ -179,8 +174,6 @@ async def _answer_lifespan(receive: Any, send: Any) -> None:
 
 
 def _slash_form_of_endpoint(path_info: str) -> bool:
-    from django.conf import settings
-
     return _is_slash_form(path_info, settings.ROOT_URLCONF)
 
 

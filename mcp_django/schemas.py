@@ -31,8 +31,12 @@ from django.core.validators import (
 )
 from django.db import models
 from jsonschema import ValidationError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 from rest_framework import serializers
 from rest_framework.schemas.openapi import AutoSchema
+from rest_framework.settings import api_settings
 
 from .protocol.ecma import ecma_pattern
 
@@ -117,10 +121,6 @@ def unresolvable_refs(schema: dict[str, Any]) -> list[str]:
     """Each ``$ref`` of ``schema`` that does not resolve inside it, as the official Python client
     resolves them (an empty registry: no network, MCP forbids fetching a ``$ref``); nested
     ``$id``s taken into account."""
-    from referencing import Registry
-    from referencing.exceptions import Unresolvable
-    from referencing.jsonschema import DRAFT202012
-
     problems: list[str] = []
 
     def walk(node: Any, resolver: Any) -> None:
@@ -393,8 +393,6 @@ def _guaranteed_formats() -> tuple[str, ...]:
 
 
 def _coerces() -> bool:
-    from rest_framework.settings import api_settings
-
     return bool(api_settings.COERCE_DECIMAL_TO_STRING)
 
 

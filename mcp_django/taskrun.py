@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
 from django.db import connections
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
@@ -375,9 +377,6 @@ class Runner:
     def _prepare(self, task: Task) -> tuple[ToolEntry, Context, dict[str, Any]] | dict[str, Any]:
         """The tool, its Context and its arguments, as the request had them; or the error that
         fails the task (a user gone or deactivated, a tool gone or no longer allowed)."""
-        from django.contrib.auth import get_user_model
-        from django.contrib.auth.models import AnonymousUser
-
         payload = orjson.loads(crypto.decrypt(task.payload))
         request = HttpRequest()
         request.user = AnonymousUser()

@@ -30,6 +30,9 @@ from typing import Any
 
 import orjson
 from channels.testing import ApplicationCommunicator
+from django.conf import settings
+from django.test import AsyncClient
+from django.utils.module_loading import import_string
 
 from .protocol.sse import SSEComment, SSEEvent, SSEParser, parse_sse
 
@@ -325,9 +328,6 @@ class MCPTestClient:
     @property
     def application(self) -> Any:
         if self._application is None:
-            from django.conf import settings
-            from django.utils.module_loading import import_string
-
             self._application = import_string(settings.ASGI_APPLICATION)
         return self._application
 
@@ -359,9 +359,6 @@ class MCPTestClient:
 
     async def force_login(self, user: Any, backend: str | None = None) -> None:
         """Log ``user`` in through Django's session framework and send its cookie from now on."""
-        from django.conf import settings
-        from django.test import AsyncClient
-
         browser = AsyncClient()
         await browser.aforce_login(user, backend)
         cookie = browser.cookies[settings.SESSION_COOKIE_NAME]

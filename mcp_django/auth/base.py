@@ -5,8 +5,11 @@ A session id is never a credential: the session only binds to the user a policy 
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import aget_user
 from django.http import HttpRequest
 
 
@@ -39,11 +42,6 @@ class DjangoAuthentication(BaseAuthentication):
     """The request's Django user from the session cookie, for same-site clients."""
 
     async def authenticate(self, request: HttpRequest) -> Any:
-        from importlib import import_module
-
-        from django.conf import settings
-        from django.contrib.auth import aget_user
-
         engine = import_module(settings.SESSION_ENGINE)
         request.session = engine.SessionStore(request.COOKIES.get(settings.SESSION_COOKIE_NAME))
         user = await aget_user(request)

@@ -12,9 +12,13 @@ from django.utils import timezone
 
 from ..auth.oauth import public_url
 from ..conf import mcp_settings
+from ..crypto import InvalidToken, decrypt, encrypt
 from ..models import Elicitation, Session, UserSecret
+from ..notifications import announce_soon
 from ..protocol.jsonrpc import notification_message
 from ..quotas import check_pending_elicitations
+from ..transport.layers import get_layer
+from ..transport.streams import send_to_session
 
 FINAL_STATES = (Elicitation.State.COMPLETED, Elicitation.State.DECLINED, Elicitation.State.CANCELLED, Elicitation.State.EXPIRED)
 
@@ -74,16 +78,12 @@ def finish(elicitation: Elicitation, state: str, *, announce_to_client: bool = T
     if not closed:
         return False
     elicitation.state = state
-    from ..notifications import announce_soon
 
     announce_soon(announce, elicitation.pk, elicitation.session_id if announce_to_client else None, state)
     return True
 
 
 async def announce(elicitation_id: str, session_id: str | None, state: str) -> None:
-    from ..transport.layers import get_layer
-    from ..transport.streams import send_to_session
-
     if session_id is not None:
         session = await Session.objects.filter(pk=session_id).afirst()
         # notifications/elicitation/complete exists from 2025-11-25, and only for its own session.
@@ -99,8 +99,6 @@ RECHECK_SECONDS = 2.0
 
 async def wait(elicitation_id: str, timeout: float) -> str:
     """Wait until the elicitation is finished (on any process); return its final state."""
-    from ..transport.layers import get_layer
-
     layer = get_layer()
     channel = await layer.new_channel()
     group = elicitation_group(elicitation_id)
@@ -130,15 +128,11 @@ def expire(elicitation_id: str) -> None:
 
 
 def store_secret(user: Any, service: str, secret: str) -> None:
-    from ..crypto import encrypt
-
     now = timezone.now()
     UserSecret.objects.update_or_create(user=user, service=service, defaults={"ciphertext": encrypt(secret), "updated_at": now})
 
 
 def read_secret(user_id: Any, service: str) -> str | None:
-    from ..crypto import InvalidToken, decrypt
-
     ciphertext = UserSecret.objects.filter(user_id=user_id, service=service).values_list("ciphertext", flat=True).first()
     if ciphertext is None:
         return None

@@ -14,7 +14,11 @@ from typing import Any
 
 import orjson
 
+from ..conf import mcp_settings
+from ..signals import sweeping
+from ..stores import RunningRequestStore, ServerRequestStore, session_cache
 from .layers import get_layer
+from .streams import close_orphaned_streams
 
 logger = logging.getLogger("mcp_django.transport")
 
@@ -88,8 +92,6 @@ class ProcessChannel:
                 continue
             failures = 0
             if message.get("type") == "mcp.session.changed":
-                from ..stores import session_cache
-
                 session_cache.drop(message["session"])
             elif message.get("type") == "mcp.cancel":
                 task = RUNNING.get((message["session"], message["request"]))
@@ -105,9 +107,6 @@ class ProcessChannel:
     async def renew_leases(self) -> None:
         """Keep this process's claim on its running requests while it lives (see RunningRequest),
     and sweep up after dead processes on every beat."""
-        from ..conf import mcp_settings
-        from ..stores import RunningRequestStore
-
         while True:
             lease = mcp_settings.request_lease_seconds
             await asyncio.sleep(lease / 3)
@@ -172,9 +171,6 @@ class Leases:
     async def _write(self) -> None:
         """Write one batch, then hand what came meanwhile to a new writer (a release waits for
         the batch holding its claim, never for the ones after it)."""
-        from ..conf import mcp_settings
-        from ..stores import RunningRequestStore
-
         await asyncio.sleep(self.WRITE_DELAY)
         batch, self._unwritten = self._unwritten, {}
         self._writing = set(batch)
@@ -225,8 +221,6 @@ class Orphans:
 
     def dropped(self, stream: str) -> bool:
         """``stream`` has no connection now: start its grace period if its requests run here."""
-        from ..conf import mcp_settings
-
         if stream not in self.streams or stream in self.timers:
             return stream in self.streams
         grace = mcp_settings.disconnect_grace_seconds
@@ -304,11 +298,6 @@ async def sweep() -> None:
     Run when a process starts (its first request): a restarted server cleans up after the
     incarnation it replaces, as soon as those leases lapse.
     """
-    from ..conf import mcp_settings
-    from ..signals import sweeping
-    from ..stores import ServerRequestStore
-    from .streams import close_orphaned_streams
-
     try:
         await close_orphaned_streams()
         await ServerRequestStore().aexpire_stale(mcp_settings.server_request_ttl)

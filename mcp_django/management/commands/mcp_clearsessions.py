@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from mcp_django import taskstore
 from mcp_django.conf import mcp_settings
-from mcp_django.models import Elicitation, ServerRequest, Session, ToolCall
+from mcp_django.models import Elicitation, Event, ServerRequest, Session, ToolCall
 from mcp_django.stores import RunningRequestStore, ServerRequestStore, get_event_store
 
 
@@ -42,8 +42,6 @@ class Command(BaseCommand):
         days = mcp_settings.audit_retention_days
         old_calls = ToolCall.objects.filter(started_at__lt=now - timedelta(days=days)) if days is not None else ToolCall.objects.none()
         if dry_run:
-            from mcp_django.models import Event
-
             self.stdout.write(
                 f"Would delete {ended.count()} sessions, "
                 f"{Event.objects.filter(Q(session__in=ended) | Q(created_at__lt=event_cutoff)).count()} events and "
