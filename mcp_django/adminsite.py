@@ -14,9 +14,13 @@ import textwrap
 from typing import TYPE_CHECKING, Any, cast
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
 from django.contrib.messages.storage.base import BaseStorage
+from django.core.exceptions import ImproperlyConfigured
 from django.db import models, transaction
+from django.db.models.base import ModelBase
 from django.http import HttpRequest, HttpResponseBase
+from jsonschema import Draft202012Validator
 
 from .entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
 from .options import ModelMCP, _safe_name, malformed_pk
@@ -51,8 +55,6 @@ def is_never_exposed(model: type[models.Model]) -> bool:
 
 
 def refuse_own_model(model: type[models.Model]) -> None:
-    from django.core.exceptions import ImproperlyConfigured
-
     if is_never_exposed(model):
         raise ImproperlyConfigured(
             f"{model._meta.label} is one of mcp_django's own models (sessions, events, secrets): "
@@ -62,8 +64,6 @@ def refuse_own_model(model: type[models.Model]) -> None:
 
 def is_excluded_by_default(model: type[models.Model]) -> bool:
     """True for the user, group, permission, session, admin log and OAuth models."""
-    from django.conf import settings
-
     opts = model._meta
     if opts.app_label in DEFAULT_EXCLUDED_APPS or opts.label_lower in DEFAULT_EXCLUDED_MODELS:
         return True
@@ -213,8 +213,6 @@ class AdminActionTool(ToolEntry):
         return await sync_to_async(self._call, thread_sensitive=True)(arguments, cast("HttpRequest", ctx.request), ctx)
 
     def _call(self, arguments: dict[str, Any], request: HttpRequest, ctx: Context | None = None) -> dict[str, Any]:
-        from jsonschema import Draft202012Validator
-
         if not self.is_visible(request):
             raise InvalidParamsError(f"Unknown tool: {self.name}")
         errors = [argument_error(e) for e in sorted(Draft202012Validator(self.input_schema).iter_errors(arguments), key=lambda e: list(e.path))]
@@ -281,6 +279,7 @@ def admin_actions(
 def _delete_selected_without_confirmation(model_admin: ModelAdmin[Any], request: HttpRequest, queryset: Any) -> None:
     """delete_selected, minus its confirmation page: the MCP client asks its user instead
     (the tool is marked destructive) and only exists when the site opts in."""
+    # App loading: admin's models; this module imports before apps are ready (sites imports it).
     from django.contrib.admin.models import DELETION, LogEntry
 
     objects = list(queryset)
@@ -300,8 +299,6 @@ class TaskActions:
     """
 
     def __init__(self, option: dict[str, str] | str | None) -> None:
-        from django.core.exceptions import ImproperlyConfigured
-
         self.all = option == "__all__"
         self.names: dict[str, TaskSupport] = {}
         #: Action names of the bridged ModelAdmins (to report names in ``names`` that none has).
@@ -403,9 +400,6 @@ class AdminBridge:
 def model_labels(models_option: Any) -> frozenset[str] | None:
     """``models=`` of register_admin (model classes or "app_label.Model" labels), as lower-case
     labels; mcp_django's own models are refused here, at configuration time."""
-    from django.core.exceptions import ImproperlyConfigured
-    from django.db.models.base import ModelBase
-
     if models_option is None:
         return None
     if isinstance(models_option, (str, ModelBase)):

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
+from asgiref.sync import sync_to_async
+from jsonschema import Draft202012Validator
+from pydantic import TypeAdapter
+
+from .conf import mcp_settings
 from .entries import Completions as Completions  # defined with the entries that offer them; kept importable here
 from .exceptions import ClientRequestError
-from .protocol.errors import MissingRequiredClientCapabilityError
+from .protocol.errors import MissingRequiredClientCapabilityError, URLElicitationRequiredError
 from .protocol.jsonrpc import RequestId, notification_message
 from .protocol.lifecycle import LOG_LEVELS, level_enabled
 from .rounds import StartTask
@@ -104,8 +110,6 @@ def elicitation_schema(schema: Any) -> tuple[dict[str, Any], Any]:
     if isinstance(schema, dict):
         result = dict(schema)
     else:
-        from pydantic import TypeAdapter
-
         model = schema
         raw = TypeAdapter(schema).json_schema()
         result = _inline_refs(raw, raw.get("$defs", {}))
@@ -183,8 +187,8 @@ class Log:
 
 
 def _anonymous_user() -> Any:
-    # Imported here: django.contrib.auth.models needs the app registry, and this module is
-    # importable before it is ready.
+    # App loading: django.contrib.auth.models needs the app registry, and this module is
+    # importable before it is ready (the facade's Context).
     from django.contrib.auth.models import AnonymousUser
 
     return AnonymousUser()
@@ -287,7 +291,6 @@ class Context:
         if self._last_progress is not None and progress <= self._last_progress:
             raise ValueError(f"Progress must increase: {progress} after {self._last_progress}")
         self._last_progress = progress
-        from .conf import mcp_settings
 
         now = time.monotonic()
         final = total is not None and progress >= total
@@ -327,8 +330,6 @@ class Context:
         return capability
 
     async def _request(self, method: str, params: dict[str, Any], timeout: float | None, key: str | None = None) -> dict[str, Any]:
-        from .conf import mcp_settings
-
         if self._rounds is not None:
             response = await self._rounds.ask(method, params, key)
         elif self._emitter is None:
@@ -400,14 +401,10 @@ class Context:
         content = result.get("content") if action == "accept" else None
         data = None
         if action == "accept":
-            from jsonschema import Draft202012Validator
-
             errors = [e.message for e in Draft202012Validator(requested).iter_errors(content or {})]
             if errors:
                 raise ClientRequestError("The elicitation answer does not match the form: " + "; ".join(errors))
             if model is not None:
-                from pydantic import TypeAdapter
-
                 data = TypeAdapter(model).validate_python(content or {})
         return ElicitationResult(action, content, data)
 
@@ -447,10 +444,7 @@ class Context:
         capability). In 2026-07-28 the question is an input request (``key`` as for
         :meth:`sample`) and the page is kept in ``requestState``: the retry finds it, done or not.
         """
-        from asgiref.sync import sync_to_async
-
-        from .elicitation import services
-        from .protocol.errors import URLElicitationRequiredError
+        from .elicitation import services  # app loading: its models; this module imports before apps are ready
 
         user_id = getattr(self.user, "pk", None)
         if user_id is None:
@@ -489,17 +483,14 @@ class Context:
 
     async def wait_for_elicitation(self, elicitation: URLElicitation | str, timeout: float | None = None) -> str:
         """Wait until the page is finished; return "completed", "declined", "cancelled" or "expired"."""
-        from .conf import mcp_settings
-        from .elicitation import services
+        from .elicitation import services  # app loading: its models; this module imports before apps are ready
 
         elicitation_id = elicitation if isinstance(elicitation, str) else elicitation.id
         return await services.wait(elicitation_id, timeout or float(mcp_settings.elicitation_ttl))
 
     async def get_secret(self, service: str) -> str | None:
         """The calling user's secret for ``service``, entered on a secret page; None if absent."""
-        from asgiref.sync import sync_to_async
-
-        from .elicitation import services
+        from .elicitation import services  # app loading: its models; this module imports before apps are ready
 
         user_id = getattr(self.user, "pk", None)
         if user_id is None:
@@ -517,8 +508,6 @@ class Context:
 
     async def get_connection(self, provider: str) -> dict[str, Any] | None:
         """The calling user's tokens for a third-party provider (``CONNECT_PROVIDERS``), if connected."""
-        import json
-
         stored = await self.get_secret(f"connect:{provider}")
         return json.loads(stored) if stored else None
 
@@ -550,14 +539,14 @@ class Context:
     @property
     def user_state(self) -> Any:
         """A persisted key-value store for the calling user on this site (outlives sessions)."""
-        from .state import UserStateStore
+        from .state import UserStateStore  # app loading: its models; this module imports before apps are ready
 
         return UserStateStore(getattr(self.user, "pk", None), self.site.name)
 
     @property
     def session_state(self) -> Any:
         """A persisted key-value store that dies with the session."""
-        from .state import SessionStateStore
+        from .state import SessionStateStore  # app loading: its models; this module imports before apps are ready
 
         if self.session_id is None:
             raise ClientRequestError("There is no session to keep state in (2026-07-28 requests have none: use ctx.user_state)")

@@ -25,20 +25,24 @@ from typing import TYPE_CHECKING, Any, Generic, cast
 
 import orjson
 from asgiref.sync import sync_to_async
+from django.apps import apps
 from django.core import checks
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models, transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
+from jsonschema import Draft202012Validator
 from rest_framework import serializers
 from typing_extensions import TypeVar
 
 from .auth.scopes import missing_scopes
+from .conf import mcp_settings
 from .context import Completions
 from .entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
 from .functions import TOOL_NAME_RE
 from .protocol.errors import InvalidParamsError
+from .protocol.pagination import decode_cursor, encode_cursor
 from .schemas import argument_error, error_message, invalid_arguments, nullable, pk_schema, serializer_schema
 
 if TYPE_CHECKING:
@@ -58,8 +62,6 @@ M = TypeVar("M", bound=models.Model, default=models.Model)
 
 def uri_scheme() -> str:
     """The scheme of model resource URIs (``MCP_DJANGO["MODEL_URI_SCHEME"]``, "django" by default)."""
-    from .conf import mcp_settings
-
     return str(mcp_settings.model_uri_scheme)
 class ModelMCPChecks:
     """System checks for a ``ModelMCP``; each ``_check_*`` returns a list of errors."""
@@ -525,8 +527,6 @@ class ModelTool(ToolEntry):
 
     @cached_property
     def validator(self) -> Any:
-        from jsonschema import Draft202012Validator
-
         return Draft202012Validator(self.input_schema)
 
     def _call(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
@@ -583,8 +583,6 @@ class ModelTool(ToolEntry):
         return self._error(invalid_arguments(lines))
 
     def _search(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
-        from .protocol.pagination import decode_cursor, encode_cursor
-
         mm = self.model_mcp
         limit = arguments.pop("limit", min(20, mm.search_limit))
         ordering = arguments.pop("ordering", None) or (mm.ordering[0] if mm.ordering else "pk")
@@ -756,13 +754,12 @@ def changed_fields(obj: Any, data: dict[str, Any]) -> list[str]:
 
 def log_change(request: HttpRequest, obj: Any, action: str, message: str) -> None:
     """Write the admin's ``LogEntry`` so the change shows in the object's admin history."""
-    from django.apps import apps
-
     if not apps.is_installed("django.contrib.admin"):
         return
     user = getattr(request, "user", None)
     if user is None or not getattr(user, "is_authenticated", False):
         return
+    # Optional app, checked above: importing admin's models without django.contrib.admin installed raises.
     from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 
     flag = {"add": ADDITION, "change": CHANGE, "delete": DELETION}[action]

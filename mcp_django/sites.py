@@ -18,26 +18,35 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast, overload
+from urllib.parse import unquote
 from weakref import WeakSet
 
 from django.apps import apps
+from django.core.checks import Error
+from django.core.checks import Warning as CheckWarning
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models.base import ModelBase
+from django.db.models.signals import post_delete, post_save
 from django.utils.functional import LazyObject
+from django.utils.module_loading import import_string
 
+from .adminsite import AdminActionTool, AdminBridge, AdminModelMCP, TaskActions, admin_actions, is_never_exposed, model_labels, refuse_own_model
 from .conf import mcp_settings
 from .exceptions import AlreadyRegistered, NotRegistered
 from .functions import Completer, FunctionPrompt, FunctionResource, FunctionResourceTemplate, FunctionTool
+from .options import ModelMCP, uri_scheme
 from .protocol.dispatcher import Handler
 from .protocol.lifecycle import LIST_KINDS
+
+# changes, notifications, handlers and engine reach the models: the methods that need them import
+# them, because this module imports before apps are ready ("from mcp_django import site" in any
+# app, like the admin's sites.py).
 
 if TYPE_CHECKING:
     from django.db.models import Model
 
-    from .adminsite import AdminBridge
     from .engine import Engine
     from .entries import Icon, TaskSupport, ToolAnnotations, ToolEntry
-    from .options import ModelMCP
 
 #: A decorated function: returned as it came, so it keeps its signature and return type.
 F = TypeVar("F", bound=Callable[..., Any])
@@ -126,9 +135,6 @@ class MCPSite:
         ``site.register(Book)`` and ``site.register(Book, BookMCP)`` register at once;
         ``@site.register(Book)`` on a ``ModelMCP`` subclass registers with that class.
         """
-        from .adminsite import AdminModelMCP, refuse_own_model
-        from .options import ModelMCP
-
         candidates = [model_or_iterable] if isinstance(model_or_iterable, ModelBase) else list(model_or_iterable)
         for candidate in candidates:
             if not isinstance(candidate, ModelBase):
@@ -192,8 +198,6 @@ class MCPSite:
         ``{"mark_returned": "optional"}`` by action name ("required": only as a task), or
         ``"__all__"`` for every action "optional".
         """
-        from .adminsite import AdminBridge, TaskActions, model_labels
-
         bridge = AdminBridge(
             admin_site, model_labels(models), tuple(tools), actions, include_delete_selected, tuple(read_scopes), tuple(write_scopes),
             TaskActions(task_actions),
@@ -222,7 +226,6 @@ class MCPSite:
         """Expose what the bridged admin sites registered since last time (cheap when nothing did)."""
         if not any(b.is_stale() for b in self._bridges):
             return
-        from .adminsite import AdminActionTool, AdminModelMCP, admin_actions
 
         with self._bridge_lock:
             changed = announce = False
@@ -294,7 +297,7 @@ class MCPSite:
         if not self.serving:
             return  # still starting (autodiscover) or never served: nobody to tell
         lists = {"tool": ("tools",), "prompt": ("prompts",), "resource": ("resources",), "template": ("resources",)}.get(kind, LIST_KINDS)
-        from .notifications import announce_soon, anotify_list_changed
+        from .notifications import announce_soon, anotify_list_changed  # app loading: notifications imports models (see the imports above)
 
         for list_kind in lists:
             announce_soon(anotify_list_changed, self, list_kind)
@@ -312,14 +315,10 @@ class MCPSite:
 
     def get_model_mcps(self) -> list[ModelMCP[Any]]:
         """Every registered ``ModelMCP``."""
-        from .options import ModelMCP
-
         return [e for e in self._registry.values() if isinstance(e, ModelMCP)]
 
     def get_model_mcp_for_uri(self, uri: str) -> tuple[ModelMCP[Any], str] | None:
         """Find the ModelMCP of a ``django://<app_label>/<name>/<pk>`` URI; return it with the pk."""
-        from .options import uri_scheme
-
         prefix = f"{uri_scheme()}://"
         if not uri.startswith(prefix):
             return None
@@ -328,16 +327,11 @@ class MCPSite:
             return None
         for model_mcp in self.get_model_mcps():
             if model_mcp.opts.app_label == parts[0] and model_mcp.name == parts[1]:
-                from urllib.parse import unquote
-
                 return model_mcp, unquote(parts[2])
         return None
 
     def _connect_signals(self, model: Any) -> None:
-        from django.db.models.signals import post_delete, post_save
-
-        from .adminsite import is_never_exposed
-        from .changes import ModelChanges
+        from .changes import ModelChanges  # app loading: changes imports models (see the imports above)
 
         if is_never_exposed(model):
             return  # its rows are written by announcements themselves: never announce them
@@ -577,25 +571,25 @@ class MCPSite:
 
         Callable from sync code anywhere; async code uses :meth:`anotify_resource_updated`.
         """
-        from .changes import notify_resource_updated
+        from .changes import notify_resource_updated  # app loading: changes imports models (see the imports above)
 
         return notify_resource_updated(self, uri)
 
     async def anotify_resource_updated(self, uri: str) -> int:
         """The async twin of :meth:`notify_resource_updated`."""
-        from .changes import anotify_resource_updated
+        from .changes import anotify_resource_updated  # app loading: changes imports models (see the imports above)
 
         return await anotify_resource_updated(self, uri)
 
     def notify_list_changed(self, kind: str) -> int:
         """Tell every live session that the ``"tools"``, ``"resources"`` or ``"prompts"`` list changed."""
-        from .notifications import notify_list_changed
+        from .notifications import notify_list_changed  # app loading: notifications imports models (see the imports above)
 
         return notify_list_changed(self, kind)
 
     async def anotify_list_changed(self, kind: str) -> int:
         """The async twin of :meth:`notify_list_changed`."""
-        from .notifications import anotify_list_changed
+        from .notifications import anotify_list_changed  # app loading: notifications imports models (see the imports above)
 
         return await anotify_list_changed(self, kind)
 
@@ -616,7 +610,7 @@ class MCPSite:
         """The method table for the dispatcher: only methods of offered capabilities."""
         self._registry  # noqa: B018 - applies pending register_admin() calls, which reset the table
         if self._handlers is None:
-            from .handlers import STANDARD_HANDLERS
+            from .handlers import STANDARD_HANDLERS  # app loading: handlers imports models (see the imports above)
 
             offered = self.get_capabilities()
             hidden = {m for cap, methods in _CAPABILITY_METHODS.items() if cap not in offered for m in methods}
@@ -636,9 +630,7 @@ class MCPSite:
     def engine(self) -> Engine:
         """The protocol engine under every transport of this site."""
         if self._engine is None:
-            # Not at module level: the engine reaches the models, and this module must import
-            # before apps are ready ("from mcp_django import site" in any app), like the admin's.
-            from .engine import Engine
+            from .engine import Engine  # app loading: engine imports models (see the imports above)
 
             self._engine = Engine(self)
         return self._engine
@@ -681,11 +673,10 @@ class MCPSite:
         for model_mcp in self.get_model_mcps():
             if app_configs is None or model_mcp.opts.app_config in app_configs:
                 errors.extend(model_mcp.check())
-        from django.core.checks import Warning
 
         for model_admin, action in self._unexposable_actions:
             errors.append(
-                Warning(
+                CheckWarning(
                     f"The admin action {action!r} of {model_admin} can return an HTTP response "
                     "(a download or an intermediate page), so it is not exposed over MCP.",
                     hint="Split the work from the response into an action that returns None, or add an @site.tool.",
@@ -693,8 +684,6 @@ class MCPSite:
                     id="mcp_django.W101",
                 )
             )
-        from django.core.checks import Error
-        from django.core.checks import Warning as CheckWarning
 
         for bridge in self._bridges:
             for name, hint in bridge.conflicts:
@@ -725,8 +714,6 @@ class MCPSite:
                 )
         tool_names = [t.name for t in self.get_tools()]
         for name in sorted({n for n in tool_names if tool_names.count(n) > 1}):
-            from django.core.checks import Error
-
             errors.append(Error(f"Two tools are named {name!r} on {self!r}.", hint="Rename one; tool names must be unique.", id="mcp_django.E105"))
         return errors
 
@@ -735,9 +722,6 @@ class DefaultMCPSite(LazyObject):  # type: ignore[type-arg]  # generic only in d
     """The default site, built on first use from the app config (like ``admin.site``)."""
 
     def _setup(self) -> None:
-        from django.apps import apps
-        from django.utils.module_loading import import_string
-
         try:
             config = apps.get_app_config("mcp_django")
         except LookupError:
