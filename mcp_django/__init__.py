@@ -4,7 +4,10 @@ resources, tools and prompts, over Streamable HTTP.
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from django.utils.module_loading import autodiscover_modules
 
 from .version import __version__ as __version__
 
@@ -59,22 +62,30 @@ __all__ = [
 ]
 
 
+#: The module that defines each public name, imported on first use of the name: "import
+#: mcp_django" in settings.py must not import models before the app registry is ready.
+_LAZY = {
+    "site": "sites", "MCPSite": "sites", "ModelMCP": "options", "Context": "context",
+    **dict.fromkeys(("ToolError", "InvalidParamsError", "ResourceNotFoundError"), "exceptions"),
+    **dict.fromkeys(("ToolResult", "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "Message"), "content"),
+    **dict.fromkeys(("ToolAnnotations", "Icon"), "entries"),
+}
+
+
+def _load(name: str) -> Any:
+    return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+
+
 def autodiscover() -> None:
     """Import every installed app's ``mcp.py`` so that its registrations run."""
-    from django.utils.module_loading import autodiscover_modules
-
-    from .sites import site
-
-    autodiscover_modules("mcp", register_to=site)
+    autodiscover_modules("mcp", register_to=_load("site"))
 
 
 def register(*models: type[Model], site: MCPSite | None = None) -> Callable[[_MC], _MC]:
     """Register models with a ``ModelMCP`` subclass: ``@register(Book)`` (like ``admin.register``)."""
 
     def wrapper(model_mcp_class: _MC) -> _MC:
-        from .sites import site as default_site
-
-        (site or default_site).register(models, model_mcp_class)
+        (site or _load("site")).register(models, model_mcp_class)
         return model_mcp_class
 
     return wrapper
@@ -83,29 +94,6 @@ def register(*models: type[Model], site: MCPSite | None = None) -> Callable[[_MC
 if not TYPE_CHECKING:  # mypy reads the imports above instead, so a misspelt name is an error
 
     def __getattr__(name: str) -> Any:
-        # Lazy, so that "import mcp_django" in settings.py does not import models before setup.
-        if name in ("site", "MCPSite"):
-            from . import sites
-
-            return getattr(sites, name)
-        if name == "ModelMCP":
-            from .options import ModelMCP
-
-            return ModelMCP
-        if name == "Context":
-            from .context import Context
-
-            return Context
-        if name in ("ToolError", "InvalidParamsError", "ResourceNotFoundError"):
-            from . import exceptions
-
-            return getattr(exceptions, name)
-        if name in ("ToolResult", "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "Message"):
-            from . import content
-
-            return getattr(content, name)
-        if name in ("ToolAnnotations", "Icon"):
-            from . import entries
-
-            return getattr(entries, name)
+        if name in _LAZY:
+            return _load(name)
         raise AttributeError(f"module 'mcp_django' has no attribute {name!r}")

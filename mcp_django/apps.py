@@ -2,8 +2,15 @@ from types import ModuleType
 from typing import cast
 
 from django.apps import AppConfig
+from django.apps import apps as all_apps
+from django.contrib.auth import get_user_model
 from django.core import checks
+from django.core.signals import request_started
+from django.db.models.signals import m2m_changed
 from django.utils.translation import gettext_lazy as _
+
+from .conf import mcp_settings
+from .signals import session_changed, sweeping
 
 
 class SimpleMcpDjangoConfig(AppConfig):
@@ -15,7 +22,11 @@ class SimpleMcpDjangoConfig(AppConfig):
     default_site = "mcp_django.sites.MCPSite"
 
     def ready(self) -> None:
+        # App loading: Django imports this module before the app registry is ready, and these
+        # modules import models (directly or through the stores).
+        from . import audit, log_bridge, routing, site_urls, sites, taskrun, tracing
         from . import checks as mcp_checks
+        from .transport import process
 
         checks.register(mcp_checks.check_settings, "mcp_django")
         checks.register(mcp_checks.check_sites, "mcp_django")
@@ -25,65 +36,39 @@ class SimpleMcpDjangoConfig(AppConfig):
         checks.register(mcp_checks.check_migrations, "mcp_django", deploy=True)
         checks.register(mcp_checks.check_proxy, "mcp_django", deploy=True)
 
-        from django.core.signals import request_started
+        request_started.connect(routing.serve_endpoint_without_slash, dispatch_uid="mcp_django.endpoint_without_slash")
 
-        from .routing import serve_endpoint_without_slash
-
-        request_started.connect(serve_endpoint_without_slash, dispatch_uid="mcp_django.endpoint_without_slash")
-
-        from .site_urls import site_urlpatterns
-        from .sites import MCPSite
-
-        MCPSite.urlpatterns_builder = staticmethod(site_urlpatterns)
-
-        from .signals import session_changed
-        from .transport.process import on_session_changed
+        sites.MCPSite.urlpatterns_builder = staticmethod(site_urls.site_urlpatterns)
 
         # Storage says a session changed; the bus tells the other processes.
-        session_changed.connect(on_session_changed, dispatch_uid="mcp_django.session_changed")
+        session_changed.connect(process.on_session_changed, dispatch_uid="mcp_django.session_changed")
 
         self.connect_permission_signals()
-
-        from . import tracing
 
         # Before the audit trail, so its observer runs inside the span and sees the trace id.
         # Imports nothing of OpenTelemetry until a request arrives with TRACING on.
         tracing.install()
 
-        from . import audit
-
         # Every tools/call, on every transport, goes to the audit trail while AUDIT_TOOL_CALLS is on.
         audit.install()
 
-        from .signals import sweeping
-        from .taskrun import on_sweep
-
         # The bus's sweep after dead processes also fails their durable tasks, polled or not.
-        sweeping.connect(on_sweep, dispatch_uid="mcp_django.taskrun.on_sweep")
-
-        from .conf import mcp_settings
+        sweeping.connect(taskrun.on_sweep, dispatch_uid="mcp_django.taskrun.on_sweep")
 
         bridge = mcp_settings.log_bridge_loggers
         if bridge:
-            from .log_bridge import install
-
-            install(bridge)
-
+            log_bridge.install(bridge)
 
     def connect_permission_signals(self) -> None:
         """Permission and group changes alter what users may see: tell their sessions."""
-        from django.apps import apps as all_apps
-
         if not all_apps.is_installed("django.contrib.auth"):
             return
-        from django.contrib.auth import get_user_model
-        from django.contrib.auth.models import Group
-        from django.db.models.signals import m2m_changed
-
+        # App loading: notifications imports models (see ready()).
         from .notifications import permissions_changed
 
         user_model = get_user_model()
-        for through in (getattr(user_model, "user_permissions", None), getattr(user_model, "groups", None), Group.permissions):
+        group_model = all_apps.get_model("auth", "Group")
+        for through in (getattr(user_model, "user_permissions", None), getattr(user_model, "groups", None), group_model.permissions):
             if through is not None:
                 m2m_changed.connect(permissions_changed, sender=through.through, dispatch_uid=f"mcp_django:{through.through._meta.label}")
 
