@@ -843,7 +843,7 @@ class AuditWriter:
     def _client_ids(application_ids: set[Any]) -> dict[Any, str]:
         if not application_ids:
             return {}
-        # Only tokens from django-oauth-toolkit carry an application: it is installed.
+        # Optional dependency: only tokens from django-oauth-toolkit carry an application, so it is installed.
         from oauth2_provider.models import get_application_model
 
         return dict(get_application_model().objects.filter(pk__in=application_ids).values_list("pk", "client_id"))

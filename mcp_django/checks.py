@@ -466,7 +466,7 @@ def _check_redis_socket_timeout(alias: str, layer: Any) -> list[CheckMessage]:
     # that does not use it would cost every `check` that start-up.
     if not any(f"{c.__module__}.{c.__qualname__}" == "channels_redis.core.RedisChannelLayer" for c in getattr(backend, "__mro__", ())):
         return []
-    import redis
+    import redis  # optional dependency (the redis extra), installed with channels_redis
 
     if int(redis.__version__.split(".", 1)[0]) < 8:
         return []  # no socket timeout by default before 8.0

@@ -275,7 +275,7 @@ def read_django_redis_cache(cache: RedisCache) -> _DjangoRedis:
     new ``redis.Redis`` per call. A Django release that changes these internals breaks here
     (tests/test_quotas.py's Redis tests run it), not somewhere else.
     """
-    import redis  # there: Django's RedisCache needs it (an optional dependency of ours)
+    import redis  # optional dependency: Django's RedisCache needs it, and so does this backend
 
     private: Any = cache._cache
     # Made once: Django builds a new redis.Redis on every call, which costs more than the
@@ -309,7 +309,7 @@ class RedisCounters(BaseCounters):
         cache's parser or pool class is the user's."""
         if self.redis.async_options is None:
             return None
-        import redis.asyncio
+        import redis.asyncio  # optional dependency (see above)
 
         loop = asyncio.get_running_loop()
         client = self.async_clients.get(loop)

@@ -72,6 +72,7 @@ def is_available() -> bool:
     global _available
     if _available is None:
         try:
+            # Optional dependency (the tracing extra): importing it is the test.
             from opentelemetry import metrics, propagate, trace  # noqa: F401
         except ImportError:
             _available = False
@@ -93,7 +94,7 @@ class Telemetry:
     default: OpenTelemetry's proxies follow a provider set later)."""
 
     def __init__(self, tracer_provider: TracerProvider | None = None, meter_provider: MeterProvider | None = None) -> None:
-        from opentelemetry import context, metrics, propagate, trace
+        from opentelemetry import context, metrics, propagate, trace  # optional dependency (the tracing extra)
 
         self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider=tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider=meter_provider)
@@ -131,7 +132,7 @@ class Telemetry:
         self.meter_provider = metrics.get_meter_provider
         self.proxy_tracer_provider = trace.ProxyTracerProvider
         try:
-            from opentelemetry.metrics._internal import _ProxyMeterProvider
+            from opentelemetry.metrics._internal import _ProxyMeterProvider  # optional dependency, private name
         except ImportError:  # an API without it: count metrics as possibly recorded
             self.proxy_meter_provider: tuple[type, ...] = ()
         else:

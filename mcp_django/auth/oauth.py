@@ -175,6 +175,7 @@ class OAuthAuthentication(BaseAuthentication):
 
     @staticmethod
     def _load(token: str) -> tuple[Any, Any] | None:
+        # Optional dependency (the oauth extra), imported when a token is checked; its models need the app registry.
         from oauth2_provider.models import get_access_token_model
 
         checksum = hashlib.sha256(token.encode("utf-8")).hexdigest()

@@ -114,7 +114,7 @@ def _json_param(field: Any, value: RawJSON, connection: Any) -> Any:
     if adapt is BaseDatabaseOperations.adapt_json_value:
         return str(value)  # the base class writes JSON as text: this text
     if connection.vendor == "postgresql":
-        # Here only: psycopg is installed only by projects on PostgreSQL.
+        # Optional dependency: psycopg is installed only by projects on PostgreSQL.
         from django.db.backends.postgresql.psycopg_any import Jsonb
 
         return Jsonb(str(value), dumps=_as_is)
