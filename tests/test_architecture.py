@@ -159,3 +159,69 @@ def test_mypy_strict_finds_nothing() -> None:
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+#: Imports inside functions left in mcp_django: app loading (modules Django imports before the app
+#: registry is ready, and the models they must not import yet) and optional dependencies or apps.
+#: A cycle is not a reason: it is a design bug (see the cycle test above). Issue 29 set the bound.
+MAX_FUNCTION_IMPORTS = 35
+
+
+def _function_imports(package: Path) -> list[tuple[str, int, str, bool]]:
+    """``(path, line, import, has a reason)`` for every import inside a function of ``package``
+    (migrations aside). The reason is a comment naming "app loading" or "optional" on the import's
+    line, or in the comment above it or above the run of imports it belongs to."""
+    import ast
+
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        source = path.read_text()
+        lines = source.splitlines()
+        seen: set[int] = set()
+        functions = [n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for function in functions:
+            for node in ast.walk(function):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno in seen:
+                    continue
+                seen.add(node.lineno)
+                above = node.lineno - 1  # the line above, 1-based
+                while above > 0 and lines[above - 1].lstrip().startswith(("import ", "from ")):
+                    above -= 1
+                comments = [lines[node.end_lineno - 1]]
+                while above > 0 and lines[above - 1].lstrip().startswith("#"):  # the comment above, every line of it
+                    comments.append(lines[above - 1])
+                    above -= 1
+                reason = any("#" in c and ("app loading" in c.lower() or "optional" in c.lower()) for c in comments)
+                found.append((str(path.relative_to(package.parent)), node.lineno, ast.unparse(node), reason))
+    return found
+
+
+def test_imports_inside_functions_are_few_and_each_says_why() -> None:
+    found = _function_imports(ROOT / "mcp_django")
+    listing = "\n".join(f"{path}:{line}: {statement}" for path, line, statement, _ in found)
+    assert len(found) <= MAX_FUNCTION_IMPORTS, f"{len(found)} imports inside functions (at most {MAX_FUNCTION_IMPORTS}):\n{listing}"
+    silent = [f"{path}:{line}: {statement}" for path, line, statement, reason in found if not reason]
+    assert not silent, "imports inside functions without a reason (# app loading: ... or # optional ...):\n" + "\n".join(silent)
+
+
+def test_the_function_import_count_sees_methods_and_reasons(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "migrations").mkdir(parents=True)
+    (package / "migrations" / "0001_initial.py").write_text("def f():\n    import os\n")
+    (package / "a.py").write_text(
+        "import sys\n"
+        "class C:\n"
+        "    def m(self):\n"
+        "        # App loading: models,\n"
+        "        # not ready yet.\n"
+        "        from . import b\n"
+        "        from . import c\n"
+        "        import json  # optional dependency\n"
+        "        import os\n"
+        "        if sys:\n"
+        "            import re\n"
+    )
+    found = {(line, reason) for _, line, _, reason in _function_imports(package)}
+    assert found == {(6, True), (7, True), (8, True), (9, True), (11, False)}
