@@ -26,9 +26,6 @@ from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 
 from .auth.oauth import PRM_PATH
 from .conf import mcp_settings
-from .transport.consumers import MCPConsumer
-from .transport.legacy_sse import HTTPSSEConsumer
-from .transport.metadata import MetadataConsumer
 
 
 class MCPRouter:
@@ -37,6 +34,14 @@ class MCPRouter:
     cache_size = 1024
 
     def __init__(self, application: Any) -> None:
+        # app loading: the consumers reach the models, and an asgi.py may import this module
+        # before get_asgi_application() has set Django up; by the time it builds the router,
+        # Django is ready.
+        from .transport.consumers import MCPConsumer
+        from .transport.legacy_sse import HTTPSSEConsumer
+        from .transport.metadata import MetadataConsumer
+
+        self.consumer, self.sse_consumer, self.metadata_consumer = MCPConsumer, HTTPSSEConsumer, MetadataConsumer
         self.application = application
         self._paths: OrderedDict[str, Any] = OrderedDict()
         self._apps: dict[tuple[int, str], Any] = {}
@@ -68,9 +73,9 @@ class MCPRouter:
         key = (id(site), transport)
         if key not in self._apps:
             if transport == "streamable-http":
-                self._apps[key] = MCPConsumer.as_asgi(site=site)
+                self._apps[key] = self.consumer.as_asgi(site=site)
             else:
-                self._apps[key] = HTTPSSEConsumer.as_asgi(site=site, kind=transport)
+                self._apps[key] = self.sse_consumer.as_asgi(site=site, kind=transport)
         return self._apps[key]
 
     def metadata_for(self, path: str) -> Any:
@@ -92,7 +97,7 @@ class MCPRouter:
             return None
 
         endpoint = endpoint.rstrip("/") or "/"
-        return MetadataConsumer.as_asgi(endpoint_path=endpoint, site=self._site_for(endpoint))
+        return self.metadata_consumer.as_asgi(endpoint_path=endpoint, site=self._site_for(endpoint))
 
     @staticmethod
     def _site_for(path: str) -> Any:

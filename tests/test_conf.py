@@ -67,6 +67,24 @@ def test_the_facade_stays_lazy_and_knows_every_public_name():
     assert result.returncode == 0, result.stderr
 
 
+def test_an_asgi_module_may_import_the_router_before_django_is_set_up():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    # The usual asgi.py order in Channels projects: imports first, get_asgi_application() after.
+    script = (
+        "import os\n"
+        "os.environ['DJANGO_SETTINGS_MODULE'] = 'example_site.settings'\n"
+        "from mcp_django.routing import MCPRouter\n"
+        "from django.core.asgi import get_asgi_application\n"
+        "application = MCPRouter(get_asgi_application())\n"
+        "assert application.consumer.__name__ == 'MCPConsumer'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
 def test_user_settings_override_defaults():
     conf = MCPSettings(user_settings={"SERVER_NAME": "Library", "PAGE_SIZE": 7, "SSE_MAX_CONNECTION_SECONDS": 30})
     assert conf.server_name == "Library"
