@@ -144,8 +144,10 @@ DEFAULTS: dict[str, Any] = {
     "SSE_REAUTH_SECONDS": 60,
     # Seconds a process's claim on a running request lasts unless renewed (it renews every
     # third of it while alive): a request whose claim lapsed died with its process, and its
-    # stream is ended with an error on resume and when a process starts.
-    "REQUEST_LEASE_SECONDS": 60,
+    # stream is ended with an error on resume and when a process starts. Short, so a client
+    # resuming the stream of a request whose host died hears so within about 1.33 leases
+    # (the lease, then the next renewal-and-sweep of a live process).
+    "REQUEST_LEASE_SECONDS": 10,
     # Seconds a request answered on a POST's SSE stream goes on running once its connection is
     # gone with no other connection on the stream: a client that resumes the stream (GET with
     # Last-Event-ID) within it keeps it; otherwise it is cancelled. 0 cancels at once; None never
