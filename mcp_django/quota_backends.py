@@ -218,18 +218,31 @@ class InProcessCounters(BaseCounters):
 class CacheCounters(BaseCounters):
     """Counters as entries of any Django cache that keeps counters (memcached, the database,
     files...): ``incr``, and ``add`` first where the counter is not there yet. Atomic where the
-    cache's ``add`` and ``incr`` are."""
+    cache's ``add`` and ``incr`` are (memcached's).
+
+    Django's generic ``incr`` (the database and file caches') reads the value and writes it back:
+    concurrent counts could both read 5 and both write 6, and so both take the last unit of a
+    cap (a race test saw 6 calls run under a cap of 5). With such a cache this process counts
+    one at a time, under a lock; across processes nothing can serialise it (check W186).
+    """
+
+    def __init__(self, cache: BaseCache) -> None:
+        super().__init__(cache)
+        self.atomic = has_atomic_incr(cache)
+        self._lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext() if self.atomic else threading.Lock()
 
     def hit(self, keys: Sequence[str], timeout: float) -> list[int]:
-        return [self._count(key, timeout) for key in keys]
+        with self._lock:
+            return [self._count(key, timeout) for key in keys]
 
     async def ahit(self, keys: Sequence[str], timeout: float) -> list[int]:
         return await _in_thread(self.hit, keys, timeout) if keys else []
 
     def unhit(self, keys: Sequence[str]) -> None:
-        for key in keys:
-            with contextlib.suppress(ValueError):  # gone already: nothing left to give back
-                self.cache.decr(key)
+        with self._lock:
+            for key in keys:
+                with contextlib.suppress(ValueError):  # gone already: nothing left to give back
+                    self.cache.decr(key)
 
     async def aunhit(self, keys: Sequence[str]) -> None:
         if keys:
@@ -376,6 +389,13 @@ class RedisCounters(BaseCounters):
         client = self.async_clients.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.aclose()
+
+
+def has_atomic_incr(cache: BaseCache) -> bool:
+    """Whether ``cache`` counts with an ``incr`` of its own (the server's: memcached, Redis),
+    rather than Django's generic read-then-write one (the database and file caches'), which
+    two counts can interleave. (``decr`` is ``incr`` by -1 in every Django backend.)"""
+    return type(cache).incr is not BaseCache.incr
 
 
 def counters_of(cache: BaseCache) -> BaseCounters:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest
+from django.test import override_settings
 
 from mcp_django import quotas
 from mcp_django.context import Context
@@ -28,7 +29,7 @@ from mcp_django.transport.process import RUNNING, orphans
 from mcp_django.transport.stdio import StdioServer, _key
 from tests.conftest import make_user
 from tests.polling import until
-from tests.test_quotas import INITIALIZE, ClientAt, initialized, limits
+from tests.test_quotas import INITIALIZE, ClientAt, _redis_caches, initialized, limits
 from tests.transport.test_stateless import body as modern_body
 from tests.transport.test_stateless import headers as modern_headers
 
@@ -210,6 +211,142 @@ async def test_with_no_grace_period_a_dropped_stream_runs_on() -> None:
             assert orphans.dropped("stream-1") is True and not orphans.timers
         finally:
             orphans.unwatch(("s", "1"))
+
+
+# --- every cap raced: N at once, exactly the cap taken -------------------------------------------
+
+RACERS = 20
+CAP = 5
+
+
+@pytest.fixture(params=["locmem", "redis", "file"])
+def counting_cache(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    """The cache the caps count in: the local-memory one (counted in this process), Redis
+    (pipelines on an asyncio client), or a cache counted with ``add`` and ``incr`` (files)."""
+    if request.param == "locmem":
+        yield "default"
+        return
+    if request.param == "redis":
+        caches = _redis_caches()
+    else:
+        caches = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+                  "quota": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(tmp_path / "quota")}}
+    with override_settings(CACHES=caches):
+        yield "quota"
+
+
+async def _race(clients: list[MCPTestClient], open_one: Any) -> list[EventStream]:
+    """Open one stream per client at once (``open_one(client, n)``); every answer, in order."""
+    return list(await asyncio.gather(*(open_one(client, n) for n, client in enumerate(clients))))
+
+
+async def _end(streams: list[EventStream], held: Held) -> None:
+    held.gate.set()
+    for stream in streams:
+        async with stream:
+            if stream.status == 200:
+                await stream.read_until_closed(WAIT)
+
+
+def _refusals(streams: list[EventStream], limit: str) -> int:
+    """How many of ``streams`` were refused with the quota error naming ``limit``; fails on any
+    other answer than that or an open stream."""
+    refused = 0
+    for stream in streams:
+        if stream.status == 200:
+            continue
+        assert stream.status == 429, (stream.status, stream.body)
+        error = orjson.loads(stream.body)["error"]
+        assert error["code"] == QUOTA_EXCEEDED and error["data"]["limit"] == limit and error["data"]["max"] == CAP, error
+        refused += 1
+    return refused
+
+
+async def _signed_in(count: int) -> list[MCPTestClient]:
+    alice = await sync_to_async(make_user)(f"racer{secrets.token_hex(3)}", "*")
+    clients = []
+    for _ in range(count):
+        client = MCPTestClient()
+        await client.force_login(alice)
+        await client.initialize()
+        clients.append(client)
+    return clients
+
+
+async def _calls_at_once(clients: list[MCPTestClient], held: Held) -> list[EventStream]:
+    return await _race(clients, lambda client, n: client.post_stream(hold_call(f"r{n}")))
+
+
+async def test_calls_raced_in_one_session_run_exactly_running_per_session(held: Held, counting_cache: str) -> None:
+    with limits(CACHE=counting_cache, RUNNING_PER_SESSION=CAP):
+        client = await initialized()
+        streams = await _calls_at_once([client] * RACERS, held)
+        await held.wait_for("started", CAP)
+        assert _refusals(streams, "RUNNING_PER_SESSION") == RACERS - CAP
+        assert len(held.started) == CAP  # the refused ones never ran
+        assert quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == CAP
+        await _end(streams, held)
+        await until(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
+        await quotas.aclose_clients()
+
+
+async def test_calls_raced_by_one_user_across_sessions_run_exactly_running_per_user(held: Held, counting_cache: str) -> None:
+    with limits({"AUTHENTICATION": "django"}, CACHE=counting_cache, RUNNING_PER_USER=CAP):
+        sessions = await _signed_in(RACERS // 2)
+        user_id = (await Session.objects.aget(pk=sessions[0].session_id)).user_id
+        streams = await _calls_at_once(sessions * 2, held)  # two calls in each session
+        await held.wait_for("started", CAP)
+        assert _refusals(streams, "RUNNING_PER_USER") == RACERS - CAP
+        assert len(held.started) == CAP
+        assert quotas.running_requests("RUNNING_PER_USER", f"user:{user_id}") == CAP
+        await _end(streams, held)
+        await until(lambda: quotas.running_requests("RUNNING_PER_USER", f"user:{user_id}") == 0)
+        await quotas.aclose_clients()
+
+
+async def test_calls_raced_from_one_address_run_exactly_running_per_user(held: Held, counting_cache: str) -> None:
+    with limits(CACHE=counting_cache, RUNNING_PER_USER=CAP):
+        sessions: list[MCPTestClient] = [ClientAt("192.0.2.44") for _ in range(RACERS // 2)]
+        for client in sessions:
+            await client.initialize()
+        streams = await _calls_at_once(sessions * 2, held)
+        await held.wait_for("started", CAP)
+        assert _refusals(streams, "RUNNING_PER_USER") == RACERS - CAP
+        assert len(held.started) == CAP
+        assert quotas.running_requests("RUNNING_PER_USER", "address:192.0.2.44") == CAP
+        await _end(streams, held)
+        await until(lambda: quotas.running_requests("RUNNING_PER_USER", "address:192.0.2.44") == 0)
+        await quotas.aclose_clients()
+
+
+async def test_streams_raced_in_one_session_open_exactly_streams_per_session(held: Held, counting_cache: str) -> None:
+    # Calls answered on their POST's stream: each holds a stream slot (running calls uncapped).
+    with limits(CACHE=counting_cache, STREAMS_PER_SESSION=CAP):
+        client = await initialized()
+        streams = await _calls_at_once([client] * RACERS, held)
+        await held.wait_for("started", CAP)
+        assert _refusals(streams, "STREAMS_PER_SESSION") == RACERS - CAP
+        assert len(held.started) == CAP  # a call refused its stream never ran
+        assert quotas.open_streams("STREAMS_PER_SESSION", f"session:{client.session_id}") == CAP
+        await _end(streams, held)
+        await until(lambda: quotas.open_streams("STREAMS_PER_SESSION", f"session:{client.session_id}") == 0)
+        await quotas.aclose_clients()
+
+
+async def test_listen_streams_raced_from_one_address_open_exactly_streams_per_user(counting_cache: str) -> None:
+    with limits(CACHE=counting_cache, STREAMS_PER_USER=CAP):
+        client = ClientAt("192.0.2.45")
+
+        def listen(n: int) -> dict[str, Any]:
+            return modern_body("subscriptions/listen", {"notifications": {}}, request_id=n)
+
+        streams = await _race([client] * RACERS, lambda c, n: c.post_stream(listen(n), modern_headers(listen(n))))
+        assert _refusals(streams, "STREAMS_PER_USER") == RACERS - CAP
+        assert quotas.open_streams("STREAMS_PER_USER", "address:192.0.2.45") == CAP
+        for stream in streams:
+            await stream.close()
+        await until(lambda: quotas.open_streams("STREAMS_PER_USER", "address:192.0.2.45") == 0)
+        await quotas.aclose_clients()
 
 
 # --- sessions ------------------------------------------------------------------------------------
