@@ -2,7 +2,8 @@
 count against RUNNING_PER_SESSION while they run (the next is refused with 429 before it runs),
 and are cancelled once DISCONNECT_GRACE_SECONDS pass with no resume; a hundred concurrent
 initializes never open more sessions than SESSIONS_PER_ADDRESS, on SQLite (one process) and on
-PostgreSQL + Redis (two processes).
+PostgreSQL + Redis (two processes); twenty calls raced over two processes run exactly
+RUNNING_PER_SESSION, or RUNNING_PER_USER (a signed-in user, an anonymous client address).
 
 The deployments are this module's own (their caps come from the environment); the two-process
 one is skipped without PostgreSQL and Redis, and failed in CI.
@@ -27,9 +28,11 @@ from .wire import RawClient
 pytestmark = pytest.mark.multiprocess
 
 RUNNING = 3
+RUNNING_PER_USER = 5
 SESSIONS = 10
 CAPS = {
     "MCP_MAX_RUNNING_PER_SESSION": str(RUNNING),
+    "MCP_MAX_RUNNING_PER_USER": str(RUNNING_PER_USER),
     "MCP_MAX_SESSIONS_PER_ADDRESS": str(SESSIONS),
     # Long enough for the refusal below to come while the dropped calls still run.
     "MCP_DISCONNECT_GRACE_SECONDS": "5",
@@ -180,3 +183,110 @@ async def test_a_hundred_concurrent_initializes_of_one_user_never_open_more_sess
     # counts beside the rows), which errs on the side of the cap.
     assert 0 < live <= SESSIONS
     assert statuses.count(429) >= 100 - SESSIONS
+
+
+# -- running calls raced over two processes -----------------------------------------------------
+
+#: Long enough that every raced call has arrived before the first one ends.
+RACED_SECONDS = 4
+RACERS = 20
+
+
+async def _session(http: httpx.AsyncClient, url: str, cookies: dict[str, str] | None = None) -> str:
+    headers = RawClient.headers()
+    del headers["mcp-protocol-version"]
+    if cookies:
+        headers["cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "racer", "version": "1"}}}
+    response = await http.post(url, json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    session = response.headers["mcp-session-id"]
+    notified = await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers={**headers, **RawClient.headers(session)})
+    assert notified.status_code == 202, notified.text
+    return session
+
+
+async def _end_sessions(http: httpx.AsyncClient, url: str, sessions: list[str], cookies: dict[str, str] | None = None) -> None:
+    """DELETE ``sessions`` (SESSIONS_PER_ADDRESS counts them for the tests after)."""
+    extra = {"cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
+    for session in sessions:
+        response = await http.delete(url, headers=RawClient.headers(session, **extra))
+        assert response.status_code in (200, 202, 204), response.text
+
+
+async def _race_calls(http: httpx.AsyncClient, calls: list[tuple[str, str]], cookies: dict[str, str] | None = None) -> list[httpx.Response]:
+    """POST a long_task call for each (url, session) at once; every whole answer."""
+    extra = {"cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
+
+    async def one(n: int, url: str, session: str) -> httpx.Response:
+        body = {"jsonrpc": "2.0", "id": f"race-{n}", "method": "tools/call",
+                "params": {"name": "long_task", "arguments": {"seconds": RACED_SECONDS}}}
+        return await http.post(url, json=body, headers=RawClient.headers(session, **extra))
+
+    return list(await asyncio.gather(*(one(n, url, session) for n, (url, session) in enumerate(calls))))
+
+
+def _ran_and_refused(answers: list[httpx.Response], limit: str, cap: int) -> int:
+    """How many calls ran to their answer; every other one was refused with ``limit``."""
+    ran = 0
+    for answer in answers:
+        if answer.status_code == 200:
+            assert "race-" in answer.text, answer.text  # the call's answer (JSON, or on its SSE stream)
+            ran += 1
+            continue
+        assert answer.status_code == 429, (answer.status_code, answer.text)
+        error = answer.json()["error"]
+        assert error["code"] == QUOTA_EXCEEDED and error["data"] == {"limit": limit, "max": cap, "retryAfter": 1}, error
+    return ran
+
+
+async def _runs_of(deployment: Deployment, sessions: list[str]) -> int:
+    return (await deployment.db.arows("SELECT COUNT(*) FROM live_taskrun WHERE session_id = ANY(%s)", sessions))[0][0]
+
+
+async def test_calls_raced_in_one_session_over_two_processes_run_exactly_running_per_session(
+    two_processes: Deployment, http: httpx.AsyncClient
+) -> None:
+    urls = [two_processes.p1.url, two_processes.p2.url]
+    session = await _session(http, urls[0])
+    answers = await _race_calls(http, [(urls[n % 2], session) for n in range(RACERS)])
+    assert _ran_and_refused(answers, "RUNNING_PER_SESSION", RUNNING) == RUNNING
+    # The refused ones never ran: a run row for each call that ran, no more.
+    assert await _runs_of(two_processes, [session]) == RUNNING
+    await _end_sessions(http, urls[0], [session])
+
+
+async def test_calls_raced_from_one_address_over_two_processes_run_exactly_running_per_user(
+    two_processes: Deployment, http: httpx.AsyncClient
+) -> None:
+    # In the 2026-07-28 revision, which has no session: only the address's cap applies.
+    from tests.transport.test_stateless import body as modern_body
+    from tests.transport.test_stateless import headers as modern_headers
+
+    urls = [two_processes.p1.url, two_processes.p2.url]
+
+    async def one(n: int) -> httpx.Response:
+        message = modern_body("tools/call", {"name": "long_task", "arguments": {"seconds": RACED_SECONDS}}, request_id=f"race-address-{n}")
+        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json", **modern_headers(message)}
+        return await http.post(urls[n % 2], json=message, headers=headers)
+
+    answers = list(await asyncio.gather(*(one(n) for n in range(RACERS))))
+    assert _ran_and_refused(answers, "RUNNING_PER_USER", RUNNING_PER_USER) == RUNNING_PER_USER
+    runs = await two_processes.db.arows("SELECT COUNT(*) FROM live_taskrun WHERE request_id LIKE %s", '"race-address-%')
+    assert runs[0][0] == RUNNING_PER_USER
+
+
+async def test_calls_raced_by_one_user_over_two_processes_run_exactly_running_per_user(
+    two_processes: Deployment, http: httpx.AsyncClient
+) -> None:
+    users = SIGNED_IN[id(two_processes)]
+    users.ensure_running()
+    _, session_key = (await users.amanage("shell", "-v0", "-c", NEW_USER_SCRIPT.format(username="racer"))).split()
+    cookies = {"sessionid": session_key}
+    urls = [server.url for server in users.servers]
+    sessions = [await _session(http, urls[n % 2], cookies) for n in range(RACERS // 2)]
+    answers = await _race_calls(http, [(urls[n % 2], sessions[n // 2]) for n in range(RACERS)], cookies)
+    assert _ran_and_refused(answers, "RUNNING_PER_USER", RUNNING_PER_USER) == RUNNING_PER_USER
+    assert await _runs_of(users, sessions) == RUNNING_PER_USER
+    await _end_sessions(http, urls[0], sessions, cookies)
