@@ -132,6 +132,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors += _check_request_state(user)
     errors += _check_oauth(user, auth)
     errors += _check_channel_layer(user)
+    errors += _check_quota_cache_shared(user)
     errors += _check_asgi()
     errors += _check_server()
     errors += _check_tracing(user)
@@ -452,6 +453,49 @@ def _check_channel_layer(user: dict[str, Any]) -> list[CheckMessage]:
     if alias not in layers:
         return [Error(f"MCP_DJANGO['CHANNEL_LAYER'] is {alias!r}, which is not in CHANNEL_LAYERS.", id="mcp_django.E008")]
     return _check_redis_socket_timeout(alias, layers[alias])
+
+
+#: Channel layers that live in one process; any other (channels_redis...) says the project
+#: runs, or is meant to run, several.
+IN_PROCESS_LAYERS = ("channels.layers.InMemoryChannelLayer", "mcp_django.transport.layers.InMemoryChannelLayer")
+
+
+def _check_quota_cache_shared(user: dict[str, Any]) -> list[CheckMessage]:
+    """Quotas and caps count in ``QUOTAS["CACHE"]``: a project whose channel layer spans
+    processes needs that cache shared by them, and counting atomically, for its limits to hold
+    across the processes (mcp_django.quotas)."""
+    from django.core.cache import BaseCache
+
+    from .quota_backends import has_atomic_incr
+
+    layer_alias = user.get("CHANNEL_LAYER", DEFAULTS["CHANNEL_LAYER"])
+    layer = (getattr(settings, "CHANNEL_LAYERS", None) or {}).get(layer_alias)
+    layer_backend = str(layer.get("BACKEND", "")) if isinstance(layer, dict) else ""
+    quotas = user.get("QUOTAS", {})
+    alias = quotas.get("CACHE", DEFAULTS["QUOTAS"]["CACHE"]) if isinstance(quotas, dict) else None
+    cache = getattr(settings, "CACHES", {}).get(alias) if isinstance(alias, str) else None
+    if not layer_backend or layer_backend in IN_PROCESS_LAYERS or not isinstance(cache, dict):
+        return []  # one process, or a mistake other checks report (E008, E035, E038)
+    cache_backend = str(cache.get("BACKEND", ""))
+    where = f"CHANNEL_LAYERS[{layer_alias!r}] ({layer_backend}) serves several processes, but MCP_DJANGO['QUOTAS']['CACHE'] {alias!r}"
+    if cache_backend.endswith(".LocMemCache"):
+        return [Warning(
+            f"{where} is a LocMemCache, which each process keeps to itself: every quota and cap then holds per process "
+            "(TOOL_CALLS, RUNNING_PER_*, STREAMS_PER_*, and SESSIONS_PER_* under concurrent initializes), so n processes allow n times each.",
+            hint="Point QUOTAS['CACHE'] at a cache the processes share, such as Django's RedisCache on the Redis the channel layer uses. "
+                 'If the project really runs one process, add "mcp_django.W185" to SILENCED_SYSTEM_CHECKS.',
+            id="mcp_django.W185",
+        )]
+    with suppress(ImportError):
+        backend = import_string(cache_backend)
+        if isinstance(backend, type) and issubclass(backend, BaseCache) and not has_atomic_incr(backend):
+            return [Warning(
+                f"{where} is a {backend.__name__}, whose incr reads a counter and writes it back: two processes counting "
+                "at once can both take the last unit of a quota or cap (each process counts one at a time).",
+                hint="Use a cache that counts atomically and that the processes share: Django's RedisCache, or memcached.",
+                id="mcp_django.W186",
+            )]
+    return []
 
 
 def _check_redis_socket_timeout(alias: str, layer: Any) -> list[CheckMessage]:

@@ -391,11 +391,13 @@ class RedisCounters(BaseCounters):
             await client.aclose()
 
 
-def has_atomic_incr(cache: BaseCache) -> bool:
-    """Whether ``cache`` counts with an ``incr`` of its own (the server's: memcached, Redis),
-    rather than Django's generic read-then-write one (the database and file caches'), which
-    two counts can interleave. (``decr`` is ``incr`` by -1 in every Django backend.)"""
-    return type(cache).incr is not BaseCache.incr
+def has_atomic_incr(cache: BaseCache | type[BaseCache]) -> bool:
+    """Whether ``cache`` (or a cache class) counts with an ``incr`` of its own (the server's:
+    memcached, Redis; the local-memory cache's, under its lock), rather than Django's generic
+    read-then-write one (the database and file caches'), which two counts can interleave.
+    (``decr`` is ``incr`` by -1 in every Django backend.)"""
+    cls = cache if isinstance(cache, type) else type(cache)
+    return cls.incr is not BaseCache.incr
 
 
 def counters_of(cache: BaseCache) -> BaseCounters:

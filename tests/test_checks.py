@@ -183,7 +183,7 @@ REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
 )
 def test_w006_channels_redis_needs_a_socket_timeout_longer_than_its_blocking_receive(hosts: Any, warned: bool) -> None:
     config = {"hosts": hosts} if hosts is not None else {}
-    messages = project_errors(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_LAYER, "CONFIG": config}})
+    messages = project_errors(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_LAYER, "CONFIG": config}}, CACHES=SHARED_CACHES)
     assert ids(messages) == (["mcp_django.W006"] if warned else [])
     if warned:
         assert '"socket_timeout": 15' in str(messages[0].hint)
@@ -192,6 +192,40 @@ def test_w006_channels_redis_needs_a_socket_timeout_longer_than_its_blocking_rec
 def test_w006_is_only_about_channels_redis() -> None:
     layers = {"default": {"BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer"}}
     assert ids(project_errors(CHANNEL_LAYERS=layers)) == []
+
+
+SHARED_CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:6379/0"}}
+SEVERAL_PROCESSES = {"default": {"BACKEND": REDIS_LAYER, "CONFIG": {"hosts": [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 15}]}}}
+LOCMEM = "django.core.cache.backends.locmem.LocMemCache"
+
+
+def test_w185_a_channel_layer_over_processes_with_quotas_counted_per_process() -> None:
+    # The default CACHES is the local-memory cache, and so QUOTAS["CACHE"] = "default" with it.
+    [warning] = project_errors(CHANNEL_LAYERS=SEVERAL_PROCESSES, CACHES={"default": {"BACKEND": LOCMEM}})
+    assert warning.id == "mcp_django.W185"
+    assert "holds per process" in warning.msg and "RUNNING_PER_*" in warning.msg and "RedisCache" in str(warning.hint)
+    # The quotas' own alias is the one looked at.
+    caches = {**SHARED_CACHES, "local": {"BACKEND": LOCMEM}}
+    with override_settings(DEBUG=True, CHANNEL_LAYERS=SEVERAL_PROCESSES, CACHES=caches,
+                           MCP_DJANGO={**BASE, "QUOTAS": {"CACHE": "local"}}):
+        assert ids(check_settings()) == ["mcp_django.W185"]
+
+
+@pytest.mark.parametrize(("layers", "caches"), [
+    (SEVERAL_PROCESSES, SHARED_CACHES),  # a shared cache
+    ({"default": {"BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer"}}, {"default": {"BACKEND": LOCMEM}}),  # one process
+    ({"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}, {"default": {"BACKEND": LOCMEM}}),
+    (SEVERAL_PROCESSES, {"default": {"BACKEND": "django.core.cache.backends.memcached.PyMemcacheCache", "LOCATION": "127.0.0.1:11211"}}),
+])
+def test_w185_and_w186_are_quiet_with_one_process_or_a_shared_atomic_cache(layers: Any, caches: Any) -> None:
+    assert ids(project_errors(CHANNEL_LAYERS=layers, CACHES=caches)) == []
+
+
+@pytest.mark.parametrize("backend", ["django.core.cache.backends.db.DatabaseCache", "django.core.cache.backends.filebased.FileBasedCache"])
+def test_w186_a_shared_cache_that_cannot_count_atomically(backend: str) -> None:
+    [warning] = project_errors(CHANNEL_LAYERS=SEVERAL_PROCESSES, CACHES={"default": {"BACKEND": backend, "LOCATION": "quota"}})
+    assert warning.id == "mcp_django.W186"
+    assert "reads a counter and writes it back" in warning.msg
 
 
 def test_w002_no_authentication_without_debug():
