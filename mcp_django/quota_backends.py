@@ -12,7 +12,8 @@ process first makes its client of that cache:
   thread when called from the loop.
 
 Every backend counts atomically (two concurrent hits on one key never both see the same
-count), so two requests never both take the last unit of a limit.
+count), so two requests never both take the last unit of a limit; a cache whose ``incr`` reads
+then writes (the database's, files') only within a process (:class:`CacheCounters`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ cache count together: with Redis, a whole deployment; with the local-memory cach
 process alone. How a cache counts is its backend's business (:mod:`mcp_django.quota_backends`:
 in this process for the local-memory cache, pipelines for Redis, ``add`` and ``incr`` for any
 other); every backend counts atomically, so two concurrent requests never both take the last
-unit of a limit.
+unit of a limit: across processes where the cache's ``incr`` is atomic (Redis, memcached),
+within a process for the database and file caches (checks W185 and W186 say when not).
 
 Who is counted (:func:`caller_of`):
 
