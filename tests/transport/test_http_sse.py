@@ -3,16 +3,22 @@ in tests/e2e/test_http_sse.py and across processes in tests/multiprocess)."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
+from mcp_django import quotas
 from mcp_django.models import Session
 from mcp_django.sites import site
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.legacy_sse import HTTPSSEConsumer
+from tests.polling import until
+from tests.test_quotas import INITIALIZE, limits
+from tests.test_running_caps import Held, hold_call
+from tests.test_running_caps import held as held  # the fixture
 
 from .conftest import mcp_settings
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
 
 def client(kind: str) -> MCPTestClient:
@@ -57,3 +63,23 @@ async def test_a_malformed_post_is_refused_and_the_session_goes_on():
         ping = await messages.post_raw(b'{"jsonrpc":"2.0","id":2,"method":"ping"}', path=endpoint)
         assert ping.status == 202
         assert (await stream.next_message()) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+async def test_closing_the_stream_cancels_the_sessions_running_calls_and_gives_back_their_slots(held: Held) -> None:
+    # The stream is the session: a client that drops it cannot resume it (this transport has no
+    # Last-Event-ID), so its calls are cancelled at once and stop counting against the caps.
+    with limits(RUNNING_PER_SESSION=2):
+        stream = await client("sse").open_stream()
+        endpoint = (await stream.next_event()).data
+        session_id = endpoint.rpartition("=")[2]
+        messages = client("messages")
+        for message in ({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE},
+                        {"jsonrpc": "2.0", "method": "notifications/initialized"}, hold_call("held", tool="hold", request_id=1)):
+            assert (await messages.post_raw(orjson.dumps(message), path=endpoint)).status == 202
+        await held.wait_for("started", 1)
+        assert quotas.running_requests("RUNNING_PER_SESSION", f"session:{session_id}") == 1
+        await stream.close()
+        await held.wait_for("cancelled", 1)
+        await until(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{session_id}") == 0)
+    assert held.cancelled == ["held"]
+    assert (await Session.objects.aget(pk=session_id)).terminated_at is not None
