@@ -18,6 +18,10 @@ Three parts:
 - :class:`DurableTrail`, with ``AUDIT_DURABLE``: the row is written as the call starts and
   given its outcome before the call is answered; the sweep after dead processes marks the
   calls they were running "interrupted".
+- In the buffered default, a call answered on an SSE stream that lasts carries its record on
+  its claim (RunningRequest): the sweep that ends the stream of a dead process writes it
+  "interrupted" (:func:`on_request_orphaned`). A call answered with plain JSON has no claim,
+  and so no row when a crash cuts it off.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from django.contrib.auth import get_user_model
 from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connections, router
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from .conf import mcp_settings
 from .entries import Access, agate
@@ -50,7 +55,7 @@ from .observation import Observation, register_observer
 from .protocol.errors import INVALID_PARAMS
 from .protocol.modern import META_PROTOCOL_VERSION
 from .rounds import InputRequired
-from .signals import sweeping
+from .signals import request_orphaned, sweeping
 from .stores import RawJSON, insert_rows
 
 if TYPE_CHECKING:
@@ -456,18 +461,26 @@ class _Recorded(AbstractAsyncContextManager[None]):
     """:func:`observe` around one ``tools/call``. A class, not a generator: the generator and its
     context manager cost more than the record itself (bench/profile.py)."""
 
-    __slots__ = ("observation", "row")
+    __slots__ = ("key", "observation", "row")
 
     def __init__(self, observation: Observation) -> None:
         self.observation = observation
         self.row: int | None = None
+        self.key: tuple[str, str] | None = None
 
     async def __aenter__(self) -> None:
         if mcp_settings.audit_durable:
             self.row = await durable.astart(_from_observation(self.observation, Outcome.RUNNING))
+        session_id = self.observation.ctx.session_id
+        if self.row is None and session_id is not None:
+            # No row yet: should this call be streamed, its claim carries one (running_tool_calls).
+            self.key = (session_id, orjson.dumps(self.observation.message.id).decode())
+            _running[self.key] = self.observation
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         observation, row = self.observation, self.row
+        if self.key is not None:
+            _running.pop(self.key, None)
         if exc is not None:  # recorded, and raised on (this returns None)
             if isinstance(exc, asyncio.CancelledError):
                 # Nothing may be awaited here: the task is being cancelled.
@@ -666,6 +679,48 @@ def close_interrupted() -> int:
     return ToolCall.objects.filter(outcome=Outcome.RUNNING, lease_until__lt=timezone.now()).update(
         outcome=Outcome.INTERRUPTED, error=INTERRUPTED_MESSAGE, lease_until=None
     )
+
+
+# -- calls a crash cut off, in the buffered default ------------------------------------------
+
+#: The tools/call this process runs with no row in the trail yet (buffered), by request key
+#: (session id, JSON-RPC id as JSON text): a dict entry per call, nothing computed until needed.
+_running: dict[tuple[str, str], Observation] = {}
+
+
+def running_tool_calls(keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The records, "interrupted", of those of ``keys`` that are tools/call this process runs
+    with no row yet. The claim on a streamed request (RunningRequest) carries its record, written
+    only after the claim's delay (so only for calls that last): should the process die, the
+    sweep that ends the request's stream writes the row (:func:`on_request_orphaned`)."""
+    records: dict[tuple[str, str], dict[str, Any]] = {}
+    for key in keys:
+        observation = _running.get(key)
+        if observation is None:
+            continue
+        try:
+            record = _from_observation(observation, Outcome.INTERRUPTED, INTERRUPTED_MESSAGE)
+        except Exception:
+            logger.exception("Could not record a running tools/call for the audit trail")
+            continue
+        record["duration_ms"] = 0.0  # how long it ran before the crash is unknown
+        # To the microsecond (the JSON encoder would cut it to the millisecond): it identifies the call.
+        record["started_at"] = record["started_at"].isoformat()
+        records[key] = record
+    return records
+
+
+def on_request_orphaned(sender: Any, session_id: str, request_id: str, tool_call: Any = None, **kwargs: Any) -> None:
+    """Receiver of ``signals.request_orphaned`` (connected by :func:`install`): write the
+    "interrupted" row of a streamed tools/call whose process died before its row was written."""
+    if not isinstance(tool_call, dict):
+        return
+    record = dict(tool_call, started_at=parse_datetime(str(tool_call.get("started_at"))) or timezone.now())
+    # Once only: a row written for that call already (answered just before the crash, and flushed) wins.
+    if ToolCall.objects.filter(session_id=record["session_id"], request_id=record["request_id"], started_at=record["started_at"]).exists():
+        return
+    durable._insert(record)
+    logger.warning("A tools/call of session %s was interrupted by the end of its server process", session_id)
 
 
 async def on_sweep(sender: Any, **kwargs: Any) -> None:
@@ -906,5 +961,6 @@ def install() -> None:
     buffer when the process exits (called by the AppConfig; calling it again does nothing more)."""
     register_observer(observe, _enabled)
     sweeping.connect(on_sweep, dispatch_uid="mcp_django.audit.on_sweep")
+    request_orphaned.connect(on_request_orphaned, dispatch_uid="mcp_django.audit.on_request_orphaned")
     atexit.unregister(writer.flush_at_exit)
     atexit.register(writer.flush_at_exit)

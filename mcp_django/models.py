@@ -10,6 +10,7 @@ import secrets
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -158,6 +159,9 @@ class RunningRequest(models.Model):
     owner = models.CharField(_("owning process"), max_length=64)
     lease_until = models.DateTimeField(_("lease until"), db_index=True)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
+    #: For a ``tools/call`` the buffered audit trail has no row of yet: the row to write,
+    #: "interrupted", should the process die with it (``audit.on_request_orphaned``).
+    tool_call = models.JSONField(_("audit record"), null=True, blank=True, encoder=DjangoJSONEncoder)
 
     class Meta:
         verbose_name = _("running request")

@@ -20,6 +20,8 @@ session_changed = Signal()
 sweeping = Signal()
 
 #: Sent when a sweep ends a streamed request whose process died (its lease lapsed). Provides:
-#: session_id, request_id (the JSON-RPC id as JSON text). Storage sends it, from the sweeping
-#: thread: a project resolves its own records of that request (the example site's TaskRun).
+#: session_id, request_id (the JSON-RPC id as JSON text), tool_call (the audit trail's record
+#: of a tools/call it has no row of yet, else None). Storage sends it, from the sweeping
+#: thread: a project resolves its own records of that request (the example site's TaskRun),
+#: and the audit trail writes the call's row "interrupted" (``audit.on_request_orphaned``).
 request_orphaned = Signal()

@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field, SecretStr
 from mcp_django import Context, ToolError, audit
 from mcp_django.checks import check_settings
 from mcp_django.functions import FunctionTool
-from mcp_django.models import Session, ToolCall
+from mcp_django.models import RunningRequest, Session, ToolCall
 from mcp_django.protocol.errors import INVALID_PARAMS
 from mcp_django.protocol.modern import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
 from mcp_django.sites import MCPSite
@@ -588,6 +588,91 @@ async def test_the_sweep_marks_running_calls_whose_lease_lapsed_interrupted() ->
         "dead": (Outcome.INTERRUPTED, audit.INTERRUPTED_MESSAGE), "alive": (Outcome.RUNNING, ""), "done": (Outcome.OK, ""),
     }
     assert {dead.pk, alive.pk, done.pk} == set(await sync_to_async(lambda: set(ToolCall.objects.values_list("pk", flat=True)))())
+
+
+def _streamed_site(name: str) -> tuple[MCPSite, asyncio.Event, asyncio.Event]:
+    """A site whose ``slow`` tool is answered on its POST's SSE stream (it takes a Context) and
+    runs until released."""
+    mcp = MCPSite(name=name)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @mcp.tool()
+    async def slow(ctx: Context, db_password: str, note: str) -> str:
+        started.set()
+        await asyncio.wait_for(release.wait(), 10)
+        return "done"
+
+    return mcp, started, release
+
+
+async def _claimed(session_id: str) -> RunningRequest:
+    """The claim on the session's one streamed request, once its process has written it."""
+    return await until(lambda: RunningRequest.objects.filter(session_id=session_id).afirst(), failure="the streamed call was never claimed")
+
+
+async def _process_died(claim: RunningRequest) -> None:
+    """What a sweep sees of a process that died: its claims' leases lapsed (and its durable rows')."""
+    lapsed = timezone.now() - timedelta(seconds=1)
+    await RunningRequest.objects.filter(pk=claim.pk).aupdate(lease_until=lapsed)
+    await ToolCall.objects.filter(outcome=Outcome.RUNNING).aupdate(lease_until=lapsed)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer")
+async def test_in_the_buffered_default_the_sweep_writes_a_streamed_call_its_dead_process_cut_off_interrupted() -> None:
+    from mcp_django.transport.process import sweep
+
+    mcp, started, release = _streamed_site("buffered-crash")
+    alice = await sync_to_async(make_user)("alice-crash", "*")
+    client = client_for(mcp)
+    await client.force_login(alice)
+    with settings(AUTHENTICATION="django"):
+        await client.initialize()
+        call = asyncio.ensure_future(client.call_tool("slow", {"db_password": "hunter2", "note": "kept"}))
+        try:
+            await asyncio.wait_for(started.wait(), 10)
+            claim = await _claimed(client.session_id)
+            assert claim.tool_call is not None and "hunter2" not in orjson.dumps(claim.tool_call).decode()  # redacted on the claim too
+            assert await ToolCall.objects.acount() == 0  # buffered: nothing written yet
+            await _process_died(claim)
+            await sweep()  # what another process runs on each lease renewal
+            interrupted = await ToolCall.objects.select_related("user").aget()
+            assert (interrupted.outcome, interrupted.error, interrupted.tool_name) == (Outcome.INTERRUPTED, audit.INTERRUPTED_MESSAGE, "slow")
+            assert interrupted.arguments == {"db_password": audit.REDACTED, "note": "kept"}
+            assert (interrupted.user, interrupted.username, interrupted.session_id) == (alice, "alice-crash", client.session_id)
+            assert (interrupted.transport, interrupted.request_id, interrupted.lease_until) == ("streamable-http", claim.request_id, None)
+            assert interrupted.started_at <= claim.created_at
+            # The same orphan reported twice (two processes sweeping) is written once.
+            await sync_to_async(audit.on_request_orphaned)(None, session_id=client.session_id, request_id=claim.request_id,
+                                                           tool_call=claim.tool_call)
+            assert await ToolCall.objects.acount() == 1
+        finally:
+            release.set()
+            # Its stream was ended with the orphan's error by the sweep.
+            await asyncio.wait_for(asyncio.gather(call, return_exceptions=True), 10)
+            audit.writer.discard()  # this process did not die: its own record of the call is not the point
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer")
+async def test_in_durable_mode_the_sweep_marks_the_running_row_and_writes_no_second_one() -> None:
+    from mcp_django.transport.process import sweep
+
+    mcp, started, release = _streamed_site("durable-crash")
+    client = client_for(mcp)
+    with settings(AUDIT_DURABLE=True):
+        await client.initialize()
+        call = asyncio.ensure_future(client.call_tool("slow", {"db_password": "p", "note": "n"}))
+        try:
+            await asyncio.wait_for(started.wait(), 10)
+            claim = await _claimed(client.session_id)
+            assert claim.tool_call is None  # the row is there already
+            await _process_died(claim)
+            await sweep()
+            assert [(c.tool_name, c.outcome) async for c in ToolCall.objects.all()] == [("slow", Outcome.INTERRUPTED)]
+        finally:
+            release.set()
+            await asyncio.wait_for(asyncio.gather(call, return_exceptions=True), 10)
 
 
 def test_e029_audit_durable_must_be_a_boolean() -> None:

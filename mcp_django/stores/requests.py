@@ -81,8 +81,8 @@ class RunningRequestStore:
     process answering a request is gone, and end that request's stream with an error.
     """
 
-    def start(self, *, session_id: str, stream: str, request_id: str, owner: str, lease_seconds: float) -> None:
-        fields = {"stream": stream, "owner": owner, "lease_until": timezone.now() + timedelta(seconds=lease_seconds)}
+    def start(self, *, session_id: str, stream: str, request_id: str, owner: str, lease_seconds: float, tool_call: Any = None) -> None:
+        fields = {"stream": stream, "owner": owner, "lease_until": timezone.now() + timedelta(seconds=lease_seconds), "tool_call": tool_call}
         # One INSERT on the hot path of every streamed request (update_or_create spent a
         # transaction, a SELECT and a savepoint on it: bench/profile.py found it the top cost).
         # A row left by a dead process under the same id is the rare case, taken over.
@@ -91,13 +91,18 @@ class RunningRequestStore:
         except IntegrityError:
             RunningRequest.objects.filter(session_id=session_id, request_id=request_id).update(**fields)
 
-    def start_many(self, claims: list[tuple[str, str, str]], *, owner: str, lease_seconds: float) -> None:
+    def start_many(
+        self, claims: list[tuple[str, str, str]], *, owner: str, lease_seconds: float, tool_calls: dict[tuple[str, str], Any] | None = None
+    ) -> None:
         """Claim several requests, each ``(session id, stream, request id)``, with one INSERT; a
-        row a dead process left under the same id is taken over."""
+        row a dead process left under the same id is taken over. ``tool_calls``: the audit
+        record of those that are tools/call without a row yet, by (session id, request id)."""
         now = timezone.now()
         lease_until = now + timedelta(seconds=lease_seconds)
+        records = tool_calls or {}
         rows = [
-            {"session_id": session_id, "stream": stream, "request_id": request_id, "owner": owner, "lease_until": lease_until, "created_at": now}
+            {"session_id": session_id, "stream": stream, "request_id": request_id, "owner": owner, "lease_until": lease_until, "created_at": now,
+             "tool_call": records.get((session_id, request_id))}
             for session_id, stream, request_id in claims
         ]
         try:
@@ -110,7 +115,8 @@ class RunningRequestStore:
             # the whole batch (rare): claim them one by one, taking such rows over.
             for session_id, stream, request_id in claims:
                 with contextlib.suppress(IntegrityError):
-                    self.start(session_id=session_id, stream=stream, request_id=request_id, owner=owner, lease_seconds=lease_seconds)
+                    self.start(session_id=session_id, stream=stream, request_id=request_id, owner=owner, lease_seconds=lease_seconds,
+                               tool_call=records.get((session_id, request_id)))
 
     def finish(self, session_id: str, request_id: str) -> None:
         self.finish_many([(session_id, request_id)])
@@ -167,7 +173,7 @@ class RunningRequestStore:
             seq = store.append(row.session_id, row.stream, payload, closes_stream=closes)
             stored.append((row.stream, StoredEvent(seq, payload, closes)))
             try:
-                request_orphaned.send(sender=RunningRequest, session_id=row.session_id, request_id=row.request_id)
+                request_orphaned.send(sender=RunningRequest, session_id=row.session_id, request_id=row.request_id, tool_call=row.tool_call)
             except Exception:
                 # A project's receiver must not stop the sweep of the other requests.
                 logger.exception("A receiver of request_orphaned failed")
@@ -179,8 +185,10 @@ class RunningRequestStore:
     async def afinish(self, session_id: str, request_id: str) -> None:
         await sync_to_async(self.finish)(session_id, request_id)
 
-    async def astart_many(self, claims: list[tuple[str, str, str]], *, owner: str, lease_seconds: float) -> None:
-        await sync_to_async(self.start_many)(claims, owner=owner, lease_seconds=lease_seconds)
+    async def astart_many(
+        self, claims: list[tuple[str, str, str]], *, owner: str, lease_seconds: float, tool_calls: dict[tuple[str, str], Any] | None = None
+    ) -> None:
+        await sync_to_async(self.start_many)(claims, owner=owner, lease_seconds=lease_seconds, tool_calls=tool_calls)
 
     async def arenew(self, owner: str, lease_seconds: float) -> int:
         return await sync_to_async(self.renew)(owner, lease_seconds)

@@ -171,13 +171,17 @@ class Leases:
     async def _write(self) -> None:
         """Write one batch, then hand what came meanwhile to a new writer (a release waits for
         the batch holding its claim, never for the ones after it)."""
+        from ..audit import running_tool_calls
+
         await asyncio.sleep(self.WRITE_DELAY)
         batch, self._unwritten = self._unwritten, {}
         self._writing = set(batch)
         claims = [(key[0], stream, key[1]) for key, stream in batch.items()]
         try:
             if claims:
-                await RunningRequestStore().astart_many(claims, owner=PROCESS_ID, lease_seconds=mcp_settings.request_lease_seconds)
+                await RunningRequestStore().astart_many(
+                    claims, owner=PROCESS_ID, lease_seconds=mcp_settings.request_lease_seconds, tool_calls=running_tool_calls(list(batch))
+                )
             self._written.update(batch)
         except Exception:
             logger.exception("Could not record running requests")
