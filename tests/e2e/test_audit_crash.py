@@ -2,7 +2,8 @@
 SIGKILL (its whole process group) while a ``long_task`` runs, then started again on the same
 SQLite database. Every call the SDK client got an answer for has its row; the call the crash
 cut off gets an ``interrupted`` row once the new process sweeps the dead one's lapsed leases;
-and the example site's own TaskRun row of that call is no longer "running"."""
+and the example site's own TaskRun row of that call is no longer "running". In the buffered
+default the streamed call the crash cut off gets its ``interrupted`` row from the sweep too."""
 
 from __future__ import annotations
 
@@ -97,3 +98,27 @@ async def test_a_crash_loses_no_answered_call_and_interrupts_the_running_one(
             read = await client.read_resource(f"live://runs/{run['pk']}")
         shown = json.loads(read.contents[0].text)
         assert shown["status"] == "interrupted" and "stopped" in shown["reason"]
+
+
+async def test_in_the_buffered_default_a_streamed_call_a_crash_cut_off_is_interrupted_after_the_sweep(
+    asgi_server: str, demo_database: Path, tmp_path: Path
+) -> None:
+    # No AUDIT_DURABLE: the running call has no row, only its claim, which carries its record.
+    env = {**server_env(copy_database(demo_database, tmp_path / "buffered.sqlite3"), auth="none"), "MCP_REQUEST_LEASE_SECONDS": LEASE_SECONDS}
+    with run_server(env, tmp_path / "before.log", server=asgi_server) as server:
+        async with connect_as(server, "librarian", mode="legacy") as long_client:
+            long_call = asyncio.ensure_future(long_client.call_tool("long_task", {"seconds": 600}))
+            state = await asyncio.to_thread(wait_until, lambda: runs(env), lambda s: s["runs"] and s["claims"])
+            assert state["runs"] and state["claims"] == 1, (state, server.log()[-3000:])
+            crash(server)
+            long_call.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(long_call, WAIT)
+        (run,) = state["runs"]
+    assert [c for c in tool_calls(env) if c["tool"] == "long_task"] == []  # buffered: nothing on record yet
+
+    with run_server(env, tmp_path / "after.log", server=asgi_server):
+        calls = wait_until(lambda: [c for c in tool_calls(env) if c["tool"] == "long_task"], bool)
+        assert [(c["outcome"], c["error"], c["request_id"]) for c in calls] == [
+            ("interrupted", "the server process stopped while the call ran", run["request_id"])]
+        assert wait_until(lambda: runs(env), lambda s: s["claims"] == 0)["claims"] == 0
