@@ -12,8 +12,10 @@ tests/test_tutorial.py; the extras test installs on top of the venv, after the b
 from __future__ import annotations
 
 import email
+import io
 import re
 import subprocess
+import sys
 import tarfile
 import textwrap
 import time
@@ -243,3 +245,38 @@ def test_extras_install_what_they_say(installed: Installed, project: Path) -> No
     )
     check = run([installed.python, "manage.py", "check", "--fail-level", "WARNING"], cwd=project, timeout=COMMAND_TIMEOUT, env=installed.env)
     assert "System check identified no issues" in check
+
+
+def _checkout_copy(where: Path) -> Path:
+    """A git repository holding this checkout's last commit, as a user's checkout would: one
+    commit, not shallow (pip's partial clone of a shallow repository fetches blob by blob)."""
+    copy = where / "checkout"
+    copy.mkdir()
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True, timeout=COMMAND_TIMEOUT).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(copy, filter="data")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "copy"]):
+        run([*git, *command], timeout=COMMAND_TIMEOUT, cwd=copy)
+    return copy
+
+
+def _left_in(copy: Path) -> list[str]:
+    """What a build left in the checkout: build/ and *.egg-info (ignored by git, so asked as such)."""
+    ignored = run(["git", "status", "--short", "--ignored"], timeout=COMMAND_TIMEOUT, cwd=copy)
+    return sorted(line[3:].rstrip("/") for line in ignored.splitlines() if line.startswith("!! "))
+
+
+def test_installing_from_a_checkout_as_documented_writes_nothing_into_it(tmp_path: Path) -> None:
+    # docs/howto/add-to-project.md, "From a checkout or a wheel". --no-deps --target: only the
+    # build and the install are under test (the dependencies come from the index either way).
+    doc = (ROOT / "docs" / "howto" / "add-to-project.md").read_text()
+    assert 'pip install "git+file:///path/to/checkout"' in doc and "pip install /path/to/checkout" in doc
+    copy = _checkout_copy(tmp_path)
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
+    run([*pip, "--target", tmp_path / "from-git", f"git+file://{copy}"], timeout=PIP_TIMEOUT)
+    assert (tmp_path / "from-git" / "mcp_django" / "migrations").is_dir()
+    assert _left_in(copy) == []
+    # What the doc warns of for the plain path form, which builds in the tree: the check above sees it.
+    run([*pip, "--target", tmp_path / "from-path", copy], timeout=PIP_TIMEOUT)
+    assert _left_in(copy) == ["build", "django_mcp_site.egg-info"]
