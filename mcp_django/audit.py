@@ -962,5 +962,8 @@ def install() -> None:
     register_observer(observe, _enabled)
     sweeping.connect(on_sweep, dispatch_uid="mcp_django.audit.on_sweep")
     request_orphaned.connect(on_request_orphaned, dispatch_uid="mcp_django.audit.on_request_orphaned")
+    from .transport.process import leases
+
+    leases.tool_calls = running_tool_calls  # each streamed call's claim carries its record
     atexit.unregister(writer.flush_at_exit)
     atexit.register(writer.flush_at_exit)

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -152,6 +153,9 @@ class Leases:
         self._writing: set[tuple[str, str]] = set()
         self._written: set[tuple[str, str]] = set()
         self._writer: asyncio.Task[None] | None = None
+        #: Given a batch's keys, the audit records its claims carry, by key: the tools/call the
+        #: trail has no row of yet (set by ``audit.install``, a layer above this one).
+        self.tool_calls: Callable[[list[tuple[str, str]]], dict[tuple[str, str], Any]] | None = None
 
     def claim(self, key: tuple[str, str], stream: str) -> None:
         self._unwritten[key] = stream
@@ -171,16 +175,15 @@ class Leases:
     async def _write(self) -> None:
         """Write one batch, then hand what came meanwhile to a new writer (a release waits for
         the batch holding its claim, never for the ones after it)."""
-        from ..audit import running_tool_calls
-
         await asyncio.sleep(self.WRITE_DELAY)
         batch, self._unwritten = self._unwritten, {}
         self._writing = set(batch)
         claims = [(key[0], stream, key[1]) for key, stream in batch.items()]
         try:
             if claims:
+                tool_calls = self.tool_calls(list(batch)) if self.tool_calls is not None else None
                 await RunningRequestStore().astart_many(
-                    claims, owner=PROCESS_ID, lease_seconds=mcp_settings.request_lease_seconds, tool_calls=running_tool_calls(list(batch))
+                    claims, owner=PROCESS_ID, lease_seconds=mcp_settings.request_lease_seconds, tool_calls=tool_calls
                 )
             self._written.update(batch)
         except Exception:
