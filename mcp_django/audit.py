@@ -57,6 +57,7 @@ from .protocol.modern import META_PROTOCOL_VERSION
 from .rounds import InputRequired
 from .signals import request_orphaned, sweeping
 from .stores import RawJSON, insert_rows
+from .transport.process import leases
 
 if TYPE_CHECKING:
     from .models import Session
@@ -962,8 +963,6 @@ def install() -> None:
     register_observer(observe, _enabled)
     sweeping.connect(on_sweep, dispatch_uid="mcp_django.audit.on_sweep")
     request_orphaned.connect(on_request_orphaned, dispatch_uid="mcp_django.audit.on_request_orphaned")
-    from .transport.process import leases
-
     leases.tool_calls = running_tool_calls  # each streamed call's claim carries its record
     atexit.unregister(writer.flush_at_exit)
     atexit.register(writer.flush_at_exit)

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.conf import ENVIRONMENT_VARIABLE, settings
+from django.core.cache import BaseCache
 from django.core.checks import CheckMessage, Error, Warning
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
@@ -26,6 +27,7 @@ from . import tracing
 from .auth.base import BaseAuthentication
 from .conf import AUTHENTICATION_ALIASES, DEFAULTS
 from .protocol.negotiation import normalize_origin
+from .quota_backends import has_atomic_incr
 from .quotas import CAP_KEYS, QUOTA_KEYS, RATE_KEYS, parse_rate
 from .routing import routes_through_router
 from .sites import all_sites
@@ -464,10 +466,6 @@ def _check_quota_cache_shared(user: dict[str, Any]) -> list[CheckMessage]:
     """Quotas and caps count in ``QUOTAS["CACHE"]``: a project whose channel layer spans
     processes needs that cache shared by them, and counting atomically, for its limits to hold
     across the processes (mcp_django.quotas)."""
-    from django.core.cache import BaseCache
-
-    from .quota_backends import has_atomic_incr
-
     layer_alias = user.get("CHANNEL_LAYER", DEFAULTS["CHANNEL_LAYER"])
     layer = (getattr(settings, "CHANNEL_LAYERS", None) or {}).get(layer_alias)
     layer_backend = str(layer.get("BACKEND", "")) if isinstance(layer, dict) else ""
