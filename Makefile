@@ -8,6 +8,7 @@
 #   make test-fast        the inner loop: in-process tests only (no servers, browsers or other processes)
 #   make test-fast ARGS="-x tests/test_sites.py"
 #   make matrix           the other Python/Django cells (noxfile.py), all of which CI runs
+#   make multihost        (root) two app hosts, a data host and HAProxy in network namespaces: tests/multihost/
 #   make docs             build the documentation site into docs/_build/html (warnings are errors)
 #   make screenshots      regenerate docs/_static/screenshots/ (the browser tests, in headless Chromium)
 #   make clean            back to a fresh clone: remove .venv, caches and the demo database
@@ -25,7 +26,7 @@ DAPHNE = $(BIN)/daphne -b 127.0.0.1 -p $(PORT) example_site.asgi:application
 # Touched after each successful install: pip runs again only when requirements.txt is newer.
 STAMP := $(VENV)/.requirements.stamp
 
-.PHONY: run test test-fast matrix docs screenshots venv clean
+.PHONY: run test test-fast matrix multihost docs screenshots venv clean
 
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
@@ -46,6 +47,11 @@ test-fast: $(STAMP)
 # The in-process suite and one end-to-end test on each other cell, in a venv of its own (.nox/).
 matrix: $(STAMP)
 	$(BIN)/nox $(NOX_ARGS)
+
+# Several hosts made with network namespaces (needs root; skipped otherwise unless CI=true):
+# the scenarios of tests/multihost/, ending with one summary line. `make multihost ARGS="--only 1,2"`.
+multihost: $(STAMP)
+	$(BIN)/python -m tests.multihost $(ARGS)
 
 docs: $(STAMP)
 	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
