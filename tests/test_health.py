@@ -4,6 +4,7 @@ Redis channel layer on a closed port)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -109,4 +110,30 @@ async def test_health_round_trips_through_a_real_redis_layer():
               "CONFIG": {"hosts": [f"redis://{REDIS_HOST}:{REDIS_PORT}/0"], "prefix": "mcp-health-test"}}
     async with layer_alias("redis", config):
         response = await get_health()
+    assert response.status == 200 and response.json() == HEALTHY
+
+
+async def test_health_round_trips_while_the_process_channel_listens_on_a_real_redis_layer():
+    """The process's own channel blocks in a receive on Redis (for up to 5 s at a time) once the
+    process served an MCP request; channels_redis lets one receive at a time read from Redis, so
+    the health check's message must come through that same read (the same "specific." channel),
+    not wait behind it for its own, past its 2 s bound (behind HAProxy, both hosts went DOWN)."""
+    import asyncio
+
+    from tests.multiprocess.servers import REDIS_HOST, REDIS_PORT, require_redis
+    from tests.polling import until
+
+    require_redis()
+    config = {"BACKEND": "channels_redis.core.RedisChannelLayer",
+              "CONFIG": {"hosts": [f"redis://{REDIS_HOST}:{REDIS_PORT}/0"], "prefix": "mcp-health-listen-test"}}
+    async with layer_alias("redis", config) as layer:
+        listening = asyncio.ensure_future(layer.receive(await layer.new_channel()))  # as ProcessChannel.listen does
+        try:
+            # The listener holds the layer's receive lock, blocked on Redis.
+            await until(lambda: layer.receive_lock is not None and layer.receive_lock.locked(), 5, failure="the listener never took the lock")
+            response = await asyncio.wait_for(get_health(), 10)
+        finally:
+            listening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listening
     assert response.status == 200 and response.json() == HEALTHY
