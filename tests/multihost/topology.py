@@ -33,6 +33,7 @@ PREFIX = "mh-"
 BRIDGE = "mh-br0"
 SUBNET = "10.231.0"
 DRIVER_IP = f"{SUBNET}.1"
+LB_IP = f"{SUBNET}.20"
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PORT = 8000
 PG_PORT = 5432
@@ -302,7 +303,10 @@ class AppHost:
     def command(self) -> list[str]:
         return [
             sys.executable, "-m", "uvicorn", "--host", self.host.ip, "--port", str(PORT), "--workers", str(self.workers),
-            "--timeout-graceful-shutdown", "5", "--no-access-log", "example_site.asgi:application",
+            "--timeout-graceful-shutdown", "5", "--no-access-log",
+            # The client's address from HAProxy's X-Forwarded-For (quotas count anonymous callers by it).
+            "--proxy-headers", "--forwarded-allow-ips", LB_IP,
+            "example_site.asgi:application",
         ]
 
     def start(self, wait: bool = True) -> None:
@@ -389,6 +393,7 @@ defaults
 frontend mcp
     bind {lb_ip}:{port}
     default_backend apps
+    option forwardfor
 
 backend apps
     balance roundrobin
@@ -433,6 +438,16 @@ class Balancer:
 
 # -- the whole deployment -----------------------------------------------------------------------
 
+#: Settings of every app host, and of the SQLite process it is compared with.
+COMMON_ENV = {
+    # The driver is one anonymous caller from one address: the per-caller rate limit (600 calls a
+    # minute by default) would refuse the CPU scenario's load.
+    "MCP_RATE_LIMIT": "off",
+    # Each call's audit row is written before it is answered: a host killed right after answering
+    # keeps its rows (batched, they wait up to AUDIT_FLUSH_INTERVAL in the process that dies).
+    "MCP_AUDIT_DURABLE": "1",
+}
+
 
 class Cluster:
     """Every host, built by :meth:`start` and removed by :meth:`stop` (which never raises)."""
@@ -442,20 +457,20 @@ class Cluster:
         os.chmod(self.tmp, 0o755)  # PostgreSQL, running as postgres, needs to reach its directory
         self.data_host = Host(f"{PREFIX}data", f"{SUBNET}.10", [f"{SUBNET}.13"])
         self.data = DataHost(self.data_host, f"{SUBNET}.13", self.tmp)
-        self.lb_host = Host(f"{PREFIX}lb", f"{SUBNET}.20")
+        self.lb_host = Host(f"{PREFIX}lb", LB_IP)
         self.solo_host = Host(f"{PREFIX}solo", f"{SUBNET}.30")
         hosts = ",".join([f"{SUBNET}.{n}" for n in (11, 12, 20, 30)] + ["127.0.0.1", "localhost"])
         extra = {"MCP_REQUEST_LEASE_SECONDS": str(lease_seconds)} if lease_seconds else {}
         self.env = base_env(
             DATABASE_URL=self.data.database_url, REDIS_URL=self.data.redis_url, MCP_TASKS_BACKEND="database",
-            DJANGO_ALLOWED_HOSTS=hosts, DJANGO_DEBUG="0", MCP_LOG_LEVEL="WARNING", **extra,
+            DJANGO_ALLOWED_HOSTS=hosts, DJANGO_DEBUG="0", MCP_LOG_LEVEL="WARNING", **COMMON_ENV, **extra,
         )
         self.apps = [
             AppHost(Host(f"{PREFIX}app{n}", f"{SUBNET}.1{n}"), self.env, self.tmp) for n in (1, 2)
         ]
         self.balancer = Balancer(self.lb_host, self.apps, self.tmp)
         self.solo_env = base_env(
-            SQLITE_PATH=str(self.tmp / "solo.sqlite3"), DJANGO_ALLOWED_HOSTS=hosts, DJANGO_DEBUG="0", MCP_LOG_LEVEL="WARNING",
+            SQLITE_PATH=str(self.tmp / "solo.sqlite3"), DJANGO_ALLOWED_HOSTS=hosts, DJANGO_DEBUG="0", MCP_LOG_LEVEL="WARNING", **COMMON_ENV,
         )
         self.solo = AppHost(self.solo_host, self.solo_env, self.tmp, workers=1)
         self.hosts = [self.data_host, self.lb_host, *(a.host for a in self.apps), self.solo_host]
