@@ -62,6 +62,11 @@ async def run_scenarios(cluster: Cluster, only: list[str]) -> tuple[Run, dict[st
         except Exception as exc:
             outcomes[key] = f"FAILED ({type(exc).__name__}: {str(exc)[:300]})"
             traceback.print_exc()
+            # The next scenario starts from healthy hosts, whatever this one left behind.
+            for app in cluster.apps:
+                await asyncio.to_thread(app.stop)
+            if cluster.data.postgres is None or cluster.data.postgres.poll() is not None:
+                await asyncio.to_thread(cluster.data.start_postgres)
         else:
             outcomes[key] = "passed"
         print(f"scenario {key}: {outcomes[key]} in {time.monotonic() - started:.0f}s", flush=True)

@@ -14,6 +14,7 @@ import signal
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -117,7 +118,14 @@ class Run:
                 if seen >= {a.name for a in self.cluster.apps}:
                     return
                 await asyncio.sleep(0.5)
-        raise AssertionError(f"the balancer did not send to every app host within {timeout}s")
+            health = {}
+            for app in self.cluster.apps:
+                try:
+                    response = await http.get(f"{app.url}/health/")
+                    health[app.name] = f"{response.status_code} {response.text[:200]}"
+                except httpx.HTTPError as exc:
+                    health[app.name] = repr(exc)
+        raise AssertionError(f"the balancer did not send to every app host within {timeout}s; their health/: {health}")
 
 
 class Answers:
@@ -356,6 +364,279 @@ async def task_survives_kill(run: Run) -> None:
         )
 
 
+# -- steady load, for scenarios 3, 4 and 5 ------------------------------------------------------------
+
+
+@dataclass
+class Outcomes:
+    """What each call of a :class:`Load` got: ok, a failure the client may retry by the spec's
+    rules (the balancer's 502/503/504 before any host took the request; 429; the server's
+    "send the request again"), or anything else (kept, with what it was)."""
+
+    ok: int = 0
+    retryable: Counter[str] = field(default_factory=Counter)
+    failed: Counter[str] = field(default_factory=Counter)
+    slowest: float = 0.0
+    by_host: Counter[str] = field(default_factory=Counter)
+    ok_since: dict[str, float] = field(default_factory=dict)  # host -> monotonic time of its last ok
+    failed_at: list[tuple[float, str]] = field(default_factory=list)  # (monotonic time, what)
+
+    def failed_since(self, since: float) -> Counter[str]:
+        return Counter(what for at, what in self.failed_at if at >= since)
+
+    def summary(self) -> str:
+        return f"{self.ok} ok, retryable {dict(self.retryable) or 0}, failed {dict(self.failed) or 0}, slowest {self.slowest:.1f}s"
+
+
+RETRYABLE_STATUS = {429, 502, 503, 504}
+
+
+class Load:
+    """Calls through the balancer, ``concurrency`` at a time, in both eras, until stopped (bounded
+    in count and time): greet on 2026-07-28 (no session) and search_books on one handshake-era
+    session, alternately."""
+
+    def __init__(self, run: Run, *, concurrency: int = 3, max_calls: int = 3000, max_seconds: float = 90.0, bound: float = 20.0) -> None:
+        self.run = run
+        self.concurrency = concurrency
+        self.max_calls = max_calls
+        self.max_seconds = max_seconds
+        self.bound = bound
+        self.outcomes = Outcomes()
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._made = 0
+
+    async def __aenter__(self) -> Load:
+        self.http = self.run.http(read=self.bound)
+        await self.http.__aenter__()
+        self.raw = RawClient(self.http)
+        self.session = await self.raw.initialize(self.run.url)
+        self.tasks_client = TasksClient(self.http)
+        self.started = time.monotonic()
+        self._tasks = [asyncio.ensure_future(self._worker(n)) for n in range(self.concurrency)]
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self._stop.set()
+        await asyncio.wait_for(asyncio.gather(*self._tasks, return_exceptions=True), self.bound + 10)
+        await self.http.__aexit__(*exc)
+
+    async def _worker(self, n: int) -> None:
+        while not self._stop.is_set() and self._made < self.max_calls and time.monotonic() - self.started < self.max_seconds:
+            self._made += 1
+            await self._one(self._made)
+            await asyncio.sleep(0.02)  # steady, not flat out: 2 cores serve the hosts and the driver
+
+    async def _one(self, k: int) -> None:
+        began = time.monotonic()
+        kind = "2026" if k % 2 else "session"
+        try:
+            if kind == "2026":
+                body = {"name": "greet", "arguments": {"name": f"k{k}"}}
+                from tests.tasks_wire import headers as tasks_headers
+                from tests.tasks_wire import message
+
+                request = message("tools/call", body)
+                response = await self.http.post(self.run.url, json=request, headers=tasks_headers(request))
+            else:
+                request = {"jsonrpc": "2.0", "id": k, "method": "tools/call", "params": {"name": "search_books", "arguments": {"query": "a"}}}
+                response = await self.http.post(self.run.url, json=request, headers=self.raw.headers(self.session))
+            verdict = self._judge(response)
+        except httpx.TimeoutException:
+            verdict = ("failed", f"{kind}: no answer within {self.bound:.0f}s")
+        except httpx.HTTPError as exc:
+            verdict = ("failed", f"{kind}: {type(exc).__name__}")
+        took = time.monotonic() - began
+        self.outcomes.slowest = max(self.outcomes.slowest, took)
+        what, detail = verdict
+        if what == "ok":
+            self.outcomes.ok += 1
+            host = detail
+            self.outcomes.by_host[host] += 1
+            self.outcomes.ok_since[host] = time.monotonic()
+        elif what == "retryable":
+            self.outcomes.retryable[f"{kind}: {detail}"] += 1
+        else:
+            self.outcomes.failed[f"{kind}: {detail}"] += 1
+            self.outcomes.failed_at.append((time.monotonic(), f"{kind}: {detail}"))
+
+    @staticmethod
+    def _judge(response: httpx.Response) -> tuple[str, str]:
+        host = response.headers.get("x-served-by", "balancer")
+        text = response.text
+        try:
+            answer = json.loads(text) if response.headers.get("content-type", "").startswith("application/json") else None
+        except ValueError:
+            answer = None
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            datas = [line[5:].strip() for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
+            answer = json.loads(datas[-1]) if datas else None
+        if response.status_code == 200 and isinstance(answer, dict) and "result" in answer and not answer["result"].get("isError"):
+            return "ok", host
+        error = answer.get("error") if isinstance(answer, dict) else None
+        label = f"HTTP {response.status_code} from {host}" + (f" {error.get('code')} {str(error.get('message'))[:80]}" if error else "")
+        if isinstance(answer, dict) and isinstance(answer.get("result"), dict) and answer["result"].get("isError"):
+            label += " isError: " + " ".join(c.get("text", "") for c in answer["result"].get("content", []))[:100]
+        elif not error:
+            label += " " + text[:100].replace("\n", " ")
+        if response.status_code in RETRYABLE_STATUS and host == "balancer":
+            return "retryable", label
+        if response.status_code == 429 or (error and "send the request again" in str(error.get("message", ""))):
+            return "retryable", label
+        return "failed", label
+
+    async def wait_ok_on_both(self, since: float, timeout: float = 30.0) -> float:
+        """Wait until each app host answered a call ok after ``since``; return how long it took."""
+        names = {a.name for a in self.run.cluster.apps}
+        await until(
+            lambda: all(self.outcomes.ok_since.get(n, 0) > since for n in names), timeout, interval=0.2,
+            failure=lambda: f"not every host answered ok again within {timeout}s: {self.outcomes.summary()}",
+        )
+        return time.monotonic() - since
+
+
+async def health_of(app: AppHost) -> tuple[int, dict[str, Any]]:
+    async with httpx.AsyncClient(timeout=10) as http:
+        response = await http.get(f"{app.url}/health/")
+        return response.status_code, response.json()
+
+
+# -- 3. Redis unreachable from one app host -------------------------------------------------------------
+
+
+OUTAGE_SECONDS = 10.0
+
+
+async def redis_unreachable(run: Run) -> None:
+    cluster = run.cluster
+    async with run.http(read=120) as http:
+        raw = RawClient(http)
+        session = await raw.initialize(run.url)
+        stream = await raw.get_stream(run.url, session)
+        received = [await stream.next_event()]
+        victim = run.app(stream.response.headers["x-served-by"])  # the host that holds the stream
+        announce = {"name": "announce_list_changed", "arguments": {"kind": "tools"}}
+        announced = 0
+        async with Load(run, bound=25.0) as load:
+            await asyncio.sleep(1)
+            victim.host.block(cluster.data.redis_ip)
+            blocked_at = time.monotonic()
+            health_seen: list[tuple[int, str]] = []
+            try:
+                while time.monotonic() - blocked_at < OUTAGE_SECONDS:
+                    status, body = await health_of(victim)
+                    health_seen.append((status, body["checks"]["channel_layer"]))
+                    # Announcements made meanwhile, through the balancer (the other host, once
+                    # HAProxy took this one out): stored, they must reach the stream after.
+                    try:
+                        response = await raw.post(run.url, session, {"jsonrpc": "2.0", "id": f"a{announced}", "method": "tools/call", "params": announce})
+                        if response.status_code == 200:
+                            announced += 1
+                    except httpx.HTTPError:
+                        pass
+                    await asyncio.sleep(1)
+            finally:
+                victim.host.unblock(cluster.data.redis_ip)
+            restored_at = time.monotonic()
+            recovered = await load.wait_ok_on_both(restored_at, timeout=40)
+            status, body = await health_of(victim)
+        assert (503, "error") in health_seen, f"{victim.name}'s health/ never said the channel layer was down: {health_seen}"
+        assert status == 200, f"{victim.name}'s health/ after: {status} {body}"
+        # Every announcement stored for the session reaches the stream: the one held on the
+        # victim if it lived through, else resumed (Last-Event-ID) through the balancer.
+        await raw.request(run.url, session, "tools/call", announce)
+        stored_now = await run.db.events(session, "get")
+        wanted = {seq for seq, _, _ in stored_now}
+        resumed = None
+
+        def missing(*streams: Any) -> set[int]:
+            return wanted - {e.seq for s in streams for e in s.received if e.data}
+
+        try:
+            while missing(stream):
+                await stream.next_message(timeout=20)
+        except (Ended, AssertionError):
+            last = [e for e in stream.received if e.id][-1]
+            resumed = await raw.get_stream(run.url, session, last_event_id=last.id)
+            while missing(stream, resumed):
+                await resumed.next_message(timeout=20)
+        finally:
+            await stream.close()
+            if resumed is not None:
+                await resumed.close()
+                run.tally.resumed += 1
+        check_once("GET stream across the Redis outage", run, stored_now, [*stream.received, *(resumed.received if resumed else [])])
+    outcomes = load.outcomes
+    run.note(
+        f"Redis blackholed from {victim.name} for {OUTAGE_SECONDS:.0f}s: its health/ said {sorted(set(health_seen))}; load: {outcomes.summary()}; "
+        f"both hosts answered ok again {recovered:.1f}s after; the GET stream it held "
+        f"{'was resumed on another host' if resumed else 'lived through'}: {len(stored_now)} events, each once"
+    )
+    assert outcomes.slowest <= 25.0, f"a call took {outcomes.slowest:.1f}s"
+    assert not outcomes.failed, f"calls that failed without a retryable answer: {dict(outcomes.failed)}"
+
+
+# -- 4. PostgreSQL restarted under load ---------------------------------------------------------------
+
+
+SETTLE_SECONDS = 5.0
+CLEAN_WINDOW_SECONDS = 5.0
+
+
+async def postgres_restart(run: Run) -> None:
+    data = run.cluster.data
+    workers = {a.name: a.tasks.pid for a in run.cluster.apps if a.tasks is not None}
+    async with Load(run, bound=25.0) as load:
+        await asyncio.sleep(2)
+        before = load.outcomes.ok
+        stop_at = time.monotonic()
+        await asyncio.to_thread(data.stop_postgres, "fast")
+        await asyncio.to_thread(data.start_postgres)
+        down = time.monotonic() - stop_at
+        restored_at = time.monotonic()
+        recovered = await load.wait_ok_on_both(restored_at, timeout=40)
+        # Then every call must succeed again: a settling time, and a window that must be clean.
+        await asyncio.sleep(SETTLE_SECONDS)
+        window = time.monotonic()
+        await asyncio.sleep(CLEAN_WINDOW_SECONDS)
+        failed_later = load.outcomes.failed_since(window)
+    outcomes = load.outcomes
+    alive = {name: Path(f"/proc/{pid}").exists() for name, pid in workers.items()}
+    run.note(
+        f"PostgreSQL restarted (fast stop, down {down:.1f}s) under load: {outcomes.summary()} ({before} ok before); "
+        f"some call ok on both hosts {recovered:.1f}s after it was back; failures {SETTLE_SECONDS:.0f}-"
+        f"{SETTLE_SECONDS + CLEAN_WINDOW_SECONDS:.0f}s after: {dict(failed_later) or 0}; db_workers alive after: {alive}"
+    )
+    assert outcomes.slowest <= 25.0, f"a call took {outcomes.slowest:.1f}s"
+    unclear = {k: v for k, v in outcomes.failed.items() if "HTTP" not in k}
+    assert not unclear, f"calls that failed without a clear answer: {unclear}"
+    assert not failed_later, (
+        f"the app hosts did not recover from the PostgreSQL restart: {SETTLE_SECONDS:.0f}s after it, still {dict(failed_later)}"
+    )
+    if not all(alive.values()):
+        raise AssertionError(f"a db_worker died with the PostgreSQL restart: {alive}")
+
+
+# -- 5. rolling restart ------------------------------------------------------------------------------------
+
+
+async def rolling_restart(run: Run) -> None:
+    async with Load(run, bound=25.0) as load:
+        await asyncio.sleep(2)
+        for app in run.cluster.apps:
+            began = time.monotonic()
+            await asyncio.to_thread(app.stop)  # SIGTERM: uvicorn stops accepting, finishes what it has
+            await asyncio.to_thread(app.start)
+            await run.wait_balanced()
+            await load.wait_ok_on_both(time.monotonic(), timeout=30)
+            run.note(f"{app.name} restarted (SIGTERM, start, back in the balancer) in {time.monotonic() - began:.1f}s")
+        await asyncio.sleep(2)
+    outcomes = load.outcomes
+    run.note(f"rolling restart under load: {outcomes.summary()}; ok by host {dict(outcomes.by_host)}")
+    assert not outcomes.failed, f"calls that failed without a retryable answer: {dict(outcomes.failed)}"
+
+
 # -- 6. CPU per call ---------------------------------------------------------------------------------
 
 
@@ -428,8 +709,8 @@ async def cpu_per_call(run: Run) -> None:
 SCENARIOS: dict[str, Any] = {
     "1": ("both eras through the balancer", both_eras),
     "2": ("a whole app host killed (kill -9) during a streamed call, a GET stream and a task", host_killed),
-    "3": ("Redis unreachable from one app host for 10 s", None),
-    "4": ("a PostgreSQL restart under load", None),
-    "5": ("a rolling restart of both app hosts under steady load", None),
+    "3": ("Redis unreachable from one app host for 10 s", redis_unreachable),
+    "4": ("a PostgreSQL restart under load", postgres_restart),
+    "5": ("a rolling restart of both app hosts under steady load", rolling_restart),
     "6": ("CPU per call vs one SQLite process, JSON and SSE", cpu_per_call),
 }
