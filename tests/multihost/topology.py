@@ -34,7 +34,9 @@ BRIDGE = "mh-br0"
 SUBNET = "10.231.0"
 DRIVER_IP = f"{SUBNET}.1"
 LB_IP = f"{SUBNET}.20"
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+#: Debian's PostgreSQL server binaries, the newest installed version.
+PG_BIN = max(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+             default=Path("/usr/lib/postgresql/15/bin"))
 PORT = 8000
 PG_PORT = 5432
 REDIS_PORT = 6379
