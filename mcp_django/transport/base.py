@@ -66,6 +66,8 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
         self.slot: LeasedSlot | None = None
         # Another connection took the stream over, or it ended: this one's going strands nothing.
         self.handed_over = False
+        # Set once the response's status line is out: a failure after it cannot be answered.
+        self.answered = False
 
     # -- ASGI plumbing ------------------------------------------------------------------
 
@@ -122,11 +124,17 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
         except MCPError as exc:
             # Refused before any request could be answered (a cap on sessions or streams).
             await self.send_answer(exc.http_status or 400, error_message(None, exc))
-        except DatabaseError as exc:
-            unmigrated = None if self.streaming else await unmigrated_error(exc)
-            if unmigrated is None:
+        except StopConsumer:
+            raise
+        except Exception as exc:
+            # The request's top level: a database or cache that cannot be reached (or a bug) is
+            # logged and answered with a JSON-RPC error, not left to the server's bare 500.
+            if self.streaming or self.answered:
                 raise
-            await self.send_transport_error(unmigrated)
+            unmigrated = await unmigrated_error(exc) if isinstance(exc, DatabaseError) else None
+            if unmigrated is None:
+                logger.exception("Could not answer a request to the MCP endpoint")
+            await self.send_transport_error(unmigrated or TransportError(500, "Internal error", code=INTERNAL_ERROR))
         if not self.streaming:
             raise StopConsumer()
 
@@ -164,6 +172,7 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
 
     async def send_headers(self, *, status: int = 200, headers: Any = None) -> None:
         raw = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
+        self.answered = True
         await super().send_headers(status=status, headers=raw + self.cors_headers)
 
     async def send_answer(self, status: int, answer: dict[str, Any], headers: dict[str, str] | None = None) -> None:

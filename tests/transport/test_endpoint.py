@@ -1143,3 +1143,39 @@ async def test_the_endpoint_needs_no_channels_entry_in_installed_apps():
         await client.initialize()
         listed = await client.request("tools/list")
     assert listed["result"]["tools"]
+
+
+# --- A service the endpoint needs cannot be reached ------------------------------------------
+
+
+async def test_a_cache_that_cannot_be_reached_is_answered_with_a_json_rpc_internal_error(client, monkeypatch, caplog):
+    """The running-calls quota counts in the cache (Redis, with several hosts): when it cannot be
+    reached the call is answered 500 with an id-less -32603 and the cause logged, not with the
+    ASGI server's bare 500 (tests/multihost scenario 3 saw those)."""
+    from mcp_django.quotas import RunningSlot
+
+    async def unreachable(*args, **kwargs):
+        raise ConnectionError("Error 22 connecting to 10.231.0.13:6379. Invalid argument.")
+
+    monkeypatch.setattr(RunningSlot, "acquire", unreachable)
+    response = await client.post({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}})
+    error = assert_transport_error(response, 500)
+    assert error == {"code": INTERNAL_ERROR, "message": "Internal error"}
+    assert b"10.231.0.13" not in response.body
+    assert "Could not answer a request to the MCP endpoint" in caplog.text
+
+
+async def test_the_endpoint_answers_again_once_the_cache_is_back(client, monkeypatch):
+    from mcp_django.quotas import RunningSlot
+
+    acquire = RunningSlot.acquire
+
+    async def unreachable(*args, **kwargs):
+        raise ConnectionError("Connection refused")
+
+    monkeypatch.setattr(RunningSlot, "acquire", unreachable)
+    call = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 2, "b": 2}}}
+    assert (await client.post(call)).status == 500
+    monkeypatch.setattr(RunningSlot, "acquire", acquire)
+    response = await client.post(call)
+    assert response.status == 200 and response.json()["result"]["structuredContent"] == {"result": 4}
