@@ -36,6 +36,9 @@ def _ping_database() -> None:
     raise if it does not answer."""
     connection = connections[router.db_for_write(Session)]
     try:
+        if connection.connection is not None and not connection.is_usable():
+            # Broken since the last check (the database restarted): a new one tells the truth.
+            connection.close()
         connection.ensure_connection()
         if not connection.is_usable():
             raise DatabaseError("the connection is not usable")

@@ -183,22 +183,19 @@ async def both_eras(run: Run) -> None:
     # subscriptions/listen hears a change made through the other host and by a command on the data host.
     async with run.http2(read=120) as http, mcp.Client(
         streamable_http_client(run.url, http_client=http), read_timeout_seconds=30, mode="2026-07-28",
-    ) as client:
-        async with client.listen(tools_list_changed=True, prompts_list_changed=True) as subscription:
-            listen_host = run.served[-1][1]
-            changes = 0
-            for attempt in range(6):  # until a trigger lands on the other host than the listener's
-                mark = len(run.served)
-                await client.call_tool("test_trigger_prompt_change", {})
-                await asyncio.wait_for(anext(aiter(subscription)), WAIT)
-                changes += 1
-                if run.served[mark][1] != listen_host:
-                    break
-            else:
-                raise AssertionError("no trigger landed on the other host in 6 calls")
-            await asyncio.to_thread(run.cluster.manage, "announce_change", "tools")
-            event = await asyncio.wait_for(anext(aiter(subscription)), WAIT)
-            assert "tool" in repr(event).lower(), event
+    ) as client, client.listen(tools_list_changed=True, prompts_list_changed=True) as subscription:
+        listen_host = run.served[-1][1]
+        for _ in range(6):  # until a trigger lands on the other host than the listener's
+            mark = len(run.served)
+            await client.call_tool("test_trigger_prompt_change", {})
+            await asyncio.wait_for(anext(aiter(subscription)), WAIT)
+            if run.served[mark][1] != listen_host:
+                break
+        else:
+            raise AssertionError("no trigger landed on the other host in 6 calls")
+        await asyncio.to_thread(run.cluster.manage, "announce_change", "tools")
+        event = await asyncio.wait_for(anext(aiter(subscription)), WAIT)
+        assert "tool" in repr(event).lower(), event
     run.note(f"subscriptions/listen (held by {listen_host}) heard a change made on the other host and announce_change on mh-data")
 
     # The handshake era's GET stream hears the same.
@@ -514,7 +511,7 @@ async def redis_unreachable(run: Run) -> None:
         raw = RawClient(http)
         session = await raw.initialize(run.url)
         stream = await raw.get_stream(run.url, session)
-        received = [await stream.next_event()]
+        await stream.next_event()  # priming: held
         victim = run.app(stream.response.headers["x-served-by"])  # the host that holds the stream
         announce = {"name": "announce_list_changed", "arguments": {"kind": "tools"}}
         announced = 0
@@ -641,13 +638,11 @@ async def rolling_restart(run: Run) -> None:
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    import os
-
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0
     for pid in pids:
         try:
-            fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
         except OSError:
             continue
         total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])  # utime stime cutime cstime

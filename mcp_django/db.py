@@ -1,0 +1,24 @@
+"""Database connections of the threads that run sync code (tools, stores) outside a Django request.
+
+Django closes a connection that failed or outlived ``CONN_MAX_AGE`` at each request's start and
+end (``close_old_connections`` on ``request_started``/``request_finished``). The MCP endpoint is
+a Channels consumer, not Django's request handler: those signals never fire there, so a
+connection that broke (PostgreSQL restarted) stayed in its thread, and every later query on it
+failed until the process restarted (tests/multihost scenario 4).
+"""
+
+from __future__ import annotations
+
+from django.db import connections
+
+
+def close_broken_connections() -> None:
+    """Close this thread's connections that saw an error and no longer answer; the next query
+    reconnects. Cheap when nothing failed: one flag per open connection."""
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is None or not connection.errors_occurred or connection.in_atomic_block:
+            continue
+        if connection.is_usable():
+            connection.errors_occurred = False
+        else:
+            connection.close()
