@@ -387,10 +387,15 @@ defaults
     # sends keep-alive comments every SSE_KEEPALIVE_SECONDS (15 s by default), well inside it.
     timeout server 120s
     timeout tunnel 120s
-    # A connection refused by a dead host is tried again on the other one.
+    # A connection refused by a dead host is tried again on the other one, and so is a request
+    # that got no byte back (a host closing an idle keep-alive connection as it stops). Not
+    # response-timeout: a tool call slower than "timeout server" would run twice.
     retries 3
     option redispatch 1
-    retry-on conn-failure empty-response response-timeout
+    retry-on conn-failure empty-response
+    # L7 retries replay the request from a copy: only a request read whole before it is sent has
+    # one (a host that closes an idle keep-alive connection as it stops, a rolling restart).
+    option http-buffer-request
 
 frontend mcp
     bind {lb_ip}:{port}
