@@ -25,7 +25,7 @@ RUN_TIMEOUT = int(os.environ.get("MULTIHOST_TIMEOUT", "600"))
 LOGS = Path(os.environ.get("MULTIHOST_LOGS", "/tmp/multihost-logs"))
 
 
-class Stopped(BaseException):
+class Stopped(KeyboardInterrupt):
     """A signal (Ctrl-C, SIGTERM, the run's own alarm) stops the run; cleanup still runs."""
 
 
@@ -43,9 +43,9 @@ def summary(tally: Tally, hosts: int = 2) -> str:
     )
 
 
-async def run_scenarios(cluster: Cluster, only: list[str]) -> tuple[Run, dict[str, str]]:
-    run = Run(cluster)
-    outcomes: dict[str, str] = {}
+async def run_scenarios(run: Run, only: list[str], outcomes: dict[str, str]) -> None:
+    """Run the scenarios named in ``only`` in order, writing how each went into ``outcomes``."""
+    cluster = run.cluster
     for key, (title, scenario) in SCENARIOS.items():
         if key not in only:
             outcomes[key] = "not run"
@@ -55,6 +55,7 @@ async def run_scenarios(cluster: Cluster, only: list[str]) -> tuple[Run, dict[st
             print(f"scenario {key}: {title}: not implemented", flush=True)
             continue
         print(f"scenario {key}: {title}", flush=True)
+        outcomes[key] = "INTERRUPTED"
         started = time.monotonic()
         try:
             await run.ensure_apps()
@@ -70,7 +71,6 @@ async def run_scenarios(cluster: Cluster, only: list[str]) -> tuple[Run, dict[st
         else:
             outcomes[key] = "passed"
         print(f"scenario {key}: {outcomes[key]} in {time.monotonic() - started:.0f}s", flush=True)
-    return run, outcomes
 
 
 def main(argv: list[str]) -> int:
@@ -98,12 +98,13 @@ def main(argv: list[str]) -> int:
     cleanup()  # an earlier run that could not clean up after itself
     started = time.monotonic()
     cluster = Cluster(lease_seconds=args.lease)
-    tally, outcomes, failed = Tally(), {}, False
+    run = Run(cluster)
+    outcomes: dict[str, str] = {}
+    failed = False
     try:
         cluster.start()
         print(f"multihost: hosts up in {time.monotonic() - started:.0f}s (logs: {LOGS})", flush=True)
-        run, outcomes = asyncio.run(run_scenarios(cluster, only))
-        tally = run.tally
+        asyncio.run(run_scenarios(run, only, outcomes))
     except (Exception, Stopped) as exc:
         failed = True
         print(f"multihost: stopped: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
@@ -117,7 +118,8 @@ def main(argv: list[str]) -> int:
     for key, outcome in outcomes.items():
         print(f"multihost: scenario {key} ({SCENARIOS[key][0]}): {outcome}")
     print(f"multihost: {time.monotonic() - started:.0f}s in all")
-    failed = failed or tally.lost > 0 or tally.duplicated > 0 or any(o.startswith("FAILED") for o in outcomes.values())
+    tally = run.tally
+    failed = failed or tally.lost > 0 or tally.duplicated > 0 or any(o.startswith(("FAILED", "INTERRUPTED", "NOT")) for o in outcomes.values())
     print(summary(tally))
     return 1 if failed else 0
 
