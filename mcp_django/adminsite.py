@@ -22,6 +22,7 @@ from django.db.models.base import ModelBase
 from django.http import HttpRequest, HttpResponseBase
 from jsonschema import Draft202012Validator
 
+from .db import in_healthy_thread
 from .entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
 from .options import ModelMCP, _safe_name, malformed_pk
 from .protocol.errors import InvalidParamsError
@@ -210,7 +211,7 @@ class AdminActionTool(ToolEntry):
 
     async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
         # The engine always gives tools the request (only unit tests build contexts without one).
-        return await sync_to_async(self._call, thread_sensitive=True)(arguments, cast("HttpRequest", ctx.request), ctx)
+        return await sync_to_async(in_healthy_thread(self._call), thread_sensitive=True)(arguments, cast("HttpRequest", ctx.request), ctx)
 
     def _call(self, arguments: dict[str, Any], request: HttpRequest, ctx: Context | None = None) -> dict[str, Any]:
         if not self.is_visible(request):

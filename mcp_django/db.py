@@ -9,6 +9,10 @@ failed until the process restarted (tests/multihost scenario 4).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
 from django.db import connections
 
 
@@ -22,3 +26,21 @@ def close_broken_connections() -> None:
             connection.errors_occurred = False
         else:
             connection.close()
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def in_healthy_thread(func: Callable[P, R]) -> Callable[P, R]:
+    """Wrap ``func`` (sync, about to run in a worker thread) to close, in that thread, the
+    connections it found broken, once it returns or raises."""
+
+    @functools.wraps(func)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        finally:
+            close_broken_connections()
+
+    return call

@@ -8,7 +8,6 @@ may use the ORM freely.
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import logging
 import re
@@ -29,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, Vali
 from .conf import mcp_settings
 from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
 from .context import Completions, Context, current_context
-from .db import close_broken_connections
+from .db import in_healthy_thread
 from .entries import TASK_SUPPORT, PromptEntry, ResourceEntry, TaskSupport, TemplateEntry, ToolEntry, with_task_support
 from .exceptions import ClientRequestError, ToolError
 from .protocol.errors import (
@@ -52,24 +51,11 @@ def _is_tool_error(exc: BaseException) -> bool:
     return isinstance(exc, (ToolError, ClientRequestError))
 
 
-def _in_healthy_thread(func: Callable[..., Any]) -> Callable[..., Any]:
-    """``func``, followed in its thread by closing the connections it broke (mcp_django.db)."""
-
-    @functools.wraps(func)
-    def call(**kwargs: Any) -> Any:
-        try:
-            return func(**kwargs)
-        finally:
-            close_broken_connections()
-
-    return call
-
-
 async def acall(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     """Call a sync or async function; sync ones run in Django's thread, off the event loop."""
     if inspect.iscoroutinefunction(func):
         return await func(**kwargs)
-    result = await sync_to_async(_in_healthy_thread(func), thread_sensitive=True)(**kwargs)
+    result = await sync_to_async(in_healthy_thread(func), thread_sensitive=True)(**kwargs)
     if inspect.isawaitable(result):
         return await result
     return result

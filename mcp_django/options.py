@@ -39,6 +39,7 @@ from typing_extensions import TypeVar
 from .auth.scopes import missing_scopes
 from .conf import mcp_settings
 from .context import Completions
+from .db import in_healthy_thread
 from .entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
 from .functions import TOOL_NAME_RE
 from .protocol.errors import InvalidParamsError
@@ -507,7 +508,7 @@ class ModelTool(ToolEntry):
 
     async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
         # The engine always gives tools the request (only unit tests build contexts without one).
-        return await sync_to_async(self._call, thread_sensitive=True)(arguments, cast("HttpRequest", ctx.request))
+        return await sync_to_async(in_healthy_thread(self._call), thread_sensitive=True)(arguments, cast("HttpRequest", ctx.request))
 
     def _result(self, data: dict[str, Any]) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": orjson.dumps(data, default=str).decode()}], "structuredContent": data}
