@@ -10,10 +10,11 @@ failed until the process restarted (tests/multihost scenario 4).
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from django.db import connections
+from django.db import InterfaceError, OperationalError, connections
 
 
 def close_broken_connections() -> None:
@@ -26,6 +27,18 @@ def close_broken_connections() -> None:
             connection.errors_occurred = False
         else:
             connection.close()
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says a backing service (the database, the cache, the channel layer's
+    Redis) could not be reached or timed out, rather than a bug: such a request may be sent
+    again once the service is back."""
+    if isinstance(exc, (OperationalError, InterfaceError, ConnectionError, TimeoutError)):
+        return True
+    # redis-py's own errors are not OSErrors. It is an optional dependency: if it raised this,
+    # it is imported already.
+    redis_errors = sys.modules.get("redis.exceptions")
+    return redis_errors is not None and isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError))
 
 
 P = ParamSpec("P")

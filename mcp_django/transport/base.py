@@ -22,6 +22,7 @@ from django.db import DatabaseError
 
 from ..auth.base import AuthenticationFailed
 from ..conf import mcp_settings
+from ..db import is_unreachable
 from ..engine import Engine, Principal
 from ..protocol.errors import INTERNAL_ERROR, QUOTA_EXCEEDED, InvalidRequestError, MCPError, TransportError
 from ..protocol.jsonrpc import encode, error_message
@@ -38,6 +39,15 @@ if TYPE_CHECKING:
 
 
 logger = logging.getLogger(__name__)
+
+#: The answer when the database, the cache or the channel layer cannot be reached: a request
+#: the client may send again shortly, not a bug to report.
+UNAVAILABLE = TransportError(
+    503,
+    "Service Unavailable: the server could not reach its database, cache or channel layer; try again shortly",
+    code=INTERNAL_ERROR,
+    headers={"Retry-After": "1"},
+)
 
 
 class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no type information
@@ -132,9 +142,14 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
             if self.streaming or self.answered:
                 raise
             unmigrated = await unmigrated_error(exc) if isinstance(exc, DatabaseError) else None
-            if unmigrated is None:
+            if unmigrated is not None:
+                await self.send_transport_error(unmigrated)
+            elif is_unreachable(exc):
+                logger.warning("Could not answer a request to the MCP endpoint: a backing service is unreachable (%r)", exc)
+                await self.send_transport_error(UNAVAILABLE)
+            else:
                 logger.exception("Could not answer a request to the MCP endpoint")
-            await self.send_transport_error(unmigrated or TransportError(500, "Internal error", code=INTERNAL_ERROR))
+                await self.send_transport_error(TransportError(500, "Internal error", code=INTERNAL_ERROR))
         if not self.streaming:
             raise StopConsumer()
 

@@ -1148,20 +1148,50 @@ async def test_the_endpoint_needs_no_channels_entry_in_installed_apps():
 # --- A service the endpoint needs cannot be reached ------------------------------------------
 
 
-async def test_a_cache_that_cannot_be_reached_is_answered_with_a_json_rpc_internal_error(client, monkeypatch, caplog):
+@pytest.mark.parametrize("raised", [
+    ConnectionError("Error 22 connecting to 10.231.0.13:6379. Invalid argument."),
+    TimeoutError("Timeout connecting to 10.231.0.13:6379"),
+])
+async def test_a_cache_that_cannot_be_reached_is_answered_503_retry_after(client, monkeypatch, caplog, raised):
     """The running-calls quota counts in the cache (Redis, with several hosts): when it cannot be
-    reached the call is answered 500 with an id-less -32603 and the cause logged, not with the
-    ASGI server's bare 500 (tests/multihost scenario 3 saw those)."""
+    reached the call is answered 503 with Retry-After and an id-less -32603 saying to try again,
+    the cause logged, not the ASGI server's bare 500 (tests/multihost scenario 3 saw those)."""
     from mcp_django.quotas import RunningSlot
 
     async def unreachable(*args, **kwargs):
-        raise ConnectionError("Error 22 connecting to 10.231.0.13:6379. Invalid argument.")
+        raise raised
 
     monkeypatch.setattr(RunningSlot, "acquire", unreachable)
     response = await client.post({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}})
-    error = assert_transport_error(response, 500)
-    assert error == {"code": INTERNAL_ERROR, "message": "Internal error"}
+    error = assert_transport_error(response, 503)
+    assert error["code"] == INTERNAL_ERROR and error["message"].startswith("Service Unavailable:")
+    assert response.headers["retry-after"] == "1"
     assert b"10.231.0.13" not in response.body
+    assert "a backing service is unreachable" in caplog.text
+
+
+async def test_redis_own_connection_errors_are_unreachable_too(client, monkeypatch):
+    import redis.exceptions
+
+    from mcp_django.quotas import RunningSlot
+
+    async def unreachable(*args, **kwargs):
+        raise redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(RunningSlot, "acquire", unreachable)
+    response = await client.post({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}})
+    assert_transport_error(response, 503)
+
+
+async def test_a_bug_at_the_top_level_is_answered_500_and_logged(client, monkeypatch, caplog):
+    from mcp_django.quotas import RunningSlot
+
+    async def broken(*args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(RunningSlot, "acquire", broken)
+    response = await client.post({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}})
+    assert assert_transport_error(response, 500) == {"code": INTERNAL_ERROR, "message": "Internal error"}
     assert "Could not answer a request to the MCP endpoint" in caplog.text
 
 
@@ -1175,7 +1205,7 @@ async def test_the_endpoint_answers_again_once_the_cache_is_back(client, monkeyp
 
     monkeypatch.setattr(RunningSlot, "acquire", unreachable)
     call = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 2, "b": 2}}}
-    assert (await client.post(call)).status == 500
+    assert (await client.post(call)).status == 503
     monkeypatch.setattr(RunningSlot, "acquire", acquire)
     response = await client.post(call)
     assert response.status == 200 and response.json()["result"]["structuredContent"] == {"result": 4}
