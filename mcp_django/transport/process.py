@@ -49,6 +49,11 @@ class ProcessChannel:
     #: After a failed receive the listener waits this long, doubling per failure in a row.
     RETRY_SECONDS = 0.5
     RETRY_MAX_SECONDS = 30.0
+    #: Seconds a request waits for this process to join the sessions' group before it fails as
+    #: unreachable (503). Without it the wait was the channel layer's socket timeout, which must
+    #: outlast the layer's blocking receive (15 s, mcp_django.W006): a Redis cut off silently
+    #: (tests/multihost scenario 3) held such a request 15 s. As long as the health check's.
+    JOIN_TIMEOUT = 2.0
 
     def __init__(self) -> None:
         self.channel: str | None = None
@@ -70,8 +75,12 @@ class ProcessChannel:
             if self.sweeper is None:
                 self.sweeper = loop.create_task(sweep())
         if self.joined_at is None or time.monotonic() - self.joined_at > REJOIN_SECONDS:
+            try:
+                await asyncio.wait_for(get_layer().group_add(SESSIONS_GROUP, self.channel), self.JOIN_TIMEOUT)
+            except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
+                raise TimeoutError(f"the channel layer did not answer within {self.JOIN_TIMEOUT:g} s") from None
+            # Only once joined: a join that failed is tried again by the next request.
             self.joined_at = time.monotonic()
-            await get_layer().group_add(SESSIONS_GROUP, self.channel)
         return self.channel
 
     async def listen(self, channel: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from mcp_django.db import is_unreachable
 from mcp_django.stores import session_cache
 from mcp_django.transport import process
 from mcp_django.transport.process import ProcessChannel
@@ -50,6 +51,41 @@ async def test_the_listener_logs_a_failed_receive_and_listens_again(monkeypatch:
         assert any("could not receive" in r.getMessage() for r in caplog.records)
     finally:
         task.cancel()
+
+
+class SilentLayer:
+    """A channel layer cut off without a word (a partition): its group_add never answers, until
+    ``answering`` is set."""
+
+    def __init__(self) -> None:
+        self.answering = False
+        self.joined: list[str] = []
+
+    async def group_add(self, group: str, channel: str) -> None:
+        if not self.answering:
+            await asyncio.Event().wait()
+        self.joined.append(group)
+
+
+async def test_a_join_that_hangs_fails_the_request_within_its_bound_and_the_next_request_joins(monkeypatch: pytest.MonkeyPatch) -> None:
+    layer = SilentLayer()
+    monkeypatch.setattr(process, "get_layer", lambda: layer)
+    monkeypatch.setattr(ProcessChannel, "JOIN_TIMEOUT", 0.05)
+    channel = ProcessChannel()
+    # A listener already running, as in a process that served requests before the partition.
+    loop = asyncio.get_running_loop()
+    channel.channel, channel.loop, channel.task = "process-channel", loop, loop.create_task(asyncio.Event().wait())
+    try:
+        with pytest.raises(TimeoutError) as failed:
+            await asyncio.wait_for(channel.ensure(), 5)
+        assert is_unreachable(failed.value)  # answered 503 with Retry-After, not 500
+        assert channel.joined_at is None
+        layer.answering = True
+        assert await asyncio.wait_for(channel.ensure(), 5) == "process-channel"
+        assert layer.joined == [process.SESSIONS_GROUP]
+        assert channel.joined_at is not None
+    finally:
+        channel.task.cancel()
 
 
 async def test_on_redis_an_idle_receive_outlasts_the_blocking_receive_with_a_longer_socket_timeout() -> None:
