@@ -95,11 +95,15 @@ else:
 
 if os.environ.get("REDIS_URL"):
     # socket_timeout: longer than the layer's 5 s blocking receive (redis-py 8 defaults to 5 s;
-    # mcp_django.W006 explains).
+    # mcp_django.W006 explains). socket_connect_timeout: a Redis that cannot be reached (a
+    # partition drops packets silently) fails a new connection after 2 s, not redis-py's 5 s.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": os.environ["REDIS_URL"], "socket_timeout": 15}], "capacity": 1000},
+            "CONFIG": {
+                "hosts": [{"address": os.environ["REDIS_URL"], "socket_timeout": 15, "socket_connect_timeout": 2}],
+                "capacity": 1000,
+            },
         }
     }
 else:
@@ -109,7 +113,15 @@ else:
 if os.environ.get("REDIS_URL"):
     # The registration rate limit and DOT's metadata-document fetch backoff live in the cache:
     # with several processes it has to be shared, or each process counts on its own.
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["REDIS_URL"]}}
+    # Bounded: a request whose cache cannot be reached answers 503 within about 2 s, not after
+    # redis-py's 5 s (docs/howto/multihost.md, scenario 3). The cache never blocks on purpose.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": os.environ["REDIS_URL"],
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        }
+    }
 else:
     # One process: its own memory holds the counters (quotas, rate limits) well enough.
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
