@@ -380,6 +380,13 @@ class Outcomes:
     by_host: Counter[str] = field(default_factory=Counter)
     ok_since: dict[str, float] = field(default_factory=dict)  # host -> monotonic time of its last ok
     failed_at: list[tuple[float, str]] = field(default_factory=list)  # (monotonic time, what)
+    answers: list[tuple[float, float, str, str]] = field(default_factory=list)  # (began, took, host, what) of every call
+
+    def slowest_of(self, host: str, since: float, until: float) -> tuple[float, str]:
+        """How long ``host`` took to answer its slowest call in flight at some moment between
+        ``since`` and ``until``, and what the answer was."""
+        during = [(took, what) for began, took, by, what in self.answers if by == host and began <= until and began + took >= since]
+        return max(during, default=(0.0, "no call"))
 
     def not_ok_since(self, since: float) -> Counter[str]:
         return Counter(what for at, what in self.failed_at if at >= since)
@@ -431,9 +438,18 @@ class Load:
             await self._one(self._made)
             await asyncio.sleep(0.02)  # steady, not flat out: 2 cores serve the hosts and the driver
 
-    async def _one(self, k: int) -> None:
+    async def probe(self, app: AppHost) -> None:
+        """One call of each era straight to ``app``, past the balancer (which stops sending it
+        anything once its health/ fails), counted like the others."""
+        for k in (1, 2):
+            self._made += 1
+            await self._one(k, app)
+
+    async def _one(self, k: int, app: AppHost | None = None) -> None:
         began = time.monotonic()
         kind = "2026" if k % 2 else "session"
+        url = self.run.url if app is None else app.url
+        host = "?" if app is None else app.name  # through the balancer: known once answered
         try:
             if kind == "2026":
                 body = {"name": "greet", "arguments": {"name": f"k{k}"}}
@@ -441,11 +457,12 @@ class Load:
                 from tests.tasks_wire import message
 
                 request = message("tools/call", body)
-                response = await self.http.post(self.run.url, json=request, headers=tasks_headers(request))
+                response = await self.http.post(url, json=request, headers=tasks_headers(request))
             else:
                 request = {"jsonrpc": "2.0", "id": k, "method": "tools/call", "params": {"name": "search_books", "arguments": {"query": "a"}}}
-                response = await self.http.post(self.run.url, json=request, headers=self.raw.headers(self.session))
-            verdict = self._judge(response)
+                response = await self.http.post(url, json=request, headers=self.raw.headers(self.session))
+            host = response.headers.get("x-served-by", "balancer" if app is None else app.name)
+            verdict = self._judge(response, host)
         except httpx.TimeoutException:
             verdict = ("failed", f"{kind}: no answer within {self.bound:.0f}s")
         except httpx.HTTPError as exc:
@@ -453,9 +470,9 @@ class Load:
         took = time.monotonic() - began
         self.outcomes.slowest = max(self.outcomes.slowest, took)
         what, detail = verdict
+        self.outcomes.answers.append((began, took, host, f"{kind}: {what} {detail if what != 'ok' else ''}".strip()))
         if what == "ok":
             self.outcomes.ok += 1
-            host = detail
             self.outcomes.by_host[host] += 1
             self.outcomes.ok_since[host] = time.monotonic()
         else:
@@ -463,8 +480,7 @@ class Load:
             self.outcomes.failed_at.append((time.monotonic(), f"{kind}: {detail}"))
 
     @staticmethod
-    def _judge(response: httpx.Response) -> tuple[str, str]:
-        host = response.headers.get("x-served-by", "balancer")
+    def _judge(response: httpx.Response, host: str) -> tuple[str, str]:
         text = response.text
         try:
             answer = json.loads(text) if response.headers.get("content-type", "").startswith("application/json") else None
@@ -509,6 +525,20 @@ async def health_of(app: AppHost) -> tuple[int, dict[str, Any]]:
 
 
 OUTAGE_SECONDS = 10.0
+#: Seconds the cut-off host may take to answer any call (docs/howto/multihost.md): each Redis
+#: step of a request gives up after 2 s (the cache's socket_connect_timeout and socket_timeout,
+#: the channel layer's socket_connect_timeout, ProcessChannel.JOIN_TIMEOUT) and the request
+#: answers 503 at the first that does; measured 2.0 s. With redis-py's defaults it was 5 s, and
+#: 15 s (the channel layer's socket_timeout) before the join had a bound of its own.
+OUTAGE_BOUND = 4.0
+#: Seconds its health/ may take: each check's own bound (HealthView.timeout, 2 s), and some slack.
+HEALTH_BOUND = 3.0
+
+
+async def timed_health(app: AppHost) -> tuple[int, str, float]:
+    began = time.monotonic()
+    status, body = await health_of(app)
+    return status, body["checks"]["channel_layer"], time.monotonic() - began
 
 
 async def redis_unreachable(run: Run) -> None:
@@ -526,22 +556,30 @@ async def redis_unreachable(run: Run) -> None:
             victim.host.block(cluster.data.redis_ip)
             blocked_at = time.monotonic()
             health_seen: list[tuple[int, str]] = []
+            health_slowest = 0.0
+
+            async def announce_meanwhile() -> None:
+                # Through the balancer (the other host, once HAProxy took this one out): stored,
+                # these announcements must reach the stream after.
+                nonlocal announced
+                try:
+                    response = await raw.post(run.url, session, {"jsonrpc": "2.0", "id": f"a{announced}", "method": "tools/call", "params": announce})
+                    if response.status_code == 200:
+                        announced += 1
+                except httpx.HTTPError:
+                    pass
+
             try:
                 while time.monotonic() - blocked_at < OUTAGE_SECONDS:
-                    status, body = await health_of(victim)
-                    health_seen.append((status, body["checks"]["channel_layer"]))
-                    # Announcements made meanwhile, through the balancer (the other host, once
-                    # HAProxy took this one out): stored, they must reach the stream after.
-                    try:
-                        response = await raw.post(run.url, session, {"jsonrpc": "2.0", "id": f"a{announced}", "method": "tools/call", "params": announce})
-                        if response.status_code == 200:
-                            announced += 1
-                    except httpx.HTTPError:
-                        pass
+                    # Its health/, and calls straight to it: HAProxy sends it nothing once health/ fails.
+                    (status, layer, took), *_ = await asyncio.gather(timed_health(victim), load.probe(victim), announce_meanwhile())
+                    health_seen.append((status, layer))
+                    health_slowest = max(health_slowest, took)
                     await asyncio.sleep(1)
             finally:
                 victim.host.unblock(cluster.data.redis_ip)
             restored_at = time.monotonic()
+            outage_slowest, slowest_what = load.outcomes.slowest_of(victim.name, blocked_at, restored_at)
             recovered = await load.wait_ok_on_both(restored_at, timeout=40)
             status, body = await health_of(victim)
         assert (503, "error") in health_seen, f"{victim.name}'s health/ never said the channel layer was down: {health_seen}"
@@ -572,10 +610,13 @@ async def redis_unreachable(run: Run) -> None:
         check_once("GET stream across the Redis outage", run, stored_now, [*stream.received, *(resumed.received if resumed else [])])
     outcomes = load.outcomes
     run.note(
-        f"Redis blackholed from {victim.name} for {OUTAGE_SECONDS:.0f}s: its health/ said {sorted(set(health_seen))}; load: {outcomes.summary()}; "
+        f"Redis cut off (DROP) from {victim.name} for {OUTAGE_SECONDS:.0f}s: its health/ said {sorted(set(health_seen))}, "
+        f"slowest in {health_slowest:.1f}s; its slowest answer to a call meanwhile {outage_slowest:.1f}s ({slowest_what}); load: {outcomes.summary()}; "
         f"both hosts answered ok again {recovered:.1f}s after; the GET stream it held "
         f"{'was resumed on another host' if resumed else 'lived through'}: {len(stored_now)} events, each once"
     )
+    assert health_slowest <= HEALTH_BOUND, f"{victim.name}'s health/ took {health_slowest:.1f}s (bound {HEALTH_BOUND:.0f}s)"
+    assert outage_slowest <= OUTAGE_BOUND, f"{victim.name} took {outage_slowest:.1f}s to answer a call while Redis was cut off (bound {OUTAGE_BOUND:.0f}s)"
     assert outcomes.slowest <= 25.0, f"a call took {outcomes.slowest:.1f}s"
     assert not outcomes.failed, f"calls that failed without a clear answer: {dict(outcomes.failed)}"
 

@@ -146,11 +146,13 @@ class Host:
         return kill_namespace(self.name, sig)
 
     def block(self, ip: str) -> None:
-        """Make ``ip`` unreachable from this host (a blackhole route: packets vanish)."""
-        self.exec("ip", "route", "add", "blackhole", f"{ip}/32")
+        """Make ``ip`` unreachable from this host as a real partition does: packets to it are
+        dropped without a word, so connects and reads hang until a timeout. (A blackhole route
+        fails every connect at once with EINVAL, which no partition does.)"""
+        self.exec("iptables", "-A", "OUTPUT", "-d", f"{ip}/32", "-j", "DROP")
 
     def unblock(self, ip: str) -> None:
-        self.exec("ip", "route", "del", "blackhole", f"{ip}/32", check=False)
+        self.exec("iptables", "-D", "OUTPUT", "-d", f"{ip}/32", "-j", "DROP", check=False)
 
 
 def make_bridge() -> None:
