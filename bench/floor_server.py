@@ -1,19 +1,21 @@
-"""The floor under any Python MCP server on uvicorn: a bare ASGI app that only parses JSON-RPC and answers.
+"""The floor under any Python MCP server on its ASGI server: a bare ASGI app that only parses JSON-RPC and answers.
 
 It is not an MCP server. It knows the three messages the tools/call and session set-up cases
 send (initialize, notifications/initialized, tools/call of ``echo``), keeps session ids in a set
 and answers in JSON or as one SSE event, with none of a real server's work: no validation
 beyond the message's shape, no authentication, permissions, quotas, audit or storage. Its CPU
-per call is the part of every server's cost that uvicorn, the event loop and JSON take, so
-``bench/run.py --servers reference ours-uvicorn floor --cases tools`` shows how far each
-server is above it.
+per call is the part of every server's cost that the ASGI server, the event loop and JSON take,
+so ``bench/run.py --servers reference ours-uvicorn ours-daphne floor floor-daphne --cases tools``
+shows how far each server is above the floor on its own ASGI server.
 
-Run: python bench/floor_server.py --port 8123 [--json | --sse]
+Run under uvicorn: python bench/floor_server.py --port 8123 [--json | --sse]
+Run under Daphne:  BENCH_RESPONSE_MODE=json|sse python -m daphne -p 8123 bench.floor_server:application
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -110,6 +112,11 @@ def make_app(sse: bool) -> App:
         await answer(send, 200, orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}))
 
     return app
+
+
+# For an ASGI server that imports the app by name (Daphne): the mode comes from the environment,
+# as ours's does (bench/oursite/settings.py).
+application = make_app(os.environ.get("BENCH_RESPONSE_MODE", "json") == "sse")
 
 
 def main() -> None:

@@ -2,9 +2,9 @@
 
 Kinds: ours under three ASGI servers (Daphne, uvicorn, Granian), all serving
 bench.oursite.asgi (the example site plus bench.surface), and the reference, the official SDK's
-MCPServer under uvicorn (bench/reference_server.py). On request only, the floor: a bare ASGI app
-under uvicorn that parses JSON-RPC and answers (bench/floor_server.py), what any server's cost
-starts from.
+MCPServer under uvicorn (bench/reference_server.py). For the tools/call case, each server's
+floor: a bare ASGI app that parses JSON-RPC and answers (bench/floor_server.py), under uvicorn
+and under Daphne, what any server's cost starts from on that server.
 """
 
 from __future__ import annotations
@@ -33,12 +33,21 @@ APP = "bench.oursite.asgi:application"
 OURS = ("ours-uvicorn", "ours-daphne", "ours-granian")
 REFERENCE = "reference"
 KINDS = (*OURS, REFERENCE)
-FLOOR = "floor"  # not a server of the report: run only when named, with --cases tools or setup
+# The floor on each server: bench/floor_server.py's bare app under uvicorn ("floor", its name
+# before there was a second) and under Daphne. Not MCP servers: they serve the tools and set-up
+# cases only, and the report shows them beside the ours-* kind on the same server.
+FLOOR = "floor"
+FLOOR_DAPHNE = "floor-daphne"
+FLOORS = {"ours-uvicorn": FLOOR, "ours-daphne": FLOOR_DAPHNE}
 # Ours under uvicorn with the audit trail and every quota off: what the operations layer costs is
-# ours-uvicorn against this, in the same run (issue 27). Run only when named; not in the report.
+# ours-uvicorn against this, in the same run (issue 27).
 OPS_OFF = "ours-uvicorn-opsoff"
+# Kinds a full run adds to the tools/call case only, in report order: what the targets are
+# judged against besides the reference.
+TOOLS_ONLY = (OPS_OFF, FLOOR, FLOOR_DAPHNE)
 # The kinds that are a script of bench/ under uvicorn.run, not our site.
 SCRIPTS = {REFERENCE: "reference_server.py", FLOOR: "floor_server.py"}
+FLOOR_APP = "bench.floor_server:application"
 # 10,000 idle streams are 10,000 requests in flight: no server may cap them below that.
 BACKLOG = 8192
 MAX_IN_FLIGHT = 32768
@@ -50,10 +59,11 @@ def server_command(kind: str, port: int, mode: str) -> list[str]:
     py = sys.executable
     if kind in SCRIPTS:
         return [py, str(BENCH / SCRIPTS[kind]), "--port", str(port), f"--{mode}"]
-    if kind == "ours-daphne":
+    if kind in ("ours-daphne", FLOOR_DAPHNE):
         # -v 0: no access log, like the reference; an explicit endpoint so the listen backlog is
-        # not Twisted's default of 50.
-        return [py, "-m", "daphne", "-v", "0", "-e", f"tcp:port={port}:interface={HOST}:backlog={BACKLOG}", APP]
+        # not Twisted's default of 50. The floor's mode comes from its environment (floor_env).
+        app = FLOOR_APP if kind == FLOOR_DAPHNE else APP
+        return [py, "-m", "daphne", "-v", "0", "-e", f"tcp:port={port}:interface={HOST}:backlog={BACKLOG}", app]
     if kind in ("ours-uvicorn", OPS_OFF):
         # The reference's own server and settings: default loop and HTTP parser (whatever "auto"
         # finds installed, the same for both), access log off.
@@ -145,6 +155,13 @@ def ours_env(mode: str, db_path: Path | None = None, database_url: str | None = 
     return e
 
 
+def floor_env(mode: str) -> dict[str, str]:
+    """The environment of the floor under Daphne, which imports bench.floor_server:application."""
+    e = dict(os.environ, PYTHONUNBUFFERED="1", BENCH_RESPONSE_MODE=mode)
+    e["PYTHONPATH"] = str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    return e
+
+
 def migrate(proc_env: dict[str, str]) -> None:
     cmd = [sys.executable, "-m", "django", "migrate", "--noinput", "--settings=bench.oursite.settings"]
     try:
@@ -163,6 +180,8 @@ def start_server(kind: str, mode: str, env: Env, database_url: str | None = None
     cmd = server_command(kind, port, mode)
     if kind in SCRIPTS:
         proc_env = dict(os.environ, PYTHONUNBUFFERED="1")
+    elif kind == FLOOR_DAPHNE:
+        proc_env = floor_env(mode)
     elif database_url:
         proc_env = ours_env(mode, database_url=database_url, redis_url=redis_url, operations=kind != OPS_OFF)
     else:
