@@ -1,5 +1,5 @@
-"""Turn a run's figures into ratios against the reference, verdicts against issue 13's targets,
-and the generated block of docs/performance.md."""
+"""Turn a run's figures into ratios against the reference and against each server's floor,
+verdicts against issue 27's targets, and the generated block of docs/performance.md."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from bench.servers import OURS, REFERENCE
+from bench.servers import FLOORS, OPS_OFF, OURS, REFERENCE
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "performance.md"
@@ -29,11 +29,13 @@ SHORT = {"ours-uvicorn": "uvicorn", "ours-daphne": "daphne", "ours-granian": "gr
 class Target:
     op: str  # "ge" or "le"
     value: float
-    on: str = "ratio"  # "ratio": ours / reference; "value": ours's own figure
+    # "ratio": ours / reference; "floor": ours / the floor app on the same ASGI server (FLOORS);
+    # "value": ours's own figure.
+    on: str = "ratio"
     unit: str = "×"  # noqa: RUF001 (the multiplication sign, as in the docs)
 
     def text(self) -> str:
-        return f"{'≥' if self.op == 'ge' else '≤'} {self.value:g}{self.unit}"
+        return f"{'≥' if self.op == 'ge' else '≤'} {self.value:g}{self.unit}" + (" its floor" if self.on == "floor" else "")
 
     def check(self, x: float | None) -> tuple[bool | None, float | None]:
         """(meets, by how many percent it misses)."""
@@ -44,16 +46,38 @@ class Target:
         return x <= self.value, round(max(x / self.value - 1, 0) * 100, 1)
 
 
-# Issue 13's targets, per server kind; Granian has none there and is shown for comparison.
+def judge(t: Target, ours: float | None, reference: float | None = None, floor: float | None = None, against: str = "") -> dict:
+    """A target's verdict on one figure: what was checked (ours, ours / reference or ours / floor,
+    to three places), whether it meets the target and by how many percent it misses; `unjudged`
+    says why there is no verdict (`against` names what ours is divided by, for that sentence)."""
+    comparand = None if t.on == "value" else floor if t.on == "floor" else reference
+    checked = ours if t.on == "value" else ratio(ours, comparand, digits=3)
+    meets, miss = t.check(checked)
+    out = {"target": t.text(), "checked": checked, "meets": meets, "miss_pct": miss}
+    if meets is None:
+        missing = ours is not None and comparand is None and t.on != "value"
+        out["unjudged"] = f"{against or ('floor' if t.on == 'floor' else 'reference')} not measured" if missing else "no figure"
+    return out
+
+
+# Issue 27's targets (every default on: audit trail, quotas, tracing "auto"), per server kind and
+# per server core-second; Granian has none and is shown for comparison.
+THROUGHPUT = {
+    "json": {"ours-uvicorn": Target("ge", 2.5), "ours-daphne": Target("ge", 0.65, on="floor")},
+    "sse": {"ours-uvicorn": Target("ge", 2.0), "ours-daphne": Target("ge", 1.0)},
+}
+P99 = {"ours-uvicorn": Target("le", 1.0), "ours-daphne": Target("le", 1.0, on="floor")}
+# What the audit trail and quotas leave of a call: ours-uvicorn / ours-uvicorn-opsoff, calls per
+# server core-s, tools/call in the modes below (SSE is shown, not judged).
+OPERATIONS = Target("ge", 0.85)
+OPERATIONS_MODES = ("json",)
+
+
+# Issue 13's targets, kept by issue 27 ("no regression anywhere else").
 def _both(t: Target) -> dict[str, Target]:
     return {"ours-uvicorn": t, "ours-daphne": t}
 
 
-THROUGHPUT = {
-    "json": {"ours-uvicorn": Target("ge", 2.5), "ours-daphne": Target("ge", 1.2)},
-    "sse": {"ours-uvicorn": Target("ge", 1.5), "ours-daphne": Target("ge", 1.2)},
-}
-P99 = _both(Target("le", 1.0))
 SETUP = _both(Target("ge", 1.2))
 MEMORY = _both(Target("le", 25, on="value", unit=" KB"))
 # "Opening the 10,000th idle stream as fast as the 100th": ≈ 1, with 20 % for noise.
@@ -72,6 +96,7 @@ METRIC_NAMES = {
     "kb_per_session": "KB per session",
     "server_cpu_us_per_call": "server CPU µs per call",
     "service_cpu_us_per_call": "PostgreSQL + Redis CPU µs per call",
+    "operations_ratio": f"ours-uvicorn / {OPS_OFF}, calls per server core-s",
 }
 
 
@@ -153,10 +178,10 @@ def source_state() -> dict:
 # --------------------------------------------------------------------------- summary
 
 
-def ratio(ours, ref) -> float | None:
+def ratio(ours, ref, digits: int = 2) -> float | None:
     if ours is None or ref is None or ref == 0:
         return None
-    return round(ours / ref, 2)
+    return round(ours / ref, digits)
 
 
 def metric(cases: dict, key: str, field_name: str):
@@ -178,6 +203,7 @@ def summarize(rep: dict) -> dict:
     kinds = [k for k in OURS if k in rep.get("servers", OURS)]
     with_ref = REFERENCE in rep.get("servers", [REFERENCE])
     prof = rep["profile"]
+    concurrencies = tuple(prof.get("concurrencies", CONCURRENCIES))  # results before --smoke: all three
     rows: list[dict] = []
 
     def add(section: str, label: str, key_suffix: str, field_name: str, targets: dict[str, Target] | None = None,
@@ -191,17 +217,19 @@ def summarize(rep: dict) -> dict:
             cell = {"value": o, "ratio": rat, "error": oe}
             t = (targets or {}).get(kind)
             if t is not None:
-                checked = rat if t.on == "ratio" else o
-                meets, miss = t.check(checked)
-                cell.update(target=t.text(), checked=checked, meets=meets, miss_pct=miss)
+                floor = None
+                if t.on == "floor":
+                    floor, floor_error = metric(cases, f"{FLOORS[kind]}.{key_suffix}", field_name)
+                    cell.update(floor=floor, floor_error=floor_error)
+                cell.update(judge(t, o, r, floor))
             ours[kind] = cell
         rows.append({"section": section, "case": label, "metric": field_name, "reference": r, "reference_error": re_,
                      "ours": ours, "show_ratio": show_ratio, "other_cores": max(others)})  # fmt: skip
 
     for mode in MODES:
-        for conc in CONCURRENCIES:
+        for conc in concurrencies:
             k = f"{mode}.tools_call.c{conc}"
-            add("tools/call", f"{mode}, c={conc}", k, "calls_per_s", THROUGHPUT[mode])
+            add("tools/call", f"{mode}, c={conc}", k, "calls_per_s")  # issue 27 judges per server core-s
             add("tools/call", f"{mode}, c={conc}", k, "calls_per_core_s", THROUGHPUT[mode])
             add("tools/call", f"{mode}, c={conc}", k, "p50_ms")
             add("tools/call", f"{mode}, c={conc}", k, "p99_ms", P99)
@@ -219,6 +247,7 @@ def summarize(rep: dict) -> dict:
         add("memory", f"{count:,} idle sessions + GET streams", f"memory.n{count}", "kb_per_session", MEMORY)
     rows += _stream_rows(cases, kinds, with_ref, prof)
     scaleout = _scaleout(cases, rep.get("scaleout_server"))
+    operations = _operations(cases, concurrencies)
     misses = [
         {
             "section": row["section"],
@@ -246,7 +275,70 @@ def summarize(rep: dict) -> dict:
         for s in scaleout
         if s.get("meets") is False
     ]
-    return {"rows": rows, "scaleout": scaleout, "misses": misses}
+    misses += [
+        {
+            "section": "operations layer",
+            "case": f"{o['mode']}, c={o['concurrency']}",
+            "metric": "operations_ratio",
+            "kind": "ours-uvicorn",
+            "target": o["target"],
+            "figure": o["checked"],
+            "miss_pct": o["miss_pct"],
+        }
+        for o in operations
+        if o.get("meets") is False
+    ]
+    return {"rows": rows, "floors": _floors(cases, kinds, concurrencies), "operations": operations, "scaleout": scaleout, "misses": misses}
+
+
+def operations_cost(cases: dict) -> dict[str, float]:
+    """ours-uvicorn's calls per server core-second over ours-uvicorn-opsoff's, per tools/call
+    case both ran, keyed like "json.tools_call.c8" (issue 27: at least 0.85)."""
+    out = {}
+    for key, value in cases.items():
+        if key.startswith("ours-uvicorn.") and ".tools_call.c" in key:
+            bare = cases.get(OPS_OFF + key[len("ours-uvicorn") :], {})
+            r = ratio(value.get("calls_per_core_s"), bare.get("calls_per_core_s"), digits=3)
+            if r is not None:
+                out[key[len("ours-uvicorn.") :]] = r
+    return out
+
+
+def _operations(cases: dict, concurrencies: tuple[int, ...]) -> list[dict]:
+    """ours-uvicorn against ours-uvicorn-opsoff per tools/call case, judged in OPERATIONS_MODES."""
+    out = []
+    for mode in MODES:
+        for conc in concurrencies:
+            key = f"{mode}.tools_call.c{conc}"
+            o, oe = metric(cases, f"ours-uvicorn.{key}", "calls_per_core_s")
+            b, be = metric(cases, f"{OPS_OFF}.{key}", "calls_per_core_s")
+            if oe == be == "not run":
+                continue
+            row = {"mode": mode, "concurrency": conc, "ours": o, "ours_error": oe, "opsoff": b, "opsoff_error": be,
+                   "ratio": ratio(o, b, digits=3),
+                   "other_cores": max((cases.get(f"{k}.{key}") or {}).get("cpu", {}).get("other_cores", 0.0) for k in ("ours-uvicorn", OPS_OFF))}  # fmt: skip
+            if mode in OPERATIONS_MODES:
+                row.update(judge(OPERATIONS, o, b, against=OPS_OFF))
+            out.append(row)
+    return out
+
+
+def _floors(cases: dict, kinds: list[str], concurrencies: tuple[int, ...]) -> list[dict]:
+    """Per ours-* kind and metric: its floor (bench/floor_server.py on the same ASGI server) and
+    ours / floor, per tools/call case; a kind without a floor has none measured."""
+    rows = []
+    for kind in kinds:
+        floor_kind = FLOORS.get(kind)
+        for field_name in ("calls_per_core_s", "p99_ms"):
+            cells = {}
+            for mode in MODES:
+                for conc in concurrencies:
+                    key = f"{mode}.tools_call.c{conc}"
+                    o, oe = metric(cases, f"{kind}.{key}", field_name)
+                    f, fe = metric(cases, f"{floor_kind}.{key}", field_name) if floor_kind else (None, "not run")
+                    cells[f"{mode}, c={conc}"] = {"floor": f, "floor_error": fe, "ours": o, "ours_error": oe, "ratio": ratio(o, f, digits=3)}
+            rows.append({"kind": kind, "floor_kind": floor_kind, "metric": field_name, "cells": cells})
+    return rows
 
 
 def _stream_rows(cases: dict, kinds: list[str], with_ref: bool, prof: dict) -> list[dict]:
@@ -276,8 +368,7 @@ def _stream_rows(cases: dict, kinds: list[str], with_ref: bool, prof: dict) -> l
             cell = {"value": o, "ratio": None, "error": oe}
             t = STREAM_GROWTH.get(kind)
             if t is not None:
-                meets, miss = t.check(o)
-                cell.update(target=t.text(), checked=o, meets=meets, miss_pct=miss)
+                cell.update(judge(t, o))
             ours[kind] = cell
         label = f"growth, {what}: streams {windows[-1][0]:,}+ / {windows[0][0]:,}+" if windows else f"growth, {what}"
         rows.append({"section": "stream open", "case": label, "metric": field_name, "reference": r,
@@ -318,10 +409,27 @@ def fmt(v) -> str:
     return f"{v:,}"
 
 
+def pct(x: float) -> str:
+    """A miss in percent: whole percents, tenths below one (a miss is never shown as 0 %)."""
+    return f"{x:.1f}" if x < 1 else f"{x:.0f}"
+
+
 def verdict(c: dict) -> str:
     if c.get("meets") is None:
         return ""
-    return "meets" if c["meets"] else f"misses by {c['miss_pct']:.0f} %"
+    return "meets" if c["meets"] else f"misses by {pct(c['miss_pct'])} %"
+
+
+def target_text(kind: str, c: dict) -> str:
+    """The target column's entry for one ours cell; a target on the floor shows ours / floor."""
+    shown = f" ({fmt(c['checked'])}×)" if "floor" in c and c.get("checked") is not None else ""  # noqa: RUF001
+    return f"{SHORT[kind]} {c['target']}{shown}: {verdict(c) or c.get('unjudged', 'no figure')}"
+
+
+def floor_cell(msg: str | None, value) -> str:
+    if msg is None:
+        return fmt(value)
+    return "not measured" if msg == "not run" else "error (see below)"
 
 
 def cell_error(msg: str) -> str:
@@ -390,8 +498,11 @@ def render_markdown(rep: dict) -> str:
             "off). Both uvicorns take the loop and HTTP parser uvicorn finds installed ("
             + uvicorn_flavour(m["packages"])
             + '). Each ours cell is the figure and, in brackets, ours / reference. "Per server core-s" divides by the '
-            "CPU time the server's processes used (from /proc), not by wall time. Targets are issue 13's, for ours under "
-            "uvicorn and Daphne; Granian has none and is shown for comparison."
+            "CPU time the server's processes used (from /proc), not by wall time. Targets are issue 27's, with every "
+            'default on (audit trail, quotas, tracing "auto"), for ours under uvicorn and Daphne, throughput judged per '
+            "server core-s: on uvicorn against the reference, on Daphne partly against the floor, `bench/floor_server.py`'s "
+            'bare app on Daphne ("its floor"); the audit trail and quotas against ours-uvicorn with both off; set-up, '
+            "memory, stream-open growth and scale-out keep issue 13's. Granian has none and is shown for comparison."
         ),
         "",
     ]
@@ -419,11 +530,13 @@ def render_markdown(rep: dict) -> str:
                     shown = f" ({fmt(c['ratio'])}×)" if row["show_ratio"] and c["ratio"] is not None else ""  # noqa: RUF001
                     cells.append(fmt(c["value"]) + shown)
                 if c.get("target"):
-                    targets.append(f"{SHORT[kind]} {c['target']}: {verdict(c) or 'no figure'}")
+                    targets.append(target_text(kind, c))
             noisy = " †" if row["other_cores"] > NOISY_CORES else ""
             name = METRIC_NAMES.get(row["metric"], "ms" if row["metric"].endswith("_ms") else "later / earlier")
             lines.append(f"| {row['case']}{noisy} | {name} | {r} | " + " | ".join(cells) + f" | {'; '.join(targets)} |")
         lines.append("")
+        if section == "tools/call":
+            lines += _floor_lines(summary.get("floors", [])) + _operations_lines(summary.get("operations", []))
     if summary["scaleout"]:
         server = summary["scaleout"][0]["server"]
         lines += [
@@ -452,7 +565,7 @@ def render_markdown(rep: dict) -> str:
             "during the burst, so another user of those services would show up in it; it is not part of the target.",
             "",
         ]
-    noisy_rows = [r for r in summary["rows"] if r["other_cores"] > NOISY_CORES] + [s for s in summary["scaleout"] if s["other_cores"] > NOISY_CORES]
+    noisy_rows = [r for r in (*summary["rows"], *summary["scaleout"], *summary.get("operations", [])) if r["other_cores"] > NOISY_CORES]
     if noisy_rows:
         lines += [
             f"† Other processes used more than {NOISY_CORES} of a core on average while this row was measured "
@@ -465,7 +578,7 @@ def render_markdown(rep: dict) -> str:
         for miss in summary["misses"]:
             grouped.setdefault((miss["section"], miss["case"], miss["metric"]), []).append(miss)
         for (section, case, metric_name), misses in grouped.items():
-            each = "; ".join(f"{SHORT.get(m['kind'], m['kind'])} {fmt(m['figure'])} against {m['target']}, misses by {m['miss_pct']:.0f} %" for m in misses)
+            each = "; ".join(f"{SHORT.get(m['kind'], m['kind'])} {fmt(m['figure'])} against {m['target']}, misses by {pct(m['miss_pct'])} %" for m in misses)
             lines.append(f"- {section} {case}, {METRIC_NAMES.get(metric_name, metric_name)}: {each}")
         lines.append("")
     errors = {k: v["error"] for k, v in rep["cases"].items() if isinstance(v, dict) and v.get("error")}
@@ -477,6 +590,54 @@ def render_markdown(rep: dict) -> str:
         lines.append("")
     lines += [f"Raw figures: `bench/results/{rep['results_file']}` (not committed).", "", END]
     return "\n".join(lines)
+
+
+def _floor_lines(floors: list[dict]) -> list[str]:
+    """Each server's floor per tools/call case, and ours / floor in brackets."""
+    if not floors:
+        return []
+    labels = list(floors[0]["cells"])
+    lines = [
+        "### Each server's floor: `bench/floor_server.py` on the same ASGI server, tools/call",
+        "",
+        "The floor is a bare ASGI app that parses JSON-RPC and answers (no validation, authentication, quotas, audit "
+        "or storage): what the ASGI server, the event loop and JSON take of any server's call. Each cell is the "
+        "floor's figure and, in brackets, ours / floor.",
+        "",
+        "| server | floor | metric | " + " | ".join(labels) + " |",
+        "|---|---|---|" + "---:|" * len(labels),
+    ]
+    for row in floors:
+        if row["floor_kind"] is None:
+            if row["metric"] == "calls_per_core_s":
+                lines.append(f"| {SHORT[row['kind']]} | none | | " + " | ".join("not measured" for _ in labels) + " |")
+            continue
+        cells = []
+        for label in labels:
+            c = row["cells"][label]
+            shown = f" ({fmt(c['ratio'])}×)" if c["ratio"] is not None else ""  # noqa: RUF001
+            cells.append(floor_cell(c["floor_error"], c["floor"]) + shown)
+        lines.append(f"| {SHORT[row['kind']]} | `{row['floor_kind']}` | {METRIC_NAMES[row['metric']]} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _operations_lines(operations: list[dict]) -> list[str]:
+    """ours-uvicorn with every default on against ours-uvicorn-opsoff, with the verdicts."""
+    lines = [f"### The operations layer: ours-uvicorn with every default on against {OPS_OFF} (audit trail and quotas off)", ""]
+    if not any(o["opsoff_error"] is None for o in operations):
+        return [*lines, f"Not measured in this run ({OPS_OFF} did not run).", ""]
+    lines += [
+        f"| mode, concurrency | ours-uvicorn calls per server core-s | {OPS_OFF} | ratio | target |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for o in operations:
+        noisy = " †" if o["other_cores"] > NOISY_CORES else ""
+        target = f"{o['target']}: {verdict(o) or o.get('unjudged', 'no figure')}" if o.get("target") else ""
+        lines.append(
+            f"| {o['mode']}, c={o['concurrency']}{noisy} | {floor_cell(o['ours_error'], o['ours'])} | "
+            f"{floor_cell(o['opsoff_error'], o['opsoff'])} | {fmt(o['ratio'])} | {target} |"
+        )
+    return [*lines, ""]
 
 
 def write_doc(markdown: str) -> None:
