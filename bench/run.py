@@ -1,9 +1,12 @@
 """Benchmark mcp_django's example site against a reference server on the official Python SDK.
 
-    .venv/bin/python bench/run.py            # full run, about 17-20 minutes
-    .venv/bin/python bench/run.py --quick    # smoke run, about 4 minutes
+    .venv/bin/python bench/run.py            # full run, about 22-25 minutes
+    .venv/bin/python bench/run.py --quick    # quick run, about 5 minutes
+    .venv/bin/python bench/run.py --smoke --cases tools   # the code paths only, about a minute
 
 Ours runs under Daphne, uvicorn and Granian; the reference is the SDK's MCPServer under uvicorn.
+The tools/call case also runs ours-uvicorn with the audit trail and quotas off (what the
+operations layer costs) and each server's floor, a bare ASGI app under uvicorn and under Daphne.
 Each server is a single-process subprocess on a free 127.0.0.1 port, driven from outside over
 loopback: wrk for throughput and latency, a lean asyncio client (bench/client.py) for functional
 checks and for holding idle GET streams. Every throughput figure also comes per second of server
@@ -36,11 +39,12 @@ from bench import client as mcp_client  # noqa: E402 (after the sys.path line ab
 from bench import procs, report, streams  # noqa: E402
 from bench.servers import (  # noqa: E402
     BENCH,
-    FLOOR,
+    FLOORS,
     HOST,
     KINDS,
     OPS_OFF,
     OURS,
+    TOOLS_ONLY,
     Env,
     PostgresDatabase,
     RedisDatabase,
@@ -73,6 +77,7 @@ class Profile:
     open_windows: tuple[tuple[int, int], ...]  # streams [from, to) opened one at a time and timed
     scaleout_duration: int
     quiet_budget: float
+    concurrencies: tuple[int, ...] = CONCURRENCIES  # of tools/call
 
 
 FULL = Profile(
@@ -83,6 +88,13 @@ QUICK = Profile(
     rounds=1, duration=1, warmup=1, setup_duration=1, notify_duration=1, notify_count=100, notify_concurrency=(8,),
     memory_counts=(200, 1000), open_windows=((100, 200), (900, 1000)), scaleout_duration=1, quiet_budget=20.0,
 )  # fmt: skip
+# Proves the code paths and the report, measures nothing: a second per burst, no warm-up, no
+# waiting for quiet, tools/call at c=1 and 8 only, a few idle streams.
+SMOKE = Profile(
+    rounds=1, duration=1, warmup=0, setup_duration=1, notify_duration=1, notify_count=10, notify_concurrency=(1,),
+    memory_counts=(20, 40), open_windows=((10, 20), (30, 40)), scaleout_duration=1, quiet_budget=0.0, concurrencies=(1, 8),
+)  # fmt: skip
+PROFILES = {"full": FULL, "quick": QUICK, "smoke": SMOKE}
 
 
 def log(msg: str) -> None:
@@ -365,14 +377,14 @@ def tools_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
         log(f"tools/call, {mode} answers: {', '.join(kinds)} interleaved")
         with with_servers(cases, kinds, mode, env, lambda k, m=mode: f"{k}.{m}.tools_call") as servers:
             for kind, server in list(servers.items()):
-                if kind == FLOOR:
+                if kind in FLOORS.values():
                     continue  # not an MCP server: wrk's script checks each of its answers
                 check = guarded(cases, f"{kind}.{mode}.check", lambda srv=server: asyncio.run(mcp_client.functional_check(HOST, srv.port)))
                 if "error" in check:
                     # The functional check says why; load would only count errors.
                     del servers[kind]
             token = "bench-" + uuid.uuid4().hex[:8]
-            for conc in CONCURRENCIES:
+            for conc in prof.concurrencies:
                 name = f"{{}}.{mode}.tools_call.c{conc}".format
                 sessions = sessions_for(cases, servers, name)
                 live = {k: [s] for k, s in servers.items() if k in sessions}
@@ -387,7 +399,7 @@ def setup_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
             for conc in (1, 8):
                 name = f"{{}}.{mode}.session_setup.c{conc}".format
                 interleaved_case(cases, {k: [s] for k, s in servers.items()}, name, session_setup_args(conc), prof,
-                                 prof.setup_duration, 1, session_setup_result, conc)  # fmt: skip
+                                 prof.setup_duration, min(prof.warmup, 1), session_setup_result, conc)  # fmt: skip
 
 
 def notify_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
@@ -480,51 +492,56 @@ def scaleout_case(cases: dict, kind: str, prof: Profile, env: Env) -> None:
             db.drop()
 
 
+def kinds_for(case: str, servers: list[str], named: bool) -> list[str]:
+    """The server kinds a case runs: by default ours-uvicorn-opsoff and the floors serve only
+    tools/call (what its targets are judged against); named with --servers, they run in every
+    case they can serve (the floors: tools and setup)."""
+    if case == "tools":
+        return servers
+    if not named:
+        return [k for k in servers if k not in TOOLS_ONLY]
+    if case == "setup":
+        return servers
+    return [k for k in servers if k not in FLOORS.values()]
+
+
 def run_all(args, prof: Profile, env: Env) -> dict:
-    kinds = args.servers  # in report order (main)
     cases: dict[str, dict] = {}
+    named = args.named_servers
     if "tools" in args.cases:
-        tools_case(cases, kinds, prof, env)
+        tools_case(cases, kinds_for("tools", args.servers, named), prof, env)
     if "setup" in args.cases:
-        setup_case(cases, kinds, prof, env)
+        setup_case(cases, kinds_for("setup", args.servers, named), prof, env)
     if "notify" in args.cases:
-        notify_case(cases, kinds, prof, env)
+        notify_case(cases, kinds_for("notify", args.servers, named), prof, env)
     if "memory" in args.cases:
-        memory_case(cases, kinds, prof, env)
+        memory_case(cases, kinds_for("memory", args.servers, named), prof, env)
     if "scaleout" in args.cases:
         scaleout_case(cases, args.scaleout_server, prof, env)
     return cases
 
 
-def operations_cost(cases: dict) -> dict[str, float]:
-    """ours-uvicorn's calls per server core-second over ours-uvicorn-opsoff's, per tools/call
-    case both ran (issue 27: the audit trail and quotas together cost at most 15 %)."""
-    out = {}
-    for key, value in cases.items():
-        if key.startswith("ours-uvicorn.") and ".tools_call.c" in key:
-            bare = cases.get(OPS_OFF + key[len("ours-uvicorn"):], {})
-            if value.get("calls_per_core_s") and bare.get("calls_per_core_s"):
-                out[key[len("ours-uvicorn.") :]] = round(value["calls_per_core_s"] / bare["calls_per_core_s"], 3)
-    return out
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="smoke run: a second per burst, small stream counts")
-    ap.add_argument("--servers", nargs="+", choices=(*KINDS, "ours", FLOOR, OPS_OFF), default=list(KINDS),
-                    help='server kinds to run ("ours" = every ours-*); default all but the floor (bench/floor_server.py), '
-                         'which serves only the tools and setup cases, and ours-uvicorn-opsoff (ours-uvicorn with the '
-                         'audit trail and quotas off: the operations layer\'s cost, same run)')  # fmt: skip
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="quick run: a second per burst, small stream counts")
+    size.add_argument("--smoke", action="store_true", help="prove the code paths and the report only: a second per burst, "
+                      "no warm-up, no waiting for quiet, tools/call at c=1 and 8, a few idle streams; the figures mean nothing")  # fmt: skip
+    ap.add_argument("--servers", nargs="+", choices=(*KINDS, "ours", *TOOLS_ONLY), default=None,
+                    help='server kinds to run ("ours" = every ours-*); default all, where ours-uvicorn-opsoff (ours-uvicorn '
+                         'with the audit trail and quotas off) and the floors (bench/floor_server.py under uvicorn and '
+                         'Daphne) run in the tools case only; named, they run in every case they can serve (the floors: '
+                         'tools and setup)')  # fmt: skip
     ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     ap.add_argument("--scaleout-server", choices=OURS, default="ours-uvicorn", help="which server the scale-out case runs ours under")
     ap.add_argument("--docs", dest="docs", action="store_true", default=None, help="rewrite docs/performance.md")
     ap.add_argument("--no-docs", dest="docs", action="store_false")
     ap.add_argument("--render", metavar="RESULTS_JSON", help="run nothing: rewrite docs/performance.md from an earlier run's JSON (with --no-docs: print it)")
     args = ap.parse_args()
-    if FLOOR in args.servers and not set(args.cases) <= {"tools", "setup"}:
-        ap.error("the floor serves only --cases tools setup")
-    # "ours" expanded, in report order; the floor and ours-uvicorn-opsoff kept.
-    args.servers = [k for k in (*KINDS, OPS_OFF, FLOOR) if k in args.servers or ("ours" in args.servers and k in OURS)]
+    args.named_servers = args.servers is not None
+    named = args.servers if args.named_servers else [*KINDS, *TOOLS_ONLY]
+    # "ours" expanded, in report order; ours-uvicorn-opsoff and the floors kept.
+    args.servers = [k for k in (*KINDS, *TOOLS_ONLY) if k in named or ("ours" in named and k in OURS)]
     if args.render:
         rep = json.loads(Path(args.render).read_text())
         rep["summary"] = report.summarize(rep)  # the targets as they are now
@@ -536,12 +553,14 @@ def main() -> int:
         log(f"wrote {report.DOC.relative_to(ROOT)} from {args.render}")
         return 0
     if args.docs is None:
-        args.docs = not args.quick and set(args.servers) == set(KINDS) and set(args.cases) == set(CASES)
+        # Only a full run measures every target: every server of the report, every case.
+        args.docs = not (args.quick or args.smoke) and set(KINDS) | set(TOOLS_ONLY) <= set(args.servers) and set(args.cases) == set(CASES)
     if shutil.which("wrk") is None:
         print("wrk is not installed: apt-get install wrk", file=sys.stderr)
         return 2
     nofile = procs.raise_nofile()
-    prof = QUICK if args.quick else FULL
+    profile_name = "quick" if args.quick else "smoke" if args.smoke else "full"
+    prof = PROFILES[profile_name]
     QUIET_BUDGET["left"] = prof.quiet_budget
     started = time.monotonic()
     src_start = report.source_state()
@@ -557,7 +576,7 @@ def main() -> int:
     rep = {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": ".venv/bin/python bench/run.py" + (f" {argv}" if argv else ""),
-        "profile_name": "quick" if args.quick else "full",
+        "profile_name": profile_name,
         "profile": asdict(prof),
         "servers": args.servers,
         "scaleout_server": args.scaleout_server,
@@ -569,9 +588,10 @@ def main() -> int:
         "results_file": f"{stamp}.json",
     }
     rep["summary"] = report.summarize(rep)
-    rep["operations_cost"] = operations_cost(cases)
+    # Kept beside the summary's verdicts for readers of older results (bench/report.py computes it).
+    rep["operations_cost"] = report.operations_cost(cases)
     for key, ratio in rep["operations_cost"].items():
-        log(f"  operations layer, {key}: ours-uvicorn / {OPS_OFF} = {ratio} calls per server core-second (target >= 0.85)")
+        log(f"  operations layer, {key}: ours-uvicorn / {OPS_OFF} = {ratio} calls per server core-second (target, JSON: {report.OPERATIONS.text()})")
     out = RESULTS / f"{stamp}.json"
     out.write_text(json.dumps(rep, indent=2, default=str))
     log(f"wrote {out.relative_to(ROOT)} ({rep['wall_seconds']} s)")
