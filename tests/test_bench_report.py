@@ -1,0 +1,82 @@
+"""bench/report.py judges issue 27's targets from a run's figures: pure functions on a small
+figures dict, no server started."""
+
+from __future__ import annotations
+
+from bench import report
+from bench.servers import FLOOR_DAPHNE, OPS_OFF, REFERENCE
+
+SMOKE = {"rounds": 1, "duration": 1, "warmup": 0, "setup_duration": 1, "notify_duration": 1, "notify_count": 10}
+
+
+def _case(per_core: float, p99: float) -> dict:
+    return {"calls_per_s": per_core, "calls_per_core_s": per_core, "p50_ms": p99 / 2, "p99_ms": p99, "cpu": {"other_cores": 0.0}}
+
+
+def _run(cases: dict, servers: list[str]) -> dict:
+    """A results JSON as bench/run.py writes it, with only tools/call JSON at c=8."""
+    return {
+        "date": "2026-11-26 00:00 UTC",
+        "command": ".venv/bin/python bench/run.py --smoke",
+        "profile_name": "smoke",
+        "profile": {**SMOKE, "notify_concurrency": [], "memory_counts": [], "open_windows": [], "concurrencies": [8]},
+        "servers": servers,
+        "machine": {"cpu": "test", "cores": 2, "memory_gib": 1.0, "kernel": "6", "python": "3.11", "packages": {}, "wrk": "wrk"},
+        "ours_source_at_start": {"git_head": "abc", "uncommitted_changes": False, "sha256_of_py_sources": "0", "newest_source_change": "now"},
+        "ours_source_at_end": {"git_head": "abc", "uncommitted_changes": False, "sha256_of_py_sources": "0", "newest_source_change": "now"},
+        "wall_seconds": 60,
+        "cases": {f"{kind}.json.tools_call.c8": value for kind, value in cases.items()},
+        "results_file": "test.json",
+    }
+
+
+def _cell(summary: dict, metric: str, kind: str) -> dict:
+    row = next(r for r in summary["rows"] if r["case"] == "json, c=8" and r["metric"] == metric)
+    return row["ours"][kind]
+
+
+def test_daphne_json_throughput_and_p99_are_judged_against_the_floor_on_daphne() -> None:
+    cases = {REFERENCE: _case(1000, 5.0), "ours-uvicorn": _case(2600, 4.0), "ours-daphne": _case(1300, 12.0), FLOOR_DAPHNE: _case(2000, 10.0)}
+    summary = report.summarize(_run(cases, ["ours-uvicorn", "ours-daphne", REFERENCE, FLOOR_DAPHNE]))
+
+    throughput = _cell(summary, "calls_per_core_s", "ours-daphne")
+    assert (throughput["checked"], throughput["meets"], throughput["floor"]) == (0.65, True, 2000)
+    p99 = _cell(summary, "p99_ms", "ours-daphne")
+    assert (p99["checked"], p99["meets"], p99["miss_pct"]) == (1.2, False, 20.0)
+    # uvicorn's are against the SDK: 2.6x its throughput, 0.8 of its p99.
+    assert _cell(summary, "calls_per_core_s", "ours-uvicorn")["meets"] is True
+    assert _cell(summary, "p99_ms", "ours-uvicorn")["meets"] is True
+    assert [(m["kind"], m["metric"]) for m in summary["misses"]] == [("ours-daphne", "p99_ms")]
+
+
+def test_a_run_without_floors_leaves_daphne_unjudged_and_says_not_measured() -> None:
+    cases = {REFERENCE: _case(1000, 5.0), "ours-daphne": _case(1300, 12.0)}
+    rep = _run(cases, ["ours-daphne", REFERENCE])
+    rep["summary"] = report.summarize(rep)
+
+    cell = _cell(rep["summary"], "calls_per_core_s", "ours-daphne")
+    assert (cell["meets"], cell["unjudged"]) == (None, "floor not measured")
+    markdown = report.render_markdown(rep)
+    assert "daphne ≥ 0.65× its floor: floor not measured" in markdown  # noqa: RUF001
+    assert "| daphne | `floor-daphne` | calls per server core-s | not measured |" in markdown
+    assert f"Not measured in this run ({OPS_OFF} did not run)." in markdown
+
+
+def test_the_operations_layer_costing_more_than_15_percent_of_a_json_call_is_a_missed_target() -> None:
+    cases = {"ours-uvicorn": _case(3400, 4.0), OPS_OFF: _case(4250, 3.0)}
+    rep = _run(cases, ["ours-uvicorn", OPS_OFF])
+    rep["summary"] = report.summarize(rep)
+
+    (row,) = rep["summary"]["operations"]
+    assert (row["ratio"], row["meets"], row["miss_pct"]) == (0.8, False, 5.9)
+    assert report.operations_cost(rep["cases"]) == {"json.tools_call.c8": 0.8}
+    assert [m["section"] for m in rep["summary"]["misses"]] == ["operations layer"]
+    assert "| json, c=8 | 3,400 | 4,250 | 0.80 | ≥ 0.85×: misses by 6 % |" in report.render_markdown(rep)  # noqa: RUF001
+
+
+def test_judge_says_which_figure_is_missing() -> None:
+    on_floor = report.Target("ge", 0.65, on="floor")
+    assert report.judge(on_floor, 1300, floor=2000)["meets"] is True
+    assert report.judge(on_floor, 1300)["unjudged"] == "floor not measured"
+    assert report.judge(on_floor, None, floor=2000)["unjudged"] == "no figure"
+    assert report.judge(report.OPERATIONS, 3400, against=OPS_OFF)["unjudged"] == f"{OPS_OFF} not measured"
