@@ -360,12 +360,21 @@ def check_pending_elicitations(user_id: Any) -> QuotaExceededError | None:
     )
 
 
+def slot_lease() -> float:
+    """The length of a held slot's buckets: ``REQUEST_LEASE_SECONDS``, but at least a minute.
+    A slot taken early in a bucket is registered in the next one by a renewal from the bucket's
+    middle on, and a scope's count is its current bucket's: a minute leaves that renewal half a
+    minute of slack on a loaded process, where the 10 s lease would leave it under 5 s. A
+    crashed process's slots stop counting within two buckets."""
+    return max(60.0, mcp_settings.request_lease_seconds)
+
+
 class LeasedSlot:
     """Units held on counters in the cache, until :meth:`release`, by something that lasts: an
     open SSE stream (:class:`StreamSlot`), a running request (:class:`RunningSlot`), a session
     being created (:func:`areserve_session`).
 
-    Counts live in the cache in time buckets of ``lease`` seconds (``REQUEST_LEASE_SECONDS``):
+    Counts live in the cache in time buckets of ``lease`` seconds (:func:`slot_lease`):
     a slot is registered in the current bucket and, from its middle on, in the next one too,
     by a renewal task while it is held. A scope's count is its current bucket's counter.
     Releasing gives back every registration still current; a process that dies without
@@ -394,7 +403,7 @@ class LeasedSlot:
     @classmethod
     async def take(cls, kind: str, counters: list[tuple[str, str, int | None]]) -> LeasedSlot:
         """Take a slot on ``counters``; QuotaExceededError (429) when one with a cap is over it."""
-        slot = cls(kind, counters, lease=max(1.0, mcp_settings.request_lease_seconds), backend=current().counters)
+        slot = cls(kind, counters, lease=slot_lease(), backend=current().counters)
         await slot._take()
         if slot.backend.leased:
             _renewer.add(slot)
@@ -557,7 +566,7 @@ _renewer = _Renewer()
 def held(kind: str, limit: str, who: str) -> int:
     """How many ``kind`` slots (``"streams"``, ``"running"``) count against ``limit`` for ``who``
     now (``"session:<id>"`` or a :attr:`Caller.key`): for operators and tests."""
-    lease = max(1.0, mcp_settings.request_lease_seconds)
+    lease = slot_lease()
     return current().counters.holding((kind, limit, who), lease, int(now() // lease))
 
 
