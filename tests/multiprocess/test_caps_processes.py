@@ -138,14 +138,14 @@ async def test_dropped_long_calls_count_while_they_run_and_are_cancelled_after_t
     assert answered["structuredContent"]["status"] == "done"
 
 
-async def _initialize(http: httpx.AsyncClient, url: str, cookies: dict[str, str] | None = None) -> int:
+async def _initialize(http: httpx.AsyncClient, url: str, cookies: dict[str, str] | None = None) -> tuple[int, str | None]:
     body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "burst", "version": "1"}}}
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     if cookies:
         headers["cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
     response = await http.post(url, json=body, headers=headers)
-    return response.status_code
+    return response.status_code, response.headers.get("mcp-session-id")
 
 
 @pytest.mark.parametrize("shape", ["one_process_sqlite", "two_processes"])
@@ -156,12 +156,15 @@ async def test_a_hundred_concurrent_initializes_never_open_more_sessions_than_th
     urls = [deployment.p1.url, deployment.p2.url]
     before = (await deployment.db.arows("SELECT COUNT(*) FROM mcp_django_session WHERE user_id IS NULL AND terminated_at IS NULL"))[0][0]
     assert before <= SESSIONS
-    statuses = await asyncio.gather(*(_initialize(http, urls[n % 2]) for n in range(100)))
+    answers = await asyncio.gather(*(_initialize(http, urls[n % 2]) for n in range(100)))
+    statuses = [status for status, _ in answers]
     live = (await deployment.db.arows("SELECT COUNT(*) FROM mcp_django_session WHERE user_id IS NULL AND terminated_at IS NULL"))[0][0]
     assert set(statuses) <= {200, 429}, statuses
     assert live == before + statuses.count(200)
     assert live <= SESSIONS
     assert statuses.count(429) >= 100 - SESSIONS
+    # The address's sessions free again for the tests after (they open anonymous sessions too).
+    await _end_sessions(http, urls[0], [session for _, session in answers if session])
 
 
 @pytest.mark.parametrize("shape", ["one_process_sqlite", "two_processes"])
@@ -175,7 +178,8 @@ async def test_a_hundred_concurrent_initializes_of_one_user_never_open_more_sess
     user_id, session_key = (await users.amanage("shell", "-v0", "-c", NEW_USER_SCRIPT.format(username=f"burst-{shape}"))).split()
     cookies = {"sessionid": session_key}
     urls = [server.url for server in users.servers]
-    statuses = await asyncio.gather(*(_initialize(http, urls[n % len(urls)], cookies) for n in range(100)))
+    answers = await asyncio.gather(*(_initialize(http, urls[n % len(urls)], cookies) for n in range(100)))
+    statuses = [status for status, _ in answers]
     live = (await users.db.arows(f"SELECT COUNT(*) FROM mcp_django_session WHERE user_id = {int(user_id)} AND terminated_at IS NULL"))[0][0]
     assert set(statuses) <= {200, 429}, statuses
     assert live == statuses.count(200)
@@ -183,6 +187,7 @@ async def test_a_hundred_concurrent_initializes_of_one_user_never_open_more_sess
     # counts beside the rows), which errs on the side of the cap.
     assert 0 < live <= SESSIONS
     assert statuses.count(429) >= 100 - SESSIONS
+    await _end_sessions(http, urls[0], [session for _, session in answers if session], cookies)
 
 
 # -- running calls raced over two processes -----------------------------------------------------
