@@ -228,6 +228,10 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
         """A batch of stored events of this stream, in order (see StreamEmitter)."""
         await self.stream.write_events([(seq, payload, bool(closes)) for seq, payload, closes in message["events"]])
 
+    async def mcp_start(self, message: dict[str, Any]) -> None:
+        """A POST stream's first events did not come soon: send its headers and priming event."""
+        await self.stream.start()
+
     async def mcp_disconnect(self, message: dict[str, Any]) -> None:
         """Close the connection, not the stream: the client resumes with Last-Event-ID (a listen
         stream ends gracefully instead: its client listens again)."""

@@ -39,6 +39,14 @@ SSE_HEADERS = [
 
 KEEPALIVE = encode_comment()
 
+#: How long a POST stream's headers and priming event wait for its first events (seconds). A
+#: call answered sooner, the common kind, then takes two socket writes (the headers; the priming
+#: event, the response and the end), as a JSON answer does, instead of one write per step, each
+#: waking the client (bench/profile.py: those writes were the largest cost an SSE tools/call
+#: added over a JSON one). Events still go out only once stored, and a client resumes from the
+#: first one it sees as it would from the priming event.
+POST_START_DELAY = 0.05
+
 T = TypeVar("T")
 
 
@@ -77,6 +85,11 @@ class SSEStream:
         self.clocks = StreamClocks(self, settings)
         # Set while this connection is a resume replaying the store (see ResumeSlots).
         self._resume_slot: tuple[str, Any] | None = None
+        # A POST stream whose headers and priming event wait for its first events (see
+        # start_post_stream), and the timer that sends them if none comes soon.
+        self._unstarted = False
+        self._start_timer: asyncio.TimerHandle | None = None
+        self._start_task: asyncio.Task[Any] | None = None
 
     # -- opening --------------------------------------------------------------------------
 
@@ -95,10 +108,38 @@ class SSEStream:
         await self.connection.join(stream_group(stream), session_group(self.session_id))
 
     async def start_post_stream(self) -> None:
-        """Send the headers and the priming event; the requests are registered by now."""
+        """Start the POST stream (its requests are registered by now): its headers and priming
+        event go out with its first events, or after ``POST_START_DELAY`` if none comes first."""
+        self._unstarted = True
+        loop = asyncio.get_running_loop()
+        self._start_timer = loop.call_later(POST_START_DELAY, self._start_due, loop)
+
+    def _start_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Through the consumer's own channel, so the start is written in its dispatch loop,
+        # in order with the events.
+        if self._unstarted and not self.closed:
+            self._start_task = loop.create_task(
+                self.connection.channel_layer.send(self.connection.channel_name, {"type": "mcp.start"})
+            )
+
+    async def start(self) -> None:
+        """Send the headers and the priming event now, if they are still to go."""
+        head = await self._head()
+        if head:
+            await self.connection.send_body(head, more_body=True)
+
+    async def _head(self) -> bytes:
+        """What must go before the next write on the stream: nothing once it started; else the
+        headers are sent now and the priming event is returned, to go out with that write."""
+        if not self._unstarted:
+            return b""
+        self._unstarted = False
+        if self._start_timer is not None:
+            self._start_timer.cancel()
+            self._start_timer = None
         await self._send_headers()
-        await self._prime(0)
         self.start_timers()
+        return encode_event("", event_id=make_event_id(self.stream or "", 0), retry_ms=self.settings.sse_retry_ms)
 
     async def open_get_stream(self) -> None:
         # One connection holds the standalone stream: a new GET takes it over, so that every
@@ -193,7 +234,7 @@ class SSEStream:
         if self.closed:
             return
         stream = self.stream or ""
-        chunk: list[bytes] = []
+        chunk: list[bytes] = [await self._head()]
         ends = False
         for seq, payload, closes in events:
             if seq <= self.last_seq:
@@ -219,7 +260,7 @@ class SSEStream:
             # The last events and the end of the response in one write.
             await self.end(b"".join(chunk))
             raise StopConsumer()
-        if chunk:
+        if any(chunk):
             # One socket write per batch.
             await self.connection.send_body(b"".join(chunk), more_body=True)
             # While this waits, further events queue in the channel layer; what it drops
@@ -238,6 +279,7 @@ class SSEStream:
     async def end(self, last: bytes = b"") -> None:
         """End the response, after ``last`` (the connection, not the stream: events stay stored)."""
         if not self.closed:
+            last = await self._head() + last
             self.closed = True
             if self.flow is not None:
                 self.flow.close()
@@ -265,6 +307,9 @@ class SSEStream:
         """Release what the connection held; called once it is over, however it ended."""
         stream_closed(self)
         self.release_resume_slot()
+        if self._start_timer is not None:
+            self._start_timer.cancel()
+            self._start_timer = None
         if self.flow is not None:
             self.flow.close()
         self.clocks.stop()
