@@ -57,6 +57,12 @@ class BaseEventStore:
         for event in events:
             self.append(session_id, stream, event.payload, seq=event.seq, closes_stream=event.closes_stream)
 
+    def append_streams(self, batches: list[tuple[str, str, list[StoredEvent]]]) -> None:
+        """Store the numbered events of several streams, ``(session_id, stream, events)`` each
+        (override to write them in one go)."""
+        for session_id, stream, events in batches:
+            self.append_many(session_id, stream, events)
+
     def replay_page(self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int) -> list[StoredEvent]:
         """Return the next events after ``after``: at most ``max_events``, and at most
         ``max_bytes`` of payload unless the first event alone is larger.
@@ -143,11 +149,21 @@ class DatabaseEventStore(BaseEventStore):
         raise RuntimeError(f"could not append to stream {stream!r} after 20 attempts")
 
     def append_many(self, session_id: str, stream: str, events: list[StoredEvent]) -> None:
+        self._insert([(session_id, stream, events)])
+
+    def append_streams(self, batches: list[tuple[str, str, list[StoredEvent]]]) -> None:
+        if type(self).append_many is not DatabaseEventStore.append_many:
+            super().append_streams(batches)  # a subclass's append_many sees every event
+            return
+        # One INSERT for every stream's events (the group commit of transport.streams).
+        self._insert(batches)
+
+    def _insert(self, batches: list[tuple[str, str, list[StoredEvent]]]) -> None:
         now = timezone.now()
         insert_rows(
             Event,
             [{"session_id": session_id, "stream": stream, "seq": e.seq, "payload": e.payload, "closes_stream": e.closes_stream, "created_at": now}
-             for e in events],
+             for session_id, stream, events in batches for e in events],
         )
 
     def replay(self, session_id: str, stream: str, after: int) -> list[StoredEvent]:

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import orjson
 import pytest
+from channels.testing import ApplicationCommunicator
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
@@ -24,11 +25,14 @@ from mcp_django.protocol.errors import (
     RESOURCE_NOT_FOUND,
 )
 from mcp_django.protocol.negotiation import LATEST_VERSION
+from mcp_django.protocol.sse import SSEParser
 from mcp_django.routing import MCPRouter
 from mcp_django.sites import MCPSite
 from mcp_django.stores import initialized_marks, session_cache
 from mcp_django.testing import MCPTestClient, SSEEvent, StreamClosed
 from mcp_django.transport.consumers import MCPConsumer
+from tests.test_running_caps import Held, hold_call, open_call
+from tests.test_running_caps import held as held  # the fixture
 
 from .conftest import mcp_settings
 
@@ -647,6 +651,35 @@ async def test_sse_answer_is_stored_as_events(client):
     event = await Event.objects.aget(session_id=client.session_id, stream=stream, seq=int(seq))
     assert orjson.loads(event.payload) == answer.json()
     assert event.closes_stream is True
+
+
+async def test_a_quick_sse_answer_is_one_write_after_the_headers(client):
+    communicator = ApplicationCommunicator(client.application, client.scope("POST", client.build_headers("POST")))
+    with mcp_settings(RESPONSE_MODE="sse"):
+        await communicator.send_input({"type": "http.request", "body": orjson.dumps(PING), "more_body": False})
+        start = await communicator.receive_output(5)
+        body = await communicator.receive_output(5)
+        await communicator.wait(5)
+    assert start["type"] == "http.response.start" and start["status"] == 200
+    # The priming event, the stored answer and the end of the response, together.
+    assert body["more_body"] is False
+    priming, answer = SSEParser().feed(body["body"])
+    assert isinstance(priming, SSEEvent) and priming.id.endswith(":0") and priming.data == ""
+    assert isinstance(answer, SSEEvent) and answer.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+async def test_a_silent_streamed_call_gets_its_headers_and_priming_event_after_the_start_delay(client, held: Held):
+    exchange, stream = await open_call(client, hold_call("silent"))
+    try:
+        assert stream.status == 200 and stream.is_sse
+        priming = await stream.next_event()
+        assert priming.id.endswith(":0") and priming.data == ""
+        held.gate.set()
+        answer = await stream.next_message()
+        assert answer["result"]["content"][0]["text"]
+    finally:
+        held.gate.set()
+        await exchange.stop()
 
 
 async def test_context_tool_is_answered_as_sse_even_in_json_mode(client):

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from channels.layers import get_channel_layer
+from django.db import DatabaseError
 
+from mcp_django.models import Event
 from mcp_django.protocol.jsonrpc import encode, notification_message
-from mcp_django.stores import get_event_store
+from mcp_django.stores import DatabaseEventStore, StoredEvent, get_event_store
 from mcp_django.transport.layers import GET_STREAM, get_stream_group, session_group
 from mcp_django.transport.process import RUNNING
+from mcp_django.transport.streams import GroupCommit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -81,3 +86,55 @@ async def test_a_permission_change_tells_that_users_sessions_their_lists_changed
             await sync_to_async(user.user_permissions.add)(permission)
             kinds = {(await stream.next_message(timeout=5))["method"] for _ in range(3)}
     assert kinds == {"notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed"}
+
+
+class RecordingStore(DatabaseEventStore):
+    """The database store, noting which streams each write held."""
+
+    def __init__(self) -> None:
+        self.writes: list[list[str]] = []
+
+    def append_many(self, session_id: str, stream: str, events: list[StoredEvent]) -> None:
+        self.writes.append([stream])
+        super().append_many(session_id, stream, events)
+
+    def append_streams(self, batches: list[tuple[str, str, list[StoredEvent]]]) -> None:
+        self.writes.append([stream for _, stream, _ in batches])
+        self._insert(batches)
+
+
+class FailingStore(DatabaseEventStore):
+    """The database store, failing every write of the stream named "bad"."""
+
+    def append_many(self, session_id: str, stream: str, events: list[StoredEvent]) -> None:
+        if stream == "bad":
+            raise DatabaseError("this stream cannot be written")
+        super().append_many(session_id, stream, events)
+
+
+def _answer(n: int) -> list[StoredEvent]:
+    return [StoredEvent(1, encode({"jsonrpc": "2.0", "id": n, "result": {}}).decode(), True)]
+
+
+async def _stored_streams(session_id: str) -> list[str]:
+    return sorted([stream async for stream in Event.objects.filter(session_id=session_id).values_list("stream", flat=True)])
+
+
+async def test_streams_stored_while_a_write_runs_share_the_next_write(client) -> None:
+    store, commit = RecordingStore(), GroupCommit()
+    await asyncio.gather(*(commit.store(store, client.session_id, f"s{n}", _answer(n), []) for n in range(3)))
+    # The first is written at once, the two that came while it ran in one write after it.
+    assert store.writes == [["s0"], ["s1", "s2"]]
+    assert await _stored_streams(client.session_id) == ["s0", "s1", "s2"]
+
+
+async def test_a_write_that_fails_fails_only_its_own_stream(client) -> None:
+    commit = GroupCommit()
+    results = await asyncio.gather(
+        *(commit.store(FailingStore(), client.session_id, stream, _answer(n), []) for n, stream in enumerate(["s0", "s1", "bad"])),
+        return_exceptions=True,
+    )
+    assert results[:2] == [None, None]
+    assert isinstance(results[2], DatabaseError)
+    # The failed group write left nothing behind: the other stream is stored once, from its retry.
+    assert await _stored_streams(client.session_id) == ["s0", "s1"]
