@@ -47,11 +47,17 @@ def test_every_setting_has_a_typed_accessor():
         getattr(conf, name.lower())
 
 
-def test_the_facade_stays_lazy_and_knows_every_public_name():
+def run_fresh(script: str) -> None:
+    """Run ``script`` in a new interpreter at the project's root; fail with its stderr."""
     import subprocess
     import sys
     from pathlib import Path
 
+    result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_facade_stays_lazy_and_knows_every_public_name():
     # What settings.py may do before Django is set up: import mcp_django, touch nothing.
     script = (
         "import sys, mcp_django\n"
@@ -63,15 +69,10 @@ def test_the_facade_stays_lazy_and_knows_every_public_name():
         "missing = [n for n in mcp_django.__all__ if n != 'site' and not hasattr(mcp_django, n)]\n"
         "assert not missing, missing\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    run_fresh(script)
 
 
 def test_an_asgi_module_may_import_the_router_before_django_is_set_up():
-    import subprocess
-    import sys
-    from pathlib import Path
-
     # The usual asgi.py order in Channels projects: imports first, get_asgi_application() after.
     script = (
         "import os\n"
@@ -81,8 +82,7 @@ def test_an_asgi_module_may_import_the_router_before_django_is_set_up():
         "application = MCPRouter(get_asgi_application())\n"
         "assert application.consumer.__name__ == 'MCPConsumer'\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    run_fresh(script)
 
 
 def test_user_settings_override_defaults():
