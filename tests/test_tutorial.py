@@ -136,6 +136,15 @@ def runserver(installed: Installed, project: Path, address: str) -> Iterator[Pat
         asgi_servers.stop(process)
 
 
+def serve_as_written(server: contextlib.ExitStack, installed: Installed, project: Path, address: str, written: list[str]) -> None:
+    """The document's ``python manage.py runserver`` step: start it (stopped with ``server``) and
+    check that it printed the lines ``written`` shows, at the test's address, any version."""
+    log = server.enter_context(runserver(installed, project, address))
+    started = {without_version(line) for line in log.read_text().splitlines()}
+    for line in written:
+        assert without_version(line.replace(TUTORIAL_ADDRESS, address)) in started, log.read_text()
+
+
 def _answers(url: str) -> bool:
     try:
         httpx.get(url, timeout=2)
@@ -183,11 +192,8 @@ def test_the_tutorial_runs_as_written(installed: Installed, tmp_path: Path) -> N
             elif step.argv[0] == "cd":
                 project = project / step.argv[1]
             elif step.argv == ["python", "manage.py", "runserver"]:
-                log = server.enter_context(runserver(installed, project, address))
                 # The line that says which server runs (Daphne: ASGI); the version is pip's choice.
-                started = {without_version(line) for line in log.read_text().splitlines()}
-                for line in step.output:
-                    assert without_version(line.replace(TUTORIAL_ADDRESS, address)) in started, log.read_text()
+                serve_as_written(server, installed, project, address, step.output)
                 sessions = {f"{username.upper()}_SESSIONID": sign_in(address, username, password) for username, password in users.items()}
             elif step.argv[:2] == ["python", "agent.py"]:
                 *agent, placeholder = step.argv[1:]
