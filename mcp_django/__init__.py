@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from django.db.models import Model
 
+    from .apps_ui import UI as UI
     from .content import Audio as Audio
     from .content import EmbeddedResource as EmbeddedResource
     from .content import Image as Image
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     _MC = TypeVar("_MC", bound="type[ModelMCP[Any]]")
 
 __all__ = [
+    "UI",
     "Audio",
     "Context",
     "EmbeddedResource",
@@ -69,6 +71,7 @@ _LAZY = {
     **dict.fromkeys(("ToolError", "InvalidParamsError", "ResourceNotFoundError"), "exceptions"),
     **dict.fromkeys(("ToolResult", "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "Message"), "content"),
     **dict.fromkeys(("ToolAnnotations", "Icon"), "entries"),
+    "UI": "apps_ui",
 }
 
 

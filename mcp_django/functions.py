@@ -25,6 +25,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, ValidationError, create_model
 
+from .apps_ui import UI
 from .conf import mcp_settings
 from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
 from .context import Completions, Context, current_context
@@ -203,10 +204,13 @@ class FunctionTool(PermissionGated, ToolEntry):
         sensitive: list[str] | tuple[str, ...] | None = None,
         task: TaskSupport = "forbidden",
         prelude: bool = False,
+        ui: UI | None = None,
     ) -> None:
         self.func = func
         self.set_permissions(permission, scopes)
         self.name = name or func.__name__
+        #: Its MCP App (``_meta.ui.resourceUri`` when listed), served by the site as a UIResource.
+        self.ui = ui
         if task not in TASK_SUPPORT:
             raise ImproperlyConfigured(f"Tool {self.name!r}: task must be 'forbidden', 'optional' or 'required', not {task!r}")
         if prelude and task == "forbidden":
@@ -283,8 +287,8 @@ class FunctionTool(PermissionGated, ToolEntry):
             tool["annotations"] = self.annotations
         if self.icons:
             tool["icons"] = self.icons
-        if self.meta:
-            tool["_meta"] = self.meta
+        if self.meta or self.ui is not None:
+            tool["_meta"] = {**(self.meta or {}), **(self.ui.tool_meta() if self.ui is not None else {})}
         return with_task_support(tool, self.task_support)
 
     def _arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:

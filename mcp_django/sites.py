@@ -31,6 +31,7 @@ from django.utils.functional import LazyObject
 from django.utils.module_loading import import_string
 
 from .adminsite import AdminActionTool, AdminBridge, AdminModelMCP, TaskActions, admin_actions, is_never_exposed, model_labels, refuse_own_model
+from .apps_ui import UI, UI_EXTENSION, UIResource, as_ui, check_ui_resources
 from .conf import mcp_settings
 from .exceptions import AlreadyRegistered, NotRegistered
 from .functions import Completer, FunctionPrompt, FunctionResource, FunctionResourceTemplate, FunctionTool
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from django.db.models import Model
 
     from .engine import Engine
-    from .entries import Icon, TaskSupport, ToolAnnotations, ToolEntry
+    from .entries import Icon, ResourceEntry, TaskSupport, ToolAnnotations, ToolEntry
 
 #: A decorated function: returned as it came, so it keeps its signature and return type.
 F = TypeVar("F", bound=Callable[..., Any])
@@ -56,7 +57,7 @@ MC = TypeVar("MC", bound="type[ModelMCP[Any]]")
 all_sites: WeakSet[MCPSite] = WeakSet()
 
 
-Entry = FunctionTool | FunctionResource | FunctionResourceTemplate | FunctionPrompt
+Entry = FunctionTool | FunctionResource | FunctionResourceTemplate | FunctionPrompt | UIResource
 
 _CAPABILITY_METHODS = {
     "tools": ("tools/list", "tools/call"),
@@ -106,7 +107,7 @@ class MCPSite:
 
     @staticmethod
     def _key(entry: Entry) -> tuple[str, str]:
-        if isinstance(entry, FunctionResource):
+        if isinstance(entry, (FunctionResource, UIResource)):
             return ("resource", entry.uri)
         if isinstance(entry, FunctionResourceTemplate):
             return ("template", entry.uri_template)
@@ -273,6 +274,21 @@ class MCPSite:
                 if announce:
                     self._changed("model")
 
+    def _ui_resource(self, ui: UI) -> UIResource | None:
+        """The UI resource already registered for ``ui``'s URI (tools may share one), or None
+        when there is none yet; a different UI or another resource at that URI is refused."""
+        existing = self._registry.get(("resource", ui.resource_uri))
+        if existing is None:
+            return None
+        if not isinstance(existing, UIResource):
+            raise AlreadyRegistered(f"The resource {ui.resource_uri!r} is already registered on {self!r} ({existing!r}), so it cannot be a tool's UI.")
+        if existing.ui != ui:
+            raise ImproperlyConfigured(
+                f"The UI {ui.resource_uri!r} is declared twice on {self!r} with different options: tools that share a UI "
+                "must pass the same mcp_django.UI (one object, or equal ones)."
+            )
+        return existing
+
     def unregister(self, model_or_kind: Any, name: str | None = None) -> None:
         """Remove models (``unregister(Book)``) or a function entry (``unregister("tool", "add")``):
         kinds are "tool", "prompt", "resource" (by URI) and "template" (by URI template)."""
@@ -284,9 +300,18 @@ class MCPSite:
                 del self._registry[model]
         else:
             try:
-                del self._registry[(model_or_kind, name)]
+                removed = self._registry.pop((model_or_kind, name))
             except KeyError:
                 raise NotRegistered(f"No {model_or_kind} {name!r} is registered on {self!r}.") from None
+            ui = getattr(removed, "ui", None)
+            # A UI goes with the last tool that named it.
+            if (
+                isinstance(ui, UI)
+                and isinstance(self._registry.get(("resource", ui.resource_uri)), UIResource)
+                and not any(getattr(t, "ui", None) == ui for t in self.get_tools())
+            ):
+                del self._registry[("resource", ui.resource_uri)]
+                self._changed("resource")
         # A model takes its generated tools and admin actions with it: every list it was in.
         self._changed("model" if name is None else model_or_kind)
 
@@ -358,6 +383,7 @@ class MCPSite:
         sensitive: list[str] | None = None,
         task: TaskSupport = "forbidden",
         prelude: bool = False,
+        ui: UI | str | None = None,
     ) -> F: ...
     @overload
     def tool(
@@ -376,6 +402,7 @@ class MCPSite:
         sensitive: list[str] | None = None,
         task: TaskSupport = "forbidden",
         prelude: bool = False,
+        ui: UI | str | None = None,
     ) -> Callable[[F], F]: ...
     def tool(
         self,
@@ -393,6 +420,7 @@ class MCPSite:
         sensitive: list[str] | None = None,
         task: TaskSupport = "forbidden",
         prelude: bool = False,
+        ui: UI | str | None = None,
     ) -> F | Callable[[F], F]:
         """Register a function as a tool: ``@site.tool`` or ``@site.tool(name=..., ...)``.
 
@@ -407,16 +435,22 @@ class MCPSite:
         declares the tasks extension gets a durable task instead of waiting for the result (one
         that does not is answered directly, or refused for ``"required"``); with ``prelude=True``
         the tool runs in the request until it awaits ``ctx.start_task()`` (README "Durable tasks").
+        ``ui`` (a template name, or a :class:`~mcp_django.UI`) gives the tool an MCP App: the
+        template, rendered, is served as a ``ui://`` resource readable by whoever may use the tool
+        (docs/howto/apps.md).
         """
+        app = as_ui(ui)
 
         def decorator(f: F) -> F:
-            self.register_entry(
-                FunctionTool(
-                    f, name=name, title=title, description=description, input_schema=input_schema,
-                    annotations=annotations, icons=icons, meta=meta, permission=permission, scopes=scopes,
-                    sensitive=sensitive, task=task, prelude=prelude,
-                )
+            tool = FunctionTool(
+                f, name=name, title=title, description=description, input_schema=input_schema,
+                annotations=annotations, icons=icons, meta=meta, permission=permission, scopes=scopes,
+                sensitive=sensitive, task=task, prelude=prelude, ui=app,
             )
+            shared = self._ui_resource(app) if app is not None else None
+            self.register_entry(tool)
+            if app is not None and shared is None:
+                self.register_entry(UIResource(app, self))
             return f
 
         return decorator(func) if func is not None else decorator
@@ -510,7 +544,7 @@ class MCPSite:
 
     # -- lookups ------------------------------------------------------------------------
 
-    def _of(self, cls: type) -> list[Any]:
+    def _of(self, cls: type | tuple[type, ...]) -> list[Any]:
         return [e for e in self._registry.values() if isinstance(e, cls)]
 
     def get_tools(self) -> list[ToolEntry]:
@@ -531,14 +565,14 @@ class MCPSite:
                     return tool
         return None
 
-    def get_resources(self) -> list[FunctionResource]:
-        """The function resources with a fixed URI."""
-        return self._of(FunctionResource)
+    def get_resources(self) -> list[ResourceEntry]:
+        """The resources with a fixed URI: function resources and tools' UIs."""
+        return self._of((FunctionResource, UIResource))
 
-    def get_resource(self, uri: str) -> FunctionResource | None:
-        """The function resource registered at ``uri``, or None."""
+    def get_resource(self, uri: str) -> ResourceEntry | None:
+        """The function resource or tool UI registered at ``uri``, or None."""
         entry = self._registry.get(("resource", uri))
-        return entry if isinstance(entry, FunctionResource) else None
+        return entry if isinstance(entry, (FunctionResource, UIResource)) else None
 
     def get_resource_templates(self) -> list[FunctionResourceTemplate]:
         """The function resource templates (URIs with ``{variables}``)."""
@@ -604,6 +638,9 @@ class MCPSite:
             capabilities["resources"] = {"subscribe": True, "listChanged": True}
         if self.get_prompts():
             capabilities["prompts"] = {"listChanged": True}
+        if self._of(UIResource):
+            # SEP-1724: a server names the extensions it serves; MCP Apps defines no server settings.
+            capabilities["extensions"] = {UI_EXTENSION: {}}
         return capabilities
 
     def get_handlers(self) -> dict[str, Handler]:
@@ -712,6 +749,7 @@ class MCPSite:
                         id="mcp_django.W121",
                     )
                 )
+        errors.extend(check_ui_resources(self._of(UIResource)))
         tool_names = [t.name for t in self.get_tools()]
         for name in sorted({n for n in tool_names if tool_names.count(n) > 1}):
             errors.append(Error(f"Two tools are named {name!r} on {self!r}.", hint="Rename one; tool names must be unique.", id="mcp_django.E105"))

@@ -138,13 +138,14 @@ def test_every_entry_has_one_interface_and_one_gate() -> None:
     """Tools, resources, templates and prompts of every origin subclass the protocols the
     handlers see, and none decides its own visibility: ``is_visible`` is the gate's."""
     from mcp_django.adminsite import AdminActionTool
+    from mcp_django.apps_ui import UIResource
     from mcp_django.entries import Entry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
     from mcp_django.functions import FunctionPrompt, FunctionResource, FunctionResourceTemplate, FunctionTool
     from mcp_django.options import ModelTool
 
     kinds = {
         FunctionTool: ToolEntry, ModelTool: ToolEntry, AdminActionTool: ToolEntry,
-        FunctionResource: ResourceEntry, FunctionResourceTemplate: TemplateEntry, FunctionPrompt: PromptEntry,
+        FunctionResource: ResourceEntry, FunctionResourceTemplate: TemplateEntry, FunctionPrompt: PromptEntry, UIResource: ResourceEntry,
     }
     for cls, protocol in kinds.items():
         assert protocol in cls.__mro__, cls
