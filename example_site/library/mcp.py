@@ -20,7 +20,7 @@ from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 from pydantic import BaseModel, Field
 
-from mcp_django import Context, EmbeddedResource, Message, ModelMCP, ToolError, ToolResult, site
+from mcp_django import UI, Context, EmbeddedResource, Message, ModelMCP, ToolError, ToolResult, site
 from mcp_django.exceptions import ResourceNotFoundError
 
 from . import services
@@ -132,7 +132,12 @@ def search_books(
     )
 
 
-@site.tool(title="Check availability", annotations={"readOnlyHint": True, "openWorldHint": False})
+#: An MCP App (docs/howto/apps.md): hosts that support the extension show the availability with
+#: a Borrow button, which calls borrow_book through the host, as the same user.
+AVAILABILITY_APP = UI("library/availability.html", title="Book availability", prefers_border=True)
+
+
+@site.tool(title="Check availability", annotations={"readOnlyHint": True, "openWorldHint": False}, ui=AVAILABILITY_APP)
 def book_availability(isbn: ISBN) -> Availability:
     """Tell how many copies of a book are on the shelf, and when the next one is due back."""
     book = Book.objects.with_availability().filter(isbn=isbn).first()
