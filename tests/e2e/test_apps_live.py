@@ -23,16 +23,15 @@ APP_URI = "ui://library/availability.html"
 PHANTASTES = "9780001300019"  # 1 copy, not on loan (demo data)
 
 
-@pytest.fixture(params=["legacy", "2026-07-28"])
+@pytest.fixture(params=["legacy", "auto"])
 def era(request: pytest.FixtureRequest) -> str:
+    """The initialize handshake (2025-11-25), or server/discover then stateless 2026-07-28."""
     return str(request.param)
 
 
 def host(server: ExampleServer, era: str) -> Client:
     """A client that says it renders MCP Apps, as an Apps host does (ext-apps spec, capability negotiation)."""
-    return Client(
-        server.mcp_url, read_timeout_seconds=10, mode=era, extensions=[advertise(UI_EXTENSION, {"mimeTypes": [MIME_TYPE]})]
-    )
+    return Client(server.mcp_url, read_timeout_seconds=10, mode=era, extensions=[advertise(UI_EXTENSION, {"mimeTypes": [MIME_TYPE]})])
 
 
 async def all_tools(client: Client) -> dict[str, Any]:
@@ -48,6 +47,7 @@ async def all_tools(client: Client) -> dict[str, Any]:
 
 async def test_a_host_finds_reads_and_feeds_the_availability_app(example_server: ExampleServer, era: str) -> None:
     async with host(example_server, era) as client:
+        assert client.protocol_version == ("2025-11-25" if era == "legacy" else "2026-07-28")
         capabilities = client.server_capabilities
         assert capabilities is not None and capabilities.extensions is not None
         assert UI_EXTENSION in capabilities.extensions
