@@ -57,7 +57,7 @@ FLAGS = [
 ]
 
 #: The users the example site gets besides its demo data (password ``<name>-pw``): one per test.
-USERS = ["grace", "barbara", "ada", "ken"]
+USERS = ["grace", "barbara", "ada", "ken", "mary"]
 
 
 def missing_tools() -> list[str]:
