@@ -280,3 +280,23 @@ def test_a_ui_whose_template_fails_to_render_without_a_request_is_check_error_e2
     (error,) = [e for e in mcp.check() if e.id == "mcp_django.E201"]
     assert "NoReverseMatch" in error.msg
     assert error.hint and "without a request" in error.hint
+
+
+# -- inlined static files ---------------------------------------------------------------------------
+
+
+async def test_inline_tags_put_static_files_in_the_page_without_ending_their_element_early() -> None:
+    mcp = MCPSite(name="apps")
+    mcp.tool(show_board, ui="testapp/ui/inlined.html")
+    (content,) = (await _ask("handshake", mcp, "resources/read", {"uri": "ui://testapp/ui/inlined.html"}))["contents"]
+    html = content["text"]
+    assert "<style>h1 { color: red; }\n/* not the end: <\\/style> */\n</style>" in html
+    assert '<script>const end = "<\\/script>";\nwindow.boardLoaded = 1 < 2;\n</script>' in html
+    assert html.count("</script>") == 1 and html.count("</style>") == 1
+
+
+def test_a_ui_inlining_a_static_file_that_does_not_exist_is_check_error_e201() -> None:
+    mcp = MCPSite(name="apps")
+    mcp.tool(show_board, ui="testapp/ui/missing_static.html")
+    (error,) = [e for e in mcp.check() if e.id == "mcp_django.E201"]
+    assert "'testapp/ui/nowhere.js' was not found" in error.msg

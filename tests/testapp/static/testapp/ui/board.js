@@ -1,0 +1,2 @@
+const end = "</script>";
+window.boardLoaded = 1 < 2;
