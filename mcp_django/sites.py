@@ -640,7 +640,7 @@ class MCPSite:
             capabilities["prompts"] = {"listChanged": True}
         if self._of(UIResource):
             # SEP-1724: a server names the extensions it serves; MCP Apps defines no server settings.
-            capabilities["extensions"] = {UI_EXTENSION: {}}
+            capabilities.setdefault("extensions", {})[UI_EXTENSION] = {}
         return capabilities
 
     def get_handlers(self) -> dict[str, Handler]:

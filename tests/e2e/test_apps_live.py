@@ -2,7 +2,8 @@
 ``io.modelcontextprotocol/ui`` extension finds it with the official MCP Python SDK client: the
 extension declared, the tool's ``_meta.ui.resourceUri``, the ``ui://`` resource read as
 ``text/html;profile=mcp-app`` with its ``_meta.ui``, and the result the app renders; in both
-protocol eras. tests/browser/test_apps_ui.py runs the app itself in a browser host."""
+protocol eras, over Streamable HTTP and over stdio. tests/browser/test_apps_ui.py runs the app
+itself in a browser host."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.client import advertise
+from mcp.client.stdio import stdio_client
 from mcp.types import TextResourceContents
 
-from .conftest import ExampleServer
+from .conftest import ExampleDatabase, ExampleServer
+from .test_stdio import command
 
 pytestmark = pytest.mark.e2e
 
@@ -73,3 +76,13 @@ async def test_a_host_finds_reads_and_feeds_the_availability_app(example_server:
         assert result.structured_content is not None
         assert result.structured_content["isbn"] == PHANTASTES
         assert {"title", "copies", "on_loan", "available", "next_due_on"} <= set(result.structured_content)
+
+
+async def test_a_stdio_host_gets_the_same_app_as_the_given_user(example_database: ExampleDatabase) -> None:
+    # manage.py mcp_stdio: the same site, the same gate (reader may use book_availability).
+    async with Client(stdio_client(command(example_database, "--user", "reader")), read_timeout_seconds=20) as client:
+        assert UI_EXTENSION in (client.server_capabilities.extensions or {})
+        assert (await all_tools(client))["book_availability"].meta["ui"]["resourceUri"] == APP_URI
+        (contents,) = (await client.read_resource(APP_URI)).contents
+    assert isinstance(contents, TextResourceContents)
+    assert contents.mime_type == MIME_TYPE and "ui/initialize" in contents.text
