@@ -183,7 +183,7 @@ def test_the_availability_app_renders_the_result_and_borrows_through_the_host_as
             message = browser.find_element(By.ID, "message").text
             assert message.startswith(f"Lent to {MEMBER}: loan "), message
             assert browser.find_element(By.ID, "borrow-button").is_enabled()  # one copy left
-            screenshot(f"mcp-app-availability-{era}.png")
+            screenshot("mcp-app.png")  # the host page with the app in it (make screenshots: docs)
 
             # The View reaches the server only through the host: the CSP of the sandbox (nothing
             # declared in connectDomains) refuses a direct fetch, even to the site itself.
