@@ -19,6 +19,8 @@ from mcp_django.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import BASE_SETTINGS, make_user
+from tests.test_gates import OAUTH, _user_with_token
+from tests.test_gates import _client as oauth_client
 from tests.transport.test_stateless import body, post
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
@@ -300,3 +302,18 @@ def test_a_ui_inlining_a_static_file_that_does_not_exist_is_check_error_e201() -
     mcp.tool(show_board, ui="testapp/ui/missing_static.html")
     (error,) = [e for e in mcp.check() if e.id == "mcp_django.E201"]
     assert "'testapp/ui/nowhere.js' was not found" in error.msg
+
+
+async def test_a_token_lacking_the_tools_scope_reading_its_ui_gets_the_step_up_403() -> None:
+    # The gate decides a UI as its tool: the user may use it, the token lacks its scope.
+    mcp = MCPSite(name="apps")
+    mcp.tool(show_board, ui=BOARD, scopes=["notes:write"])
+    with override_settings(MCP_DJANGO={**BASE_SETTINGS, **OAUTH}):
+        _, raw = await _user_with_token("alice", "notes:read")
+        client = await oauth_client(raw, mcp)
+        response = await client.post({"jsonrpc": "2.0", "id": 5, "method": "resources/read", "params": {"uri": BOARD_URI}})
+        assert response.status == 403
+        assert 'scope="notes:write"' in response.headers.get("www-authenticate", "")
+        _, granted = await _user_with_token("bob", "notes:read notes:write")
+        (content,) = (await (await oauth_client(granted, mcp)).call("resources/read", {"uri": BOARD_URI}))["contents"]
+        assert content["mimeType"] == MIME_TYPE
