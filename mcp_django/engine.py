@@ -71,7 +71,7 @@ LISTEN_FLAGS = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "r
 
 #: 2026-07-28 results that carry cache hints (caching spec).
 CACHEABLE_METHODS = frozenset(
-    {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+    {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "skills/list", "skills/get"}
 )
 
 logger = logging.getLogger("mcp_django.engine")

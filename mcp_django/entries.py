@@ -144,6 +144,37 @@ class PromptEntry(Entry, Protocol):
     async def completions(self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]) -> Completions: ...
 
 
+class SkillEntry(Gated, Protocol):
+    """A skill (the skills extension: ``mcp_django.skills.Skill``) as the server sees it. What
+    its files are now comes from :meth:`loaded`, and is handed back to the other methods, so
+    one request reads the disk once."""
+
+    kind: ClassVar[str]
+    name: str
+    cache_ttl_ms: int | None
+
+    @property
+    def uri(self) -> str:
+        """The URI of its SKILL.md, which names the skill."""
+        ...
+
+    def path_of(self, uri: str) -> str | None:
+        """The path inside the skill ``uri`` names ("" for its folder), or None."""
+        ...
+
+    def loaded(self) -> Any:
+        """Its frontmatter and files as they are now, or None when it cannot be served."""
+        ...
+
+    def entry(self, loaded: Any) -> dict[str, Any]: ...
+
+    def definition(self, loaded: Any) -> dict[str, Any]: ...
+
+    def children(self, loaded: Any, path: str) -> list[dict[str, Any]] | None: ...
+
+    async def read(self, uri: str, ctx: RequestContext) -> list[dict[str, Any]]: ...
+
+
 class ModelRows(Completable, Protocol):
     """A registered model's rows as resources (a ``ModelMCP``), as the handlers see it."""
 
@@ -189,6 +220,10 @@ class ServedSite(Protocol):
     def get_prompt(self, name: str) -> PromptEntry | None: ...
 
     def get_model_mcps(self) -> Sequence[ModelRows]: ...
+
+    def get_skills(self) -> Sequence[SkillEntry]: ...
+
+    def get_skill(self, name: str) -> SkillEntry | None: ...
 
     def get_model_mcp_for_uri(self, uri: str) -> tuple[ModelRows, str] | None: ...
 

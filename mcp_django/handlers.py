@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import orjson
 from asgiref.sync import sync_to_async
 
-from . import taskrun
+from . import skills, taskrun
 from .conf import mcp_settings
 from .context import Context
 from .entries import Access, Completable, agate, gate, listed, queries
@@ -88,6 +88,11 @@ async def find_resource(site: ServedSite, request: Any, uri: str) -> Found:
     resource = site.get_resource(uri)
     if resource is not None:
         return Found(resource, await agate(resource, request))
+    name = skills.skill_name(uri)
+    if name is not None:
+        # A skill answers for every skill://<name>/... URI; its read refuses a path it lacks.
+        skill = site.get_skill(name)
+        return Found(skill, await agate(skill, request)) if skill is not None else Found(None, Access.HIDDEN)
     row = site.get_model_mcp_for_uri(uri)
     if row is not None:
         return Found(row[0], await agate(row[0], request), pk=row[1])
@@ -105,11 +110,13 @@ _TARGETS: dict[str, tuple[type[Any], str]] = {
     "tools/call": (CallToolParams, "name"),
     "prompts/get": (GetPromptParams, "name"),
     "resources/read": (ResourceParams, "uri"),
+    "skills/get": (ResourceParams, "uri"),
+    "resources/directory/read": (ResourceParams, "uri"),
 }
 
 
 async def target(site: ServedSite, request: Any, method: str, params: dict[str, Any]) -> tuple[Any, Access]:
-    """The entry a ``tools/call``, ``prompts/get`` or ``resources/read`` names, and the request's
+    """The entry a ``tools/call``, ``prompts/get``, ``resources/read`` or skills method names, and the request's
     access to it; ``(None, HIDDEN)`` for other methods and for names the handler will refuse."""
     if method not in _TARGETS:
         return None, Access.HIDDEN
@@ -119,6 +126,10 @@ async def target(site: ServedSite, request: Any, method: str, params: dict[str, 
     if method == "resources/read":
         found = await find_resource(site, request, value)
         return found.entry, found.access
+    if method in skills.SKILL_HANDLERS:
+        name = skills.skill_name(value)
+        skill = site.get_skill(name) if name is not None else None
+        return skill, await agate(skill, request)
     entry = site.get_tool(value) if method == "tools/call" else site.get_prompt(value)
     return entry, await agate(entry, request)
 
@@ -153,13 +164,13 @@ async def call_tool(params: CallToolParams, ctx: Context) -> dict[str, Any]:
     return await tool.call(arguments, ctx)
 
 
-def _list_resources_page(site: ServedSite, request: Any, cursor: str | None, page_size: int) -> dict[str, Any]:
-    """Function resources first, then each model's rows by primary key.
+def _list_resources_page(site: ServedSite, request: Any, cursor: str | None, page_size: int, extra: list[dict[str, Any]]) -> dict[str, Any]:
+    """Function resources first (then ``extra``: the skills' SKILL.md), then each model's rows by primary key.
 
     The cursor holds the section and the last primary key seen (keyset pagination): page 1,000
     of a large table costs what page 1 costs, one query per section touched.
     """
-    statics = [r for r in site.get_resources() if listed(gate(r, request))]
+    statics = [*(r.definition() for r in site.get_resources() if listed(gate(r, request))), *extra]
     sections: list[Any] = [None, *site.get_model_mcps()]
     section: Any = 0
     key: Any = None
@@ -173,7 +184,7 @@ def _list_resources_page(site: ServedSite, request: Any, cursor: str | None, pag
         want = page_size - len(items)
         if sections[section] is None:
             offset = key if isinstance(key, int) and not isinstance(key, bool) and key >= 0 else 0
-            items += [r.definition() for r in statics[offset : offset + want]]
+            items += statics[offset : offset + want]
             if offset + want < len(statics):
                 return {"resources": items, "nextCursor": encode_cursor({"s": section, "k": offset + want})}
         else:
@@ -191,9 +202,11 @@ def _list_resources_page(site: ServedSite, request: Any, cursor: str | None, pag
 
 @takes("resources/list")
 async def list_resources(params: ListParams, ctx: Context) -> dict[str, Any]:
+    # Each skill's SKILL.md is listed, named and described by its frontmatter (SEP-2640).
+    manifests = [skill.definition(loaded) for skill, loaded in await skills.served(ctx)] if ctx.site.get_skills() else []
     if not ctx.site.get_model_mcps():
-        return _page([r.definition() for r in await visible(ctx.site.get_resources(), ctx)], params, "resources")
-    return await sync_to_async(_list_resources_page)(ctx.site, ctx.request, params.cursor, mcp_settings.page_size)
+        return _page([*(r.definition() for r in await visible(ctx.site.get_resources(), ctx)), *manifests], params, "resources")
+    return await sync_to_async(_list_resources_page)(ctx.site, ctx.request, params.cursor, mcp_settings.page_size, manifests)
 
 
 @takes("resources/templates/list")

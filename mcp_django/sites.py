@@ -38,12 +38,16 @@ from .functions import Completer, FunctionPrompt, FunctionResource, FunctionReso
 from .options import ModelMCP, uri_scheme
 from .protocol.dispatcher import Handler
 from .protocol.lifecycle import LIST_KINDS
+from .skills import SKILL_HANDLERS, SKILLS_EXTENSION, Skill, app_skills
+from .skills import capability as skills_capability
 
 # changes, notifications, handlers and engine reach the models: the methods that need them import
 # them, because this module imports before apps are ready ("from mcp_django import site" in any
 # app, like the admin's sites.py).
 
 if TYPE_CHECKING:
+    import os
+
     from django.db.models import Model
 
     from .engine import Engine
@@ -57,7 +61,7 @@ MC = TypeVar("MC", bound="type[ModelMCP[Any]]")
 all_sites: WeakSet[MCPSite] = WeakSet()
 
 
-Entry = FunctionTool | FunctionResource | FunctionResourceTemplate | FunctionPrompt | UIResource
+Entry = FunctionTool | FunctionResource | FunctionResourceTemplate | FunctionPrompt | UIResource | Skill
 
 _CAPABILITY_METHODS = {
     "tools": ("tools/list", "tools/call"),
@@ -68,6 +72,10 @@ _CAPABILITY_METHODS = {
 
 class MCPSite:
     """One MCP server: a registry of tools, resources and prompts, and its URL patterns."""
+
+    #: Whether the site serves the skills of the installed apps' ``mcp_skills/`` folders
+    #: (mcp_django.skills) besides those registered with :meth:`skill`.
+    app_skills: ClassVar[bool] = True
 
     def __init__(self, name: str = "mcp") -> None:
         # One flat registry, so that a failed autodiscover import can be rolled back whole:
@@ -111,6 +119,8 @@ class MCPSite:
             return ("resource", entry.uri)
         if isinstance(entry, FunctionResourceTemplate):
             return ("template", entry.uri_template)
+        if isinstance(entry, Skill):
+            return ("skill", entry.name)
         return (entry.kind, entry.name)
 
     def register_entry(self, entry: Entry) -> Entry:
@@ -321,7 +331,9 @@ class MCPSite:
         self._handlers = None
         if not self.serving:
             return  # still starting (autodiscover) or never served: nobody to tell
-        lists = {"tool": ("tools",), "prompt": ("prompts",), "resource": ("resources",), "template": ("resources",)}.get(kind, LIST_KINDS)
+        lists = {"tool": ("tools",), "prompt": ("prompts",), "resource": ("resources",), "template": ("resources",), "skill": ("resources",)}.get(
+            kind, LIST_KINDS
+        )
         from .notifications import announce_soon, anotify_list_changed  # app loading: notifications imports models (see the imports above)
 
         for list_kind in lists:
@@ -542,6 +554,24 @@ class MCPSite:
 
         return decorator(func) if func is not None else decorator
 
+    def skill(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        permission: str | list[str] | None = None,
+        scopes: list[str] | None = None,
+    ) -> Skill:
+        """Serve the folder ``directory`` (with its ``SKILL.md``) as the skill named after the
+        folder. With ``permission`` or ``scopes`` it is gated as a tool is: listed, got and read
+        only by those who may. It takes the place of an app folder's skill of the same name, so
+        registering an app's own folder is how to gate it::
+
+            site.skill(Path(__file__).parent / "mcp_skills" / "lend-books", permission="library.add_loan")
+        """
+        entry = Skill(directory, permission=permission, scopes=scopes)
+        self.register_entry(entry)
+        return entry
+
     # -- lookups ------------------------------------------------------------------------
 
     def _of(self, cls: type | tuple[type, ...]) -> list[Any]:
@@ -592,10 +622,28 @@ class MCPSite:
         entry = self._registry.get(("prompt", name))
         return entry if isinstance(entry, FunctionPrompt) else None
 
+    def get_skills(self) -> list[Skill]:
+        """The skills registered with :meth:`skill`, then the installed apps' (when
+        ``app_skills``) whose names are not taken (the first app wins, as for templates)."""
+        skills: list[Skill] = self._of(Skill)
+        if self.app_skills:
+            taken = {s.name for s in skills}
+            skills += [s for s in app_skills() if s.name not in taken]
+        return skills
+
+    def get_skill(self, name: str) -> Skill | None:
+        """The skill named ``name``, or None."""
+        entry = self._registry.get(("skill", name))
+        if isinstance(entry, Skill):
+            return entry
+        return next((s for s in app_skills() if s.name == name), None) if self.app_skills else None
+
     def get_scopes(self) -> list[str]:
         """Every OAuth scope an entry of this site declares, in registration order: what the
         protected-resource metadata and the 401 challenge advertise, so a client can ask up front."""
-        entries: list[Any] = [*self.get_tools(), *self.get_resources(), *self.get_resource_templates(), *self.get_prompts(), *self.get_model_mcps()]
+        entries: list[Any] = [
+            *self.get_tools(), *self.get_resources(), *self.get_resource_templates(), *self.get_prompts(), *self.get_model_mcps(), *self.get_skills(),
+        ]
         return list(dict.fromkeys(scope for entry in entries for scope in getattr(entry, "scopes", None) or ()))
 
     # -- change announcements -------------------------------------------------------------
@@ -634,13 +682,17 @@ class MCPSite:
         capabilities: dict[str, Any] = {"logging": {}, "completions": {}}
         if self.get_tools():
             capabilities["tools"] = {"listChanged": True}
-        if self.get_resources() or self.get_resource_templates() or self.get_model_mcps():
+        skills = self.get_skills()
+        # Skill files are read with resources/read: the extension requires the capability.
+        if self.get_resources() or self.get_resource_templates() or self.get_model_mcps() or skills:
             capabilities["resources"] = {"subscribe": True, "listChanged": True}
         if self.get_prompts():
             capabilities["prompts"] = {"listChanged": True}
+        if skills:
+            capabilities["extensions"] = {**capabilities.get("extensions", {}), **skills_capability()}
         if self._of(UIResource):
             # SEP-1724: a server names the extensions it serves; MCP Apps defines no server settings.
-            capabilities.setdefault("extensions", {})[UI_EXTENSION] = {}
+            capabilities["extensions"] = {**capabilities.get("extensions", {}), UI_EXTENSION: {}}
         return capabilities
 
     def get_handlers(self) -> dict[str, Handler]:
@@ -653,6 +705,8 @@ class MCPSite:
             hidden = {m for cap, methods in _CAPABILITY_METHODS.items() if cap not in offered for m in methods}
             self._capabilities = offered
             self._handlers = {m: h for m, h in STANDARD_HANDLERS.items() if m not in hidden}
+            if SKILLS_EXTENSION in offered.get("extensions", {}):
+                self._handlers.update(SKILL_HANDLERS)
         return self._handlers
 
     def offered_capabilities(self) -> dict[str, Any]:

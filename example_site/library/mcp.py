@@ -12,6 +12,7 @@ import io
 import json
 from collections import Counter
 from datetime import date
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
@@ -354,6 +355,14 @@ def complete_loan_id(value: str, ctx: Context) -> list[str]:
 def loan(ctx: Context, loan_id: int) -> dict[str, Any]:
     """One of your loans (staff: anyone's). Someone else's answers as a missing one: not found."""
     return loan_out(loans_for(ctx.user).get(pk=loan_id)).model_dump(mode="json")  # Loan.DoesNotExist: -32002
+
+
+# -- skills -------------------------------------------------------------------------------------
+
+# The folders under mcp_skills/ are served as skills by themselves (find-a-book is). Lending
+# changes things, so that skill is registered again here with the scope its tools need: listed
+# to every reader, readable by tokens that may also lend (the same gate as borrow_book's).
+site.skill(Path(__file__).resolve().parent / "mcp_skills" / "lend-and-renew", scopes=WRITE)
 
 
 @site.resource("library://catalogue/stats", name="catalogue-stats", title="Catalogue statistics", mime_type="application/json")

@@ -270,6 +270,21 @@ class ResourceParams:
 
 
 @dataclass(frozen=True, slots=True)
+class SkillParams:
+    """``skills/get`` (skills extension): the URI of a skill's ``SKILL.md``."""
+
+    uri: str = param("uri", IDENTIFIER)
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryParams:
+    """``resources/directory/read`` (skills extension): a directory's URI, and a cursor."""
+
+    uri: str = param("uri", IDENTIFIER)
+    cursor: str | None = param("cursor", cursor)
+
+
+@dataclass(frozen=True, slots=True)
 class PromptRef:
     name: str = param("name", IDENTIFIER)
 
@@ -387,6 +402,9 @@ METHOD_PARAMS: Final[Mapping[str, type[Any]]] = {
     "tasks/get": TaskParams,
     "tasks/update": UpdateTaskParams,
     "tasks/cancel": TaskParams,
+    "skills/list": ListParams,
+    "skills/get": SkillParams,
+    "resources/directory/read": DirectoryParams,
 }
 
 
