@@ -30,6 +30,7 @@ class SimpleMcpDjangoConfig(AppConfig):
 
         checks.register(mcp_checks.check_settings, "mcp_django")
         checks.register(mcp_checks.check_sites, "mcp_django")
+        checks.register(mcp_checks.check_skills, "mcp_django")
         checks.register(mcp_checks.check_urls, "mcp_django", checks.Tags.urls)
         checks.register(mcp_checks.check_deployment, "mcp_django", deploy=True)
         # Reads the database: only under --deploy, where a missing database is silent.

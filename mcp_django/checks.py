@@ -32,6 +32,7 @@ from .quotas import CAP_KEYS, QUOTA_KEYS, RATE_KEYS, parse_rate
 from .routing import routes_through_router
 from .sites import all_sites
 from .sites import site as default_site
+from .skills import APP_FOLDER, Skill, discover
 from .stores import BaseEventStore
 from .tables import MIGRATE_HINT, missing_tables_message, sessions_database, unapplied_migrations
 
@@ -693,6 +694,40 @@ def check_sites(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     for site in list(all_sites):
         errors.extend(site.check(app_configs))
     return errors
+
+
+def check_skills(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Every skill as it is on disk (E190-E196, W190), once however many sites serve it, and
+    the app-folder skills another app's folder of the same name hides (W191)."""
+    configs = list(apps.get_app_configs()) if app_configs is None else list(app_configs)
+    skills: list[Skill] = discover(configs)
+    if app_configs is None:
+        skills += [s for mcp_site in list(all_sites) for s in mcp_site.get_skills()]
+    messages: list[CheckMessage] = []
+    seen: set[Path] = set()
+    for skill in skills:
+        where = skill.directory.resolve()
+        if where in seen:
+            continue
+        seen.add(where)
+        for problem in skill.problems():
+            kind = Error if ".E" in problem.id else Warning
+            message = f"The skill {skill.name!r} ({skill.origin}, {skill.directory}): {problem.message}"
+            messages.append(kind(message, hint=problem.hint, obj=skill, id=problem.id))
+    first: dict[str, str] = {}
+    for app_config in configs:
+        folder = Path(app_config.path) / APP_FOLDER
+        names = sorted(c.name for c in folder.iterdir() if c.is_dir() and not c.name.startswith((".", "_"))) if folder.is_dir() else []
+        for name in names:
+            if name in first:
+                messages.append(Warning(
+                    f"The skill {name!r} of app {app_config.label} is hidden by the one of app {first[name]}, earlier in INSTALLED_APPS.",
+                    hint="Rename one of the folders, or order INSTALLED_APPS so that the one to serve comes first (as for templates).",
+                    obj=f"{app_config.path}/{APP_FOLDER}/{name}", id="mcp_django.W191",
+                ))
+            else:
+                first[name] = app_config.label
+    return messages
 
 
 def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:

@@ -362,8 +362,12 @@ class Skill:
         if not manifest.is_file():
             return [Problem("mcp_django.E194", f"The skill folder {self.directory} has no {SKILL_MD}.", "Every skill has a SKILL.md at its root.")], None, []
         parsed = _frontmatter(manifest, manifest.stat())
-        frontmatter = parsed if isinstance(parsed, dict) else None
-        problems = list(parsed) if frontmatter is None else frontmatter_problems(parsed, self.name)
+        frontmatter: dict[str, Any] | None = None
+        if isinstance(parsed, dict):
+            frontmatter = parsed
+            problems = frontmatter_problems(parsed, self.name)
+        else:
+            problems = list(parsed)
         files = list(_walk(self.directory))
         if len(files) > MAX_RESOURCES:
             problems.append(
