@@ -140,7 +140,9 @@ def test_a_site_with_skills_declares_resources_and_the_extension_with_directory_
 @override_settings(MCP_DJANGO=BASE_SETTINGS)
 async def test_skills_list_entry_carries_uri_frontmatter_as_in_the_file_and_every_file_with_digest_and_size(tmp_path: Path) -> None:
     folder = write_skill(
-        tmp_path, "lend", "name: lend\ndescription: 'Lend: a book'\nlicense: MIT\nmetadata:\n  owner: library",
+        tmp_path,
+        "lend",
+        "name: lend\ndescription: 'Lend: a book'\nlicense: MIT\nmetadata:\n  owner: library",
         {"references/rules.md": "# Rules\n", "scripts/check.py": "print(1)\n"},
     )
     client = await client_for(site_with(folder))
@@ -148,9 +150,16 @@ async def test_skills_list_entry_carries_uri_frontmatter_as_in_the_file_and_ever
     (entry,) = (await client.call("skills/list"))["skills"]
     assert entry["uri"] == "skill://lend/SKILL.md"
     text = (folder / "SKILL.md").read_text()
-    assert entry["frontmatter"] == yaml.safe_load(text.split("---\n")[1]) == {
-        "name": "lend", "description": "Lend: a book", "license": "MIT", "metadata": {"owner": "library"},
-    }
+    assert (
+        entry["frontmatter"]
+        == yaml.safe_load(text.split("---\n")[1])
+        == {
+            "name": "lend",
+            "description": "Lend: a book",
+            "license": "MIT",
+            "metadata": {"owner": "library"},
+        }
+    )
     expected = [
         (f"skill://lend/{path}", "sha256:" + hashlib.sha256((folder / path).read_bytes()).hexdigest(), (folder / path).stat().st_size)
         for path in ("SKILL.md", "references/rules.md", "scripts/check.py")
@@ -195,8 +204,13 @@ async def test_resources_list_lists_each_skill_md_named_and_described_by_its_fro
     client = await client_for(site_with(write_skill(tmp_path, "one", files={"more.md": "m"})))
     listed = (await client.call("resources/list"))["resources"]
     assert listed == [
-        {"uri": "skill://one/SKILL.md", "name": "one", "description": "Do one things.", "mimeType": "text/markdown",
-         "size": (tmp_path / "one" / "SKILL.md").stat().st_size},
+        {
+            "uri": "skill://one/SKILL.md",
+            "name": "one",
+            "description": "Do one things.",
+            "mimeType": "text/markdown",
+            "size": (tmp_path / "one" / "SKILL.md").stat().st_size,
+        },
     ]
 
 
@@ -205,11 +219,14 @@ async def test_directory_read_lists_direct_children_with_folders_as_inode_direct
     client = await client_for(site_with(write_skill(tmp_path, "one", files={"references/a.md": "a", "references/deep/b.md": "b", "top.txt": "t"})))
     root = (await client.call("resources/directory/read", {"uri": "skill://one"}))["resources"]
     assert [(r["uri"], r["mimeType"]) for r in root] == [
-        ("skill://one/references", "inode/directory"), ("skill://one/SKILL.md", "text/markdown"), ("skill://one/top.txt", "text/plain"),
+        ("skill://one/references", "inode/directory"),
+        ("skill://one/SKILL.md", "text/markdown"),
+        ("skill://one/top.txt", "text/plain"),
     ]
     sub = (await client.call("resources/directory/read", {"uri": "skill://one/references"}))["resources"]
     assert [(r["uri"], r["name"], r["mimeType"]) for r in sub] == [
-        ("skill://one/references/deep", "deep", "inode/directory"), ("skill://one/references/a.md", "a.md", "text/markdown"),
+        ("skill://one/references/deep", "deep", "inode/directory"),
+        ("skill://one/references/a.md", "a.md", "text/markdown"),
     ]
 
 
@@ -316,8 +333,11 @@ async def test_a_skill_whose_scope_the_token_lacks_is_listed_and_getting_or_read
     mcp = site_with(write_skill(tmp_path, "lend"), scopes=["notes:write"])
     client = await client_for(mcp, await user_token("alice", "notes:read"))
     assert [e["uri"] for e in (await client.call("skills/list"))["skills"]] == ["skill://lend/SKILL.md"]
-    for method, params in [("skills/get", {"uri": "skill://lend/SKILL.md"}), ("resources/read", {"uri": "skill://lend/SKILL.md"}),
-                           ("resources/directory/read", {"uri": "skill://lend"})]:
+    for method, params in [
+        ("skills/get", {"uri": "skill://lend/SKILL.md"}),
+        ("resources/read", {"uri": "skill://lend/SKILL.md"}),
+        ("resources/directory/read", {"uri": "skill://lend"}),
+    ]:
         response = await client.post({"jsonrpc": "2.0", "id": client.next_id(), "method": method, "params": params})
         assert response.status == 403, method
         challenge = response.headers["www-authenticate"]
