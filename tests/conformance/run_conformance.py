@@ -19,12 +19,14 @@ What it does, every step with a time limit:
    first, ``MCP_AUTH=none``);
 3. runs ``conformance server --url http://127.0.0.1:PORT/mcp/ --suite all`` (stable suite) or
    ``... --requirements REVISION`` (alpha suite) into a fresh folder under ``results/`` of the
-   install folder (kept only when something went wrong, or ``--keep``);
+   install folder (kept only when something went wrong, or ``--keep``); after a requirement set,
+   the scenarios of ALPHA_EXTRA_SCENARIOS[revision] (the skills extension's, in no set) one by one;
 4. reads every ``checks.json`` and prints one row per scenario. Under a requirement set the
    scenarios the suite runs but does not score ("Not scored for REVISION": extensions, pending
    and post-release scenarios) are shown in a table of their own and never fail the run, except
    those in ALPHA_REQUIRED_PENDING[revision] (the pending ones we pass, and the tasks extension's),
-   which are judged as scored ones.
+   which are judged as scored ones. A scenario of ALPHA_NO_SKIPS[revision] fails the run when
+   any check but those named there reports SKIPPED.
 
 Exit status: 0 when every check passes except those in EXPECTED_FAILURES (stable suite) or
 ALPHA_EXPECTED_FAILURES[revision] (alpha suite); 1 when a check fails unexpectedly or an
@@ -110,6 +112,23 @@ ALPHA_REQUIRED_PENDING: dict[str, tuple[str, ...]] = {
     "2026-07-28": (
         "http-header-validation", "http-custom-header-server-validation", "json-schema-2020-12", *TASKS_EXTENSION_SCENARIOS,
     ),
+}
+
+# The io.modelcontextprotocol/skills extension (docs/howto/skills.md). 0.2.0-alpha.12 puts its
+# scenarios in no requirement set, so after the set the runner runs each on its own (--scenario,
+# on the revision's wire, --force) against the same server, and judges it as a scored one.
+SKILLS_EXTENSION_SCENARIOS: tuple[str, ...] = ("sep-2640-skills-enumeration", "sep-2640-skills-manifest", "sep-2640-skills-directory")
+ALPHA_EXTRA_SCENARIOS: dict[str, tuple[str, ...]] = {
+    "2026-07-28": SKILLS_EXTENSION_SCENARIOS,
+    "2025-11-25": SKILLS_EXTENSION_SCENARIOS,
+}
+# Scenarios whose every check must run: a SKIPPED check fails the run, except the ones named,
+# which the suite defines as not applicable on that revision. The skills scenarios SKIP every
+# check of a server that does not declare the extension, or lists no skill: that would pass.
+_SKILLS_2026_ONLY = frozenset({"sep-2640-skills-list-cache-attributes", "sep-2640-skills-get-cache-attributes"})
+ALPHA_NO_SKIPS: dict[str, dict[str, frozenset[str]]] = {
+    "2026-07-28": {name: frozenset() for name in SKILLS_EXTENSION_SCENARIOS},
+    "2025-11-25": {name: _SKILLS_2026_ONLY for name in SKILLS_EXTENSION_SCENARIOS},
 }
 
 # Statuses that neither pass nor fail a scenario (server-sse-polling only ever emits these).
@@ -354,15 +373,17 @@ def suite_not_scored(output: str, revision: str) -> dict[str, str]:
 
 
 def run_suite(
-    suite: Suite, url: str, outdir: Path, args: argparse.Namespace
+    suite: Suite, url: str, outdir: Path, args: argparse.Namespace, scenario: str | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """Run the suite once: ``scenario`` (else ``--scenario``, else the whole set) into ``outdir``."""
+    scenario = scenario or args.scenario
     command = [str(suite.node), str(suite.entry), "server", "--url", url, "-o", str(outdir)]
     if suite is STABLE:
-        command += ["--scenario", args.scenario] if args.scenario else ["--suite", args.suite or "all"]
-    elif args.scenario:
+        command += ["--scenario", scenario] if scenario else ["--suite", args.suite or "all"]
+    elif scenario:
         # --requirements cannot be combined with --scenario; pin the wire to the revision
         # instead, and --force runs it as the requirement set would, whatever its window.
-        command += ["--scenario", args.scenario, "--spec-version", args.requirements, "--force"]
+        command += ["--scenario", scenario, "--spec-version", args.requirements, "--force"]
     else:
         command += ["--requirements", args.requirements]
     log("running: conformance " + " ".join(command[2:]))
@@ -370,7 +391,7 @@ def run_suite(
         done = subprocess.run(command, cwd=suite.install_dir, capture_output=True, text=True, timeout=SUITE_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise RunnerError(f"the suite did not finish in {SUITE_TIMEOUT} s") from None
-    (outdir / "suite-output.txt").write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
+    (outdir / f"suite-output{'-' + scenario if scenario else ''}.txt").write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
     if args.verbose:
         print(done.stdout, done.stderr, sep="\n", flush=True)
     return done
@@ -381,6 +402,7 @@ class ScenarioResult:
     name: str
     counts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # "STATUS id: message" for non-passing checks
+    skipped: list[str] = field(default_factory=list)  # ids of the SKIPPED checks
 
     @property
     def failed(self) -> bool:
@@ -406,6 +428,8 @@ def read_results(outdir: Path) -> dict[str, ScenarioResult]:
         for check in checks:
             status = str(check.get("status", "FAILURE"))
             result.counts[status] = result.counts.get(status, 0) + 1
+            if status == "SKIPPED":
+                result.skipped.append(str(check.get("id")))
             if status not in ("SUCCESS", "INFO"):
                 message = check.get("errorMessage") or check.get("description") or ""
                 result.notes.append(f"{status} {check.get('id')}: {message}")
@@ -434,12 +458,15 @@ def judge(
     expected_names: list[str],
     expected_failures: dict[str, str] | None = None,
     not_scored: dict[str, str] | None = None,
+    no_skips: dict[str, frozenset[str]] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Return (problems, lines of the table).
 
     Scenarios in ``not_scored`` (name -> reason) go into a second table and never make a
-    problem: the suite runs them for visibility only.
+    problem: the suite runs them for visibility only. A scenario in ``no_skips`` (name -> the
+    check ids it may skip) with any other SKIPPED check is a problem.
     """
+    no_skips = no_skips or {}
     expected = EXPECTED_FAILURES if expected_failures is None else expected_failures
     not_scored = not_scored or {}
     problems: list[str] = []
@@ -458,6 +485,11 @@ def judge(
     for name, result in sorted(results.items()):
         c = result.counts
         counts = (c.get("SUCCESS", 0), c.get("FAILURE", 0), c.get("WARNING", 0), c.get("INFO", 0))
+        skipped = [i for i in result.skipped if i not in no_skips.get(name, frozenset())] if name in no_skips else []
+        if skipped:
+            problems.append(f"{name}: checks skipped where every one must run: {', '.join(skipped)}")
+            rows.append((name, *counts, "SKIPPED CHECKS"))
+            continue
         if name in not_scored:
             verdict = "fails" if result.failed else ("ok (warnings)" if c.get("WARNING") else "ok")
             unscored_rows.append((name, *counts, f"{verdict} (not scored: {not_scored[name]})"))
@@ -483,6 +515,13 @@ def judge(
     return problems, lines
 
 
+def extra_scenarios(args: argparse.Namespace, requirements: Requirements | None) -> tuple[str, ...]:
+    """The scenarios run after a whole requirement set (none when one scenario was asked for)."""
+    if requirements is None or args.scenario:
+        return ()
+    return ALPHA_EXTRA_SCENARIOS.get(requirements.revision, ())
+
+
 def run_mode(
     response_mode: str, args: argparse.Namespace, scenarios: list[str], suite: Suite = STABLE,
     requirements: Requirements | None = None,
@@ -498,9 +537,13 @@ def run_mode(
             tag = f"{args.server}-{requirements.revision}-{response_mode}" if requirements else f"{args.server}-{response_mode}"
             outdir = Path(tempfile.mkdtemp(prefix=f"{stamp}-{tag}-", dir=suite.results_dir))
             done = run_suite(suite, url, outdir, args)
+            output = done.stdout + "\n" + done.stderr
+            for extra in extra_scenarios(args, requirements):
+                more = run_suite(suite, url, outdir, args, scenario=extra)
+                output += "\n" + more.stdout + "\n" + more.stderr
         shutil.copy(server_log, outdir / "server.log")
     results = read_results(outdir)
-    for name, message in crashed_scenarios(done.stdout + "\n" + done.stderr).items():
+    for name, message in crashed_scenarios(output).items():
         if name not in results:
             results[name] = ScenarioResult(name, {"FAILURE": 1}, [f"FAILURE {name}: the scenario crashed: {message}"])
     if not results:
@@ -515,7 +558,8 @@ def run_mode(
         for name in (*requirements.scored, *ALPHA_REQUIRED_PENDING.get(requirements.revision, ())):
             not_scored.pop(name, None)
         expected = ALPHA_EXPECTED_FAILURES.get(requirements.revision, {})
-        problems, lines = judge(results, scenarios, expected, not_scored)
+        names = [*scenarios, *(n for n in extra_scenarios(args, requirements) if n not in scenarios)]
+        problems, lines = judge(results, names, expected, not_scored, ALPHA_NO_SKIPS.get(requirements.revision, {}))
     print(f"\n=== MCP conformance {label}, {args.server}, MCP_RESPONSE_MODE={response_mode} ===")
     print("\n".join(lines))
     notes = [f"  {name}: {_short(note)}" for name, r in sorted(results.items()) for note in r.notes]

@@ -66,3 +66,6 @@ def test_example_site_passes_the_official_conformance_suite(
     with capsys.disabled():
         print("\n" + output)
     assert process.returncode == 0, f"run_conformance.py exited with {process.returncode} (see the table above)"
+    if arguments:  # the alpha runs the skills extension's scenarios after each requirement set
+        for name in ("sep-2640-skills-enumeration", "sep-2640-skills-manifest", "sep-2640-skills-directory"):
+            assert f"\n{name} " in output, f"{name} did not run"
