@@ -1,5 +1,5 @@
 """The example library's skills (example_site/library/mcp_skills/) over a real server, through the
-official SDK client in both eras. The SDK has no skills helper, so ``skills/list``, ``skills/get``
+official SDK client in both eras (initialize, then server/discover). The SDK has no skills helper, so ``skills/list``, ``skills/get``
 and ``resources/directory/read`` go as raw requests on its session; the files are read with its
 own ``read_resource`` and checked against the listed digest and size, as a host must."""
 
@@ -41,7 +41,9 @@ def file_bytes(contents: Any) -> bytes:
     return base64.b64decode(contents.blob)
 
 
-@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+# "auto" discovers the server (server/discover) and speaks 2026-07-28; "2026-07-28" alone would
+# skip discover, so the client would not know the server's capabilities.
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_host_lists_gets_and_reads_the_example_skills_and_their_digests_hold(example_server: ExampleServer, mode: str) -> None:
     async with (
         httpx2.AsyncClient(timeout=10) as http,
