@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 from mcp import Client, MCPError
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Request, TextResourceContents
 from pydantic import TypeAdapter
 
-from .conftest import ExampleServer
+from .conftest import ExampleDatabase, ExampleServer
+from .test_stdio import command
 
 pytestmark = pytest.mark.e2e
 
@@ -71,3 +74,15 @@ async def test_a_host_lists_gets_and_reads_the_example_skills_and_their_digests_
         with pytest.raises(MCPError) as unknown:
             await raw(client, "skills/get", {"uri": "skill://no-such-skill/SKILL.md"})
         assert unknown.value.error.code == -32602
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_stdio_client_gets_the_same_skills_through_the_same_engine(example_database: ExampleDatabase, mode: str, tmp_path: Path) -> None:
+    with (tmp_path / "stderr.log").open("w") as errlog:
+        async with Client(stdio_client(command(example_database, "--user", "librarian"), errlog=errlog), mode=mode, read_timeout_seconds=20) as client:
+            assert client.server_capabilities.extensions[EXTENSION] == {"directoryRead": True}  # type: ignore[index]
+            listed = {entry["uri"]: entry for entry in (await raw(client, "skills/list"))["skills"]}
+            entry = listed["skill://find-a-book/SKILL.md"]
+            (contents,) = (await client.read_resource(entry["uri"])).contents
+    assert "sha256:" + hashlib.sha256(file_bytes(contents)).hexdigest() == entry["resources"][0]["digest"]
+    assert entry["frontmatter"]["name"] == "find-a-book"
