@@ -311,9 +311,13 @@ class Skill:
         scopes: str | list[str] | tuple[str, ...] | None = None,
         origin: str = "",
     ) -> None:
+        #: The skill's folder.
         self.directory = Path(directory)
+        #: The folder's name: the skill's name, and its URI's authority.
         self.name = self.directory.name
+        #: Django permissions a user needs to see and use it.
         self.permissions: tuple[str, ...] = (permission,) if isinstance(permission, str) else tuple(permission or ())
+        #: OAuth scopes a token needs, on top of the site's REQUIRED_SCOPES.
         self.scopes: tuple[str, ...] = (scopes,) if isinstance(scopes, str) else tuple(scopes or ())
         #: Where it came from, for messages: "app library" or "code".
         self.origin = origin or "code"
