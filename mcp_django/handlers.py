@@ -164,7 +164,7 @@ async def call_tool(params: CallToolParams, ctx: Context) -> dict[str, Any]:
     return await tool.call(arguments, ctx)
 
 
-def _list_resources_page(site: ServedSite, request: Any, cursor: str | None, page_size: int, extra: list[dict[str, Any]]) -> dict[str, Any]:
+def _list_resources_page(site: ServedSite, request: Any, cursor: str | None, page_size: int, extra: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """Function resources first (then ``extra``: the skills' SKILL.md), then each model's rows by primary key.
 
     The cursor holds the section and the last primary key seen (keyset pagination): page 1,000
