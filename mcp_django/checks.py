@@ -711,7 +711,7 @@ def check_skills(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             continue
         seen.add(where)
         for problem in skill.problems():
-            kind = Error if ".E" in problem.id else Warning
+            kind = Error if problem.is_error else Warning
             message = f"The skill {skill.name!r} ({skill.origin}, {skill.directory}): {problem.message}"
             messages.append(kind(message, hint=problem.hint, obj=skill, id=problem.id))
     first: dict[str, str] = {}

@@ -86,6 +86,11 @@ class Problem:
     message: str
     hint: str
 
+    @property
+    def is_error(self) -> bool:
+        """An error stops the skill from being served; a warning does not."""
+        return ".E" in self.id
+
 
 @dataclass(frozen=True)
 class SkillFile:
@@ -113,6 +118,8 @@ _cache_lock = threading.Lock()
 _digests: dict[str, tuple[int, int, str]] = {}
 #: path -> (mtime_ns, size, frontmatter or the problems found)
 _frontmatters: dict[str, tuple[int, int, dict[str, Any] | list[Problem]]] = {}
+#: (folder, reason) of the skills already logged as not served.
+_logged: set[tuple[str, str]] = set()
 
 
 def file_digest(location: Path, stat: os.stat_result) -> str:
@@ -133,6 +140,7 @@ def clear_caches() -> None:
     with _cache_lock:
         _digests.clear()
         _frontmatters.clear()
+        _logged.clear()
     app_skill_folders.cache_clear()
 
 
@@ -397,7 +405,7 @@ class Skill:
         (errors only: warnings do not stop a skill). Blocking: stats every file, hashes the
         changed ones."""
         problems, frontmatter, walked = self._inspect()
-        errors = [p for p in problems if ".E" in p.id]
+        errors = [p for p in problems if p.is_error]
         if errors or frontmatter is None:
             raise SkillError(errors)
         files = [SkillFile(path, location, stat.st_size, file_digest(location, stat)) for path, location, stat in walked]
@@ -405,11 +413,14 @@ class Skill:
         return Loaded(frontmatter, tuple(files))
 
     def loaded(self) -> Loaded | None:
-        """:meth:`load`, or None (logged) when the skill cannot be served now."""
+        """:meth:`load`, or None (logged once per reason) when the skill cannot be served now."""
         try:
             return self.load()
         except (SkillError, OSError) as exc:
-            logger.warning("The skill %r (%s) is not served: %s", self.name, self.directory, exc)
+            reason = (str(self.directory), str(exc))
+            if reason not in _logged:  # every list would say it again
+                _logged.add(reason)
+                logger.warning("The skill %r (%s) is not served: %s", self.name, self.directory, exc)
             return None
 
     # -- what the wire says ----------------------------------------------------------------

@@ -432,3 +432,16 @@ def test_the_example_site_skills_and_the_test_app_skill_pass_the_checks() -> Non
     configs = [SimpleNamespace(path=str(example), label="library"), SimpleNamespace(path=str(SKILLAPP), label="skillapp")]
     assert [s.name for s in skills.discover(configs)] == ["find-a-book", "lend-and-renew", "greet-readers"]
     assert check_skills(configs) == []
+
+
+def test_a_skill_that_cannot_be_served_is_logged_once_per_reason(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    folder = write_skill(tmp_path, "one", "name: other\ndescription: x")
+    skill = skills.Skill(folder)
+    with caplog.at_level("WARNING", logger="mcp_django.skills"):
+        assert skill.loaded() is None and skill.loaded() is None
+        (folder / "SKILL.md").write_text("---\nname: one\n---\n")  # another reason: said again
+        assert skill.loaded() is None
+    assert [r.getMessage().split(": ", 1)[1] for r in caplog.records] == [
+        "The skill name 'other' is not its folder's name 'one'.",
+        "The skill description is missing, empty, not text or longer than 1024 characters.",
+    ]
