@@ -89,10 +89,10 @@ async def find_resource(site: ServedSite, request: Any, uri: str) -> Found:
     if resource is not None:
         return Found(resource, await agate(resource, request))
     name = skills.skill_name(uri)
-    if name is not None:
+    skill = site.get_skill(name) if name is not None else None
+    if skill is not None:
         # A skill answers for every skill://<name>/... URI; its read refuses a path it lacks.
-        skill = site.get_skill(name)
-        return Found(skill, await agate(skill, request)) if skill is not None else Found(None, Access.HIDDEN)
+        return Found(skill, await agate(skill, request))
     row = site.get_model_mcp_for_uri(uri)
     if row is not None:
         return Found(row[0], await agate(row[0], request), pk=row[1])

@@ -445,3 +445,17 @@ def test_a_skill_that_cannot_be_served_is_logged_once_per_reason(tmp_path: Path,
         "The skill name 'other' is not its folder's name 'one'.",
         "The skill description is missing, empty, not text or longer than 1024 characters.",
     ]
+
+
+def _note(name: str) -> str:
+    """A note."""
+    return f"note {name}"
+
+
+@override_settings(MCP_DJANGO=BASE_SETTINGS)
+async def test_a_skill_uri_that_names_no_skill_is_left_to_the_other_resources(tmp_path: Path) -> None:
+    mcp = site_with(write_skill(tmp_path, "one"))
+    mcp.resource("skill://notes/{name}", name="notes")(_note)
+    client = await client_for(mcp)
+    (contents,) = (await client.call("resources/read", {"uri": "skill://notes/today"}))["contents"]
+    assert contents["text"] == "note today"
