@@ -249,6 +249,8 @@ async def readable(site: ServedSite, request: Any, uri: str) -> bool:
         return False
     if found.pk is not None:
         return await sync_to_async(found.entry.get_object)(request, found.pk) is not None
+    if found.entry is not None and found.entry.kind == "skill":
+        return bool(await sync_to_async(found.entry.has_file)(uri))  # a made-up path under it is not
     return True
 
 

@@ -462,6 +462,12 @@ class Skill:
         listed = [{"uri": self.file_uri(prefix + d), "name": d, "mimeType": DIRECTORY_MIME_TYPE} for d in sorted(folders)]
         return listed + sorted(files, key=lambda r: r["uri"] != self.uri)
 
+    def has_file(self, uri: str) -> bool:
+        """Whether ``uri`` is one of the files served now (blocking: it reads the folder)."""
+        path = self.path_of(uri)
+        loaded = self.loaded()
+        return loaded is not None and any(f.path == path for f in loaded.files)
+
     async def read(self, uri: str, ctx: Any) -> list[dict[str, Any]]:
         """``resources/read`` of one of the skill's files: text when it is UTF-8, else a blob."""
         return await sync_to_async(self._read)(uri)

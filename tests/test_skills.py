@@ -459,3 +459,10 @@ async def test_a_skill_uri_that_names_no_skill_is_left_to_the_other_resources(tm
     client = await client_for(mcp)
     (contents,) = (await client.call("resources/read", {"uri": "skill://notes/today"}))["contents"]
     assert contents["text"] == "note today"
+
+
+@override_settings(MCP_DJANGO=BASE_SETTINGS)
+async def test_subscriptions_are_taken_for_a_skills_files_only(tmp_path: Path) -> None:
+    client = await client_for(site_with(write_skill(tmp_path, "one")))
+    assert await client.call("resources/subscribe", {"uri": "skill://one/SKILL.md"}) == {}
+    assert (await error_of(client, "resources/subscribe", {"uri": "skill://one/missing.md"}))["code"] == RESOURCE_NOT_FOUND
