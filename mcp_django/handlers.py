@@ -20,7 +20,7 @@ from .context import Context
 from .entries import Access, Completable, agate, gate, listed, queries
 from .protocol.dispatcher import Handler
 from .protocol.errors import InvalidParamsError, ResourceNotFoundError
-from .protocol.pagination import decode_cursor, encode_cursor, paginate
+from .protocol.pagination import decode_cursor, encode_cursor, page_result
 from .protocol.params import (
     CallToolParams,
     CompleteParams,
@@ -44,11 +44,7 @@ MAX_COMPLETIONS = 100
 
 
 def _page(items: list[dict[str, Any]], params: ListParams, key: str) -> dict[str, Any]:
-    page, next_cursor = paginate(items, params.cursor, mcp_settings.page_size)
-    result: dict[str, Any] = {key: page}
-    if next_cursor is not None:
-        result["nextCursor"] = next_cursor
-    return result
+    return page_result(items, params.cursor, mcp_settings.page_size, key)
 
 
 @takes("ping")

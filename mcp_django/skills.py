@@ -38,7 +38,7 @@ from .conf import mcp_settings
 from .entries import Access, RequestContext, SkillEntry, agate, gate, listed
 from .protocol.dispatcher import Handler
 from .protocol.errors import InvalidParamsError, ResourceNotFoundError
-from .protocol.pagination import paginate
+from .protocol.pagination import page_result
 from .protocol.params import DirectoryParams, ListParams, SkillParams, takes
 
 logger = logging.getLogger(__name__)
@@ -535,11 +535,7 @@ def app_skills() -> Sequence[Skill]:
 
 
 def _page(items: list[dict[str, Any]], cursor: str | None, key: str) -> dict[str, Any]:
-    page, next_cursor = paginate(items, cursor, mcp_settings.page_size)
-    result: dict[str, Any] = {key: page}
-    if next_cursor is not None:
-        result["nextCursor"] = next_cursor
-    return result
+    return page_result(items, cursor, mcp_settings.page_size, key)
 
 
 async def served(ctx: RequestContext) -> list[tuple[SkillEntry, Any]]:

@@ -54,3 +54,13 @@ def paginate(items: list[Any], cursor: Any, page_size: int) -> tuple[list[Any], 
     page = items[offset : offset + page_size]
     end = offset + page_size
     return page, (encode_cursor({"o": end}) if end < len(items) else None)
+
+
+def page_result(items: list[Any], cursor: Any, page_size: int, key: str) -> dict[str, Any]:
+    """A list method's result: the page of ``items`` under ``key``, and ``nextCursor`` unless it
+    is the last page."""
+    page, next_cursor = paginate(items, cursor, page_size)
+    result: dict[str, Any] = {key: page}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
