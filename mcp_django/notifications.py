@@ -131,6 +131,16 @@ def _before_executors_stop(function: Any) -> None:
         register(function)
 
 
+def _threads_can_start() -> bool:
+    try:
+        probe = threading.Thread(target=int, daemon=True)
+        probe.start()
+    except RuntimeError:
+        return False
+    probe.join()
+    return True
+
+
 class _Pending:
     __slots__ = ("args", "changed_at", "due", "function", "items", "loop")
 
@@ -236,6 +246,20 @@ class Coalescer:
                     entry.due = 0.0
         if timer is not None:
             timer.cancel()
+        if not _threads_can_start():
+            # Python 3.12.0-3.12.1 refuse new threads once shutdown has begun, and asgiref
+            # needs one to run a coroutine: say what is lost instead of a traceback.
+            with self._lock:
+                lost = [key for key, entry in self._pending.items() if entry.loop is None]
+                for key in lost:
+                    del self._pending[key]
+            if lost:
+                logger.warning(
+                    "%d change notification(s) were not sent: this Python cannot start threads at exit. "
+                    "Call mcp_django.notifications.coalescer.flush_now() before the program ends.",
+                    len(lost),
+                )
+            return
         self._flush(None)
 
     def _flush(self, loop: asyncio.AbstractEventLoop | None) -> None:
