@@ -7,7 +7,7 @@ MAX_NOTIFICATIONS = 10_000
 
 
 @site.tool()
-def echo(text: str) -> str:
+async def echo(text: str) -> str:
     """Echo the text back."""
     return text
 
