@@ -6,6 +6,8 @@ instead of the ORM's query compiler (bench/profile.py found it most of their cos
 
 from __future__ import annotations
 
+import functools
+import operator
 from datetime import datetime
 from typing import Any
 
@@ -16,8 +18,9 @@ from django.db.backends.base.operations import BaseDatabaseOperations
 
 
 def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
-    """INSERT ``rows`` (field values by attname; missing ones take their default) with one
-    executemany in one transaction (a lone row outside any transaction: one autocommitted INSERT). For the hot paths (every streamed event, every audited call):
+    """INSERT ``rows`` (field values by attname; missing ones take their default; other keys are
+    ignored) with one executemany in one transaction (a lone row outside any transaction: one
+    autocommitted INSERT). For the hot paths (every streamed event, every audited call):
     bulk_create builds a model instance per row and goes through the whole query compiler, which
     bench/profile.py found to be most of the cost. Values go through each field's
     get_db_prep_save, as bulk_create's would; no signals are sent, as bulk_create sends none."""
@@ -25,34 +28,77 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         return
     alias = router.db_for_write(model)
     connection = connections[alias]
-    fields = [f for f in model._meta.concrete_fields if f.column and not (f.primary_key and f.attname not in rows[0])]
-    quote = connection.ops.quote_name
-    sql = "INSERT INTO {} ({}) VALUES ({})".format(
-        quote(model._meta.db_table), ", ".join(quote(str(f.column)) for f in fields), ", ".join(["%s"] * len(fields))
-    )
-    plain = [_PLAIN_TYPES.get(type(_target(f)), ()) for f in fields]
-    # An aware datetime for a DateTimeField is what its get_prep_value returns unchanged.
-    moments = [type(f) is models.DateTimeField and settings.USE_TZ for f in fields]
-    params = [
-        [
-            value if type(value) in same
-            else connection.ops.adapt_datetimefield_value(value) if moment and type(value) is datetime and value.tzinfo is not None
-            else _json_param(f, value, connection) if type(value) is RawJSON
-            else f.get_db_prep_save(value, connection)
-            for f, same, moment in zip(fields, plain, moments, strict=True)
-            for value in (row[f.attname] if f.attname in row else f.get_default(),)
-        ]
-        for row in rows
-    ]
+    plan = _plan(model, connection.vendor, model._meta.pk is not None and model._meta.pk.attname in rows[0], settings.USE_TZ)
+    params = [plan.values(row, connection) for row in rows]
     if len(params) == 1 and connection.get_autocommit():
         # One statement is atomic by itself: BEGIN, COMMIT and atomic()'s bookkeeping around it
         # were 8 % of a streamed call's CPU (bench/profile.py). Inside a transaction the block
         # stays, as the savepoint callers that catch IntegrityError rely on.
         with connection.cursor() as cursor:
-            cursor.execute(sql, params[0])
+            cursor.execute(plan.sql(connection), params[0])
         return
+    # Several rows per statement, not executemany: sqlite3 lets go of the GIL and takes it back
+    # around every row it steps, and the event loop, wanting it too, paid for each handover.
+    size = max(1, connection.ops.bulk_batch_size(plan.fields, rows))
     with transaction.atomic(using=alias), connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+        for start in range(0, len(params), size):
+            chunk = params[start:start + size]
+            cursor.execute(plan.sql(connection, len(chunk)), [value for values in chunk for value in values])
+
+
+class _Plan:
+    """How the rows of one model become INSERT parameters, worked out once: which columns, and
+    which values of each go to the database as they are (:data:`_PLAIN_TYPES`). Per row that
+    leaves one C-speed lookup of every value and a type test each; the generic per-value work
+    it replaced was a third of the audit writer's cost (bench/profile.py)."""
+
+    def __init__(self, model: type[models.Model], with_pk: bool, use_tz: bool) -> None:
+        self.model = model
+        self.fields = [f for f in model._meta.concrete_fields if f.column and not (f.primary_key and not with_pk)]
+        self.attnames = [f.attname for f in self.fields]
+        self._get = operator.itemgetter(*self.attnames)
+        self.plain = [_PLAIN_TYPES.get(type(_target(f)), ()) for f in self.fields]
+        # An aware datetime for a DateTimeField is what its get_prep_value returns unchanged.
+        self.moments = [type(f) is models.DateTimeField and use_tz for f in self.fields]
+        self._sql: dict[tuple[str, int], str] = {}
+
+    def sql(self, connection: Any, rows: int = 1) -> str:
+        """The INSERT of ``rows`` rows (made once per database and count)."""
+        key = (connection.alias, rows)
+        sql = self._sql.get(key)
+        if sql is None:
+            quote = connection.ops.quote_name
+            one = "({})".format(", ".join(["%s"] * len(self.fields)))
+            sql = self._sql[key] = "INSERT INTO {} ({}) VALUES {}".format(
+                quote(self.model._meta.db_table), ", ".join(quote(str(f.column)) for f in self.fields), ", ".join([one] * rows)
+            )
+            if len(self._sql) > 1000:
+                self._sql.clear()  # counts are bounded by the batch size; databases by settings
+        return sql
+
+    def values(self, row: dict[str, Any], connection: Any) -> list[Any]:
+        try:
+            given = self._get(row)
+        except KeyError:  # a field left to its default
+            given = self._get({**{name: f.get_default() for name, f in zip(self.attnames, self.fields, strict=True) if name not in row}, **row})
+        adapt = connection.ops.adapt_datetimefield_value
+        return [
+            value if type(value) in same
+            else adapt(value) if moment and type(value) is datetime and value.tzinfo is not None
+            else _prepare(f, value, connection)
+            for value, same, f, moment in zip(given, self.plain, self.fields, self.moments, strict=True)
+        ]
+
+
+@functools.lru_cache(maxsize=64)
+def _plan(model: type[models.Model], vendor: str, with_pk: bool, use_tz: bool) -> _Plan:
+    return _Plan(model, with_pk, use_tz)
+
+
+def _prepare(field: Any, value: Any, connection: Any) -> Any:
+    if type(value) is RawJSON:
+        return _json_param(field, value, connection)
+    return field.get_db_prep_save(value, connection)
 
 
 def update_row(model: type[models.Model], pk: Any, values: dict[str, Any]) -> int:
