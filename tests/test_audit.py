@@ -334,6 +334,39 @@ async def test_the_background_writer_takes_one_batch_per_trip_to_the_sync_thread
     assert await ToolCall.objects.acount() == 5 and len(writer) == 0
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_a_partial_batch_ends_the_writers_round_and_what_came_meanwhile_waits_for_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under load a trip to the sync thread waits for the GIL while calls keep coming: writing
+    # them at once made batches of a dozen rows, each paying the thread hop, BEGIN and COMMIT.
+    writer = audit.AuditWriter()
+    monkeypatch.setattr(audit, "BATCH_SIZE", 2)
+    events: list[str] = []
+    flush_batch = writer._flush_batch
+
+    def counted() -> bool:
+        events.append(f"trip {len(writer)}")
+        written = flush_batch()
+        if len(events) == 2:
+            writer.add(_record(9))  # a call answered while the first (partial) batch was written
+        return written
+
+    class Clock:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(asyncio, name)
+
+        async def sleep(self, delay: float) -> None:
+            events.append("wait")
+            await asyncio.sleep(0)
+
+    monkeypatch.setattr(writer, "_flush_batch", counted)
+    monkeypatch.setattr(audit, "asyncio", Clock())
+    writer.add(_record(1))
+    assert writer._task is not None
+    await writer._task
+    assert events == ["wait", "trip 1", "wait", "trip 1"]
+    assert await ToolCall.objects.acount() == 2 and len(writer) == 0
+
+
 # -- redaction and bounds ------------------------------------------------------------------------
 
 
