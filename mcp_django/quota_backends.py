@@ -68,6 +68,9 @@ class BaseCounters:
 
     #: Whether a held slot must be renewed. False where the counts die with the process anyway.
     leased = True
+    #: Whether :meth:`hit`, :meth:`hold` and :meth:`release` count in memory, without I/O, so the
+    #: event loop may call them as they are (no coroutine, no thread).
+    inline = False
 
     def __init__(self, cache: BaseCache) -> None:
         self.cache = cache
@@ -97,6 +100,15 @@ class BaseCounters:
 
     def close(self) -> None:
         """Let go of what this backend holds open (the cache is being dropped)."""
+
+    def hold(self, scopes: Sequence[Scope]) -> list[int]:
+        """Hold one more slot in each of ``scopes``, without a lease (:attr:`inline` counters
+        only): each one's count, this slot included."""
+        raise NotImplementedError("only counters that count inline hold a slot without a lease")
+
+    def release(self, scopes: Sequence[Scope]) -> None:
+        """Give back a slot :meth:`hold` took in each of ``scopes`` (:attr:`inline` counters only)."""
+        raise NotImplementedError("only counters that count inline hold a slot without a lease")
 
     # -- held slots: built on the above, which a subclass shouldn't need to override ----------
 
@@ -134,6 +146,7 @@ class InProcessCounters(BaseCounters):
     """
 
     leased = False
+    inline = True
 
     #: Seconds between two sweeps of the counters that lapsed (they are ignored until then).
     SWEEP = 10.0
@@ -183,7 +196,8 @@ class InProcessCounters(BaseCounters):
         ends = self._ends.get(key)
         return self._counts.get(key, 0) if ends is not None and ends > time.monotonic() else 0
 
-    async def ahold(self, scopes: Sequence[Scope], lease: float, buckets: Sequence[int]) -> list[int]:
+    def hold(self, scopes: Sequence[Scope]) -> list[int]:
+        """Hold one more slot in each of ``scopes``: each one's count, this slot included."""
         counts = []
         with self._lock:
             for scope in scopes:
@@ -191,7 +205,8 @@ class InProcessCounters(BaseCounters):
                 counts.append(count)
         return counts
 
-    async def arelease(self, scopes: Sequence[Scope], lease: float, buckets: Sequence[int]) -> None:
+    def release(self, scopes: Sequence[Scope]) -> None:
+        """Give back a slot :meth:`hold` took in each of ``scopes``."""
         with self._lock:
             for scope in scopes:
                 count = self._held.get(scope, 0) - 1
@@ -199,6 +214,12 @@ class InProcessCounters(BaseCounters):
                     self._held[scope] = count
                 else:
                     self._held.pop(scope, None)
+
+    async def ahold(self, scopes: Sequence[Scope], lease: float, buckets: Sequence[int]) -> list[int]:
+        return self.hold(scopes)
+
+    async def arelease(self, scopes: Sequence[Scope], lease: float, buckets: Sequence[int]) -> None:
+        self.release(scopes)
 
     def holding(self, scope: Scope, lease: float, bucket: int) -> int:
         return self._held.get(scope, 0)

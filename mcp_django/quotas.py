@@ -225,7 +225,8 @@ async def acheck_tool_calls(caller: Caller, names: list[str | None]) -> list[Quo
     for name in names:
         at, error = now(), None
         for limit in _limits(quotas, caller, name):
-            counts = await counters.ahit([limit.key(at)], limit.rate.period + 1)
+            keys = [limit.key(at)]
+            counts = counters.hit(keys, limit.rate.period + 1) if counters.inline else await counters.ahit(keys, limit.rate.period + 1)
             error = limit.refusal(counts[0], at)
             if error is not None:
                 break
@@ -403,10 +404,26 @@ class LeasedSlot:
     @classmethod
     async def take(cls, kind: str, counters: list[tuple[str, str, int | None]]) -> LeasedSlot:
         """Take a slot on ``counters``; QuotaExceededError (429) when one with a cap is over it."""
-        slot = cls(kind, counters, lease=slot_lease(), backend=current().counters)
+        backend = current().counters
+        if backend.inline and not backend.leased:
+            return cls.take_inline(kind, counters, backend)
+        slot = cls(kind, counters, lease=slot_lease(), backend=backend)
         await slot._take()
         if slot.backend.leased:
             _renewer.add(slot)
+        return slot
+
+    @classmethod
+    def take_inline(cls, kind: str, counters: list[tuple[str, str, int | None]], backend: Any) -> LeasedSlot:
+        """:meth:`take` on counters in this process's memory: nothing awaits, nothing is leased.
+        Every tools/call takes a running slot, and the coroutines around this were most of it."""
+        slot = cls(kind, counters, lease=0.0, backend=backend)
+        slot.counts = backend.hold(slot.scopes)
+        for (limit, _, cap), count in zip(counters, slot.counts, strict=True):
+            if cap is not None and count > cap:
+                backend.release(slot.scopes)
+                slot.released = True
+                raise slot.refusal(limit, cap)
         return slot
 
     @classmethod
@@ -467,8 +484,11 @@ class LeasedSlot:
         if self.released:
             return
         self.released = True
-        if not self.backend.leased:
+        if self.backend.inline and not self.backend.leased:
             # In this process: nothing suspends, so a cancellation cannot cut it short (no shield).
+            self.backend.release(self.scopes)
+            return
+        if not self.backend.leased:
             await self.backend.arelease(self.scopes, self.lease, [])
             return
         _renewer.discard(self)
