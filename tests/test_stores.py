@@ -167,3 +167,22 @@ def test_raw_json_reaches_postgresql_as_jsonb() -> None:
             assert cursor.fetchall() == [("object", True, "ü")]
     finally:
         connection.close()
+
+
+def test_insert_rows_writes_many_rows_in_statements_of_bulk_batch_size_with_defaults_and_extra_keys() -> None:
+    from django.db import connection
+
+    from mcp_django.models import ToolCall
+
+    statements: list[str] = []
+    rows = [
+        {"started_at": timezone.now(), "tool_name": f"t{n}", "outcome": "ok", "arguments": None, "_not_a_column": n}
+        for n in range(130)
+    ]
+    size = connection.ops.bulk_batch_size([f for f in ToolCall._meta.concrete_fields if not f.primary_key], rows)
+    with connection.execute_wrapper(lambda execute, sql, params, many, context: statements.append(sql) or execute(sql, params, many, context)):
+        insert_rows(ToolCall, rows)
+    inserts = [sql for sql in statements if sql.startswith("INSERT")]
+    assert len(inserts) == -(-len(rows) // size)  # one per bulk_batch_size rows, not one per row
+    assert sorted(ToolCall.objects.values_list("tool_name", flat=True)) == sorted(f"t{n}" for n in range(130))
+    assert set(ToolCall.objects.values_list("site_name", "transport", "error")) == {("mcp", "", "")}  # the defaults

@@ -19,8 +19,8 @@ from django.db.backends.base.operations import BaseDatabaseOperations
 
 def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     """INSERT ``rows`` (field values by attname; missing ones take their default; other keys are
-    ignored) with one executemany in one transaction (a lone row outside any transaction: one
-    autocommitted INSERT). For the hot paths (every streamed event, every audited call):
+    ignored) in one transaction, several rows per statement (a lone row outside any transaction:
+    one autocommitted INSERT). For the hot paths (every streamed event, every audited call):
     bulk_create builds a model instance per row and goes through the whole query compiler, which
     bench/profile.py found to be most of the cost. Values go through each field's
     get_db_prep_save, as bulk_create's would; no signals are sent, as bulk_create sends none."""
@@ -29,21 +29,23 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     alias = router.db_for_write(model)
     connection = connections[alias]
     plan = _plan(model, connection.vendor, model._meta.pk is not None and model._meta.pk.attname in rows[0], settings.USE_TZ)
-    params = [plan.values(row, connection) for row in rows]
-    if len(params) == 1 and connection.get_autocommit():
+    if len(rows) == 1 and connection.get_autocommit():
         # One statement is atomic by itself: BEGIN, COMMIT and atomic()'s bookkeeping around it
         # were 8 % of a streamed call's CPU (bench/profile.py). Inside a transaction the block
         # stays, as the savepoint callers that catch IntegrityError rely on.
         with connection.cursor() as cursor:
-            cursor.execute(plan.sql(connection), params[0])
+            cursor.execute(plan.sql(connection), plan.values(rows[0], connection))
         return
-    # Several rows per statement, not executemany: sqlite3 lets go of the GIL and takes it back
-    # around every row it steps, and the event loop, wanting it too, paid for each handover.
+    # bulk_batch_size rows per statement (52 on SQLite, all of them on PostgreSQL), not
+    # executemany: sqlite3 lets go of the GIL and takes it back around every row it steps, and
+    # the event loop, wanting it too, paid for each handover. Each statement's values are made
+    # just before it runs, so the loop gets the GIL back every few dozen rows, not after the
+    # Python work of the whole batch (a pause that showed in the p99 at concurrency 1).
     size = max(1, connection.ops.bulk_batch_size(plan.fields, rows))
     with transaction.atomic(using=alias), connection.cursor() as cursor:
-        for start in range(0, len(params), size):
-            chunk = params[start:start + size]
-            cursor.execute(plan.sql(connection, len(chunk)), [value for values in chunk for value in values])
+        for start in range(0, len(rows), size):
+            chunk = rows[start:start + size]
+            cursor.execute(plan.sql(connection, len(chunk)), [value for row in chunk for value in plan.values(row, connection)])
 
 
 class _Plan:
