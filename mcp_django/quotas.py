@@ -301,12 +301,16 @@ def _session_cap(caller: Caller) -> tuple[str, str, int] | None:
     return None
 
 
-def live_sessions(caller: Caller) -> int:
-    """How many live sessions count against ``caller``'s session cap (on any site)."""
+def live_sessions(caller: Caller, most: int | None = None) -> int:
+    """How many live sessions count against ``caller``'s session cap (on any site); counted
+    only up to ``most`` + 1 when given, which is all a cap needs to know."""
     live = Session.objects.live()
     if caller.user_id is not None:
-        return live.filter(user_id=caller.user_id).count()
-    return live.filter(user__isnull=True, client_address=caller.address).count()
+        live = live.filter(user_id=caller.user_id)
+    else:
+        live = live.filter(user__isnull=True, client_address=caller.address)
+    # Every initialize counts: bounded, its cost does not grow with sessions a cap refuses anyway.
+    return (live if most is None else live[: most + 1]).count()
 
 
 async def areserve_session(caller: Caller) -> LeasedSlot | None:
@@ -327,7 +331,7 @@ async def areserve_session(caller: Caller) -> LeasedSlot | None:
     limit, who, most = cap
     reservation = await LeasedSlot.take("sessions", [(limit, who, None)])
     try:
-        live = await sync_to_async(live_sessions)(caller)
+        live = await sync_to_async(live_sessions)(caller, most)
     except BaseException:
         await reservation.release()
         raise

@@ -708,3 +708,24 @@ async def test_a_redis_cache_with_its_own_parser_counts_in_a_worker_thread(clock
         caller = quotas.Caller("user:12", 12)
         first, second = [(await quotas.acheck_tool_calls(caller, ["add"]))[0] for _ in range(2)]
     assert first is None and isinstance(second, QuotaExceededError)
+
+
+@pytest.mark.django_db
+def test_a_session_cap_counts_live_sessions_only_as_far_as_it_needs() -> None:
+    # Every initialize counts the caller's live sessions: bounded by the cap, that count costs
+    # the same with a hundred sessions open as with ten thousand.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from mcp_django.models import Session
+
+    caller = quotas.Caller("address:10.0.0.9", None, None, "10.0.0.9")
+    later = timezone.now() + timedelta(hours=1)
+    Session.objects.bulk_create(
+        [Session(protocol_version="2025-11-25", client_address="10.0.0.9", expires_at=later) for _ in range(5)]
+        + [Session(protocol_version="2025-11-25", client_address="10.0.0.9", expires_at=timezone.now() - timedelta(seconds=1))]
+    )
+    assert quotas.live_sessions(caller) == 5
+    with CaptureQueriesContext(connection) as queries:
+        assert quotas.live_sessions(caller, 2) == 3  # enough to know the cap of 2 is reached
+    assert "LIMIT 3" in queries[0]["sql"]

@@ -43,6 +43,10 @@ MCP_DJANGO = {
     "QUOTAS": {
         **((getattr(_base, "MCP_DJANGO", None) or {}).get("QUOTAS") or {}),
         "TOOL_CALLS": "1000000000/minute",
+        # One address makes every session: the set-up case opens thousands a second, the
+        # memory case holds 10,000 open. Off, not raised: under a cap each initialize counts
+        # the address's live sessions, which a real cap keeps to a hundred rows.
+        "SESSIONS_PER_ADDRESS": None,
         "STREAMS_PER_USER": 1_000_000,
         # tools/call at c=32 in SSE mode holds 32 POST streams on one session.
         "STREAMS_PER_SESSION": 1_000,
