@@ -305,10 +305,8 @@ def live_sessions(caller: Caller, most: int | None = None) -> int:
     """How many live sessions count against ``caller``'s session cap (on any site); counted
     only up to ``most`` + 1 when given, which is all a cap needs to know."""
     live = Session.objects.live()
-    if caller.user_id is not None:
-        live = live.filter(user_id=caller.user_id)
-    else:
-        live = live.filter(user__isnull=True, client_address=caller.address)
+    by_caller = {"user_id": caller.user_id} if caller.user_id is not None else {"user__isnull": True, "client_address": caller.address}
+    live = live.filter(**by_caller)
     # Every initialize counts: bounded, its cost does not grow with sessions a cap refuses anyway.
     return (live if most is None else live[: most + 1]).count()
 
