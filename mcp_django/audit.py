@@ -956,8 +956,8 @@ class AuditWriter:
 
 
 def _insert(rows: list[dict[str, Any]]) -> None:
-    # One executemany, not bulk_create: building a ToolCall per row for bulk_create cost a fifth
-    # of a JSON tools/call's CPU (bench/profile.py).
+    # Plain multi-row INSERTs (stores.insert_rows), not bulk_create: building a ToolCall per row
+    # for bulk_create cost a fifth of a JSON tools/call's CPU (bench/profile.py).
     insert_rows(ToolCall, rows)
 
 

@@ -107,7 +107,7 @@ class RunningRequestStore:
         ]
         try:
             # Written for every streamed request that outlives the claim delay, so under load
-            # for most of them: one plain executemany (bulk_create with update_conflicts cost
+            # for most of them: plain multi-row INSERTs (bulk_create with update_conflicts cost
             # several times more, bench/profile.py).
             insert_rows(RunningRequest, rows)
         except IntegrityError:
