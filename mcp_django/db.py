@@ -10,10 +10,12 @@ failed until the process restarted (tests/multihost scenario 4).
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, connections
 
 
@@ -29,6 +31,17 @@ def close_broken_connections() -> None:
             connection.close()
 
 
+async def aclose_broken_connections() -> None:
+    """:func:`close_broken_connections` in Django's thread for sync code, where the stores,
+    the sweeps and the session caps query outside any tool's :func:`in_healthy_thread`: after
+    a PostgreSQL restart its connection stayed broken until a tool happened to run there, and
+    every initialize and sweep before that failed (tests/multihost scenario 5, after 4)."""
+    try:
+        await sync_to_async(close_broken_connections, thread_sensitive=True)()
+    except Exception:
+        logger.exception("Could not close the broken database connections of the sync thread")
+
+
 def is_unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` says a backing service (the database, the cache, the channel layer's
     Redis) could not be reached or timed out, rather than a bug: such a request may be sent
@@ -40,6 +53,8 @@ def is_unreachable(exc: BaseException) -> bool:
     redis_errors = sys.modules.get("redis.exceptions")
     return redis_errors is not None and isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError))
 
+
+logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -22,7 +22,7 @@ from django.db import DatabaseError
 
 from ..auth.base import AuthenticationFailed
 from ..conf import mcp_settings
-from ..db import is_unreachable
+from ..db import aclose_broken_connections, is_unreachable
 from ..engine import Engine, Principal
 from ..protocol.errors import INTERNAL_ERROR, QUOTA_EXCEEDED, InvalidRequestError, MCPError, TransportError
 from ..protocol.jsonrpc import encode, error_message
@@ -147,6 +147,7 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
             elif is_unreachable(exc):
                 logger.warning("Could not answer a request to the MCP endpoint: a backing service is unreachable (%r)", exc)
                 await self.send_transport_error(UNAVAILABLE)
+                await aclose_broken_connections()  # the next request reconnects
             else:
                 logger.exception("Could not answer a request to the MCP endpoint")
                 await self.send_transport_error(TransportError(500, "Internal error", code=INTERNAL_ERROR))

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from ..conf import mcp_settings
+from ..db import aclose_broken_connections
 from ..signals import sweeping
 from ..stores import RunningRequestStore, ServerRequestStore, session_cache
 from .layers import get_layer
@@ -321,6 +322,7 @@ async def sweep() -> None:
         await sweeping.asend(sender=ProcessChannel)
     except Exception:
         logger.exception("Could not sweep requests left by stopped processes")
+        await aclose_broken_connections()  # the next sweep, and the next request, reconnect
 
 
 async def broadcast_session_changed(session_id: str) -> None:

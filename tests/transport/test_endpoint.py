@@ -1203,6 +1203,45 @@ async def test_a_cache_that_cannot_be_reached_is_answered_503_retry_after(client
     assert "a backing service is unreachable" in caplog.text
 
 
+async def test_a_request_answered_503_closes_the_broken_connections_of_the_sync_thread(client, monkeypatch):
+    # After a PostgreSQL restart, Django's sync thread kept its broken connection until a tool
+    # happened to run there: every initialize and sweep before that failed (multihost scenario 5).
+    import threading
+
+    from django.db import OperationalError
+
+    from mcp_django import db
+    from mcp_django.quotas import RunningSlot
+
+    closed_in: list[str] = []
+
+    async def unreachable(*args, **kwargs):
+        raise OperationalError("the connection is closed")
+
+    monkeypatch.setattr(RunningSlot, "acquire", unreachable)
+    monkeypatch.setattr(db, "close_broken_connections", lambda: closed_in.append(threading.current_thread().name))
+    response = await client.post({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}})
+    assert_transport_error(response, 503)
+    assert len(closed_in) == 1 and closed_in[0] != threading.current_thread().name  # in the sync thread, not on the loop
+
+
+async def test_a_failed_sweep_closes_the_broken_connections_of_the_sync_thread(monkeypatch):
+    from django.db import OperationalError
+
+    from mcp_django import db
+    from mcp_django.transport import process
+
+    closed: list[bool] = []
+
+    async def unreachable(**kwargs):
+        raise OperationalError("the connection is closed")
+
+    monkeypatch.setattr(process, "close_orphaned_streams", unreachable)
+    monkeypatch.setattr(db, "close_broken_connections", lambda: closed.append(True))
+    await process.sweep()  # logged, not raised
+    assert closed == [True]
+
+
 async def test_redis_own_connection_errors_are_unreachable_too(client, monkeypatch):
     import redis.exceptions
 
