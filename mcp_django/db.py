@@ -18,6 +18,8 @@ from typing import ParamSpec, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, connections
 
+logger = logging.getLogger(__name__)
+
 
 def close_broken_connections() -> None:
     """Close this thread's connections that saw an error and no longer answer; the next query
@@ -53,8 +55,6 @@ def is_unreachable(exc: BaseException) -> bool:
     redis_errors = sys.modules.get("redis.exceptions")
     return redis_errors is not None and isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError))
 
-
-logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")

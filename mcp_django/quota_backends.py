@@ -68,8 +68,8 @@ class BaseCounters:
 
     #: Whether a held slot must be renewed. False where the counts die with the process anyway.
     leased = True
-    #: Whether :meth:`hit`, :meth:`hold` and :meth:`release` count in memory, without I/O, so the
-    #: event loop may call them as they are (no coroutine, no thread).
+    #: Whether :meth:`hit`, :meth:`hold` and :meth:`release` count in memory, without I/O and
+    #: without leases, so the event loop may call them as they are (no coroutine, no thread).
     inline = False
 
     def __init__(self, cache: BaseCache) -> None:

@@ -407,7 +407,7 @@ class LeasedSlot:
     async def take(cls, kind: str, counters: list[tuple[str, str, int | None]]) -> LeasedSlot:
         """Take a slot on ``counters``; QuotaExceededError (429) when one with a cap is over it."""
         backend = current().counters
-        if backend.inline and not backend.leased:
+        if backend.inline:
             return cls.take_inline(kind, counters, backend)
         slot = cls(kind, counters, lease=slot_lease(), backend=backend)
         await slot._take()
@@ -421,11 +421,11 @@ class LeasedSlot:
         Every tools/call takes a running slot, and the coroutines around this were most of it."""
         slot = cls(kind, counters, lease=0.0, backend=backend)
         slot.counts = backend.hold(slot.scopes)
-        for (limit, _, cap), count in zip(counters, slot.counts, strict=True):
-            if cap is not None and count > cap:
-                backend.release(slot.scopes)
-                slot.released = True
-                raise slot.refusal(limit, cap)
+        over = slot._over_cap()
+        if over is not None:
+            backend.release(slot.scopes)
+            slot.released = True
+            raise slot.refusal(*over)
         return slot
 
     @classmethod
@@ -453,11 +453,18 @@ class LeasedSlot:
     async def _take(self) -> None:
         buckets = self._wanted(now())
         self.counts = await self.backend.ahold(self.scopes, self.lease, buckets)
+        over = self._over_cap()
+        if over is not None:
+            await self.backend.arelease(self.scopes, self.lease, buckets)
+            raise self.refusal(*over)
+        self.buckets = buckets
+
+    def _over_cap(self) -> tuple[str, int] | None:
+        """(limit, cap) of the first counter this slot took past its cap, or None."""
         for (limit, _, cap), count in zip(self.counters, self.counts, strict=True):
             if cap is not None and count > cap:
-                await self.backend.arelease(self.scopes, self.lease, buckets)
-                raise self.refusal(limit, cap)
-        self.buckets = buckets
+                return limit, cap
+        return None
 
     async def _register(self, bucket: int) -> None:
         if bucket in self.buckets:
@@ -486,7 +493,7 @@ class LeasedSlot:
         if self.released:
             return
         self.released = True
-        if self.backend.inline and not self.backend.leased:
+        if self.backend.inline:
             # In this process: nothing suspends, so a cancellation cannot cut it short (no shield).
             self.backend.release(self.scopes)
             return
