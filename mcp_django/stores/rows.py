@@ -62,15 +62,21 @@ class _Plan:
         self.plain = [_PLAIN_TYPES.get(type(_target(f)), ()) for f in self.fields]
         # An aware datetime for a DateTimeField is what its get_prep_value returns unchanged.
         self.moments = [type(f) is models.DateTimeField and use_tz for f in self.fields]
-        self._sql: dict[tuple[str, int], str] = {}
+        self._sql: dict[tuple[str, int, str], str] = {}
 
     def sql(self, connection: Any, rows: int = 1) -> str:
-        """The INSERT of ``rows`` rows (made once per database and count)."""
-        key = (connection.alias, rows)
+        """The INSERT of ``rows`` rows (made once per database, count and placeholder)."""
+        # SQLite's driver takes "?" placeholders, and Django's SQLite cursor rewrites every "%s"
+        # into one with a regular expression: 6.5 us per audit row, as a 52-row INSERT has 988
+        # of them. Written with "?", the statement passes through that rewrite unchanged. Not
+        # while queries are logged (DEBUG, assertNumQueries): the log puts the parameters into
+        # the SQL with "%", which wants "%s".
+        mark = "?" if connection.vendor == "sqlite" and not connection.queries_logged else "%s"
+        key = (connection.alias, rows, mark)
         sql = self._sql.get(key)
         if sql is None:
             quote = connection.ops.quote_name
-            one = "({})".format(", ".join(["%s"] * len(self.fields)))
+            one = "({})".format(", ".join([mark] * len(self.fields)))
             sql = self._sql[key] = "INSERT INTO {} ({}) VALUES {}".format(
                 quote(self.model._meta.db_table), ", ".join(quote(str(f.column)) for f in self.fields), ", ".join([one] * rows)
             )
