@@ -382,6 +382,8 @@ async def test_the_2026_era_declares_the_extension_in_discover_and_caches_skills
         (f"name: one\ndescription: {'x' * 1025}", ["mcp_django.E192"]),
         ("name: one\ndescription: x\nmetadata:\n  n: 1", ["mcp_django.E193"]),
         (f"name: one\ndescription: x\ncompatibility: {'x' * 501}", ["mcp_django.E193"]),
+        ("name: one\ndescription: x\nlicense: no", ["mcp_django.E193"]),  # YAML 1.1's false, YAML 1.2's "no"
+        ("name: one\ndescription: x\nallowed-tools: on", ["mcp_django.E193"]),
         ("name: one\ndescription: x\nmetadata:\n  io.modelcontextprotocol/x: y", ["mcp_django.W190"]),
         ("name: one\ndescription: x\nversion: '2'", ["mcp_django.W190"]),
         ("name: one\ndescription: x\nlicense: MIT\nallowed-tools: search_books", []),
