@@ -237,6 +237,12 @@ def frontmatter_problems(frontmatter: dict[str, Any], folder_name: str) -> list[
     compatibility = frontmatter.get("compatibility")
     if compatibility is not None and (not isinstance(compatibility, str) or len(compatibility) > MAX_COMPATIBILITY):
         problems.append(Problem("mcp_django.E193", "The skill's compatibility field is not text of at most 500 characters.", "Shorten it, or remove it."))
+    # Text in the Agent Skills specification. PyYAML reads YAML 1.1, where `license: no` or
+    # `allowed-tools: on` is a boolean; a host parsing YAML 1.2 reads the text, and refuses a
+    # listing whose frontmatter differs from the file's.
+    for field in ("license", "allowed-tools"):
+        if field in frontmatter and not isinstance(frontmatter[field], str):
+            problems.append(Problem("mcp_django.E193", f"The skill's {field} field is not text.", "Quote its value, so that every YAML parser reads text."))
     metadata = frontmatter.get("metadata")
     if metadata is not None and (not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values())):
         problems.append(Problem("mcp_django.E193", "The skill's metadata field is not a mapping of names to strings.", "Quote each value."))

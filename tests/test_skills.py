@@ -14,6 +14,8 @@ import pytest
 import yaml
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from mcp_django import skills
@@ -380,6 +382,8 @@ async def test_the_2026_era_declares_the_extension_in_discover_and_caches_skills
         (f"name: one\ndescription: {'x' * 1025}", ["mcp_django.E192"]),
         ("name: one\ndescription: x\nmetadata:\n  n: 1", ["mcp_django.E193"]),
         (f"name: one\ndescription: x\ncompatibility: {'x' * 501}", ["mcp_django.E193"]),
+        ("name: one\ndescription: x\nlicense: no", ["mcp_django.E193"]),  # YAML 1.1's false, YAML 1.2's "no"
+        ("name: one\ndescription: x\nallowed-tools: on", ["mcp_django.E193"]),
         ("name: one\ndescription: x\nmetadata:\n  io.modelcontextprotocol/x: y", ["mcp_django.W190"]),
         ("name: one\ndescription: x\nversion: '2'", ["mcp_django.W190"]),
         ("name: one\ndescription: x\nlicense: MIT\nallowed-tools: search_books", []),
@@ -402,6 +406,16 @@ def test_check_reports_each_frontmatter_problem_with_its_id(tmp_path: Path, fron
 def test_check_refuses_names_against_the_naming_rules(tmp_path: Path, name: str) -> None:
     mcp = site_with(write_skill(tmp_path, name, f"name: {name}\ndescription: x"))
     assert ids([m for m in check_skills() if m.obj is mcp.get_skill(name)]) == ["mcp_django.E191"]
+
+
+def test_manage_py_check_reports_a_broken_skill_as_start_up_does(tmp_path: Path) -> None:
+    # The check is registered by the app's ready(), not only callable: runserver and migrate stop.
+    folder = write_skill(tmp_path, "one", "name: other\ndescription: x")
+    mcp = site_with(folder)  # kept alive: all_sites holds its sites weakly
+    with pytest.raises(SystemCheckError, match=r"(?s)mcp_django\.E191.*'other' is not its folder's name 'one'") as raised:
+        call_command("check")
+    assert str(folder) in str(raised.value)
+    del mcp
 
 
 def test_check_reports_a_folder_without_skill_md(tmp_path: Path) -> None:

@@ -78,9 +78,14 @@ async def test_a_host_finds_reads_and_feeds_the_availability_app(example_server:
         assert {"title", "copies", "on_loan", "available", "next_due_on"} <= set(result.structured_content)
 
 
-async def test_a_stdio_host_gets_the_same_app_as_the_given_user(example_database: ExampleDatabase) -> None:
-    # manage.py mcp_stdio: the same site, the same gate (reader may use book_availability).
-    async with Client(stdio_client(command(example_database, "--user", "reader")), read_timeout_seconds=20) as client:
+# "auto" discovers the server (server/discover), then speaks 2026-07-28 (see test_skills_live).
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_stdio_host_gets_the_same_app_as_the_given_user(example_database: ExampleDatabase, mode: str) -> None:
+    # manage.py mcp_stdio: the same site, the same gate (reader may use book_availability), in each era.
+    extensions = [advertise(UI_EXTENSION, {"mimeTypes": [MIME_TYPE]})]
+    transport = stdio_client(command(example_database, "--user", "reader"))
+    async with Client(transport, mode=mode, read_timeout_seconds=20, extensions=extensions) as client:
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         assert UI_EXTENSION in (client.server_capabilities.extensions or {})
         assert (await all_tools(client))["book_availability"].meta["ui"]["resourceUri"] == APP_URI
         (contents,) = (await client.read_resource(APP_URI)).contents
