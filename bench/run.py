@@ -439,9 +439,7 @@ def memory_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
             windows = r.get("windows", [])
             value = {"windows": windows}
             if len(windows) == 2 and windows[0]["open_median_ms"] and windows[1]["open_median_ms"]:
-                early, late = windows
-                value["growth"] = round(late["open_median_ms"] / early["open_median_ms"], 2)
-                value["get_growth"] = round(late["get_median_ms"] / early["get_median_ms"], 2)
+                value.update(streams.open_growth(*windows))
             else:
                 value["error"] = r.get("error") or "the timed windows were not reached"
             record(cases, f"{kind}.stream_open", value)

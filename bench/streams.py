@@ -66,8 +66,10 @@ class Ramp:
 
         await asyncio.gather(*(one() for _ in range(count)))
 
-    async def open_timed(self, count: int, deadline: float) -> list[tuple[float, float]]:
-        times = []
+    async def open_timed(self, count: int, deadline: float) -> tuple[list[tuple[float, float]], list[float]]:
+        """Open ``count`` streams one at a time: each one's times, and the machine's speed
+        (:func:`speed_probe`) measured after each."""
+        times, speeds = [], []
         for _ in range(count):
             if time.monotonic() > deadline:
                 self.failures.append("deadline passed")
@@ -75,7 +77,8 @@ class Ramp:
             t = await self.open_one()
             if t is not None:
                 times.append(t)
-        return times
+                speeds.append(speed_probe())
+        return times, speeds
 
     def closed_early(self) -> int:
         return sum(1 for _, task in self.held if task.done())
@@ -87,6 +90,29 @@ class Ramp:
                 conn.writer.close()
         self.held = []
         await asyncio.sleep(0.5)
+
+
+def speed_probe() -> float:
+    """Seconds for a fixed piece of pure Python work in this process: how fast the machine runs
+    right now. The two timed windows are a minute or more apart, and a shared machine's speed
+    drifts by more than the growth being judged within that time (seen here: the same code gave
+    growths of 0.66 and 1.84 in two runs); the ratio of each window's open time to its speed
+    probe takes that drift out."""
+    t = time.perf_counter()
+    sum(range(20_000))
+    return time.perf_counter() - t
+
+
+def open_growth(early: dict, late: dict) -> dict:
+    """How much slower a stream opens in the ``late`` window than in the ``early`` one, at equal
+    machine speed (:func:`speed_probe`); the undivided ratios are kept as ``raw_*``."""
+    probes = early.get("speed_probe_median_ms"), late.get("speed_probe_median_ms")
+    drift = probes[1] / probes[0] if all(probes) else 1.0
+    out: dict = {"speed_drift": round(drift, 2)}
+    for key, field_name in (("growth", "open_median_ms"), ("get_growth", "get_median_ms")):
+        out[f"raw_{key}"] = round(late[field_name] / early[field_name], 2)
+        out[key] = round(late[field_name] / early[field_name] / drift, 2)
+    return out
 
 
 def _median_ms(values: list[float]) -> float | None:
@@ -117,12 +143,13 @@ def idle_streams_case(server: Server, counts: tuple[int, ...], windows: tuple[tu
                 window = next((w for w in windows if w[0] <= n < w[1]), None)
                 if window is not None:
                     waited = await asyncio.to_thread(wait_for_quiet) if wait_for_quiet else 0.0
-                    times = await ramp.open_timed(stop - n, deadline)
+                    times, speeds = await ramp.open_timed(stop - n, deadline)
                     out["windows"].append({
                         "from": window[0], "to": window[1], "timed": len(times), "waited_for_quiet_s": waited,
                         "open_median_ms": _median_ms([a + b for a, b in times]),
                         "session_median_ms": _median_ms([a for a, _ in times]),
                         "get_median_ms": _median_ms([b for _, b in times]),
+                        "speed_probe_median_ms": _median_ms(speeds),
                     })  # fmt: skip
                 elif stop > n:
                     await ramp.open_bulk(stop - n, deadline)

@@ -80,3 +80,15 @@ def test_judge_says_which_figure_is_missing() -> None:
     assert report.judge(on_floor, 1300)["unjudged"] == "floor not measured"
     assert report.judge(on_floor, None, floor=2000)["unjudged"] == "no figure"
     assert report.judge(report.OPERATIONS, 3400, against=OPS_OFF)["unjudged"] == f"{OPS_OFF} not measured"
+
+
+def test_stream_open_growth_is_judged_at_equal_machine_speed() -> None:
+    from bench.streams import open_growth
+
+    early = {"open_median_ms": 2.0, "get_median_ms": 1.0, "speed_probe_median_ms": 0.5}
+    # The machine ran at two-thirds of its speed during the late window: opens 1.5x as slow, no growth.
+    late = {"open_median_ms": 3.0, "get_median_ms": 1.5, "speed_probe_median_ms": 0.75}
+    assert open_growth(early, late) == {"speed_drift": 1.5, "raw_growth": 1.5, "growth": 1.0, "raw_get_growth": 1.5, "get_growth": 1.0}
+    # A run recorded before the probe existed is judged as it was.
+    old = {k: v for k, v in early.items() if k != "speed_probe_median_ms"}
+    assert open_growth(old, {**late, "speed_probe_median_ms": None})["growth"] == 1.5
