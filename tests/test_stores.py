@@ -212,3 +212,59 @@ def test_insert_rows_on_sqlite_writes_qmark_placeholders_unless_queries_are_logg
         assert any("50%s" in query["sql"] for query in captured.captured_queries)  # the log has the values
     assert ToolCall.objects.count() == 61
     assert ToolCall.objects.get(tool_name="t59", arguments__n=59).arguments == {"n": 59, "s": "50%s"}
+
+
+async def test_a_group_write_writes_a_lone_item_at_once_and_what_came_meanwhile_together() -> None:
+    import asyncio
+
+    from mcp_django.stores import GroupWrite
+
+    groups: list[list[str]] = []
+    writes: GroupWrite[str] = GroupWrite(lambda items: groups.append(list(items)))
+    await writes.write("alone")
+    await asyncio.gather(*(writes.write(f"w{n}") for n in range(4)))
+    # The first is written at once, the three that came while it ran in one write after it.
+    assert groups == [["alone"], ["w0"], ["w1", "w2", "w3"]]
+
+
+async def test_a_group_write_that_fails_fails_only_the_item_that_cannot_be_written() -> None:
+    import asyncio
+
+    from mcp_django.stores import GroupWrite
+
+    written: list[str] = []
+
+    def write_many(items: list[str]) -> None:
+        if "bad" in items:
+            raise IntegrityError("this one cannot be written")
+        written.extend(items)
+
+    writes: GroupWrite[str] = GroupWrite(write_many)
+    results = await asyncio.gather(*(writes.write(item) for item in ["w0", "w1", "bad", "w2"]), return_exceptions=True)
+    assert results[:2] == [None, None] and results[3] is None
+    assert isinstance(results[2], IntegrityError)
+    assert sorted(written) == ["w0", "w1", "w2"]  # each once: the failed group wrote nothing
+
+
+async def test_sessions_made_at_once_share_a_write_and_each_is_committed_when_it_is_returned(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    from mcp_django.stores import sessions
+
+    groups: list[int] = []
+    insert = sessions._session_writes._write_many
+
+    def counting(batch: list[Session]) -> None:
+        groups.append(len(batch))
+        insert(batch)
+
+    monkeypatch.setattr(sessions._session_writes, "_write_many", counting)
+    fields = {"site_name": "mcp", "user_id": None, "protocol_version": "2025-11-25", "client_info": {"name": "c", "version": "1"}, "capabilities": {}}
+    made = await asyncio.gather(*(SessionStore().acreate(**fields) for _ in range(5)))
+    assert groups == [1, 4]
+    assert len({s.pk for s in made}) == 5
+    stored = await sync_to_async(lambda: set(Session.objects.values_list("pk", flat=True)))()
+    assert stored == {s.pk for s in made}
+    assert all(not s._state.adding and s._state.db == "default" for s in made)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import weakref
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -21,7 +20,7 @@ from ..exceptions import ClientRequestError
 from ..models import Event, RunningRequest
 from ..protocol.errors import InternalError
 from ..protocol.jsonrpc import encode, error_message, notification_message, request_message
-from ..stores import BaseEventStore, RunningRequestStore, ServerRequestStore, StoredEvent, get_event_store
+from ..stores import BaseEventStore, GroupWrite, RunningRequestStore, ServerRequestStore, StoredEvent, get_event_store
 from .layers import GET_STREAM, get_layer, get_stream_group, group_send, stream_group
 
 logger = logging.getLogger("mcp_django.transport")
@@ -171,7 +170,7 @@ class StreamEmitter:
 
 @dataclass(slots=True)
 class _Batch:
-    """One stream's events waiting for a group commit, and its flusher waiting for them."""
+    """One stream's events waiting for a group commit."""
 
     store: BaseEventStore
     session_id: str
@@ -179,86 +178,23 @@ class _Batch:
     events: list[StoredEvent]
     #: The claims of the requests these events answer, deleted in the same transaction.
     finished: list[tuple[str, str]]
-    done: asyncio.Future[None]
 
 
 class GroupCommit:
-    """Stores the event batches of this process's POST streams, several streams to a write.
-
-    One write runs at a time, in one thread hop and one transaction; the batches handed in while
-    it runs go together in the next one, so a lone stream waits for nothing and concurrent ones
-    share the hop (bench/profile.py: the thread hop that stored each response was the largest
-    cost an SSE tools/call added over a JSON one after its socket writes). A flusher is released
-    when its batch is committed, and only then announces it: nothing is sent before it is stored.
-    A write that fails is retried batch by batch, so a failure reaches only its own stream.
-    """
+    """Stores the event batches of this process's POST streams, several streams to a write
+    (:class:`~mcp_django.stores.GroupWrite`): the thread hop that stored each response was the
+    largest cost an SSE tools/call added over a JSON one after its socket writes
+    (bench/profile.py). A flusher is released when its batch is committed, and only then
+    announces it: nothing is sent before it is stored."""
 
     def __init__(self) -> None:
-        self._waiting: list[_Batch] = []
-        #: A write runs: later batches wait for the next one.
-        self._busy = False
-        self._writer: asyncio.Task[None] | None = None
+        self._writes: GroupWrite[_Batch] = GroupWrite(write_batches)
 
     async def store(
         self, store: BaseEventStore, session_id: str, stream: str, events: list[StoredEvent], finished: list[tuple[str, str]]
     ) -> None:
         """Return once ``events`` (and the deletion of the ``finished`` claims) are committed."""
-        loop = asyncio.get_running_loop()
-        if self._busy:
-            batch = _Batch(store, session_id, stream, events, finished, loop.create_future())
-            self._waiting.append(batch)
-            await batch.done
-            return
-        # Nothing is being written: write this batch at once, from this task (a task of its
-        # own for every write cost a lone stream about 4 % of its calls per core).
-        self._busy = True
-        try:
-            await sync_to_async(write_events)(store, session_id, stream, events, finished)
-        finally:
-            if self._waiting:
-                self._writer = loop.create_task(self._write())
-            else:
-                self._busy = False
-
-    async def _write(self) -> None:
-        try:
-            await self._write_waiting()
-        finally:
-            self._busy = False
-
-    async def _write_waiting(self) -> None:
-        while self._waiting:
-            group, self._waiting = self._waiting, []
-            try:
-                await sync_to_async(write_batches)(group)
-            except asyncio.CancelledError:
-                for batch in group + self._waiting:
-                    if not batch.done.done():
-                        batch.done.cancel()
-                raise
-            except Exception as exc:
-                if len(group) == 1:
-                    _settle(group[0], exc)
-                    continue
-                for batch in group:
-                    try:
-                        await sync_to_async(write_batches)([batch])
-                    except Exception as alone:
-                        _settle(batch, alone)
-                    else:
-                        _settle(batch, None)
-                continue
-            for batch in group:
-                _settle(batch, None)
-
-
-def _settle(batch: _Batch, failure: BaseException | None) -> None:
-    if batch.done.done():
-        return  # its flusher was cancelled meanwhile
-    if failure is None:
-        batch.done.set_result(None)
-    else:
-        batch.done.set_exception(failure)
+        await self._writes.write(_Batch(store, session_id, stream, events, finished))
 
 
 def write_events(
@@ -276,6 +212,10 @@ def write_events(
 def write_batches(group: list[_Batch]) -> None:
     """Store ``group``'s events, each store's in one write, and delete their finished claims in
     the same transaction: a response is never stored without its claim going, nor the reverse."""
+    if len(group) == 1:
+        batch = group[0]
+        write_events(batch.store, batch.session_id, batch.stream, batch.events, batch.finished)
+        return
     by_store: dict[type[BaseEventStore], tuple[BaseEventStore, list[tuple[str, str, list[StoredEvent]]]]] = {}
     for batch in group:
         by_store.setdefault(type(batch.store), (batch.store, []))[1].append((batch.session_id, batch.stream, batch.events))
@@ -289,16 +229,13 @@ def write_batches(group: list[_Batch]) -> None:
             RunningRequestStore().finish_many(finished)
 
 
-_group_commits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, GroupCommit] = weakref.WeakKeyDictionary()
+#: The process's group commit of stream events (one write at a time per event loop).
+_group_commit = GroupCommit()
 
 
 def group_commit() -> GroupCommit:
-    """This event loop's group commit of stream events."""
-    loop = asyncio.get_running_loop()
-    commit = _group_commits.get(loop)
-    if commit is None:
-        commit = _group_commits[loop] = GroupCommit()
-    return commit
+    """The process's group commit of stream events."""
+    return _group_commit
 
 
 async def deliver_response(session_id: str, request_id: Any, response: dict[str, Any]) -> bool:
