@@ -220,11 +220,19 @@ async def test_a_group_write_writes_a_lone_item_at_once_and_what_came_meanwhile_
     from mcp_django.stores import GroupWrite
 
     groups: list[list[str]] = []
-    writes: GroupWrite[str] = GroupWrite(lambda items: groups.append(list(items)))
-    await writes.write("alone")
-    await asyncio.gather(*(writes.write(f"w{n}") for n in range(4)))
-    # The first is written at once, the three that came while it ran in one write after it.
+
+    async def write_many(items: list[str]) -> list[str]:
+        groups.append(list(items))
+        await asyncio.sleep(0)  # a round trip: the others come meanwhile
+        return [item.upper() for item in items]
+
+    writes: GroupWrite[str, str] = GroupWrite(write_many)
+    assert await writes.write("alone") == "ALONE"
+    results = await asyncio.gather(*(writes.write(f"w{n}") for n in range(4)))
+    # The first is written at once, the three that came while it ran in one write after it;
+    # each task gets its own item's result.
     assert groups == [["alone"], ["w0"], ["w1", "w2", "w3"]]
+    assert results == ["W0", "W1", "W2", "W3"]
 
 
 async def test_a_group_write_that_fails_fails_only_the_item_that_cannot_be_written() -> None:
@@ -234,16 +242,31 @@ async def test_a_group_write_that_fails_fails_only_the_item_that_cannot_be_writt
 
     written: list[str] = []
 
-    def write_many(items: list[str]) -> None:
+    async def write_many(items: list[str]) -> None:
+        await asyncio.sleep(0)
         if "bad" in items:
             raise IntegrityError("this one cannot be written")
         written.extend(items)
 
-    writes: GroupWrite[str] = GroupWrite(write_many)
+    writes: GroupWrite[str, None] = GroupWrite(write_many)
     results = await asyncio.gather(*(writes.write(item) for item in ["w0", "w1", "bad", "w2"]), return_exceptions=True)
     assert results[:2] == [None, None] and results[3] is None
     assert isinstance(results[2], IntegrityError)
     assert sorted(written) == ["w0", "w1", "w2"]  # each once: the failed group wrote nothing
+
+    # Without retry_alone (a write that may have gone half through), a failure fails its group.
+    tried: list[list[str]] = []
+
+    async def fails(items: list[str]) -> None:
+        tried.append(list(items))
+        await asyncio.sleep(0)
+        if "bad" in items:
+            raise ConnectionError("the connection dropped")
+
+    once: GroupWrite[str, None] = GroupWrite(fails, retry_alone=False)
+    results = await asyncio.gather(*(once.write(item) for item in ["w0", "w1", "bad"]), return_exceptions=True)
+    assert results[0] is None and all(isinstance(r, ConnectionError) for r in results[1:])
+    assert tried == [["w0"], ["w1", "bad"]]  # nothing written twice
 
 
 async def test_sessions_made_at_once_share_a_write_and_each_is_committed_when_it_is_returned(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -256,9 +279,9 @@ async def test_sessions_made_at_once_share_a_write_and_each_is_committed_when_it
     groups: list[int] = []
     insert = sessions._session_writes._write_many
 
-    def counting(batch: list[Session]) -> None:
+    async def counting(batch: list[Session]) -> None:
         groups.append(len(batch))
-        insert(batch)
+        await insert(batch)
 
     monkeypatch.setattr(sessions._session_writes, "_write_many", counting)
     fields = {"site_name": "mcp", "user_id": None, "protocol_version": "2025-11-25", "client_info": {"name": "c", "version": "1"}, "capabilities": {}}

@@ -40,8 +40,9 @@ def _insert(sessions: list[Session]) -> None:
         session._state.db = alias
 
 
-#: New sessions' rows, group-committed (:meth:`SessionStore.acreate`).
-_session_writes: GroupWrite[Session] = GroupWrite(_insert)
+#: New sessions' rows, group-committed (:meth:`SessionStore.acreate`): a group in one INSERT,
+#: in Django's thread for sync code.
+_session_writes: GroupWrite[Session, None] = GroupWrite(sync_to_async(_insert))
 
 
 class SessionStore:

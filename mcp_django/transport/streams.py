@@ -188,7 +188,7 @@ class GroupCommit:
     announces it: nothing is sent before it is stored."""
 
     def __init__(self) -> None:
-        self._writes: GroupWrite[_Batch] = GroupWrite(write_batches)
+        self._writes: GroupWrite[_Batch, None] = GroupWrite(sync_to_async(write_batches))
 
     async def store(
         self, store: BaseEventStore, session_id: str, stream: str, events: list[StoredEvent], finished: list[tuple[str, str]]
