@@ -98,9 +98,9 @@ METRIC_NAMES = {
     "server_cpu_us_per_call": "server CPU µs per call",
     "service_cpu_us_per_call": "PostgreSQL + Redis CPU µs per call",
     "operations_ratio": f"ours-uvicorn / {OPS_OFF}, calls per server core-s",
-    # bench/streams.speed_probe: each window's open time per unit of the machine's speed then.
-    "growth": "later / earlier, at equal machine speed",
-    "get_growth": "later / earlier, at equal machine speed",
+    # bench/streams.idle_streams_case: against a second server holding few streams, same moments.
+    "growth": "later / a second server at the early count, same moments",
+    "get_growth": "later / a second server at the early count, same moments",
 }
 
 

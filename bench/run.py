@@ -428,8 +428,20 @@ def memory_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
                 record(cases, f"{kind}.stream_open", {"error": err})
                 continue
             settle = 4.0 if top >= 1000 else 2.0
-            r = guarded(cases, f"{kind}.idle_streams", streams.idle_streams_case, servers[kind], prof.memory_counts,
-                        prof.open_windows, settle, budget, lambda: procs.wait_for_quiet(QUIET_BUDGET, max_wait=10))  # fmt: skip
+            # A second server of the kind, holding few streams: the stream-open growth compares
+            # opens made at the same moments (streams.idle_streams_case).
+            try:
+                companion: Server | None = start_server(kind, "json", env, tag="companion")
+            except Exception as exc:
+                companion = None
+                log(f"  {kind} companion did not start ({exc}): stream-open growth is late / early on one server")
+            try:
+                r = guarded(cases, f"{kind}.idle_streams", streams.idle_streams_case, servers[kind], prof.memory_counts,
+                            prof.open_windows, settle, budget, lambda: procs.wait_for_quiet(QUIET_BUDGET, max_wait=10),
+                            companion)  # fmt: skip
+            finally:
+                if companion is not None:
+                    stop_server(companion)
             for count in prof.memory_counts:
                 m = r.get("memory", {}).get(count)
                 value = dict(m) if m else {"error": r.get("error") or "not reached"}

@@ -66,10 +66,12 @@ class Ramp:
 
         await asyncio.gather(*(one() for _ in range(count)))
 
-    async def open_timed(self, count: int, deadline: float) -> tuple[list[tuple[float, float]], list[float]]:
-        """Open ``count`` streams one at a time: each one's times, and the machine's speed
-        (:func:`speed_probe`) measured after each."""
-        times, speeds = [], []
+    async def open_timed(
+        self, count: int, deadline: float, companion: Ramp | None = None
+    ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+        """Open ``count`` streams one at a time, each one timed; with a ``companion`` (another
+        server of the same kind holding few streams), one there after each, timed too."""
+        times, beside = [], []
         for _ in range(count):
             if time.monotonic() > deadline:
                 self.failures.append("deadline passed")
@@ -77,8 +79,9 @@ class Ramp:
             t = await self.open_one()
             if t is not None:
                 times.append(t)
-                speeds.append(speed_probe())
-        return times, speeds
+            if companion is not None and (c := await companion.open_one()) is not None:
+                beside.append(c)
+        return times, beside
 
     def closed_early(self) -> int:
         return sum(1 for _, task in self.held if task.done())
@@ -92,26 +95,15 @@ class Ramp:
         await asyncio.sleep(0.5)
 
 
-def speed_probe() -> float:
-    """Seconds for a fixed piece of pure Python work in this process: how fast the machine runs
-    right now. The two timed windows are a minute or more apart, and a shared machine's speed
-    drifts by more than the growth being judged within that time (seen here: the same code gave
-    growths of 0.66 and 1.84 in two runs); the ratio of each window's open time to its speed
-    probe takes that drift out."""
-    t = time.perf_counter()
-    sum(range(20_000))
-    return time.perf_counter() - t
-
-
 def open_growth(early: dict, late: dict) -> dict:
-    """How much slower a stream opens in the ``late`` window than in the ``early`` one, at equal
-    machine speed (:func:`speed_probe`); the undivided ratios are kept as ``raw_*``."""
-    probes = early.get("speed_probe_median_ms"), late.get("speed_probe_median_ms")
-    drift = probes[1] / probes[0] if all(probes) else 1.0
-    out: dict = {"speed_drift": round(drift, 2)}
+    """How much slower a stream opens with the ``late`` window's count open than with the
+    ``early`` one's: against the companion's opens made at the same moments when the late
+    window has them (``raw_*``: late / early on the one server, drift included)."""
+    out: dict = {}
     for key, field_name in (("growth", "open_median_ms"), ("get_growth", "get_median_ms")):
         out[f"raw_{key}"] = round(late[field_name] / early[field_name], 2)
-        out[key] = round(late[field_name] / early[field_name] / drift, 2)
+        beside = late.get(f"companion_{field_name}")
+        out[key] = round(late[field_name] / beside, 2) if beside else out[f"raw_{key}"]
     return out
 
 
@@ -120,14 +112,23 @@ def _median_ms(values: list[float]) -> float | None:
 
 
 def idle_streams_case(server: Server, counts: tuple[int, ...], windows: tuple[tuple[int, int], ...], settle: float, budget: float,
-                      wait_for_quiet=None) -> dict:  # fmt: skip
+                      wait_for_quiet=None, companion: Server | None = None) -> dict:  # fmt: skip
     """Ramp to max(counts) idle streams; RSS growth per stream at each count, and the median
     open time of the streams in each timed window [start, end) (after `wait_for_quiet()`, a
-    blocking call that waits, bounded, for other processes to leave the CPU alone)."""
+    blocking call that waits, bounded, for other processes to leave the CPU alone).
+
+    With a ``companion`` (a second server of the same kind), it holds as many streams as the
+    first window starts at, and every timed open is followed by one there: the two medians of a
+    window are then measured at the same moments. The windows are a minute or more apart, and
+    this machine's speed drifts by more than the growth being judged in that time (one commit
+    gave growths of 0.66 and 1.84 in two runs); the companion's opens take that drift out."""
 
     async def go() -> dict:
         ramp = Ramp(server)
+        beside = Ramp(companion) if companion is not None else None
         deadline = time.monotonic() + budget
+        if beside is not None:
+            await beside.open_bulk(windows[0][0] if windows else 0, deadline)
         # Warm-up: code paths, caches and lazy imports touched once are not per-session cost.
         await ramp.open_bulk(20, deadline)
         await ramp.close()
@@ -143,13 +144,17 @@ def idle_streams_case(server: Server, counts: tuple[int, ...], windows: tuple[tu
                 window = next((w for w in windows if w[0] <= n < w[1]), None)
                 if window is not None:
                     waited = await asyncio.to_thread(wait_for_quiet) if wait_for_quiet else 0.0
-                    times, speeds = await ramp.open_timed(stop - n, deadline)
+                    times, companion_times = await ramp.open_timed(stop - n, deadline, beside)
                     out["windows"].append({
                         "from": window[0], "to": window[1], "timed": len(times), "waited_for_quiet_s": waited,
                         "open_median_ms": _median_ms([a + b for a, b in times]),
                         "session_median_ms": _median_ms([a for a, _ in times]),
                         "get_median_ms": _median_ms([b for _, b in times]),
-                        "speed_probe_median_ms": _median_ms(speeds),
+                        **({
+                            "companion_streams": len(beside.held),
+                            "companion_open_median_ms": _median_ms([a + b for a, b in companion_times]),
+                            "companion_get_median_ms": _median_ms([b for _, b in companion_times]),
+                        } if beside is not None else {}),
                     })  # fmt: skip
                 elif stop > n:
                     await ramp.open_bulk(stop - n, deadline)
@@ -182,5 +187,7 @@ def idle_streams_case(server: Server, counts: tuple[int, ...], windows: tuple[tu
             return out
         finally:
             await ramp.close()
+            if beside is not None:
+                await beside.close()
 
     return asyncio.run(asyncio.wait_for(go(), budget + 120))

@@ -82,13 +82,13 @@ def test_judge_says_which_figure_is_missing() -> None:
     assert report.judge(report.OPERATIONS, 3400, against=OPS_OFF)["unjudged"] == f"{OPS_OFF} not measured"
 
 
-def test_stream_open_growth_is_judged_at_equal_machine_speed() -> None:
+def test_stream_open_growth_is_judged_against_the_companion_s_opens_at_the_same_moments() -> None:
     from bench.streams import open_growth
 
-    early = {"open_median_ms": 2.0, "get_median_ms": 1.0, "speed_probe_median_ms": 0.5}
-    # The machine ran at two-thirds of its speed during the late window: opens 1.5x as slow, no growth.
-    late = {"open_median_ms": 3.0, "get_median_ms": 1.5, "speed_probe_median_ms": 0.75}
-    assert open_growth(early, late) == {"speed_drift": 1.5, "raw_growth": 1.5, "growth": 1.0, "raw_get_growth": 1.5, "get_growth": 1.0}
-    # A run recorded before the probe existed is judged as it was.
-    old = {k: v for k, v in early.items() if k != "speed_probe_median_ms"}
-    assert open_growth(old, {**late, "speed_probe_median_ms": None})["growth"] == 1.5
+    early = {"open_median_ms": 2.0, "get_median_ms": 1.0}
+    # The machine ran slower during the late window: opens 1.5x as slow on both servers, no growth.
+    late = {"open_median_ms": 3.0, "get_median_ms": 1.5, "companion_open_median_ms": 3.0, "companion_get_median_ms": 1.2}
+    assert open_growth(early, late) == {"raw_growth": 1.5, "growth": 1.0, "raw_get_growth": 1.5, "get_growth": 1.25}
+    # A run without a companion (it did not start) is judged on the one server.
+    alone = {"open_median_ms": 3.0, "get_median_ms": 1.5}
+    assert open_growth(early, alone)["growth"] == 1.5
