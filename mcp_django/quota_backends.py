@@ -35,8 +35,6 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache
 from django.core.signals import setting_changed
 
-from .stores.grouped import GroupWrite
-
 T = TypeVar("T")
 
 #: Every cache key of the quotas starts so (then a SHA-256 of who and what is counted).
@@ -330,11 +328,8 @@ class RedisCounters(BaseCounters):
 
     The event loop counts on an asyncio client (one per loop: a connection belongs to the loop
     that opened it), which takes no thread: the thread hop around the sync client cost as much
-    CPU as the round trip itself (bench/profile.py, on PostgreSQL + Redis). The counts of
-    concurrent requests share a pipeline (:class:`~mcp_django.stores.GroupWrite`): each one's
-    commands still run as they would alone, INCR by INCR, so every count is as exact as before.
-    A cache with a parser or pool class of the user's counts with the sync client, in a worker
-    thread.
+    CPU as the round trip itself (bench/profile.py, on PostgreSQL + Redis). A cache with a
+    parser or pool class of the user's counts with the sync client, in a worker thread.
     """
 
     def __init__(self, cache: RedisCache) -> None:
@@ -343,36 +338,6 @@ class RedisCounters(BaseCounters):
         # Not weak keys: a client that has connected holds its loop (through its connections'
         # streams), so a weak key would never go. Clients of closed loops are dropped instead.
         self.async_clients: dict[asyncio.AbstractEventLoop, Any] = {}
-        # A tools/call counts three times (its rate limit, its running slot taken and given
-        # back), and the client's work for each pipeline was most of a call's CPU on Redis
-        # (bench/profile.py). Not retried alone: INCR is not idempotent, and a pipeline that
-        # failed may have run in part.
-        self._pipelines: GroupWrite[Callable[[Any], None], list[Any]] = GroupWrite(self._execute, retry_alone=False)
-
-    async def _execute(self, queued: list[Callable[[Any], None]]) -> list[list[Any]]:
-        """Run the commands each of ``queued`` puts on a pipeline, in one round trip; each
-        one's replies (a command that failed: its exception, for its caller alone)."""
-        client = self.async_client()
-        assert client is not None  # ahit and aunhit come here only with one
-        pipe = client.pipeline(transaction=False)
-        sizes = []
-        for queue in queued:
-            before = len(pipe)
-            queue(pipe)
-            sizes.append(len(pipe) - before)
-        replies = await pipe.execute(raise_on_error=False)
-        out, at = [], 0
-        for size in sizes:
-            out.append(replies[at : at + size])
-            at += size
-        return out
-
-    async def _pipelined(self, queue: Callable[[Any], None]) -> list[Any]:
-        replies = await self._pipelines.write(queue) or []
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        return replies
 
     def async_client(self) -> Any | None:
         """The asyncio client for the running loop (made once per loop), or None where the
@@ -412,8 +377,9 @@ class RedisCounters(BaseCounters):
         client = self.async_client() if keys else None
         if client is None:
             return await _in_thread(self.hit, keys, timeout) if keys else []
-        replies = await self._pipelined(lambda pipe: self._queue_hits(pipe, keys, timeout))
-        return [int(count) for count in replies[1::2]]
+        pipe = client.pipeline(transaction=False)
+        self._queue_hits(pipe, keys, timeout)
+        return [int(count) for count in (await pipe.execute())[1::2]]
 
     def unhit(self, keys: Sequence[str]) -> None:
         if keys:
@@ -427,7 +393,9 @@ class RedisCounters(BaseCounters):
             if keys:
                 await _in_thread(self.unhit, keys)
             return
-        await self._pipelined(lambda pipe: self._queue_unhits(pipe, keys))
+        pipe = client.pipeline(transaction=False)
+        self._queue_unhits(pipe, keys)
+        await pipe.execute()
 
     def get(self, key: str) -> int:
         return int(self.cache.get(key) or 0)

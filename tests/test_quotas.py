@@ -730,34 +730,3 @@ def test_a_session_cap_counts_live_sessions_only_as_far_as_it_needs() -> None:
         assert quotas.live_sessions(caller, 2) == 3  # enough to know the cap of 2 is reached
     assert "LIMIT 3" in queries[0]["sql"]
 
-
-async def test_on_redis_concurrent_counts_share_pipelines_and_each_count_stays_exact(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
-    with override_settings(CACHES=_redis_caches()), limits(CACHE="quota", TOOL_CALLS="20/minute"):
-        counters = _redis_counters()
-        pipelines: list[int] = []
-        execute = counters._execute
-
-        async def counting(queued: list[Any]) -> list[list[Any]]:
-            pipelines.append(len(queued))
-            return await execute(queued)
-
-        monkeypatch.setattr(counters._pipelines, "_write_many", counting)
-        caller = quotas.Caller("user:14", 14)
-        results = await asyncio.gather(*(quotas.acheck_tool_calls(caller, ["add"]) for _ in range(30)))
-        refused = [r[0] for r in results if r[0] is not None]
-        # Exactly the limit ran, each count its own INCR, in far fewer round trips than calls.
-        assert len(refused) == 10 and all(e.limit == "TOOL_CALLS" for e in refused)
-        assert sum(pipelines) == 30 and len(pipelines) < 30
-        # A command that fails fails its own caller only, not the others in its pipeline.
-        window = int(clock.now // 60)
-        quotas.cache_for("quota").set(quotas.cache_key("rate", "TOOL_CALLS", "user:15", "60", str(window)), "not a number")
-        broken, fine = quotas.Caller("user:15", 15), quotas.Caller("user:16", 16)
-        pipelines.clear()
-        outcomes = await asyncio.gather(
-            quotas.acheck_tool_calls(fine, ["add"]), quotas.acheck_tool_calls(broken, ["add"]), quotas.acheck_tool_calls(fine, ["add"]),
-            return_exceptions=True,
-        )
-        assert pipelines == [1, 2]  # the broken caller shared the second pipeline with a fine one
-        assert outcomes[0] == [None] and outcomes[2] == [None]
-        assert isinstance(outcomes[1], Exception)
-        await quotas.aclose_clients()
