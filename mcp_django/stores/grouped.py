@@ -1,10 +1,12 @@
 """Group commit: what concurrent requests write shares one round trip.
 
-A request that stores something before it answers (a new session, a stream's events, a quota
-count in Redis) waits for its write, and each write was a round trip of its own: a trip to
-Django's thread for sync code and an INSERT, or a Redis pipeline. :class:`GroupWrite` lets one
-write run at a time and gathers whatever is handed in meanwhile into the next one, so a lone
-request waits for nothing and concurrent ones share the trip.
+A request that stores something before it answers (a new session, a stream's events) waits
+for its write, and each write was a round trip of its own: a trip to Django's thread for sync
+code and an INSERT. :class:`GroupWrite` lets one write run at a time and gathers whatever is
+handed in meanwhile into the next one, so a lone request waits for nothing and concurrent ones
+share the trip. The price: an item that waits for the write in flight also waits out that
+write's timeout when its service has silently gone, before its own (the quota counts on Redis
+do not share their pipelines for that reason: docs/performance.md, issue 27's third pass).
 """
 
 from __future__ import annotations
