@@ -255,19 +255,6 @@ async def test_a_group_write_that_fails_fails_only_the_item_that_cannot_be_writt
     assert isinstance(results[2], IntegrityError)
     assert sorted(written) == ["w0", "w1", "w2"]  # each once: the failed group wrote nothing
 
-    # Without retry_alone (a write that may have gone half through), a failure fails its group.
-    tried: list[list[str]] = []
-
-    async def fails(items: list[str]) -> None:
-        tried.append(list(items))
-        await asyncio.sleep(0)
-        if "bad" in items:
-            raise ConnectionError("the connection dropped")
-
-    once: GroupWrite[str, None] = GroupWrite(fails, retry_alone=False)
-    results = await asyncio.gather(*(once.write(item) for item in ["w0", "w1", "bad"]), return_exceptions=True)
-    assert results[0] is None and all(isinstance(r, ConnectionError) for r in results[1:])
-    assert tried == [["w0"], ["w1", "bad"]]  # nothing written twice
 
 
 async def test_sessions_made_at_once_share_a_write_and_each_is_committed_when_it_is_returned(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -37,14 +37,13 @@ class GroupWrite(Generic[T, R]):
     ``write_many`` takes a list of items and returns each one's result in order (or None, when
     there are none). One call runs at a time per event loop; the items handed in while it runs
     go together in the next call, and each task is released with its own item's result once
-    that call returns. A call that raises fails every task of its group; with ``retry_alone``
-    (for a ``write_many`` that writes all of its items or none: one transaction) the group is
-    written again item by item first, so a failure reaches only the task whose item failed.
+    that call returns. ``write_many`` writes all of its items or none (one transaction): a group
+    that fails is written again item by item, so a failure reaches only the task whose item
+    failed.
     """
 
-    def __init__(self, write_many: Callable[[list[T]], Awaitable[Sequence[R] | None]], *, retry_alone: bool = True) -> None:
+    def __init__(self, write_many: Callable[[list[T]], Awaitable[Sequence[R] | None]]) -> None:
         self._write_many = write_many
-        self._retry_alone = retry_alone
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue[T, R]] = weakref.WeakKeyDictionary()
 
     async def write(self, item: T) -> R | None:
@@ -81,9 +80,8 @@ class GroupWrite(Generic[T, R]):
                             done.cancel()
                     raise
                 except Exception as exc:
-                    if len(group) == 1 or not self._retry_alone:
-                        for _, done in group:
-                            _settle(done, None, exc)
+                    if len(group) == 1:
+                        _settle(group[0][1], None, exc)
                         continue
                     for item, done in group:
                         try:
