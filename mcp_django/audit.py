@@ -56,7 +56,7 @@ from .protocol.errors import INVALID_PARAMS
 from .protocol.modern import META_PROTOCOL_VERSION
 from .rounds import InputRequired
 from .signals import request_orphaned, sweeping
-from .stores import RawJSON, insert_rows
+from .stores import RawJSON, column, insert_values, prepare_row
 from .transport.process import leases
 
 if TYPE_CHECKING:
@@ -773,6 +773,7 @@ class AuditWriter:
     def add(self, record: dict[str, Any]) -> None:
         """Buffer ``record``, or drop it when the buffer is full; never blocks."""
         record["_database"] = _database()
+        record["_row"] = _prepared(record)
         with self._lock:
             full = len(self._buffer) >= mcp_settings.audit_buffer_size
             if full:
@@ -897,19 +898,19 @@ class AuditWriter:
             batch = [r for r in batch if r.get("_database") == database]
             if not batch:
                 return
-        clients = self._client_ids({r["application_id"] for r in batch if r.get("application_id") is not None})
+        clients = self._client_ids({r["application_id"] for r in batch if r["application_id"] is not None})
         rows = self._rows(batch, clients)
         try:
-            _insert(rows)
+            insert_values(ToolCall, rows)
         except IntegrityError:
             # A user deleted since the call: keep the call, unlinked (the username stays).
-
-            ids = {row["user_id"] for row in rows if row.get("user_id") is not None}
+            user = column(ToolCall, "user_id")
+            ids = {row[user] for row in rows if row[user] is not None}
             existing = set(get_user_model()._default_manager.filter(pk__in=ids).values_list("pk", flat=True))
-            for row in rows:
-                if row.get("user_id") not in existing:
-                    row["user_id"] = None
-            _insert(rows)
+            for record, row in zip(batch, rows, strict=True):
+                if row[user] not in existing:
+                    record["user_id"] = row[user] = None
+            insert_values(ToolCall, rows)
 
     @staticmethod
     def _client_ids(application_ids: set[Any]) -> dict[Any, str]:
@@ -922,7 +923,8 @@ class AuditWriter:
 
     @staticmethod
     def _row(record: dict[str, Any], clients: dict[Any, str]) -> dict[str, Any]:
-        fields = {k: v for k, v in record.items() if k not in ("application_id", "_retried", "_database")}
+        """``record`` as ToolCall's field values, for the ORM (the durable trail's one row at a time)."""
+        fields = {k: v for k, v in record.items() if k not in ("application_id", "_retried", "_database", "_row")}
         if type(fields.get("arguments")) is str:
             fields["arguments"] = RawJSON(fields["arguments"])  # its JSON text (see _record)
         if not settings.USE_TZ:
@@ -931,19 +933,20 @@ class AuditWriter:
         return fields
 
     @staticmethod
-    def _rows(batch: list[dict[str, Any]], clients: dict[Any, str]) -> list[dict[str, Any]]:
-        """:meth:`_row` of every record, made in place (the writer owns them; a batch put back
-        is made again unchanged): insert_rows ignores the keys that are no column, and a copy
-        of each record was a third of the writer's work."""
-        naive = not settings.USE_TZ
+    def _rows(batch: list[dict[str, Any]], clients: dict[Any, str]) -> list[list[Any]]:
+        """The rows of ``batch`` to INSERT: each made on the event loop as its call ended
+        (:func:`_prepared`), with the client id of an OAuth application, known only here."""
+        rows = []
+        client = column(ToolCall, "client_id")
         for record in batch:
-            if type(record["arguments"]) is str:
-                record["arguments"] = RawJSON(record["arguments"])  # its JSON text (see _record)
-            if naive and record["started_at"].tzinfo is not None:
-                record["started_at"] = timezone.make_naive(record["started_at"])
+            row = record["_row"]
+            if row is None:
+                row = record["_row"] = prepare_row(ToolCall, _fields(record))  # its making failed: fails again, here
             application = record["application_id"]
-            record["client_id"] = "" if application is None else _clean(clients.get(application, ""), 255)
-        return batch
+            if application is not None:
+                row[client] = _clean(clients.get(application, ""), 255)
+            rows.append(row)
+        return rows
 
     def flush_at_exit(self) -> None:
         if not self._buffer:
@@ -955,10 +958,25 @@ class AuditWriter:
             logger.exception("Could not write %d tool calls to the audit trail at exit", len(self._buffer))
 
 
-def _insert(rows: list[dict[str, Any]]) -> None:
-    # Plain multi-row INSERTs (stores.insert_rows), not bulk_create: building a ToolCall per row
-    # for bulk_create cost a fifth of a JSON tools/call's CPU (bench/profile.py).
-    insert_rows(ToolCall, rows)
+def _fields(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` as ToolCall's field values (in place: the writer owns it)."""
+    if type(record["arguments"]) is str:
+        record["arguments"] = RawJSON(record["arguments"])  # its JSON text (see _record)
+    if not settings.USE_TZ and record["started_at"].tzinfo is not None:
+        record["started_at"] = timezone.make_naive(record["started_at"])
+    record["client_id"] = ""  # an OAuth application's is read by the writer (AuditWriter._rows)
+    return record
+
+
+def _prepared(record: dict[str, Any]) -> list[Any] | None:
+    """The row the writer will INSERT for ``record``, made now, on the event loop (stores.prepare_row):
+    plain multi-row INSERTs, not bulk_create, whose ToolCall per row cost a fifth of a JSON
+    tools/call's CPU (bench/profile.py). None when it cannot be made: the writer tries again."""
+    try:
+        return prepare_row(ToolCall, _fields(record))
+    except Exception:
+        logger.exception("Could not make the audit trail's row of a tools/call")
+        return None
 
 
 def _database() -> Any:

@@ -736,6 +736,32 @@ def test_a_full_buffer_drops_and_counts_new_calls_and_logs_it_once(caplog: pytes
     assert len(full) == 1 and len(summary) == 1
 
 
+@pytest.mark.django_db
+def test_each_row_is_made_as_its_call_is_added_and_the_writer_only_inserts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The rows are made on the event loop, a call at a time: made by the writer's thread, a
+    # batch's Python work kept the loop waiting for the GIL (the p99 of tools/call, bench/).
+    writer = audit.AuditWriter()
+    made_later: list[Any] = []
+    real = audit.prepare_row
+
+    def failing_once(model: Any, row: dict[str, Any]) -> list[Any]:
+        if row["tool_name"] == "t2" and not made_later:
+            made_later.append(row["tool_name"])
+            raise ValueError("cannot be made now")
+        return real(model, row)
+
+    monkeypatch.setattr(audit, "prepare_row", failing_once)
+    for n in (1, 2, 3):
+        writer.add(_record(n))
+    assert [type(r["_row"]) for r in writer._buffer] == [list, type(None), list]
+
+    in_writer: list[str] = []
+    monkeypatch.setattr(audit, "prepare_row", lambda model, row: in_writer.append(row["tool_name"]) or real(model, row))
+    assert writer.flush() == 0
+    assert in_writer == ["t2"]  # only the row that could not be made when it was added
+    assert sorted(ToolCall.objects.values_list("tool_name", "outcome", "arguments")) == [(f"t{n}", "ok", {}) for n in (1, 2, 3)]
+
+
 @pytest.mark.django_db(transaction=True)  # the foreign key is checked when the INSERT commits
 def test_a_call_of_a_user_deleted_before_the_write_is_kept_unlinked() -> None:
     writer = audit.AuditWriter()

@@ -4,7 +4,9 @@ same rows and values the ORM's create() and update() would."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
+import orjson
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
@@ -169,11 +171,13 @@ def test_raw_json_reaches_postgresql_as_jsonb() -> None:
         connection.close()
 
 
-def test_insert_rows_writes_many_rows_in_statements_of_bulk_batch_size_with_defaults_and_extra_keys() -> None:
+def test_insert_rows_writes_many_rows_in_statements_of_bulk_batch_size_with_defaults_and_extra_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     from django.db import connection
 
     from mcp_django.models import ToolCall
+    from mcp_django.stores import rows as rows_module
 
+    monkeypatch.setattr(rows_module, "_json_rows", lambda plan, rows: None)  # bound, as on PostgreSQL
     statements: list[str] = []
     rows = [
         {"started_at": timezone.now(), "tool_name": f"t{n}", "outcome": "ok", "arguments": None, "_not_a_column": n}
@@ -183,19 +187,69 @@ def test_insert_rows_writes_many_rows_in_statements_of_bulk_batch_size_with_defa
     with connection.execute_wrapper(lambda execute, sql, params, many, context: statements.append(sql) or execute(sql, params, many, context)):
         insert_rows(ToolCall, rows)
     inserts = [sql for sql in statements if sql.startswith("INSERT")]
-    assert len(inserts) == -(-len(rows) // size)  # one per bulk_batch_size rows, not one per row
+    if _takes_a_batch_in_one_statement(connection):
+        assert len(inserts) == 1
+    else:
+        assert len(inserts) == -(-len(rows) // size)  # one per bulk_batch_size rows, not one per row
     assert sorted(ToolCall.objects.values_list("tool_name", flat=True)) == sorted(f"t{n}" for n in range(130))
     assert set(ToolCall.objects.values_list("site_name", "transport", "error")) == {("mcp", "", "")}  # the defaults
 
 
+def _takes_a_batch_in_one_statement(connection: Any) -> bool:
+    """PostgreSQL always; SQLite where Python can read its parameter limit (3.11+)."""
+    return connection.vendor != "sqlite" or hasattr(connection.connection, "getlimit")
+
+
+def test_insert_rows_on_sqlite_writes_as_many_rows_per_statement_as_the_connection_takes_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Django assumes SQLite's old limit of 999 parameters: 52 audit rows a statement, four
+    # statements a batch, and the event loop waited for the GIL between them (the p99 at
+    # concurrency 1, bench/). Modern SQLite takes 32,766; a build that lowers it is obeyed.
+    import sqlite3
+
+    from django.db import connection
+
+    from mcp_django.models import ToolCall
+    from mcp_django.stores import rows as rows_module
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's parameter limit")
+    monkeypatch.setattr(rows_module, "_json_rows", lambda plan, rows: None)  # rows JSON cannot carry are bound
+    connection.ensure_connection()
+    raw = connection.connection
+    if not hasattr(raw, "getlimit"):
+        pytest.skip("Python reads SQLite's limits from 3.11 on")
+    columns = len([f for f in ToolCall._meta.concrete_fields if not f.primary_key])
+    rows = [{"started_at": timezone.now(), "tool_name": f"t{n}", "outcome": "ok", "arguments": None} for n in range(250)]
+    statements: list[int] = []
+    original = raw.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    try:
+        for limit in (original, 100 * columns):
+            raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
+            statements.clear()
+            with connection.execute_wrapper(lambda execute, sql, params, many, context: statements.append(len(params or ())) or execute(sql, params, many, context)):
+                insert_rows(ToolCall, rows)
+            inserts = [count // columns for count in statements if count >= columns]
+            assert inserts == ([250] if limit == original else [100, 100, 50])
+    finally:
+        raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, original)
+    assert ToolCall.objects.count() == 500
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["one-json-parameter", "bound-values"])
 @pytest.mark.parametrize("logged", [False, True], ids=["queries-not-logged", "queries-logged"])
-def test_insert_rows_on_sqlite_writes_qmark_placeholders_unless_queries_are_logged(logged: bool) -> None:
+def test_insert_rows_on_sqlite_writes_qmark_placeholders_unless_queries_are_logged(
+    logged: bool, as_json: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Django's SQLite cursor rewrites each "%s" with a regular expression (6.5 us per audit row);
     # "?" passes through it. Logged queries need "%s": the log puts the parameters in with "%".
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     from mcp_django.models import ToolCall
+    from mcp_django.stores import rows as rows_module
+
+    if not as_json:
+        monkeypatch.setattr(rows_module, "_json_rows", lambda plan, rows: None)
 
     if connection.vendor != "sqlite":
         pytest.skip("the qmark placeholders are SQLite's")
@@ -207,12 +261,95 @@ def test_insert_rows_on_sqlite_writes_qmark_placeholders_unless_queries_are_logg
             insert_rows(ToolCall, rows[:1])
     inserts = [sql for sql in statements if sql.startswith("INSERT")]
     size = connection.ops.bulk_batch_size([f for f in ToolCall._meta.concrete_fields if not f.primary_key], rows)
-    assert len(inserts) == -(-len(rows) // size) + 1  # the 60 in statements of bulk_batch_size, then the one
+    # The 60 in one statement (or in statements of bulk_batch_size), then the one.
+    assert len(inserts) == (1 if as_json or _takes_a_batch_in_one_statement(connection) else -(-len(rows) // size)) + 1
+    assert all(("json_each" in sql) is as_json for sql in inserts[:-1])
     assert all(("?" in sql) is not logged and ("%s" in sql) is logged for sql in inserts)
     if logged:
         assert any("50%s" in query["sql"] for query in captured.captured_queries)  # the log has the values
     assert ToolCall.objects.count() == 61
     assert ToolCall.objects.get(tool_name="t59", arguments__n=59).arguments == {"n": 59, "s": "50%s"}
+
+
+def _stored_toolcalls() -> list[tuple[Any, ...]]:
+    """Every ToolCall column as SQLite holds it (its type and value), in id order, without the id."""
+    from django.db import connection
+
+    from mcp_django.models import ToolCall
+
+    columns = [f.column for f in ToolCall._meta.concrete_fields if not f.primary_key]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT {} FROM mcp_django_toolcall ORDER BY id".format(", ".join(f"typeof({c}), {c}" for c in columns)))
+        return cursor.fetchall()
+
+
+def _sqlite_only() -> None:
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the JSON array of rows is SQLite's")
+
+
+def test_insert_rows_on_sqlite_sends_the_rows_as_one_json_parameter_and_stores_what_the_driver_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from mcp_django.models import ToolCall
+    from mcp_django.stores import RawJSON, rows as rows_module
+
+    _sqlite_only()
+    user = get_user_model().objects.create(username="writer")
+    tricky = ['{"a": 1}', "null", "123", "[1, 2]", "é ü 😀", "'; DROP TABLE x; --", "50%s", "", "\\u0000", "tab\tnew\nline"]
+    rows = [
+        {
+            "started_at": timezone.now(), "tool_name": text, "outcome": ToolCall.Outcome.OK, "username": text, "error": text[::-1],
+            "arguments": RawJSON(RAW) if n % 3 == 0 else ({"n": n, "s": text} if n % 3 == 1 else None),
+            "error_code": [None, -32602, 0, 2**62][n % 4], "duration_ms": [0.1, 1e300, 0.0, -2.5, 3][n % 5],
+            "user_id": user.pk if n % 2 else None,
+        }
+        for n, text in enumerate(tricky * 7)  # 70: more than a statement of bound values held before (52)
+    ]
+    calls: list[tuple[str, int]] = []
+    with connection.execute_wrapper(lambda execute, sql, params, many, context: calls.append((sql, len(params or ()))) or execute(sql, params, many, context)):
+        insert_rows(ToolCall, [dict(row) for row in rows])
+    inserts = [(sql, count) for sql, count in calls if sql.startswith("INSERT")]
+    assert [("json_each" in sql, count) for sql, count in inserts] == [(True, 1)]
+    through_json = _stored_toolcalls()
+    assert [row[2 * 9 + 1] for row in through_json] == [row["tool_name"] for row in rows]  # in order
+
+    ToolCall.objects.all().delete()
+    monkeypatch.setattr(rows_module, "_json_rows", lambda plan, rows: None)  # the driver binds every value
+    insert_rows(ToolCall, [dict(row) for row in rows])
+    assert _stored_toolcalls() == through_json
+    # And the ORM reads them back as it wrote them.
+    assert [c.arguments for c in ToolCall.objects.order_by("id")][:3] == [orjson.loads(RAW), {"n": 1, "s": "null"}, None]
+
+
+@pytest.mark.parametrize(
+    "odd", [{"error": "nul \x00 inside"}, {"duration_ms": float("inf")}, {"error_code": 2**63}], ids=["nul", "infinity", "65-bit"]
+)
+def test_insert_rows_on_sqlite_binds_the_rows_when_json_would_change_a_value(odd: dict[str, Any]) -> None:
+    from django.db import connection
+
+    from mcp_django.models import ToolCall
+
+    _sqlite_only()
+    rows = [{"started_at": timezone.now(), "tool_name": f"t{n}", "outcome": "ok", "arguments": None} for n in range(3)]
+    rows[1].update(odd)
+    calls: list[tuple[str, int]] = []
+    with connection.execute_wrapper(lambda execute, sql, params, many, context: calls.append((sql, len(params or ()))) or execute(sql, params, many, context)):
+        try:
+            insert_rows(ToolCall, rows)
+        except OverflowError:
+            # The driver's own refusal of a 65-bit integer, as bulk_create meets it: JSON did
+            # not turn it into something else.
+            assert "error_code" in odd
+            return
+    assert [("json_each" in sql, count > 1) for sql, count in calls if sql.startswith("INSERT")] == [(False, True)]
+    (name, value), = odd.items()
+    assert getattr(ToolCall.objects.get(tool_name="t1"), name) == value
 
 
 async def test_a_group_write_writes_a_lone_item_at_once_and_what_came_meanwhile_together() -> None:

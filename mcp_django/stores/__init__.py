@@ -14,7 +14,7 @@ from .cache import SessionCache, session_cache
 from .events import BaseEventStore, DatabaseEventStore, StoredEvent, cut_page, get_event_store
 from .grouped import GroupWrite
 from .requests import ORPHAN_MESSAGE, RunningRequestStore, ServerRequestStore
-from .rows import RawJSON, insert_rows, update_row
+from .rows import RawJSON, column, insert_rows, insert_values, prepare_row, update_row
 from .sessions import InitializedMarks, SessionStore, announce_session_changed, initialized_marks, live_session_ids
 from .subscriptions import SubscriptionStore
 
@@ -32,11 +32,14 @@ __all__ = [
     "StoredEvent",
     "SubscriptionStore",
     "announce_session_changed",
+    "column",
     "cut_page",
     "get_event_store",
     "initialized_marks",
     "insert_rows",
+    "insert_values",
     "live_session_ids",
+    "prepare_row",
     "session_cache",
     "update_row",
 ]

@@ -7,7 +7,10 @@ instead of the ORM's query compiler (bench/profile.py found it most of their cos
 from __future__ import annotations
 
 import functools
+import math
 import operator
+import re
+import sqlite3
 from datetime import datetime
 from typing import Any
 
@@ -19,11 +22,11 @@ from django.db.backends.base.operations import BaseDatabaseOperations
 
 def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     """INSERT ``rows`` (field values by attname; missing ones take their default; other keys are
-    ignored) in one transaction, several rows per statement (a lone row outside any transaction:
-    one autocommitted INSERT). For the hot paths (every streamed event, every audited call):
-    bulk_create builds a model instance per row and goes through the whole query compiler, which
-    bench/profile.py found to be most of the cost. Values go through each field's
-    get_db_prep_save, as bulk_create's would; no signals are sent, as bulk_create sends none."""
+    ignored) in one transaction, as few statements as the database allows (a lone row outside
+    any transaction: one autocommitted INSERT). For the hot paths (every streamed event, every
+    audited call): bulk_create builds a model instance per row and goes through the whole query
+    compiler, which bench/profile.py found to be most of the cost. Values go through each
+    field's get_db_prep_save, as bulk_create's would; no signals are sent, as bulk_create sends none."""
     if not rows:
         return
     alias = router.db_for_write(model)
@@ -36,16 +39,95 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         with connection.cursor() as cursor:
             cursor.execute(plan.sql(connection), plan.values(rows[0], connection))
         return
-    # bulk_batch_size rows per statement (52 on SQLite, all of them on PostgreSQL), not
-    # executemany: sqlite3 lets go of the GIL and takes it back around every row it steps, and
-    # the event loop, wanting it too, paid for each handover. Each statement's values are made
-    # just before it runs, so the loop gets the GIL back every few dozen rows, not after the
-    # Python work of the whole batch (a pause that showed in the p99 at concurrency 1).
-    size = max(1, connection.ops.bulk_batch_size(plan.fields, rows))
     with transaction.atomic(using=alias), connection.cursor() as cursor:
-        for start in range(0, len(rows), size):
-            chunk = rows[start:start + size]
-            cursor.execute(plan.sql(connection, len(chunk)), [value for row in chunk for value in plan.values(row, connection)])
+        _insert(cursor, connection, plan, [plan.values(row, connection) for row in rows])
+
+
+def prepare_row(model: type[models.Model], row: dict[str, Any]) -> list[Any]:
+    """``row`` (without its primary key) as :func:`insert_values` writes it, made now. It runs
+    no query, so any thread may make it: the audit trail makes each call's row on the event
+    loop, a few microseconds at a time, and leaves its writer's thread only the INSERT (the
+    writer's Python work, done in stretches while the loop waited for the GIL, made the p99
+    of tools/call, bench/)."""
+    connection = _unconnected(router.db_for_write(model), settings.USE_TZ)
+    return _plan(model, connection.vendor, False, settings.USE_TZ).values(row, connection)
+
+
+@functools.lru_cache(maxsize=16)
+def _unconnected(alias: str, use_tz: bool) -> Any:
+    """A connection object of ``alias`` that never connects, for what :func:`prepare_row` asks
+    of the database's operations (how it takes dates and JSON). ``connections[alias]`` on the
+    event loop makes a new one in each asyncio context: 9 us, and 60 us of a tools/call's CPU
+    at concurrency 1 (bench/, same run)."""
+    return connections.create_connection(alias)
+
+
+def column(model: type[models.Model], attname: str) -> int:
+    """Where the value of ``attname`` is in a row made by :func:`prepare_row`."""
+    return _plan(model, "", False, settings.USE_TZ).attnames.index(attname)
+
+
+def insert_values(model: type[models.Model], rows: list[list[Any]]) -> None:
+    """INSERT rows made by :func:`prepare_row`, in one transaction (see :func:`insert_rows`)."""
+    if not rows:
+        return
+    alias = router.db_for_write(model)
+    connection = connections[alias]
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        _insert(cursor, connection, _plan(model, connection.vendor, False, settings.USE_TZ), rows)
+
+
+def _insert(cursor: Any, connection: Any, plan: _Plan, rows: list[list[Any]]) -> None:
+    if connection.vendor == "sqlite" and connection.features.supports_json_field:
+        # On SQLite the rows go as one JSON array, one parameter, and SQLite takes them apart
+        # without the GIL. Bound one by one, sqlite3 held it for each of a batch's thousands
+        # of parameters while the event loop waited. Rows with a value JSON cannot carry
+        # exactly (bytes, a NUL, a non-finite float, a 65-bit integer) are bound.
+        text = _json_rows(plan, rows)
+        if text is not None:
+            cursor.execute(plan.json_sql(connection), [text])
+            return
+    # As many rows per statement as the database takes parameters (all of them on PostgreSQL),
+    # not executemany: sqlite3 lets go of the GIL and takes it back around every row it steps,
+    # and the event loop, wanting it too, paid for each handover.
+    size = _rows_per_statement(connection, plan, rows)
+    for start in range(0, len(rows), size):
+        chunk = rows[start:start + size]
+        cursor.execute(plan.sql(connection, len(chunk)), [value for values in chunk for value in values])
+
+
+def _json_rows(plan: _Plan, rows: list[list[Any]]) -> str | None:
+    """``rows`` as one JSON array of arrays, or None when a value would not come back the same."""
+    for index in plan.numbers:
+        for values in rows:
+            value = values[index]
+            if (type(value) is float and not math.isfinite(value)) or (type(value) is int and not -_INT64 <= value < _INT64):
+                return None
+    try:
+        # Dates and times must not become orjson's ISO text (Django's SQLite writes its own);
+        # bytes, Decimal and other objects raise, and go the bound way.
+        text = orjson.dumps(rows, option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS)
+    except orjson.JSONEncodeError:
+        return None
+    if b"\\u0000" in text and _NUL.search(text):
+        return None  # json_extract ends a text at a NUL
+    return text.decode()
+
+
+_INT64 = 2**63
+# A NUL in JSON text: "\u0000" after an even number of backslashes (an odd one escapes the first).
+_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def _rows_per_statement(connection: Any, plan: _Plan, rows: list[list[Any]]) -> int:
+    size = int(connection.ops.bulk_batch_size(plan.fields, rows))
+    if connection.vendor == "sqlite":
+        # Django assumes SQLite's old limit of 999 parameters (52 audit rows a statement); since
+        # 3.32 it is 32,766 unless the build lowers it, so ask the connection (Python 3.11+).
+        getlimit = getattr(connection.connection, "getlimit", None)
+        if getlimit is not None and plan.fields:
+            size = max(size, int(getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)) // len(plan.fields))
+    return max(1, size)
 
 
 class _Plan:
@@ -62,6 +144,8 @@ class _Plan:
         self.plain = [_PLAIN_TYPES.get(type(_target(f)), ()) for f in self.fields]
         # An aware datetime for a DateTimeField is what its get_prep_value returns unchanged.
         self.moments = [type(f) is models.DateTimeField and use_tz for f in self.fields]
+        # The columns whose values may be numbers JSON would not carry exactly (see _json_rows).
+        self.numbers = [n for n, f in enumerate(self.fields) if isinstance(_target(f), (models.IntegerField, models.FloatField))]
         self._sql: dict[tuple[str, int, str], str] = {}
 
     def sql(self, connection: Any, rows: int = 1) -> str:
@@ -82,6 +166,19 @@ class _Plan:
             )
             if len(self._sql) > 1000:
                 self._sql.clear()  # counts are bounded by the batch size; databases by settings
+        return sql
+
+    def json_sql(self, connection: Any) -> str:
+        """The INSERT of the rows of one JSON array of arrays (SQLite's json_each), in order."""
+        mark = "?" if not connection.queries_logged else "%s"
+        key = (connection.alias, 0, mark)
+        sql = self._sql.get(key)
+        if sql is None:
+            quote = connection.ops.quote_name
+            sql = self._sql[key] = "INSERT INTO {} ({}) SELECT {} FROM json_each({}) ORDER BY key".format(
+                quote(self.model._meta.db_table), ", ".join(quote(str(f.column)) for f in self.fields),
+                ", ".join(f"json_extract(value, '$[{n}]')" for n in range(len(self.fields))), mark,
+            )
         return sql
 
     def values(self, row: dict[str, Any], connection: Any) -> list[Any]:
