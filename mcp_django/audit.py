@@ -924,11 +924,7 @@ class AuditWriter:
     @staticmethod
     def _row(record: dict[str, Any], clients: dict[Any, str]) -> dict[str, Any]:
         """``record`` as ToolCall's field values, for the ORM (the durable trail's one row at a time)."""
-        fields = {k: v for k, v in record.items() if k not in ("application_id", "_retried", "_database", "_row")}
-        if type(fields.get("arguments")) is str:
-            fields["arguments"] = RawJSON(fields["arguments"])  # its JSON text (see _record)
-        if not settings.USE_TZ:
-            fields["started_at"] = timezone.make_naive(fields["started_at"])
+        fields = _fields({k: v for k, v in record.items() if k not in ("application_id", "_retried", "_database", "_row")})
         fields["client_id"] = _clean(clients.get(record.get("application_id"), ""), 255)
         return fields
 
