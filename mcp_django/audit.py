@@ -773,7 +773,8 @@ class AuditWriter:
     def add(self, record: dict[str, Any]) -> None:
         """Buffer ``record``, or drop it when the buffer is full; never blocks."""
         record["_database"] = _database()
-        record["_row"] = _prepared(record)
+        # No row is made for a call a full buffer will drop (a flood while the database is away).
+        record["_row"] = _prepared(record) if len(self._buffer) < mcp_settings.audit_buffer_size else None
         with self._lock:
             full = len(self._buffer) >= mcp_settings.audit_buffer_size
             if full:
