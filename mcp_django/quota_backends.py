@@ -98,6 +98,15 @@ class BaseCounters:
         """The count on ``key`` now (0 when there is none)."""
         raise NotImplementedError("subclasses of BaseCounters must provide a get() method")
 
+    async def aadd(self, amounts: Sequence[tuple[str, int]], timeout: float) -> list[int]:
+        """Add each (key, amount) of ``amounts`` (a new counter lapses ``timeout`` s after it was
+        made); the new counts. What :mod:`mcp_django.quota_batches` takes units in batches with."""
+        raise NotImplementedError(f"{type(self).__name__} does not count in batches")
+
+    async def asubtract(self, amounts: Sequence[tuple[str, int]]) -> None:
+        """Give back each (key, amount) of ``amounts``; a counter that lapsed stays gone."""
+        raise NotImplementedError(f"{type(self).__name__} does not count in batches")
+
     def close(self) -> None:
         """Let go of what this backend holds open (the cache is being dropped)."""
 
@@ -273,18 +282,35 @@ class CacheCounters(BaseCounters):
     def get(self, key: str) -> int:
         return int(self.cache.get(key) or 0)
 
-    def _count(self, key: str, timeout: float) -> int:
+    def _add(self, amounts: Sequence[tuple[str, int]], timeout: float) -> list[int]:
+        with self._lock:
+            return [self._count(key, timeout, amount) for key, amount in amounts]
+
+    async def aadd(self, amounts: Sequence[tuple[str, int]], timeout: float) -> list[int]:
+        return await _in_thread(self._add, amounts, timeout) if amounts else []
+
+    def _subtract(self, amounts: Sequence[tuple[str, int]]) -> None:
+        with self._lock:
+            for key, amount in amounts:
+                with contextlib.suppress(ValueError):
+                    self.cache.decr(key, amount)
+
+    async def asubtract(self, amounts: Sequence[tuple[str, int]]) -> None:
+        if amounts:
+            await _in_thread(self._subtract, amounts)
+
+    def _count(self, key: str, timeout: float, amount: int = 1) -> int:
         # Most counts find the counter there: the add is skipped.
         for _ in range(3):
             try:
-                return int(self.cache.incr(key))
+                return int(self.cache.incr(key, amount))
             except ValueError:
                 self.cache.add(key, 0, timeout=timeout)  # new (or expired, or evicted): make it, count again
         raise RuntimeError(f"The cache {self.cache!r} does not keep counters; QUOTAS needs one that does")
 
 
-#: DECR only a counter that is there (a lapsed one stays gone), in one round trip.
-_DECR_EXISTING = "if redis.call('exists', KEYS[1]) == 1 then return redis.call('decr', KEYS[1]) end return nil"
+#: DECRBY ARGV[1] only a counter that is there (a lapsed one stays gone), in one round trip.
+_DECR_EXISTING = "if redis.call('exists', KEYS[1]) == 1 then return redis.call('decrby', KEYS[1], ARGV[1]) end return nil"
 
 
 @dataclass(frozen=True)
@@ -356,46 +382,58 @@ class RedisCounters(BaseCounters):
             client = self.async_clients[loop] = redis.asyncio.Redis.from_url(self.redis.url, **self.redis.async_options)
         return client
 
-    def _queue_hits(self, pipe: Any, keys: Sequence[str], timeout: float) -> None:
-        for key in keys:
+    def _queue_adds(self, pipe: Any, amounts: Sequence[tuple[str, int]], timeout: float) -> None:
+        for key, amount in amounts:
             full = self.cache.make_and_validate_key(key)
             pipe.set(full, 0, ex=max(1, math.ceil(timeout)), nx=True)
-            pipe.incr(full)
+            pipe.incrby(full, amount)
 
-    def _queue_unhits(self, pipe: Any, keys: Sequence[str]) -> None:
-        for key in keys:
-            pipe.eval(_DECR_EXISTING, 1, self.cache.make_and_validate_key(key))
+    def _queue_subtracts(self, pipe: Any, amounts: Sequence[tuple[str, int]]) -> None:
+        for key, amount in amounts:
+            pipe.eval(_DECR_EXISTING, 1, self.cache.make_and_validate_key(key), amount)
 
-    def hit(self, keys: Sequence[str], timeout: float) -> list[int]:
-        if not keys:
+    def _add(self, amounts: Sequence[tuple[str, int]], timeout: float) -> list[int]:
+        if not amounts:
             return []
         pipe = self.redis.client.pipeline(transaction=False)
-        self._queue_hits(pipe, keys, timeout)
+        self._queue_adds(pipe, amounts, timeout)
         return [int(count) for count in pipe.execute()[1::2]]
 
-    async def ahit(self, keys: Sequence[str], timeout: float) -> list[int]:
-        client = self.async_client() if keys else None
+    async def aadd(self, amounts: Sequence[tuple[str, int]], timeout: float) -> list[int]:
+        client = self.async_client() if amounts else None
         if client is None:
-            return await _in_thread(self.hit, keys, timeout) if keys else []
+            return await _in_thread(self._add, amounts, timeout) if amounts else []
         pipe = client.pipeline(transaction=False)
-        self._queue_hits(pipe, keys, timeout)
+        self._queue_adds(pipe, amounts, timeout)
         return [int(count) for count in (await pipe.execute())[1::2]]
 
-    def unhit(self, keys: Sequence[str]) -> None:
-        if keys:
+    def _subtract(self, amounts: Sequence[tuple[str, int]]) -> None:
+        if amounts:
             pipe = self.redis.client.pipeline(transaction=False)
-            self._queue_unhits(pipe, keys)
+            self._queue_subtracts(pipe, amounts)
             pipe.execute()
 
-    async def aunhit(self, keys: Sequence[str]) -> None:
-        client = self.async_client() if keys else None
+    async def asubtract(self, amounts: Sequence[tuple[str, int]]) -> None:
+        client = self.async_client() if amounts else None
         if client is None:
-            if keys:
-                await _in_thread(self.unhit, keys)
+            if amounts:
+                await _in_thread(self._subtract, amounts)
             return
         pipe = client.pipeline(transaction=False)
-        self._queue_unhits(pipe, keys)
+        self._queue_subtracts(pipe, amounts)
         await pipe.execute()
+
+    def hit(self, keys: Sequence[str], timeout: float) -> list[int]:
+        return self._add([(key, 1) for key in keys], timeout)
+
+    async def ahit(self, keys: Sequence[str], timeout: float) -> list[int]:
+        return await self.aadd([(key, 1) for key in keys], timeout)
+
+    def unhit(self, keys: Sequence[str]) -> None:
+        self._subtract([(key, 1) for key in keys])
+
+    async def aunhit(self, keys: Sequence[str]) -> None:
+        await self.asubtract([(key, 1) for key in keys])
 
     def get(self, key: str) -> int:
         return int(self.cache.get(key) or 0)

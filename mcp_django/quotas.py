@@ -45,6 +45,7 @@ from .quota_backends import BaseCounters, Scope, cache_key, counters_for
 from .quota_backends import aclose_clients as aclose_clients
 from .quota_backends import cache_for as cache_for
 from .quota_backends import forget_local_counts as forget_local_counts
+from .quota_batches import SlotPool, batches_for, buckets_for, cap_batch, rate_batch
 
 #: The keys of ``MCP_DJANGO["QUOTAS"]`` (their defaults are in ``conf.DEFAULTS``).
 RATE_KEYS = ("TOOL_CALLS", "TOOL_CALLS_PER_CLIENT")
@@ -226,12 +227,22 @@ async def acheck_tool_calls(caller: Caller, names: list[str | None]) -> list[Quo
         at, error = now(), None
         for limit in _limits(quotas, caller, name):
             keys = [limit.key(at)]
-            counts = counters.hit(keys, limit.rate.period + 1) if counters.inline else await counters.ahit(keys, limit.rate.period + 1)
-            error = limit.refusal(counts[0], at)
+            if counters.inline:
+                error = limit.refusal(counters.hit(keys, limit.rate.period + 1)[0], at)
+            elif rate_batch(limit.rate.count) > 1:
+                # Units taken a batch at a time, handed out here (mcp_django.quota_batches).
+                admitted = await batches_for(counters, _clock).admit(keys[0], limit.rate.count, limit.rate.period + 1)
+                error = None if admitted else limit.refused(at)
+            else:
+                error = limit.refusal((await counters.ahit(keys, limit.rate.period + 1))[0], at)
             if error is not None:
                 break
         results.append(error)
     return results
+
+
+def _clock() -> float:
+    return now()  # looked up on each call: tests move quotas.now
 
 
 @dataclass(eq=False)
@@ -254,8 +265,9 @@ class _Limit:
         return self.last[1]
 
     def refusal(self, count: int, at: float) -> QuotaExceededError | None:
-        if count <= self.rate.count:
-            return None
+        return None if count <= self.rate.count else self.refused(at)
+
+    def refused(self, at: float) -> QuotaExceededError:
         window = int(at // self.rate.period)
         retry = max(1, math.ceil((window + 1) * self.rate.period - at))
         details: dict[str, Any] = {"rate": self.rate.text, **({"tool": self.tool} if self.name == "PER_TOOL" else {})}
@@ -389,6 +401,10 @@ class LeasedSlot:
     counts die with the process anyway.
     """
 
+    #: Whether a shared cache may count these slots in batches (mcp_django.quota_batches),
+    #: where every cap they count under is large enough for it.
+    batched = False
+
     def __init__(self, kind: str, counters: list[tuple[str, str, int | None]], *, lease: float, backend: BaseCounters) -> None:
         #: What is counted: part of every key.
         self.kind = kind
@@ -402,6 +418,8 @@ class LeasedSlot:
         #: Each counter's count, this slot included, when it was taken.
         self.counts: list[int] = []
         self.released = False
+        #: The pools a batched slot was handed out from (None: counted slot by slot).
+        self.pools: list[SlotPool] | None = None
 
     @classmethod
     async def take(cls, kind: str, counters: list[tuple[str, str, int | None]]) -> LeasedSlot:
@@ -410,6 +428,10 @@ class LeasedSlot:
         if backend.inline:
             return cls.take_inline(kind, counters, backend)
         slot = cls(kind, counters, lease=slot_lease(), backend=backend)
+        caps = [cap for _, _, cap in counters if cap is not None]
+        if cls.batched and len(caps) == len(counters) and all(cap_batch(cap) > 1 for cap in caps):
+            await slot._take_batched(caps)
+            return slot
         await slot._take()
         if slot.backend.leased:
             _renewer.add(slot)
@@ -445,10 +467,24 @@ class LeasedSlot:
         return QuotaExceededError(f"Too many: {limit} is {cap}", limit=limit, details={"max": cap})
 
     def _wanted(self, at: float) -> list[int]:
-        if not self.backend.leased:
-            return []
-        bucket = int(at // self.lease)
-        return [bucket, bucket + 1] if at - bucket * self.lease >= self.lease / 2 else [bucket]
+        return buckets_for(at, self.lease) if self.backend.leased else []
+
+    async def _take_batched(self, caps: list[int]) -> None:
+        batches = batches_for(self.backend, _clock)
+        taken: list[SlotPool] = []
+        try:
+            for scope, cap in zip(self.scopes, caps, strict=True):
+                # Each pool fetched just before its take: an idle one may be forgotten meanwhile.
+                pool = batches.pool(scope, cap, self.lease)
+                if not await pool.take():
+                    raise self.refusal(scope[1], cap)
+                taken.append(pool)
+        except BaseException:
+            self.released = True
+            for pool in taken:
+                pool.put_back()
+            raise
+        self.pools = taken
 
     async def _take(self) -> None:
         buckets = self._wanted(now())
@@ -493,6 +529,10 @@ class LeasedSlot:
         if self.released:
             return
         self.released = True
+        if self.pools is not None:
+            for pool in self.pools:
+                pool.put_back()  # in this process: the pool gives spare slots back in the background
+            return
         if self.backend.inline:
             # In this process: nothing suspends, so a cancellation cannot cut it short (no shield).
             self.backend.release(self.scopes)
@@ -508,6 +548,8 @@ class LeasedSlot:
 
 class StreamSlot(LeasedSlot):
     """One open SSE stream, counted against ``STREAMS_PER_SESSION`` and ``STREAMS_PER_USER``."""
+
+    batched = True
 
     @classmethod
     async def acquire(cls, caller: Caller, session_id: str | None) -> LeasedSlot | None:
@@ -529,6 +571,8 @@ class StreamSlot(LeasedSlot):
 class RunningSlot(LeasedSlot):
     """One running ``tools/call``, counted against ``RUNNING_PER_SESSION`` and ``RUNNING_PER_USER``
     (anonymous callers: per client address) until it ends, whatever became of its connection."""
+
+    batched = True
 
     @classmethod
     async def acquire(cls, caller: Caller, session_id: str | None) -> LeasedSlot | None:
