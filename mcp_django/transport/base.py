@@ -29,7 +29,7 @@ from ..protocol.jsonrpc import encode, error_message
 from ..protocol.limits import body_too_large
 from ..tables import missing_tables_message, names_missing_table, sessions_database, unapplied_migrations
 from . import headers as checks
-from .layers import GET_STREAM, get_layer, group_add_many, group_discard_many
+from .layers import GET_STREAM, Inbox, close_inbox, get_layer, group_add_many, group_discard_many, open_inbox
 from .process import stream_dropped
 from .sse import ListenStream, SSEStream
 
@@ -70,6 +70,8 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
         self.listen: ListenStream | None = None
         self.listening: tuple[Principal, dict[str, Any]] | None = None
         self.joined: list[str] = []
+        #: Where group_send hands this connection its messages from this process (channels_redis).
+        self.inbox: Inbox | None = None
         # Set once the Origin is known to be an explicitly allowed cross-origin caller.
         self.cors_headers: list[tuple[bytes, bytes]] = []
         # Held while this connection is an SSE stream counted against the stream caps.
@@ -92,9 +94,11 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
             # Most requests are answered at once and need no channel: read, answer, done.
             while not self.streaming:
                 await self.dispatch(await receive())
-            # A stream follows the channel layer as well as the client (for its disconnect).
+            # A stream follows the channel layer as well as the client (for its disconnect),
+            # and its inbox, where this process hands it its groups' messages (layers.Inbox).
             self.channel_receive = functools.partial(self.channel_layer.receive, self.channel_name)
-            await await_many_dispatch([receive, self.channel_receive], self.dispatch)
+            sources = [receive, self.channel_receive, *([self.inbox.get] if self.inbox is not None else [])]
+            await await_many_dispatch(sources, self.dispatch)
         except StopConsumer:
             pass
         finally:
@@ -174,6 +178,9 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
         if self.joined and self.channel_name is not None:
             await group_discard_many(self.channel_layer, self.joined, self.channel_name)
         self.joined.clear()
+        if self.inbox is not None and self.channel_name is not None:
+            close_inbox(self.channel_name)
+            self.inbox = None
         if self.slot is not None:
             await self.slot.release()
             self.slot = None
@@ -217,6 +224,8 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
         channel = self.channel_name
         if channel is None:
             channel = self.channel_name = await self.channel_layer.new_channel()
+        if self.inbox is None:
+            self.inbox = open_inbox(self.channel_layer, channel)
         await group_add_many(self.channel_layer, list(groups), channel)
         self.joined.extend(groups)
 

@@ -286,10 +286,65 @@ async def group_discard_many(layer: Any, groups: list[str], channel: str) -> Non
     await _pipelined(layer, groups, channel, lambda pipe, key: pipe.zrem(key, channel))
 
 
+# -- members of a group in this process: handed their messages in memory ----------------------
+#
+# On channels_redis a message to a channel of this very process still went through Redis: the
+# sender's EVAL, then the receiving loop's BZPOPMIN and the clean-up of its backup key. A
+# streamed call's events are nearly always for a connection in the process that answers it, and
+# those trips were most of what PostgreSQL + Redis added to an SSE tools/call (bench/profile.py).
+# A consumer that joins groups opens an inbox here; group_send still reads the group's members
+# from Redis (a connection that took the stream over on another process is one of them, so it
+# gets the message as before), and hands the message to each member with an inbox directly.
+
+
+class Inbox:
+    """The messages for one channel of this process, waiting for its consumer, oldest dropped
+    first past ``capacity`` (as channels_redis drops them; a stream fills the gap from the store)."""
+
+    __slots__ = ("capacity", "messages", "waiter")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.messages: deque[dict[str, Any]] = deque()
+        self.waiter: asyncio.Future[None] | None = None
+
+    def put(self, message: dict[str, Any]) -> None:
+        if len(self.messages) >= self.capacity:
+            self.messages.popleft()
+        self.messages.append(message)
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def get(self) -> dict[str, Any]:
+        while not self.messages:
+            self.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
+        return self.messages.popleft()
+
+
+_inboxes: dict[str, Inbox] = {}
+
+
+def open_inbox(layer: Any, channel: str) -> Inbox | None:
+    """An inbox for ``channel``, a channel of this process on ``layer``, where group_send can
+    use one (channels_redis); None elsewhere. Close it with :func:`close_inbox`."""
+    if not _redis_layer(layer):
+        return None
+    inbox = _inboxes[channel] = Inbox(int(getattr(layer, "capacity", 100)))
+    return inbox
+
+
+def close_inbox(channel: str) -> None:
+    _inboxes.pop(channel, None)
+
+
 async def group_send(layer: Any, group: str, message: dict[str, Any]) -> None:
     """``layer.group_send``; on channels_redis in two round trips instead of four, with its
     semantics: expired members dropped, expired messages trimmed, full channels skipped and
-    logged."""
+    logged; a member with an inbox in this process is handed its copy in memory."""
     if not _redis_layer(layer):
         await layer.group_send(group, message)
         return
@@ -300,7 +355,16 @@ async def group_send(layer: Any, group: str, message: dict[str, Any]) -> None:
     _, members = await pipe.execute()
     if not members:
         return
-    names = [member.decode("utf8") for member in members]
+    names = []
+    for member in members:
+        name = member.decode("utf8")
+        inbox = _inboxes.get(name)
+        if inbox is None:
+            names.append(name)
+        else:
+            inbox.put(dict(message))  # its own copy, as a trip through Redis would give it
+    if not names:
+        return
     keys_by_shard, payloads, capacities = layer._map_channel_keys_to_connection(names, message)
     for shard, channel_keys in keys_by_shard.items():
         pipe = layer.connection(shard).pipeline(transaction=False)

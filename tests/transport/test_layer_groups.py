@@ -137,3 +137,50 @@ async def test_any_other_layer_gets_its_own_calls() -> None:
     assert (await layer.receive(channel))["seq"] == 1
     await group_discard_many(layer, ["a", "b"], channel)
     assert layer.groups == {}
+
+
+async def test_on_redis_a_member_with_an_inbox_in_this_process_is_handed_its_message_in_memory(redis_layer: Any) -> None:
+    local, remote = await redis_layer.new_channel(), await redis_layer.new_channel()
+    inbox = layers.open_inbox(redis_layer, local)
+    assert inbox is not None
+    try:
+        await group_add_many(redis_layer, ["mcp.stream.b"], local)
+        await group_add_many(redis_layer, ["mcp.stream.b"], remote)
+        counting = CountingPipelines(redis_layer)
+        message = {"type": "mcp.events", "events": [[1, "x", False]]}
+        await group_send(redis_layer, "mcp.stream.b", message)
+        assert counting.trips == 2  # the members read, then the send to the one without an inbox
+        handed = await asyncio.wait_for(inbox.get(), 1)
+        assert handed == message and handed is not message  # a copy of its own
+        assert (await receive(redis_layer, remote)) == message
+        # Nothing for the local channel went through Redis.
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(redis_layer.receive(local), 0.3)
+
+        # Only members: no inbox in the group, then one round trip and nothing sent on.
+        await group_discard_many(redis_layer, ["mcp.stream.b"], remote)
+        counting.trips = 0
+        await group_send(redis_layer, "mcp.stream.b", {"type": "mcp.event", "seq": 2})
+        assert counting.trips == 1
+        assert (await asyncio.wait_for(inbox.get(), 1))["seq"] == 2
+
+        # A receiver waiting on the inbox is woken by the message.
+        waiting = asyncio.ensure_future(inbox.get())
+        await asyncio.sleep(0)
+        await group_send(redis_layer, "mcp.stream.b", {"type": "mcp.event", "seq": 3})
+        assert (await asyncio.wait_for(waiting, 1))["seq"] == 3
+
+        # Past the layer's capacity (2 here) the oldest go, as a full channel drops them.
+        for seq in range(4, 8):
+            await group_send(redis_layer, "mcp.stream.b", {"type": "mcp.event", "seq": seq})
+        assert [(await inbox.get())["seq"] for _ in range(2)] == [6, 7]
+    finally:
+        layers.close_inbox(local)
+    # Closed: the channel's messages go through Redis again.
+    await group_send(redis_layer, "mcp.stream.b", {"type": "mcp.event", "seq": 8})
+    assert (await receive(redis_layer, local))["seq"] == 8
+
+
+async def test_only_channels_redis_gives_inboxes() -> None:
+    layer = InMemoryChannelLayer()
+    assert layers.open_inbox(layer, await layer.new_channel()) is None
