@@ -16,7 +16,7 @@ from django.test import override_settings
 
 from mcp_django import quota_backends, quota_batches, quotas
 from mcp_django.protocol.errors import QuotaExceededError
-from tests.test_quotas import Clock, _real_redis_or_skip, limits
+from tests.test_quotas import Clock, _redis_caches, limits
 
 LEASE = 60.0
 #: 15 s into a lease: the first half of its bucket.
@@ -59,12 +59,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 async def two(clock: Clock) -> AsyncIterator[tuple[Process, Process]]:
-    location = _real_redis_or_skip()
-    caches_setting = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-        "quota": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location, "KEY_PREFIX": secrets.token_hex(4)},
-    }
-    with override_settings(CACHES=caches_setting):
+    with override_settings(CACHES=_redis_caches()):
         pair = (Process(clock), Process(clock))
         yield pair
         for process in pair:
@@ -134,11 +129,7 @@ async def test_calls_waiting_for_a_reservation_share_its_error(two: tuple[Proces
 
 async def test_acheck_tool_calls_counts_in_batches_on_redis_and_still_refuses_over_the_rate(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(quotas, "now", clock)
-    location = _real_redis_or_skip()
-    caches_setting = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-        "quota": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location, "KEY_PREFIX": secrets.token_hex(4)},
-    }
+    caches_setting = _redis_caches()
     with override_settings(CACHES=caches_setting), limits(CACHE="quota", TOOL_CALLS="128/minute"):  # batches of 2
         backend = quota_backends.counters_for("quota")
         caller = quotas.Caller(f"user:{secrets.randbelow(10**6)}", 1)
@@ -221,11 +212,7 @@ async def test_a_cancelled_take_leaves_its_reservation_spare_and_nothing_counted
 
 async def test_running_slots_of_a_large_cap_are_batched_and_of_a_small_one_not(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(quotas, "now", clock)
-    location = _real_redis_or_skip()
-    caches_setting = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-        "quota": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location, "KEY_PREFIX": secrets.token_hex(4)},
-    }
+    caches_setting = _redis_caches()
     with override_settings(CACHES=caches_setting), limits(CACHE="quota", RUNNING_PER_SESSION=32, RUNNING_PER_USER=64):
         caller = quotas.Caller(f"user:{secrets.randbelow(10**6)}", 1)
         slots: list[Any] = [await quotas.RunningSlot.acquire(caller, "s-big") for _ in range(32)]

@@ -15,10 +15,9 @@ import pytest
 
 from mcp_django import quota_batches
 
-from .conftest import _migrate
-from .servers import Deployment, Inspector, PostgresDatabase, RedisDatabase, Server, base_env
+from .servers import Deployment
 from .test_caps_processes import _end_sessions, _race_calls, _ran_and_refused, _session
-from .test_quotas_processes import _call
+from .test_quotas_processes import _call, two_processes_on_postgres_and_redis
 
 pytestmark = pytest.mark.multiprocess
 
@@ -35,25 +34,7 @@ ENV = {
 
 @pytest.fixture(scope="module")
 def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    request.getfixturevalue("services")
-    log_dir = tmp_path_factory.mktemp("batched")
-    database, cache = PostgresDatabase(), RedisDatabase()
-    database.create()
-    try:
-        cache.claim()
-        env = base_env(DATABASE_URL=database.url, REDIS_URL=cache.url, **ENV)
-        _migrate(env)
-        deployed = Deployment(
-            "batched", env, Inspector(postgres_url=database.url), [Server("process-1", env, log_dir), Server("process-2", env, log_dir)]
-        )
-        try:
-            deployed.start()
-            yield deployed
-        finally:
-            deployed.stop()
-    finally:
-        cache.release()
-        database.drop()
+    yield from two_processes_on_postgres_and_redis(request, tmp_path_factory, "batched", ENV)
 
 
 def test_these_limits_are_counted_in_batches() -> None:

@@ -26,18 +26,21 @@ LIMIT = 4
 QUOTAS = {"MCP_RATE_LIMIT": f"{LIMIT}/day", "MCP_RATE_LIMIT_PER_TOOL": "test_simple_text=2/day"}
 
 
-@pytest.fixture(scope="module")
-def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def two_processes_on_postgres_and_redis(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, name: str, settings: dict[str, str]
+) -> Iterator[Deployment]:
+    """Two processes of the example site on a new PostgreSQL database and Redis, with ``settings``
+    (environment variables) on top: a module fixture's body."""
     request.getfixturevalue("services")
-    log_dir = tmp_path_factory.mktemp("quotas")
+    log_dir = tmp_path_factory.mktemp(name)
     database, cache = PostgresDatabase(), RedisDatabase()
     database.create()
     try:
         cache.claim()
-        env = base_env(DATABASE_URL=database.url, REDIS_URL=cache.url, **QUOTAS)
+        env = base_env(DATABASE_URL=database.url, REDIS_URL=cache.url, **settings)
         _migrate(env)
         deployed = Deployment(
-            "quotas", env, Inspector(postgres_url=database.url), [Server("process-1", env, log_dir), Server("process-2", env, log_dir)]
+            name, env, Inspector(postgres_url=database.url), [Server("process-1", env, log_dir), Server("process-2", env, log_dir)]
         )
         try:
             deployed.start()
@@ -47,6 +50,11 @@ def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     finally:
         cache.release()
         database.drop()
+
+
+@pytest.fixture(scope="module")
+def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    yield from two_processes_on_postgres_and_redis(request, tmp_path_factory, "quotas", QUOTAS)
 
 
 async def _call(http: httpx.AsyncClient, url: str, name: str, **arguments: Any) -> httpx.Response:
