@@ -35,6 +35,8 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache
 from django.core.signals import setting_changed
 
+from .redis_wire import Wires
+
 T = TypeVar("T")
 
 #: Every cache key of the quotas starts so (then a SHA-256 of who and what is counted).
@@ -361,6 +363,8 @@ class RedisCounters(BaseCounters):
     def __init__(self, cache: RedisCache) -> None:
         super().__init__(cache)
         self.redis = read_django_redis_cache(cache)
+        #: The lean connections of mcp_django.redis_wire, where the server allows them.
+        self.wires = Wires(self.redis.url, self.redis.async_options) if self.redis.async_options is not None else None
         # Not weak keys: a client that has connected holds its loop (through its connections'
         # streams), so a weak key would never go. Clients of closed loops are dropped instead.
         self.async_clients: dict[asyncio.AbstractEventLoop, Any] = {}
@@ -400,6 +404,14 @@ class RedisCounters(BaseCounters):
         return [int(count) for count in pipe.execute()[1::2]]
 
     async def aadd(self, amounts: Sequence[tuple[str, int]], timeout: float) -> list[int]:
+        wire = self.wires.get() if self.wires is not None and amounts else None
+        if wire is not None:
+            ex = max(1, math.ceil(timeout))
+            commands: list[list[Any]] = []
+            for key, amount in amounts:
+                full = self.cache.make_and_validate_key(key)
+                commands += [["SET", full, 0, "EX", ex, "NX"], ["INCRBY", full, amount]]
+            return [int(count) for count in (await wire.execute(commands))[1::2]]
         client = self.async_client() if amounts else None
         if client is None:
             return await _in_thread(self._add, amounts, timeout) if amounts else []
@@ -414,6 +426,10 @@ class RedisCounters(BaseCounters):
             pipe.execute()
 
     async def asubtract(self, amounts: Sequence[tuple[str, int]]) -> None:
+        wire = self.wires.get() if self.wires is not None and amounts else None
+        if wire is not None:
+            await wire.execute([["EVAL", _DECR_EXISTING, 1, self.cache.make_and_validate_key(key), amount] for key, amount in amounts])
+            return
         client = self.async_client() if amounts else None
         if client is None:
             if amounts:
@@ -439,6 +455,8 @@ class RedisCounters(BaseCounters):
         return int(self.cache.get(key) or 0)
 
     def close(self) -> None:
+        if self.wires is not None:
+            self.wires.close()
         # A Redis cache dropped with its pool still connected leaves its sockets to the garbage
         # collector, which closes them with a ResourceWarning (whenever it next runs, in whatever code).
         for pool in self.redis.pools.values():
@@ -449,6 +467,8 @@ class RedisCounters(BaseCounters):
         client = self.async_clients.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.aclose()
+        if self.wires is not None:
+            await self.wires.aclose()
 
 
 def has_atomic_incr(cache: BaseCache | type[BaseCache]) -> bool:

@@ -649,14 +649,18 @@ def _redis_caches(**options: Any) -> dict[str, Any]:
     }
 
 
+@pytest.mark.parametrize("lean", [True, False], ids=["lean connection", "redis-py's asyncio client"])
 async def test_on_redis_the_event_loop_counts_with_an_asyncio_client_and_takes_no_thread(
-    clock: Clock, monkeypatch: pytest.MonkeyPatch
+    clock: Clock, monkeypatch: pytest.MonkeyPatch, lean: bool
 ) -> None:
     async def no_thread(*args: Any) -> Any:
         raise AssertionError("counted in a worker thread")
 
     monkeypatch.setattr(quota_backends, "_in_thread", no_thread)
     with override_settings(CACHES=_redis_caches()), limits(CACHE="quota", TOOL_CALLS="2/minute", STREAMS_PER_USER=1):
+        wires = _redis_counters().wires
+        assert wires is not None and wires.usable  # a plain redis:// address, hiredis installed
+        wires.usable = lean  # where it cannot serve (TLS, say): redis-py's asyncio client
         caller = quotas.Caller("user:11", 11)
         results = [(await quotas.acheck_tool_calls(caller, ["add"]))[0] for _ in range(3)]
         assert results[:2] == [None, None]
@@ -687,9 +691,16 @@ def test_on_redis_one_loop_after_another_keeps_one_asyncio_client(clock: Clock) 
             made.append(weakref.ref(client))
             # Its connection closed here, so that dropping it later warns of no open socket.
             await client.connection_pool.disconnect()
+            # The same of the lean connection that counted (mcp_django.redis_wire).
+            wires = _redis_counters().wires
+            assert wires is not None and wires.get() is not None
+            wires.by_loop[asyncio.get_running_loop()].close()
+            await asyncio.sleep(0)
 
         for _ in range(5):
             asyncio.run(call())
+        wires = _redis_counters().wires
+        assert wires is not None and len(wires.by_loop) == 1  # the last loop's
         clients = _redis_counters().async_clients
         assert len(clients) == 1  # the last loop's
         gc.collect()

@@ -9,6 +9,7 @@ import hmac
 import logging
 import secrets
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from copy import deepcopy
@@ -19,6 +20,7 @@ from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
 from ..conf import mcp_settings
+from ..redis_wire import RedisWire, Wires
 
 logger = logging.getLogger("mcp_django.transport")
 
@@ -253,14 +255,49 @@ def _by_shard(layer: Any, groups: list[str]) -> dict[int, list[bytes]]:
     return shards
 
 
-async def _pipelined(layer: Any, groups: list[str], channel: str, queue: Callable[[Any, bytes], None]) -> None:
-    """One pipelined round trip per shard, ``queue(pipe, group_key)`` adding each group's commands."""
+#: The lean connections (mcp_django.redis_wire) of each channels_redis layer's shards.
+_wires: weakref.WeakKeyDictionary[Any, list[Wires]] = weakref.WeakKeyDictionary()
+
+
+def _wire(layer: Any, index: int) -> RedisWire | None:
+    """The lean connection to shard ``index`` of ``layer`` on this loop, where its host allows
+    one (a plain redis:// address, only socket timeouts as options, hiredis installed)."""
+    wires = _wires.get(layer)
+    if wires is None:
+        wires = _wires[layer] = [_host_wires(host) for host in layer.hosts]
+    return wires[index].get()
+
+
+def _host_wires(host: Any) -> Wires:
+    options = {k: v for k, v in host.items() if k != "address"} if isinstance(host, dict) else {"unknown": host}
+    address = host.get("address") if isinstance(host, dict) else None
+    return Wires(address if isinstance(address, str) else "", options)
+
+
+async def aclose_wires(layer: Any) -> None:
+    """Close the running loop's lean connections to ``layer``'s shards (tests end a loop with
+    this; a server's loop lives as long as its process)."""
+    for wires in _wires.pop(layer, []):
+        await wires.aclose()
+
+
+async def _execute(layer: Any, index: int, commands: list[list[Any]]) -> list[Any]:
+    """``commands`` in one round trip to shard ``index``: on the lean connection where there is
+    one, else pipelined on channels_redis's own client."""
+    wire = _wire(layer, index)
+    if wire is not None:
+        return await wire.execute(commands)
+    pipe = layer.connection(index).pipeline(transaction=False)
+    for name, *args in commands:
+        pipe.execute_command(name, *args)
+    return list(await pipe.execute())
+
+
+async def _pipelined(layer: Any, groups: list[str], channel: str, commands: Callable[[bytes], list[list[Any]]]) -> None:
+    """One round trip per shard, ``commands(group_key)`` giving each group's commands."""
     layer.require_valid_channel_name(channel)
     for index, keys in _by_shard(layer, groups).items():
-        pipe = layer.connection(index).pipeline(transaction=False)
-        for key in keys:
-            queue(pipe, key)
-        await pipe.execute()
+        await _execute(layer, index, [command for key in keys for command in commands(key)])
 
 
 async def group_add_many(layer: Any, groups: list[str], channel: str) -> None:
@@ -269,12 +306,8 @@ async def group_add_many(layer: Any, groups: list[str], channel: str) -> None:
         for group in groups:
             await layer.group_add(group, channel)
         return
-
-    def add(pipe: Any, key: bytes) -> None:
-        pipe.zadd(key, {channel: time.time()})
-        pipe.expire(key, layer.group_expiry)
-
-    await _pipelined(layer, groups, channel, add)
+    at = time.time()
+    await _pipelined(layer, groups, channel, lambda key: [["ZADD", key, at, channel], ["EXPIRE", key, layer.group_expiry]])
 
 
 async def group_discard_many(layer: Any, groups: list[str], channel: str) -> None:
@@ -283,7 +316,7 @@ async def group_discard_many(layer: Any, groups: list[str], channel: str) -> Non
         for group in groups:
             await layer.group_discard(group, channel)
         return
-    await _pipelined(layer, groups, channel, lambda pipe, key: pipe.zrem(key, channel))
+    await _pipelined(layer, groups, channel, lambda key: [["ZREM", key, channel]])
 
 
 # -- members of a group in this process: handed their messages in memory ----------------------
@@ -349,10 +382,7 @@ async def group_send(layer: Any, group: str, message: dict[str, Any]) -> None:
         await layer.group_send(group, message)
         return
     ((index, (key,)),) = _by_shard(layer, [group]).items()
-    pipe = layer.connection(index).pipeline(transaction=False)
-    pipe.zremrangebyscore(key, min=0, max=int(time.time()) - layer.group_expiry)
-    pipe.zrange(key, 0, -1)
-    _, members = await pipe.execute()
+    _, members = await _execute(layer, index, [["ZREMRANGEBYSCORE", key, 0, int(time.time()) - layer.group_expiry], ["ZRANGE", key, 0, -1]])
     if not members:
         return
     names = []
@@ -367,12 +397,9 @@ async def group_send(layer: Any, group: str, message: dict[str, Any]) -> None:
         return
     keys_by_shard, payloads, capacities = layer._map_channel_keys_to_connection(names, message)
     for shard, channel_keys in keys_by_shard.items():
-        pipe = layer.connection(shard).pipeline(transaction=False)
-        for channel_key in channel_keys:
-            pipe.zremrangebyscore(channel_key, min=0, max=int(time.time()) - int(layer.expiry))
+        trims = [["ZREMRANGEBYSCORE", channel_key, 0, int(time.time()) - int(layer.expiry)] for channel_key in channel_keys]
         args = [payloads[k] for k in channel_keys] + [capacities[k] for k in channel_keys] + [time.time(), layer.expiry]
-        pipe.eval(_SEND_TO_KEYS, len(channel_keys), *channel_keys, *args)
-        full = (await pipe.execute())[-1]
+        full = (await _execute(layer, shard, [*trims, ["EVAL", _SEND_TO_KEYS, len(channel_keys), *channel_keys, *args]]))[-1]
         if full:
             logger.info("%s of %s channels over capacity in group %s", full, len(names), group)
 

@@ -16,9 +16,14 @@ from mcp_django.transport import layers
 from mcp_django.transport.layers import InMemoryChannelLayer, group_add_many, group_discard_many, group_send
 
 
-@pytest.fixture
-async def redis_layer() -> AsyncIterator[Any]:
+@pytest.fixture(params=["lean connection", "channels_redis's client"])
+async def redis_layer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
+    """channels_redis on a real Redis; the helpers' round trips on mcp_django.redis_wire's lean
+    connection, or (where it cannot serve the host) on channels_redis's own client."""
     from channels_redis.core import RedisChannelLayer
+
+    if request.param != "lean connection":
+        monkeypatch.setattr(layers, "_wire", lambda layer, index: None)
 
     from tests.multiprocess.servers import RedisDatabase, require_redis
 
@@ -31,21 +36,34 @@ async def redis_layer() -> AsyncIterator[Any]:
         yield layer
     finally:
         await layer.flush()
+        await layers.aclose_wires(layer)
         await layer.close_pools()
         database.release()
 
 
 class CountingPipelines:
-    """Counts the round trips the layer's Redis clients make (each command, each pipeline)."""
+    """Counts the round trips to the layer's Redis: the helpers' own (layers._execute, on the
+    lean connection or channels_redis's client) and any command of channels_redis's client
+    made outside them."""
 
-    def __init__(self, layer: Any) -> None:
+    def __init__(self, layer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         self.trips = 0
+        self.inside = False
         client = layer.connection(0)
         execute_command = client.execute_command
         pipeline = client.pipeline
+        execute = layers._execute
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.trips += 1
+            self.inside = True
+            try:
+                return await execute(*args, **kwargs)
+            finally:
+                self.inside = False
 
         async def counted_command(*args: Any, **kwargs: Any) -> Any:
-            self.trips += 1
+            self.trips += not self.inside
             return await execute_command(*args, **kwargs)
 
         def counted_pipeline(*args: Any, **kwargs: Any) -> Any:
@@ -53,14 +71,15 @@ class CountingPipelines:
             execute = pipe.execute
 
             async def counted_execute(*a: Any, **k: Any) -> Any:
-                self.trips += 1
+                self.trips += not self.inside
                 return await execute(*a, **k)
 
             pipe.execute = counted_execute
             return pipe
 
-        client.execute_command = counted_command
-        client.pipeline = counted_pipeline
+        monkeypatch.setattr(layers, "_execute", counted)
+        monkeypatch.setattr(client, "execute_command", counted_command)
+        monkeypatch.setattr(client, "pipeline", counted_pipeline)
 
 
 async def receive(layer: Any, channel: str) -> dict[str, Any]:
@@ -73,10 +92,10 @@ async def receive(layer: Any, channel: str) -> dict[str, Any]:
     return message
 
 
-async def test_on_redis_joins_sends_and_leaves_like_the_layer_in_fewer_round_trips(redis_layer: Any) -> None:
+async def test_on_redis_joins_sends_and_leaves_like_the_layer_in_fewer_round_trips(redis_layer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     assert layers._redis_layer(redis_layer)
     first, second = await redis_layer.new_channel(), await redis_layer.new_channel()
-    counting = CountingPipelines(redis_layer)
+    counting = CountingPipelines(redis_layer, monkeypatch)
 
     await group_add_many(redis_layer, ["mcp.stream.a", "mcp.session.s"], first)
     assert counting.trips == 1  # channels_redis: two per group
@@ -139,14 +158,14 @@ async def test_any_other_layer_gets_its_own_calls() -> None:
     assert layer.groups == {}
 
 
-async def test_on_redis_a_member_with_an_inbox_in_this_process_is_handed_its_message_in_memory(redis_layer: Any) -> None:
+async def test_on_redis_a_member_with_an_inbox_in_this_process_is_handed_its_message_in_memory(redis_layer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     local, remote = await redis_layer.new_channel(), await redis_layer.new_channel()
     inbox = layers.open_inbox(redis_layer, local)
     assert inbox is not None
     try:
         await group_add_many(redis_layer, ["mcp.stream.b"], local)
         await group_add_many(redis_layer, ["mcp.stream.b"], remote)
-        counting = CountingPipelines(redis_layer)
+        counting = CountingPipelines(redis_layer, monkeypatch)
         message = {"type": "mcp.events", "events": [[1, "x", False]]}
         await group_send(redis_layer, "mcp.stream.b", message)
         assert counting.trips == 2  # the members read, then the send to the one without an inbox
