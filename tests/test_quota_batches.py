@@ -46,8 +46,9 @@ class Process:
 
     async def settled(self) -> None:
         """Wait for the give-backs running in the background."""
-        while self.batches.tasks:
-            await asyncio.gather(*self.batches.tasks, return_exceptions=True)
+        while pending := [task for task in self.batches.tasks if not task.done()]:
+            await asyncio.gather(*pending, return_exceptions=True)
+        await asyncio.sleep(0)
 
 
 @pytest.fixture
@@ -225,8 +226,8 @@ async def test_running_slots_of_a_large_cap_are_batched_and_of_a_small_one_not(c
         for slot in slots:
             await slot.release()
         batches = quota_batches.batches_for(quota_backends.counters_for("quota"), clock)
-        while batches.tasks:
-            await asyncio.gather(*batches.tasks)
+        while pending := [task for task in batches.tasks if not task.done()]:
+            await asyncio.gather(*pending)
         await batches.tick()
         assert quotas.running_requests("RUNNING_PER_SESSION", "session:s-big") == 0
         assert quotas.running_requests("RUNNING_PER_USER", caller.key) == 0
