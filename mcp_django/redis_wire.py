@@ -35,6 +35,9 @@ except ImportError:  # optional: without it, redis-py's client is used
 
 #: Options of a redis-py connection this connection honours (others: redis-py's client).
 OPTIONS = frozenset({"socket_timeout", "socket_connect_timeout"})
+#: Options that only name the client to the server (CLIENT SETINFO; Django 6.1 passes
+#: ``driver_info``): this connection does not send them, and serves the server all the same.
+NAMING = frozenset({"driver_info", "lib_name", "lib_version"})
 
 
 class RedisReplyError(Exception):
@@ -136,7 +139,7 @@ class RedisWire:
         if hiredis is None or not isinstance(url, str):
             return None
         options = options or {}
-        if set(options) - OPTIONS:
+        if set(options) - OPTIONS - NAMING:
             return None
         parts = urlsplit(url)
         if parts.scheme != "redis" or parts.query or not parts.hostname:

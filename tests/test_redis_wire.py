@@ -189,6 +189,7 @@ async def test_concurrent_callers_share_one_failed_connection_attempt(monkeypatc
         ("unix:///run/redis.sock", None, False),
         ("redis://127.0.0.1:6379/0?protocol=3", None, False),
         ("redis://127.0.0.1:6379/0", {"ssl_cert_reqs": "none"}, False),  # an option of the user's
+        ("redis://127.0.0.1:6379/0", {"driver_info": object(), "socket_timeout": 2}, True),  # Django 6.1's
     ],
 )
 def test_only_plain_addresses_with_known_options_are_served(url: str, options: dict[str, object] | None, served: bool) -> None:
