@@ -265,21 +265,16 @@ class CacheCounters(BaseCounters):
         self._lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext() if self.atomic else threading.Lock()
 
     def hit(self, keys: Sequence[str], timeout: float) -> list[int]:
-        with self._lock:
-            return [self._count(key, timeout) for key in keys]
+        return self._add([(key, 1) for key in keys], timeout)
 
     async def ahit(self, keys: Sequence[str], timeout: float) -> list[int]:
-        return await _in_thread(self.hit, keys, timeout) if keys else []
+        return await self.aadd([(key, 1) for key in keys], timeout)
 
     def unhit(self, keys: Sequence[str]) -> None:
-        with self._lock:
-            for key in keys:
-                with contextlib.suppress(ValueError):  # gone already: nothing left to give back
-                    self.cache.decr(key)
+        self._subtract([(key, 1) for key in keys])
 
     async def aunhit(self, keys: Sequence[str]) -> None:
-        if keys:
-            await _in_thread(self.unhit, keys)
+        await self.asubtract([(key, 1) for key in keys])
 
     def get(self, key: str) -> int:
         return int(self.cache.get(key) or 0)
@@ -294,14 +289,14 @@ class CacheCounters(BaseCounters):
     def _subtract(self, amounts: Sequence[tuple[str, int]]) -> None:
         with self._lock:
             for key, amount in amounts:
-                with contextlib.suppress(ValueError):
+                with contextlib.suppress(ValueError):  # gone already: nothing left to give back
                     self.cache.decr(key, amount)
 
     async def asubtract(self, amounts: Sequence[tuple[str, int]]) -> None:
         if amounts:
             await _in_thread(self._subtract, amounts)
 
-    def _count(self, key: str, timeout: float, amount: int = 1) -> int:
+    def _count(self, key: str, timeout: float, amount: int) -> int:
         # Most counts find the counter there: the add is skipped.
         for _ in range(3):
             try:
