@@ -225,9 +225,10 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
         if channel is None:
             channel = self.channel_name = await self.channel_layer.new_channel()
         if self.inbox is None:
-            self.inbox = open_inbox(self.channel_layer, channel)
-        await group_add_many(self.channel_layer, list(groups), channel)
+            self.inbox = open_inbox(self.channel_layer, channel, self.joined)
+        # Listed first: group_add_many notes a channel with an inbox as a local member of its groups.
         self.joined.extend(groups)
+        await group_add_many(self.channel_layer, list(groups), channel)
 
     # -- channel-layer messages to an open stream -----------------------------------------
 

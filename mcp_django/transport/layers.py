@@ -308,6 +308,9 @@ async def group_add_many(layer: Any, groups: list[str], channel: str) -> None:
         return
     at = time.time()
     await _pipelined(layer, groups, channel, lambda key: [["ZADD", key, at, channel], ["EXPIRE", key, layer.group_expiry]])
+    if channel in _inboxes:
+        for group in groups:
+            _local_members.setdefault(group, set()).add(channel)
 
 
 async def group_discard_many(layer: Any, groups: list[str], channel: str) -> None:
@@ -316,6 +319,7 @@ async def group_discard_many(layer: Any, groups: list[str], channel: str) -> Non
         for group in groups:
             await layer.group_discard(group, channel)
         return
+    _forget_local(channel, groups)
     await _pipelined(layer, groups, channel, lambda key: [["ZREM", key, channel]])
 
 
@@ -332,12 +336,16 @@ async def group_discard_many(layer: Any, groups: list[str], channel: str) -> Non
 
 class Inbox:
     """The messages for one channel of this process, waiting for its consumer, oldest dropped
-    first past ``capacity`` (as channels_redis drops them; a stream fills the gap from the store)."""
+    first past ``capacity`` (as channels_redis drops them; a stream fills the gap from the store).
+    ``joined`` is the consumer's own list of the groups it is in: a stream's last announcement
+    takes the channel out of them in its own round trip (:func:`group_send`), and the consumer,
+    on its way out, leaves only the groups still listed."""
 
-    __slots__ = ("capacity", "messages", "waiter")
+    __slots__ = ("capacity", "joined", "messages", "waiter")
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, joined: list[str]) -> None:
         self.capacity = capacity
+        self.joined = joined
         self.messages: deque[dict[str, Any]] = deque()
         self.waiter: asyncio.Future[None] | None = None
 
@@ -359,30 +367,58 @@ class Inbox:
 
 
 _inboxes: dict[str, Inbox] = {}
+#: The channels with an inbox in each group, as this process added them (group_add_many).
+_local_members: dict[str, set[str]] = {}
 
 
-def open_inbox(layer: Any, channel: str) -> Inbox | None:
-    """An inbox for ``channel``, a channel of this process on ``layer``, where group_send can
-    use one (channels_redis); None elsewhere. Close it with :func:`close_inbox`."""
+def open_inbox(layer: Any, channel: str, joined: list[str]) -> Inbox | None:
+    """An inbox for ``channel``, a channel of this process on ``layer`` whose consumer lists the
+    groups it joins in ``joined``, where group_send can use one (channels_redis); None
+    elsewhere. Close it with :func:`close_inbox`."""
     if not _redis_layer(layer):
         return None
-    inbox = _inboxes[channel] = Inbox(int(getattr(layer, "capacity", 100)))
+    inbox = _inboxes[channel] = Inbox(int(getattr(layer, "capacity", 100)), joined)
     return inbox
 
 
 def close_inbox(channel: str) -> None:
-    _inboxes.pop(channel, None)
+    inbox = _inboxes.pop(channel, None)
+    if inbox is not None:
+        _forget_local(channel, inbox.joined)
 
 
-async def group_send(layer: Any, group: str, message: dict[str, Any]) -> None:
+def _forget_local(channel: str, groups: list[str]) -> None:
+    for group in groups:
+        members = _local_members.get(group)
+        if members is not None:
+            members.discard(channel)
+            if not members:
+                del _local_members[group]
+
+
+async def group_send(layer: Any, group: str, message: dict[str, Any], *, last: bool = False) -> None:
     """``layer.group_send``; on channels_redis in two round trips instead of four, with its
     semantics: expired members dropped, expired messages trimmed, full channels skipped and
-    logged; a member with an inbox in this process is handed its copy in memory."""
+    logged; a member with an inbox in this process is handed its copy in memory.
+
+    ``last``: the group's last message (a stream's final events; its members stop once they have
+    it). The members of this process leave the groups they joined, on the group's shard, in the
+    same round trip as the members are read: a streamed call's own leave was a round trip of
+    its own (bench/, the scale-out case)."""
     if not _redis_layer(layer):
         await layer.group_send(group, message)
         return
     ((index, (key,)),) = _by_shard(layer, [group]).items()
-    _, members = await _execute(layer, index, [["ZREMRANGEBYSCORE", key, 0, int(time.time()) - layer.group_expiry], ["ZRANGE", key, 0, -1]])
+    commands: list[list[Any]] = [["ZREMRANGEBYSCORE", key, 0, int(time.time()) - layer.group_expiry], ["ZRANGE", key, 0, -1]]
+    leaving = _leaving(layer, group, index) if last else []
+    # After the ZRANGE: the members read still include the ones leaving, who get the message.
+    commands += [["ZREM", layer._group_key(joined), channel] for channel, joined in leaving]
+    members = (await _execute(layer, index, commands))[1]
+    for channel, joined in leaving:
+        inbox = _inboxes.get(channel)
+        if inbox is not None and joined in inbox.joined:
+            inbox.joined.remove(joined)
+        _forget_local(channel, [joined])
     if not members:
         return
     names = []
@@ -402,6 +438,17 @@ async def group_send(layer: Any, group: str, message: dict[str, Any]) -> None:
         full = (await _execute(layer, shard, [*trims, ["EVAL", _SEND_TO_KEYS, len(channel_keys), *channel_keys, *args]]))[-1]
         if full:
             logger.info("%s of %s channels over capacity in group %s", full, len(names), group)
+
+
+def _leaving(layer: Any, group: str, index: int) -> list[tuple[str, str]]:
+    """(channel, group) for each group on shard ``index`` that a member of ``group`` with an
+    inbox in this process is in."""
+    leaving = []
+    for channel in _local_members.get(group, ()):
+        inbox = _inboxes.get(channel)
+        if inbox is not None:
+            leaving += [(channel, joined) for joined in inbox.joined if layer.consistent_hash(joined) == index]
+    return leaving
 
 
 def stream_group(stream: str) -> str:

@@ -113,6 +113,7 @@ class StreamEmitter:
                 await group_send(
                     self.layer, stream_group(self.stream),
                     {"type": "mcp.events", "events": [[e.seq, e.payload, e.closes_stream] for e in batch]},
+                    last=any(e.closes_stream for e in batch),
                 )
         except BaseException as exc:
             self._failure = exc

@@ -14,6 +14,8 @@ import secrets
 import mcp
 import pytest
 
+from tests.polling import until
+
 from .sdk import SplitTransport, accept_reservation, sdk_session, wait_for_standalone_stream
 from .servers import Deployment
 from .wire import RawClient
@@ -135,6 +137,33 @@ async def test_log_level_set_on_process_2_applies_to_a_tool_on_process_1(deploym
         before, final = await stream.until_response("count-3")
     assert payloads(before) == ["notifications/progress"] * 3  # no info-level log messages
     assert final["result"]["content"][0]["text"] == "liftoff"
+
+
+async def test_streamed_calls_leave_no_member_behind_in_the_layers_groups(deployment: Deployment, raw: RawClient) -> None:
+    """A POST stream's connection leaves its groups as its last events are announced (in that
+    round trip, layers.group_send's ``last``), or on its way out: nothing stays in Redis."""
+    if not deployment.shared_layer:
+        pytest.skip("the in-memory layer keeps no group in Redis")
+    import redis.asyncio
+
+    session = await raw.initialize(deployment.p1.url)
+    for server in (deployment.p1, deployment.p2):
+        async with await raw.call_stream(server.url, session, "count", "countdown", {"n": 2, "interval_ms": 10}, progress_token=1) as stream:
+            _, final = await stream.until_response("count")
+        assert final["result"]["content"][0]["text"] == "liftoff"
+    client = redis.asyncio.Redis.from_url(deployment.env["REDIS_URL"])
+    try:
+        async def members() -> dict[bytes, int]:
+            keys = [key async for key in client.scan_iter(match=b"*group:mcp.*") if session.encode() in key or b"mcp.stream." in key]
+            return {key: await client.zcard(key) for key in keys}
+
+        async def none_left() -> bool:
+            return not any((await members()).values())
+
+        # The connection's own way out may still be under way when the client has read the end.
+        await until(none_left, failure="a streamed call's connection stayed in a group")
+    finally:
+        await client.aclose()
 
 
 async def test_delete_on_process_1_ends_the_stream_held_by_process_2(deployment: Deployment, raw: RawClient) -> None:

@@ -160,7 +160,8 @@ async def test_any_other_layer_gets_its_own_calls() -> None:
 
 async def test_on_redis_a_member_with_an_inbox_in_this_process_is_handed_its_message_in_memory(redis_layer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     local, remote = await redis_layer.new_channel(), await redis_layer.new_channel()
-    inbox = layers.open_inbox(redis_layer, local)
+    joined = ["mcp.stream.b"]
+    inbox = layers.open_inbox(redis_layer, local, joined)
     assert inbox is not None
     try:
         await group_add_many(redis_layer, ["mcp.stream.b"], local)
@@ -202,4 +203,44 @@ async def test_on_redis_a_member_with_an_inbox_in_this_process_is_handed_its_mes
 
 async def test_only_channels_redis_gives_inboxes() -> None:
     layer = InMemoryChannelLayer()
-    assert layers.open_inbox(layer, await layer.new_channel()) is None
+    assert layers.open_inbox(layer, await layer.new_channel(), []) is None
+
+
+async def test_on_redis_a_streams_last_message_takes_this_process_members_out_in_its_own_round_trip(
+    redis_layer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local, remote = await redis_layer.new_channel(), await redis_layer.new_channel()
+    joined = ["mcp.stream.c", "mcp.session.c"]  # as a consumer lists them, before it joins
+    inbox = layers.open_inbox(redis_layer, local, joined)
+    assert inbox is not None
+    try:
+        await group_add_many(redis_layer, joined, local)
+        await group_add_many(redis_layer, ["mcp.stream.c"], remote)
+        counting = CountingPipelines(redis_layer, monkeypatch)
+        await group_send(redis_layer, "mcp.stream.c", {"type": "mcp.event", "seq": 1})
+        assert joined == ["mcp.stream.c", "mcp.session.c"]  # not the last one: nobody leaves
+        counting.trips = 0
+        message = {"type": "mcp.events", "events": [[2, "x", True]]}
+        await group_send(redis_layer, "mcp.stream.c", message, last=True)
+        # Same round trips as any message: the leave rode on the members read.
+        assert counting.trips == 2
+        # Every member still got the last message...
+        assert (await asyncio.wait_for(inbox.get(), 1))["seq"] == 1
+        assert await asyncio.wait_for(inbox.get(), 1) == message
+        assert (await receive(redis_layer, remote))["seq"] == 1
+        assert await receive(redis_layer, remote) == message
+        # ...and the local one is out of both its groups, its consumer's list with it, so its
+        # way out makes no round trip. The member of another process stays.
+        assert joined == []
+        assert layers._local_members.get("mcp.stream.c") is None
+        client = redis_layer.connection(0)
+        stream_members = await client.zrange(redis_layer._group_key("mcp.stream.c"), 0, -1)
+        assert stream_members == [remote.encode()]
+        assert await client.zrange(redis_layer._group_key("mcp.session.c"), 0, -1) == []
+        counting.trips = 0
+        await group_discard_many(redis_layer, joined, local)
+        assert counting.trips == 0
+    finally:
+        layers.close_inbox(local)
+    assert "mcp.stream.c" not in layers._local_members
+    assert local not in layers._inboxes
