@@ -426,16 +426,26 @@ async def _refusal(observation: Observation, message: str) -> str | None:
     return None
 
 
-async def _ending(observation: Observation) -> tuple[str, str, int | None]:
+async def _aending(observation: Observation) -> tuple[str, str, int | None]:
     """The outcome of a call that ran to its response: outcome, error summary, error code."""
+    ending = _ending(observation)
+    if ending is not None:
+        return ending
+    error = (observation.response or {})["error"]
+    code, text = error.get("code"), str(error.get("message", ""))
+    reason = await _refusal(observation, text)
+    return (Outcome.DENIED, reason, code) if reason is not None else (Outcome.PROTOCOL_ERROR, text, code)
+
+
+def _ending(observation: Observation) -> tuple[str, str, int | None] | None:
+    """:func:`_aending`, or None when only the gate can tell (an "Unknown tool" refusal): most
+    calls, without the coroutine."""
     response = observation.response or {}
     error = response.get("error")
     if isinstance(error, dict):
         code, text = error.get("code"), str(error.get("message", ""))
-        if code == INVALID_PARAMS:
-            reason = await _refusal(observation, text)
-            if reason is not None:
-                return Outcome.DENIED, reason, code
+        if code == INVALID_PARAMS and text.startswith("Unknown tool"):
+            return None
         return Outcome.PROTOCOL_ERROR, text, code
     result = response.get("result")
     if isinstance(result, dict) and result.get("resultType") == "task":
@@ -502,7 +512,8 @@ class _Recorded(AbstractAsyncContextManager[None]):
                 _keep(observation, Outcome.PROTOCOL_ERROR, f"{type(exc).__name__} while answering", row=row)
             return
         try:
-            outcome, error, code = await _ending(observation)
+            ending = _ending(observation)
+            outcome, error, code = ending if ending is not None else await _aending(observation)
         except asyncio.CancelledError:
             _keep(observation, Outcome.CANCELLED, "cancelled as it finished", row=row)
             raise
@@ -512,7 +523,10 @@ class _Recorded(AbstractAsyncContextManager[None]):
             outcome, error, code = Outcome.PROTOCOL_ERROR, "outcome unknown: see the server log", None
             if row is None:
                 return
-        await _akeep(observation, outcome, error, code, row=row)
+        if row is None:
+            _keep(observation, outcome, error, code)  # buffered: nothing to wait for
+        else:
+            await _akeep(observation, outcome, error, code, row=row)
 
 
 def _keep(observation: Observation, outcome: str, error: str = "", error_code: int | None = None, *, row: int | None = None) -> None:

@@ -3,18 +3,21 @@ same rows and values the ORM's create() and update() would."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models.signals import post_save
 from django.utils import timezone
+from hypothesis import given, settings
+from hypothesis.strategies import datetimes, timezones
 
 from mcp_django.models import Event, Session
-from mcp_django.stores import InitializedMarks, SessionStore, initialized_marks, insert_rows, update_row
+from mcp_django.stores import InitializedMarks, SessionStore, initialized_marks, insert_rows, rows, update_row
+from tests.fuzzing import examples
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -297,7 +300,8 @@ def test_insert_rows_on_sqlite_sends_the_rows_as_one_json_parameter_and_stores_w
     from django.db import connection
 
     from mcp_django.models import ToolCall
-    from mcp_django.stores import RawJSON, rows as rows_module
+    from mcp_django.stores import RawJSON
+    from mcp_django.stores import rows as rows_module
 
     _sqlite_only()
     user = get_user_model().objects.create(username="writer")
@@ -416,3 +420,24 @@ async def test_sessions_made_at_once_share_a_write_and_each_is_committed_when_it
     stored = await sync_to_async(lambda: set(Session.objects.values_list("pk", flat=True)))()
     assert stored == {s.pk for s in made}
     assert all(not s._state.adding and s._state.db == "default" for s in made)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(moment=datetimes(timezones=timezones(), allow_imaginary=False))
+def test_a_datetime_made_for_sqlite_directly_is_what_djangos_adapt_makes(moment: datetime) -> None:
+    """stores.rows makes SQLite's UTC text itself (SQLite, USE_TZ, no TIME_ZONE of the
+    database's own): the same text as the backend's adapt_datetimefield_value, in any zone."""
+    connection = connections.create_connection("default")
+    if connection.vendor != "sqlite":
+        pytest.skip("the direct path is SQLite's")
+    adapt = rows._moments(connection)
+    assert adapt is rows._utc_text
+    assert adapt(moment) == connection.ops.adapt_datetimefield_value(moment)
+
+
+def test_a_sqlite_database_with_a_time_zone_of_its_own_keeps_djangos_adapt() -> None:
+    connection = connections.create_connection("default")
+    if connection.vendor != "sqlite":
+        pytest.skip("the direct path is SQLite's")
+    connection.settings_dict = {**connection.settings_dict, "TIME_ZONE": "Europe/Paris"}
+    assert rows._moments(connection) == connection.ops.adapt_datetimefield_value

@@ -11,7 +11,8 @@ import math
 import operator
 import re
 import sqlite3
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import orjson
@@ -37,10 +38,11 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         # were 8 % of a streamed call's CPU (bench/profile.py). Inside a transaction the block
         # stays, as the savepoint callers that catch IntegrityError rely on.
         with connection.cursor() as cursor:
-            cursor.execute(plan.sql(connection), plan.values(rows[0], connection))
+            cursor.execute(plan.sql(connection), plan.values(rows[0], connection, _moments(connection)))
         return
+    adapt = _moments(connection)
     with transaction.atomic(using=alias), connection.cursor() as cursor:
-        _insert(cursor, connection, plan, [plan.values(row, connection) for row in rows])
+        _insert(cursor, connection, plan, [plan.values(row, connection, adapt) for row in rows])
 
 
 def prepare_row(model: type[models.Model], row: dict[str, Any]) -> list[Any]:
@@ -49,17 +51,17 @@ def prepare_row(model: type[models.Model], row: dict[str, Any]) -> list[Any]:
     loop, a few microseconds at a time, and leaves its writer's thread only the INSERT (the
     writer's Python work, done in stretches while the loop waited for the GIL, made the p99
     of tools/call, bench/)."""
-    connection = _unconnected(router.db_for_write(model), settings.USE_TZ)
-    return _plan(model, connection.vendor, False, settings.USE_TZ).values(row, connection)
+    return _preparer(model, router.db_for_write(model), settings.USE_TZ)(row)
 
 
 @functools.lru_cache(maxsize=16)
-def _unconnected(alias: str, use_tz: bool) -> Any:
-    """A connection object of ``alias`` that never connects, for what :func:`prepare_row` asks
-    of the database's operations (how it takes dates and JSON). ``connections[alias]`` on the
-    event loop makes a new one in each asyncio context: 9 us, and 60 us of a tools/call's CPU
-    at concurrency 1 (bench/, same run)."""
-    return connections.create_connection(alias)
+def _preparer(model: type[models.Model], alias: str, use_tz: bool) -> Callable[[dict[str, Any]], list[Any]]:
+    """:func:`prepare_row` for one model, database and USE_TZ, worked out once. Its connection
+    object never connects: it only says how the database takes dates and JSON.
+    ``connections[alias]`` on the event loop makes a new one in each asyncio context: 9 us, and
+    60 us of a tools/call's CPU at concurrency 1 (bench/, same run)."""
+    connection = connections.create_connection(alias)
+    return functools.partial(_plan(model, connection.vendor, False, use_tz).values, connection=connection, adapt=_moments(connection))
 
 
 def column(model: type[models.Model], attname: str) -> int:
@@ -181,18 +183,34 @@ class _Plan:
             )
         return sql
 
-    def values(self, row: dict[str, Any], connection: Any) -> list[Any]:
+    def values(self, row: dict[str, Any], connection: Any, adapt: Callable[[datetime], Any]) -> list[Any]:
+        """``row``'s values as the INSERT takes them; ``adapt`` is :func:`_moments` of ``connection``."""
         try:
             given = self._get(row)
         except KeyError:  # a field left to its default
             given = self._get({**{name: f.get_default() for name, f in zip(self.attnames, self.fields, strict=True) if name not in row}, **row})
-        adapt = connection.ops.adapt_datetimefield_value
         return [
             value if type(value) in same
             else adapt(value) if moment and type(value) is datetime and value.tzinfo is not None
             else _prepare(f, value, connection)
             for value, same, f, moment in zip(given, self.plain, self.fields, self.moments, strict=True)
         ]
+
+
+def _moments(connection: Any) -> Callable[[datetime], Any]:
+    """How ``connection`` takes an aware datetime: its operations' adapt_datetimefield_value,
+    or on SQLite with USE_TZ and no TIME_ZONE of its own (UTC, naive, as text) the same done
+    directly, which was a quarter of the audit row's making."""
+    if connection.vendor == "sqlite" and settings.USE_TZ and connection.settings_dict.get("TIME_ZONE") is None:
+        return _utc_text
+    return connection.ops.adapt_datetimefield_value  # type: ignore[no-any-return]
+
+
+def _utc_text(value: datetime) -> Any:
+    """SQLite's adapt_datetimefield_value under :func:`_naive_utc`: the value in UTC, naive, as text."""
+    if value.tzinfo is not timezone.utc:
+        value = value.astimezone(timezone.utc)
+    return str(value.replace(tzinfo=None))
 
 
 @functools.lru_cache(maxsize=64)
