@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
-from channels.utils import await_many_dispatch
 from django.db import DatabaseError
 
 from ..auth.base import AuthenticationFailed
@@ -29,7 +29,8 @@ from ..protocol.jsonrpc import encode, error_message
 from ..protocol.limits import body_too_large
 from ..tables import missing_tables_message, names_missing_table, sessions_database, unapplied_migrations
 from . import headers as checks
-from .layers import GET_STREAM, Inbox, close_inbox, get_layer, group_add_many, group_discard_many, open_inbox
+from .dispatch import dispatch_many
+from .layers import GET_STREAM, Inbox, InMemoryChannelLayer, close_inbox, get_layer, group_add_many, group_discard_many, open_inbox
 from .process import stream_dropped
 from .sse import ListenStream, SSEStream
 
@@ -94,15 +95,23 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
             # Most requests are answered at once and need no channel: read, answer, done.
             while not self.streaming:
                 await self.dispatch(await receive())
-            # A stream follows the channel layer as well as the client (for its disconnect),
-            # and its inbox, where this process hands it its groups' messages (layers.Inbox).
-            self.channel_receive = functools.partial(self.channel_layer.receive, self.channel_name)
-            sources = [receive, self.channel_receive, *([self.inbox.get] if self.inbox is not None else [])]
-            await await_many_dispatch(sources, self.dispatch)
+            # The request is read: a stream no longer needs its parsed headers (the scope keeps
+            # the raw ones), and an idle stream holds as little as it can.
+            del self.headers
+            await dispatch_many(self.sources(receive), self.dispatch)
         except StopConsumer:
             pass
         finally:
             await self.cleanup()
+
+    def sources(self, receive: Any) -> list[Callable[[], Awaitable[dict[str, Any]]]]:
+        """What an open stream follows: the client (for its disconnect), its channel, and its
+        inbox, where this process hands it its groups' messages (layers.Inbox)."""
+        layer, name = self.channel_layer, self.channel_name
+        assert name is not None, "a stream joins its groups on a channel of its own"
+        # On the in-memory layer, a bare future while nothing comes, not a task (dispatch.py).
+        channel = layer.source(name) if isinstance(layer, InMemoryChannelLayer) else functools.partial(layer.receive, name)
+        return [receive, channel, *([self.inbox.get] if self.inbox is not None else [])]
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Unlike AsyncConsumer.dispatch, no close_old_connections() per message: every ORM call
@@ -271,7 +280,6 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
     def stream(self) -> SSEStream:
         assert self.sse is not None, "channel-layer messages reach only a consumer with a stream"
         return self.sse
-
 
 
 async def unmigrated_error(exc: DatabaseError) -> TransportError | None:

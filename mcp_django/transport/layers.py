@@ -40,6 +40,24 @@ class _Channel:
         self.waiters: list[asyncio.Future[dict[str, Any]]] = []
 
 
+class LaterReceive:
+    """One channel of the in-memory layer as a source of ``dispatch.dispatch_many``: each
+    message a bare future (:meth:`InMemoryChannelLayer.receive_later`), the last one handed back
+    on the way out (:meth:`InMemoryChannelLayer.discard_receive`)."""
+
+    __slots__ = ("channel", "layer")
+
+    def __init__(self, layer: InMemoryChannelLayer, channel: str) -> None:
+        self.layer = layer
+        self.channel = channel
+
+    def __call__(self) -> asyncio.Future[dict[str, Any]]:
+        return self.layer.receive_later(self.channel)
+
+    def discard(self, waiter: asyncio.Future[dict[str, Any]] | None) -> None:
+        self.layer.discard_receive(self.channel, waiter)
+
+
 class InMemoryChannelLayer(BaseChannelLayer):  # type: ignore[misc]  # channels ships no type information
     """Channels' in-memory layer, rebuilt for many idle channels.
 
@@ -118,6 +136,46 @@ class InMemoryChannelLayer(BaseChannelLayer):  # type: ignore[misc]  # channels 
         finally:
             with contextlib.suppress(ValueError):
                 entry.waiters.remove(waiter)
+            self._forget_if_idle(channel, entry)
+
+    def receive_later(self, channel: str) -> asyncio.Future[dict[str, Any]]:
+        """:meth:`receive` as a bare future, for a consumer following several sources
+        (``dispatch.dispatch_many``): an idle stream then holds this future, not a coroutine and
+        a task. Hand it back to :meth:`discard_receive` when it is not consumed."""
+        self.require_valid_channel_name(channel)
+        self._clean_expired()
+        entry = self.channels.get(channel)
+        if entry is None:
+            entry = self.channels[channel] = _Channel()
+        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        if entry.messages:
+            _, message = entry.messages.popleft()
+            waiter.set_result(message)
+            self._forget_if_idle(channel, entry)
+        else:
+            entry.waiters.append(waiter)
+        return waiter
+
+    def source(self, channel: str) -> LaterReceive:
+        """``channel`` as a source of ``dispatch.dispatch_many``: see :meth:`receive_later`."""
+        return LaterReceive(self, channel)
+
+    def discard_receive(self, channel: str, waiter: asyncio.Future[dict[str, Any]] | None) -> None:
+        """The consumer of ``channel`` stops following it: as when :meth:`receive` is cancelled,
+        a message already handed to ``waiter`` goes back to the channel (None: the last one was
+        consumed), and a channel left with nothing is forgotten."""
+        entry = self.channels.get(channel)
+        if waiter is not None and not waiter.cancel() and not waiter.cancelled():
+            if entry is None:
+                entry = self.channels[channel] = _Channel()
+            if entry.messages is None:
+                entry.messages = deque()
+            entry.messages.appendleft((time.time() + self.expiry, waiter.result()))
+            self._backlog[channel] = None
+        if entry is not None:
+            if waiter is not None:
+                with contextlib.suppress(ValueError):
+                    entry.waiters.remove(waiter)
             self._forget_if_idle(channel, entry)
 
     def _forget_if_idle(self, channel: str, entry: _Channel) -> None:

@@ -101,3 +101,26 @@ async def test_discard_and_flush_keep_the_index_in_step(layer: InMemoryChannelLa
     await layer.send(name, {"type": "x"})
     await layer.flush()
     assert layer._memberships == {} and layer._backlog == {} and layer.groups == {} and layer.channels == {}
+
+
+async def test_receive_later_is_a_bare_future_the_next_message_resolves(layer: InMemoryChannelLayer) -> None:
+    name = await layer.new_channel()
+    waiter = layer.receive_later(name)
+    assert not waiter.done()
+    await layer.send(name, {"type": "x", "n": 1})
+    assert waiter.result()["n"] == 1
+    await layer.send(name, {"type": "x", "n": 2})  # waits in the channel: nobody receives
+    assert layer.receive_later(name).result()["n"] == 2
+    layer.discard_receive(name, None)
+    assert layer.channels == {} and layer._backlog == {}
+
+
+async def test_a_discarded_receive_forgets_the_channel_and_keeps_a_message_it_was_handed(layer: InMemoryChannelLayer) -> None:
+    name = await layer.new_channel()
+    layer.discard_receive(name, layer.receive_later(name))
+    assert layer.channels == {}
+    handed = layer.receive_later(name)
+    await layer.send(name, {"type": "x", "n": 1})
+    layer.discard_receive(name, handed)  # handed over, never dispatched: back to the channel
+    assert (await layer.receive(name))["n"] == 1
+    assert layer.channels == {}
