@@ -122,6 +122,10 @@ class MCPRouter:
             path = path[len(root):] if root and path.startswith(root) else path
             app = self.endpoint_for(path) or self.metadata_for(path)
             if app is not None:
+                consumer = getattr(app, "consumer_class", None)
+                if consumer is not None:
+                    # What the as_asgi() app does, without its frame held for each open stream.
+                    return await consumer(**app.consumer_initkwargs)(scope, receive, send)
                 return await app(scope, receive, send)
         return await self.application(scope, receive, send)
 

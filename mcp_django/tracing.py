@@ -418,29 +418,50 @@ class TaskSpan:
 
 # -- streams and sessions -----------------------------------------------------------------
 
-#: Each open stream, with what takes it off the gauge: called on close, or when the stream is
-#: collected without one (a connection that ended on an exception).
-_open_streams: weakref.WeakKeyDictionary[Any, weakref.finalize[Any, Any]] = weakref.WeakKeyDictionary()
+class _OpenStream(weakref.ref[Any]):
+    """An open stream on the gauge, weakly: what takes it off, on close or when the stream is
+    collected without one (a connection that ended on an exception). One small object per
+    open stream, where a weakref.finalize and a WeakKeyDictionary entry took four."""
+
+    __slots__ = ("add", "attributes", "key")
+    key: int
+    add: Any
+    attributes: dict[str, AttributeValue]
+
+
+#: id() of each open stream -> its entry (the stream is alive while it is listed: collecting it
+#: takes it off before its id can be reused).
+_open_streams: dict[int, _OpenStream] = {}
+#: One attributes mapping per kind, shared by its streams.
+_stream_kinds: dict[str, dict[str, AttributeValue]] = {}
 
 
 def stream_opened(stream: Any, kind: str) -> None:
     """Count ``stream`` as open ("session": a session's stored streams; "response": a
     2026-07-28 request's own; "listen": subscriptions/listen) until :func:`stream_closed`."""
-    if not enabled() or stream in _open_streams:
+    if not enabled() or id(stream) in _open_streams:
         return
     add = telemetry().streams.add
-    attributes = {"mcp_django.stream.kind": kind}
+    attributes = _stream_kinds.get(kind)
+    if attributes is None:
+        attributes = _stream_kinds[kind] = {"mcp_django.stream.kind": kind}
     add(1, attributes)
-    finalizer = weakref.finalize(stream, add, -1, attributes)
-    finalizer.atexit = False
-    _open_streams[stream] = finalizer
+    entry = _OpenStream(stream, _stream_collected)
+    entry.key, entry.add, entry.attributes = id(stream), add, attributes
+    _open_streams[entry.key] = entry
+
+
+def _stream_collected(entry: _OpenStream) -> None:
+    if _open_streams.get(entry.key) is entry:
+        del _open_streams[entry.key]
+        entry.add(-1, entry.attributes)
 
 
 def stream_closed(stream: Any) -> None:
     """Take ``stream`` off the open streams (once, however often it is called)."""
-    finalizer = _open_streams.pop(stream, None)
-    if finalizer is not None:
-        finalizer()
+    entry = _open_streams.pop(id(stream), None)
+    if entry is not None:
+        entry.add(-1, entry.attributes)
 
 
 def _session_attributes(session: Any) -> dict[str, AttributeValue]:
