@@ -193,7 +193,11 @@ class Batches:
         its result, or its error: a cache that does not answer costs each caller one timeout,
         not one per caller before it). Shielded: the reservation outlives a cancelled caller."""
         task = self.inflight.get(owner)
-        if task is None:
+        # A finished one is still listed until its done callback runs, on the loop's next turn:
+        # awaited again it answers at once, without yielding, and a caller that found its units
+        # already taken by others looped on it forever and held the event loop (a process under
+        # a race of calls stopped answering altogether).
+        if task is None or task.done():
             task = self.inflight[owner] = asyncio.get_running_loop().create_task(reserve())
             task.add_done_callback(lambda done: self._reserved(owner, done))
         return await asyncio.shield(task)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -238,3 +239,46 @@ async def test_running_slots_of_a_large_cap_are_batched_and_of_a_small_one_not(c
         assert slot is not None and slot.pools is None and slot.buckets  # slot by slot, leased
         await slot.release()
         await quota_backends.aclose_clients()
+
+
+async def test_callers_that_find_a_finished_batch_already_taken_reserve_again_instead_of_spinning(
+    two: tuple[Process, Process],
+) -> None:
+    """Callers that start while a reservation finishes (their first step queued before its
+    done callback, as requests arriving together are): those left without a unit must start
+    the next one. The finished reservation, still listed, answered them at once without
+    yielding, so they spun forever and held the event loop. Run on a loop of its own in a
+    thread, so a spin fails the test instead of hanging it."""
+    first, _ = two
+    key = f"mcp_django:test:spin:{secrets.token_hex(6)}"
+    rate = 256  # batches of 4
+    late = 2 * quota_batches.rate_batch(rate)
+    outcome: list[Any] = []
+    original = first.backend.aadd
+
+    def run() -> None:
+        async def race() -> list[bool]:
+            spawned: list[asyncio.Task[bool]] = []
+
+            async def aadd(amounts: Sequence[tuple[str, int]], timeout: float) -> list[int]:
+                counted = await original(amounts, timeout)
+                if not spawned:  # queued now: they run before the reservation's done callback
+                    loop = asyncio.get_running_loop()
+                    spawned.extend(loop.create_task(first.batches.admit(key, rate, 3600)) for _ in range(late))
+                return counted
+
+            first.backend.aadd = aadd  # type: ignore[method-assign]
+            # The backend's clients are per loop: this loop gets its own and closes it.
+            try:
+                return [await first.batches.admit(key, rate, 3600), *await asyncio.gather(*spawned)]
+            finally:
+                await first.backend.aclose_clients()
+
+        outcome.append(asyncio.run(race()))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    await asyncio.to_thread(thread.join, 10)
+    assert not thread.is_alive(), "callers spun on a finished reservation (the event loop never turned)"
+    assert outcome == [[True] * (late + 1)]
+    assert first.count(key) == 3 * quota_batches.rate_batch(rate)  # three batches, the last one partly used
