@@ -112,31 +112,15 @@ class InMemoryChannelLayer(BaseChannelLayer):  # type: ignore[misc]  # channels 
         self._backlog[channel] = None
 
     async def receive(self, channel: str) -> dict[str, Any]:
-        self.require_valid_channel_name(channel)
-        self._clean_expired()
-        entry = self.channels.get(channel)
-        if entry is None:
-            entry = self.channels[channel] = _Channel()
-        if entry.messages:
-            _, message = entry.messages.popleft()
-            self._forget_if_idle(channel, entry)
-            return message
-        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        entry.waiters.append(waiter)
+        waiter = self.receive_later(channel)
         try:
-            return await waiter
+            message = await waiter
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                # Handed over just as this receiver was cancelled: keep it for the next one.
-                if entry.messages is None:
-                    entry.messages = deque()
-                entry.messages.appendleft((time.time() + self.expiry, waiter.result()))
-                self._backlog[channel] = None
+            # A message handed over just as this receiver was cancelled stays for the next one.
+            self.discard_receive(channel, waiter)
             raise
-        finally:
-            with contextlib.suppress(ValueError):
-                entry.waiters.remove(waiter)
-            self._forget_if_idle(channel, entry)
+        self.discard_receive(channel, None)
+        return message
 
     def receive_later(self, channel: str) -> asyncio.Future[dict[str, Any]]:
         """:meth:`receive` as a bare future, for a consumer following several sources
