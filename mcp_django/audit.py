@@ -71,10 +71,10 @@ REDACTED = "[redacted]"
 #: Nesting below this depth is not stored (a hostile client can nest as deep as the parser allows).
 MAX_DEPTH = 32
 #: Rows per INSERT, and per trip to Django's sync thread (see AuditWriter._write_soon). A stream's
-#: events are stored on that thread too and wait for the trip in flight: 200 rows held it 3.5 to
-#: 7.5 ms under load, which made the p99 of a streamed tools/call; 50 rows cost the same per row
-#: (docs/performance.md, issue 27's seventh pass).
-BATCH_SIZE = 50
+#: events are stored on that thread too and wait for the trip in flight (3.5 to 7.5 ms for 200
+#: rows under load); trips of 50 made that wait shorter, but four times as many trips cost JSON
+#: calls at concurrency 32 7 % more CPU and 50 % more p99 (docs/performance.md, seventh pass).
+BATCH_SIZE = 200
 #: Longest error summary kept (the column's size).
 MAX_ERROR = 500
 
