@@ -319,8 +319,10 @@ def test_insert_rows_on_sqlite_sends_the_rows_as_one_json_parameter_and_stores_w
     with connection.execute_wrapper(lambda execute, sql, params, many, context: calls.append((sql, len(params or ()))) or execute(sql, params, many, context)):
         insert_rows(ToolCall, [dict(row) for row in rows])
     inserts = [(sql, count) for sql, count in calls if sql.startswith("INSERT")]
-    assert [("json_each" in sql, count) for sql, count in inserts] == [(True, 1)]
     through_json = _stored_toolcalls()
+    # One statement: the JSON of the rows, and one value for each column every row shares.
+    shared = [n for n in range(0, len(through_json[0]), 2) if len({row[n:n + 2] for row in through_json}) == 1]
+    assert shared and [("json_each" in sql, count) for sql, count in inserts] == [(True, 1 + len(shared))]
     assert [row[2 * 9 + 1] for row in through_json] == [row["tool_name"] for row in rows]  # in order
 
     ToolCall.objects.all().delete()
@@ -329,6 +331,42 @@ def test_insert_rows_on_sqlite_sends_the_rows_as_one_json_parameter_and_stores_w
     assert _stored_toolcalls() == through_json
     # And the ORM reads them back as it wrote them.
     assert [c.arguments for c in ToolCall.objects.order_by("id")][:3] == [orjson.loads(RAW), {"n": 1, "s": "null"}, None]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"duration_ms": [1, 1.0, 1]},  # equal in Python, an integer and a real in the column
+        {"error_code": [1, True, 1]},
+        {"tool_name": ["same", "same", "same"], "duration_ms": [2.5, 2.5, 2.5]},  # every column shared
+    ],
+    ids=["int-and-float", "int-and-bool", "identical-rows"],
+)
+def test_insert_rows_on_sqlite_binds_a_shared_column_once_and_stores_what_the_driver_would(
+    values: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import connection
+
+    from mcp_django.models import ToolCall
+    from mcp_django.stores import rows as rows_module
+
+    _sqlite_only()
+    moment = timezone.now()
+    rows = [{"started_at": moment, "tool_name": "t", "outcome": "ok", "arguments": None} for _ in range(3)]
+    for name, column in values.items():
+        for row, value in zip(rows, column, strict=True):
+            row[name] = value
+    calls: list[str] = []
+    with connection.execute_wrapper(lambda execute, sql, params, many, context: calls.append(sql) or execute(sql, params, many, context)):
+        insert_rows(ToolCall, [dict(row) for row in rows])
+    assert [("json_each" in sql) for sql in calls if sql.startswith("INSERT")] == [True]
+    through_json = _stored_toolcalls()
+    assert len(through_json) == 3
+
+    ToolCall.objects.all().delete()
+    monkeypatch.setattr(rows_module, "_json_rows", lambda plan, rows: None)  # the driver binds every value
+    insert_rows(ToolCall, [dict(row) for row in rows])
+    assert _stored_toolcalls() == through_json
 
 
 @pytest.mark.parametrize(

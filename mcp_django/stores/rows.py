@@ -85,9 +85,10 @@ def _insert(cursor: Any, connection: Any, plan: _Plan, rows: list[list[Any]]) ->
         # without the GIL. Bound one by one, sqlite3 held it for each of a batch's thousands
         # of parameters while the event loop waited. Rows with a value JSON cannot carry
         # exactly (bytes, a NUL, a non-finite float, a 65-bit integer) are bound.
-        text = _json_rows(plan, rows)
-        if text is not None:
-            cursor.execute(plan.json_sql(connection), [text])
+        as_json = _json_rows(plan, rows)
+        if as_json is not None:
+            text, shared = as_json
+            cursor.execute(plan.json_sql(connection, shared), [rows[0][n] for n in shared] + [text])
             return
     # As many rows per statement as the database takes parameters (all of them on PostgreSQL),
     # not executemany: sqlite3 lets go of the GIL and takes it back around every row it steps,
@@ -98,22 +99,38 @@ def _insert(cursor: Any, connection: Any, plan: _Plan, rows: list[list[Any]]) ->
         cursor.execute(plan.sql(connection, len(chunk)), [value for values in chunk for value in values])
 
 
-def _json_rows(plan: _Plan, rows: list[list[Any]]) -> str | None:
-    """``rows`` as one JSON array of arrays, or None when a value would not come back the same."""
+def _json_rows(plan: _Plan, rows: list[list[Any]]) -> tuple[str, tuple[int, ...]] | None:
+    """``rows`` as one JSON array of arrays of the values that differ between them, and the
+    columns whose value every row shares (bound once: SQLite parses a row's JSON again for
+    each value it extracts, and that parsing was most of an audit batch's INSERT, where most
+    columns hold the same site, transport, revision or empty error); None when a value would
+    not come back the same."""
+    columns = list(zip(*rows, strict=True))
+    shared = tuple(n for n, values in enumerate(columns) if _alike(values)) if len(rows) > 1 else ()
+    if len(shared) == len(columns):
+        shared = shared[:-1]  # one value at least comes from the JSON, which makes the rows
+    varying = [values for n, values in enumerate(columns) if n not in shared]
     for index in plan.numbers:
-        for values in rows:
-            value = values[index]
+        if index in shared:
+            continue  # bound as it is
+        for value in columns[index]:
             if (type(value) is float and not math.isfinite(value)) or (type(value) is int and not -_INT64 <= value < _INT64):
                 return None
     try:
         # Dates and times must not become orjson's ISO text (Django's SQLite writes its own);
         # bytes, Decimal and other objects raise, and go the bound way.
-        text = orjson.dumps(rows, option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS)
+        text = orjson.dumps(list(zip(*varying, strict=True)), option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS)
     except orjson.JSONEncodeError:
         return None
     if b"\\u0000" in text and _NUL.search(text):
         return None  # json_extract ends a text at a NUL
-    return text.decode()
+    return text.decode(), shared
+
+
+def _alike(values: tuple[Any, ...]) -> bool:
+    """Whether every value is the first one, of the same type (1, 1.0 and True are equal in
+    Python, not in a column)."""
+    return values.count(values[0]) == len(values) and len(set(map(type, values))) == 1
 
 
 _INT64 = 2**63
@@ -148,7 +165,7 @@ class _Plan:
         self.moments = [type(f) is models.DateTimeField and use_tz for f in self.fields]
         # The columns whose values may be numbers JSON would not carry exactly (see _json_rows).
         self.numbers = [n for n, f in enumerate(self.fields) if isinstance(_target(f), (models.IntegerField, models.FloatField))]
-        self._sql: dict[tuple[str, int, str], str] = {}
+        self._sql: dict[tuple[str, int | tuple[int, ...], str], str] = {}
 
     def sql(self, connection: Any, rows: int = 1) -> str:
         """The INSERT of ``rows`` rows (made once per database, count and placeholder)."""
@@ -170,17 +187,22 @@ class _Plan:
                 self._sql.clear()  # counts are bounded by the batch size; databases by settings
         return sql
 
-    def json_sql(self, connection: Any) -> str:
-        """The INSERT of the rows of one JSON array of arrays (SQLite's json_each), in order."""
+    def json_sql(self, connection: Any, shared: tuple[int, ...] = ()) -> str:
+        """The INSERT of the rows of one JSON array of arrays (SQLite's json_each), in order: the
+        columns in ``shared`` take one bound value each, the others their row's next value."""
         mark = "?" if not connection.queries_logged else "%s"
-        key = (connection.alias, 0, mark)
+        key = (connection.alias, shared, mark)
         sql = self._sql.get(key)
         if sql is None:
             quote = connection.ops.quote_name
+            varying = iter(range(len(self.fields)))
             sql = self._sql[key] = "INSERT INTO {} ({}) SELECT {} FROM json_each({}) ORDER BY key".format(
                 quote(self.model._meta.db_table), ", ".join(quote(str(f.column)) for f in self.fields),
-                ", ".join(f"json_extract(value, '$[{n}]')" for n in range(len(self.fields))), mark,
+                ", ".join(mark if n in shared else f"json_extract(value, '$[{next(varying)}]')" for n in range(len(self.fields))),
+                mark,
             )
+            if len(self._sql) > 1000:
+                self._sql.clear()  # which columns a batch shares: bounded by the fields, in practice a handful
         return sql
 
     def values(self, row: dict[str, Any], connection: Any, adapt: Callable[[datetime], Any]) -> list[Any]:
