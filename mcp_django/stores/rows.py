@@ -180,11 +180,9 @@ class _Plan:
         if sql is None:
             quote = connection.ops.quote_name
             one = "({})".format(", ".join([mark] * len(self.fields)))
-            sql = self._sql[key] = "INSERT INTO {} ({}) VALUES {}".format(
+            sql = self._remember(key, "INSERT INTO {} ({}) VALUES {}".format(
                 quote(self.model._meta.db_table), ", ".join(quote(str(f.column)) for f in self.fields), ", ".join([one] * rows)
-            )
-            if len(self._sql) > 1000:
-                self._sql.clear()  # counts are bounded by the batch size; databases by settings
+            ))
         return sql
 
     def json_sql(self, connection: Any, shared: tuple[int, ...] = ()) -> str:
@@ -196,13 +194,19 @@ class _Plan:
         if sql is None:
             quote = connection.ops.quote_name
             varying = iter(range(len(self.fields)))
-            sql = self._sql[key] = "INSERT INTO {} ({}) SELECT {} FROM json_each({}) ORDER BY key".format(
+            sql = self._remember(key, "INSERT INTO {} ({}) SELECT {} FROM json_each({}) ORDER BY key".format(
                 quote(self.model._meta.db_table), ", ".join(quote(str(f.column)) for f in self.fields),
                 ", ".join(mark if n in shared else f"json_extract(value, '$[{next(varying)}]')" for n in range(len(self.fields))),
                 mark,
-            )
-            if len(self._sql) > 1000:
-                self._sql.clear()  # which columns a batch shares: bounded by the fields, in practice a handful
+            ))
+        return sql
+
+    def _remember(self, key: tuple[str, int | tuple[int, ...], str], sql: str) -> str:
+        # Row counts are bounded by the batch size, the columns a batch shares by the fields (a
+        # handful in practice), databases by the settings: the bound is for what is unforeseen.
+        if len(self._sql) >= 1000:
+            self._sql.clear()
+        self._sql[key] = sql
         return sql
 
     def values(self, row: dict[str, Any], connection: Any, adapt: Callable[[datetime], Any]) -> list[Any]:
