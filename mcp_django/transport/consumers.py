@@ -47,7 +47,7 @@ class MCPConsumer(BaseMCPConsumer):
         checks.check_origin_and_host(request, self.headers, self.settings)
         method = self.scope["method"]
         if self.cors_headers and method == "OPTIONS":
-            await self.send_empty(204, checks.PREFLIGHT_HEADERS)
+            await self.send_empty(204, checks.preflight_headers(self.headers))
             return
         # The 401 challenge names every scope the site uses: OAuthAuthentication calls this
         # when it sends one (walking the registry on every request would cost every request).
@@ -86,6 +86,8 @@ class MCPConsumer(BaseMCPConsumer):
         ):
             await stateless.post(self, principal, first)
             return
+        if decoded.is_batch:
+            checks.refuse_modern_batch(self.headers, (m.params for m in decoded.messages if isinstance(m, (Request, Notification))))
         checks.check_version(self.headers)
         if any(isinstance(m, Request) and m.method == "initialize" for m in decoded.messages):
             await self.initialize(principal, decoded)

@@ -9,7 +9,9 @@ themselves live in :mod:`mcp_django.protocol.negotiation` and :mod:`mcp_django.p
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import DisallowedHost
@@ -25,12 +27,23 @@ if TYPE_CHECKING:
 
 security_logger = logging.getLogger("django.security.DisallowedHost")
 
-#: What a CORS preflight from an allowed origin is told.
+#: The request headers a browser-based client may send, in every revision: 2026-07-28 requests
+#: also carry ``Mcp-Method``, ``Mcp-Name`` and one ``Mcp-Param-{Name}`` per mirrored argument.
+ALLOWED_REQUEST_HEADERS = (
+    "Accept, Authorization, Content-Type, Last-Event-ID, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name"
+)
+
+#: What a CORS preflight from an allowed origin is told, besides the headers it may send.
 PREFLIGHT_HEADERS = {
     "Access-Control-Allow-Methods": "GET, POST, DELETE",
-    "Access-Control-Allow-Headers": "Accept, Authorization, Content-Type, Last-Event-ID, Mcp-Session-Id, MCP-Protocol-Version",
+    "Access-Control-Allow-Headers": ALLOWED_REQUEST_HEADERS,
     "Access-Control-Max-Age": "600",
 }
+
+# A field name is an RFC 9110 token; a preflight naming more parameter headers than this, or
+# longer ones, is not a client we serve (a tool's mirrored arguments are few and short).
+_TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
+MAX_PREFLIGHT_PARAM_HEADERS = 64
 
 ALLOWED_METHODS = "GET, POST, DELETE"
 
@@ -75,6 +88,25 @@ def cors_headers(scope: dict[str, Any], headers: Headers, settings: MCPSettings)
     ]
 
 
+def preflight_headers(headers: Headers) -> dict[str, str]:
+    """What a CORS preflight from an allowed origin is told: the fixed headers, plus the
+    ``Mcp-Param-{Name}`` headers it asks for (their names depend on the tool, and a wildcard
+    is not honoured for requests with credentials, so the names asked for are echoed back)."""
+    requested = headers.get("access-control-request-headers")
+    if not requested:
+        return PREFLIGHT_HEADERS
+    params: list[str] = []
+    for name in requested.split(","):
+        name = name.strip()
+        if name.lower().startswith(modern.HEADER_PARAM_PREFIX) and _TOKEN_RE.fullmatch(name):
+            params.append(name)
+            if len(params) == MAX_PREFLIGHT_PARAM_HEADERS:
+                break
+    if not params:
+        return PREFLIGHT_HEADERS
+    return {**PREFLIGHT_HEADERS, "Access-Control-Allow-Headers": ", ".join([ALLOWED_REQUEST_HEADERS, *params])}
+
+
 def check_declared_length(headers: Headers, settings: MCPSettings) -> None:
     """Refuse (413) a body whose Content-Length already says it is too large, before reading it."""
     length = headers.get("content-length")
@@ -97,6 +129,19 @@ def check_post(headers: Headers) -> None:
     """Accept and Content-Type of a POST, in every revision."""
     negotiation.check_post_accept(headers.get("accept"))
     negotiation.check_content_type(headers.get("content-type"))
+
+
+def refuse_modern_batch(headers: Headers, params: Iterable[dict[str, Any]]) -> None:
+    """400 for a JSON-RPC batch sent as 2026-07-28 (by its header or a message's ``_meta``):
+    that revision takes one message per request (batches were removed in 2025-06-18; only a
+    2025-03-26 session takes them)."""
+    version = headers.get("mcp-protocol-version")
+    if modern.is_modern_version(version) or any(modern.is_modern_request(version, each) for each in params):
+        raise TransportError(
+            HTTPStatus.BAD_REQUEST,
+            "Invalid Request: MCP 2026-07-28 takes one JSON-RPC message per request, not a batch "
+            "(JSON-RPC batches are only allowed in a 2025-03-26 session)",
+        )
 
 
 def check_version(headers: Headers) -> None:

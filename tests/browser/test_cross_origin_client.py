@@ -3,7 +3,8 @@
 client_page.html does what such a client does, with fetch() from its own origin: the 401 and its
 ``resource_metadata``, both metadata documents, dynamic registration, PKCE S256 and the
 authorization endpoint with ``resource``; back on its redirect URI it checks ``state`` and ``iss``,
-exchanges the code, then ``initialize`` and ``tools/list`` with the bearer token. The person's
+exchanges the code, then ``initialize`` and ``tools/list`` with the bearer token, and one
+``tools/call`` of 2026-07-28 with its ``Mcp-Method``, ``Mcp-Name`` and ``Mcp-Param-*`` headers. The person's
 part (sign in, allow) is done here, on the site's own pages. Every step needs the site's CORS
 answers (``MCP_ALLOWED_ORIGINS``); a page on an origin not in the list stops at its first fetch.
 """
@@ -70,6 +71,8 @@ def test_a_page_on_an_allowed_origin_signs_in_with_oauth_and_lists_the_tools(oau
     tools = shown.split("\n")
     assert "search_books" in tools and "member_loans" in tools, shown
     assert "session: yes" in page_text(browser)  # it read Mcp-Session-Id: an exposed header
+    # A 2026-07-28 call's Mcp-Method, Mcp-Name and Mcp-Param-Region passed the preflight.
+    assert "2026-07-28 call: books in eu" in page_text(browser)
 
 
 def test_a_page_on_an_origin_not_allowed_fails_at_its_first_fetch(oauth_site: ExampleServer, client_origin: str, browser: Any) -> None:

@@ -375,6 +375,27 @@ async def test_batch_on_2025_11_25_session_is_refused_with_400(client):
     assert error["code"] == INVALID_REQUEST
 
 
+async def test_batch_sent_as_2026_07_28_is_refused_as_one_message_per_request():
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
+
+    response = await MCPTestClient().post_raw(orjson.dumps(batch), {"mcp-protocol-version": "2026-07-28"})
+
+    error = assert_transport_error(response, 400)
+    assert error["code"] == INVALID_REQUEST
+    assert "2026-07-28 takes one JSON-RPC message per request" in error["message"]
+    assert "unsupported MCP-Protocol-Version" not in error["message"]
+
+
+async def test_batch_whose_messages_carry_2026_07_28_meta_is_refused_as_one_message_per_request():
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": meta}}]
+
+    response = await MCPTestClient().post_raw(orjson.dumps(batch), {})
+
+    error = assert_transport_error(response, 400)
+    assert "2026-07-28 takes one JSON-RPC message per request" in error["message"]
+
+
 async def test_initialize_in_a_batch_is_refused_with_400():
     client = MCPTestClient()
     response = await client.post(
@@ -1004,6 +1025,37 @@ async def test_cors_preflight_from_an_allowed_origin_is_answered(client):
     assert response.headers.get("access-control-allow-origin") == "https://app.example"
     exposed = {h.strip().lower() for h in response.headers.get("access-control-expose-headers", "").split(",")}
     assert {"mcp-session-id", "www-authenticate"} <= exposed
+
+
+async def test_cors_preflight_allows_the_headers_of_a_2026_07_28_request(client):
+    with mcp_settings(ALLOWED_ORIGINS=["https://app.example"]):
+        preflight = await client.send(
+            "OPTIONS",
+            headers={
+                "origin": "https://app.example",
+                "access-control-request-method": "POST",
+                "access-control-request-headers": "authorization, content-type, mcp-method, mcp-name, mcp-param-region, mcp-protocol-version",
+            },
+        )
+
+    assert preflight.status == 204
+    allowed = {h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")}
+    assert {"mcp-method", "mcp-name", "mcp-param-region", "mcp-protocol-version", "authorization"} <= allowed
+
+
+async def test_cors_preflight_echoes_only_well_formed_parameter_headers_up_to_a_bound(client):
+    asked = ", ".join(["x-other", "mcp-param-a b", *(f"mcp-param-p{i}" for i in range(100))])
+    with mcp_settings(ALLOWED_ORIGINS=["https://app.example"]):
+        preflight = await client.send(
+            "OPTIONS",
+            headers={"origin": "https://app.example", "access-control-request-method": "POST", "access-control-request-headers": asked},
+        )
+
+    allowed = [h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")]
+    params = [h for h in allowed if h.startswith("mcp-param-")]
+    assert len(params) == 64
+    assert "x-other" not in allowed
+    assert "mcp-param-a b" not in allowed
 
 
 async def test_cors_preflight_from_a_foreign_origin_is_refused_with_403(client):
