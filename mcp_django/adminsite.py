@@ -213,9 +213,11 @@ class AdminActionTool(ToolEntry):
         # The engine always gives tools the request (only unit tests build contexts without one).
         return await sync_to_async(in_healthy_thread(self._call), thread_sensitive=True)(arguments, cast("HttpRequest", ctx.request), ctx)
 
-    def _call(self, arguments: dict[str, Any], request: HttpRequest, ctx: Context | None = None) -> dict[str, Any]:
-        if not self.is_visible(request):
-            raise InvalidParamsError(f"Unknown tool: {self.name}")
+    async def check_arguments(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
+        """The ``isError`` result :meth:`call` answers to invalid ``arguments``, or None."""
+        return await sync_to_async(in_healthy_thread(self._check), thread_sensitive=True)(arguments)
+
+    def _check(self, arguments: dict[str, Any]) -> dict[str, Any] | None:
         errors = [argument_error(e) for e in sorted(Draft202012Validator(self.input_schema).iter_errors(arguments), key=lambda e: list(e.path))]
         if not errors:
             # Keys of the right JSON type may still be no keys ("not-a-uuid"): said like the
@@ -224,6 +226,14 @@ class AdminActionTool(ToolEntry):
             errors = [f"pks.{i}: {problem}" for i, pk in enumerate(arguments["pks"]) if (problem := malformed_pk(model, pk)) is not None]
         if errors:
             return {"content": [{"type": "text", "text": invalid_arguments(errors)}], "isError": True}
+        return None
+
+    def _call(self, arguments: dict[str, Any], request: HttpRequest, ctx: Context | None = None) -> dict[str, Any]:
+        if not self.is_visible(request):
+            raise InvalidParamsError(f"Unknown tool: {self.name}")
+        invalid = self._check(arguments)
+        if invalid is not None:
+            return invalid
         queryset = self.model_admin.get_queryset(request).filter(pk__in=arguments["pks"])
         count = queryset.count()
         if count == 0:

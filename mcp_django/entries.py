@@ -115,6 +115,11 @@ class ToolEntry(Entry, Protocol):
         """The ``CallToolResult``; a tool's own failure is a result with ``isError``."""
         ...
 
+    async def check_arguments(self, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any] | None:
+        """The ``isError`` result :meth:`call` answers to invalid ``arguments`` (the same
+        validation, run alone), or None when they are valid: a task is made only of valid ones."""
+        ...
+
 
 class ResourceEntry(Entry, Protocol):
     uri: str

@@ -143,6 +143,10 @@ def format_validation_error(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
+def _error_result(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
 def _cache_ttl(value: int | None, uri: str) -> int | None:
     """A resource's own ``ttlMs`` for 2026-07-28 clients (None: READ_CACHE_TTL_MS)."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
@@ -302,6 +306,14 @@ class FunctionTool(PermissionGated, ToolEntry):
         except ValidationError as exc:
             raise ToolError(f"Invalid arguments for tool {self.name!r}:\n{format_validation_error(exc)}") from None
 
+    async def check_arguments(self, arguments: dict[str, Any], ctx: Context | None) -> dict[str, Any] | None:
+        """The ``isError`` result :meth:`call` answers to invalid ``arguments``, or None."""
+        try:
+            self._arguments(arguments)
+        except ToolError as exc:
+            return _error_result(str(exc))
+        return None
+
     async def call(self, arguments: dict[str, Any], ctx: Context | None) -> dict[str, Any]:
         """Run the tool and return a ``CallToolResult``; failures become ``isError`` results."""
         if ctx is not None:
@@ -317,7 +329,7 @@ class FunctionTool(PermissionGated, ToolEntry):
             raise
         except Exception as exc:
             if _is_tool_error(exc):
-                return {"content": [{"type": "text", "text": str(exc) or "Tool failed"}], "isError": True}
+                return _error_result(str(exc) or "Tool failed")
             logger.exception("Tool %r failed", self.name)
             text = f"Error running tool {self.name!r}"
             if mcp_settings.tool_error_details:

@@ -530,10 +530,12 @@ class ModelTool(ToolEntry):
     def validator(self) -> Any:
         return Draft202012Validator(self.input_schema)
 
-    def _call(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
-        if not self.is_visible(request):
-            # Tools a user may not use are not listed; calling one anyway is refused the same way.
-            raise InvalidParamsError(f"Unknown tool: {self.name}")
+    async def check_arguments(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
+        """The ``isError`` result :meth:`call` answers to invalid ``arguments``, or None."""
+        request = cast("HttpRequest", ctx.request)
+        return await sync_to_async(in_healthy_thread(self._check), thread_sensitive=True)(arguments, request)
+
+    def _check(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any] | None:
         schema_errors = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
         if schema_errors:
             return self._invalid(schema_errors, arguments, request)
@@ -542,6 +544,15 @@ class ModelTool(ToolEntry):
         problem = malformed_pk(self.model_mcp.model, arguments["pk"]) if "pk" in arguments else None
         if problem is not None:
             return self._error(invalid_arguments([f"pk: {problem}"]))
+        return None
+
+    def _call(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
+        if not self.is_visible(request):
+            # Tools a user may not use are not listed; calling one anyway is refused the same way.
+            raise InvalidParamsError(f"Unknown tool: {self.name}")
+        invalid = self._check(arguments, request)
+        if invalid is not None:
+            return invalid
         action: Callable[[dict[str, Any], HttpRequest], dict[str, Any]] = getattr(self, f"_{self.action}")
         return action(dict(arguments), request)
 
