@@ -108,6 +108,7 @@ DEFAULTS: dict[str, Any] = {
         "STREAMS_PER_USER": 256,  # open SSE streams of one user (anonymous: client address)
         "PENDING_ELICITATIONS_PER_USER": 20,  # URL elicitations waiting for their page
         "LIVE_TASKS_PER_USER": 100,  # tasks working or waiting for input, per user (anonymous: client address)
+        "WAITING_TASKS_PER_USER": 20,  # tasks parked waiting for the client's input, per user (anonymous: client address)
     },
     # Durable tasks (2026-07-28, the io.modelcontextprotocol/tasks extension; README "Durable
     # tasks"). The alias in Django's TASKS setting whose backend runs them (django.tasks, or the
@@ -124,6 +125,16 @@ DEFAULTS: dict[str, Any] = {
     # task died with its process and is marked failed.
     "TASK_HEARTBEAT_SECONDS": 5,
     "TASK_HEARTBEAT_TIMEOUT": 30,
+    # Seconds a task may wait for its client's answers (input_required, parked: no process
+    # holds it) before it is failed with "input timed out"; each answer the client sends
+    # restarts the wait.
+    "TASK_INPUT_TIMEOUT": 3600,
+    # The most a task keeps, as JSON bytes: its payload (arguments, the answers so far and the
+    # client's _meta; larger arguments or answers are refused with -32602 and nothing is kept),
+    # and its result (a larger one fails the task). Both are kept until the task ends (the
+    # payload) or is deleted (the result).
+    "TASK_MAX_PAYLOAD_BYTES": 1024 * 1024,
+    "TASK_MAX_RESULT_BYTES": 4 * 1024 * 1024,
     # Seconds that terminated or expired sessions (and their events) are kept for the admin
     # before ``mcp_clearsessions`` removes them.
     "SESSION_RETENTION": 7 * 24 * 3600,
@@ -404,6 +415,9 @@ class MCPSettings:
     task_poll_interval_ms: Setting[int] = Setting("TASK_POLL_INTERVAL_MS", int)
     task_heartbeat_seconds: Setting[float] = Setting("TASK_HEARTBEAT_SECONDS", float)
     task_heartbeat_timeout: Setting[float] = Setting("TASK_HEARTBEAT_TIMEOUT", float)
+    task_input_timeout: Setting[float] = Setting("TASK_INPUT_TIMEOUT", float)
+    task_max_payload_bytes: Setting[int] = Setting("TASK_MAX_PAYLOAD_BYTES", int)
+    task_max_result_bytes: Setting[int] = Setting("TASK_MAX_RESULT_BYTES", int)
     authentication: Setting[Any] = Setting("AUTHENTICATION", _as_is)
     authorization_servers: Setting[list[str] | None] = Setting("AUTHORIZATION_SERVERS", _as_is)
     channel_layer: Setting[str] = Setting("CHANNEL_LAYER", str)

@@ -6,11 +6,15 @@ soon as its row is written. The tool then runs from that row, in a worker of the
 Django task framework (``MCP_DJANGO["TASKS_BACKEND"]`` names the ``TASKS`` alias) or, without
 one, in the web process that made it. Whatever process runs it:
 
-- progress goes to the row (``statusMessage``), questions (``ctx.elicit``, ``ctx.sample``...) to
-  its ``inputRequests``; the client's ``tasks/update`` answers them, on any web process;
+- progress goes to the row (``statusMessage``); a question (``ctx.elicit``, ``ctx.sample``...)
+  the client has not answered parks the task: its questions go to ``inputRequests``, its answers
+  so far into its payload, and its run ends, holding no worker while the client thinks. The
+  client's ``tasks/update`` (on any web process) answers them; the last answer runs the task
+  again, and the tool replays from its first line with every answer, as a 2026-07-28 input
+  round does (:mod:`mcp_django.rounds`). A task parked longer than ``TASK_INPUT_TIMEOUT`` fails;
 - it renews a heartbeat every ``TASK_HEARTBEAT_SECONDS`` and polls its row every
-  ``TASK_POLL_INTERVAL_MS`` for answers and cancellation, so ``tasks/cancel`` on any process
-  stops it, and a task whose process died is failed after ``TASK_HEARTBEAT_TIMEOUT``;
+  ``TASK_POLL_INTERVAL_MS`` for cancellation, so ``tasks/cancel`` on any process stops it, and
+  a task whose process died is failed after ``TASK_HEARTBEAT_TIMEOUT``;
 - it ends the row ``completed`` (a tool error too, with ``isError``), ``failed`` (a JSON-RPC
   error) or ``cancelled``, and ``tasks/get`` inlines the result or the error.
 
@@ -29,7 +33,6 @@ import socket
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
-import orjson
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
@@ -37,18 +40,26 @@ from django.db import connections
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
-from . import audit, crypto, taskstore, tracing
+from . import audit, taskstore, tracing
 from .conf import mcp_settings
 from .context import Context
 from .entries import TASK_SUPPORT as TASK_SUPPORT  # its values, kept importable from here
 from .entries import Access, ToolEntry, gate
 from .models import Task
 from .notifications import tell_listeners
-from .protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsError, MCPError, MissingRequiredClientCapabilityError, QuotaExceededError
+from .protocol.errors import (
+    INTERNAL_ERROR,
+    QUOTA_EXCEEDED,
+    InternalError,
+    InvalidParamsError,
+    MCPError,
+    MissingRequiredClientCapabilityError,
+    QuotaExceededError,
+)
 from .protocol.modern import RequestMeta
 from .protocol.params import TaskParams, UpdateTaskParams, parse_as
 from .quotas import Caller, RunningSlot, caller_of
-from .rounds import InputRounds, StartTask, well_formed
+from .rounds import InputRequired, InputRounds, StartTask, well_formed
 
 if TYPE_CHECKING:
     from .entries import ServedSite
@@ -132,17 +143,25 @@ async def call(tool: ToolEntry, arguments: dict[str, Any], ctx: Context) -> dict
                 required_capabilities=required_capability(),
             )
         return await tool.call(arguments, ctx)
+    # Arguments the call would refuse get the call's answer, and no row (nor a run to fail).
+    invalid = await tool.check_arguments(arguments, ctx)
+    if invalid is not None:
+        return invalid
     answers: dict[str, Any] = {}
+    notes: dict[str, Any] = {}
     if tool.prelude:
         ctx.task_phase = "prelude"
         try:
             return await tool.call(arguments, ctx)  # it ended before it started a task
         except StartTask:
-            answers = dict(ctx._rounds.answers) if ctx._rounds is not None else {}
-    return await create(tool, arguments, ctx, answers)
+            if ctx._rounds is not None:
+                answers, notes = dict(ctx._rounds.answers), dict(ctx._rounds.notes)
+    return await create(tool, arguments, ctx, answers, notes)
 
 
-async def create(tool: ToolEntry, arguments: dict[str, Any], ctx: Context, answers: dict[str, Any]) -> dict[str, Any]:
+async def create(
+    tool: ToolEntry, arguments: dict[str, Any], ctx: Context, answers: dict[str, Any], notes: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Write the task's row, start it, and return the ``CreateTaskResult`` (the row exists
     before the answer leaves: a tasks/get right after it finds the task)."""
     caller = caller_of(ctx.request, ctx.user)
@@ -150,11 +169,17 @@ async def create(tool: ToolEntry, arguments: dict[str, Any], ctx: Context, answe
     payload = {
         "arguments": arguments,
         "answers": answers,
+        "notes": notes or {},
         "meta": {
             "version": meta.version, "capabilities": meta.client_capabilities, "client_info": meta.client_info,
             "log_level": meta.log_level,
         } if meta is not None else None,
     }
+    try:
+        # Bounded before anything is written: the payload stays in the row until the task ends.
+        sealed = taskstore.seal(payload)
+    except taskstore.TooLarge as exc:
+        raise InvalidParamsError(f"Invalid params: {exc}") from None
     backend = mcp_settings.tasks_backend or ""
     # The call's span is current here: the run's span continues its trace, wherever it runs.
     trace_context = tracing.current_trace_context()
@@ -169,19 +194,24 @@ async def create(tool: ToolEntry, arguments: dict[str, Any], ctx: Context, answe
             site_name=ctx.site.name, user_id=getattr(ctx.user, "pk", None), owner=caller.key, client_id=_client_id(ctx.request),
             scopes=_scopes(ctx.request), tool_name=tool.name, backend=backend,
             arguments=audit.stored_arguments(arguments, audit.sensitive_names(tool)),
-            payload=crypto.encrypt(orjson.dumps(payload).decode()),
+            payload=sealed,
             heartbeat_at=None, trace_context=trace_context,
         )
 
     task = await sync_to_async(write)()
+    await _start_or_fail(ctx.site, task, backend)
+    return {"resultType": "task", **wire(task, detailed=False)}
+
+
+async def _start_or_fail(site: ServedSite, task: Task, backend: str) -> None:
+    """:func:`start`; a task that cannot be started is failed (and InternalError raised)."""
     try:
-        await start(ctx.site, task, backend)
+        await start(site, task, backend)
     except Exception as exc:
         # A task no worker will ever run must not answer "working" until its TTL.
         logger.exception("Could not start task %s on the TASKS backend %r", task.pk, backend)
         await sync_to_async(taskstore.finish)(task.pk, Status.FAILED, error={"code": INTERNAL_ERROR, "message": "The task could not be started"})
         raise InternalError(f"The task could not be started: {type(exc).__name__}") from None
-    return {"resultType": "task", **wire(task, detailed=False)}
 
 
 #: Tasks this process runs in its event loop (the embedded default), by id: kept referenced
@@ -247,43 +277,6 @@ async def on_sweep(sender: Any, **kwargs: Any) -> None:
 # -- the running side ------------------------------------------------------------------------
 
 
-class TaskRounds(InputRounds):
-    """Questions a task asks: answered from those given before it was made (a prelude's), else
-    put on the row as ``inputRequests`` and waited for (tasks/update answers them)."""
-
-    def __init__(self, runner: Runner, answers: dict[str, Any]) -> None:
-        super().__init__(answers)
-        self.runner = runner
-        self.waiting: dict[str, asyncio.Future[Any]] = {}
-
-    async def ask(self, method: str, params: dict[str, Any], key: str | None = None) -> dict[str, Any]:
-        key = self.key_for(method, key)
-        answer = self.answers.pop(key, None)
-        while not well_formed(method, answer):
-            answer = await self._put(key, {"method": method, "params": params})
-            if not well_formed(method, answer):
-                key = self.key_for(method, None)  # asked again under a new key: keys are never reused
-        return {"result": answer}
-
-    async def _put(self, key: str, request: dict[str, Any]) -> Any:
-        """Put the question on the row and wait for the client's answer (tasks/update)."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.waiting[key] = future
-        try:
-            if not await sync_to_async(taskstore.ask)(self.runner.task_id, key, request):
-                raise asyncio.CancelledError  # the task ended meanwhile
-            await self.runner.changed()
-            return await future
-        finally:
-            self.waiting.pop(key, None)
-
-    def deliver(self, answers: dict[str, Any]) -> None:
-        for key, answer in answers.items():
-            future = self.waiting.get(key)
-            if future is not None and not future.done():
-                future.set_result(answer)
-
-
 class TaskEmitter:
     """Where a task's notifications go: progress to its row (``statusMessage``), log messages
     to this process's log; neither is sent to the client (the extension defines none)."""
@@ -311,7 +304,7 @@ class TaskEmitter:
         return None
 
     async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
-        raise AssertionError("a task's questions go through its TaskRounds")  # Context asks rounds first
+        raise AssertionError("a task's questions go through its InputRounds")  # Context asks rounds first
 
 
 class Runner:
@@ -336,9 +329,16 @@ class Runner:
             logger.exception("Task %s could not be run", self.task_id)
             await self.end(Status.FAILED, error={"code": INTERNAL_ERROR, "message": "Internal error while running the task"})
         finally:
-            _local.pop(self.task_id, None)
+            if _local.get(self.task_id) is self:  # not the run that an answer started since it parked
+                del _local[self.task_id]
 
     async def end(self, status: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> None:
+        if result is not None:
+            try:
+                taskstore.measured(result, "TASK_MAX_RESULT_BYTES", "The task's result")
+            except taskstore.TooLarge as exc:
+                # Kept for the task's whole TTL and sent on every tasks/get: never unbounded.
+                status, result, error = Status.FAILED, None, {"code": INTERNAL_ERROR, "message": str(exc)}
         message = error.get("message", "") if error else ""
         if await sync_to_async(taskstore.finish)(self.task_id, status, result=result, error=error, message=str(message)):
             self.status = status
@@ -377,7 +377,7 @@ class Runner:
     def _prepare(self, task: Task) -> tuple[ToolEntry, Context, dict[str, Any]] | dict[str, Any]:
         """The tool, its Context and its arguments, as the request had them; or the error that
         fails the task (a user gone or deactivated, a tool gone or no longer allowed)."""
-        payload = orjson.loads(crypto.decrypt(task.payload))
+        payload = taskstore.unseal(task.payload)
         request = HttpRequest()
         request.user = AnonymousUser()
         if task.user_id is not None:
@@ -394,7 +394,8 @@ class Runner:
         request_meta = RequestMeta(
             version=meta["version"], client_capabilities=meta["capabilities"], client_info=meta["client_info"], log_level=meta["log_level"]
         ) if meta else None
-        rounds = TaskRounds(self, payload.get("answers") or {})
+        # The answers so far: a parked task replays the tool with them (as an input round does).
+        rounds = InputRounds(payload.get("answers") or {}, payload.get("notes") or {})
         ctx = Context(
             site=self.site, request=request, user=request.user, session=None, request_id=None, meta={"progressToken": task.pk},
             emitter=TaskEmitter(self), request_meta=request_meta, rounds=rounds,
@@ -411,14 +412,14 @@ class Runner:
                 return await RunningSlot.acquire(caller, None)
             except QuotaExceededError:
                 await sync_to_async(taskstore.progress)(self.task_id, 0, None, "Waiting: the user's other calls use every running slot")
-                state = await sync_to_async(taskstore.beat)(self.task_id, set(), touch=True)
-                if state is None or state[0] not in Task.LIVE:
+                state = await sync_to_async(taskstore.beat)(self.task_id, touch=True)
+                if state not in Task.LIVE:
                     return False
                 await asyncio.sleep(mcp_settings.task_poll_interval_ms / 1000)
 
     async def _supervise(self, tool: ToolEntry, ctx: Context, arguments: dict[str, Any]) -> None:
         rounds = ctx._rounds
-        assert isinstance(rounds, TaskRounds)
+        assert isinstance(rounds, InputRounds)
         work = asyncio.ensure_future(tool.call(arguments, ctx))
         poll = mcp_settings.task_poll_interval_ms / 1000
         heartbeat = mcp_settings.task_heartbeat_seconds
@@ -432,18 +433,18 @@ class Runner:
             if work.done():
                 break
             touch = loop.time() - last_beat >= heartbeat
-            state = await sync_to_async(taskstore.beat)(self.task_id, set(rounds.waiting), touch=touch)
+            state = await sync_to_async(taskstore.beat)(self.task_id, touch=touch)
             if touch:
                 last_beat = loop.time()
-            if state is None or state[0] not in Task.LIVE:
-                self.status = state[0] if state is not None else ""
+            if state not in Task.LIVE:
+                self.status = state or ""
                 work.cancel()  # cancelled (tasks/cancel, the admin) or failed by a sweep
                 await asyncio.gather(work, return_exceptions=True)
                 return
-            if state[1]:
-                rounds.deliver(state[1])
         try:
             result = work.result()
+        except InputRequired:
+            await self.park(rounds)
         except asyncio.CancelledError:
             await self.end(Status.CANCELLED)
         except MCPError as exc:
@@ -453,6 +454,21 @@ class Runner:
             await self.end(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"Internal error running {tool.name!r}"})
         else:
             await self.end(Status.COMPLETED, result=result)
+
+    async def park(self, rounds: InputRounds) -> None:
+        """Put the questions the tool asked on the row and end this run: a task waiting for its
+        client holds no worker. The answer that completes them runs it again (tasks/update)."""
+
+        def refused(cap: int) -> dict[str, Any]:
+            return {
+                "code": QUOTA_EXCEEDED, "message": f"Too many tasks waiting for input: at most {cap} per user; answer or cancel one",
+                "data": {"limit": "WAITING_TASKS_PER_USER"},
+            }
+
+        parked = await sync_to_async(taskstore.park)(self.task_id, rounds.asked, rounds.answers, rounds.notes, refused)
+        if parked:
+            self.status = Status.INPUT_REQUIRED if parked == "parked" else Status.FAILED
+            await self.changed()
 
 
 # -- tasks/get, tasks/update, tasks/cancel -----------------------------------------------------
@@ -489,8 +505,14 @@ async def get_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
 async def update_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     task = await _find(params, ctx)
     update = parse_as(UpdateTaskParams, params)
-    if await sync_to_async(taskstore.answer)(task.pk, update.input_responses):
-        wake(task.pk)
+    try:
+        answered = await sync_to_async(taskstore.answer)(task.pk, update.input_responses, well_formed)
+    except taskstore.TooLarge as exc:
+        raise InvalidParamsError(f"Invalid params: {exc}") from None
+    if answered == "resumed":
+        # The last answer: run it again (it was parked, no process holds it), where it was made to run.
+        await _start_or_fail(ctx.site, task, task.backend)
+    if answered:
         await announce(task.pk, task.user_id)
     return {}
 

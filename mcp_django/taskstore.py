@@ -7,13 +7,17 @@ being live.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
+import orjson
 from django.db import transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Q, QuerySet, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from . import crypto
 from .conf import mcp_settings
 from .models import Task
 
@@ -25,6 +29,36 @@ Status = Task.Status
 
 def _now() -> Any:
     return timezone.now()
+
+
+# -- what a task keeps: its payload, bounded -------------------------------------------------
+
+
+class TooLarge(ValueError):
+    """What a task would keep is larger than its setting allows (or is no JSON at all)."""
+
+
+def measured(value: Any, setting: str, what: str) -> bytes:
+    """``value`` as JSON, refused with :class:`TooLarge` above ``MCP_DJANGO[setting]`` bytes."""
+    limit = getattr(mcp_settings, setting.lower())
+    try:
+        encoded = orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError) as exc:  # orjson stops at 255 levels of nesting
+        raise TooLarge(f"{what} cannot be stored as JSON ({exc})") from None
+    if len(encoded) > limit:
+        raise TooLarge(f"{what} would be {len(encoded)} bytes as JSON, more than {setting} ({limit}) allows")
+    return encoded
+
+
+def seal(payload: dict[str, Any]) -> str:
+    """The task's payload (arguments, answers so far, the client's _meta), encrypted and
+    bounded by ``TASK_MAX_PAYLOAD_BYTES``."""
+    return crypto.encrypt(measured(payload, "TASK_MAX_PAYLOAD_BYTES", "the task's arguments and answers").decode())
+
+
+def unseal(text: str) -> dict[str, Any]:
+    payload = orjson.loads(crypto.decrypt(text)) if text else {}
+    return payload if isinstance(payload, dict) else {}
 
 
 def create(**fields: Any) -> Task:
@@ -60,8 +94,12 @@ def settle(task: Task) -> Task:
         return task
     now = _now()
     seconds = mcp_settings.task_heartbeat_timeout
+    waited = mcp_settings.task_input_timeout
     if task.heartbeat_at is not None and task.heartbeat_at < now - timedelta(seconds=seconds):
         finish(task.pk, Status.FAILED, error=_internal(f"The process running this task stopped (no heartbeat for {seconds:g} s)"))
+    elif task.status == Status.INPUT_REQUIRED and task.updated_at < now - timedelta(seconds=waited):
+        # Parked: no process holds it, and the client has not answered for TASK_INPUT_TIMEOUT.
+        finish(task.pk, Status.FAILED, error=_internal(f"Input timed out: no answer for {waited:g} s"))
     elif task.expires_at is not None and task.expires_at <= now:
         finish(task.pk, Status.FAILED, error=_internal("The task expired before it finished"))
     else:
@@ -75,10 +113,14 @@ def _internal(message: str) -> dict[str, Any]:
 
 
 def stale() -> QuerySet[Task]:
-    """The live tasks a sweep fails: their process stopped beating, or their time ran out."""
+    """The live tasks a sweep fails: their process stopped beating, their client did not
+    answer in time, or their time ran out."""
     now = _now()
     timeout = timedelta(seconds=mcp_settings.task_heartbeat_timeout)
-    return Task.objects.live().filter(Q(heartbeat_at__lt=now - timeout) | Q(expires_at__lte=now))
+    waited = timedelta(seconds=mcp_settings.task_input_timeout)
+    return Task.objects.live().filter(
+        Q(heartbeat_at__lt=now - timeout) | Q(status=Status.INPUT_REQUIRED, updated_at__lt=now - waited) | Q(expires_at__lte=now)
+    )
 
 
 def sweep() -> list[str]:
@@ -112,23 +154,37 @@ def _locked(task_id: str, *fields: str) -> Task | None:
     return (rows.only(*fields) if fields else rows).first()
 
 
-def answer(task_id: str, responses: dict[str, Any]) -> bool:
-    """Keep the client's answers to questions the task has outstanding (others are ignored, as
-    the extension says); the task is working again once none is left. Whether any was kept."""
+#: What :func:`answer` did: nothing kept, answers kept (questions remain), or the last answer
+#: kept (the task is working again and must be run).
+Answered = Literal["", "kept", "resumed"]
+
+
+def answer(task_id: str, responses: dict[str, Any], well_formed: Callable[[str, Any], bool]) -> Answered:
+    """Keep the client's answers to questions the parked task has outstanding, in its payload
+    (encrypted, with the answers so far); others are ignored, as the extension says, and so are
+    answers ``well_formed(method, answer)`` rejects (the question stays open, under its key).
+    Once none is left the task is working again: the caller runs it (it replays the tool with
+    every answer). Raises :class:`TooLarge` (nothing kept) past ``TASK_MAX_PAYLOAD_BYTES``."""
     with transaction.atomic():
         task = _locked(task_id)
-        if task is None or task.status not in Task.LIVE:
-            return False
-        taken = {key: value for key, value in responses.items() if key in task.input_requests}
+        if task is None or task.status != Status.INPUT_REQUIRED:
+            return ""
+        asked = task.input_requests
+        taken = {
+            key: value for key, value in responses.items()
+            if isinstance(asked.get(key), dict) and well_formed(str(asked[key].get("method")), value)
+        }
         if not taken:
-            return False
-        task.input_responses = {**task.input_responses, **taken}
-        task.input_requests = {k: v for k, v in task.input_requests.items() if k not in taken}
+            return ""
+        payload = unseal(task.payload)
+        payload["answers"] = {**(payload.get("answers") or {}), **taken}
+        task.payload = seal(payload)
+        task.input_requests = {k: v for k, v in asked.items() if k not in taken}
         if not task.input_requests:
             task.status = Status.WORKING
         task.updated_at = _now()
-        task.save(update_fields=["input_responses", "input_requests", "status", "updated_at"])
-        return True
+        task.save(update_fields=["payload", "input_requests", "status", "updated_at"])
+        return "kept" if task.input_requests else "resumed"
 
 
 def cancel(task_id: str) -> bool:
@@ -137,7 +193,7 @@ def cancel(task_id: str) -> bool:
     return bool(
         Task.objects.live().filter(pk=task_id).update(
             status=Status.CANCELLED, cancel_requested=True, input_requests={}, status_message="Cancelled by request",
-            finished_at=now, updated_at=now,
+            finished_at=now, updated_at=now, payload="",
         )
     )
 
@@ -146,54 +202,65 @@ def cancel(task_id: str) -> bool:
 
 
 def claim(task_id: str, worker: str) -> Task | None:
-    """Mark a live task as started by ``worker`` and return it; None when it is gone or over
-    (cancelled before it ran, say)."""
+    """Mark a working task as run by ``worker`` and return it; None when it is gone, over
+    (cancelled before it ran, say) or parked waiting for input."""
     now = _now()
-    if not Task.objects.live().filter(pk=task_id).update(worker=worker[:200], started_at=now, heartbeat_at=now):
-        return None
-    return Task.objects.get(pk=task_id)
+    claimed = Task.objects.filter(pk=task_id, status=Status.WORKING).update(
+        worker=worker[:200], started_at=Coalesce(F("started_at"), Value(now)), heartbeat_at=now,
+    )
+    return Task.objects.get(pk=task_id) if claimed else None
 
 
-def beat(task_id: str, waiting: set[str], *, touch: bool) -> tuple[str, dict[str, Any]] | None:
-    """The task's status and the answers to ``waiting`` questions that arrived (taken off the
-    row); with ``touch``, renew its heartbeat. None when the row is gone.
+def beat(task_id: str, *, touch: bool) -> str | None:
+    """The task's status; with ``touch``, renew its heartbeat. None when the row is gone.
 
-    A poll with nothing to take and no heartbeat due is one read: the row is locked (a write)
-    only when it changes."""
-    seen = Task.objects.filter(pk=task_id).values_list("status", "input_responses").first()
-    if seen is None:
-        return None
-    if not touch and not waiting & seen[1].keys():
-        return seen[0], {}
-    with transaction.atomic():
-        task = _locked(task_id, "status", "input_responses", "heartbeat_at")
-        if task is None:
-            return None
-        taken = {k: v for k, v in task.input_responses.items() if k in waiting}
-        fields = []
-        if taken:
-            task.input_responses = {k: v for k, v in task.input_responses.items() if k not in taken}
-            fields.append("input_responses")
-        if touch and task.status in Task.LIVE:
-            task.heartbeat_at = _now()
-            fields.append("heartbeat_at")
-        if fields:
-            task.save(update_fields=fields)
-        return task.status, taken
+    A poll with no heartbeat due is one read."""
+    if touch:
+        Task.objects.live().filter(pk=task_id).update(heartbeat_at=_now())
+    return Task.objects.filter(pk=task_id).values_list("status", flat=True).first()
 
 
-def ask(task_id: str, key: str, request: dict[str, Any]) -> bool:
-    """Put a question to the client on the task (``inputRequests``); False when it is over."""
+#: What :func:`park` did: parked, refused by WAITING_TASKS_PER_USER (the task failed), or
+#: nothing (the task had ended meanwhile).
+Parked = Literal["parked", "refused", ""]
+
+
+def park(task_id: str, asked: dict[str, Any], answers: dict[str, Any], notes: dict[str, Any], error: Callable[[int], dict[str, Any]]) -> Parked:
+    """Put the questions ``asked`` on the working task and park it: no process holds it while
+    its client answers (:func:`answer`), its answers so far and ``notes`` sealed in its payload.
+    With ``QUOTAS["WAITING_TASKS_PER_USER"]`` tasks of its owner already parked, fail it with
+    ``error(cap)`` instead."""
+    cap = mcp_settings.quotas.get("WAITING_TASKS_PER_USER")
     with transaction.atomic():
         task = _locked(task_id)
-        if task is None or task.status not in Task.LIVE:
-            return False
-        task.input_requests = {**task.input_requests, key: request}
-        task.asked_keys = [*task.asked_keys, key]
+        if task is None or task.status != Status.WORKING:
+            return ""
+        now = _now()
+        if cap is not None and Task.objects.filter(owner=task.owner, status=Status.INPUT_REQUIRED).count() >= cap:
+            failure = error(cap)
+            Task.objects.filter(pk=task_id).update(
+                status=Status.FAILED, error=failure, status_message=str(failure.get("message", ""))[:2000], input_requests={},
+                payload="", finished_at=now, updated_at=now,
+            )
+            return "refused"
+        payload = unseal(task.payload)
+        payload["answers"], payload["notes"] = answers, notes
+        try:
+            task.payload = seal(payload)
+        except TooLarge as exc:
+            # Answers were bounded as they came; only notes are new here.
+            Task.objects.filter(pk=task_id).update(
+                status=Status.FAILED, error=_internal(str(exc)), status_message=str(exc)[:2000], input_requests={}, payload="",
+                finished_at=now, updated_at=now,
+            )
+            return "refused"
+        task.input_requests = asked
+        task.asked_keys = [*task.asked_keys, *(key for key in asked if key not in task.asked_keys)]
         task.status = Status.INPUT_REQUIRED
-        task.updated_at = _now()
-        task.save(update_fields=["input_requests", "asked_keys", "status", "updated_at"])
-        return True
+        task.heartbeat_at = None  # no process holds it: nothing to beat
+        task.updated_at = now
+        task.save(update_fields=["payload", "input_requests", "asked_keys", "status", "heartbeat_at", "updated_at"])
+        return "parked"
 
 
 def progress(task_id: str, value: float, total: float | None, message: str) -> None:
@@ -202,11 +269,12 @@ def progress(task_id: str, value: float, total: float | None, message: str) -> N
 
 def finish(task_id: str, status: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None, message: str = "") -> bool:
     """End a live task (completed, failed or cancelled); False when it had ended already. The
-    status message stays the last progress message unless ``message`` replaces it."""
+    status message stays the last progress message unless ``message`` replaces it. Its payload
+    (arguments and answers) goes: nothing runs it any more."""
     now = _now()
     fields: dict[str, Any] = {"status_message": message[:2000]} if message else {}
     return bool(
         Task.objects.live().filter(pk=task_id).update(
-            status=status, result=result, error=error, input_requests={}, finished_at=now, updated_at=now, **fields,
+            status=status, result=result, error=error, input_requests={}, payload="", finished_at=now, updated_at=now, **fields,
         )
     )

@@ -164,7 +164,7 @@ def test_staff_who_may_only_view_tasks_cannot_cancel_them():
 @pytest.mark.django_db
 def test_cancel_action_cancels_live_tasks_and_counts_those_already_ended(admin_client):
     working, waiting, done = make_task(), make_task(), make_task()
-    taskstore.ask(waiting.pk, "q1", {"method": "elicitation/create", "params": {}})
+    taskstore.park(waiting.pk, {"q1": {"method": "elicitation/create", "params": {}}}, {}, {}, lambda cap: {})
     taskstore.finish(done.pk, Status.COMPLETED, result={"content": []})
     response = cancel(admin_client, working, waiting, done)
     assert texts(response) == ["2 tasks cancelled; 1 had already ended."]
