@@ -251,6 +251,38 @@ def _check_tasks(user: dict[str, Any]) -> list[CheckMessage]:
             hint="A running task renews its heartbeat every TASK_HEARTBEAT_SECONDS; one missed beat must not fail it.",
             id="mcp_django.E050",
         ))
+    return errors + _check_task_bounds(user, ttl)
+
+
+#: The smallest payload or result cap: a task's payload carries the client's _meta too.
+MIN_TASK_BYTES = 1024
+
+
+def _check_task_bounds(user: dict[str, Any], ttl: Any) -> list[CheckMessage]:
+    """What a task keeps (payload, result) and how long it waits for its client."""
+    errors: list[CheckMessage] = []
+    for name in ("TASK_MAX_PAYLOAD_BYTES", "TASK_MAX_RESULT_BYTES"):
+        value = user.get(name, DEFAULTS[name])
+        if not isinstance(value, int) or isinstance(value, bool) or value < MIN_TASK_BYTES:
+            errors.append(Error(
+                f"MCP_DJANGO[{name!r}] must be an integer of at least {MIN_TASK_BYTES} bytes, not {value!r}.",
+                hint=f"Larger ones are refused (payload) or fail the task (result); the default is {DEFAULTS[name]}.",
+                id="mcp_django.E260",
+            ))
+    waited = user.get("TASK_INPUT_TIMEOUT", DEFAULTS["TASK_INPUT_TIMEOUT"])
+    if not _positive_number(waited):
+        errors.append(Error(
+            f"MCP_DJANGO['TASK_INPUT_TIMEOUT'] must be a positive number of seconds, not {waited!r}.",
+            hint=f"A task waiting for its client's input longer than this is failed; the default is {DEFAULTS['TASK_INPUT_TIMEOUT']}.",
+            id="mcp_django.E261",
+        ))
+    elif _positive_number(ttl) and waited * 1000 >= ttl:
+        errors.append(Warning(
+            f"MCP_DJANGO['TASK_INPUT_TIMEOUT'] ({waited!r} s) is not shorter than TASK_TTL_MS ({ttl!r} ms): "
+            "a task waiting for input expires before it can time out.",
+            hint="Give TASK_INPUT_TIMEOUT fewer seconds than the TTL, so that a client that does not answer hears \"input timed out\".",
+            id="mcp_django.W260",
+        ))
     return errors
 
 

@@ -20,6 +20,7 @@ from mcp_django.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.polling import until
+from tests.test_checks import ids, settings_errors
 from tests.test_task_tools import django_auth, note_site, staff_client
 from tests.transport.conftest import mcp_settings
 from tests.transport.test_stateless import body, headers
@@ -240,3 +241,13 @@ async def test_an_expired_task_keeps_no_payload(client):
 
     assert failed["result"]["status"] == "failed"
     assert (await Task.objects.aget(pk=task_id)).payload == ""
+
+
+# -- the settings' checks ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["TASK_MAX_PAYLOAD_BYTES", "TASK_MAX_RESULT_BYTES"])
+@pytest.mark.parametrize("value", [0, 1023, "1MB", True, None])
+def test_e260_a_task_byte_cap_must_be_an_integer_of_at_least_1024(name, value):
+    assert "mcp_django.E260" in ids(settings_errors(**{name: value}))
+    assert "mcp_django.E260" not in ids(settings_errors(**{name: 1024}))

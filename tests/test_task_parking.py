@@ -23,6 +23,7 @@ from mcp_django.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.polling import until
+from tests.test_checks import ids, settings_errors
 from tests.transport.conftest import mcp_settings
 from tests.transport.test_stateless import body, headers
 
@@ -218,3 +219,23 @@ async def test_the_sweep_fails_a_task_waiting_longer_than_task_input_timeout(cli
     waited = await Task.objects.aget(pk=waited_id)
     assert waited.status == Task.Status.FAILED and waited.error is not None and "Input timed out" in waited.error["message"]
     assert (await Task.objects.aget(pk=fresh_id)).status == Task.Status.INPUT_REQUIRED
+
+
+# -- the settings' checks ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [0, -1, "1h", None, float("inf")])
+def test_e261_task_input_timeout_must_be_a_positive_number_of_seconds(value):
+    assert "mcp_django.E261" in ids(settings_errors(TASK_INPUT_TIMEOUT=value))
+    assert "mcp_django.E261" not in ids(settings_errors(TASK_INPUT_TIMEOUT=0.5))
+
+
+def test_w260_a_task_input_timeout_not_shorter_than_the_ttl_is_reported():
+    assert "mcp_django.W260" in ids(settings_errors(TASK_INPUT_TIMEOUT=3600, TASK_TTL_MS=3_600_000))
+    assert "mcp_django.W260" not in ids(settings_errors(TASK_INPUT_TIMEOUT=3599, TASK_TTL_MS=3_600_000))
+    assert "mcp_django.W260" not in ids(settings_errors(TASK_INPUT_TIMEOUT=3600, TASK_TTL_MS=None))
+
+
+def test_waiting_tasks_per_user_is_a_quota_cap_checked_as_the_others():
+    assert settings_errors(QUOTAS={"WAITING_TASKS_PER_USER": 5}) == []
+    assert "mcp_django.E037" in ids(settings_errors(QUOTAS={"WAITING_TASKS_PER_USER": 0}))
