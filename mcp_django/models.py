@@ -385,7 +385,8 @@ class Task(models.Model):
     (``tasks/update``) and cancels it (``tasks/cancel``) through any web process, while the
     process running it (a worker of the project's ``TASKS`` backend, or the web process that
     made it) keeps its heartbeat, progress and outcome here. The arguments are kept encrypted
-    (``payload``); ``arguments`` holds them as the audit trail shows them, redacted.
+    (``payload``) while it is live; ``arguments`` holds them as the audit trail shows them,
+    redacted. A task waiting for input is parked: no process holds it until it is answered.
     """
 
     class Status(models.TextChoices):
@@ -415,8 +416,8 @@ class Task(models.Model):
     tool_name = models.CharField(_("tool"), max_length=200)
     #: The arguments as the audit trail stores them: redacted and bounded, for people to read.
     arguments = models.JSONField(_("arguments"), null=True, blank=True)
-    #: What the run needs, encrypted (crypto.encrypt): the arguments and the answers given
-    #: before the task was made.
+    #: What the run needs, encrypted (taskstore.seal, at most TASK_MAX_PAYLOAD_BYTES): the
+    #: arguments, the client's answers so far and its _meta; "" once the task has ended.
     payload = models.TextField(_("payload"), editable=False)
     status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.WORKING, db_index=True)
     status_message = models.TextField(_("status message"), blank=True)
@@ -424,7 +425,7 @@ class Task(models.Model):
     total = models.FloatField(_("total"), null=True, blank=True)
     #: Questions to the client not answered yet, by key (``inputRequests``).
     input_requests = models.JSONField(_("input requests"), default=dict, blank=True)
-    #: Answers the client sent that the run has not taken yet, by key (``inputResponses``).
+    #: No longer written: the answers go into the payload, encrypted (kept for old rows).
     input_responses = models.JSONField(_("input responses"), default=dict, blank=True)
     #: Every key ever asked: a key is never reused, and answers to other keys are ignored.
     asked_keys = models.JSONField(_("keys asked"), default=list, blank=True)
