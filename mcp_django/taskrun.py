@@ -47,15 +47,7 @@ from .entries import TASK_SUPPORT as TASK_SUPPORT  # its values, kept importable
 from .entries import Access, ToolEntry, gate
 from .models import Task
 from .notifications import tell_listeners
-from .protocol.errors import (
-    INTERNAL_ERROR,
-    QUOTA_EXCEEDED,
-    InternalError,
-    InvalidParamsError,
-    MCPError,
-    MissingRequiredClientCapabilityError,
-    QuotaExceededError,
-)
+from .protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsError, MCPError, MissingRequiredClientCapabilityError, QuotaExceededError
 from .protocol.modern import RequestMeta
 from .protocol.params import TaskParams, UpdateTaskParams, parse_as
 from .quotas import Caller, RunningSlot, caller_of
@@ -448,7 +440,7 @@ class Runner:
         except asyncio.CancelledError:
             await self.end(Status.CANCELLED)
         except MCPError as exc:
-            await self.end(Status.FAILED, error={"code": exc.code, "message": exc.message, **({"data": exc.data} if exc.data is not None else {})})
+            await self.end(Status.FAILED, error=_error_object(exc))
         except Exception:
             logger.exception("Task %s (%s) failed", self.task_id, tool.name)
             await self.end(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"Internal error running {tool.name!r}"})
@@ -460,15 +452,19 @@ class Runner:
         client holds no worker. The answer that completes them runs it again (tasks/update)."""
 
         def refused(cap: int) -> dict[str, Any]:
-            return {
-                "code": QUOTA_EXCEEDED, "message": f"Too many tasks waiting for input: at most {cap} per user; answer or cancel one",
-                "data": {"limit": "WAITING_TASKS_PER_USER"},
-            }
+            return _error_object(QuotaExceededError(
+                f"Too many tasks waiting for input: at most {cap} per user; answer or cancel one", limit="WAITING_TASKS_PER_USER"
+            ))
 
         parked = await sync_to_async(taskstore.park)(self.task_id, rounds.asked, rounds.answers, rounds.notes, refused)
         if parked:
             self.status = Status.INPUT_REQUIRED if parked == "parked" else Status.FAILED
             await self.changed()
+
+
+def _error_object(exc: MCPError) -> dict[str, Any]:
+    """The JSON-RPC error object a failed task shows (``error``)."""
+    return {"code": exc.code, "message": exc.message, **({"data": exc.data} if exc.data is not None else {})}
 
 
 # -- tasks/get, tasks/update, tasks/cancel -----------------------------------------------------
