@@ -327,7 +327,7 @@ class Runner:
     async def end(self, status: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> None:
         if result is not None:
             try:
-                taskstore.measured(result, "TASK_MAX_RESULT_BYTES", "The task's result")
+                taskstore.measured(result, mcp_settings.task_max_result_bytes, "TASK_MAX_RESULT_BYTES", "The task's result")
             except taskstore.TooLarge as exc:
                 # Kept for the task's whole TTL and sent on every tasks/get: never unbounded.
                 status, result, error = Status.FAILED, None, {"code": INTERNAL_ERROR, "message": str(exc)}

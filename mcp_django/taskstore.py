@@ -38,9 +38,9 @@ class TooLarge(ValueError):
     """What a task would keep is larger than its setting allows (or is no JSON at all)."""
 
 
-def measured(value: Any, setting: str, what: str) -> bytes:
-    """``value`` as JSON, refused with :class:`TooLarge` above ``MCP_DJANGO[setting]`` bytes."""
-    limit = getattr(mcp_settings, setting.lower())
+def measured(value: Any, limit: int, setting: str, what: str) -> bytes:
+    """``value`` as JSON, refused with :class:`TooLarge` above ``limit`` bytes (the setting
+    ``setting``, named in the message)."""
     try:
         encoded = orjson.dumps(value)
     except (TypeError, orjson.JSONEncodeError) as exc:  # orjson stops at 255 levels of nesting
@@ -53,7 +53,7 @@ def measured(value: Any, setting: str, what: str) -> bytes:
 def seal(payload: dict[str, Any]) -> str:
     """The task's payload (arguments, answers so far, the client's _meta), encrypted and
     bounded by ``TASK_MAX_PAYLOAD_BYTES``."""
-    return crypto.encrypt(measured(payload, "TASK_MAX_PAYLOAD_BYTES", "the task's arguments and answers").decode())
+    return crypto.encrypt(measured(payload, mcp_settings.task_max_payload_bytes, "TASK_MAX_PAYLOAD_BYTES", "the task's arguments and answers").decode())
 
 
 def unseal(text: str) -> dict[str, Any]:
