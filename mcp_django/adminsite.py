@@ -37,6 +37,15 @@ logger = logging.getLogger(__name__)
 
 MAX_ACTION_OBJECTS = 1000
 
+#: ``register_admin(action_rows=...)``: the rows an admin action tool may act on. "admin": the
+#: ``ModelAdmin.get_queryset`` rows, as the admin's changelist; "model_mcp": of those, only the
+#: rows the model's ``ModelMCP`` on the same site lets the user see.
+ACTION_ROWS = ("admin", "model_mcp")
+
+# The ModelMCP hooks and options that decide who sees which rows: one overridden means the
+# ModelMCP's audience may differ from the ModelAdmin's (check() then says so, W230).
+AUDIENCE_HOOKS = ("get_queryset", "has_permission", "has_view_permission", "has_read_scopes")
+
 # Never exposed, even when named: mcp_django's own sessions, events and secrets. Exposing them
 # let one user read another's streams, and saving an Event announced a change, which saved
 # Events... (an announcement loop).
@@ -173,9 +182,13 @@ class AdminActionTool(ToolEntry):
 
     def __init__(
         self, model_admin: ModelAdmin[Any], action_name: str, func: Any, description: str, scopes: tuple[str, ...] = (),
-        task_support: TaskSupport = "forbidden",
+        task_support: TaskSupport = "forbidden", rows: str = "admin", site: Any = None,
     ) -> None:
         self.model_admin = model_admin
+        #: Which rows the action may act on (register_admin's ``action_rows``), and the MCP site
+        #: whose ModelMCP of the model "model_mcp" asks, at call time (it may be registered later).
+        self.rows = rows
+        self.site = site
         self._scopes = scopes
         #: Whether a call may run as a durable task (register_admin's ``task_actions``).
         self.task_support = task_support
@@ -213,6 +226,22 @@ class AdminActionTool(ToolEntry):
         # The engine always gives tools the request (only unit tests build contexts without one).
         return await sync_to_async(in_healthy_thread(self._call), thread_sensitive=True)(arguments, cast("HttpRequest", ctx.request), ctx)
 
+    def get_queryset(self, request: HttpRequest, pks: list[Any]) -> Any:
+        """The selected rows the action acts on: the ModelAdmin's, as its changelist selects them,
+        narrowed with ``rows="model_mcp"`` to those the model's ModelMCP lets the user see. The
+        others drop out as keys that do not exist do, so nothing tells them apart."""
+        queryset = self.model_admin.get_queryset(request).filter(pk__in=pks)
+        if self.rows != "model_mcp":
+            return queryset
+        model_mcp = self.site._registry.get(self.model_admin.model) if self.site is not None else None
+        if not isinstance(model_mcp, ModelMCP):
+            return queryset.none()  # unregistered since: no ModelMCP lets anyone see a row
+        if not model_mcp.has_read_scopes(request) or not model_mcp.has_view_permission(request):
+            return queryset.none()
+        # As the ModelMCP's get tool reads one row: its queryset, then the per-row permission.
+        visible = [obj.pk for obj in model_mcp.get_queryset(request).filter(pk__in=pks) if model_mcp.has_view_permission(request, obj)]
+        return queryset.filter(pk__in=visible)
+
     async def check_arguments(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
         """The ``isError`` result :meth:`call` answers to invalid ``arguments``, or None."""
         return await sync_to_async(in_healthy_thread(self._check), thread_sensitive=True)(arguments)
@@ -234,7 +263,7 @@ class AdminActionTool(ToolEntry):
         invalid = self._check(arguments)
         if invalid is not None:
             return invalid
-        queryset = self.model_admin.get_queryset(request).filter(pk__in=arguments["pks"])
+        queryset = self.get_queryset(request, arguments["pks"])
         count = queryset.count()
         if count == 0:
             return {"content": [{"type": "text", "text": "None of those objects exist (or you may not see them)."}], "isError": True}
@@ -264,6 +293,7 @@ class AdminActionTool(ToolEntry):
 
 def admin_actions(
     model_admin: ModelAdmin[Any], include_delete_selected: bool, scopes: tuple[str, ...] = (), task_actions: TaskActions | None = None,
+    rows: str = "admin", site: Any = None,
 ) -> tuple[list[AdminActionTool], list[str]]:
     """The exposable actions of a ModelAdmin, and the names of those that are not (responses)."""
     task_actions = task_actions or TaskActions(None)
@@ -283,7 +313,7 @@ def admin_actions(
         if name == "delete_selected":
             text = f"Delete selected {model_admin.model._meta.verbose_name_plural}"
             func = _delete_selected_without_confirmation
-        tools.append(AdminActionTool(model_admin, name, func, text, scopes, task_actions.support(name)))
+        tools.append(AdminActionTool(model_admin, name, func, text, scopes, task_actions.support(name), rows, site))
     return tools, skipped
 
 
@@ -351,8 +381,14 @@ class AdminBridge:
         read_scopes: tuple[str, ...],
         write_scopes: tuple[str, ...],
         task_actions: TaskActions | None = None,
+        action_rows: str = "admin",
     ) -> None:
+        if action_rows not in ACTION_ROWS:
+            raise ImproperlyConfigured(
+                f"register_admin(action_rows=...) takes {' or '.join(map(repr, ACTION_ROWS))}, not {action_rows!r}."
+            )
         self.admin_site = admin_site
+        self.action_rows = action_rows
         self.task_actions = task_actions or TaskActions(None)
         self.labels = labels  # lower-case "app_label.model_name" named in models=, or None for all
         self.tools = tools
@@ -364,6 +400,8 @@ class AdminBridge:
         self.applied_size = -1  # len(admin_site._registry) when last applied
         # Action tool names already taken on the MCP site, each with the hint check() gives.
         self.conflicts: list[tuple[str, str]] = []
+        # The action tools this call registered (for check(): whose rows they act on).
+        self.tools_exposed: set[AdminActionTool] = set()
         # Without models=: labels that another register_admin() of the same admin site names.
         self.claimed: set[str] = set()
         self._registry: dict[Any, Any] | None = None  # admin_site._registry, once it is first read
@@ -407,6 +445,14 @@ class AdminBridge:
             self.claimed |= later.labels
         elif later.labels is None and self.labels is not None:
             later.claimed |= self.labels
+
+
+def audience_hooks(model_mcp: ModelMCP[Any]) -> list[str]:
+    """The hooks and options by which ``model_mcp`` chooses its own audience (who sees which
+    rows) rather than the default one: what an admin action's rows may disagree with."""
+    hooks = [name for name in AUDIENCE_HOOKS if getattr(type(model_mcp), name) is not getattr(ModelMCP, name)]
+    return [*hooks, "read_scopes"] if model_mcp.read_scopes else hooks
+
 
 def model_labels(models_option: Any) -> frozenset[str] | None:
     """``models=`` of register_admin (model classes or "app_label.Model" labels), as lower-case

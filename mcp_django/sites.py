@@ -30,7 +30,17 @@ from django.db.models.signals import post_delete, post_save
 from django.utils.functional import LazyObject
 from django.utils.module_loading import import_string
 
-from .adminsite import AdminActionTool, AdminBridge, AdminModelMCP, TaskActions, admin_actions, is_never_exposed, model_labels, refuse_own_model
+from .adminsite import (
+    AdminActionTool,
+    AdminBridge,
+    AdminModelMCP,
+    TaskActions,
+    admin_actions,
+    audience_hooks,
+    is_never_exposed,
+    model_labels,
+    refuse_own_model,
+)
 from .apps_ui import UI, UI_EXTENSION, UIResource, as_ui, check_ui_resources
 from .conf import mcp_settings
 from .exceptions import AlreadyRegistered, NotRegistered
@@ -188,6 +198,7 @@ class MCPSite:
         read_scopes: tuple[str, ...] = (),
         write_scopes: tuple[str, ...] = (),
         task_actions: dict[str, str] | str | None = None,
+        action_rows: str = "admin",
     ) -> None:
         """Expose the models of a Django admin site, with their ModelAdmins' querysets, search,
         permissions, and actions as tools (``delete_selected`` only when opted in).
@@ -208,10 +219,15 @@ class MCPSite:
         ``task_actions`` lets admin actions run as durable tasks (2026-07-28 tasks extension):
         ``{"mark_returned": "optional"}`` by action name ("required": only as a task), or
         ``"__all__"`` for every action "optional".
+
+        ``action_rows`` says which selected rows an action acts on: ``"admin"`` (the default) the
+        ``ModelAdmin.get_queryset`` rows, as the admin's changelist does; ``"model_mcp"`` only
+        those of them that the model's ``ModelMCP`` on this site lets the user see (for a model
+        also registered with a ModelMCP of its own). Other keys answer as keys that do not exist.
         """
         bridge = AdminBridge(
             admin_site, model_labels(models), tuple(tools), actions, include_delete_selected, tuple(read_scopes), tuple(write_scopes),
-            TaskActions(task_actions),
+            TaskActions(task_actions), action_rows,
         )
         with self._bridge_lock:
             # Earlier calls with the same admin site (not rolled back with a failed mcp.py).
@@ -261,7 +277,8 @@ class MCPSite:
                         self._connect_signals(model)
                     if bridge.actions:
                         exposed, skipped = admin_actions(
-                            model_admin, bridge.include_delete_selected, bridge.write_scopes, bridge.task_actions
+                            model_admin, bridge.include_delete_selected, bridge.write_scopes, bridge.task_actions,
+                            bridge.action_rows, self,
                         )
                         for tool in exposed:
                             # Raising here would break every lookup: reported by check() (E120).
@@ -278,6 +295,7 @@ class MCPSite:
                                 bridge.conflicts.append((tool.name, hint))
                             else:
                                 self._entries[("tool", tool.name)] = tool
+                                bridge.tools_exposed.add(tool)
                         self._unexposable_actions += [(model_admin, name) for name in skipped]
             if changed:
                 self._handlers = None
@@ -795,6 +813,7 @@ class MCPSite:
                             id="mcp_django.W120",
                         )
                     )
+            errors.extend(self._check_action_rows(bridge))
             for action in bridge.task_actions.unknown():
                 errors.append(
                     CheckWarning(
@@ -808,6 +827,31 @@ class MCPSite:
         for name in sorted({n for n in tool_names if tool_names.count(n) > 1}):
             errors.append(Error(f"Two tools are named {name!r} on {self!r}.", hint="Rename one; tool names must be unique.", id="mcp_django.E105"))
         return errors
+
+
+    def _check_action_rows(self, bridge: AdminBridge) -> list[Any]:
+        """W230: a model whose admin actions act on the ModelAdmin's rows while its own ModelMCP
+        chooses who sees which rows: the action could act on a row the ModelMCP hides."""
+        if bridge.action_rows == "model_mcp":
+            return []
+        warnings: list[Any] = []
+        acted_on = {t.model_admin.model for t in self._of(AdminActionTool) if t in bridge.tools_exposed}
+        for model in sorted(acted_on, key=lambda m: m._meta.label_lower):
+            model_mcp = self._entries.get(model)
+            hooks = audience_hooks(model_mcp) if isinstance(model_mcp, ModelMCP) and not isinstance(model_mcp, AdminModelMCP) else []
+            if hooks:
+                warnings.append(
+                    CheckWarning(
+                        f"{model._meta.label} is exposed by {type(model_mcp).__name__}, which chooses its rows ({', '.join(hooks)}), "
+                        f"and its admin actions from {bridge.admin_site!r} act on the rows of the ModelAdmin's get_queryset(): "
+                        "an action may act on a row the ModelMCP does not let the user see.",
+                        hint='Pass register_admin(..., action_rows="model_mcp") so that actions act only on the rows the ModelMCP '
+                        "lets the user see, or silence mcp_django.W230 if the admin's rows are meant.",
+                        obj=type(model_mcp),
+                        id="mcp_django.W230",
+                    )
+                )
+        return warnings
 
 
 class DefaultMCPSite(LazyObject):  # type: ignore[type-arg]  # generic only in django-stubs

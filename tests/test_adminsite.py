@@ -539,3 +539,86 @@ def test_the_same_model_and_action_on_two_bridged_admin_sites_is_e120_naming_the
     errors = [e for e in mcp_site.check() if e.id == "mcp_django.E120"]
     assert len(errors) == 1 and "testapp_note_make_high" in errors[0].msg
     assert "'test-admin'" in errors[0].hint and "models=" in errors[0].hint and "Rename" not in errors[0].hint
+
+
+# --- which rows an admin action acts on (issue 42) -----------------------------------------
+
+class OpenNoteAdmin(NoteAdmin):
+    """The admin lets staff act on every note (no get_queryset of its own)."""
+
+    def get_queryset(self, request: Any) -> Any:
+        return admin.ModelAdmin.get_queryset(self, request)
+
+
+def _owner_only_site(**options: Any) -> MCPSite:
+    from mcp_django.options import ModelMCP
+
+    admin_site = admin.AdminSite(name="open-notes-admin")
+    admin_site.register(Note, OpenNoteAdmin)
+    mcp_site = MCPSite(name="owner-notes-mcp")
+
+    @mcp_site.register(Note)
+    class OwnNotesMCP(ModelMCP):
+        def get_queryset(self, request: Any) -> Any:
+            return Note.objects.filter(owner=request.user)
+
+    mcp_site.register_admin(admin_site, **options)
+    return mcp_site
+
+
+@pytest.mark.django_db
+def test_an_admin_action_acts_on_the_model_admin_rows_by_default() -> None:
+    mcp_site = _owner_only_site()
+    editor = _user("editor", "view_note", "change_note")
+    theirs = Note.objects.create(owner=_user("owner"), title="theirs")
+    result = mcp_site.get_tool("testapp_note_make_high")._call({"pks": [theirs.pk]}, _request(editor))
+    assert result["structuredContent"]["affected"] == 1
+
+
+@pytest.mark.django_db
+def test_with_action_rows_model_mcp_an_action_skips_rows_the_model_mcp_hides() -> None:
+    mcp_site = _owner_only_site(action_rows="model_mcp")
+    editor = _user("editor", "view_note", "change_note")
+    mine = Note.objects.create(owner=editor, title="mine")
+    theirs = Note.objects.create(owner=_user("owner"), title="theirs")
+    tool = mcp_site.get_tool("testapp_note_make_high")
+    result = tool._call({"pks": [mine.pk, theirs.pk]}, _request(editor))
+    assert result["structuredContent"] == {"affected": 1, "messages": ["1 notes marked high."]}
+    theirs.refresh_from_db()
+    assert theirs.priority == "low"
+
+
+@pytest.mark.django_db
+def test_a_row_the_model_mcp_hides_answers_as_a_key_that_does_not_exist() -> None:
+    mcp_site = _owner_only_site(action_rows="model_mcp")
+    editor = _user("editor", "view_note", "change_note")
+    theirs = Note.objects.create(owner=_user("owner"), title="theirs")
+    tool = mcp_site.get_tool("testapp_note_make_high")
+    hidden = tool._call({"pks": [theirs.pk]}, _request(editor))
+    missing = tool._call({"pks": [theirs.pk + 1000]}, _request(editor))
+    assert hidden == missing and hidden["isError"] is True
+
+
+def test_action_rows_takes_admin_or_model_mcp_only() -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match="action_rows"):
+        MCPSite(name="rows-mcp").register_admin(admin.AdminSite(name="rows-admin"), action_rows="modelmcp")
+
+
+def test_actions_on_admin_rows_of_a_model_whose_model_mcp_chooses_its_rows_is_w230() -> None:
+    warnings = [e for e in _owner_only_site().check() if e.id == "mcp_django.W230"]
+    assert len(warnings) == 1
+    assert "get_queryset" in warnings[0].msg and 'action_rows="model_mcp"' in warnings[0].hint
+
+
+def test_w230_is_quiet_when_the_actions_follow_the_model_mcp_or_the_model_mcp_keeps_the_defaults() -> None:
+    from mcp_django.options import ModelMCP
+
+    assert not [e for e in _owner_only_site(action_rows="model_mcp").check() if e.id == "mcp_django.W230"]
+    admin_site = admin.AdminSite(name="plain-notes-admin")
+    admin_site.register(Note, OpenNoteAdmin)
+    mcp_site = MCPSite(name="plain-notes-mcp")
+    mcp_site.register(Note, ModelMCP)
+    mcp_site.register_admin(admin_site)
+    assert not [e for e in mcp_site.check() if e.id == "mcp_django.W230"]
