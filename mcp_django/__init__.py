@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from django.db.models import Model
 
+    from .adminsite import mcp_action as mcp_action
     from .apps_ui import UI as UI
     from .content import Audio as Audio
     from .content import EmbeddedResource as EmbeddedResource
@@ -59,6 +60,7 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "autodiscover",
+    "mcp_action",
     "register",
     "site",
 ]
@@ -72,6 +74,7 @@ _LAZY = {
     **dict.fromkeys(("ToolResult", "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "Message"), "content"),
     **dict.fromkeys(("ToolAnnotations", "Icon"), "entries"),
     "UI": "apps_ui",
+    "mcp_action": "adminsite",
 }
 
 

@@ -11,11 +11,14 @@ import ast
 import inspect
 import logging
 import textwrap
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.contrib.messages.storage.base import BaseStorage
+from django.core import checks
+from django.core.checks import CheckMessage
 from django.core.exceptions import ImproperlyConfigured
 from django.db import models, transaction
 from django.db.models.base import ModelBase
@@ -99,6 +102,36 @@ def answers_with_response(func: Any) -> bool:
         if isinstance(node, ast.Return) and node.value is not None and not (isinstance(node.value, ast.Constant) and node.value.value is None):
             return True
     return False
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def mcp_action(*, expose: bool = True, destructive: bool | None = None, open_world: bool | None = None) -> Callable[[F], F]:
+    """What ``register_admin`` should know of an admin action, beside ``@admin.action``::
+
+        @admin.action(description="Mark as returned")
+        @mcp_action(destructive=False, open_world=False)
+        def mark_returned(modeladmin, request, queryset): ...
+
+    ``expose=False`` leaves the action out of every bridged ModelAdmin (the admin keeps it).
+    ``destructive=False`` declares that it only adds or updates: its tool is announced with
+    ``destructiveHint: false`` (an admin action is destructive unless declared so).
+    ``open_world=False`` declares that it touches nothing outside the database (no mail, no
+    other service): ``openWorldHint: false``, which is otherwise left out. The decorator only
+    sets the attributes ``mcp_expose``, ``mcp_destructive`` and ``mcp_open_world``, which may
+    also be set by hand.
+    """
+
+    def decorator(func: F) -> F:
+        func.mcp_expose = expose  # type: ignore[attr-defined]
+        if destructive is not None:
+            func.mcp_destructive = destructive  # type: ignore[attr-defined]
+        if open_world is not None:
+            func.mcp_open_world = open_world  # type: ignore[attr-defined]
+        return func
+
+    return decorator
 
 
 def admits(model_admin: ModelAdmin[Any], request: HttpRequest) -> bool:
@@ -301,11 +334,12 @@ def admin_actions(
     skipped: list[str] = []
     # The same list the changelist builds its action menu from (site-wide plus the model's).
     for action in model_admin._get_base_actions():  # type: ignore[attr-defined]  # private; no public equivalent
-        # Django 6.1 gives Action objects (unpacking one is deprecated), older versions tuples.
-        func, name, description = (action.func, action.name, action.description) if hasattr(action, "func") else action
+        func, name, description = action_parts(action)
         task_actions.seen.add(name)
         if name == "delete_selected" and not include_delete_selected:
             continue
+        if not chosen_for_mcp(model_admin, name, func):
+            continue  # left out by the project: not exposed, so not reported either (W101)
         if name != "delete_selected" and answers_with_response(func):
             skipped.append(name)
             continue
@@ -315,6 +349,56 @@ def admin_actions(
             func = _delete_selected_without_confirmation
         tools.append(AdminActionTool(model_admin, name, func, text, scopes, task_actions.support(name), rows, site))
     return tools, skipped
+
+
+def chosen_for_mcp(model_admin: ModelAdmin[Any], name: str, func: Any) -> bool:
+    """Whether the project leaves the action ``name`` in the bridge: the ModelAdmin's
+    ``mcp_actions`` (names, or None for every action) names it, and the action function was not
+    marked ``mcp_expose = False`` (``@mcp_action(expose=False)``)."""
+    if getattr(func, "mcp_expose", True) is False:
+        return False
+    chosen = getattr(model_admin, "mcp_actions", None)
+    # A malformed mcp_actions (E230) exposes nothing rather than guessing what was meant.
+    return chosen is None or (valid_action_names(chosen) and name in chosen)
+
+
+def valid_action_names(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)
+
+
+def check_action_choices(model_admin: ModelAdmin[Any]) -> list[CheckMessage]:
+    """E230 / W231: a ModelAdmin's ``mcp_actions`` is not a list of names, or names an action
+    the ModelAdmin does not offer."""
+    chosen = getattr(model_admin, "mcp_actions", None)
+    if chosen is None:
+        return []
+    cls = type(model_admin)
+    if not valid_action_names(chosen):
+        return [
+            checks.Error(
+                f"{cls.__qualname__}.mcp_actions is {chosen!r}, not a list of action names: none of its actions is exposed over MCP.",
+                hint='A list or tuple of the names of its actions, e.g. mcp_actions = ["mark_returned"] (or None for all).',
+                obj=cls,
+                id="mcp_django.E230",
+            )
+        ]
+    offered = {action_parts(action)[1] for action in model_admin._get_base_actions()}  # type: ignore[attr-defined]
+    return [
+        checks.Warning(
+            f"{cls.__qualname__}.mcp_actions names {name!r}, which is not one of its actions.",
+            hint="Use the names of the actions the ModelAdmin offers: its actions and the admin site's (AdminSite.add_action).",
+            obj=cls,
+            id="mcp_django.W231",
+        )
+        for name in chosen
+        if name not in offered
+    ]
+
+
+def action_parts(action: Any) -> tuple[Any, str, Any]:
+    """``(func, name, description)`` of an entry of ``ModelAdmin._get_base_actions()``: Django
+    6.1 gives Action objects (unpacking one is deprecated), older versions tuples."""
+    return (action.func, action.name, action.description) if hasattr(action, "func") else tuple(action)
 
 
 def _delete_selected_without_confirmation(model_admin: ModelAdmin[Any], request: HttpRequest, queryset: Any) -> None:

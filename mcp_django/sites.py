@@ -37,6 +37,7 @@ from .adminsite import (
     TaskActions,
     admin_actions,
     audience_hooks,
+    check_action_choices,
     is_never_exposed,
     model_labels,
     refuse_own_model,
@@ -814,6 +815,10 @@ class MCPSite:
                         )
                     )
             errors.extend(self._check_action_rows(bridge))
+            if bridge.actions:
+                for model in sorted(bridge.seen, key=lambda m: m._meta.label_lower):
+                    if bridge.wants(model) and model in bridge.admin_site._registry:
+                        errors.extend(check_action_choices(bridge.admin_site._registry[model]))
             for action in bridge.task_actions.unknown():
                 errors.append(
                     CheckWarning(

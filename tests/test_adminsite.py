@@ -622,3 +622,76 @@ def test_w230_is_quiet_when_the_actions_follow_the_model_mcp_or_the_model_mcp_ke
     mcp_site.register(Note, ModelMCP)
     mcp_site.register_admin(admin_site)
     assert not [e for e in mcp_site.check() if e.id == "mcp_django.W230"]
+
+
+# --- choosing the actions of a ModelAdmin (issue 42) ----------------------------------------
+
+def _one_admin_site(model_admin_class: type[admin.ModelAdmin], **options: Any) -> MCPSite:
+    admin_site = admin.AdminSite(name="choice-admin")
+    admin_site.register(Note, model_admin_class)
+    mcp_site = MCPSite(name="choice-mcp")
+    mcp_site.register_admin(admin_site, **options)
+    return mcp_site
+
+
+def test_mcp_actions_on_a_model_admin_exposes_only_the_actions_it_names_and_silences_w101() -> None:
+    class ChosenAdmin(NoteAdmin):
+        mcp_actions = ["make_high"]
+
+    mcp_site = _one_admin_site(ChosenAdmin)
+    assert mcp_site.get_tool("testapp_note_make_high") is not None
+    assert not [e for e in mcp_site.check() if e.id == "mcp_django.W101"]
+
+
+def test_mcp_actions_leaving_an_action_out_hides_its_tool() -> None:
+    class NoneChosenAdmin(NoteAdmin):
+        mcp_actions: list[str] = []
+
+    assert _one_admin_site(NoneChosenAdmin).get_tool("testapp_note_make_high") is None
+
+
+def test_an_action_marked_expose_false_is_left_out_of_the_bridge_and_not_reported() -> None:
+    from mcp_django import mcp_action
+
+    class MarkedAdmin(NoteAdmin):
+        @admin.action(description="Export as CSV")
+        @mcp_action(expose=False)
+        def export_csv(self, request: Any, queryset: Any) -> HttpResponse:
+            return HttpResponse("title\n", content_type="text/csv")
+
+    mcp_site = _one_admin_site(MarkedAdmin)
+    assert mcp_site.get_tool("testapp_note_export_csv") is None
+    assert mcp_site.get_tool("testapp_note_make_high") is not None
+    assert not [e for e in mcp_site.check() if e.id == "mcp_django.W101"]
+
+
+def test_a_site_wide_action_marked_expose_false_is_left_out_of_every_model_admin() -> None:
+    from mcp_django import mcp_action
+
+    @mcp_action(expose=False)
+    def archive(modeladmin: Any, request: Any, queryset: Any) -> None:
+        queryset.update(body="archived")
+
+    admin_site = admin.AdminSite(name="wide-admin")
+    admin_site.add_action(archive)
+    admin_site.register(Note, NoteAdmin)
+    mcp_site = MCPSite(name="wide-mcp")
+    mcp_site.register_admin(admin_site)
+    assert mcp_site.get_tool("testapp_note_archive") is None
+
+
+def test_mcp_actions_naming_an_action_the_model_admin_does_not_offer_is_w231() -> None:
+    class TypoAdmin(NoteAdmin):
+        mcp_actions = ["make_high", "make_hihg"]
+
+    warnings = [e for e in _one_admin_site(TypoAdmin).check() if e.id == "mcp_django.W231"]
+    assert len(warnings) == 1 and "make_hihg" in warnings[0].msg
+
+
+def test_mcp_actions_that_is_not_a_list_of_names_is_e230_and_exposes_no_action() -> None:
+    class StringAdmin(NoteAdmin):
+        mcp_actions = "make_high"
+
+    mcp_site = _one_admin_site(StringAdmin)
+    assert mcp_site.get_tool("testapp_note_make_high") is None
+    assert [e.id for e in mcp_site.check() if e.id.startswith("mcp_django.E23")] == ["mcp_django.E230"]
