@@ -193,6 +193,20 @@ class AdminModelMCP(ModelMCP):
         return admits(self.model_admin, request) and self.model_admin.has_delete_permission(request, obj)
 
 
+def action_annotations(action_name: str, func: Any) -> dict[str, Any]:
+    """The tool annotations of an admin action: destructive, and with no claim about the
+    world outside, unless the action function declares otherwise (``@mcp_action``). An action
+    may delete rows or send mail; a client told it is harmless may run it without asking."""
+    if action_name == "delete_selected":
+        # Ours (_delete_selected_without_confirmation): it deletes rows, and touches nothing else.
+        return {"readOnlyHint": False, "destructiveHint": True, "openWorldHint": False}
+    annotations: dict[str, Any] = {"readOnlyHint": False, "destructiveHint": getattr(func, "mcp_destructive", True) is not False}
+    open_world = getattr(func, "mcp_open_world", None)
+    if isinstance(open_world, bool):
+        annotations["openWorldHint"] = open_world
+    return annotations
+
+
 class _CapturedMessages(BaseStorage):
     """Collect ``message_user()`` output so an action's messages become the tool's answer."""
 
@@ -236,7 +250,7 @@ class AdminActionTool(ToolEntry):
             "required": ["pks"],
             "additionalProperties": False,
         }
-        self.annotations = {"readOnlyHint": False, "destructiveHint": action_name == "delete_selected", "openWorldHint": False}
+        self.annotations = action_annotations(action_name, func)
 
     @property
     def scopes(self) -> tuple[str, ...]:

@@ -695,3 +695,58 @@ def test_mcp_actions_that_is_not_a_list_of_names_is_e230_and_exposes_no_action()
     mcp_site = _one_admin_site(StringAdmin)
     assert mcp_site.get_tool("testapp_note_make_high") is None
     assert [e.id for e in mcp_site.check() if e.id.startswith("mcp_django.E23")] == ["mcp_django.E230"]
+
+
+# --- what an admin action tool claims about itself (issue 42) ------------------------------
+
+def test_an_admin_action_is_announced_destructive_with_no_open_world_claim_by_default() -> None:
+    _, mcp_site = _sites()
+    annotations = mcp_site.get_tool("testapp_note_make_high").definition()["annotations"]
+    assert annotations == {"readOnlyHint": False, "destructiveHint": True}
+
+
+def test_an_admin_action_declared_with_mcp_action_is_announced_as_declared() -> None:
+    from mcp_django import mcp_action
+
+    class DeclaredAdmin(NoteAdmin):
+        actions = ["make_high", "notify"]
+
+        @admin.action(description="Mark as high priority", permissions=["change"])
+        @mcp_action(destructive=False, open_world=False)
+        def make_high(self, request: Any, queryset: Any) -> None:
+            queryset.update(priority="high")
+
+        @admin.action(description="Notify the owners")
+        @mcp_action(open_world=True)
+        def notify(self, request: Any, queryset: Any) -> None:
+            pass
+
+    mcp_site = _one_admin_site(DeclaredAdmin)
+    assert mcp_site.get_tool("testapp_note_make_high").definition()["annotations"] == {
+        "readOnlyHint": False, "destructiveHint": False, "openWorldHint": False,
+    }
+    assert mcp_site.get_tool("testapp_note_notify").definition()["annotations"] == {
+        "readOnlyHint": False, "destructiveHint": True, "openWorldHint": True,
+    }
+
+
+def test_a_plain_attribute_on_the_action_function_declares_it_too() -> None:
+    def archive(modeladmin: Any, request: Any, queryset: Any) -> None:
+        queryset.update(body="archived")
+
+    archive.mcp_destructive = False  # type: ignore[attr-defined]
+    archive.mcp_open_world = True  # type: ignore[attr-defined]  # it calls another service
+    admin_site = admin.AdminSite(name="attr-admin")
+    admin_site.add_action(archive)
+    admin_site.register(Note, NoteAdmin)
+    mcp_site = MCPSite(name="attr-mcp")
+    mcp_site.register_admin(admin_site)
+    assert mcp_site.get_tool("testapp_note_archive").definition()["annotations"] == {
+        "readOnlyHint": False, "destructiveHint": False, "openWorldHint": True,
+    }
+
+
+def test_delete_selected_stays_destructive_and_closed_world() -> None:
+    _, mcp_site = _sites(include_delete_selected=True)
+    annotations = mcp_site.get_tool("testapp_note_delete_selected").definition()["annotations"]
+    assert annotations == {"readOnlyHint": False, "destructiveHint": True, "openWorldHint": False}

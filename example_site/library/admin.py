@@ -7,6 +7,8 @@ from django.db.models import Count, F, Q, QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _, ngettext
 
+from mcp_django import mcp_action
+
 from . import services
 from .models import Author, Book, Loan, Member, today
 
@@ -68,6 +70,7 @@ class BookAdmin(admin.ModelAdmin):
         return obj.available  # type: ignore[attr-defined]
 
     @admin.action(description=_("Add one copy of the selected books"))
+    @mcp_action(destructive=False, open_world=False)  # updates rows of this database only
     def add_copy(self, request: HttpRequest, queryset: QuerySet[Book]) -> None:
         # Update by primary key: the annotated queryset cannot be updated directly.
         updated = Book.objects.filter(pk__in=queryset.values("pk")).update(copies=F("copies") + 1)
@@ -135,11 +138,13 @@ class LoanAdmin(admin.ModelAdmin):
         return obj.is_overdue
 
     @admin.action(description=_("Mark the selected loans as returned today"))
+    @mcp_action(destructive=False, open_world=False)  # updates rows of this database only
     def mark_returned(self, request: HttpRequest, queryset: QuerySet[Loan]) -> None:
         count = queryset.filter(returned_on__isnull=True).update(returned_on=today())
         self.message_user(request, ngettext("%d loan marked returned.", "%d loans marked returned.", count) % count)
 
     @admin.action(description=_("Renew the selected loans by 14 days"))
+    @mcp_action(destructive=False, open_world=False)  # updates rows of this database only
     def renew_two_weeks(self, request: HttpRequest, queryset: QuerySet[Loan]) -> None:
         renewed = 0
         for loan in queryset.select_related("book", "member__user"):
