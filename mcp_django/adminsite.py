@@ -8,28 +8,32 @@ methods, and offers its actions as tools taking a list of primary keys.
 from __future__ import annotations
 
 import ast
+import datetime
 import inspect
 import logging
 import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
+from django.contrib.admin.utils import label_for_field, lookup_field
 from django.contrib.messages.storage.base import BaseStorage
 from django.core import checks
 from django.core.checks import CheckMessage
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured, ObjectDoesNotExist
 from django.db import models, transaction
 from django.db.models.base import ModelBase
 from django.http import HttpRequest, HttpResponseBase
 from jsonschema import Draft202012Validator
+from rest_framework import serializers
 
 from .db import in_healthy_thread
 from .entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
 from .options import ModelMCP, _safe_name, malformed_pk
 from .protocol.errors import InvalidParamsError
-from .schemas import argument_error, invalid_arguments, pk_schema
+from .schemas import argument_error, invalid_arguments, nullable, pk_schema
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -140,10 +144,109 @@ def admits(model_admin: ModelAdmin[Any], request: HttpRequest) -> bool:
     return getattr(request, "user", None) is not None and bool(model_admin.admin_site.has_permission(request))
 
 
+@dataclass(frozen=True)
+class DisplayColumn:
+    """A ``list_display`` entry that is no field of the model: an ``@admin.display`` function, a
+    ModelAdmin method, or a model method or property (named or passed), and how a row shows it."""
+
+    #: The row's key for it: the function's or attribute's name.
+    key: str
+    #: The ``list_display`` entry itself, as ``lookup_field`` takes it.
+    entry: Any
+    #: The changelist's column header (``description=`` / ``short_description``).
+    title: str
+    #: ``@admin.display(boolean=True)``: a yes/no icon in the changelist, a boolean here.
+    boolean: bool
+
+
+def display_columns(model_admin: ModelAdmin[Any]) -> tuple[list[DisplayColumn], list[tuple[str, str]]]:
+    """The callable ``list_display`` entries of ``model_admin`` that rows can carry, and those
+    that they cannot, each with the reason (reported by check(), W232)."""
+    model = model_admin.model
+    opts = model._meta
+    field_names = {f.name for f in [*opts.concrete_fields, *opts.many_to_many]}
+    columns: list[DisplayColumn] = []
+    left_out: list[tuple[str, str]] = []
+    for index, entry in enumerate(model_admin.list_display):
+        if isinstance(entry, str) and (entry in field_names or entry == "__str__"):
+            continue  # a field (serialized as such), or the row's name (its resource name)
+        key = entry if isinstance(entry, str) else getattr(entry, "__name__", "")
+        if not key.isidentifier():
+            shown_as = getattr(entry, "__qualname__", None) or repr(entry)
+            left_out.append((f"entry {index} ({shown_as})", "it has no name a row could carry it under (a lambda?)"))
+            continue
+        if key in field_names:
+            left_out.append((key, f"a field of {opts.label} has that name, and rows carry the field under it: rename the display"))
+            continue
+        if key in {column.key for column in columns}:
+            left_out.append((key, "list_display names it twice"))
+            continue
+        try:
+            label, attr = label_for_field(entry, model, model_admin, return_attr=True)
+        except (AttributeError, FieldDoesNotExist):
+            left_out.append((key, "it is not a field, a method of the ModelAdmin, or an attribute of the model (admin.E108)"))
+            continue
+        shown = attr.fget if isinstance(attr, property) else attr
+        columns.append(DisplayColumn(key, entry, str(label), bool(getattr(shown, "boolean", False))))
+    return columns, left_out
+
+
+def json_safe(value: Any) -> Any:
+    """A display's value as JSON: numbers, text and booleans as they are, dates and times in
+    ISO 8601, anything else (a related row, a Decimal, a lazy translation) as its text."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return str(value)
+
+
+class _DisplayValue:
+    """What a display column field answers for a row: the display's value, computed as the
+    changelist computes it (``lookup_field``: called with the row, or the ModelAdmin's method)."""
+
+    column: DisplayColumn
+    model_admin: ModelAdmin[Any]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        # DRF copies a serializer's declared fields for each instance, arguments and all: the
+        # ModelAdmin (and its admin site's locks) is shared, not copied.
+        return cast("Any", type(self))(self.column, self.model_admin)
+
+    def to_representation(self, obj: Any) -> Any:
+        try:
+            _field, _attr, value = lookup_field(self.column.entry, obj, self.model_admin)
+        except ObjectDoesNotExist:
+            return None  # a missing related row: the changelist's empty value
+        if self.column.boolean:
+            return None if value is None else bool(value)
+        return json_safe(value)
+
+
+class DisplayField(_DisplayValue, serializers.ReadOnlyField):  # type: ignore[misc]  # DRF ships no type information
+    """A display column of any JSON value (its schema says no type: it is the display's)."""
+
+    def __init__(self, column: DisplayColumn, model_admin: ModelAdmin[Any]) -> None:
+        self.column, self.model_admin = column, model_admin
+        super().__init__(source="*", label=column.title)
+
+
+class BooleanDisplayField(_DisplayValue, serializers.BooleanField):  # type: ignore[misc]  # DRF ships no type information
+    """A ``boolean=True`` display column: true, false, or null."""
+
+    def __init__(self, column: DisplayColumn, model_admin: ModelAdmin[Any]) -> None:
+        self.column, self.model_admin = column, model_admin
+        super().__init__(source="*", label=column.title, read_only=True, allow_null=True)
+
+
 class AdminModelMCP(ModelMCP):
     """A ``ModelMCP`` that asks a ``ModelAdmin`` for querysets, searches and permissions."""
 
     model_admin: ModelAdmin[Any]
+    #: The callable ``list_display`` entries rows carry, beside the fields it names.
+    display_columns: list[DisplayColumn]
 
     def __init__(
         self,
@@ -162,6 +265,7 @@ class AdminModelMCP(ModelMCP):
         field_names = {f.name for f in model._meta.concrete_fields}
         shown = [name for name in model_admin.list_display if isinstance(name, str) and name in field_names]
         self.fields = shown or None
+        self.display_columns, self.left_out_columns = display_columns(model_admin)
         ordering = model_admin.ordering or model._meta.ordering
         # Only field names: an expression (F("x").desc()) has no name a client could pass.
         names = tuple(o for o in ordering or () if isinstance(o, str))
@@ -172,6 +276,57 @@ class AdminModelMCP(ModelMCP):
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return self.model_admin.get_queryset(request)
+
+    def build_serializer_class(self) -> type[serializers.ModelSerializer]:
+        """The fields ``list_display`` names, and its display columns as read-only fields."""
+        base = super().build_serializer_class()
+        if not self.display_columns:
+            return base
+        declared: dict[str, Any] = {
+            column.key: (BooleanDisplayField if column.boolean else DisplayField)(column, self.model_admin)
+            for column in self.display_columns
+        }
+        fields = base.Meta.fields
+        meta_attrs = {} if fields == "__all__" else {"fields": (*fields, *declared)}
+        meta = type("Meta", (base.Meta,), meta_attrs)
+        model_admin = self.model_admin
+
+        def to_representation(serializer: Any, instance: Any) -> Any:
+            # A row just written (create, update) is read back through the ModelAdmin's
+            # queryset, so that displays find its annotations; reads come through it already.
+            request = serializer.context.get("request")
+            if request is not None and instance.pk is not None:
+                instance = model_admin.get_queryset(request).filter(pk=instance.pk).first() or instance
+            return base.to_representation(serializer, instance)
+
+        attrs = {**declared, "Meta": meta, "to_representation": to_representation, "__module__": __name__}
+        return type(base.__name__, (base,), attrs)
+
+    def field_schemas(self, *, writable: bool, output: bool = False) -> dict[str, Any]:
+        schema = super().field_schemas(writable=writable, output=output)
+        for column in self.display_columns:
+            if column.key in schema["properties"]:
+                # DRF maps a BooleanField subclass as text: a boolean display is said here. The
+                # changelist's column header is the value's title.
+                value = nullable({"type": "boolean"}) if column.boolean else schema["properties"][column.key]
+                schema["properties"][column.key] = {"title": column.title, **value}
+        return schema
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        return [*super().check(**kwargs), *self._check_display_columns()]
+
+    def _check_display_columns(self) -> list[checks.CheckMessage]:
+        """W232: a list_display column the rows leave out, and why."""
+        cls = type(self.model_admin)
+        return [
+            checks.Warning(
+                f"{cls.__qualname__}.list_display has {name}, which the rows of {self.opts.label} over MCP leave out: {why}.",
+                hint="Make it a def (an @admin.display function or a ModelAdmin method) whose name is no field of the model.",
+                obj=cls,
+                id="mcp_django.W232",
+            )
+            for name, why in self.left_out_columns
+        ]
 
     def get_search_results(self, request: HttpRequest, queryset: Any, term: str) -> Any:
         results, may_have_duplicates = self.model_admin.get_search_results(request, queryset, term)

@@ -750,3 +750,105 @@ def test_delete_selected_stays_destructive_and_closed_world() -> None:
     _, mcp_site = _sites(include_delete_selected=True)
     annotations = mcp_site.get_tool("testapp_note_delete_selected").definition()["annotations"]
     assert annotations == {"readOnlyHint": False, "destructiveHint": True, "openWorldHint": False}
+
+
+# --- callable list_display columns (issue 42) -------------------------------------------------
+
+def owner_name(obj: Note) -> str:
+    return obj.owner.get_username()
+
+
+owner_name.short_description = "Owner"  # type: ignore[attr-defined]  # the pre-@admin.display way
+
+
+def body(obj: Note) -> str:
+    """A display named like a field of the model: rows carry the field under that name."""
+    return obj.body.upper()
+
+
+class ShowcaseNoteAdmin(admin.ModelAdmin):
+    list_display = [
+        "title", "title_length", "is_high", owner_name, "get_priority_display", "checked_on", "__str__",
+        lambda obj: obj.title, body,
+    ]
+
+    def get_queryset(self, request: Any) -> Any:
+        from django.db.models.functions import Length
+
+        return super().get_queryset(request).annotate(title_len=Length("title"))
+
+    @admin.display(description="Title length", ordering="title_len")
+    def title_length(self, obj: Note) -> int:
+        return obj.title_len  # type: ignore[attr-defined]  # the queryset's annotation
+
+    @admin.display(boolean=True, description="High priority")
+    def is_high(self, obj: Note) -> bool:
+        return obj.priority == "high"
+
+    @admin.display(description="Checked on")
+    def checked_on(self, obj: Note) -> Any:
+        import datetime
+
+        return datetime.date(2026, 11, 28)
+
+
+def _showcase_site(**options: Any) -> MCPSite:
+    admin_site = admin.AdminSite(name="showcase-admin")
+    admin_site.register(Note, ShowcaseNoteAdmin)
+    mcp_site = MCPSite(name="showcase-mcp")
+    mcp_site.register_admin(admin_site, **options)
+    return mcp_site
+
+
+SHOWCASE_COLUMNS = {
+    "title_length": 5, "is_high": True, "owner_name": "ada", "get_priority_display": "High", "checked_on": "2026-11-28",
+}
+
+
+@pytest.mark.django_db
+def test_search_rows_carry_the_callable_list_display_columns_over_an_annotated_queryset() -> None:
+    mcp_site = _showcase_site()
+    ada = _user("ada", "view_note")
+    note = Note.objects.create(owner=ada, title="hello", priority="high")
+    result = mcp_site.get_tool("testapp_note_search")._call({}, _request(ada))
+    assert result["structuredContent"]["items"] == [{"id": note.pk, "title": "hello", **SHOWCASE_COLUMNS}]
+
+
+@pytest.mark.django_db
+def test_get_and_resource_rows_carry_the_callable_list_display_columns() -> None:
+    mcp_site = _showcase_site()
+    ada = _user("ada", "view_note")
+    note = Note.objects.create(owner=ada, title="hello", priority="high")
+    result = mcp_site.get_tool("testapp_note_get")._call({"pk": note.pk}, _request(ada))
+    assert result["structuredContent"] == {"id": note.pk, "title": "hello", **SHOWCASE_COLUMNS}
+    model_mcp = mcp_site.get_model_mcp(Note)
+    assert model_mcp.serialize(model_mcp.get_object(_request(ada), note.pk)) == result["structuredContent"]
+
+
+@pytest.mark.django_db
+def test_a_row_written_through_the_bridge_reads_its_display_columns_back_through_the_admin_queryset() -> None:
+    mcp_site = _showcase_site(tools=("search", "get", "update"))
+    ada = _user("ada", "view_note", "change_note")
+    note = Note.objects.create(owner=ada, title="hello")
+    result = mcp_site.get_tool("testapp_note_update")._call({"pk": note.pk, "title": "hi"}, _request(ada))
+    assert result["structuredContent"]["title_length"] == 2
+
+
+def test_the_output_schema_describes_display_columns_with_their_titles_and_booleans() -> None:
+    from jsonschema import Draft202012Validator
+
+    schema = _showcase_site().get_tool("testapp_note_get").definition()["outputSchema"]
+    properties = schema["properties"]
+    assert properties["title_length"] == {"title": "Title length"}
+    assert properties["owner_name"]["title"] == "Owner"
+    assert properties["is_high"] == {"title": "High priority", "anyOf": [{"type": "boolean"}, {"type": "null"}]}
+    Draft202012Validator(schema).validate({"id": 1, "title": "hello", **SHOWCASE_COLUMNS})
+
+
+def test_list_display_columns_the_rows_leave_out_are_w232_saying_why() -> None:
+    warnings = [e for e in _showcase_site().check() if e.id == "mcp_django.W232"]
+    assert len(warnings) == 2
+    lambda_warning, clash_warning = warnings
+    assert "entry 7 (ShowcaseNoteAdmin.<lambda>)" in lambda_warning.msg and "no name" in lambda_warning.msg
+    assert "has body," in clash_warning.msg and "a field of testapp.Note has that name" in clash_warning.msg
+    assert "__str__" not in " ".join(w.msg for w in warnings)

@@ -99,3 +99,41 @@ async def test_only_users_the_admin_site_lets_in_get_the_bridge_entries(example_
     assert tools == BRIDGED
     assert {"django://library/loan/{pk}", "django://library/member/{pk}"} <= templates
     assert not isinstance(answer, MCPError) and not answer.is_error and answer.structured_content["items"]
+
+
+# What the changelist computes per row: each member's open loans (the ModelAdmin's annotation)
+# and each loan's overdue flag, read straight from the database to compare with the bridge.
+CHANGELIST_COLUMNS = (
+    "import json; from example_site.library.models import Loan, Member, today; "
+    "print(json.dumps({"
+    "'members': {m.user.username: m.loans.filter(returned_on__isnull=True).count() for m in Member.objects.all()}, "
+    "'overdue': {l.pk: l.returned_on is None and l.due_on < today() for l in Loan.objects.all()}}))"
+)
+
+
+async def test_bridged_rows_carry_the_changelists_display_columns(example_server_django_auth: ExampleServer) -> None:
+    """MemberAdmin's ``username`` and ``open_loans`` (over its annotated queryset) and
+    LoanAdmin's boolean ``overdue`` are methods in list_display: the rows carry them, and the
+    SDK client checks them against the tools' output schemas."""
+    import json
+
+    server = example_server_django_auth
+    manage(server.env, "shell", "-v0", "-c", DESK_VOLUNTEER.format(staff=True))
+    expected = json.loads(manage(server.env, "shell", "-v0", "-c", CHANGELIST_COLUMNS))
+    async with connect_as(server, "volunteer") as client:
+        # Every page listed first: the SDK validates a result against the schema it listed.
+        tools: dict[str, Any] = {}
+        cursor = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            tools |= {tool.name: tool for tool in page.tools}
+            if (cursor := page.next_cursor) is None:
+                break
+        members = await client.call_tool("library_member_search", {"limit": 50})
+        loans = await client.call_tool("library_loan_search", {"limit": 50})
+    member_schema = tools["library_member_search"].output_schema["properties"]["items"]["items"]["properties"]
+    assert member_schema["open_loans"]["title"] == "open loans"
+    assert members.structured_content["items"] and loans.structured_content["items"]
+    assert all(item["open_loans"] == expected["members"][item["username"]] for item in members.structured_content["items"])
+    assert any(item["open_loans"] for item in members.structured_content["items"])  # the annotation, not a default
+    assert all(item["overdue"] is expected["overdue"][str(item["id"])] for item in loans.structured_content["items"])
