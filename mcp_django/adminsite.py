@@ -111,7 +111,9 @@ def answers_with_response(func: Any) -> bool:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def mcp_action(*, expose: bool = True, destructive: bool | None = None, open_world: bool | None = None) -> Callable[[F], F]:
+def mcp_action(
+    *, expose: bool = True, destructive: bool | None = None, open_world: bool | None = None
+) -> Callable[[F], F]:
     """What ``register_admin`` should know of an admin action, beside ``@admin.action``::
 
         @admin.action(description="Mark as returned")
@@ -159,7 +161,9 @@ class DisplayColumn:
     boolean: bool
 
 
-def display_columns(model_admin: ModelAdmin[Any]) -> tuple[list[DisplayColumn], list[tuple[str, str]]]:
+def display_columns(
+    model_admin: ModelAdmin[Any],
+) -> tuple[list[DisplayColumn], list[tuple[str, str]]]:
     """The callable ``list_display`` entries of ``model_admin`` that rows can carry, and those
     that they cannot, each with the reason (reported by check(), W232)."""
     model = model_admin.model
@@ -173,10 +177,12 @@ def display_columns(model_admin: ModelAdmin[Any]) -> tuple[list[DisplayColumn], 
         key = entry if isinstance(entry, str) else getattr(entry, "__name__", "")
         if not key.isidentifier():
             shown_as = getattr(entry, "__qualname__", None) or repr(entry)
-            left_out.append((f"entry {index} ({shown_as})", "it has no name a row could carry it under (a lambda?)"))
+            why = "it has no name a row could carry it under (a lambda?)"
+            left_out.append((f"entry {index} ({shown_as})", why))
             continue
         if key in field_names:
-            left_out.append((key, f"a field of {opts.label} has that name, and rows carry the field under it: rename the display"))
+            why = f"a field of {opts.label} has that name, and rows carry the field under it"
+            left_out.append((key, why))
             continue
         if key in {column.key for column in columns}:
             left_out.append((key, "list_display names it twice"))
@@ -184,10 +190,13 @@ def display_columns(model_admin: ModelAdmin[Any]) -> tuple[list[DisplayColumn], 
         try:
             label, attr = label_for_field(entry, model, model_admin, return_attr=True)
         except (AttributeError, FieldDoesNotExist):
-            left_out.append((key, "it is not a field, a method of the ModelAdmin, or an attribute of the model (admin.E108)"))
+            why = "it is no field, ModelAdmin method or model attribute (admin.E108)"
+            left_out.append((key, why))
             continue
         shown = attr.fget if isinstance(attr, property) else attr
-        columns.append(DisplayColumn(key, entry, str(label), bool(getattr(shown, "boolean", False))))
+        columns.append(
+            DisplayColumn(key, entry, str(label), bool(getattr(shown, "boolean", False)))
+        )
     return columns, left_out
 
 
@@ -225,7 +234,8 @@ class _DisplayValue:
         return json_safe(value)
 
 
-class DisplayField(_DisplayValue, serializers.ReadOnlyField):  # type: ignore[misc]  # DRF ships no type information
+# DRF ships no type information: hence the ignores on the two classes below.
+class DisplayField(_DisplayValue, serializers.ReadOnlyField):  # type: ignore[misc]
     """A display column of any JSON value (its schema says no type: it is the display's)."""
 
     def __init__(self, column: DisplayColumn, model_admin: ModelAdmin[Any]) -> None:
@@ -233,7 +243,7 @@ class DisplayField(_DisplayValue, serializers.ReadOnlyField):  # type: ignore[mi
         super().__init__(source="*", label=column.title)
 
 
-class BooleanDisplayField(_DisplayValue, serializers.BooleanField):  # type: ignore[misc]  # DRF ships no type information
+class BooleanDisplayField(_DisplayValue, serializers.BooleanField):  # type: ignore[misc]
     """A ``boolean=True`` display column: true, false, or null."""
 
     def __init__(self, column: DisplayColumn, model_admin: ModelAdmin[Any]) -> None:
@@ -283,7 +293,9 @@ class AdminModelMCP(ModelMCP):
         if not self.display_columns:
             return base
         declared: dict[str, Any] = {
-            column.key: (BooleanDisplayField if column.boolean else DisplayField)(column, self.model_admin)
+            column.key: (BooleanDisplayField if column.boolean else DisplayField)(
+                column, self.model_admin
+            )
             for column in self.display_columns
         }
         fields = base.Meta.fields
@@ -296,10 +308,17 @@ class AdminModelMCP(ModelMCP):
             # queryset, so that displays find its annotations; reads come through it already.
             request = serializer.context.get("request")
             if request is not None and instance.pk is not None:
-                instance = model_admin.get_queryset(request).filter(pk=instance.pk).first() or instance
+                instance = (
+                    model_admin.get_queryset(request).filter(pk=instance.pk).first() or instance
+                )
             return base.to_representation(serializer, instance)
 
-        attrs = {**declared, "Meta": meta, "to_representation": to_representation, "__module__": __name__}
+        attrs = {
+            **declared,
+            "Meta": meta,
+            "to_representation": to_representation,
+            "__module__": __name__,
+        }
         return type(base.__name__, (base,), attrs)
 
     def field_schemas(self, *, writable: bool, output: bool = False) -> dict[str, Any]:
@@ -308,7 +327,11 @@ class AdminModelMCP(ModelMCP):
             if column.key in schema["properties"]:
                 # DRF maps a BooleanField subclass as text: a boolean display is said here. The
                 # changelist's column header is the value's title.
-                value = nullable({"type": "boolean"}) if column.boolean else schema["properties"][column.key]
+                value = (
+                    nullable({"type": "boolean"})
+                    if column.boolean
+                    else schema["properties"][column.key]
+                )
                 schema["properties"][column.key] = {"title": column.title, **value}
         return schema
 
@@ -320,8 +343,10 @@ class AdminModelMCP(ModelMCP):
         cls = type(self.model_admin)
         return [
             checks.Warning(
-                f"{cls.__qualname__}.list_display has {name}, which the rows of {self.opts.label} over MCP leave out: {why}.",
-                hint="Make it a def (an @admin.display function or a ModelAdmin method) whose name is no field of the model.",
+                f"{cls.__qualname__}.list_display has {name}, which the rows of "
+                f"{self.opts.label} over MCP leave out: {why}.",
+                hint="Make it a def (an @admin.display function or a ModelAdmin method) "
+                "whose name is no field of the model.",
                 obj=cls,
                 id="mcp_django.W232",
             )
@@ -355,7 +380,10 @@ def action_annotations(action_name: str, func: Any) -> dict[str, Any]:
     if action_name == "delete_selected":
         # Ours (_delete_selected_without_confirmation): it deletes rows, and touches nothing else.
         return {"readOnlyHint": False, "destructiveHint": True, "openWorldHint": False}
-    annotations: dict[str, Any] = {"readOnlyHint": False, "destructiveHint": getattr(func, "mcp_destructive", True) is not False}
+    annotations: dict[str, Any] = {
+        "readOnlyHint": False,
+        "destructiveHint": getattr(func, "mcp_destructive", True) is not False,
+    }
     open_world = getattr(func, "mcp_open_world", None)
     if isinstance(open_world, bool):
         annotations["openWorldHint"] = open_world
@@ -435,13 +463,19 @@ class AdminActionTool(ToolEntry):
         queryset = self.model_admin.get_queryset(request).filter(pk__in=pks)
         if self.rows != "model_mcp":
             return queryset
-        model_mcp = self.site._registry.get(self.model_admin.model) if self.site is not None else None
+        model_mcp = (
+            self.site._registry.get(self.model_admin.model) if self.site is not None else None
+        )
         if not isinstance(model_mcp, ModelMCP):
             return queryset.none()  # unregistered since: no ModelMCP lets anyone see a row
         if not model_mcp.has_read_scopes(request) or not model_mcp.has_view_permission(request):
             return queryset.none()
         # As the ModelMCP's get tool reads one row: its queryset, then the per-row permission.
-        visible = [obj.pk for obj in model_mcp.get_queryset(request).filter(pk__in=pks) if model_mcp.has_view_permission(request, obj)]
+        visible = [
+            obj.pk
+            for obj in model_mcp.get_queryset(request).filter(pk__in=pks)
+            if model_mcp.has_view_permission(request, obj)
+        ]
         return queryset.filter(pk__in=visible)
 
     async def check_arguments(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
@@ -516,7 +550,8 @@ def admin_actions(
         if name == "delete_selected":
             text = f"Delete selected {model_admin.model._meta.verbose_name_plural}"
             func = _delete_selected_without_confirmation
-        tools.append(AdminActionTool(model_admin, name, func, text, scopes, task_actions.support(name), rows, site))
+        support = task_actions.support(name)
+        tools.append(AdminActionTool(model_admin, name, func, text, scopes, support, rows, site))
     return tools, skipped
 
 
@@ -545,17 +580,22 @@ def check_action_choices(model_admin: ModelAdmin[Any]) -> list[CheckMessage]:
     if not valid_action_names(chosen):
         return [
             checks.Error(
-                f"{cls.__qualname__}.mcp_actions is {chosen!r}, not a list of action names: none of its actions is exposed over MCP.",
-                hint='A list or tuple of the names of its actions, e.g. mcp_actions = ["mark_returned"] (or None for all).',
+                f"{cls.__qualname__}.mcp_actions is {chosen!r}, not a list of action names: "
+                "none of its actions is exposed over MCP.",
+                hint="A list or tuple of the names of its actions, e.g. "
+                'mcp_actions = ["mark_returned"] (or None for all).',
                 obj=cls,
                 id="mcp_django.E230",
             )
         ]
-    offered = {action_parts(action)[1] for action in model_admin._get_base_actions()}  # type: ignore[attr-defined]
+    # The changelist's own list of actions (private; no public equivalent).
+    base_actions = model_admin._get_base_actions()  # type: ignore[attr-defined]
+    offered = {action_parts(action)[1] for action in base_actions}
     return [
         checks.Warning(
             f"{cls.__qualname__}.mcp_actions names {name!r}, which is not one of its actions.",
-            hint="Use the names of the actions the ModelAdmin offers: its actions and the admin site's (AdminSite.add_action).",
+            hint="Use the names of the actions the ModelAdmin offers: its actions and "
+            "the admin site's (AdminSite.add_action).",
             obj=cls,
             id="mcp_django.W231",
         )
@@ -567,7 +607,9 @@ def check_action_choices(model_admin: ModelAdmin[Any]) -> list[CheckMessage]:
 def action_parts(action: Any) -> tuple[Any, str, Any]:
     """``(func, name, description)`` of an entry of ``ModelAdmin._get_base_actions()``: Django
     6.1 gives Action objects (unpacking one is deprecated), older versions tuples."""
-    return (action.func, action.name, action.description) if hasattr(action, "func") else tuple(action)
+    return (
+        (action.func, action.name, action.description) if hasattr(action, "func") else tuple(action)
+    )
 
 
 def _delete_selected_without_confirmation(model_admin: ModelAdmin[Any], request: HttpRequest, queryset: Any) -> None:
@@ -638,7 +680,8 @@ class AdminBridge:
     ) -> None:
         if action_rows not in ACTION_ROWS:
             raise ImproperlyConfigured(
-                f"register_admin(action_rows=...) takes {' or '.join(map(repr, ACTION_ROWS))}, not {action_rows!r}."
+                f"register_admin(action_rows=...) takes "
+                f"{' or '.join(map(repr, ACTION_ROWS))}, not {action_rows!r}."
             )
         self.admin_site = admin_site
         self.action_rows = action_rows
@@ -703,7 +746,11 @@ class AdminBridge:
 def audience_hooks(model_mcp: ModelMCP[Any]) -> list[str]:
     """The hooks and options by which ``model_mcp`` chooses its own audience (who sees which
     rows) rather than the default one: what an admin action's rows may disagree with."""
-    hooks = [name for name in AUDIENCE_HOOKS if getattr(type(model_mcp), name) is not getattr(ModelMCP, name)]
+    hooks = [
+        name
+        for name in AUDIENCE_HOOKS
+        if getattr(type(model_mcp), name) is not getattr(ModelMCP, name)
+    ]
     return [*hooks, "read_scopes"] if model_mcp.read_scopes else hooks
 
 

@@ -225,6 +225,12 @@ class MCPSite:
         ``ModelAdmin.get_queryset`` rows, as the admin's changelist does; ``"model_mcp"`` only
         those of them that the model's ``ModelMCP`` on this site lets the user see (for a model
         also registered with a ModelMCP of its own). Other keys answer as keys that do not exist.
+
+        A ModelAdmin's ``mcp_actions`` (a list of action names) chooses which of its actions are
+        exposed; ``@mcp_action(expose=False)`` leaves an action function out everywhere, and
+        ``@mcp_action(destructive=False, open_world=False)`` says what its tool may be announced
+        as (an action is ``destructiveHint: true`` otherwise). Rows carry the ModelAdmin's
+        ``list_display`` columns, computed ones included.
         """
         bridge = AdminBridge(
             admin_site, model_labels(models), tuple(tools), actions, include_delete_selected, tuple(read_scopes), tuple(write_scopes),
@@ -278,8 +284,12 @@ class MCPSite:
                         self._connect_signals(model)
                     if bridge.actions:
                         exposed, skipped = admin_actions(
-                            model_admin, bridge.include_delete_selected, bridge.write_scopes, bridge.task_actions,
-                            bridge.action_rows, self,
+                            model_admin,
+                            bridge.include_delete_selected,
+                            bridge.write_scopes,
+                            bridge.task_actions,
+                            bridge.action_rows,
+                            self,
                         )
                         for tool in exposed:
                             # Raising here would break every lookup: reported by check() (E120).
@@ -833,25 +843,33 @@ class MCPSite:
             errors.append(Error(f"Two tools are named {name!r} on {self!r}.", hint="Rename one; tool names must be unique.", id="mcp_django.E105"))
         return errors
 
-
     def _check_action_rows(self, bridge: AdminBridge) -> list[Any]:
         """W230: a model whose admin actions act on the ModelAdmin's rows while its own ModelMCP
         chooses who sees which rows: the action could act on a row the ModelMCP hides."""
         if bridge.action_rows == "model_mcp":
             return []
         warnings: list[Any] = []
-        acted_on = {t.model_admin.model for t in self._of(AdminActionTool) if t in bridge.tools_exposed}
+        acted_on = {
+            t.model_admin.model for t in self._of(AdminActionTool) if t in bridge.tools_exposed
+        }
         for model in sorted(acted_on, key=lambda m: m._meta.label_lower):
             model_mcp = self._entries.get(model)
-            hooks = audience_hooks(model_mcp) if isinstance(model_mcp, ModelMCP) and not isinstance(model_mcp, AdminModelMCP) else []
+            hooks = (
+                audience_hooks(model_mcp)
+                if isinstance(model_mcp, ModelMCP) and not isinstance(model_mcp, AdminModelMCP)
+                else []
+            )
             if hooks:
                 warnings.append(
                     CheckWarning(
-                        f"{model._meta.label} is exposed by {type(model_mcp).__name__}, which chooses its rows ({', '.join(hooks)}), "
-                        f"and its admin actions from {bridge.admin_site!r} act on the rows of the ModelAdmin's get_queryset(): "
-                        "an action may act on a row the ModelMCP does not let the user see.",
-                        hint='Pass register_admin(..., action_rows="model_mcp") so that actions act only on the rows the ModelMCP '
-                        "lets the user see, or silence mcp_django.W230 if the admin's rows are meant.",
+                        f"{model._meta.label} is exposed by {type(model_mcp).__name__}, which "
+                        f"chooses its rows ({', '.join(hooks)}), and its admin actions from "
+                        f"{bridge.admin_site!r} act on the rows of the ModelAdmin's "
+                        "get_queryset(): an action may act on a row the ModelMCP does not let "
+                        "the user see.",
+                        hint='Pass register_admin(..., action_rows="model_mcp") so that actions '
+                        "act only on the rows the ModelMCP lets the user see, or silence "
+                        "mcp_django.W230 if the admin's rows are meant.",
                         obj=type(model_mcp),
                         id="mcp_django.W230",
                     )

@@ -543,6 +543,7 @@ def test_the_same_model_and_action_on_two_bridged_admin_sites_is_e120_naming_the
 
 # --- which rows an admin action acts on (issue 42) -----------------------------------------
 
+
 class OpenNoteAdmin(NoteAdmin):
     """The admin lets staff act on every note (no get_queryset of its own)."""
 
@@ -571,7 +572,9 @@ def test_an_admin_action_acts_on_the_model_admin_rows_by_default() -> None:
     mcp_site = _owner_only_site()
     editor = _user("editor", "view_note", "change_note")
     theirs = Note.objects.create(owner=_user("owner"), title="theirs")
-    result = mcp_site.get_tool("testapp_note_make_high")._call({"pks": [theirs.pk]}, _request(editor))
+    result = mcp_site.get_tool("testapp_note_make_high")._call(
+        {"pks": [theirs.pk]}, _request(editor)
+    )
     assert result["structuredContent"]["affected"] == 1
 
 
@@ -603,7 +606,9 @@ def test_action_rows_takes_admin_or_model_mcp_only() -> None:
     from django.core.exceptions import ImproperlyConfigured
 
     with pytest.raises(ImproperlyConfigured, match="action_rows"):
-        MCPSite(name="rows-mcp").register_admin(admin.AdminSite(name="rows-admin"), action_rows="modelmcp")
+        MCPSite(name="rows-mcp").register_admin(
+            admin.AdminSite(name="rows-admin"), action_rows="modelmcp"
+        )
 
 
 def test_actions_on_admin_rows_of_a_model_whose_model_mcp_chooses_its_rows_is_w230() -> None:
@@ -612,10 +617,12 @@ def test_actions_on_admin_rows_of_a_model_whose_model_mcp_chooses_its_rows_is_w2
     assert "get_queryset" in warnings[0].msg and 'action_rows="model_mcp"' in warnings[0].hint
 
 
-def test_w230_is_quiet_when_the_actions_follow_the_model_mcp_or_the_model_mcp_keeps_the_defaults() -> None:
+def test_w230_is_quiet_when_actions_follow_the_model_mcp_or_it_keeps_the_defaults() -> None:
     from mcp_django.options import ModelMCP
 
-    assert not [e for e in _owner_only_site(action_rows="model_mcp").check() if e.id == "mcp_django.W230"]
+    assert not [
+        e for e in _owner_only_site(action_rows="model_mcp").check() if e.id == "mcp_django.W230"
+    ]
     admin_site = admin.AdminSite(name="plain-notes-admin")
     admin_site.register(Note, OpenNoteAdmin)
     mcp_site = MCPSite(name="plain-notes-mcp")
@@ -625,6 +632,7 @@ def test_w230_is_quiet_when_the_actions_follow_the_model_mcp_or_the_model_mcp_ke
 
 
 # --- choosing the actions of a ModelAdmin (issue 42) ----------------------------------------
+
 
 def _one_admin_site(model_admin_class: type[admin.ModelAdmin], **options: Any) -> MCPSite:
     admin_site = admin.AdminSite(name="choice-admin")
@@ -694,10 +702,13 @@ def test_mcp_actions_that_is_not_a_list_of_names_is_e230_and_exposes_no_action()
 
     mcp_site = _one_admin_site(StringAdmin)
     assert mcp_site.get_tool("testapp_note_make_high") is None
-    assert [e.id for e in mcp_site.check() if e.id.startswith("mcp_django.E23")] == ["mcp_django.E230"]
+    assert [e.id for e in mcp_site.check() if e.id.startswith("mcp_django.E23")] == [
+        "mcp_django.E230"
+    ]
 
 
 # --- what an admin action tool claims about itself (issue 42) ------------------------------
+
 
 def test_an_admin_action_is_announced_destructive_with_no_open_world_claim_by_default() -> None:
     _, mcp_site = _sites()
@@ -723,10 +734,14 @@ def test_an_admin_action_declared_with_mcp_action_is_announced_as_declared() -> 
 
     mcp_site = _one_admin_site(DeclaredAdmin)
     assert mcp_site.get_tool("testapp_note_make_high").definition()["annotations"] == {
-        "readOnlyHint": False, "destructiveHint": False, "openWorldHint": False,
+        "readOnlyHint": False,
+        "destructiveHint": False,
+        "openWorldHint": False,
     }
     assert mcp_site.get_tool("testapp_note_notify").definition()["annotations"] == {
-        "readOnlyHint": False, "destructiveHint": True, "openWorldHint": True,
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "openWorldHint": True,
     }
 
 
@@ -742,7 +757,9 @@ def test_a_plain_attribute_on_the_action_function_declares_it_too() -> None:
     mcp_site = MCPSite(name="attr-mcp")
     mcp_site.register_admin(admin_site)
     assert mcp_site.get_tool("testapp_note_archive").definition()["annotations"] == {
-        "readOnlyHint": False, "destructiveHint": False, "openWorldHint": True,
+        "readOnlyHint": False,
+        "destructiveHint": False,
+        "openWorldHint": True,
     }
 
 
@@ -753,6 +770,7 @@ def test_delete_selected_stays_destructive_and_closed_world() -> None:
 
 
 # --- callable list_display columns (issue 42) -------------------------------------------------
+
 
 def owner_name(obj: Note) -> str:
     return obj.owner.get_username()
@@ -768,8 +786,15 @@ def body(obj: Note) -> str:
 
 class ShowcaseNoteAdmin(admin.ModelAdmin):
     list_display = [
-        "title", "title_length", "is_high", owner_name, "get_priority_display", "checked_on", "__str__",
-        lambda obj: obj.title, body,
+        "title",
+        "title_length",
+        "is_high",
+        owner_name,
+        "get_priority_display",
+        "checked_on",
+        "__str__",
+        lambda obj: obj.title,
+        body,
     ]
 
     def get_queryset(self, request: Any) -> Any:
@@ -801,7 +826,11 @@ def _showcase_site(**options: Any) -> MCPSite:
 
 
 SHOWCASE_COLUMNS = {
-    "title_length": 5, "is_high": True, "owner_name": "ada", "get_priority_display": "High", "checked_on": "2026-11-28",
+    "title_length": 5,
+    "is_high": True,
+    "owner_name": "ada",
+    "get_priority_display": "High",
+    "checked_on": "2026-11-28",
 }
 
 
@@ -811,7 +840,9 @@ def test_search_rows_carry_the_callable_list_display_columns_over_an_annotated_q
     ada = _user("ada", "view_note")
     note = Note.objects.create(owner=ada, title="hello", priority="high")
     result = mcp_site.get_tool("testapp_note_search")._call({}, _request(ada))
-    assert result["structuredContent"]["items"] == [{"id": note.pk, "title": "hello", **SHOWCASE_COLUMNS}]
+    assert result["structuredContent"]["items"] == [
+        {"id": note.pk, "title": "hello", **SHOWCASE_COLUMNS}
+    ]
 
 
 @pytest.mark.django_db
@@ -822,15 +853,20 @@ def test_get_and_resource_rows_carry_the_callable_list_display_columns() -> None
     result = mcp_site.get_tool("testapp_note_get")._call({"pk": note.pk}, _request(ada))
     assert result["structuredContent"] == {"id": note.pk, "title": "hello", **SHOWCASE_COLUMNS}
     model_mcp = mcp_site.get_model_mcp(Note)
-    assert model_mcp.serialize(model_mcp.get_object(_request(ada), note.pk)) == result["structuredContent"]
+    assert (
+        model_mcp.serialize(model_mcp.get_object(_request(ada), note.pk))
+        == result["structuredContent"]
+    )
 
 
 @pytest.mark.django_db
-def test_a_row_written_through_the_bridge_reads_its_display_columns_back_through_the_admin_queryset() -> None:
+def test_a_row_written_through_the_bridge_is_read_back_through_the_admin_queryset() -> None:
     mcp_site = _showcase_site(tools=("search", "get", "update"))
     ada = _user("ada", "view_note", "change_note")
     note = Note.objects.create(owner=ada, title="hello")
-    result = mcp_site.get_tool("testapp_note_update")._call({"pk": note.pk, "title": "hi"}, _request(ada))
+    result = mcp_site.get_tool("testapp_note_update")._call(
+        {"pk": note.pk, "title": "hi"}, _request(ada)
+    )
     assert result["structuredContent"]["title_length"] == 2
 
 
@@ -841,7 +877,10 @@ def test_the_output_schema_describes_display_columns_with_their_titles_and_boole
     properties = schema["properties"]
     assert properties["title_length"] == {"title": "Title length"}
     assert properties["owner_name"]["title"] == "Owner"
-    assert properties["is_high"] == {"title": "High priority", "anyOf": [{"type": "boolean"}, {"type": "null"}]}
+    assert properties["is_high"] == {
+        "title": "High priority",
+        "anyOf": [{"type": "boolean"}, {"type": "null"}],
+    }
     Draft202012Validator(schema).validate({"id": 1, "title": "hello", **SHOWCASE_COLUMNS})
 
 
@@ -849,6 +888,12 @@ def test_list_display_columns_the_rows_leave_out_are_w232_saying_why() -> None:
     warnings = [e for e in _showcase_site().check() if e.id == "mcp_django.W232"]
     assert len(warnings) == 2
     lambda_warning, clash_warning = warnings
-    assert "entry 7 (ShowcaseNoteAdmin.<lambda>)" in lambda_warning.msg and "no name" in lambda_warning.msg
-    assert "has body," in clash_warning.msg and "a field of testapp.Note has that name" in clash_warning.msg
+    assert (
+        "entry 7 (ShowcaseNoteAdmin.<lambda>)" in lambda_warning.msg
+        and "no name" in lambda_warning.msg
+    )
+    assert (
+        "has body," in clash_warning.msg
+        and "a field of testapp.Note has that name" in clash_warning.msg
+    )
     assert "__str__" not in " ".join(w.msg for w in warnings)

@@ -424,8 +424,11 @@ class BookMCP(ModelMCP):
 
 
 # Loans and members are the admin's business: expose them as the admin sees them, with the
-# ModelAdmin's querysets, permissions and actions (mark returned, renew, add a copy).
-site.register_admin(admin.site, models=[Loan, Member, Book], write_scopes=tuple(WRITE))
+# ModelAdmin's querysets, permissions and actions (mark returned, renew, add a copy). Book has
+# its own BookMCP: action_rows="model_mcp" keeps add_copy to the books BookMCP shows the user too.
+site.register_admin(
+    admin.site, models=[Loan, Member, Book], write_scopes=tuple(WRITE), action_rows="model_mcp"
+)
 
 
 # -- prompts ----------------------------------------------------------------------------------
