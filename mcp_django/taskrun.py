@@ -44,7 +44,7 @@ from . import audit, taskstore, tracing
 from .conf import mcp_settings
 from .context import Context
 from .entries import TASK_SUPPORT as TASK_SUPPORT  # its values, kept importable from here
-from .entries import Access, ToolEntry, gate
+from .entries import Access, ToolEntry, agate, gate
 from .models import Task
 from .notifications import tell_listeners
 from .protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsError, MCPError, MissingRequiredClientCapabilityError, QuotaExceededError
@@ -65,6 +65,10 @@ WORKER_TASK: Final = "mcp_django.task_worker.run_mcp_task"
 WORKER_NAME: Final = f"{socket.gethostname()}:{os.getpid()}"
 
 Status = Task.Status
+
+#: The error of a task whose authorization ended: its user was deactivated, or no live OAuth
+#: token of its user and client holds its scopes any more (revoked, expired, narrowed).
+REVOKED: Final = {"code": INTERNAL_ERROR, "message": "authorization revoked"}
 
 
 def required_capability() -> dict[str, Any]:
@@ -310,6 +314,8 @@ class Runner:
         self.user_id: Any = None
         #: The task's status when this run ended it or saw it ended ("" until then).
         self.status = ""
+        #: The row as claimed: what its authorization is checked against at each heartbeat.
+        self.claimed: Task | None = None
 
     async def changed(self) -> None:
         await announce(self.task_id, self.user_id)
@@ -359,6 +365,7 @@ class Runner:
                 await slot.release()
 
     async def _claimed(self, task: Task) -> None:
+        self.claimed = task
         prepared = await sync_to_async(self._prepare)(task)
         if isinstance(prepared, dict):
             await self.end(Status.FAILED, error=prepared)
@@ -368,14 +375,18 @@ class Runner:
 
     def _prepare(self, task: Task) -> tuple[ToolEntry, Context, dict[str, Any]] | dict[str, Any]:
         """The tool, its Context and its arguments, as the request had them; or the error that
-        fails the task (a user gone or deactivated, a tool gone or no longer allowed)."""
+        fails the task (its authorization ended, a tool gone or no longer allowed)."""
+        # Before anything of the tool runs: a token revoked while the task was queued must
+        # not reach its write.
+        if not taskstore.authorized(task):
+            return dict(REVOKED)
         payload = taskstore.unseal(task.payload)
         request = HttpRequest()
         request.user = AnonymousUser()
         if task.user_id is not None:
             user = get_user_model()._default_manager.filter(pk=task.user_id).first()
-            if user is None or not user.is_active:
-                return {"code": INTERNAL_ERROR, "message": "The user who started this task is no longer active"}
+            if user is None:
+                return dict(REVOKED)  # deleted since the check
             request.user = user
         if task.scopes is not None:
             request.auth_scopes = frozenset(task.scopes)  # type: ignore[attr-defined]
@@ -409,6 +420,10 @@ class Runner:
                     return False
                 await asyncio.sleep(mcp_settings.task_poll_interval_ms / 1000)
 
+    async def _still_authorized(self) -> bool:
+        """Whether the claimed task's user and token still allow it to run (at each heartbeat)."""
+        return self.claimed is None or await sync_to_async(taskstore.authorized)(self.claimed)
+
     async def _supervise(self, tool: ToolEntry, ctx: Context, arguments: dict[str, Any]) -> None:
         rounds = ctx._rounds
         assert isinstance(rounds, InputRounds)
@@ -432,6 +447,11 @@ class Runner:
                 self.status = state or ""
                 work.cancel()  # cancelled (tasks/cancel, the admin) or failed by a sweep
                 await asyncio.gather(work, return_exceptions=True)
+                return
+            if touch and not await self._still_authorized():
+                work.cancel()  # its token was revoked or its user deactivated while it ran
+                await asyncio.gather(work, return_exceptions=True)
+                await self.end(Status.FAILED, error=dict(REVOKED))
                 return
         try:
             result = work.result()

@@ -12,12 +12,14 @@ from datetime import timedelta
 from typing import Any, Literal
 
 import orjson
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from . import crypto
+from .auth.oauth import holds_live_token
 from .conf import mcp_settings
 from .models import Task
 
@@ -199,6 +201,20 @@ def cancel(task_id: str) -> bool:
 
 
 # -- the running side ----------------------------------------------------------------------
+
+
+def authorized(task: Task) -> bool:
+    """Whether ``task`` may still run: its user is active and, when an OAuth token made it, a
+    live token of that user and client still holds the scopes it was made with (a revoked
+    token is gone, a refreshed one is replaced). A task made without a client (Django
+    session, stdio) is bound to its user alone. One query; the runner asks at its claim and
+    at each heartbeat."""
+    if task.user_id is None:
+        return True  # an anonymous caller: nothing was granted that could be taken back
+    if task.client_id:
+        return holds_live_token(task.user_id, task.client_id, task.scopes or ())
+    user = get_user_model()._default_manager.filter(pk=task.user_id).first()
+    return user is not None and user.is_active
 
 
 def claim(task_id: str, worker: str) -> Task | None:

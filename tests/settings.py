@@ -45,3 +45,16 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CHANNEL_LAYERS = {"default": {"BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer"}}
 MCP_DJANGO = {"AUTHENTICATION": "none", "SERVER_NAME": "mcp-django-tests"}
 SILENCED_SYSTEM_CHECKS = ["mcp_django.W002"]
+# Django's task framework (the django-tasks backport on Django 5.2): its default, and "queued",
+# which keeps what is enqueued and runs nothing, so that a test runs a durable task itself, as
+# a worker would, after changing what the task may do (tests/test_tasks_security.py).
+try:
+    import django.tasks  # noqa: F401  (Django 6.0+)
+
+    _TASK_BACKENDS = "django.tasks.backends"
+except ImportError:
+    _TASK_BACKENDS = "django_tasks.backends"
+TASKS = {
+    "default": {"BACKEND": f"{_TASK_BACKENDS}.immediate.ImmediateBackend"},
+    "queued": {"BACKEND": f"{_TASK_BACKENDS}.dummy.DummyBackend"},
+}

@@ -1,10 +1,13 @@
 """A task belongs to the user, and the OAuth client, that made it: anyone else's tasks/get,
 tasks/update and tasks/cancel of its id answer -32602 exactly as for an unknown id, and leave
-the task as it was (docs/howto/tasks.md, "Who sees a task")."""
+the task as it was (docs/howto/tasks.md, "Who sees a task"). It runs only while its user is
+active and, made with an OAuth token, while a live token of that user and client holds its
+scopes; tasks/update needs the tool's scopes, as a tools/call does."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -13,6 +16,7 @@ from typing import Any
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
@@ -30,6 +34,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 RESOURCE = "https://mcp.example.com/mcp"
 GO_ON = {"go_on": {"action": "accept", "content": {"go": True}}}
+READ_WRITE = "notes:read notes:write"
+
+#: The writes the test site's tools made, and what its holding tool saw.
+written: list[str] = []
+holding: dict[str, str] = {}
 
 
 def _site() -> MCPSite:
@@ -41,12 +50,39 @@ def _site() -> MCPSite:
         answer = await ctx.elicit("Go on?", {"type": "object", "properties": {"go": {"type": "boolean"}}}, key="go_on")
         return "went on" if answer.action == "accept" else "stopped"
 
+    @mcp.tool(name="write_note", task="optional", scopes=["notes:write"])
+    def write_note(text: str) -> str:
+        """Write at once: the write a revoked token must never reach."""
+        written.append(text)
+        return "written"
+
+    @mcp.tool(name="confirm_write", task="optional", scopes=["notes:write"])
+    async def confirm_write(ctx: Context, text: str) -> str:
+        """Ask, then write: the answer (tasks/update) is what lets the write happen."""
+        answer = await ctx.elicit("Write it?", {"type": "object", "properties": {"go": {"type": "boolean"}}}, key="confirm")
+        if answer.action == "accept":
+            written.append(text)
+        return "done"
+
+    @mcp.tool(name="hold_write", task="optional", scopes=["notes:write"])
+    async def hold_write() -> str:
+        """Run until cancelled, saying so."""
+        holding["state"] = "running"
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            holding["state"] = "cancelled"
+            raise
+        return "never"
+
     return mcp
 
 
 @pytest.fixture
-def site() -> MCPSite:
-    return _site()
+def site() -> Iterator[MCPSite]:
+    written.clear()
+    holding.clear()
+    yield _site()
 
 
 @pytest.fixture
@@ -55,9 +91,15 @@ def django_auth() -> Iterator[None]:
         yield
 
 
+def oauth_settings(**extra: Any) -> override_settings:
+    return override_settings(
+        MCP_DJANGO={**BASE_SETTINGS, "AUTHENTICATION": "oauth", "RESOURCE_URL": RESOURCE, "SCOPES_SUPPORTED": ["notes:read"], **extra}
+    )
+
+
 @pytest.fixture
 def oauth() -> Iterator[None]:
-    with override_settings(MCP_DJANGO={**BASE_SETTINGS, "AUTHENTICATION": "oauth", "RESOURCE_URL": RESOURCE, "SCOPES_SUPPORTED": ["notes:read"]}):
+    with oauth_settings():
         yield
 
 
@@ -146,7 +188,7 @@ async def test_another_users_task_id_is_an_unknown_id(site: MCPSite, cleanup: li
 
 
 @sync_to_async
-def _tokens(username: str, *clients: str) -> tuple[str, ...]:
+def _tokens(username: str, *clients: str, scope: str = "notes:read") -> tuple[str, ...]:
     user = make_user(username)
     raws = []
     for name in clients:
@@ -155,7 +197,7 @@ def _tokens(username: str, *clients: str) -> tuple[str, ...]:
         )
         raw = secrets.token_urlsafe(30)
         AccessToken.objects.create(
-            user=user, application=app, token=raw, scope="notes:read", expires=timezone.now() + timedelta(hours=1), resource=[RESOURCE]
+            user=user, application=app, token=raw, scope=scope, expires=timezone.now() + timedelta(hours=1), resource=[RESOURCE]
         )
         raws.append(raw)
     return tuple(raws)
@@ -174,3 +216,122 @@ async def test_the_same_users_other_oauth_client_cannot_reach_the_task(site: MCP
     # Another token of the same client is the same client: it sees the task.
     assert (await result(client(same_client), "tasks/get", {"taskId": task_id}))["status"] == "input_required"
     await assert_unreachable(client(other_client), owner, task_id)
+
+
+def token_client(site: MCPSite, raw: str) -> MCPTestClient:
+    return MCPTestClient(MCPConsumer.as_asgi(site=site), headers={"authorization": f"Bearer {raw}"})
+
+
+@sync_to_async
+def revoke(raw: str) -> None:
+    """Revoke a token as DOT's revocation endpoint does (the row is deleted)."""
+    AccessToken.objects.get(token_checksum=hashlib.sha256(raw.encode()).hexdigest()).revoke()
+
+
+async def narrow(raw: str, scope: str) -> None:
+    """Give a token fewer scopes, as a refresh asking for less does."""
+    await AccessToken.objects.filter(token_checksum=hashlib.sha256(raw.encode()).hexdigest()).aupdate(scope=scope)
+
+
+async def queued_task(client: MCPTestClient, name: str, arguments: dict[str, Any]) -> str:
+    """Call a task tool with the TASKS alias "queued" as the backend (tests/settings.py): the
+    row is written and enqueued, and nothing runs it until the test does."""
+    with with_mcp(TASKS_BACKEND="queued"):
+        created = await result(client, "tools/call", {"name": name, "arguments": arguments})
+    assert created["resultType"] == "task" and created["status"] == "working", created
+    return str(created["taskId"])
+
+
+def with_mcp(**extra: Any) -> override_settings:
+    """The MCP_DJANGO in force, with ``extra`` keys."""
+    return override_settings(MCP_DJANGO={**settings.MCP_DJANGO, **extra})
+
+
+async def run_as_a_worker(site: MCPSite, task_id: str) -> Task:
+    """Run the task from its row as a worker's job would, to its end; the row then."""
+    await asyncio.wait_for(taskrun.Runner(site, task_id).run(), 10)
+    return await Task.objects.aget(pk=task_id)
+
+
+@pytest.mark.usefixtures("oauth")
+async def test_a_task_whose_token_was_revoked_before_a_worker_claimed_it_fails_without_writing(site: MCPSite) -> None:
+    (raw,) = await _tokens("dave", "desktop app", scope=READ_WRITE)
+    task_id = await queued_task(token_client(site, raw), "write_note", {"text": "secret plan"})
+
+    await revoke(raw)
+    ended = await run_as_a_worker(site, task_id)
+
+    assert written == []
+    assert ended.status == Task.Status.FAILED
+    assert ended.error is not None and ended.error["message"] == "authorization revoked"
+
+
+@pytest.mark.usefixtures("oauth")
+async def test_a_task_runs_while_another_live_token_of_its_client_holds_its_scopes(site: MCPSite) -> None:
+    made_with, _refreshed = await _tokens("erin", "desktop app", "desktop app", scope=READ_WRITE)
+    task_id = await queued_task(token_client(site, made_with), "write_note", {"text": "kept"})
+
+    await revoke(made_with)  # as a refresh does: the old token goes, the new one holds the scopes
+    ended = await run_as_a_worker(site, task_id)
+
+    assert ended.status == Task.Status.COMPLETED, ended.error
+    assert written == ["kept"]
+
+
+@pytest.mark.usefixtures("oauth")
+async def test_a_task_whose_clients_live_token_lacks_its_scopes_fails_without_writing(site: MCPSite) -> None:
+    made_with, narrowed = await _tokens("frank", "desktop app", "desktop app", scope=READ_WRITE)
+    await narrow(narrowed, "notes:read")
+    task_id = await queued_task(token_client(site, made_with), "write_note", {"text": "narrowed"})
+
+    await revoke(made_with)
+    ended = await run_as_a_worker(site, task_id)
+
+    assert written == []
+    assert ended.status == Task.Status.FAILED and ended.error is not None and ended.error["message"] == "authorization revoked"
+
+
+@pytest.mark.usefixtures("oauth")
+async def test_a_task_whose_token_expired_before_it_was_claimed_fails_without_writing(site: MCPSite) -> None:
+    (raw,) = await _tokens("gina", "desktop app", scope=READ_WRITE)
+    task_id = await queued_task(token_client(site, raw), "write_note", {"text": "late"})
+
+    await AccessToken.objects.filter(user__username="gina").aupdate(expires=timezone.now() - timedelta(seconds=1))
+    ended = await run_as_a_worker(site, task_id)
+
+    assert written == []
+    assert ended.status == Task.Status.FAILED and ended.error is not None and ended.error["message"] == "authorization revoked"
+
+
+@pytest.mark.usefixtures("django_auth")
+async def test_a_session_task_whose_user_was_deactivated_before_it_was_claimed_fails_without_writing(site: MCPSite) -> None:
+    user = await sync_to_async(make_user)("hank")
+    client = MCPTestClient(MCPConsumer.as_asgi(site=site))
+    await client.force_login(user)
+    task_id = await queued_task(client, "write_note", {"text": "from the session"})
+
+    await type(user)._default_manager.filter(pk=user.pk).aupdate(is_active=False)
+    ended = await run_as_a_worker(site, task_id)
+
+    assert written == []
+    assert ended.status == Task.Status.FAILED and ended.error is not None and ended.error["message"] == "authorization revoked"
+
+
+async def test_a_running_task_whose_token_is_revoked_is_cancelled_at_its_next_heartbeat(site: MCPSite) -> None:
+    (raw,) = await _tokens("ivy", "desktop app", scope=READ_WRITE)
+    with oauth_settings(TASK_POLL_INTERVAL_MS=20, TASK_HEARTBEAT_SECONDS=0.05):
+        created = await result(token_client(site, raw), "tools/call", {"name": "hold_write", "arguments": {}})
+        task_id = str(created["taskId"])
+        runner = taskrun._local[task_id].future
+        assert runner is not None
+
+        async def running() -> bool:
+            return holding.get("state") == "running"
+
+        await until(running, failure="the task never started")
+        await revoke(raw)
+        await asyncio.wait_for(runner, 10)
+
+    ended = await Task.objects.aget(pk=task_id)
+    assert holding["state"] == "cancelled"
+    assert ended.status == Task.Status.FAILED and ended.error is not None and ended.error["message"] == "authorization revoked"

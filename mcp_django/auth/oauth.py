@@ -9,12 +9,13 @@ the request's keeps the check right behind a TLS-terminating proxy.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
+from django.utils import timezone
 
 from ..conf import mcp_settings
 from .base import AuthenticationFailed, BaseAuthentication
@@ -175,11 +176,25 @@ class OAuthAuthentication(BaseAuthentication):
 
     @staticmethod
     def _load(token: str) -> tuple[Any, Any] | None:
-        # Optional dependency (the oauth extra), imported when a token is checked; its models need the app registry.
-        from oauth2_provider.models import get_access_token_model
-
         checksum = hashlib.sha256(token.encode("utf-8")).hexdigest()
-        access_token = get_access_token_model().objects.select_related("user").filter(token_checksum=checksum).first()
+        access_token = _access_tokens().select_related("user").filter(token_checksum=checksum).first()
         if access_token is None or access_token.is_expired():
             return None
         return access_token, access_token.user
+
+
+def _access_tokens() -> Any:
+    """DOT's access tokens (the swappable model's default manager)."""
+    # Optional dependency (the oauth extra), imported when a token is checked; its models need the app registry.
+    from oauth2_provider.models import get_access_token_model
+
+    return get_access_token_model().objects
+
+
+def holds_live_token(user_id: Any, client_id: str, scopes: Collection[str]) -> bool:
+    """Whether the active user ``user_id`` still holds a live token of the OAuth client
+    ``client_id`` (not revoked: DOT deletes a revoked token; not expired) with every one of
+    ``scopes``: what a durable task made with a token needs to go on. One query."""
+    live = _access_tokens().select_related("user").filter(user_id=user_id, application__client_id=client_id, expires__gt=timezone.now())
+    needed = set(scopes)
+    return any(token.user.is_active and needed <= set(token.scope.split()) for token in live)
