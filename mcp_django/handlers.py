@@ -30,6 +30,7 @@ from .protocol.params import (
     PromptRef,
     ResourceParams,
     SetLevelParams,
+    UpdateTaskParams,
     peek,
     takes,
 )
@@ -108,12 +109,15 @@ _TARGETS: dict[str, tuple[type[Any], str]] = {
     "resources/read": (ResourceParams, "uri"),
     "skills/get": (ResourceParams, "uri"),
     "resources/directory/read": (ResourceParams, "uri"),
+    # Answering a task's question lets its tool go on: it needs what calling the tool needs.
+    "tasks/update": (UpdateTaskParams, "task_id"),
 }
 
 
 async def target(site: ServedSite, request: Any, method: str, params: dict[str, Any]) -> tuple[Any, Access]:
-    """The entry a ``tools/call``, ``prompts/get``, ``resources/read`` or skills method names, and the request's
-    access to it; ``(None, HIDDEN)`` for other methods and for names the handler will refuse."""
+    """The entry a ``tools/call``, ``prompts/get``, ``resources/read`` or skills method names
+    (for ``tasks/update``, the tool of the task it answers), and the request's access to it;
+    ``(None, HIDDEN)`` for other methods and for names the handler will refuse."""
     if method not in _TARGETS:
         return None, Access.HIDDEN
     value = peek(*_TARGETS[method], params)
@@ -122,6 +126,9 @@ async def target(site: ServedSite, request: Any, method: str, params: dict[str, 
     if method == "resources/read":
         found = await find_resource(site, request, value)
         return found.entry, found.access
+    if method == "tasks/update":
+        tool = await taskrun.task_tool(site, request, value)
+        return tool, await agate(tool, request)
     if method in skills.SKILL_HANDLERS:
         name = skills.skill_name(value)
         skill = site.get_skill(name) if name is not None else None

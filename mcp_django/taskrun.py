@@ -500,6 +500,18 @@ async def afind(site: ServedSite, request: Any, user: Any, task_id: Any) -> Task
     return await sync_to_async(find)()
 
 
+def _not_found() -> InvalidParamsError:
+    """What any tasks/* method answers for a task that is not the caller's (or not there)."""
+    return InvalidParamsError("Failed to retrieve task: Task not found")
+
+
+async def task_tool(site: ServedSite, request: Any, task_id: Any) -> ToolEntry | None:
+    """The tool of the caller's task ``task_id`` (None for a task not theirs, or a tool gone):
+    what answering its questions needs the scopes of, as calling it does."""
+    task = await afind(site, request, getattr(request, "user", None), task_id)
+    return site.get_tool(task.tool_name) if task is not None else None
+
+
 async def _find(params: dict[str, Any], ctx: Context) -> Task:
     # The extension before the params, and the task before the rest of tasks/update's params:
     # a client without the extension hears -32021 whatever it sent, and an unknown task is
@@ -510,7 +522,7 @@ async def _find(params: dict[str, Any], ctx: Context) -> Task:
         )
     task = await afind(ctx.site, ctx.request, ctx.user, parse_as(TaskParams, params).task_id)
     if task is None:
-        raise InvalidParamsError("Failed to retrieve task: Task not found")
+        raise _not_found()
     return task
 
 
@@ -520,6 +532,11 @@ async def get_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 async def update_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     task = await _find(params, ctx)
+    # The engine refused (403, step-up) a token lacking the tool's scopes before this ran
+    # (handlers.target); a tool the user may no longer use is not theirs to go on with.
+    tool = ctx.site.get_tool(task.tool_name)
+    if await agate(tool, ctx.request) is not Access.VISIBLE:
+        raise _not_found()
     update = parse_as(UpdateTaskParams, params)
     try:
         answered = await sync_to_async(taskstore.answer)(task.pk, update.input_responses, well_formed)

@@ -34,6 +34,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 RESOURCE = "https://mcp.example.com/mcp"
 GO_ON = {"go_on": {"action": "accept", "content": {"go": True}}}
+CONFIRM = {"confirm": {"action": "accept", "content": {"go": True}}}
 READ_WRITE = "notes:read notes:write"
 
 #: The writes the test site's tools made, and what its holding tool saw.
@@ -335,3 +336,27 @@ async def test_a_running_task_whose_token_is_revoked_is_cancelled_at_its_next_he
     ended = await Task.objects.aget(pk=task_id)
     assert holding["state"] == "cancelled"
     assert ended.status == Task.Status.FAILED and ended.error is not None and ended.error["message"] == "authorization revoked"
+
+
+@pytest.mark.usefixtures("oauth")
+async def test_tasks_update_from_a_token_lacking_the_tools_scopes_answers_403_step_up(site: MCPSite, cleanup: list[Any]) -> None:
+    made_with, read_only = await _tokens("jane", "desktop app", "desktop app", scope=READ_WRITE)
+    await narrow(read_only, "notes:read")
+    owner = token_client(site, made_with)
+    created = await result(owner, "tools/call", {"name": "confirm_write", "arguments": {"text": "confirmed"}})
+    task_id = str(created["taskId"])
+    cleanup.append((owner, task_id))
+
+    async def asking() -> bool:
+        return (await result(owner, "tasks/get", {"taskId": task_id}))["status"] == "input_required"
+
+    await until(asking, failure="the task never asked")
+    body = message("tasks/update", {"taskId": task_id, "inputResponses": CONFIRM})
+    response = await token_client(site, read_only).post_raw(orjson.dumps(body), dict(headers(body)))
+
+    assert response.status == 403
+    challenge = response.headers.get("www-authenticate", "")
+    assert challenge.startswith('Bearer error="insufficient_scope"') and "notes:write" in challenge.split('scope="')[1], challenge
+    row = await Task.objects.aget(pk=task_id)
+    assert (row.status, row.input_responses) == ("input_required", {})
+    assert written == []
