@@ -218,6 +218,7 @@ for _env, _key in [
     ("MCP_MAX_SESSIONS_PER_ADDRESS", "SESSIONS_PER_ADDRESS"),  # anonymous sessions per client address
     ("MCP_MAX_RUNNING_PER_SESSION", "RUNNING_PER_SESSION"),  # tool calls running at once per session
     ("MCP_MAX_RUNNING_PER_USER", "RUNNING_PER_USER"),  # ... per user (anonymous: client address)
+    ("MCP_MAX_LIVE_TASKS_PER_USER", "LIVE_TASKS_PER_USER"),  # durable tasks working or waiting, per user
 ]:
     if os.environ.get(_env):
         _quotas[_key] = None if os.environ[_env] == "off" else int(os.environ[_env])

@@ -119,6 +119,7 @@ class Quotas:
     streams_per_session: int | None = None
     streams_per_user: int | None = None
     pending_elicitations_per_user: int | None = None
+    live_tasks_per_user: int | None = None
     #: The rate limits of each (caller, client, tool) seen, made once (see _limits).
     limits_made: dict[tuple[str, str | None, str | None], list[_Limit]] = field(default_factory=dict, compare=False, repr=False)
 
@@ -139,6 +140,7 @@ class Quotas:
             streams_per_session=_cap_or_none(raw.get("STREAMS_PER_SESSION")),
             streams_per_user=_cap_or_none(raw.get("STREAMS_PER_USER")),
             pending_elicitations_per_user=_cap_or_none(raw.get("PENDING_ELICITATIONS_PER_USER")),
+            live_tasks_per_user=_cap_or_none(raw.get("LIVE_TASKS_PER_USER")),
         )
 
     @property

@@ -40,7 +40,7 @@ from django.db import connections
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
-from . import audit, taskstore, tracing
+from . import audit, quotas, taskstore, tracing
 from .conf import mcp_settings
 from .context import Context
 from .entries import TASK_SUPPORT as TASK_SUPPORT  # its values, kept importable from here
@@ -181,18 +181,20 @@ async def create(
     trace_context = tracing.current_trace_context()
 
     def write() -> Task:
-        cap = mcp_settings.quotas.get("LIVE_TASKS_PER_USER")
-        if cap is not None and taskstore.live_count(caller.key) >= cap:
-            raise QuotaExceededError(
-                f"Too many live tasks: at most {cap} per user; wait for one to finish or cancel one", limit="LIVE_TASKS_PER_USER"
-            )
-        return taskstore.create(
+        cap = quotas.current().live_tasks_per_user
+        task = taskstore.create_within_cap(
+            cap,
             site_name=ctx.site.name, user_id=getattr(ctx.user, "pk", None), owner=caller.key, client_id=_client_id(ctx.request),
             scopes=_scopes(ctx.request), tool_name=tool.name, backend=backend,
             arguments=audit.stored_arguments(arguments, audit.sensitive_names(tool)),
             payload=sealed,
             heartbeat_at=None, trace_context=trace_context,
         )
+        if task is None:
+            raise QuotaExceededError(
+                f"Too many live tasks: at most {cap} per user; wait for one to finish or cancel one", limit="LIVE_TASKS_PER_USER"
+            )
+        return task
 
     task = await sync_to_async(write)()
     await _start_or_fail(ctx.site, task, backend)

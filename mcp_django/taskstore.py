@@ -7,13 +7,14 @@ being live.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Literal
 
 import orjson
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -75,6 +76,39 @@ def create(**fields: Any) -> Task:
 
 def live_count(owner: str) -> int:
     return Task.objects.live().filter(owner=owner).count()
+
+
+def create_within_cap(cap: int | None, **fields: Any) -> Task | None:
+    """Write a new task unless its owner has ``cap`` live tasks already (None: no cap); None
+    when it has. The count and the insert are one transaction that holds a lock per owner, so
+    concurrent creates on any process, even on one database, never pass the cap together."""
+    if cap is None:
+        return create(**fields)
+    using = router.db_for_write(Task)
+    with transaction.atomic(using=using):
+        _lock_owner(using, fields["owner"], fields.get("user_id"))
+        if live_count(fields["owner"]) >= cap:
+            return None
+        return create(**fields)
+
+
+def _lock_owner(using: str, owner: str, user_id: Any) -> None:
+    """Serialize, until the transaction ends, the creates of ``owner``'s tasks."""
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        # A transaction-scoped advisory lock on the owner: other owners do not wait.
+        key = int.from_bytes(hashlib.blake2b(f"mcp_django.task:{owner}".encode(), digest_size=8).digest(), "big", signed=True)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+    elif connection.vendor == "sqlite":
+        # SQLite locks the whole database for writing. Take that lock before counting, as
+        # BEGIN IMMEDIATE would: a write that matches no row takes it (waiting up to the busy
+        # timeout), where a read first could not upgrade to it once another create committed.
+        Task.objects.using(using).filter(pk="").update(cancel_requested=F("cancel_requested"))
+    elif user_id is not None:
+        # Elsewhere (MySQL, Oracle): lock the user's row. An anonymous caller's creates are
+        # not serialized there, and may pass the cap by the few that race.
+        list(get_user_model()._default_manager.using(using).select_for_update().filter(pk=user_id).values_list("pk"))
 
 
 def find(task_id: Any, *, site_name: str, user_id: Any, client_id: str) -> Task | None:

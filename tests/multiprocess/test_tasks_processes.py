@@ -7,7 +7,8 @@ SIGKILL where a machine would die.
 - worker backend: the task outlives the web process that made it, and a worker that dies fails
   its task (heartbeat) instead of leaving it "working" for ever;
 - tasks/cancel on one process stops the task running on another;
-- PostgreSQL + Redis: created on one web process, answered on another, run by a worker.
+- PostgreSQL + Redis: created on one web process, answered on another, run by a worker;
+- PostgreSQL: concurrent creates on two web processes never pass LIVE_TASKS_PER_USER.
 
 Every deployment here is the test's own (fresh database, own processes), stopped at its end
 whatever happens. Waits are bounded; nothing asserts how long anything took.
@@ -15,6 +16,7 @@ whatever happens. Waits are bounded; nothing asserts how long anything took.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -254,3 +256,49 @@ async def test_postgres_redis_create_on_one_answer_on_another_read_on_the_first(
     finally:
         layer.release()
         database.drop()
+
+
+
+LIVE_CAP, CREATES = 5, 40
+
+
+async def create_at_once(deployment: Deployment, client: TasksClient) -> None:
+    """Fire CREATES task calls at once, split over the deployment's two web processes, and
+    check that exactly LIVE_CAP tasks were made (and are live) and every other call refused."""
+    a, b = deployment.servers
+    # Every call asks a question, so each task it makes stays live (input_required).
+    answers = await asyncio.gather(*(
+        client.send((a if n % 2 else b).url, "tools/call", {"name": "confirm_delete", "arguments": {"filename": f"f{n}"}})
+        for n in range(CREATES)
+    ))
+
+    made = [answer["result"] for _, answer in answers if "result" in answer]
+    refused = [answer["error"] for _, answer in answers if "error" in answer]
+    assert len(made) == LIVE_CAP, answers
+    assert all(task["resultType"] == "task" for task in made), made
+    assert len(refused) == CREATES - LIVE_CAP, refused
+    assert all(error["data"]["limit"] == "LIVE_TASKS_PER_USER" for error in refused), refused
+    live = await deployment.db.arows("SELECT count(*) FROM mcp_django_task WHERE status IN ('working', 'input_required')")
+    assert live[0][0] == LIVE_CAP
+
+
+async def test_concurrent_creates_on_two_processes_on_postgresql_never_pass_the_live_task_cap(
+    services: None, tmp_path: Path, client: TasksClient, logs: list[Deployment]
+) -> None:
+    database = PostgresDatabase()
+    database.create()
+    try:
+        env = base_env(DATABASE_URL=database.url, MCP_MAX_LIVE_TASKS_PER_USER=str(LIVE_CAP))
+        with deployed("postgres-live-cap", tmp_path, env, Inspector(postgres_url=database.url), ["web-a", "web-b"]) as deployment:
+            logs.append(deployment)
+            await create_at_once(deployment, client)
+    finally:
+        database.drop()
+
+
+async def test_concurrent_creates_on_two_processes_on_sqlite_never_pass_the_live_task_cap(
+    tmp_path: Path, client: TasksClient, logs: list[Deployment]
+) -> None:
+    with sqlite("sqlite-live-cap", tmp_path, ["web-a", "web-b"], MCP_MAX_LIVE_TASKS_PER_USER=str(LIVE_CAP)) as deployment:
+        logs.append(deployment)
+        await create_at_once(deployment, client)
