@@ -109,6 +109,7 @@ DEFAULTS: dict[str, Any] = {
         "PENDING_ELICITATIONS_PER_USER": 20,  # URL elicitations waiting for their page
         "LIVE_TASKS_PER_USER": 100,  # tasks working or waiting for input, per user (anonymous: client address)
         "WAITING_TASKS_PER_USER": 20,  # tasks parked waiting for the client's input, per user (anonymous: client address)
+        "NEW_TASKS_PER_USER": "60/minute",  # durable tasks created, per user (anonymous: client address)
     },
     # Durable tasks (2026-07-28, the io.modelcontextprotocol/tasks extension; README "Durable
     # tasks"). The alias in Django's TASKS setting whose backend runs them (django.tasks, or the

@@ -48,7 +48,7 @@ from .quota_backends import forget_local_counts as forget_local_counts
 from .quota_batches import SlotPool, batches_for, buckets_for, cap_batch, rate_batch
 
 #: The keys of ``MCP_DJANGO["QUOTAS"]`` (their defaults are in ``conf.DEFAULTS``).
-RATE_KEYS = ("TOOL_CALLS", "TOOL_CALLS_PER_CLIENT")
+RATE_KEYS = ("TOOL_CALLS", "TOOL_CALLS_PER_CLIENT", "NEW_TASKS_PER_USER")
 CAP_KEYS = (
     "SESSIONS_PER_USER", "SESSIONS_PER_ADDRESS", "STREAMS_PER_SESSION", "STREAMS_PER_USER", "RUNNING_PER_SESSION", "RUNNING_PER_USER",
     "PENDING_ELICITATIONS_PER_USER", "LIVE_TASKS_PER_USER", "WAITING_TASKS_PER_USER",
@@ -111,6 +111,7 @@ class Quotas:
     cache_alias: str = "default"
     tool_calls: Rate | None = None
     tool_calls_per_client: Rate | None = None
+    new_tasks_per_user: Rate | None = None
     per_tool: Mapping[str, Rate] = field(default_factory=dict)
     sessions_per_user: int | None = None
     sessions_per_address: int | None = None
@@ -132,6 +133,7 @@ class Quotas:
             cache_alias=alias if isinstance(alias, str) else "default",
             tool_calls=_rate_or_none(raw.get("TOOL_CALLS")),
             tool_calls_per_client=_rate_or_none(raw.get("TOOL_CALLS_PER_CLIENT")),
+            new_tasks_per_user=_rate_or_none(raw.get("NEW_TASKS_PER_USER")),
             per_tool={name: rate for name, rate in rates.items() if rate is not None},
             sessions_per_user=_cap_or_none(raw.get("SESSIONS_PER_USER")),
             sessions_per_address=_cap_or_none(raw.get("SESSIONS_PER_ADDRESS")),
@@ -228,19 +230,37 @@ async def acheck_tool_calls(caller: Caller, names: list[str | None]) -> list[Quo
     for name in names:
         at, error = now(), None
         for limit in _limits(quotas, caller, name):
-            keys = [limit.key(at)]
-            if counters.inline:
-                error = limit.refusal(counters.hit(keys, limit.rate.period + 1)[0], at)
-            elif rate_batch(limit.rate.count) > 1:
-                # Units taken a batch at a time, handed out here (mcp_django.quota_batches).
-                admitted = await batches_for(counters, _clock).admit(keys[0], limit.rate.count, limit.rate.period + 1)
-                error = None if admitted else limit.refused(at)
-            else:
-                error = limit.refusal((await counters.ahit(keys, limit.rate.period + 1))[0], at)
+            error = await _ahit(counters, limit, at)
             if error is not None:
                 break
         results.append(error)
     return results
+
+
+async def _ahit(counters: BaseCounters, limit: _Limit, at: float) -> QuotaExceededError | None:
+    """Count one unit against ``limit`` at ``at``: None, or the error that refuses it."""
+    keys = [limit.key(at)]
+    if counters.inline:
+        return limit.refusal(counters.hit(keys, limit.rate.period + 1)[0], at)
+    if rate_batch(limit.rate.count) > 1:
+        # Units taken a batch at a time, handed out here (mcp_django.quota_batches).
+        admitted = await batches_for(counters, _clock).admit(keys[0], limit.rate.count, limit.rate.period + 1)
+        return None if admitted else limit.refused(at)
+    return limit.refusal((await counters.ahit(keys, limit.rate.period + 1))[0], at)
+
+
+async def acheck_new_task(caller: Caller) -> None:
+    """Count a new durable task of ``caller`` against ``NEW_TASKS_PER_USER`` (anonymous: per
+    client address); QuotaExceededError (429 with Retry-After) past it. Each task outlives
+    its call and holds a row and a runner: the tools/call rate alone let a client start them
+    far faster than they end."""
+    quotas = current()
+    if quotas.new_tasks_per_user is None:
+        return
+    limit = _Limit("NEW_TASKS_PER_USER", caller.key, quotas.new_tasks_per_user, "new tasks", None)
+    error = await _ahit(quotas.counters, limit, now())
+    if error is not None:
+        raise error
 
 
 def _clock() -> float:

@@ -196,6 +196,7 @@ async def create(
             )
         return task
 
+    await quotas.acheck_new_task(caller)
     task = await sync_to_async(write)()
     await _start_or_fail(ctx.site, task, backend)
     return {"resultType": "task", **wire(task, detailed=False)}

@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from mcp_django import Context, ToolError, audit, taskrun
+from mcp_django import Context, ToolError, audit, quotas, taskrun
 from mcp_django.exceptions import InternalError
 from mcp_django.models import Task, ToolCall
 from mcp_django.protocol.errors import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, QUOTA_EXCEEDED
@@ -329,6 +329,24 @@ async def test_live_tasks_are_capped_per_user(site, client):
         third = await start(client, "sleepy")
         for task_id in (ids[1], third["taskId"]):
             await send(client, "tasks/cancel", {"taskId": task_id})
+
+
+async def test_new_tasks_are_rate_limited_per_user_with_429_and_retry_after(client, monkeypatch):
+    monkeypatch.setattr(quotas, "now", lambda: 60 * 28_000_000 + 15.0)  # 45 s before the window ends
+    with mcp_settings(TASK_POLL_INTERVAL_MS=50, QUOTAS={"NEW_TASKS_PER_USER": "2/minute"}):
+        for _ in range(2):
+            await start(client, "count")
+        message = body("tools/call", {"name": "count", "arguments": {}}, capabilities=WITH_TASKS)
+        refused = await client.post_raw(orjson.dumps(message), headers(message))
+
+        assert refused.status == 429 and refused.headers["retry-after"] == "45"
+        error = refused.json()["error"]
+        assert error["code"] == QUOTA_EXCEEDED
+        assert error["data"] == {"limit": "NEW_TASKS_PER_USER", "retryAfter": 45, "rate": "2/minute"}
+        assert await Task.objects.acount() == 2
+        # Calls that make no task go on.
+        plain = await send(client, "tools/call", {"name": "plain", "arguments": {}})
+        assert plain["result"]["content"][0]["text"] == "plain"
 
 
 async def test_a_listen_stream_follows_the_tasks_it_names(client):
