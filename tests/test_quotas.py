@@ -511,6 +511,7 @@ def test_the_default_quotas_pass_the_checks() -> None:
     [
         ({"TOOL_CALL": "1/minute"}, ["mcp_django.E035"]),
         ({"TOOL_CALLS": "lots"}, ["mcp_django.E036"]),
+        ({"NEW_TASKS_PER_USER": 60}, ["mcp_django.E036"]),
         ({"PER_TOOL": {"echo": "1/fortnight"}}, ["mcp_django.E036"]),
         ({"PER_TOOL": ["echo"]}, ["mcp_django.E035"]),
         ({"STREAMS_PER_USER": 0}, ["mcp_django.E037"]),
