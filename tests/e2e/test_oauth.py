@@ -17,6 +17,7 @@ import base64
 import hashlib
 import re
 import secrets
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -33,6 +34,8 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 from mcp.types import TextContent
 
 from tests.asgi_servers import free_port
+from tests.e2e.test_example_tasks import WAIT, poll, rpc
+from tests.polling import until
 
 from .conftest import ExampleServer, manage, run_server
 from .oauth_helpers import Browser, BrowserHandlers, DocumentHost, MemoryTokenStorage, form_fields, query_of
@@ -663,6 +666,30 @@ async def test_another_users_session_id_is_not_found(
     # A valid token of someone else does not open reader's session: it does not exist for them.
     assert (await mcp_post(http, librarian["access_token"], ping, **session)).status_code == 404
 
+
+
+async def test_a_durable_task_whose_token_is_revoked_fails_at_its_next_heartbeat(
+    oauth_server: ExampleServer, http: httpx.AsyncClient
+) -> None:
+    # A client of its own: no other test's live token of the same client keeps the task going.
+    client_id = (await register(http, client_name="E2E tasks client")).json()["client_id"]
+    token = (await obtain_tokens(oauth_server, http, client_id))["access_token"]
+    async with httpx.AsyncClient(timeout=10, headers={"Authorization": f"Bearer {token}"}) as as_reader:
+        created = await rpc(as_reader, oauth_server.mcp_url, "tools/call", name="export_catalogue", arguments={})
+        task_id = created["taskId"]
+        await poll(as_reader, oauth_server.mcp_url, task_id, {"input_required"}, [])  # running, waiting for its answer
+
+    revoked = await http.post("/o/revoke_token/", data={"token": token, "client_id": client_id})
+    assert revoked.status_code == 200
+
+    def row() -> tuple[str, str | None] | None:
+        with sqlite3.connect(oauth_server.env["SQLITE_PATH"]) as db:
+            status, error = db.execute("SELECT status, error FROM mcp_django_task WHERE id = ?", (task_id,)).fetchone()
+        return (status, error) if status not in ("working", "input_required") else None
+
+    status, error = await until(row, WAIT, interval=0.2, failure=f"task {task_id} still runs after its token was revoked")
+    assert status == "failed"
+    assert error is not None and '"authorization revoked"' in error
 
 # -- authorization requests the server must refuse ------------------------------------------------------
 
