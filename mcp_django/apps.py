@@ -55,6 +55,8 @@ class SimpleMcpDjangoConfig(AppConfig):
 
         # The bus's sweep after dead processes also fails their durable tasks, polled or not.
         sweeping.connect(taskrun.on_sweep, dispatch_uid="mcp_django.taskrun.on_sweep")
+        # A revoked token fails the parked tasks it alone allowed (running ones stop at a heartbeat).
+        taskrun.connect_revocations()
 
         bridge = mcp_settings.log_bridge_loggers
         if bridge:

@@ -33,14 +33,16 @@ import socket
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
-from django.db import connections
+from django.db import connections, router, transaction
+from django.db.models.signals import post_delete
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
 from . import audit, quotas, taskstore, tracing
+from .auth.oauth import access_token_model
 from .conf import mcp_settings
 from .context import Context
 from .entries import TASK_SUPPORT as TASK_SUPPORT  # its values, kept importable from here
@@ -68,7 +70,7 @@ Status = Task.Status
 
 #: The error of a task whose authorization ended: its user was deactivated, or no live OAuth
 #: token of its user and client holds its scopes any more (revoked, expired, narrowed).
-REVOKED: Final = {"code": INTERNAL_ERROR, "message": "authorization revoked"}
+REVOKED: Final = {"code": INTERNAL_ERROR, "message": taskstore.REVOKED_MESSAGE}
 
 
 def required_capability() -> dict[str, Any]:
@@ -271,6 +273,35 @@ async def on_sweep(sender: Any, **kwargs: Any) -> None:
         logger.warning("%d tasks were failed: their process stopped or their time ran out", len(failed))
     for task_id, user_id in failed:
         await announce(task_id, user_id)
+
+
+def on_token_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """Receiver of DOT's access token ``post_delete`` (a revocation, a refresh, a cleanup;
+    connected by the AppConfig when DOT is installed): once the deletion commits, fail the
+    parked tasks of that user and client that no live token allows any more, and tell their
+    listeners. Running tasks notice at their next heartbeat; a parked one has none."""
+    user_id = getattr(instance, "user_id", None)
+    application = getattr(instance, "application", None) if getattr(instance, "application_id", None) else None
+    client_id = str(getattr(application, "client_id", "") or "")
+    if user_id is None or not client_id:
+        return
+
+    def fail_parked() -> None:
+        for task_id in taskstore.fail_unauthorized_parked(user_id, client_id):
+            try:
+                async_to_sync(announce)(task_id, user_id)
+            except RuntimeError:  # called on an event loop's own thread: the listeners see it on their next read
+                logger.debug("Task %s failed on revocation; not announced from this thread", task_id)
+
+    # After the commit: a refresh deletes the old token in the transaction that saves the new one.
+    transaction.on_commit(fail_parked, using=router.db_for_write(type(instance)))
+
+
+def connect_revocations() -> None:
+    """Connect :func:`on_token_deleted` to DOT's access tokens, when DOT is installed."""
+    token_model = access_token_model()
+    if token_model is not None:
+        post_delete.connect(on_token_deleted, sender=token_model, dispatch_uid="mcp_django.taskrun.on_token_deleted")
 
 
 # -- the running side ------------------------------------------------------------------------

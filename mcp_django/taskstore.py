@@ -144,6 +144,10 @@ def settle(task: Task) -> Task:
     return task
 
 
+#: Why a task whose user or token no longer allows it ends ``failed``.
+REVOKED_MESSAGE = "authorization revoked"
+
+
 def _internal(message: str) -> dict[str, Any]:
     return {"code": -32603, "message": message}
 
@@ -249,6 +253,18 @@ def authorized(task: Task) -> bool:
         return holds_live_token(task.user_id, task.client_id, task.scopes or ())
     user = get_user_model()._default_manager.filter(pk=task.user_id).first()
     return user is not None and user.is_active
+
+
+def fail_unauthorized_parked(user_id: Any, client_id: str) -> list[str]:
+    """Fail the parked tasks of ``user_id`` made through OAuth client ``client_id`` that are no
+    longer :func:`authorized` (their token was revoked); their ids. A parked task has no
+    heartbeat to notice it, and no answer could come: only a token holding its scopes may send
+    one. A refresh replaces the token before this runs, so the tasks it keeps go on."""
+    failed = []
+    for task in Task.objects.filter(user_id=user_id, client_id=client_id, status=Status.INPUT_REQUIRED):
+        if not authorized(task) and finish(task.pk, Status.FAILED, error=_internal(REVOKED_MESSAGE), message=REVOKED_MESSAGE):
+            failed.append(task.pk)
+    return failed
 
 
 def claim(task_id: str, worker: str) -> Task | None:

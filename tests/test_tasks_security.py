@@ -360,3 +360,27 @@ async def test_tasks_update_from_a_token_lacking_the_tools_scopes_answers_403_st
     row = await Task.objects.aget(pk=task_id)
     assert (row.status, row.input_responses) == ("input_required", {})
     assert written == []
+
+
+@pytest.mark.usefixtures("oauth")
+async def test_a_parked_task_whose_token_is_revoked_fails_at_once(site: MCPSite) -> None:
+    (raw,) = await _tokens("kate", "desktop app", scope=READ_WRITE)
+    task_id = await waiting_task(token_client(site, raw))  # parked: no runner holds it
+
+    await revoke(raw)
+
+    ended = await Task.objects.aget(pk=task_id)
+    assert ended.status == Task.Status.FAILED
+    assert ended.error is not None and ended.error["message"] == "authorization revoked"
+    assert ended.payload == ""
+
+
+@pytest.mark.usefixtures("oauth")
+async def test_a_parked_task_outlives_a_refresh_that_keeps_its_scopes(site: MCPSite, cleanup: list[Any]) -> None:
+    made_with, refreshed = await _tokens("liam", "desktop app", "desktop app", scope=READ_WRITE)
+    task_id = await waiting_task(token_client(site, made_with))
+    cleanup.append((token_client(site, refreshed), task_id))
+
+    await revoke(made_with)  # as a refresh does: the old token goes, the new one holds the scopes
+
+    assert (await Task.objects.aget(pk=task_id)).status == Task.Status.INPUT_REQUIRED

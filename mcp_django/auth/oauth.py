@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from asgiref.sync import sync_to_async
+from django.apps import apps as django_apps
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -183,12 +184,19 @@ class OAuthAuthentication(BaseAuthentication):
         return access_token, access_token.user
 
 
-def _access_tokens() -> Any:
-    """DOT's access tokens (the swappable model's default manager)."""
-    # Optional dependency (the oauth extra), imported when a token is checked; its models need the app registry.
+def access_token_model() -> Any:
+    """DOT's (swappable) access token model; None when DOT is not installed."""
+    if not django_apps.is_installed("oauth2_provider"):
+        return None
+    # Optional dependency (the oauth extra), imported once the app registry is ready.
     from oauth2_provider.models import get_access_token_model
 
-    return get_access_token_model().objects
+    return get_access_token_model()
+
+
+def _access_tokens() -> Any:
+    """DOT's access tokens (the swappable model's default manager)."""
+    return access_token_model()._default_manager
 
 
 def holds_live_token(user_id: Any, client_id: str, scopes: Collection[str]) -> bool:

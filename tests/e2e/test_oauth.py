@@ -668,7 +668,7 @@ async def test_another_users_session_id_is_not_found(
 
 
 
-async def test_a_durable_task_whose_token_is_revoked_fails_at_its_next_heartbeat(
+async def test_a_durable_task_waiting_for_input_fails_when_its_token_is_revoked(
     oauth_server: ExampleServer, http: httpx.AsyncClient
 ) -> None:
     # A client of its own: no other test's live token of the same client keeps the task going.
@@ -677,7 +677,7 @@ async def test_a_durable_task_whose_token_is_revoked_fails_at_its_next_heartbeat
     async with httpx.AsyncClient(timeout=10, headers={"Authorization": f"Bearer {token}"}) as as_reader:
         created = await rpc(as_reader, oauth_server.mcp_url, "tools/call", name="export_catalogue", arguments={})
         task_id = created["taskId"]
-        await poll(as_reader, oauth_server.mcp_url, task_id, {"input_required"}, [])  # running, waiting for its answer
+        await poll(as_reader, oauth_server.mcp_url, task_id, {"input_required"}, [])  # parked, waiting for its answer
 
     revoked = await http.post("/o/revoke_token/", data={"token": token, "client_id": client_id})
     assert revoked.status_code == 200
