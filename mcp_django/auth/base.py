@@ -8,8 +8,9 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.contrib.auth import aget_user
+from django.contrib.auth import BACKEND_SESSION_KEY, aget_user, get_user, load_backend
 from django.http import HttpRequest
 
 
@@ -44,7 +45,7 @@ class DjangoAuthentication(BaseAuthentication):
     async def authenticate(self, request: HttpRequest) -> Any:
         engine = import_module(settings.SESSION_ENGINE)
         request.session = engine.SessionStore(request.COOKIES.get(settings.SESSION_COOKIE_NAME))
-        user = await aget_user(request)
+        user = await _session_user(request)
         if not user.is_authenticated or not user.is_active:
             # RFC 9110 requires a challenge with every 401; cookies have no registered scheme.
             raise AuthenticationFailed(
@@ -52,3 +53,17 @@ class DjangoAuthentication(BaseAuthentication):
                 headers={"WWW-Authenticate": 'Session realm="mcp"'},
             )
         return user
+
+
+async def _session_user(request: HttpRequest) -> Any:
+    """The session's user, through whichever backend signed it in.
+
+    Django accepts any class with ``authenticate`` and ``get_user`` as a backend; only
+    ``BaseBackend`` subclasses have ``aget_user``, which ``django.contrib.auth.aget_user`` calls
+    unconditionally. Backends without it are asked through the sync path, off the event loop.
+    """
+    backend_path = await request.session.aget(BACKEND_SESSION_KEY)
+    configured = backend_path in settings.AUTHENTICATION_BACKENDS
+    if configured and not hasattr(load_backend(backend_path), "aget_user"):
+        return await sync_to_async(get_user)(request)
+    return await aget_user(request)

@@ -1,0 +1,55 @@
+"""Session authentication with every kind of backend Django accepts."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import User
+from django.contrib.sessions.backends.db import SessionStore
+from django.http import HttpRequest
+from django.test import override_settings
+
+from mcp_django.auth.base import AuthenticationFailed, DjangoAuthentication
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PLAIN = "tests.auth.plain_backends.EmailBackend"
+MODEL = "django.contrib.auth.backends.ModelBackend"
+
+
+def _signed_in_request(user: User, backend: str) -> HttpRequest:
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = backend
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.save()
+    request = HttpRequest()
+    request.COOKIES[settings.SESSION_COOKIE_NAME] = session.session_key
+    return request
+
+
+@override_settings(AUTHENTICATION_BACKENDS=[PLAIN, MODEL], SESSION_ENGINE="django.contrib.sessions.backends.db")
+async def test_session_signed_in_through_a_plain_class_backend_authenticates_its_user():
+    user = await sync_to_async(User.objects.create_user)("u-8f3a", email="ann@example.com", password="pw")
+    request = await sync_to_async(_signed_in_request)(user, PLAIN)
+
+    assert (await DjangoAuthentication().authenticate(request)).pk == user.pk
+
+
+@override_settings(AUTHENTICATION_BACKENDS=[PLAIN, MODEL], SESSION_ENGINE="django.contrib.sessions.backends.db")
+async def test_session_signed_in_through_model_backend_still_authenticates_its_user():
+    user = await sync_to_async(User.objects.create_user)("bob", email="bob@example.com", password="pw")
+    request = await sync_to_async(_signed_in_request)(user, MODEL)
+
+    assert (await DjangoAuthentication().authenticate(request)).pk == user.pk
+
+
+@override_settings(AUTHENTICATION_BACKENDS=[MODEL], SESSION_ENGINE="django.contrib.sessions.backends.db")
+async def test_session_of_a_backend_no_longer_configured_is_refused():
+    user = await sync_to_async(User.objects.create_user)("cy", email="cy@example.com", password="pw")
+    request = await sync_to_async(_signed_in_request)(user, PLAIN)
+
+    with pytest.raises(AuthenticationFailed):
+        await DjangoAuthentication().authenticate(request)
