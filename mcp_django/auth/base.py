@@ -63,7 +63,10 @@ async def _session_user(request: HttpRequest) -> Any:
     unconditionally. Backends without it are asked through the sync path, off the event loop.
     """
     backend_path = await request.session.aget(BACKEND_SESSION_KEY)
-    configured = backend_path in settings.AUTHENTICATION_BACKENDS
-    if configured and not hasattr(load_backend(backend_path), "aget_user"):
+    if (
+        isinstance(backend_path, str)
+        and backend_path in settings.AUTHENTICATION_BACKENDS
+        and not hasattr(load_backend(backend_path), "aget_user")
+    ):
         return await sync_to_async(get_user)(request)
     return await aget_user(request)
