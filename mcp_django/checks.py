@@ -16,16 +16,19 @@ from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.conf import ENVIRONMENT_VARIABLE, settings
+from django.contrib.auth import load_backend
+from django.contrib.auth.models import AnonymousUser
 from django.core.cache import BaseCache
 from django.core.checks import CheckMessage, Error, Warning
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
+from django.http import HttpRequest
 from django.urls import URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
 from . import tracing
-from .auth.base import BaseAuthentication
-from .conf import AUTHENTICATION_ALIASES, DEFAULTS
+from .auth.base import BaseAuthentication, NoAuthentication
+from .conf import AUTHENTICATION_ALIASES, DEFAULTS, mcp_settings
 from .protocol.negotiation import normalize_origin
 from .quota_backends import has_atomic_incr
 from .quotas import CAP_KEYS, QUOTA_KEYS, RATE_KEYS, parse_rate
@@ -725,7 +728,66 @@ def check_sites(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     errors: list[CheckMessage] = []
     for site in list(all_sites):
         errors.extend(site.check(app_configs))
+    errors += _check_permission_sources()
     return errors
+
+
+def _model_entries() -> list[Any]:
+    """Every ModelMCP of every site (admin-bridged models included): the entries that the
+    user's model permissions gate."""
+    return [model_mcp for site in list(all_sites) for model_mcp in site.get_model_mcps()]
+
+
+def _check_permission_sources() -> list[CheckMessage]:
+    """Model entries are gated by ``user.has_perm``, which Django answers only from backends
+    that implement it: without one (or in trial mode, as the anonymous user) they vanish silently."""
+    entries = _model_entries()
+    if not entries:
+        return []
+    try:
+        auth_class = mcp_settings.authentication_class
+    except Exception:
+        return []  # check_settings reports an AUTHENTICATION that does not resolve
+    if issubclass(auth_class, NoAuthentication):
+        return _check_anonymous_entries(entries)
+    try:
+        backends = [load_backend(path) for path in settings.AUTHENTICATION_BACKENDS]
+    except ImportError:
+        return []  # Django's own checks and the first request report a backend that does not import.
+    if any(hasattr(backend, "has_perm") for backend in backends):
+        return []
+    return [Warning(
+        f"No authentication backend can grant model permissions (none has has_perm), so only superusers "
+        f"see the {len(entries)} model entr{'y' if len(entries) == 1 else 'ies'} (ModelMCP, register_admin).",
+        hint="Add 'django.contrib.auth.backends.ModelBackend' to AUTHENTICATION_BACKENDS, or implement "
+             "has_perm(user_obj, perm, obj=None) in one of your backends.",
+        id="mcp_django.W210",
+    )]
+
+
+def _check_anonymous_entries(entries: list[Any]) -> list[CheckMessage]:
+    """Trial mode: ask each entry's own hook, as the gate will, whether an anonymous caller sees it."""
+    request = HttpRequest()
+    request.user = AnonymousUser()
+    hidden: list[str] = []
+    for entry in entries:
+        try:
+            visible = entry.has_permission(request)
+        except Exception:
+            visible = False  # a hook that fails for an anonymous user hides the entry too
+        if not visible:
+            hidden.append(entry.opts.label)
+    if not hidden:
+        return []
+    shown = ", ".join(sorted(set(hidden))[:10]) + (", ..." if len(set(hidden)) > 10 else "")
+    return [Warning(
+        f'AUTHENTICATION is "none": the anonymous caller holds no permissions, so {len(hidden)} model '
+        f"entr{'y is' if len(hidden) == 1 else 'ies are'} hidden from every client: {shown}.",
+        hint="To open a ModelMCP for a trial, override its has_view_permission (and has_add/change/delete_permission "
+             "for writes) to return True when request.user.is_anonymous; admin-bridged models follow the admin "
+             "site, which admits only staff. Or sign in: AUTHENTICATION = \"django\".",
+        id="mcp_django.W211",
+    )]
 
 
 def check_skills(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:

@@ -484,3 +484,55 @@ def test_every_check_id_names_one_rule():
     source = "\n".join(p.read_text() for p in Path(mcp_django.__file__).parent.rglob("*.py"))
     counts = Counter(re.findall(r'id="(mcp_django\.[EW]\d+)"', source))
     assert counts and not [check_id for check_id, n in counts.items() if n > 1], counts
+
+
+# --- where model permissions come from (W210, W211) -------------------------------------------
+
+PLAIN_BACKEND = "tests.auth.plain_backends.EmailBackend"
+SIGNED_IN = {**BASE, "AUTHENTICATION": "django"}
+
+
+def test_w210_backends_that_cannot_grant_model_permissions_are_reported():
+    with override_settings(MCP_DJANGO=SIGNED_IN, AUTHENTICATION_BACKENDS=[PLAIN_BACKEND]):
+        [warning] = [m for m in check_sites() if m.id == "mcp_django.W210"]
+    assert "ModelBackend" in warning.hint
+
+
+def test_w210_is_silent_when_a_backend_has_has_perm():
+    backends = [PLAIN_BACKEND, "django.contrib.auth.backends.ModelBackend"]
+    with override_settings(MCP_DJANGO=SIGNED_IN, AUTHENTICATION_BACKENDS=backends):
+        assert "mcp_django.W210" not in ids(check_sites())
+
+
+def _hidden_in_trial() -> checks.CheckMessage:
+    with override_settings(MCP_DJANGO=BASE):
+        [warning] = [m for m in check_sites() if m.id == "mcp_django.W211"]
+    return warning
+
+
+def test_w211_trial_mode_names_the_model_entries_no_anonymous_caller_sees():
+    from tests.testapp.models import Tag
+
+    before = _hidden_in_trial()
+    assert "testapp.Note" in before.msg
+    closed = MCPSite(name="closed-in-trial")
+    closed.register(Tag)
+    try:
+        after = _hidden_in_trial()
+    finally:
+        closed.unregister(Tag)  # all_sites keeps the site until it is collected
+    assert "testapp.Tag" in after.msg
+    assert "is_anonymous" in after.hint
+
+
+def test_w211_leaves_out_entries_opened_to_anonymous_callers():
+    from tests.testapp.models import Tag
+    from tests.trial_mcp import TrialTagMCP
+
+    opened = MCPSite(name="opened-in-trial")
+    opened.register(Tag, TrialTagMCP)
+    try:
+        warning = _hidden_in_trial()
+    finally:
+        opened.unregister(Tag)
+    assert "testapp.Tag" not in warning.msg
