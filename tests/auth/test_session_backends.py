@@ -53,3 +53,24 @@ async def test_session_of_a_backend_no_longer_configured_is_refused():
 
     with pytest.raises(AuthenticationFailed):
         await DjangoAuthentication().authenticate(request)
+
+
+@override_settings(
+    AUTHENTICATION_BACKENDS=[PLAIN, MODEL],
+    SESSION_ENGINE="django.contrib.sessions.backends.db",
+    MCP_DJANGO={"AUTHENTICATION": "django", "SERVER_NAME": "mcp-django-tests"},
+)
+@pytest.mark.usefixtures("fresh_channel_layer")
+async def test_a_client_signed_in_through_a_plain_class_backend_lists_and_calls_tools():
+    from mcp_django.testing import MCPTestClient
+
+    user = await sync_to_async(User.objects.create_user)("u-51c2", email="dee@example.com", password="pw")
+    client = MCPTestClient()
+    await client.force_login(user, backend=PLAIN)
+
+    await client.initialize()
+    names = [tool["name"] for tool in (await client.call("tools/list"))["tools"]]
+
+    assert "add" in names
+    answer = await client.call_tool("add", {"a": 2, "b": 3})
+    assert not answer.get("isError") and "5" in str(answer["content"])
