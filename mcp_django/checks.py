@@ -749,7 +749,7 @@ def _check_permission_sources() -> list[CheckMessage]:
     except Exception:
         return []  # check_settings reports an AUTHENTICATION that does not resolve
     if issubclass(auth_class, NoAuthentication):
-        return _check_anonymous_entries(entries)
+        return [message for site in list(all_sites) for message in _check_anonymous_entries(site)]
     try:
         backends = [load_backend(path) for path in settings.AUTHENTICATION_BACKENDS]
     except ImportError:
@@ -765,12 +765,13 @@ def _check_permission_sources() -> list[CheckMessage]:
     )]
 
 
-def _check_anonymous_entries(entries: list[Any]) -> list[CheckMessage]:
-    """Trial mode: ask each entry's own hook, as the gate will, whether an anonymous caller sees it."""
+def _check_anonymous_entries(site: Any) -> list[CheckMessage]:
+    """Trial mode: ask each model entry of ``site`` its own hook, as the gate will, whether an
+    anonymous caller sees it."""
     request = HttpRequest()
     request.user = AnonymousUser()
     hidden: list[str] = []
-    for entry in entries:
+    for entry in site.get_model_mcps():
         try:
             visible = entry.has_permission(request)
         except Exception:
@@ -782,10 +783,12 @@ def _check_anonymous_entries(entries: list[Any]) -> list[CheckMessage]:
     shown = ", ".join(sorted(set(hidden))[:10]) + (", ..." if len(set(hidden)) > 10 else "")
     return [Warning(
         f'AUTHENTICATION is "none": the anonymous caller holds no permissions, so {len(hidden)} model '
-        f"entr{'y is' if len(hidden) == 1 else 'ies are'} hidden from every client: {shown}.",
+        f"entr{'y' if len(hidden) == 1 else 'ies'} of the MCP site {site.name!r} {'is' if len(hidden) == 1 else 'are'} "
+        f"hidden from every client: {shown}.",
         hint="To open a ModelMCP for a trial, override its has_view_permission (and has_add/change/delete_permission "
              "for writes) to return True when request.user.is_anonymous; admin-bridged models follow the admin "
              "site, which admits only staff. Or sign in: AUTHENTICATION = \"django\".",
+        obj=site,
         id="mcp_django.W211",
     )]
 

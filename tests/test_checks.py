@@ -504,35 +504,38 @@ def test_w210_is_silent_when_a_backend_has_has_perm():
         assert "mcp_django.W210" not in ids(check_sites())
 
 
-def _hidden_in_trial() -> checks.CheckMessage:
+def _hidden_in_trial(site: MCPSite) -> list[checks.CheckMessage]:
     with override_settings(MCP_DJANGO=BASE):
-        [warning] = [m for m in check_sites() if m.id == "mcp_django.W211"]
-    return warning
+        return [m for m in check_sites() if m.id == "mcp_django.W211" and m.obj is site]
 
 
 def test_w211_trial_mode_names_the_model_entries_no_anonymous_caller_sees():
-    from tests.testapp.models import Tag
+    from tests.testapp.models import Note, Tag
 
-    before = _hidden_in_trial()
-    assert "testapp.Note" in before.msg
     closed = MCPSite(name="closed-in-trial")
     closed.register(Tag)
+    closed.register(Note)
     try:
-        after = _hidden_in_trial()
+        [warning] = _hidden_in_trial(closed)
     finally:
         closed.unregister(Tag)  # all_sites keeps the site until it is collected
-    assert "testapp.Tag" in after.msg
-    assert "is_anonymous" in after.hint
+        closed.unregister(Note)
+    assert "2 model entries of the MCP site 'closed-in-trial' are hidden" in warning.msg
+    assert "testapp.Note, testapp.Tag" in warning.msg
+    assert "is_anonymous" in warning.hint
 
 
 def test_w211_leaves_out_entries_opened_to_anonymous_callers():
-    from tests.testapp.models import Tag
+    from tests.testapp.models import Note, Tag
     from tests.trial_mcp import TrialTagMCP
 
     opened = MCPSite(name="opened-in-trial")
     opened.register(Tag, TrialTagMCP)
+    opened.register(Note)
     try:
-        warning = _hidden_in_trial()
+        [warning] = _hidden_in_trial(opened)
     finally:
         opened.unregister(Tag)
+        opened.unregister(Note)
+    assert "testapp.Note" in warning.msg
     assert "testapp.Tag" not in warning.msg
