@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test import override_settings
 from django.utils import timezone
 
@@ -170,3 +172,88 @@ def test_dry_run_counts_stale_and_expired_tasks_and_changes_none():
     tasks = four_tasks()
     assert "Would fail 2 stale tasks and delete 2 expired tasks." in clear("--dry-run")
     assert {pk: t.status for pk, t in Task.objects.in_bulk().items()} == {t.pk: t.status for t in tasks.values()}
+
+
+# mcp_stdio --user: projects that sign people in by email give them usernames nobody knows.
+
+
+def stdio_user(value: str | None, field: str | None = None):
+    from mcp_django.management.commands.mcp_stdio import Command
+
+    if field is None:
+        return Command().principal_for(value).user
+    return Command().principal_for(value, None, field).user
+
+
+def make_user(username: str, email: str = "", **fields):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(username=username, email=email, **fields)
+
+
+def test_mcp_stdio_user_finds_a_user_by_username():
+    alice = make_user("alice", "alice@example.com")
+    assert stdio_user("alice") == alice
+
+
+def test_mcp_stdio_user_finds_a_user_by_email_when_no_username_matches():
+    alice = make_user("u-8f3a2c", "Alice@Example.com")
+    assert stdio_user("alice@example.com") == alice  # addresses match whatever their case
+
+
+def test_mcp_stdio_user_takes_the_username_before_another_users_email():
+    owner = make_user("boss@example.com", "someone@example.com")
+    make_user("u-1", "boss@example.com")
+    assert stdio_user("boss@example.com") == owner
+
+
+def test_mcp_stdio_user_refuses_an_email_two_users_share():
+    make_user("u-1", "shared@example.com")
+    make_user("u-2", "SHARED@example.com")
+    with pytest.raises(CommandError, match=re.escape("More than one user has 'shared@example.com' as username or email")):
+        stdio_user("shared@example.com")
+
+
+def test_mcp_stdio_user_names_an_unknown_user():
+    make_user("alice", "alice@example.com")
+    with pytest.raises(CommandError, match=re.escape("No user 'bob@example.com'")):
+        stdio_user("bob@example.com")
+
+
+def test_mcp_stdio_user_field_looks_the_user_up_by_that_field_only():
+    make_user("carol", "x@example.com")
+    dave = make_user("dave", "y@example.com", last_name="carol")
+    assert stdio_user("carol", "last_name") == dave
+    with pytest.raises(CommandError, match="No user 'carol': no user has it as email"):
+        stdio_user("carol", "email")
+
+
+def test_mcp_stdio_user_field_refuses_a_value_two_users_share():
+    make_user("erin", last_name="Smith")
+    make_user("frank", last_name="Smith")
+    with pytest.raises(CommandError, match="More than one user has 'Smith' as last_name"):
+        stdio_user("Smith", "last_name")
+
+
+def test_mcp_stdio_user_field_by_primary_key_finds_exactly_that_user():
+    grace = make_user("grace")
+    assert stdio_user(str(grace.pk), "pk") == grace
+    with pytest.raises(CommandError, match="cannot be looked up by 'pk'"):
+        stdio_user("grace", "pk")
+
+
+def test_mcp_stdio_user_field_that_the_user_model_lacks_is_a_clear_error():
+    make_user("heidi")
+    with pytest.raises(CommandError, match=re.escape("--user-field 'nickname' is not a field of auth.User")):
+        stdio_user("heidi", "nickname")
+
+
+def test_mcp_stdio_user_field_without_user_is_refused():
+    with pytest.raises(CommandError, match="pass --user too"):
+        stdio_user(None, "email")
+
+
+def test_mcp_stdio_refuses_an_inactive_user_found_by_email():
+    make_user("u-9", "ivan@example.com", is_active=False)
+    with pytest.raises(CommandError, match="inactive"):
+        stdio_user("ivan@example.com")

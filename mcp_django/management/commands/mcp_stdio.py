@@ -11,7 +11,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
+from django.core.exceptions import FieldDoesNotExist, FieldError
 from django.core.management.base import BaseCommand, CommandError
 from django.http import HttpRequest
 
@@ -40,6 +42,54 @@ class PipeRequest(HttpRequest):
         return self._scheme
 
 
+def find_user(value: str, field: str | None = None) -> AbstractBaseUser:
+    """The one user ``value`` names: by ``field`` alone when given; else by username (the
+    natural key, which custom user models define), then by email address, because projects that
+    sign people in by email often give them usernames nobody knows. Two users sharing the value
+    are an error: running as a guessed one of them would hand out someone else's permissions."""
+    User = get_user_model()
+    manager = User._default_manager
+    if field is None:
+        try:
+            return manager.get_by_natural_key(value)
+        except User.DoesNotExist:
+            pass
+        email = User.get_email_field_name()
+        if not _has_field(User, email):
+            raise CommandError(f"No user {value!r}: pass an existing {User._meta.verbose_name}'s username to --user.")
+        # Addresses are matched case-insensitively, as Django's password reset matches them.
+        field, lookup = email, f"{email}__iexact"
+        described = "as username or email"
+    else:
+        if not _has_field(User, field):
+            raise CommandError(f"--user-field {field!r} is not a field of {User._meta.label}.")
+        lookup = field
+        described = f"as {field}"
+    try:
+        # Two rows are enough to know the value is ambiguous.
+        matches = list(manager.filter(**{lookup: value})[:2])
+    except (FieldError, ValueError, TypeError) as error:
+        raise CommandError(f"--user {value!r} cannot be looked up by {field!r}: {error}") from None
+    if not matches:
+        raise CommandError(f"No user {value!r}: no {User._meta.verbose_name} has it {described}.")
+    if len(matches) > 1:
+        raise CommandError(
+            f"More than one user has {value!r} {described}: pass the username, or --user-field "
+            "with a field that is unique (e.g. --user-field pk)."
+        )
+    return matches[0]
+
+
+def _has_field(model: type[Any], name: str) -> bool:
+    if name == "pk":
+        return True
+    try:
+        model._meta.get_field(name)
+    except FieldDoesNotExist:
+        return False
+    return True
+
+
 class Command(BaseCommand):
     help = (
         "Serve MCP over stdin and stdout (newline-delimited JSON-RPC), as the given user. Only JSON-RPC is "
@@ -49,7 +99,15 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--user", metavar="USERNAME", help="Run with this user's permissions (tools, rows, state).")
+        parser.add_argument(
+            "--user", metavar="USER",
+            help="Run with this user's permissions (tools, rows, state): a username, else an email address.",
+        )
+        parser.add_argument(
+            "--user-field", metavar="FIELD", default=None,
+            help="Find --user by this field of the user model only (e.g. email, or a field of your "
+            "own) instead of the username, then the email.",
+        )
         parser.add_argument("--site", metavar="NAME", default=None, help="The MCP site to serve, by name (default: the default site).")
         parser.add_argument(
             "--base-url", metavar="URL", default=None,
@@ -57,29 +115,38 @@ class Command(BaseCommand):
             "(default: the origin of RESOURCE_URL, else http://localhost).",
         )
 
-    def handle(self, *args: Any, user: str | None = None, site: str | None = None, base_url: str | None = None, **options: Any) -> None:
+    def handle(
+        self, *args: Any, user: str | None = None, site: str | None = None, base_url: str | None = None,
+        user_field: str | None = None, **options: Any,
+    ) -> None:
         # Refused here, on stderr: a forgotten `migrate` would otherwise fail the client's first
         # request on a missing table (and a client of stdio sees no HTTP health page).
         pending = unapplied_migrations()
         if pending:
             raise CommandError(missing_tables_message(pending, sessions_database()))
-        principal = self.principal_for(user, base_url)
+        principal = self.principal_for(user, base_url, user_field)
         protocol = self.take_stdout()
         mcp_site = self.site_named(site)
         asyncio.run(self.serve(mcp_site, principal, protocol))
 
-    def principal_for(self, username: str | None, base_url: str | None = None) -> Principal:
+    def principal_for(
+        self, username: str | None, base_url: str | None = None, user_field: str | None = None
+    ) -> Principal:
         """Who the conversation runs as: ``username``, or Django's ``AnonymousUser`` without one
         (so tools read ``ctx.user.is_authenticated``, as in a view)."""
-        request = self.request_for(username, base_url)
+        request = self.request_for(username, base_url, user_field)
         return Principal(request=request, user=request.user, transport="stdio")
 
-    def request_for(self, username: str | None, base_url: str | None = None) -> HttpRequest:
+    def request_for(
+        self, username: str | None, base_url: str | None = None, user_field: str | None = None
+    ) -> HttpRequest:
         """What permission hooks read: a request whose user is ``username`` (anonymous without),
         on the site's public origin (where the pages of URL elicitations are)."""
         request = PipeRequest(base_url)
         request.mcp_endpoint_path = "/mcp"  # type: ignore[attr-defined]
         if username is None:
+            if user_field is not None:
+                raise CommandError("--user-field names the field --user is looked up by: pass --user too.")
             if not issubclass(mcp_settings.authentication_class, NoAuthentication):
                 raise CommandError(
                     "This site's MCP_DJANGO['AUTHENTICATION'] requires a user: run mcp_stdio --user USERNAME "
@@ -87,11 +154,7 @@ class Command(BaseCommand):
                 )
             request.user = AnonymousUser()
             return request
-        User = get_user_model()
-        try:
-            found = User._default_manager.get_by_natural_key(username)
-        except User.DoesNotExist:
-            raise CommandError(f"No user {username!r}: pass an existing {User._meta.verbose_name}'s username to --user.") from None
+        found = find_user(username, user_field)
         if not found.is_active:
             raise CommandError(f"The user {username!r} is inactive.")
         request.user = found
