@@ -75,6 +75,15 @@ async def test_a_user_without_the_permission_is_refused(example_database: Exampl
     assert "Unknown tool" in str(refused.value)  # as for a tool that does not exist
 
 
+@pytest.mark.parametrize("args", [["--user", "Librarian@Example.com"], ["--user", "librarian@example.com", "--user-field", "email"]])
+async def test_a_stdio_client_can_name_its_user_by_email(example_database: ExampleDatabase, args: list[str]) -> None:
+    async with Client(stdio_client(command(example_database, *args)), read_timeout_seconds=20) as client:
+        names = await tool_names(client)
+        found = await client.call_tool("search_books", {"query": "wells"})
+    assert "library_book_create" in names  # the librarian's permissions, found by address
+    assert found.structured_content and found.structured_content["books"]
+
+
 def test_an_unknown_user_or_a_missing_one_is_a_clear_error(example_database: ExampleDatabase) -> None:
     for args, expected in ((["--user", "nobody-here"], "No user 'nobody-here'"), ([], "requires a user")):
         done = subprocess.run(
