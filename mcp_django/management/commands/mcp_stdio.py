@@ -157,7 +157,8 @@ class Command(BaseCommand):
         found = find_user(username, user_field)
         if not found.is_active:
             raise CommandError(f"The user {username!r} is inactive.")
-        request.user = found
+        # django-stubs types request.user as auth.User; the project's user model may be another.
+        request.user = found  # type: ignore[assignment]
         return request
 
     @staticmethod
