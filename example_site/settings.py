@@ -287,7 +287,7 @@ OAUTH2_PROVIDER = {
     "REQUEST_APPROVAL_PROMPT": "auto",
     # Binds every token to the MCP endpoint (RFC 8707), refuses other resources with
     # invalid_target, reads an empty "scope=" as absent, http redirects only to loopback.
-    "OAUTH2_VALIDATOR_CLASS": "example_site.accounts.oauth.MCPOAuth2Validator",
+    "OAUTH2_VALIDATOR_CLASS": "mcp_django.auth.oauth_validator.MCPOAuth2Validator",
     # A fixed issuer: RFC 8414 metadata, endpoint URLs and RFC 9207 iss do not depend on the
     # Host header (behind a proxy it may be an internal name).
     "OIDC_ISS_ENDPOINT": OAUTH_ISSUER,
@@ -331,7 +331,7 @@ OAUTH2_PROVIDER = {
     "CIMD_METADATA_FETCHER": (
         "example_site.accounts.cimd.LoopbackMetadataFetcher"
         if OAUTH_CIMD_ALLOW_LOOPBACK
-        else "example_site.accounts.oauth.MetadataFetcher"
+        else "mcp_django.auth.oauth_validator.MetadataFetcher"
     ),
     # Dynamic client registration (RFC 7591): deprecated by MCP 2026-07-28 but what most
     # clients still do, anonymously. Rate limited in the view; prune_dcr_clients cleans up.

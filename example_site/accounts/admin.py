@@ -19,7 +19,8 @@ from django.contrib import admin
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
-from django.utils.translation import gettext_lazy as _, ngettext
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 from oauth2_provider import admin as dot_admin
 from oauth2_provider.models import (
     get_access_token_model,

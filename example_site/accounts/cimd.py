@@ -20,7 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from oauth2_provider.cimd import CIMDError, _validate_client_id_url
 from oauth2_provider.settings import oauth2_settings
 
-from .oauth import MetadataFetcher
+from mcp_django.auth.oauth_validator import MetadataFetcher
 
 LOOPBACK_ADDRESSES = {"127.0.0.1": "127.0.0.1", "::1": "::1", "localhost": "127.0.0.1"}
 

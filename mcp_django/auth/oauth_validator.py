@@ -1,25 +1,33 @@
-"""django-oauth-toolkit tightened for MCP clients: what this authorization server issues.
+"""django-oauth-toolkit tightened for MCP clients, for a project that is its own
+authorization server: ``OAUTH2_PROVIDER["OAUTH2_VALIDATOR_CLASS"] =
+"mcp_django.auth.oauth_validator.MCPOAuth2Validator"`` and ``"CIMD_METADATA_FETCHER":
+"mcp_django.auth.oauth_validator.MetadataFetcher"`` (docs/authorization.md).
 
 DOT 3.4 accepts any absolute URI as an RFC 8707 ``resource`` and issues tokens without one,
-which its own resource servers then accept everywhere. This site protects exactly one
-resource, the MCP endpoint, so every token is bound to that endpoint's canonical URI:
-other resources are refused with ``invalid_target``, and a request without ``resource`` gets
-this one as the default audience (RFC 8707 section 2 allows a predefined default).
+which its own resource servers then accept everywhere. The site protects exactly one
+resource, the MCP endpoint (``MCP_DJANGO["RESOURCE_URL"]``), so every token is bound to that
+endpoint's canonical URI: other resources are refused with ``invalid_target``, and a request
+without ``resource`` gets this one as the default audience (RFC 8707 section 2 allows a
+predefined default).
+
+Imported only by DOT, through those settings: it needs the ``oauth`` extra.
 """
 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.core.cache import cache
+from django.core.exceptions import ImproperlyConfigured
 from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher, is_cimd_client_id
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
-from mcp_django.auth.oauth import canonical
+from ..conf import mcp_settings
+from .oauth import canonical
 
 # RFC 8252 section 7.3 (and the MCP spec): plain-http redirects only to the user's own machine.
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -32,7 +40,14 @@ ALLOWED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 
 def mcp_resource() -> str:
     """The canonical URI of this site's MCP endpoint, the one audience tokens are issued for."""
-    return canonical(settings.MCP_DJANGO["RESOURCE_URL"])
+    configured = mcp_settings.resource_url
+    if not configured:
+        # No request to derive it from here: the token endpoint is not the MCP endpoint.
+        raise ImproperlyConfigured(
+            "MCPOAuth2Validator binds tokens to MCP_DJANGO['RESOURCE_URL']: set it to the "
+            "endpoint's public URL (e.g. https://mcp.example.com/mcp)."
+        )
+    return canonical(configured)
 
 
 def is_mcp_resource(uri: object) -> bool:
@@ -61,16 +76,16 @@ def public_reason(error: CIMDError) -> str:
 
 
 def _refusal_key(client_id: str) -> str:
-    return "example_site:cimd-refusal:" + hashlib.sha256(client_id.encode()).hexdigest()
+    return "mcp_django:cimd-refusal:" + hashlib.sha256(client_id.encode()).hexdigest()
 
 
-class MetadataFetcher(SafeMetadataFetcher):
+class MetadataFetcher(SafeMetadataFetcher):  # type: ignore[misc]
     """DOT's fetcher (public https addresses only), remembering why it refused a document:
     DOT only logs the reason and answers "Invalid client_id parameter value.", which leaves the
     user and the client's developer guessing. Kept as long as DOT's backoff, during which DOT
     does not fetch again."""
 
-    def fetch(self, client_id):
+    def fetch(self, client_id: str) -> Any:
         try:
             return super().fetch(client_id)
         except CIMDError as error:
@@ -78,8 +93,10 @@ class MetadataFetcher(SafeMetadataFetcher):
             raise
 
 
-class MCPOAuth2Validator(OAuth2Validator):
-    def validate_client_id(self, client_id, request, *args, **kwargs):
+class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
+    """DOT's validator issuing tokens for the MCP endpoint only: see the module docstring."""
+
+    def validate_client_id(self, client_id: str, request: Any, *args: Any, **kwargs: Any) -> bool:
         if super().validate_client_id(client_id, request, *args, **kwargs):
             return True
         reason = cache.get(_refusal_key(client_id)) if is_cimd_client_id(client_id) else None
@@ -90,7 +107,7 @@ class MCPOAuth2Validator(OAuth2Validator):
             )
         return False
 
-    def _validate_resource_uris(self, request, resources):
+    def _validate_resource_uris(self, request: Any, resources: list[str]) -> None:
         # Called for the token request's own values and for those inherited from the grant or
         # refresh token, so a resource smuggled in at the authorization endpoint is caught too.
         super()._validate_resource_uris(request, resources)
@@ -102,14 +119,16 @@ class MCPOAuth2Validator(OAuth2Validator):
                     request=request,
                 )
 
-    def _check_and_set_request_resource(self, request):
+    def _check_and_set_request_resource(self, request: Any) -> None:
         super()._check_and_set_request_resource(request)
         if not request.resource:
             # A token without an audience would be accepted by any resource server trusting
             # DOT's defaults; bind it to the one resource this server protects.
             request.resource = [mcp_resource()]
 
-    def validate_scopes(self, client_id, scopes, client, request, *args, **kwargs):
+    def validate_scopes(
+        self, client_id: str, scopes: list[str], client: Any, request: Any, *args: Any, **kwargs: Any
+    ) -> bool:
         # oauthlib turns "scope=" into [""] and refuses it as invalid_scope; some MCP clients
         # send exactly that. An empty scope means "no scope asked for": use the defaults.
         wanted = [scope for scope in scopes if scope]
@@ -117,16 +136,18 @@ class MCPOAuth2Validator(OAuth2Validator):
             wanted = self.get_default_scopes(client_id, request)
         if wanted != list(scopes):
             request.scopes = wanted  # oauthlib reads the validated list back from the request
-        return super().validate_scopes(client_id, wanted, client, request, *args, **kwargs)
+        return bool(super().validate_scopes(client_id, wanted, client, request, *args, **kwargs))
 
-    def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs):
+    def validate_redirect_uri(self, client_id: str, redirect_uri: str, request: Any, *args: Any, **kwargs: Any) -> bool:
         # DOT allows http redirects to any host once "http" is an allowed scheme (needed for
         # loopback); registration cannot be trusted to have checked, so check every request.
         if not redirect_uri_is_acceptable(redirect_uri):
             return False
-        return super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs)
+        return bool(super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs))
 
-    def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs):
+    def validate_grant_type(
+        self, client_id: str, grant_type: str, client: Any, request: Any, *args: Any, **kwargs: Any
+    ) -> bool:
         if grant_type not in ALLOWED_GRANT_TYPES:
             return False
-        return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
+        return bool(super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs))

@@ -1,20 +1,82 @@
-"""Why the example site refuses a client ID metadata document, in words safe to show anyone.
+"""The packaged OAuth validator (``mcp_django.auth.oauth_validator``), named by dotted path in a
+project's ``OAUTH2_PROVIDER``: tokens for the MCP endpoint only, and why a client ID metadata
+document was refused, in words safe to show anyone.
 
 DOT raises ``CIMDError`` with the resolved address or the network error in its text and only
-logs it; the example's fetcher keeps a public reason for the page and ``error_description``.
+logs it; the packaged fetcher keeps a public reason for the page and ``error_description``.
 The refusals below are DOT's own, raised by its real fetcher where no network is needed.
 """
 
 from __future__ import annotations
 
+import re
 import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.core.cache import cache
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+from django.utils.module_loading import import_string
 from oauth2_provider.cimd import CIMDError
+from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauthlib.common import Request
+from oauthlib.oauth2.rfc6749 import errors
 
-from example_site.accounts.oauth import MetadataFetcher, _refusal_key, public_reason
+from mcp_django.auth.oauth_validator import MCPOAuth2Validator, MetadataFetcher, _refusal_key, mcp_resource, public_reason
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+ENDPOINT = {"AUTHENTICATION": "oauth", "RESOURCE_URL": "https://MCP.example.com/mcp/"}
+
+
+def token_request(**fields: Any) -> Request:
+    request = Request("https://mcp.example.com/o/token/", http_method="POST")
+    for name, value in fields.items():
+        setattr(request, name, value)
+    return request
+
+
+def test_the_dotted_paths_the_docs_give_import_the_packaged_validator_and_fetcher() -> None:
+    # example_site/ is not in the wheel: a path into it fails every project that follows the docs.
+    text = (DOCS / "authorization.md").read_text()
+    paths = set(re.findall(r'"(OAUTH2_VALIDATOR_CLASS|CIMD_METADATA_FETCHER)": "([\w.]+)"', text))
+    assert {key for key, _ in paths} == {"OAUTH2_VALIDATOR_CLASS", "CIMD_METADATA_FETCHER"}
+    for key, path in paths:
+        assert path.startswith("mcp_django."), (key, path)
+        loaded = import_string(path)
+        assert issubclass(loaded, OAuth2Validator if key == "OAUTH2_VALIDATOR_CLASS" else MetadataFetcher)
+
+
+@override_settings(MCP_DJANGO=ENDPOINT)
+def test_a_token_for_another_resource_is_refused_with_invalid_target() -> None:
+    validator = MCPOAuth2Validator()
+    validator._validate_resource_uris(token_request(), ["https://mcp.example.com/mcp"])  # the endpoint
+    with pytest.raises(errors.CustomOAuth2Error) as refused:
+        validator._validate_resource_uris(token_request(), ["https://api.example.com/"])
+    assert refused.value.error == "invalid_target"
+    assert "only for https://mcp.example.com/mcp" in refused.value.description
+
+
+@override_settings(MCP_DJANGO=ENDPOINT)
+def test_a_token_request_naming_no_resource_is_bound_to_the_endpoint() -> None:
+    request = token_request(resource=None)
+    MCPOAuth2Validator()._check_and_set_request_resource(request)
+    assert request.resource == ["https://mcp.example.com/mcp"]
+
+
+@override_settings(MCP_DJANGO=ENDPOINT)
+def test_http_redirects_elsewhere_than_loopback_and_other_grants_are_refused() -> None:
+    validator = MCPOAuth2Validator()
+    assert not validator.validate_redirect_uri("client", "http://evil.example/callback", token_request())
+    for grant in ("password", "client_credentials", "urn:ietf:params:oauth:grant-type:device_code"):
+        assert not validator.validate_grant_type("client", grant, None, token_request())
+
+
+@override_settings(MCP_DJANGO={"AUTHENTICATION": "oauth"})
+def test_the_validator_without_resource_url_names_the_setting_to_set() -> None:
+    with pytest.raises(ImproperlyConfigured, match="RESOURCE_URL"):
+        mcp_resource()
 
 
 def refusal(client_id: str) -> tuple[str, str]:
