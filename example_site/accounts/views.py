@@ -20,7 +20,12 @@ from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import AuthorizationView, DynamicClientRegistrationView
 from oauthlib.oauth2.rfc6749 import errors
 
-from mcp_django.auth.oauth_validator import LOOPBACK_HOSTS, is_mcp_resource, mcp_resource, redirect_uri_is_acceptable
+from mcp_django.auth.oauth_validator import (
+    LOOPBACK_HOSTS,
+    is_mcp_resource,
+    mcp_resource,
+    redirect_uri_is_acceptable,
+)
 
 from .tokens import approved_before, live_tokens, revoke_tokens_of
 

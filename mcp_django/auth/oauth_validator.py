@@ -127,7 +127,8 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
             request.resource = [mcp_resource()]
 
     def validate_scopes(
-        self, client_id: str, scopes: list[str], client: Any, request: Any, *args: Any, **kwargs: Any
+        self, client_id: str, scopes: list[str], client: Any, request: Any,
+        *args: Any, **kwargs: Any,
     ) -> bool:
         # oauthlib turns "scope=" into [""] and refuses it as invalid_scope; some MCP clients
         # send exactly that. An empty scope means "no scope asked for": use the defaults.
@@ -138,16 +139,20 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
             request.scopes = wanted  # oauthlib reads the validated list back from the request
         return bool(super().validate_scopes(client_id, wanted, client, request, *args, **kwargs))
 
-    def validate_redirect_uri(self, client_id: str, redirect_uri: str, request: Any, *args: Any, **kwargs: Any) -> bool:
+    def validate_redirect_uri(
+        self, client_id: str, redirect_uri: str, request: Any, *args: Any, **kwargs: Any
+    ) -> bool:
         # DOT allows http redirects to any host once "http" is an allowed scheme (needed for
         # loopback); registration cannot be trusted to have checked, so check every request.
         if not redirect_uri_is_acceptable(redirect_uri):
             return False
-        return bool(super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs))
+        valid = super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs)
+        return bool(valid)
 
     def validate_grant_type(
         self, client_id: str, grant_type: str, client: Any, request: Any, *args: Any, **kwargs: Any
     ) -> bool:
         if grant_type not in ALLOWED_GRANT_TYPES:
             return False
-        return bool(super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs))
+        valid = super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
+        return bool(valid)

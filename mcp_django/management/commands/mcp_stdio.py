@@ -56,7 +56,9 @@ def find_user(value: str, field: str | None = None) -> AbstractBaseUser:
             pass
         email = User.get_email_field_name()
         if not _has_field(User, email):
-            raise CommandError(f"No user {value!r}: pass an existing {User._meta.verbose_name}'s username to --user.")
+            raise CommandError(
+                f"No user {value!r}: pass an existing {User._meta.verbose_name}'s username to --user."
+            )
         # Addresses are matched case-insensitively, as Django's password reset matches them.
         field, lookup = email, f"{email}__iexact"
         described = "as username or email"
@@ -101,7 +103,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument(
             "--user", metavar="USER",
-            help="Run with this user's permissions (tools, rows, state): a username, else an email address.",
+            help="Run with this user's permissions (tools, rows, state): "
+            "a username, else an email address.",
         )
         parser.add_argument(
             "--user-field", metavar="FIELD", default=None,
@@ -116,8 +119,8 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args: Any, user: str | None = None, site: str | None = None, base_url: str | None = None,
-        user_field: str | None = None, **options: Any,
+        self, *args: Any, user: str | None = None, site: str | None = None,
+        base_url: str | None = None, user_field: str | None = None, **options: Any,
     ) -> None:
         # Refused here, on stderr: a forgotten `migrate` would otherwise fail the client's first
         # request on a missing table (and a client of stdio sees no HTTP health page).
@@ -146,7 +149,9 @@ class Command(BaseCommand):
         request.mcp_endpoint_path = "/mcp"  # type: ignore[attr-defined]
         if username is None:
             if user_field is not None:
-                raise CommandError("--user-field names the field --user is looked up by: pass --user too.")
+                raise CommandError(
+                    "--user-field names the field --user is looked up by: pass --user too."
+                )
             if not issubclass(mcp_settings.authentication_class, NoAuthentication):
                 raise CommandError(
                     "This site's MCP_DJANGO['AUTHENTICATION'] requires a user: run mcp_stdio --user USERNAME "
