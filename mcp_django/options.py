@@ -220,6 +220,43 @@ class ModelMCP(Generic[M]):
         """Rows this request may see; every read, list, search and write starts here."""
         return self.model._default_manager.get_queryset()
 
+    def get_related_queryset(self, request: HttpRequest, field: models.Field[Any, Any]) -> QuerySet[Any]:
+        """Rows a foreign key, one-to-one or many-to-many argument (``field``) may point at,
+        like the admin's ``formfield_for_foreignkey``: the related model's ``get_queryset`` where
+        it is registered on this site, else its default manager; ``limit_choices_to`` applies.
+
+        A key outside it is refused exactly as a key that does not exist.
+        """
+        related = cast("type[models.Model]", field.remote_field.model)
+        registered = self.site._registry.get(related)
+        if isinstance(registered, ModelMCP):
+            queryset: QuerySet[Any] = registered.get_queryset(request)
+        else:
+            queryset = related._default_manager.get_queryset()
+        limit = field.get_limit_choices_to()  # type: ignore[attr-defined]
+        return queryset.complex_filter(limit) if limit else queryset
+
+    def get_serializer(self, request: HttpRequest, *args: Any, **kwargs: Any) -> serializers.ModelSerializer:
+        """The serializer that writes rows for ``request``: related keys limited to the rows
+        :meth:`get_related_queryset` gives, whatever the serializer's own querysets."""
+        serializer = self.get_serializer_class()(*args, context={"request": request}, **kwargs)
+        for name, serializer_field in serializer.fields.items():
+            relation = getattr(serializer_field, "child_relation", serializer_field)
+            if serializer_field.read_only or not isinstance(relation, serializers.RelatedField):
+                continue
+            if relation.queryset is None or "." in (serializer_field.source or name):
+                continue
+            try:
+                field = self.opts.get_field(serializer_field.source or name)
+            except FieldDoesNotExist:
+                continue
+            if not field.is_relation or field.auto_created:  # reverse relations take no argument
+                continue
+            visible = self.get_related_queryset(request, cast("models.Field[Any, Any]", field))
+            # A subquery, not "&": a get_queryset() with distinct() does not combine with "&".
+            relation.queryset = relation.queryset.filter(pk__in=visible.values("pk"))
+        return serializer
+
     def _has_perm(self, request: HttpRequest, action: str) -> bool:
         user = getattr(request, "user", None)
         return bool(user is not None and user.has_perm(f"{self.opts.app_label}.{action}_{self.opts.model_name}"))
@@ -584,7 +621,7 @@ class ModelTool(ToolEntry):
         said: set[str] = set()
         if self.action in ("create", "update"):
             rest = {k: v for k, v in arguments.items() if k not in refused and k != "pk"}
-            serializer = self.model_mcp.get_serializer_class()(data=rest, partial=True, context={"request": request})
+            serializer = self.model_mcp.get_serializer(request, data=rest, partial=True)
             if not serializer.is_valid():
                 for field, messages in serializer.errors.items():
                     said.add(field)
@@ -602,10 +639,16 @@ class ModelTool(ToolEntry):
         filters = {}
         for name in mm.filter_fields:
             if name in arguments:
+                field = mm.opts.get_field(name)
                 try:
-                    filters[name] = db_value(mm.opts.get_field(name), arguments[name])
+                    filters[name] = db_value(field, arguments[name])
                 except DjangoValidationError as exc:
                     return self._error(f"{name}: {' '.join(exc.messages)}")
+                if field.is_relation and not field.auto_created:
+                    # A related row the user may not see matches nothing, as one that does not exist.
+                    related = mm.get_related_queryset(request, cast("models.Field[Any, Any]", field))
+                    target = getattr(field, "target_field", None) or field.related_model._meta.pk
+                    filters[f"{name}__in"] = related.values(target.attname)
         queryset = queryset.filter(**filters)
         try:
             keyset: KeysetOrdering | None = KeysetOrdering(mm.opts, ordering)
@@ -641,7 +684,7 @@ class ModelTool(ToolEntry):
         return self._result(self.model_mcp.serialize(obj))
 
     def _create(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
-        serializer = self.model_mcp.get_serializer_class()(data=arguments, context={"request": request})
+        serializer = self.model_mcp.get_serializer(request, data=arguments)
         if not serializer.is_valid():
             return self._validation_error(serializer.errors)
         with transaction.atomic():
@@ -654,7 +697,7 @@ class ModelTool(ToolEntry):
         obj = self.model_mcp.get_object(request, pk, permission="change")
         if obj is None:
             return self._not_found(pk)
-        serializer = self.model_mcp.get_serializer_class()(obj, data=arguments, partial=True, context={"request": request})
+        serializer = self.model_mcp.get_serializer(request, obj, data=arguments, partial=True)
         if not serializer.is_valid():
             return self._validation_error(serializer.errors)
         changed = changed_fields(obj, serializer.validated_data)

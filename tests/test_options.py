@@ -327,3 +327,105 @@ async def test_model_uri_scheme_is_configurable(alice: User) -> None:
         read = await client.call("resources/read", {"uri": f"notes://testapp/note/{note.pk}"})
     assert "notes://testapp/note/{pk}" in [t["uriTemplate"] for t in templates]
     assert '"title":"schemed"' in read["contents"][0]["text"]
+
+
+# -- related keys: only rows the user may see ------------------------------------------------
+
+
+def _restricted_specimen_site() -> MCPSite:
+    """Specimens per owner (``twin`` points at a specimen), and a tag nobody may see."""
+    from tests.testapp.models import Specimen, Tag
+
+    class SpecimenMCP(ModelMCP):
+        tools = ["search", "create", "update"]
+        filter_fields = ["twin"]
+
+        def get_queryset(self, request: Any) -> Any:
+            return super().get_queryset(request).filter(owner=request.user)
+
+    class TagMCP(ModelMCP):
+        def get_queryset(self, request: Any) -> Any:
+            return super().get_queryset(request).exclude(slug="secret")
+
+    mcp = MCPSite()
+    mcp.register(Specimen, SpecimenMCP)
+    mcp.register(Tag, TagMCP)
+    return mcp
+
+
+def _as(user: User) -> Any:
+    from django.test import RequestFactory
+
+    request = RequestFactory().post("/")
+    request.user = user
+    return request
+
+
+def _tool(mcp: MCPSite, action: str) -> Any:
+    from tests.testapp.models import Specimen
+
+    return next(t for t in mcp._registry[Specimen].get_generated_tools() if t.action == action)
+
+
+def _error_text(result: dict[str, Any], key: Any) -> str:
+    """An error result's text, the key it names replaced, so two answers compare as shapes."""
+    assert result.get("isError"), result
+    return result["content"][0]["text"].replace(f'"{key}"', '"<key>"').replace(f"'{key}'", "'<key>'")
+
+
+@pytest.fixture
+def two_owners() -> tuple[User, User, Any, Any]:
+    from tests.testapp.models import Specimen
+
+    mine = User.objects.create_superuser("mine", "mine@example.com", "x")
+    theirs = User.objects.create_superuser("theirs", "theirs@example.com", "x")
+    return mine, theirs, Specimen.objects.create(char="my row", owner=mine), Specimen.objects.create(char="their row", owner=theirs)
+
+
+def test_create_refuses_a_related_key_the_user_may_not_see_as_one_that_does_not_exist(two_owners: Any) -> None:
+    from tests.testapp.models import Specimen
+
+    mine, _theirs, _my_row, their_row = two_owners
+    mcp = _restricted_specimen_site()
+    hidden = _tool(mcp, "create")._call({"char": "new", "owner": mine.pk, "twin": their_row.pk}, _as(mine))
+    missing = _tool(mcp, "create")._call({"char": "new", "owner": mine.pk, "twin": 987654}, _as(mine))
+    assert _error_text(hidden, their_row.pk) == _error_text(missing, 987654)
+    assert "twin: Invalid pk" in hidden["content"][0]["text"]
+    assert not Specimen.objects.filter(char="new").exists()
+
+
+def test_update_refuses_to_point_a_row_at_a_related_row_the_user_may_not_see(two_owners: Any) -> None:
+    mine, _theirs, my_row, their_row = two_owners
+    mcp = _restricted_specimen_site()
+    hidden = _tool(mcp, "update")._call({"pk": my_row.pk, "twin": their_row.pk}, _as(mine))
+    missing = _tool(mcp, "update")._call({"pk": my_row.pk, "twin": 987654}, _as(mine))
+    assert _error_text(hidden, their_row.pk) == _error_text(missing, 987654)
+    my_row.refresh_from_db()
+    assert my_row.twin_id is None
+
+
+def test_a_many_to_many_key_the_user_may_not_see_is_refused_as_one_that_does_not_exist(two_owners: Any) -> None:
+    from tests.testapp.models import Tag
+
+    mine, _theirs, my_row, _their_row = two_owners
+    Tag.objects.create(slug="secret")
+    Tag.objects.create(slug="public")
+    mcp = _restricted_specimen_site()
+    hidden = _tool(mcp, "update")._call({"pk": my_row.pk, "tags": ["public", "secret"]}, _as(mine))
+    missing = _tool(mcp, "update")._call({"pk": my_row.pk, "tags": ["public", "nosuchtag"]}, _as(mine))
+    allowed = _tool(mcp, "update")._call({"pk": my_row.pk, "tags": ["public"]}, _as(mine))
+    assert _error_text(hidden, "secret") == _error_text(missing, "nosuchtag")
+    assert not allowed.get("isError"), allowed
+    assert list(my_row.tags.values_list("slug", flat=True)) == ["public"]
+
+
+def test_a_search_filter_on_a_related_row_the_user_may_not_see_matches_nothing(two_owners: Any) -> None:
+    from tests.testapp.models import Specimen
+
+    mine, _theirs, my_row, their_row = two_owners
+    # A row of hers that points at one she may not see (set in code, not through MCP).
+    Specimen.objects.filter(pk=my_row.pk).update(twin=their_row)
+    mcp = _restricted_specimen_site()
+    by_twin = _tool(mcp, "search")._call({"twin": their_row.pk}, _as(mine))
+    by_missing = _tool(mcp, "search")._call({"twin": 987654}, _as(mine))
+    assert by_twin["structuredContent"]["items"] == by_missing["structuredContent"]["items"] == []
