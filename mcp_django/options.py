@@ -488,7 +488,8 @@ class ModelTool(ToolEntry):
                 properties["ordering"] = {"type": "string", "enum": list(mm.ordering), "default": mm.ordering[0]}
             fields = mm.field_schemas(writable=False)["properties"]
             for name in mm.filter_fields:
-                properties[name] = fields.get(name, {"type": "string"})
+                # A filter is sent, whatever the field: readOnly would tell clients not to send it.
+                properties[name] = {k: v for k, v in fields.get(name, {"type": "string"}).items() if k != "readOnly"}
             return {"type": "object", "properties": properties, "additionalProperties": False}
         if self.action in ("get", "delete"):
             return {"type": "object", "properties": {"pk": self._pk_schema()}, "required": ["pk"], "additionalProperties": False}

@@ -429,3 +429,13 @@ def test_a_search_filter_on_a_related_row_the_user_may_not_see_matches_nothing(t
     by_twin = _tool(mcp, "search")._call({"twin": their_row.pk}, _as(mine))
     by_missing = _tool(mcp, "search")._call({"twin": 987654}, _as(mine))
     assert by_twin["structuredContent"]["items"] == by_missing["structuredContent"]["items"] == []
+
+
+def test_a_search_filter_on_a_read_only_field_is_not_marked_read_only() -> None:
+    mcp = MCPSite()
+    mcp.register(Note, type("NoteMCP", (ModelMCP,), {"tools": ["search", "get"], "read_only_fields": ["owner"], "filter_fields": ["owner"]}))
+    (search, _get) = mcp._registry[Note].get_generated_tools()
+    assert search.input_schema["properties"]["owner"]
+    assert "readOnly" not in search.input_schema["properties"]["owner"]
+    # The record's own schema still says clients may not write it.
+    assert mcp._registry[Note].field_schemas(writable=False)["properties"]["owner"]["readOnly"] is True
