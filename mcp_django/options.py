@@ -44,7 +44,7 @@ from .entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
 from .functions import TOOL_NAME_RE
 from .protocol.errors import InvalidParamsError
 from .protocol.pagination import decode_cursor, encode_cursor
-from .schemas import argument_error, error_message, invalid_arguments, nullable, pk_schema, serializer_schema
+from .schemas import ISODurationField, argument_error, error_message, invalid_arguments, nullable, pk_schema, serializer_schema
 
 if TYPE_CHECKING:
     from .context import Context
@@ -227,9 +227,9 @@ class ModelMCP(Generic[M]):
 
         A key outside it is refused exactly as a key that does not exist.
         """
-        related = cast("type[models.Model]", field.remote_field.model)
-        registered = self.site._registry.get(related)
-        if isinstance(registered, ModelMCP):
+        related = cast("type[models.Model]", field.related_model)
+        registered = next((m for m in self.site.get_model_mcps() if isinstance(m, ModelMCP) and m.model is related), None)
+        if registered is not None:
             queryset: QuerySet[Any] = registered.get_queryset(request)
         else:
             queryset = related._default_manager.get_queryset()
@@ -322,7 +322,10 @@ class ModelMCP(Generic[M]):
                 else tuple(self.fields if pk_name in self.fields else [pk_name, *self.fields])
             )
         meta = type("Meta", (), meta_attrs)
-        return type(f"{self.model.__name__}MCPSerializer", (serializers.ModelSerializer,), {"Meta": meta})
+        # Durations travel as ISO 8601, as their schema says (DRF's default is Django's form).
+        mapping = {**serializers.ModelSerializer.serializer_field_mapping, models.DurationField: ISODurationField}
+        attrs = {"Meta": meta, "serializer_field_mapping": mapping}
+        return type(f"{self.model.__name__}MCPSerializer", (serializers.ModelSerializer,), attrs)
 
     def get_resource_name(self, obj: Any) -> str:
         """The name of a row in ``resources/list``: ``str(obj)``."""
@@ -648,7 +651,7 @@ class ModelTool(ToolEntry):
                 if field.is_relation and not field.auto_created:
                     # A related row the user may not see matches nothing, as one that does not exist.
                     related = mm.get_related_queryset(request, cast("models.Field[Any, Any]", field))
-                    target = getattr(field, "target_field", None) or field.related_model._meta.pk
+                    target = getattr(field, "target_field", None) or cast("type[models.Model]", field.related_model)._meta.pk
                     filters[f"{name}__in"] = related.values(target.attname)
         queryset = queryset.filter(**filters)
         try:

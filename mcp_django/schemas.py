@@ -34,7 +34,7 @@ from jsonschema import ValidationError
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
-from rest_framework import serializers
+from rest_framework import ISO_8601, serializers
 from rest_framework.schemas.openapi import AutoSchema
 from rest_framework.settings import api_settings
 
@@ -210,6 +210,12 @@ class FieldSchemas(AutoSchema):  # type: ignore[misc]  # DRF ships no type infor
             return {}  # any JSON value: DRF's "object" or "string" would refuse lists and numbers
         if isinstance(field, serializers.PrimaryKeyRelatedField) and not getattr(field, "pk_field", None):
             return self.map_related_pk(field)
+        if isinstance(field, serializers.DurationField):
+            # In: ISO 8601 (parse_duration takes it, and Django's own form too). Out: said only
+            # where the field writes ISO 8601 (the generated serializers' ISODurationField).
+            if self.output and not writes_iso_duration(field):
+                return {"type": "string"}
+            return {"type": "string", "format": "duration"}
         return cast(dict[str, Any], super().map_field(field))  # DRF's mapping: a schema dict
 
     def map_related_pk(self, field: serializers.PrimaryKeyRelatedField) -> dict[str, Any]:
@@ -291,7 +297,7 @@ class FieldSchemas(AutoSchema):  # type: ignore[misc]  # DRF ships no type infor
                 schema = {"type": "string"}  # the file's URL, or null when there is none
                 field_may_be_null = True
             else:
-                if not isinstance(field, serializers.DecimalField):
+                if not isinstance(field, (serializers.DecimalField, serializers.DurationField)):
                     schema = types_only(schema)
                 field_may_be_null = field.allow_null
             if field_may_be_null:
@@ -314,6 +320,22 @@ class FieldSchemas(AutoSchema):  # type: ignore[misc]  # DRF ships no type infor
             schema["description"] = " ".join(filter(None, [str(field.help_text), schema.get("description")]))
         self.map_field_validators(field, schema)
         return clean(schema)
+
+
+def writes_iso_duration(field: serializers.DurationField) -> bool:
+    """Whether ``field`` writes ISO 8601 durations (``P1DT02H00M00S``), as DRF's ``format``
+    (or ``DURATION_FORMAT``) ``"iso-8601"`` makes it."""
+    output_format = getattr(field, "format", api_settings.DURATION_FORMAT)
+    return isinstance(output_format, str) and output_format.lower() == ISO_8601
+
+
+class ISODurationField(serializers.DurationField):  # type: ignore[misc]  # DRF ships no types
+    """A duration written as ISO 8601, as its schema's ``"format": "duration"`` says; read as
+    ISO 8601 or as Django's ``[DD] [HH:[MM:]]ss[.uuuuuu]``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("format", ISO_8601)
+        super().__init__(**kwargs)
 
 
 def pk_json_type(model: type[models.Model]) -> str:

@@ -481,3 +481,47 @@ def test_a_relation_to_a_uuid_keyed_model_says_the_keys_format() -> None:
     assert (schema(Ticket)["type"], schema(Ticket)["format"]) == ("string", "uuid")
     assert schema(Tag)["type"] == "string" and schema(Tag)["pattern"]  # a slug
     assert schema(Note)["type"] == "integer"
+
+
+# ISO 8601 durations as RFC 3339's appendix A writes them (with fractional seconds, which
+# Django writes for microseconds); jsonschema checks "duration" only with isoduration installed.
+ISO_DURATION = re.compile(r"\AP(?!\Z)(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?\Z")
+
+
+def _duration_checker() -> FormatChecker:
+    checker = FormatChecker()
+    checker.checks("duration")(lambda value: not isinstance(value, str) or bool(ISO_DURATION.match(value)))
+    return checker
+
+
+@pytest.mark.django_db
+def test_a_duration_is_written_as_iso_8601_as_its_output_schema_says() -> None:
+    import datetime
+
+    specimen = Specimen.objects.create(char="x", duration=datetime.timedelta(days=1, hours=2, seconds=1.5))
+    mcp = specimen_site()
+    schema = {t.name: t for t in mcp.get_tools()}["testapp_specimen_get"].definition()["outputSchema"]
+    data = mcp._registry[Specimen].serialize(specimen)
+    assert {"type": "string", "format": "duration"} in schema["properties"]["duration"]["anyOf"]
+    assert not list(Draft202012Validator(schema, format_checker=_duration_checker()).iter_errors(data))
+    assert data["duration"] == "P1DT02H00M01.500000S"
+
+
+@pytest.mark.django_db
+def test_an_iso_8601_duration_argument_is_accepted_and_stored() -> None:
+    import datetime
+
+    from django.contrib.auth.models import User
+    from django.test import RequestFactory
+
+    schema = _specimen_validator(specimen_site(), "testapp_specimen_create").schema
+    assert {"type": "string", "format": "duration"} in schema["properties"]["duration"]["anyOf"]
+    assert Draft202012Validator(schema, format_checker=_duration_checker()).is_valid({"char": "x", "duration": "P1DT2H"})
+    tool = {t.name: t for t in specimen_site().get_tools()}["testapp_specimen_create"]
+    request = RequestFactory().post("/")
+    request.user = User.objects.create_superuser("root", "root@example.com", "x")
+    for given in ("P1DT2H", "1 02:00:00"):  # ISO 8601, and Django's own form as before
+        result = tool._call({"char": given, "duration": given}, request)
+        assert not result.get("isError"), result
+        assert result["structuredContent"]["duration"] == "P1DT02H00M00S"
+    assert set(Specimen.objects.values_list("duration", flat=True)) == {datetime.timedelta(days=1, hours=2)}
