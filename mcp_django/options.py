@@ -228,7 +228,8 @@ class ModelMCP(Generic[M]):
         A key outside it is refused exactly as a key that does not exist.
         """
         related = cast("type[models.Model]", field.related_model)
-        registered = next((m for m in self.site.get_model_mcps() if isinstance(m, ModelMCP) and m.model is related), None)
+        mcps = self.site.get_model_mcps()
+        registered = next((m for m in mcps if isinstance(m, ModelMCP) and m.model is related), None)
         if registered is not None:
             queryset: QuerySet[Any] = registered.get_queryset(request)
         else:
@@ -323,7 +324,9 @@ class ModelMCP(Generic[M]):
             )
         meta = type("Meta", (), meta_attrs)
         # Durations travel as ISO 8601, as their schema says (DRF's default is Django's form).
-        mapping = {**serializers.ModelSerializer.serializer_field_mapping, models.DurationField: ISODurationField}
+        mapping = {
+            **serializers.ModelSerializer.serializer_field_mapping, models.DurationField: ISODurationField,
+        }
         attrs = {"Meta": meta, "serializer_field_mapping": mapping}
         return type(f"{self.model.__name__}MCPSerializer", (serializers.ModelSerializer,), attrs)
 
@@ -492,7 +495,8 @@ class ModelTool(ToolEntry):
             fields = mm.field_schemas(writable=False)["properties"]
             for name in mm.filter_fields:
                 # A filter is sent, whatever the field: readOnly would tell clients not to send it.
-                properties[name] = {k: v for k, v in fields.get(name, {"type": "string"}).items() if k != "readOnly"}
+                schema = fields.get(name, {"type": "string"})
+                properties[name] = {k: v for k, v in schema.items() if k != "readOnly"}
             return {"type": "object", "properties": properties, "additionalProperties": False}
         if self.action in ("get", "delete"):
             return {"type": "object", "properties": {"pk": self._pk_schema()}, "required": ["pk"], "additionalProperties": False}
@@ -651,7 +655,8 @@ class ModelTool(ToolEntry):
                 if field.is_relation and not field.auto_created:
                     # A related row the user may not see matches nothing, as one that does not exist.
                     related = mm.get_related_queryset(request, cast("models.Field[Any, Any]", field))
-                    target = getattr(field, "target_field", None) or cast("type[models.Model]", field.related_model)._meta.pk
+                    related_model = cast("type[models.Model]", field.related_model)
+                    target = getattr(field, "target_field", None) or related_model._meta.pk
                     filters[f"{name}__in"] = related.values(target.attname)
         queryset = queryset.filter(**filters)
         try:
