@@ -30,6 +30,7 @@ from django.core.validators import (
     URLValidator,
 )
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 from jsonschema import ValidationError
 from referencing import Registry
 from referencing.exceptions import Unresolvable
@@ -332,6 +333,11 @@ def writes_iso_duration(field: serializers.DurationField) -> bool:
 class ISODurationField(serializers.DurationField):  # type: ignore[misc]  # DRF ships no types
     """A duration written as ISO 8601, as its schema's ``"format": "duration"`` says; read as
     ISO 8601 or as Django's ``[DD] [HH:[MM:]]ss[.uuuuuu]``."""
+
+    # DRF's words name only Django's form; the schema names ISO 8601.
+    default_error_messages = {
+        "invalid": _("Duration has wrong format. Use ISO 8601 (P1DT2H30M) or [DD] [HH:[MM:]]ss[.uuuuuu]."),
+    }
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("format", ISO_8601)

@@ -525,3 +525,5 @@ def test_an_iso_8601_duration_argument_is_accepted_and_stored() -> None:
         assert not result.get("isError"), result
         assert result["structuredContent"]["duration"] == "P1DT02H00M00S"
     assert set(Specimen.objects.values_list("duration", flat=True)) == {datetime.timedelta(days=1, hours=2)}
+    wrong = tool._call({"char": "x", "duration": "two days"}, request)
+    assert "duration: Duration has wrong format. Use ISO 8601" in wrong["content"][0]["text"]
