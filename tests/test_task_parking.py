@@ -24,6 +24,7 @@ from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.polling import until
 from tests.test_checks import ids, settings_errors
+from tests.test_tasks import get, reached
 from tests.transport.conftest import mcp_settings
 from tests.transport.test_stateless import body, headers
 
@@ -83,20 +84,6 @@ async def created(client: MCPTestClient, name: str) -> str:
     answer = await asyncio.wait_for(send(client, "tools/call", {"name": name, "arguments": {}}), 10)
     assert answer["result"]["resultType"] == "task", answer
     return str(answer["result"]["taskId"])
-
-
-async def get(client: MCPTestClient, task_id: str) -> dict[str, Any]:
-    return dict((await send(client, "tasks/get", {"taskId": task_id}))["result"])
-
-
-async def reached(client: MCPTestClient, task_id: str, *statuses: str) -> dict[str, Any]:
-    last: dict[str, Any] = {}
-
-    async def there() -> dict[str, Any] | None:
-        last.update(await get(client, task_id))
-        return dict(last) if last["status"] in statuses else None
-
-    return await until(there, failure=lambda: f"task {task_id} never reached {statuses}: {last}")
 
 
 async def answer(client: MCPTestClient, task_id: str, key: str, name: str) -> None:

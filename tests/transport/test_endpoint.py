@@ -1027,16 +1027,18 @@ async def test_cors_preflight_from_an_allowed_origin_is_answered(client):
     assert {"mcp-session-id", "www-authenticate"} <= exposed
 
 
-async def test_cors_preflight_allows_the_headers_of_a_2026_07_28_request(client):
+async def preflight_asking_for(client: MCPTestClient, requested: str):
     with mcp_settings(ALLOWED_ORIGINS=["https://app.example"]):
-        preflight = await client.send(
+        return await client.send(
             "OPTIONS",
-            headers={
-                "origin": "https://app.example",
-                "access-control-request-method": "POST",
-                "access-control-request-headers": "authorization, content-type, mcp-method, mcp-name, mcp-param-region, mcp-protocol-version",
-            },
+            headers={"origin": "https://app.example", "access-control-request-method": "POST", "access-control-request-headers": requested},
         )
+
+
+async def test_cors_preflight_allows_the_headers_of_a_2026_07_28_request(client):
+    requested = "authorization, content-type, mcp-method, mcp-name, mcp-param-region, mcp-protocol-version"
+
+    preflight = await preflight_asking_for(client, requested)
 
     assert preflight.status == 204
     allowed = {h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")}
@@ -1045,11 +1047,8 @@ async def test_cors_preflight_allows_the_headers_of_a_2026_07_28_request(client)
 
 async def test_cors_preflight_echoes_only_well_formed_parameter_headers_up_to_a_bound(client):
     asked = ", ".join(["x-other", "mcp-param-a b", *(f"mcp-param-p{i}" for i in range(100))])
-    with mcp_settings(ALLOWED_ORIGINS=["https://app.example"]):
-        preflight = await client.send(
-            "OPTIONS",
-            headers={"origin": "https://app.example", "access-control-request-method": "POST", "access-control-request-headers": asked},
-        )
+
+    preflight = await preflight_asking_for(client, asked)
 
     allowed = [h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")]
     params = [h for h in allowed if h.startswith("mcp-param-")]
