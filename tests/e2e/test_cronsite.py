@@ -5,6 +5,7 @@ class with has_perm), driven by the official SDK client with the session cookie 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,11 +14,12 @@ import httpx
 import httpx2
 import pytest
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.cronsite import seed
 
-from .conftest import ExampleServer, manage, run_server, server_env, tool_names
+from .conftest import ROOT, ExampleServer, copy_database, manage, run_server, server_env, tool_names
 
 pytestmark = pytest.mark.e2e
 
@@ -25,12 +27,23 @@ APPLICATION = "tests.cronsite.asgi:application"
 ERAS = ["legacy", "2026-07-28"]
 
 
+def cronsite_env(path: Path) -> dict[str, str]:
+    return {**server_env(path, auth="django"), "DJANGO_SETTINGS_MODULE": "tests.cronsite.settings"}
+
+
 @pytest.fixture(scope="module")
-def cronsite_server(asgi_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleServer]:
+def cronsite_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Migrated and seeded once; the server and each stdio test work on a copy."""
+    path = tmp_path_factory.mktemp("e2e-cronsite") / "cronsite.sqlite3"
+    manage(cronsite_env(path), "migrate", "--noinput", "-v0")
+    manage(cronsite_env(path), "shell", "-v0", "-c", "from tests.cronsite.seed import seed; seed()")
+    return path
+
+
+@pytest.fixture(scope="module")
+def cronsite_server(asgi_server: str, cronsite_database: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleServer]:
     workdir = tmp_path_factory.mktemp(f"e2e-cronsite-{asgi_server}")
-    env = {**server_env(workdir / "cronsite.sqlite3", auth="django"), "DJANGO_SETTINGS_MODULE": "tests.cronsite.settings"}
-    manage(env, "migrate", "--noinput", "-v0")
-    manage(env, "shell", "-v0", "-c", "from tests.cronsite.seed import seed; seed()")
+    env = cronsite_env(copy_database(cronsite_database, workdir / "cronsite.sqlite3"))
     with run_server(env, workdir / f"{asgi_server}.log", server=asgi_server, application=APPLICATION) as server:
         yield server
 
@@ -87,5 +100,18 @@ async def test_a_wrong_password_gets_no_session_and_the_endpoint_answers_401(cro
 
 
 def test_the_project_passes_manage_py_check(tmp_path: Path) -> None:
-    env = {**server_env(tmp_path / "cronsite.sqlite3", auth="django"), "DJANGO_SETTINGS_MODULE": "tests.cronsite.settings"}
-    assert "no issues" in manage(env, "check")
+    assert "no issues" in manage(cronsite_env(tmp_path / "cronsite.sqlite3"), "check")
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_stdio_client_acts_as_a_member_with_permissions_from_a_plain_backend(
+    cronsite_database: Path, tmp_path: Path, era: str
+) -> None:
+    # By the member's (random) username; by email is mcp_stdio's --user lookup, done elsewhere.
+    env = cronsite_env(copy_database(cronsite_database, tmp_path / "cronsite.sqlite3"))
+    params = StdioServerParameters(command=sys.executable, args=["manage.py", "mcp_stdio", "--user", "u-7f3a"], env=env, cwd=str(ROOT))
+    async with Client(stdio_client(params), mode=era, read_timeout_seconds=20) as client:
+        names = await tool_names(client)
+        found = await client.call_tool("monitor_check_search", {"query": "backup"})
+    assert names == {"whoami", "monitor_check_search", "monitor_check_get"}
+    assert [row["name"] for row in found.structured_content["items"]] == [f"backup of {seed.ANN}"]
