@@ -107,9 +107,9 @@ def test_the_project_passes_manage_py_check(tmp_path: Path) -> None:
 async def test_a_stdio_client_acts_as_a_member_with_permissions_from_a_plain_backend(
     cronsite_database: Path, tmp_path: Path, era: str
 ) -> None:
-    # By the member's (random) username; by email is mcp_stdio's --user lookup, done elsewhere.
+    # By the member's email, as the project signs people in (its usernames are random).
     env = cronsite_env(copy_database(cronsite_database, tmp_path / "cronsite.sqlite3"))
-    params = StdioServerParameters(command=sys.executable, args=["manage.py", "mcp_stdio", "--user", "u-7f3a"], env=env, cwd=str(ROOT))
+    params = StdioServerParameters(command=sys.executable, args=["manage.py", "mcp_stdio", "--user", seed.ANN], env=env, cwd=str(ROOT))
     async with Client(stdio_client(params), mode=era, read_timeout_seconds=20) as client:
         names = await tool_names(client)
         found = await client.call_tool("monitor_check_search", {"query": "backup"})
