@@ -20,6 +20,7 @@ import orjson
 import uritemplate
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured, ObjectDoesNotExist
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -49,7 +50,20 @@ Completer = Callable[..., Any]
 
 
 def _is_tool_error(exc: BaseException) -> bool:
-    return isinstance(exc, (ToolError, ClientRequestError))
+    # Django data errors (a form or model's ValidationError, a missing row) are the caller's
+    # fault, told back to it like a ToolError, never an internal failure.
+    return isinstance(
+        exc, (ToolError, ClientRequestError, DjangoValidationError, ObjectDoesNotExist, Http404)
+    )
+
+
+def data_error_message(exc: DjangoValidationError) -> str:
+    """A Django ``ValidationError``'s messages, joined readably (``field: message``)."""
+    if hasattr(exc, "error_dict"):
+        return "; ".join(
+            f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items()
+        )
+    return " ".join(exc.messages) or "Invalid data"
 
 
 async def acall(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
@@ -328,6 +342,12 @@ class FunctionTool(PermissionGated, ToolEntry):
             # purpose, from mcp_django.exceptions), not tool failures.
             raise
         except Exception as exc:
+            if isinstance(exc, DjangoValidationError):
+                text = data_error_message(exc)
+                return {"content": [{"type": "text", "text": text}], "isError": True}
+            if isinstance(exc, (ObjectDoesNotExist, Http404)):
+                text = str(exc) or f"Tool {self.name!r} found nothing for these arguments"
+                return {"content": [{"type": "text", "text": text}], "isError": True}
             if _is_tool_error(exc):
                 return _error_result(str(exc) or "Tool failed")
             logger.exception("Tool %r failed", self.name)
@@ -598,6 +618,8 @@ class FunctionPrompt(PermissionGated, PromptEntry):
             raise InvalidParamsError(str(exc) or f"Invalid arguments for prompt {self.name!r}") from None
         except (Http404, ObjectDoesNotExist):
             raise InvalidParamsError(f"Invalid params: prompt {self.name!r} found nothing for these arguments") from None
+        except DjangoValidationError as exc:
+            raise InvalidParamsError(f"Invalid params: {data_error_message(exc)}") from None
         if isinstance(value, (str, Message, *CONTENT_TYPES)):
             value = [value]
         messages = []
@@ -647,3 +669,6 @@ async def read_answer(func: Callable[..., Any], kwargs: dict[str, Any], uri: str
         raise ResourceNotFoundError(uri) from None
     except ToolError as exc:
         raise InvalidParamsError(str(exc) or f"Cannot read {uri}", data={"uri": uri}) from None
+    except DjangoValidationError as exc:
+        message = f"Invalid params: {data_error_message(exc)}"
+        raise InvalidParamsError(message, data={"uri": uri}) from None

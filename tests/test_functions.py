@@ -12,6 +12,7 @@ import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest
 
 from mcp_django import Context, InvalidParamsError, ResourceNotFoundError, ToolError
@@ -196,6 +197,73 @@ async def test_a_prompt_that_finds_nothing_answers_invalid_params(era: str) -> N
     error = await _error(_failing_site(), era, "prompts/get", {"name": "shelf_404", "arguments": {"name": "poetry"}})
     assert error["code"] == INVALID_PARAMS
     assert "found nothing" in error["message"]
+
+
+# -- Django data errors (ValidationError, a missing row) are the caller's fault ----------------
+
+
+def _data_error_site() -> MCPSite:
+    mcp = MCPSite(name="data-error-tests")
+
+    @mcp.resource("data://invalid")
+    def invalid() -> str:
+        raise DjangoValidationError({"title": ["This field is required."], "body": ["Too long.", "No HTML."]})
+
+    @mcp.prompt()
+    def invalid_prompt(name: str) -> str:
+        raise DjangoValidationError(f"{name} is not a shelf.")
+
+    @mcp.tool()
+    def invalid_tool(name: str) -> str:
+        raise DjangoValidationError(["Pick a shelf.", f"{name} is closed."])
+
+    @mcp.tool()
+    def missing_tool(pk: int) -> str:
+        return Note.objects.get(pk=pk).title
+
+    return mcp
+
+
+async def _tool_result(mcp: MCPSite, era: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    client = MCPTestClient(MCPConsumer.as_asgi(site=mcp))
+    params = {"name": name, "arguments": arguments}
+    if era == "2026-07-28":
+        response = await post(client, body("tools/call", params))
+    else:
+        await client.initialize()
+        response = await client.post({"jsonrpc": "2.0", "id": client.next_id(), "method": "tools/call", "params": params})
+    answer = response.json()
+    assert "result" in answer, answer
+    return dict(answer["result"])
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_resource_raising_django_validation_error_answers_invalid_params_with_its_messages(era: str) -> None:
+    error = await _error(_data_error_site(), era, "resources/read", {"uri": "data://invalid"})
+    assert error["code"] == INVALID_PARAMS
+    assert error["message"] == "Invalid params: title: This field is required.; body: Too long. No HTML."
+    assert error["data"] == {"uri": "data://invalid"}
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_prompt_raising_django_validation_error_answers_invalid_params_with_its_message(era: str) -> None:
+    params = {"name": "invalid_prompt", "arguments": {"name": "poetry"}}
+    error = await _error(_data_error_site(), era, "prompts/get", params)
+    assert (error["code"], error["message"]) == (INVALID_PARAMS, "Invalid params: poetry is not a shelf.")
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_tool_raising_django_validation_error_answers_its_messages_as_a_tool_error(era: str) -> None:
+    result = await _tool_result(_data_error_site(), era, "invalid_tool", {"name": "poetry"})
+    assert result["isError"] is True
+    assert result["content"] == [{"type": "text", "text": "Pick a shelf. poetry is closed."}]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_tool_that_finds_no_row_answers_the_does_not_exist_message_as_a_tool_error(era: str) -> None:
+    result = await _tool_result(_data_error_site(), era, "missing_tool", {"pk": 999999})
+    assert result["isError"] is True
+    assert result["content"] == [{"type": "text", "text": "Note matching query does not exist."}]
 
 
 # -- ctx.user when nobody is signed in (AUTHENTICATION = "none") -------------------------------
