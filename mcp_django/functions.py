@@ -21,6 +21,7 @@ import uritemplate
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured, ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Model, QuerySet
 from django.http import Http404
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -64,6 +65,61 @@ def data_error_message(exc: DjangoValidationError) -> str:
             f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items()
         )
     return " ".join(exc.messages) or "Invalid data"
+
+
+def _model_rows(value: Any) -> tuple[type[Model], list[Model], bool] | None:
+    """``(model, rows, many)`` when ``value`` is a model instance, or a list, tuple or QuerySet
+    of instances of one model; else None."""
+    if isinstance(value, Model):
+        return type(value), [value], False
+    if isinstance(value, QuerySet):
+        return value.model, list(value), True
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, Model) for v in value):
+        model = type(value[0])
+        if all(type(v) is model for v in value):
+            return model, list(value), True
+    return None
+
+
+def _serialize_rows(value: Any, ctx: Context | None, tool: str) -> Any:
+    """Model rows a tool returned, as the site's ``ModelMCP`` for their model reads them.
+
+    A row the caller may not view through that ModelMCP (its queryset, view permission and read
+    scopes) never leaks: it is dropped from a list, and a single one is answered as not found.
+    A model with no ModelMCP on the site is a bug in the tool, not ``str(instance)``.
+    """
+    found = _model_rows(value)
+    if found is None:
+        raise ImproperlyConfigured(f"Tool {tool!r} returned a list mixing models and other values")
+    model, rows, many = found
+    site = getattr(ctx, "site", None)
+    model_mcp = site.get_model_mcp(model) if site is not None and site.is_registered(model) else None
+    if model_mcp is None:
+        raise ImproperlyConfigured(
+            f"Tool {tool!r} returned {model.__name__} rows, but {model.__name__} has no ModelMCP on "
+            "this site: return a dict or a pydantic model, or register a ModelMCP for it"
+        )
+    request = ctx.request if ctx is not None else None
+    visible: list[dict[str, Any]] = []
+    if model_mcp.has_read_scopes(request):
+        allowed = model_mcp.get_queryset(request).filter(pk__in=[row.pk for row in rows])
+        by_pk = {obj.pk: obj for obj in allowed}
+        for row in rows:
+            obj = by_pk.get(row.pk)
+            if obj is not None and model_mcp.has_view_permission(request, obj):
+                visible.append(model_mcp.serialize(obj))
+    if many:
+        return visible
+    if not visible:
+        raise ToolError(f"{model._meta.verbose_name} not found")
+    return visible[0]
+
+
+def _returns_rows(value: Any) -> bool:
+    """Whether ``value`` is model rows (checked without running a QuerySet's query)."""
+    if isinstance(value, (Model, QuerySet)):
+        return True
+    return isinstance(value, (list, tuple)) and bool(value) and isinstance(value[0], Model)
 
 
 async def acall(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
@@ -336,6 +392,11 @@ class FunctionTool(PermissionGated, ToolEntry):
         try:
             kwargs = self.signature.bind(self._arguments(arguments), ctx)
             value = await acall(self.func, kwargs)
+            if _returns_rows(value):
+                value = await sync_to_async(_serialize_rows, thread_sensitive=True)(
+                    value, ctx, self.name
+                )
+                return self.to_model_result(value)
             return self.to_result(value)
         except MCPError:
             # Protocol answers by design (-32042, -32021, -32029, or an error the tool raised on
@@ -355,6 +416,12 @@ class FunctionTool(PermissionGated, ToolEntry):
             if mcp_settings.tool_error_details:
                 text += f": {type(exc).__name__}: {exc}"
             return {"content": [{"type": "text", "text": text}], "isError": True}
+
+    def to_model_result(self, data: dict[str, Any] | list[dict[str, Any]]) -> dict[str, Any]:
+        """Serialized model rows: an object as is, a list wrapped as ``{"result": [...]}``."""
+        structured = data if isinstance(data, dict) else {"result": data}
+        text = orjson.dumps(data).decode()
+        return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
 
     def to_result(self, value: Any) -> dict[str, Any]:
         if isinstance(value, ToolResult):

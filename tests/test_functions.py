@@ -13,9 +13,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
 
-from mcp_django import Context, InvalidParamsError, ResourceNotFoundError, ToolError
+from mcp_django import Context, InvalidParamsError, ModelMCP, ResourceNotFoundError, ToolError
 from mcp_django.models import Session
 from mcp_django.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
 from mcp_django.sites import MCPSite
@@ -342,3 +343,74 @@ def test_a_context_built_without_a_user_has_an_anonymous_user() -> None:
     request = HttpRequest()
     ctx = Context(site=MCPSite(name="bare"), request=request, user=None, session=None)
     assert isinstance(ctx.user, AnonymousUser)
+
+
+# -- model rows a tool returns are read through the site's ModelMCP ---------------------------
+
+
+class _OwnNotes(ModelMCP[Note]):
+    fields = ["id", "title", "priority"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Note]:
+        return super().get_queryset(request).filter(owner_id=request.user.pk)
+
+
+def _model_result_site(*, register: bool = True) -> MCPSite:
+    mcp = MCPSite(name="model-result-tests")
+    if register:
+        mcp.register(Note)(_OwnNotes)
+
+    @mcp.tool()
+    def all_notes() -> list[Note]:
+        return list(Note.objects.order_by("pk"))
+
+    @mcp.tool()
+    def note_queryset():  # type: ignore[no-untyped-def]  # un-annotated on purpose
+        return Note.objects.order_by("pk")
+
+    @mcp.tool()
+    def one_note(title: str) -> Note:
+        return Note.objects.get(title=title)
+
+    return mcp
+
+
+@sync_to_async
+def _alice_may_view_notes() -> User:
+    alice, bob = make_user("alice", "view_note"), make_user("bob", "view_note")
+    Note.objects.bulk_create([Note(owner=alice, title="draft alice"), Note(owner=bob, title="draft bob")])
+    return alice
+
+
+@pytest.mark.usefixtures("django_authentication")
+@pytest.mark.parametrize("tool", ["all_notes", "note_queryset"])
+async def test_a_tool_returning_model_rows_answers_only_the_rows_its_model_mcp_lets_the_user_view(
+    tool: str,
+) -> None:
+    client = await _signed_in(await _alice_may_view_notes(), _model_result_site())
+    result = await client.call("tools/call", {"name": tool, "arguments": {}})
+    assert "isError" not in result, result
+    rows = result["structuredContent"]["result"]
+    assert [(row["title"], row["priority"]) for row in rows] == [("draft alice", "low")]
+    assert set(rows[0]) == {"id", "title", "priority"}
+    assert orjson.loads(result["content"][0]["text"]) == rows
+
+
+@pytest.mark.usefixtures("django_authentication")
+async def test_a_tool_returning_one_row_the_user_may_not_view_answers_not_found() -> None:
+    client = await _signed_in(await _alice_may_view_notes(), _model_result_site())
+    own = await client.call("tools/call", {"name": "one_note", "arguments": {"title": "draft alice"}})
+    assert own["structuredContent"]["title"] == "draft alice"
+    other = await client.call("tools/call", {"name": "one_note", "arguments": {"title": "draft bob"}})
+    assert other["isError"] is True
+    assert other["content"] == [{"type": "text", "text": "note not found"}]
+    assert "draft bob" not in orjson.dumps(other).decode()
+
+
+@pytest.mark.usefixtures("django_authentication")
+async def test_a_tool_returning_rows_of_a_model_without_model_mcp_fails_instead_of_str() -> None:
+    client = await _signed_in(await _alice_may_view_notes(), _model_result_site(register=False))
+    result = await client.call("tools/call", {"name": "one_note", "arguments": {"title": "draft alice"}})
+    assert result["isError"] is True
+    assert "draft alice" not in orjson.dumps(result).decode()
+    assert "structuredContent" not in result
