@@ -13,7 +13,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import is_dataclass
-from typing import Any, cast, get_type_hints
+from typing import Any, cast, get_args, get_origin, get_type_hints
 from urllib.parse import unquote
 
 import orjson
@@ -113,6 +113,19 @@ def _serialize_rows(value: Any, ctx: Context | None, tool: str) -> Any:
     if not visible:
         raise ToolError(f"{model._meta.verbose_name} not found")
     return visible[0]
+
+
+def _annotated_model(annotation: Any) -> tuple[type[Model] | None, bool]:
+    """The model a return annotation names (``Note``, ``list[Note]``, ``tuple[Note, ...]``,
+    ``QuerySet[Note]``) and whether it is many rows; ``(None, False)`` for anything else."""
+    if inspect.isclass(annotation) and issubclass(annotation, Model):
+        return annotation, False
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (list, tuple, QuerySet) or (inspect.isclass(origin) and issubclass(origin, QuerySet)):
+        item = args[0] if args else None
+        if inspect.isclass(item) and issubclass(item, Model) and all(a in (item, ...) for a in args):
+            return item, True
+    return None, False
 
 
 def _returns_rows(value: Any) -> bool:
@@ -283,6 +296,11 @@ class FunctionTool(PermissionGated, ToolEntry):
         self.func = func
         self.set_permissions(permission, scopes)
         self.name = name or func.__name__
+        #: The site that registered it: its ModelMCPs describe the model rows it returns.
+        self.site: Any = None
+        #: The model its return annotation names (``-> Note``, ``-> list[Note]``), and whether many.
+        self.result_model: type[Model] | None = None
+        self.result_many = False
         #: Its MCP App (``_meta.ui.resourceUri`` when listed), served by the site as a UIResource.
         self.ui = ui
         if task not in TASK_SUPPORT:
@@ -342,6 +360,11 @@ class FunctionTool(PermissionGated, ToolEntry):
             return None, None, False
         if inspect.isclass(annotation) and issubclass(annotation, CONTENT_TYPES):
             return None, None, False
+        model, many = _annotated_model(annotation)
+        if model is not None:
+            # Described by the site's ModelMCP, which may be registered after the tool.
+            self.result_model, self.result_many = model, many
+            return None, None, False
         try:
             adapter: TypeAdapter[Any] = TypeAdapter(annotation)
             schema = adapter.json_schema(mode="serialization")
@@ -351,12 +374,24 @@ class FunctionTool(PermissionGated, ToolEntry):
         output_schema, wrapped = result_schema(ecma_patterns(schema))
         return adapter, output_schema, wrapped
 
+    def model_output_schema(self) -> dict[str, Any] | None:
+        """The ``outputSchema`` of a tool annotated with a model: its ModelMCP's row schema."""
+        model = self.result_model
+        if model is None or self.site is None or not self.site.is_registered(model):
+            return None
+        fields = self.site.get_model_mcp(model).field_schemas(writable=False, output=True)
+        row = {"type": "object", "properties": fields["properties"]}
+        if not self.result_many:
+            return row
+        return {"type": "object", "properties": {"result": {"type": "array", "items": row}}, "required": ["result"]}
+
     def definition(self) -> dict[str, Any]:
         tool: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
         if self.title:
             tool["title"] = self.title
-        if self.output_schema is not None:
-            tool["outputSchema"] = self.output_schema
+        output_schema = self.output_schema if self.result_model is None else self.model_output_schema()
+        if output_schema is not None:
+            tool["outputSchema"] = output_schema
         if self.annotations:
             tool["annotations"] = self.annotations
         if self.icons:

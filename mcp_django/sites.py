@@ -488,6 +488,8 @@ class MCPSite:
                 annotations=annotations, icons=icons, meta=meta, permission=permission, scopes=scopes,
                 sensitive=sensitive, task=task, prelude=prelude, ui=app,
             )
+            # Model rows it returns are described and read by this site's ModelMCPs.
+            tool.site = self
             shared = self._ui_resource(app) if app is not None else None
             self.register_entry(tool)
             if app is not None and shared is None:

@@ -414,3 +414,14 @@ async def test_a_tool_returning_rows_of_a_model_without_model_mcp_fails_instead_
     assert result["isError"] is True
     assert "draft alice" not in orjson.dumps(result).decode()
     assert "structuredContent" not in result
+
+
+def test_a_tool_annotated_with_a_model_lists_its_model_mcp_row_schema_as_output_schema() -> None:
+    mcp = _model_result_site()
+    rows = {"type": "object", "properties": mcp.get_model_mcp(Note).field_schemas(writable=False, output=True)["properties"]}
+    definitions = {tool.name: tool.definition() for tool in mcp.get_tools()}
+    assert definitions["one_note"]["outputSchema"] == rows
+    assert set(rows["properties"]) == {"id", "title", "priority"}
+    wrapped = {"type": "object", "properties": {"result": {"type": "array", "items": rows}}, "required": ["result"]}
+    assert definitions["all_notes"]["outputSchema"] == wrapped
+    assert "outputSchema" not in definitions["note_queryset"]  # un-annotated: nothing promised

@@ -140,3 +140,24 @@ async def test_the_client_accepts_results_wrapped_around_models_in_both_eras(sch
             assert tool.output_schema is not None
             assert_valid_for_clients(tool.output_schema)
             assert_valid_for_clients(tool.input_schema)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_client_validates_model_rows_a_function_tool_returns_against_their_model_mcp_schema(
+    schemas_server: ExampleServer, mode: str
+) -> None:
+    # call_tool validates structuredContent against the listed outputSchema (tests/e2e/schemas_app).
+    async with Client(schemas_server.mcp_url, read_timeout_seconds=10, mode=mode) as client:
+        tools = await every_tool(client)
+        many, one = tools["model_rows_users"].output_schema, tools["model_rows_user"].output_schema
+        assert many is not None and many["properties"]["result"]["type"] == "array"
+        assert one is not None and one["type"] == "object" and "username" in one["properties"]
+        users = await client.call_tool("model_rows_users", {"prefix": "Jos"})
+        assert not users.is_error, users
+        assert [row["username"] for row in users.structured_content["result"]] == ["José"]
+        user = await client.call_tool("model_rows_user", {"username": "José"})
+        assert not user.is_error, user
+        assert user.structured_content["email"] == "jose@example.com"
+        missing = await client.call_tool("model_rows_user", {"username": "nobody"})
+        assert missing.is_error
+    assert "Traceback" not in schemas_server.log()

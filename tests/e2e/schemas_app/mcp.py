@@ -91,3 +91,18 @@ def shapes_loans(days: int) -> list[Loan]:
 def shapes_loan(days: int) -> Loan:
     """A loan (a TypedDict) of one book."""
     return {"book": DUNE, "days": days}
+
+
+User = get_user_model()
+
+
+@site.tool
+def model_rows_users(prefix: str) -> list[User]:  # type: ignore[valid-type]
+    """Users whose name starts with ``prefix``: model rows, read through UserMCP."""
+    return list(User.objects.filter(username__startswith=prefix).order_by("pk"))
+
+
+@site.tool
+def model_rows_user(username: str) -> User:  # type: ignore[valid-type]
+    """One user: a model row, read through UserMCP."""
+    return User.objects.get(username=username)
