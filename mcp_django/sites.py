@@ -807,6 +807,21 @@ class MCPSite:
                 )
             )
 
+        for tool in self.get_tools():
+            # Checked here, not at @site.tool: the ModelMCP may be registered after the tool.
+            model = getattr(tool, "result_model", None)
+            if model is not None and not self.is_registered(model):
+                errors.append(
+                    Error(
+                        f"The tool {tool.name!r} returns {model.__name__} rows, but "
+                        f"{model.__name__} has no ModelMCP on {self!r} to read them through.",
+                        hint="Return a dict or a pydantic model, or register a ModelMCP for "
+                        f"{model.__name__} on this site (its fields and permissions apply).",
+                        obj=getattr(tool, "func", None),
+                        id="mcp_django.E240",
+                    )
+                )
+
         for bridge in self._bridges:
             for name, hint in bridge.conflicts:
                 errors.append(

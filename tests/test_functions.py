@@ -425,3 +425,12 @@ def test_a_tool_annotated_with_a_model_lists_its_model_mcp_row_schema_as_output_
     wrapped = {"type": "object", "properties": {"result": {"type": "array", "items": rows}}, "required": ["result"]}
     assert definitions["all_notes"]["outputSchema"] == wrapped
     assert "outputSchema" not in definitions["note_queryset"]  # un-annotated: nothing promised
+
+
+def test_a_tool_annotated_with_a_model_without_model_mcp_fails_check_e240_until_one_is_registered() -> None:
+    mcp = _model_result_site(register=False)
+    errors = [e for e in mcp.check() if e.id == "mcp_django.E240"]
+    assert sorted(e.msg.split("'")[1] for e in errors) == ["all_notes", "one_note"]
+    assert "register a ModelMCP" in errors[0].hint
+    mcp.register(Note)(_OwnNotes)  # registered after the tools: that is fine
+    assert [e for e in mcp.check() if e.id == "mcp_django.E240"] == []
