@@ -135,6 +135,29 @@ def _returns_rows(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and bool(value) and isinstance(value[0], Model)
 
 
+def _raised_converting_a_lookup_value(exc: BaseException) -> bool:
+    """Whether a ``ValueError``/``TypeError`` was raised by a model field converting a value
+    for the database (``Note.objects.get(pk="abc")``: "Field 'id' expected a number but got
+    'abc'."): the caller's data. Raised anywhere else it may be a bug, so it stays internal."""
+    if not isinstance(exc, (ValueError, TypeError)) or exc.__traceback__ is None:
+        return False
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return str(tb.tb_frame.f_globals.get("__name__", "")).startswith("django.db.models.fields")
+
+
+async def acall_with_data(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """:func:`acall` for a tool, resource or prompt: a value a model field cannot convert is
+    the caller's data error, raised as Django's ``ValidationError`` with the field's message."""
+    try:
+        return await acall(func, kwargs)
+    except (ValueError, TypeError) as exc:
+        if _raised_converting_a_lookup_value(exc):
+            raise DjangoValidationError(str(exc)) from exc
+        raise
+
+
 async def acall(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     """Call a sync or async function; sync ones run in Django's thread, off the event loop."""
     if inspect.iscoroutinefunction(func):
@@ -426,7 +449,7 @@ class FunctionTool(PermissionGated, ToolEntry):
             current_context.set(ctx)  # each request runs in its own task, so this stays local
         try:
             kwargs = self.signature.bind(self._arguments(arguments), ctx)
-            value = await acall(self.func, kwargs)
+            value = await acall_with_data(self.func, kwargs)
             if _returns_rows(value):
                 value = await sync_to_async(_serialize_rows, thread_sensitive=True)(
                     value, ctx, self.name
@@ -715,7 +738,7 @@ class FunctionPrompt(PermissionGated, PromptEntry):
         except ValidationError as exc:
             raise InvalidParamsError(f"Invalid arguments for prompt {self.name!r}: {format_validation_error(exc)}") from None
         try:
-            value = await acall(self.func, self.signature.bind(kwargs, ctx))
+            value = await acall_with_data(self.func, self.signature.bind(kwargs, ctx))
         except ToolError as exc:
             raise InvalidParamsError(str(exc) or f"Invalid arguments for prompt {self.name!r}") from None
         except (Http404, ObjectDoesNotExist):
@@ -766,7 +789,7 @@ async def read_answer(func: Callable[..., Any], kwargs: dict[str, Any], uri: str
     "resource not found" (-32002) and a ``ToolError`` is invalid params (-32602) with its message,
     as the spec's errors for reads; anything else stays an internal error."""
     try:
-        return await acall(func, kwargs)
+        return await acall_with_data(func, kwargs)
     except (Http404, ObjectDoesNotExist):
         raise ResourceNotFoundError(uri) from None
     except ToolError as exc:

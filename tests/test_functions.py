@@ -434,3 +434,39 @@ def test_a_tool_annotated_with_a_model_without_model_mcp_fails_check_e240_until_
     assert "register a ModelMCP" in errors[0].hint
     mcp.register(Note)(_OwnNotes)  # registered after the tools: that is fine
     assert [e for e in mcp.check() if e.id == "mcp_django.E240"] == []
+
+
+def _lookup_site() -> MCPSite:
+    mcp = MCPSite(name="lookup-value-tests")
+
+    @mcp.resource("lookup://{pk}")
+    def note_by_pk(pk: str) -> str:
+        return Note.objects.get(pk=pk).title
+
+    @mcp.tool()
+    def note_title(pk: str) -> str:
+        return Note.objects.get(pk=pk).title
+
+    @mcp.tool()
+    def buggy(pk: str) -> str:
+        raise ValueError("internal detail")
+
+    return mcp
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_resource_whose_lookup_value_a_field_cannot_convert_answers_invalid_params(era: str) -> None:
+    error = await _error(_lookup_site(), era, "resources/read", {"uri": "lookup://abc"})
+    assert error["code"] == INVALID_PARAMS
+    assert error["message"] == "Invalid params: Field 'id' expected a number but got 'abc'."
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_tool_whose_lookup_value_a_field_cannot_convert_answers_a_tool_error_but_a_bare_value_error_stays_internal(
+    era: str,
+) -> None:
+    result = await _tool_result(_lookup_site(), era, "note_title", {"pk": "abc"})
+    assert result["isError"] is True
+    assert result["content"] == [{"type": "text", "text": "Field 'id' expected a number but got 'abc'."}]
+    buggy = await _tool_result(_lookup_site(), era, "buggy", {"pk": "abc"})
+    assert buggy["content"] == [{"type": "text", "text": "Error running tool 'buggy'"}]
