@@ -19,23 +19,23 @@ if TYPE_CHECKING:
 
     from django.db.models import Model
 
-    from .adminsite import mcp_action as mcp_action
-    from .apps_ui import UI as UI
-    from .content import Audio as Audio
-    from .content import EmbeddedResource as EmbeddedResource
-    from .content import Image as Image
-    from .content import Message as Message
-    from .content import ResourceLink as ResourceLink
-    from .content import Text as Text
-    from .content import ToolResult as ToolResult
-    from .context import Context as Context
-    from .entries import Icon as Icon
-    from .entries import ToolAnnotations as ToolAnnotations
     from .exceptions import InvalidParamsError as InvalidParamsError
     from .exceptions import ResourceNotFoundError as ResourceNotFoundError
     from .exceptions import ToolError as ToolError
-    from .options import ModelMCP as ModelMCP
-    from .sites import MCPSite as MCPSite
+    from .extensions.mcp_apps import UI as UI
+    from .registry.admin_bridge import mcp_action as mcp_action
+    from .registry.options import ModelMCP as ModelMCP
+    from .registry.sites import MCPSite as MCPSite
+    from .server.content import Audio as Audio
+    from .server.content import EmbeddedResource as EmbeddedResource
+    from .server.content import Image as Image
+    from .server.content import Message as Message
+    from .server.content import ResourceLink as ResourceLink
+    from .server.content import Text as Text
+    from .server.content import ToolResult as ToolResult
+    from .server.context import Context as Context
+    from .server.entries import Icon as Icon
+    from .server.entries import ToolAnnotations as ToolAnnotations
 
     #: The default site: a lazy proxy at run time, an ``MCPSite`` in every way that matters.
     site: MCPSite
@@ -69,12 +69,12 @@ __all__ = [
 #: The module that defines each public name, imported on first use of the name: "import
 #: mcp_django" in settings.py must not import models before the app registry is ready.
 _LAZY = {
-    "site": "sites", "MCPSite": "sites", "ModelMCP": "options", "Context": "context",
+    "site": "registry.sites", "MCPSite": "registry.sites", "ModelMCP": "registry.options", "Context": "server.context",
     **dict.fromkeys(("ToolError", "InvalidParamsError", "ResourceNotFoundError"), "exceptions"),
-    **dict.fromkeys(("ToolResult", "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "Message"), "content"),
-    **dict.fromkeys(("ToolAnnotations", "Icon"), "entries"),
-    "UI": "apps_ui",
-    "mcp_action": "adminsite",
+    **dict.fromkeys(("ToolResult", "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "Message"), "server.content"),
+    **dict.fromkeys(("ToolAnnotations", "Icon"), "server.entries"),
+    "UI": "extensions.mcp_apps",
+    "mcp_action": "registry.admin_bridge",
 }
 
 

@@ -23,12 +23,13 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from . import taskrun, taskstore
 from .conf import mcp_settings
+from .extensions.tasks import runner as taskrun
+from .extensions.tasks import store as taskstore
 from .models import Elicitation, Event, RunningRequest, ServerRequest, Session, SessionState, Task, ToolCall, UserSecret, UserState
+from .registry.sites import all_sites
+from .registry.sites import site as default_site
 from .signals import session_closed
-from .sites import all_sites
-from .sites import site as default_site
 from .stores import announce_session_changed
 from .transport.layers import get_layer, session_group
 

@@ -19,13 +19,16 @@ class SimpleMcpDjangoConfig(AppConfig):
     name = "mcp_django"
     verbose_name = _("MCP")
     default_auto_field = "django.db.models.BigAutoField"
-    default_site = "mcp_django.sites.MCPSite"
+    default_site = "mcp_django.registry.sites.MCPSite"
 
     def ready(self) -> None:
         # App loading: Django imports this module before the app registry is ready, and these
         # modules import models (directly or through the stores).
-        from . import audit, log_bridge, routing, site_urls, sites, taskrun, tracing
-        from . import checks as mcp_checks
+        from . import checks as mcp_checks, routing, site_urls  # noqa: I001 (one import, one line)
+        from .extensions.tasks import runner as taskrun
+        from .ops import audit, tracing
+        from .registry import sites
+        from .server import log_bridge
         from .transport import process
 
         checks.register(mcp_checks.check_settings, "mcp_django")
@@ -54,7 +57,7 @@ class SimpleMcpDjangoConfig(AppConfig):
         audit.install()
 
         # The bus's sweep after dead processes also fails their durable tasks, polled or not.
-        sweeping.connect(taskrun.on_sweep, dispatch_uid="mcp_django.taskrun.on_sweep")
+        sweeping.connect(taskrun.on_sweep, dispatch_uid="mcp_django.extensions.tasks.runner.on_sweep")
         # A revoked token fails the parked tasks it alone allowed (running ones stop at a heartbeat).
         taskrun.connect_revocations()
 
@@ -67,7 +70,7 @@ class SimpleMcpDjangoConfig(AppConfig):
         if not all_apps.is_installed("django.contrib.auth"):
             return
         # App loading: notifications imports models (see ready()).
-        from .notifications import permissions_changed
+        from .server.notifications import permissions_changed
 
         user_model = get_user_model()
         group_model = all_apps.get_model("auth", "Group")

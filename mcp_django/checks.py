@@ -26,16 +26,16 @@ from django.http import HttpRequest
 from django.urls import URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
-from . import tracing
 from .auth.base import BaseAuthentication, NoAuthentication
 from .conf import AUTHENTICATION_ALIASES, DEFAULTS, mcp_settings
+from .extensions.skills import APP_FOLDER, Skill, discover
+from .ops import tracing
+from .ops.quotas.backends import has_atomic_incr
+from .ops.quotas.limits import CAP_KEYS, QUOTA_KEYS, RATE_KEYS, parse_rate
 from .protocol.negotiation import normalize_origin
-from .quota_backends import has_atomic_incr
-from .quotas import CAP_KEYS, QUOTA_KEYS, RATE_KEYS, parse_rate
+from .registry.sites import all_sites
+from .registry.sites import site as default_site
 from .routing import routes_through_router
-from .sites import all_sites
-from .sites import site as default_site
-from .skills import APP_FOLDER, Skill, discover
 from .stores import BaseEventStore
 from .tables import MIGRATE_HINT, missing_tables_message, sessions_database, unapplied_migrations
 
@@ -319,7 +319,7 @@ def _positive_number(value: Any) -> bool:
 
 
 def _check_audit(user: dict[str, Any]) -> list[CheckMessage]:
-    """Settings of the audit trail (mcp_django.audit)."""
+    """Settings of the audit trail (mcp_django.ops.audit)."""
     errors: list[CheckMessage] = []
     enabled = user.get("AUDIT_TOOL_CALLS", DEFAULTS["AUDIT_TOOL_CALLS"])
     if not isinstance(enabled, bool):
@@ -361,7 +361,7 @@ def _check_audit(user: dict[str, Any]) -> list[CheckMessage]:
 
 
 def _check_quotas(user: dict[str, Any]) -> list[CheckMessage]:
-    """``QUOTAS`` (mcp_django.quotas): its shape, rates, caps, cache, and the tools it names."""
+    """``QUOTAS`` (mcp_django.ops.quotas.limits): its shape, rates, caps, cache, and the tools it names."""
     raw = user.get("QUOTAS", {})
     shape: list[tuple[str, str]] = []  # (message, hint) of each problem with the dict itself
     if not isinstance(raw, dict):
@@ -501,7 +501,7 @@ IN_PROCESS_LAYERS = ("channels.layers.InMemoryChannelLayer", "mcp_django.transpo
 def _check_quota_cache_shared(user: dict[str, Any]) -> list[CheckMessage]:
     """Quotas and caps count in ``QUOTAS["CACHE"]``: a project whose channel layer spans
     processes needs that cache shared by them, and counting atomically, for its limits to hold
-    across the processes (mcp_django.quotas)."""
+    across the processes (mcp_django.ops.quotas.limits)."""
     layer_alias = user.get("CHANNEL_LAYER", DEFAULTS["CHANNEL_LAYER"])
     layer = (getattr(settings, "CHANNEL_LAYERS", None) or {}).get(layer_alias)
     layer_backend = str(layer.get("BACKEND", "")) if isinstance(layer, dict) else ""

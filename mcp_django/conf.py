@@ -203,7 +203,7 @@ DEFAULTS: dict[str, Any] = {
     "STATE_MAX_VALUE_BYTES": 64 * 1024,
     # Show exception text in tool error results (never tracebacks). None follows DEBUG.
     "TOOL_ERROR_DETAILS": None,
-    # OpenTelemetry spans and metrics of every request (mcp_django.tracing): "auto" traces when
+    # OpenTelemetry spans and metrics of every request (mcp_django.ops.tracing): "auto" traces when
     # opentelemetry-api is importable, True requires it (E040), False never imports it.
     "TRACING": "auto",
     # The audit trail: a ToolCall row (admin: "Tool calls") for every tools/call, on every

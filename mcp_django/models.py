@@ -297,7 +297,7 @@ class SessionState(models.Model):
 
 
 class ToolCall(models.Model):
-    """One ``tools/call``, as the audit trail records it (see :mod:`mcp_django.audit`).
+    """One ``tools/call``, as the audit trail records it (see :mod:`mcp_django.ops.audit`).
 
     The trail outlives what it describes: the session is kept as its id (sessions are deleted by
     ``mcp_clearsessions`` long before the trail is), the user as a nullable link with a snapshot
@@ -442,7 +442,7 @@ class Task(models.Model):
     worker = models.CharField(_("worker"), max_length=200, blank=True)
     cancel_requested = models.BooleanField(_("cancel requested"), default=False)
     #: The W3C trace context of the request that made it (traceparent, tracestate), so the
-    #: run's span in the worker links to the call's trace (mcp_django.tracing).
+    #: run's span in the worker links to the call's trace (mcp_django.ops.tracing).
     trace_context = models.JSONField(_("trace context"), default=dict, blank=True)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     updated_at = models.DateTimeField(_("updated"), default=timezone.now)

@@ -7,7 +7,7 @@ timeouts and per-command bookkeeping; the same pipeline written to a plain async
 took 46 us. A streamed tools/call on PostgreSQL + Redis makes three such round trips (it joins
 its stream's groups, reads the members it announces to, leaves), so the client was most of
 what that deployment added to a call (bench/profile.py). Used for those group operations
-(:mod:`mcp_django.transport.layers`) and the quota counters (:mod:`mcp_django.quota_backends`)
+(:mod:`mcp_django.transport.layers`) and the quota counters (:mod:`mcp_django.ops.quotas.backends`)
 only where the server is a plain ``redis://`` address and hiredis (Redis's own C parser,
 ``pip install hiredis``) is installed; anything else (TLS, Unix sockets, options of the user's)
 keeps redis-py's client.

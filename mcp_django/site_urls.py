@@ -16,7 +16,7 @@ from .transport.endpoint import endpoint_view
 from .transport.health import health_view
 
 if TYPE_CHECKING:
-    from .sites import MCPSite
+    from .registry.sites import MCPSite
 
 
 def site_urlpatterns(site: MCPSite) -> list[Any]:

@@ -2,7 +2,7 @@
 
 With ``MCP_DJANGO["TASKS_BACKEND"]`` naming an alias of ``TASKS`` (django-tasks-db's
 ``DatabaseBackend`` run by ``manage.py db_worker``, RQ, Celery...), each task becomes one job of
-:data:`run_mcp_task` there. The job runs the task from its row (``mcp_django.taskrun.Runner``):
+:data:`run_mcp_task` there. The job runs the task from its row (``mcp_django.extensions.tasks.runner.Runner``):
 the worker needs the project's settings and apps, as any job of that backend does.
 """
 
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 
-from . import taskrun, taskstore
 from .conf import mcp_settings
+from .extensions.tasks import runner as taskrun
+from .extensions.tasks import store as taskstore
 from .models import Task
-from .sites import all_sites
+from .registry.sites import all_sites
 
 try:  # Django 6.0+
     from django.tasks import DEFAULT_TASK_BACKEND_ALIAS, task

@@ -3,6 +3,6 @@
 the consumer; without it (WSGI, or Django's bare ASGI handler) both get the same JSON error,
 since :func:`mcp_django.routing.serve_endpoint_without_slash` spares ``/mcp`` APPEND_SLASH."""
 
-from .sites import site
+from .registry.sites import site
 
 urlpatterns, app_name, _ = site.urls

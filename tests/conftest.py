@@ -63,13 +63,13 @@ async def fresh_channel_layer() -> AsyncIterator[None]:
 
 @pytest.fixture(autouse=True)
 def _fresh_quota_counters() -> None:
-    """Quota counters (mcp_django.quotas) live in the cache, which outlives each test, and every
+    """Quota counters (mcp_django.ops.quotas.limits) live in the cache, which outlives each test, and every
     in-process test calls as the same anonymous address: each test starts from zero."""
     from django.conf import settings
     from django.core.cache import caches
 
     if settings.configured:  # tests/protocol run without Django
-        from mcp_django import quotas
+        from mcp_django.ops.quotas import limits as quotas
 
         caches["default"].clear()
         quotas.forget_local_counts()

@@ -10,9 +10,9 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.http import HttpResponse
 
-from mcp_django.adminsite import AdminModelMCP
 from mcp_django.protocol.errors import INVALID_PARAMS
-from mcp_django.sites import MCPSite
+from mcp_django.registry.admin_bridge import AdminModelMCP
+from mcp_django.registry.sites import MCPSite
 from tests.testapp.models import Note
 
 
@@ -232,7 +232,7 @@ def test_a_model_named_in_models_but_not_on_the_admin_site_is_a_check_warning() 
 
 
 def test_an_explicit_registration_after_register_admin_replaces_the_bridge_entry() -> None:
-    from mcp_django.options import ModelMCP
+    from mcp_django.registry.options import ModelMCP
 
     class NoteMCP(ModelMCP):
         tools = ("search", "get", "create")
@@ -245,7 +245,7 @@ def test_an_explicit_registration_after_register_admin_replaces_the_bridge_entry
 
 
 def test_an_explicit_registration_before_register_admin_is_kept_and_actions_are_added() -> None:
-    from mcp_django.options import ModelMCP
+    from mcp_django.registry.options import ModelMCP
 
     admin_site = admin.AdminSite(name="order-admin")
     admin_site.register(Note, NoteAdmin)
@@ -304,7 +304,7 @@ def test_admin_models_are_exposed_when_mcp_django_comes_before_the_admin_in_inst
 
 
 def test_applying_the_bridge_announces_only_admin_registrations_made_later(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcp_django import notifications
+    from mcp_django.server import notifications
 
     submitted: list[Any] = []
     monkeypatch.setattr(notifications, "schedule", lambda key, function, args, item=None: submitted.append(args[1:]))
@@ -407,7 +407,7 @@ class DeskAdminSite(admin.AdminSite):
 def test_an_admin_site_overriding_has_permission_decides_who_sees_the_bridge_entries() -> None:
     from django.contrib.auth.models import Group
 
-    from mcp_django.entries import Access, gate
+    from mcp_django.server.entries import Access, gate
 
     admin_site = DeskAdminSite(name="desk-admin")
     admin_site.register(Note, NoteAdmin)
@@ -552,7 +552,7 @@ class OpenNoteAdmin(NoteAdmin):
 
 
 def _owner_only_site(**options: Any) -> MCPSite:
-    from mcp_django.options import ModelMCP
+    from mcp_django.registry.options import ModelMCP
 
     admin_site = admin.AdminSite(name="open-notes-admin")
     admin_site.register(Note, OpenNoteAdmin)
@@ -618,7 +618,7 @@ def test_actions_on_admin_rows_of_a_model_whose_model_mcp_chooses_its_rows_is_w2
 
 
 def test_w230_is_quiet_when_actions_follow_the_model_mcp_or_it_keeps_the_defaults() -> None:
-    from mcp_django.options import ModelMCP
+    from mcp_django.registry.options import ModelMCP
 
     assert not [
         e for e in _owner_only_site(action_rows="model_mcp").check() if e.id == "mcp_django.W230"

@@ -12,10 +12,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from mcp_django import UI
-from mcp_django.apps_ui import MIME_TYPE, UI_EXTENSION, UIResource
 from mcp_django.exceptions import AlreadyRegistered
+from mcp_django.extensions.mcp_apps import MIME_TYPE, UI_EXTENSION, UIResource
 from mcp_django.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
-from mcp_django.sites import MCPSite
+from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import BASE_SETTINGS, make_user

@@ -137,11 +137,11 @@ def test_settings_are_read_through_the_typed_object() -> None:
 def test_every_entry_has_one_interface_and_one_gate() -> None:
     """Tools, resources, templates and prompts of every origin subclass the protocols the
     handlers see, and none decides its own visibility: ``is_visible`` is the gate's."""
-    from mcp_django.adminsite import AdminActionTool
-    from mcp_django.apps_ui import UIResource
-    from mcp_django.entries import Entry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
-    from mcp_django.functions import FunctionPrompt, FunctionResource, FunctionResourceTemplate, FunctionTool
-    from mcp_django.options import ModelTool
+    from mcp_django.extensions.mcp_apps import UIResource
+    from mcp_django.registry.admin_bridge import AdminActionTool
+    from mcp_django.registry.functions import FunctionPrompt, FunctionResource, FunctionResourceTemplate, FunctionTool
+    from mcp_django.registry.options import ModelTool
+    from mcp_django.server.entries import Entry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
 
     kinds = {
         FunctionTool: ToolEntry, ModelTool: ToolEntry, AdminActionTool: ToolEntry,

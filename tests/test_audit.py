@@ -1,4 +1,4 @@
-"""The audit trail (``mcp_django.audit``): a ToolCall row for every tools/call, whatever its
+"""The audit trail (``mcp_django.ops.audit``): a ToolCall row for every tools/call, whatever its
 outcome, with its arguments redacted and bounded, written in batches; its retention, its off
 switch, its checks, and its read-only admin with a CSV export."""
 
@@ -28,13 +28,14 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 from pydantic import BaseModel, Field, SecretStr
 
-from mcp_django import Context, ToolError, audit
+from mcp_django import Context, ToolError
 from mcp_django.checks import check_settings
-from mcp_django.functions import FunctionTool
 from mcp_django.models import RunningRequest, Session, ToolCall
+from mcp_django.ops import audit
 from mcp_django.protocol.errors import INVALID_PARAMS
 from mcp_django.protocol.modern import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
-from mcp_django.sites import MCPSite
+from mcp_django.registry.functions import FunctionTool
+from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import BASE_SETTINGS, make_user
@@ -465,8 +466,8 @@ async def test_secrets_are_redacted_from_rejected_unknown_and_failed_calls_and_t
 def test_refused_calls_with_their_site_redact_secret_words() -> None:
     from django.http import HttpRequest
 
-    from mcp_django.engine import Principal
     from mcp_django.protocol.jsonrpc import Request
+    from mcp_django.server.engine import Principal
 
     fresh = audit.AuditWriter()
     audit.writer, original = fresh, audit.writer
@@ -520,8 +521,8 @@ def test_a_tool_declaring_sensitive_as_a_string_is_improperly_configured() -> No
 def test_refused_calls_without_their_site_keep_no_argument_value() -> None:
     from django.http import HttpRequest
 
-    from mcp_django.engine import Principal
     from mcp_django.protocol.jsonrpc import Request
+    from mcp_django.server.engine import Principal
 
     fresh = audit.AuditWriter()
     audit.writer, original = fresh, audit.writer
@@ -596,8 +597,8 @@ async def test_durable_mode_records_a_cancelled_call_on_its_running_row() -> Non
 async def test_durable_mode_writes_a_refused_call_before_the_refusal_is_answered() -> None:
     from django.http import HttpRequest
 
-    from mcp_django.engine import Principal
     from mcp_django.protocol.jsonrpc import Request
+    from mcp_django.server.engine import Principal
 
     message = Request(1, "tools/call", {"name": "echo", "arguments": {"text": "t", "sessionToken": "x"}})
     with settings(AUDIT_DURABLE=True):
@@ -725,7 +726,7 @@ def _record(n: int) -> dict[str, Any]:
 @pytest.mark.django_db
 def test_a_full_buffer_drops_and_counts_new_calls_and_logs_it_once(caplog: pytest.LogCaptureFixture) -> None:
     writer = audit.AuditWriter()
-    with settings(AUDIT_BUFFER_SIZE=2), caplog.at_level(logging.WARNING, logger="mcp_django.audit"):
+    with settings(AUDIT_BUFFER_SIZE=2), caplog.at_level(logging.WARNING, logger="mcp_django.ops.audit"):
         for n in range(5):
             writer.add(_record(n))
         assert (len(writer), writer.dropped) == (2, 3)

@@ -10,7 +10,7 @@ from django.test import override_settings
 
 from mcp_django import site
 from mcp_django.checks import check_deployment, check_proxy, check_settings, check_sites, check_urls
-from mcp_django.sites import MCPSite
+from mcp_django.registry.sites import MCPSite
 
 # Django 6.1's ``check`` runs the model checks against every database (a JSONField asks SQLite
 # whether it supports JSON): a full ``manage.py check`` needs the test database.

@@ -12,7 +12,8 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 from django.utils import timezone
 
-from mcp_django import crypto, taskstore
+from mcp_django import crypto
+from mcp_django.extensions.tasks import store as taskstore
 from mcp_django.models import Event, ServerRequest, Session, Subscription, Task
 from mcp_django.stores import SessionStore
 

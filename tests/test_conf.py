@@ -62,7 +62,7 @@ def test_the_facade_stays_lazy_and_knows_every_public_name():
     script = (
         "import sys, mcp_django\n"
         "assert not any(m.startswith('django.db') for m in sys.modules), 'models loaded'\n"
-        "assert 'mcp_django.sites' not in sys.modules\n"
+        "assert 'mcp_django.registry.sites' not in sys.modules\n"
         "from mcp_django import Icon, ToolAnnotations\n"
         "assert ToolAnnotations(readOnlyHint=True) == {'readOnlyHint': True}\n"
         "assert Icon(src='https://example.com/i.png') == {'src': 'https://example.com/i.png'}\n"

@@ -78,7 +78,7 @@ def test_nothing_is_closed_when_nothing_failed(postgres):
 
 
 async def test_a_sync_tool_that_met_a_restarted_database_leaves_a_new_connection_for_the_next(postgres):
-    from mcp_django.functions import acall
+    from mcp_django.registry.functions import acall
 
     def tool() -> int:
         return backend_pid(postgres)

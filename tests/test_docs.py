@@ -49,7 +49,7 @@ def test_docs_build_with_warnings_as_errors(tmp_path: Path) -> None:
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"sphinx-build exited {result.returncode}:\n{result.stderr}\n{result.stdout}"
     # autodoc really imported the package: the registry's class has its entry.
-    assert 'id="mcp_django.sites.MCPSite"' in (tmp_path / "html" / "reference" / "api.html").read_text(encoding="utf-8")
+    assert 'id="mcp_django.registry.sites.MCPSite"' in (tmp_path / "html" / "reference" / "api.html").read_text(encoding="utf-8")
 
 
 def test_settings_reference_lists_every_setting_and_quota() -> None:

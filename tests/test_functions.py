@@ -19,7 +19,7 @@ from django.http import Http404, HttpRequest
 from mcp_django import Context, InvalidParamsError, ModelMCP, ResourceNotFoundError, ToolError
 from mcp_django.models import Session
 from mcp_django.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
-from mcp_django.sites import MCPSite
+from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from mcp_django.transport.legacy_sse import HTTPSSEConsumer

@@ -15,10 +15,10 @@ from oauth2_provider.models import AccessToken, Application
 
 from mcp_django.checks import check_settings
 from mcp_django.models import Subscription
-from mcp_django.changes import anotify_resource_updated
-from mcp_django.options import ModelMCP
 from mcp_django.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
-from mcp_django.sites import MCPSite, site
+from mcp_django.registry.changes import anotify_resource_updated
+from mcp_django.registry.options import ModelMCP
+from mcp_django.registry.sites import MCPSite, site
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import BASE_SETTINGS, make_user, mcp_settings_fixture

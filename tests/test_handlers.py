@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from mcp_django.handlers import STANDARD_HANDLERS
+from mcp_django.extensions.skills import SKILL_HANDLERS
+from mcp_django.extensions.tasks.runner import TASK_HANDLERS
 from mcp_django.protocol.params import METHOD_PARAMS
-from mcp_django.skills import SKILL_HANDLERS
-from mcp_django.taskrun import TASK_HANDLERS
+from mcp_django.server.handlers import STANDARD_HANDLERS
 
 
 def test_every_standard_task_and_skill_method_declares_its_params() -> None:

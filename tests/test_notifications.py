@@ -9,10 +9,11 @@ import pytest
 from django.contrib import admin
 from django.utils import timezone
 
-from mcp_django import changes, notifications
 from mcp_django.models import Event, Session
-from mcp_django.notifications import Coalescer
-from mcp_django.sites import MCPSite
+from mcp_django.registry import changes
+from mcp_django.registry.sites import MCPSite
+from mcp_django.server import notifications
+from mcp_django.server.notifications import Coalescer
 from tests.testapp.models import Note
 
 
@@ -62,7 +63,7 @@ def test_model_changes_ignore_mcp_django_rows_even_when_a_registry_holds_them(re
 def test_a_burst_of_saves_from_sync_code_makes_a_bounded_number_of_announcements(monkeypatch: pytest.MonkeyPatch) -> None:
     from django.contrib.auth.models import User
 
-    from mcp_django.sites import site as default_site
+    from mcp_django.registry.sites import site as default_site
 
     calls: list[tuple[str, Any]] = []  # of the default site (sites built by other tests may live on)
 
@@ -107,7 +108,7 @@ def test_announcements_waiting_in_a_process_are_capped_and_the_excess_logged_onc
     monkeypatch.setattr(notifications, "WINDOW", 600.0)  # nothing goes out late during the test
     fresh = Coalescer()
     try:
-        with caplog.at_level(logging.WARNING, logger="mcp_django.notifications"):
+        with caplog.at_level(logging.WARNING, logger="mcp_django.server.notifications"):
             for round_ in range(3):
                 for value in range(10):
                     fresh.submit(("key", value), announce, (value,), loop=None)
@@ -188,7 +189,7 @@ def test_at_exit_waiting_announcements_are_sent_or_named_as_lost(monkeypatch: py
         assert fresh.pending_count() == 1 and sent == ["first"]
         sent.clear()
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="mcp_django.notifications"):
+        with caplog.at_level(logging.WARNING, logger="mcp_django.server.notifications"):
             fresh._flush_at_exit()
         assert sent == expected and fresh.pending_count() == 0
         assert ("1 change notification(s) were not sent" in caplog.text) is not threads_start

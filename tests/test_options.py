@@ -14,7 +14,7 @@ from django.test import override_settings
 from mcp_django import ModelMCP
 from mcp_django.exceptions import AlreadyRegistered, NotRegistered
 from mcp_django.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
-from mcp_django.sites import MCPSite, site
+from mcp_django.registry.sites import MCPSite, site
 from mcp_django.testing import JSONRPCErrorResponse, MCPTestClient
 from tests.conftest import make_user, mcp_settings_fixture
 from tests.testapp.models import Note
@@ -189,7 +189,7 @@ async def test_completion_suggests_only_visible_pks_matching_search_fields(alice
 def test_listing_costs_a_bounded_number_of_queries_whatever_the_page_size(page_size: int, django_assert_num_queries: Any) -> None:
     from django.test import RequestFactory
 
-    from mcp_django.handlers import _list_resources_page
+    from mcp_django.server.handlers import _list_resources_page
 
     owner = _user("carol", "view_note")
     Note.objects.bulk_create([Note(owner=owner, title=f"n{i}") for i in range(40)])

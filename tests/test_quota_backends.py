@@ -1,4 +1,4 @@
-"""The quota counter backends (mcp_django.quota_backends): one per cache, chosen by its kind.
+"""The quota counter backends (mcp_django.ops.quotas.backends): one per cache, chosen by its kind.
 
 The quotas' own behaviour is tested through them in tests/test_quotas.py (the local-memory
 cache, and Redis when it runs here); these tests pin the choice and the third backend, any
@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from mcp_django import quota_backends, quotas
+import mcp_django
+from mcp_django.ops.quotas import backends as quota_backends
+from mcp_django.ops.quotas import limits as quotas
 from mcp_django.protocol.errors import QuotaExceededError
 from tests.test_quotas import Clock, limits
 
@@ -117,11 +119,11 @@ def test_only_one_function_reads_django_s_redis_cache_internals() -> None:
     # RedisCache's client (cache._cache) and its pools, options and servers are Django's
     # private state: a Django release may change them, and one function should break then.
     private = {"_cache", "_pools", "_pool_options", "_pool_class", "_servers"}
-    package = Path(quota_backends.__file__).parent
+    package = Path(mcp_django.__file__).parent
     readers = set()
     for path in package.rglob("*.py"):
         functions = [node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
         for function in functions:
             if any(isinstance(node, ast.Attribute) and node.attr in private for node in ast.walk(function)):
                 readers.add(f"{path.relative_to(package)}:{function.name}")
-    assert readers == {"quota_backends.py:read_django_redis_cache"}
+    assert readers == {"ops/quotas/backends.py:read_django_redis_cache"}

@@ -1,4 +1,4 @@
-"""Quotas counted in batches on a shared cache (mcp_django.quota_batches), on a real Redis: two
+"""Quotas counted in batches on a shared cache (mcp_django.ops.quotas.batches), on a real Redis: two
 "processes" (two backends, each with its own client and its own batches) never hand out more
 than a limit together, hand out all of it when callers keep asking, go to the cache once per
 batch, renew what they reserve, give back what they do not use, and share one failure."""
@@ -15,7 +15,9 @@ import pytest
 from django.core.cache import caches
 from django.test import override_settings
 
-from mcp_django import quota_backends, quota_batches, quotas
+from mcp_django.ops.quotas import backends as quota_backends
+from mcp_django.ops.quotas import batches as quota_batches
+from mcp_django.ops.quotas import limits as quotas
 from mcp_django.protocol.errors import QuotaExceededError
 from tests.test_quotas import Clock, _redis_caches, limits
 

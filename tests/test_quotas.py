@@ -1,4 +1,4 @@
-"""Quotas (mcp_django.quotas): rate limits on tools/call per user, per OAuth client and per tool,
+"""Quotas (mcp_django.ops.quotas.limits): rate limits on tools/call per user, per OAuth client and per tool,
 and caps on sessions, open streams and pending URL elicitations, on every transport and era."""
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from django.test import override_settings
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
-from mcp_django import quota_backends, quotas
 from mcp_django.checks import check_settings
 from mcp_django.elicitation import services
-from mcp_django.engine import Principal
 from mcp_django.models import Elicitation, Session
+from mcp_django.ops.quotas import backends as quota_backends
+from mcp_django.ops.quotas import limits as quotas
 from mcp_django.protocol.errors import QUOTA_EXCEEDED, QuotaExceededError
-from mcp_django.sites import site
+from mcp_django.registry.sites import site
+from mcp_django.server.engine import Principal
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.flow import resume_slots
 from mcp_django.transport.legacy_sse import HTTPSSEConsumer
@@ -555,8 +556,8 @@ def _no_leftover_slots() -> Iterator[None]:
 
 
 async def test_a_call_refused_by_a_rate_is_in_the_audit_trail_as_denied_naming_the_limit(clock: Clock) -> None:
-    from mcp_django import audit
     from mcp_django.models import ToolCall
+    from mcp_django.ops import audit
 
     with limits(TOOL_CALLS="1/minute"):
         client = await initialized()

@@ -11,9 +11,9 @@ from django.test import override_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_django import request_state
 from mcp_django.exceptions import InvalidParamsError
-from mcp_django.request_state import InvalidRequestState, request_binding, seal, unseal
+from mcp_django.server import request_state
+from mcp_django.server.request_state import InvalidRequestState, request_binding, seal, unseal
 from tests.fuzzing import examples
 
 USER = "user:42"

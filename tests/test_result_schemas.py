@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 from pydantic import BaseModel, Field, create_model
 from referencing import Registry
 
-from mcp_django.functions import FunctionTool
+from mcp_django.registry.functions import FunctionTool
 from tests.result_shapes import Author, Book, Loan, Magazine, Node, Shelf
 from tests.test_schemas import assert_valid_for_clients
 

@@ -18,12 +18,12 @@ from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest
 from django.test import override_settings
 
-from mcp_django import quotas
-from mcp_django.context import Context
-from mcp_django.engine import Principal
 from mcp_django.models import Session
+from mcp_django.ops.quotas import limits as quotas
 from mcp_django.protocol.errors import QUOTA_EXCEEDED
-from mcp_django.sites import site
+from mcp_django.registry.sites import site
+from mcp_django.server.context import Context
+from mcp_django.server.engine import Principal
 from mcp_django.testing import EventStream, MCPTestClient, _Exchange
 from mcp_django.transport.process import RUNNING, orphans
 from mcp_django.transport.stdio import StdioServer, _key

@@ -20,10 +20,10 @@ from pydantic import Field
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
-from mcp_django.options import ModelMCP
 from mcp_django.protocol.ecma import ecma_pattern
-from mcp_django.schemas import decimal_bound, ecma_patterns, nullable
-from mcp_django.sites import MCPSite, all_sites
+from mcp_django.registry.options import ModelMCP
+from mcp_django.registry.schemas import decimal_bound, ecma_patterns, nullable
+from mcp_django.registry.sites import MCPSite, all_sites
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import make_user, mcp_settings_fixture
@@ -453,7 +453,7 @@ async def test_an_update_that_changes_nothing_writes_no_history() -> None:
 
 
 def test_primary_keys_travel_as_their_json_type() -> None:
-    from mcp_django.schemas import pk_json_type
+    from mcp_django.registry.schemas import pk_json_type
     from tests.testapp.models import Note
 
     assert pk_json_type(Note) == "integer"
@@ -461,7 +461,7 @@ def test_primary_keys_travel_as_their_json_type() -> None:
 
 
 def test_a_primary_key_schema_says_the_type_format_and_bounds_of_the_key() -> None:
-    from mcp_django.schemas import pk_schema
+    from mcp_django.registry.schemas import pk_schema
     from tests.testapp.models import Note, Ticket
 
     assert pk_schema(Note) == {"type": "integer"}  # a BigAutoField
@@ -472,7 +472,7 @@ def test_a_primary_key_schema_says_the_type_format_and_bounds_of_the_key() -> No
 def test_a_relation_to_a_uuid_keyed_model_says_the_keys_format() -> None:
     from rest_framework import serializers
 
-    from mcp_django.schemas import FieldSchemas
+    from mcp_django.registry.schemas import FieldSchemas
     from tests.testapp.models import Note, Ticket
 
     def schema(model: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from mcp_django.exceptions import AlreadyRegistered, NotRegistered
 from mcp_django.protocol.dispatcher import dispatch
 from mcp_django.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_django.protocol.jsonrpc import Request
-from mcp_django.sites import MCPSite, all_sites
+from mcp_django.registry.sites import MCPSite, all_sites
 
 
 class Point(BaseModel):
@@ -109,8 +109,8 @@ def test_unregister_removes_the_entry_and_its_method():
 
 
 def test_unregistering_a_model_announces_the_tools_list_too(monkeypatch):
-    from mcp_django import notifications
-    from mcp_django.options import ModelMCP
+    from mcp_django.registry.options import ModelMCP
+    from mcp_django.server import notifications
     from tests.testapp.models import Note
 
     announced = []
@@ -551,7 +551,7 @@ def test_autodiscover_rolls_back_a_module_that_fails_halfway(tmp_path, monkeypat
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "mcp.py").write_text(
-        "from mcp_django.sites import all_sites\n"
+        "from mcp_django.registry.sites import all_sites\n"
         "site = next(s for s in all_sites if s.name == 'rollback-target')\n"
         "site.tool(lambda: 'x', name='half')\n"
         "raise RuntimeError('broken mcp.py')\n"

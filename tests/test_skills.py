@@ -18,11 +18,11 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from mcp_django import skills
 from mcp_django.checks import check_skills
 from mcp_django.exceptions import AlreadyRegistered
+from mcp_django.extensions import skills
 from mcp_django.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
-from mcp_django.sites import MCPSite
+from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import BASE_SETTINGS, make_user
@@ -451,7 +451,7 @@ def test_the_example_site_skills_and_the_test_app_skill_pass_the_checks() -> Non
 def test_a_skill_that_cannot_be_served_is_logged_once_per_reason(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     folder = write_skill(tmp_path, "one", "name: other\ndescription: x")
     skill = skills.Skill(folder)
-    with caplog.at_level("WARNING", logger="mcp_django.skills"):
+    with caplog.at_level("WARNING", logger="mcp_django.extensions.skills"):
         assert skill.loaded() is None and skill.loaded() is None
         (folder / "SKILL.md").write_text("---\nname: one\n---\n")  # another reason: said again
         assert skill.loaded() is None

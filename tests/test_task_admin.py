@@ -16,11 +16,13 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from mcp_django import crypto, taskrun, taskstore
+from mcp_django import crypto
+from mcp_django.extensions.tasks import runner as taskrun
+from mcp_django.extensions.tasks import store as taskstore
 from mcp_django.models import Session, Task, ToolCall
 from mcp_django.protocol.modern import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
+from mcp_django.registry.sites import MCPSite
 from mcp_django.signals import sweeping
-from mcp_django.sites import MCPSite
 from mcp_django.stores import SessionStore
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer

@@ -16,7 +16,7 @@ from mcp_django import Context
 from mcp_django.exceptions import InternalError
 from mcp_django.models import Task
 from mcp_django.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS
-from mcp_django.sites import MCPSite
+from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.polling import until

@@ -15,11 +15,12 @@ from asgiref.sync import sync_to_async
 from django.test import override_settings
 from django.utils import timezone
 
-from mcp_django import Context, taskrun
+from mcp_django import Context
+from mcp_django.extensions.tasks import runner as taskrun
 from mcp_django.models import Task
 from mcp_django.protocol.errors import QUOTA_EXCEEDED
+from mcp_django.registry.sites import MCPSite
 from mcp_django.signals import sweeping
-from mcp_django.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.polling import until

@@ -13,11 +13,12 @@ from django.contrib.auth.models import Permission
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from mcp_django import ModelMCP, taskrun
+from mcp_django import ModelMCP
+from mcp_django.extensions.tasks import runner as taskrun
 from mcp_django.models import Task
 from mcp_django.protocol.errors import INVALID_PARAMS
 from mcp_django.protocol.modern import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
-from mcp_django.sites import MCPSite
+from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import BASE_SETTINGS, make_user

@@ -13,11 +13,14 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from mcp_django import Context, ToolError, audit, quotas, taskrun
+from mcp_django import Context, ToolError
 from mcp_django.exceptions import InternalError
+from mcp_django.extensions.tasks import runner as taskrun
 from mcp_django.models import Task, ToolCall
+from mcp_django.ops import audit
+from mcp_django.ops.quotas import limits as quotas
 from mcp_django.protocol.errors import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, QUOTA_EXCEEDED
-from mcp_django.sites import MCPSite
+from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.polling import until

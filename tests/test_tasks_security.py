@@ -21,9 +21,10 @@ from django.test import override_settings
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
-from mcp_django import Context, taskrun
+from mcp_django import Context
+from mcp_django.extensions.tasks import runner as taskrun
 from mcp_django.models import Task
-from mcp_django.sites import MCPSite
+from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import BASE_SETTINGS, make_user

@@ -1,4 +1,4 @@
-"""OpenTelemetry spans and metrics (mcp_django.tracing), read back with the OpenTelemetry SDK's
+"""OpenTelemetry spans and metrics (mcp_django.ops.tracing), read back with the OpenTelemetry SDK's
 in-memory exporters: one span per request as the MCP semantic conventions describe it, parented
 on the client's trace context, and the request, error, duration, stream and session metrics."""
 
@@ -26,14 +26,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from mcp_django import Context, crypto, site, taskrun, taskstore, tracing
+from mcp_django import Context, crypto, site
 from mcp_django.checks import check_settings
 from mcp_django.exceptions import InternalError
+from mcp_django.extensions.tasks import runner as taskrun
+from mcp_django.extensions.tasks import store as taskstore
 from mcp_django.models import Task
-from mcp_django.observation import Observation, register_observer, unregister_observer
+from mcp_django.ops import tracing
+from mcp_django.ops.observation import Observation, register_observer, unregister_observer
 from mcp_django.protocol.errors import METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 from mcp_django.protocol.modern import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
-from mcp_django.sites import MCPSite
+from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient, StreamClosed
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import BASE_SETTINGS

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from mcp_django.sites import MCPSite
+from mcp_django.registry.sites import MCPSite
 
 empty_site = MCPSite(name="empty")
 

@@ -5,7 +5,8 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import Count, F, Q, QuerySet
 from django.http import HttpRequest
-from django.utils.translation import gettext_lazy as _, ngettext
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from mcp_django import mcp_action
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from mcp_django import Context, site
 from mcp_django.conf import mcp_settings
 from mcp_django.exceptions import ResourceNotFoundError
-from mcp_django.functions import FunctionTool
+from mcp_django.registry.functions import FunctionTool
 
 from .models import TaskRun
 

@@ -14,9 +14,9 @@ from ..auth.oauth import public_url
 from ..conf import mcp_settings
 from ..crypto import InvalidToken, decrypt, encrypt
 from ..models import Elicitation, Session, UserSecret
-from ..notifications import announce_soon
+from ..ops.quotas.limits import check_pending_elicitations
 from ..protocol.jsonrpc import notification_message
-from ..quotas import check_pending_elicitations
+from ..server.notifications import announce_soon
 from ..transport.layers import get_layer
 from ..transport.streams import send_to_session
 

@@ -11,7 +11,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.handlers.asgi import ASGIRequest
 
 from ..auth.base import AuthenticationFailed
-from ..principal import Principal
+from ..server.principal import Principal
 
 if TYPE_CHECKING:
     from ..conf import MCPSettings

@@ -23,10 +23,10 @@ from django.db import DatabaseError
 from ..auth.base import AuthenticationFailed
 from ..conf import mcp_settings
 from ..db import aclose_broken_connections, is_unreachable
-from ..engine import Engine, Principal
 from ..protocol.errors import INTERNAL_ERROR, QUOTA_EXCEEDED, InvalidRequestError, MCPError, TransportError
 from ..protocol.jsonrpc import encode, error_message
 from ..protocol.limits import body_too_large
+from ..server.engine import Engine, Principal
 from ..tables import missing_tables_message, names_missing_table, sessions_database, unapplied_migrations
 from . import headers as checks
 from .dispatch import dispatch_many
@@ -35,8 +35,8 @@ from .process import stream_dropped
 from .sse import ListenStream, SSEStream
 
 if TYPE_CHECKING:
-    from ..quotas import LeasedSlot
-    from ..sites import MCPSite
+    from ..ops.quotas.limits import LeasedSlot
+    from ..registry.sites import MCPSite
 
 
 logger = logging.getLogger(__name__)

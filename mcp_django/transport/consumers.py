@@ -2,7 +2,7 @@
 
 The consumer does I/O only: it reads the body, runs the header checks
 (:mod:`~mcp_django.transport.headers`) and the authentication
-(:mod:`~mcp_django.transport.authentication`), asks the :class:`~mcp_django.engine.Engine`,
+(:mod:`~mcp_django.transport.authentication`), asks the :class:`~mcp_django.server.engine.Engine`,
 and writes the answer, as JSON or as an SSE stream (:mod:`~mcp_django.transport.sse`). Work
 that outlives the HTTP connection (a tool call answered over SSE) runs in its own task and
 writes to the event store, so a client that drops the connection loses nothing: it resumes
@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from channels.exceptions import StopConsumer
 
-from ..engine import Principal, Received
 from ..protocol import modern
 from ..protocol.errors import MCPError, TransportError
 from ..protocol.jsonrpc import Decoded, Notification, Request, decode, error_message, result_message
 from ..protocol.sse import parse_event_id
+from ..server.engine import Principal, Received
 from . import headers as checks
 from . import stateless
 from .authentication import authenticate, build_request

@@ -15,7 +15,7 @@ from django.views.decorators.csrf import csrf_exempt
 from ..protocol.errors import INTERNAL_ERROR
 
 if TYPE_CHECKING:
-    from ..sites import MCPSite
+    from ..registry.sites import MCPSite
 
 
 #: The answer to every request that reaches the endpoint without the router, on any path form.

@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from ..principal import Principal
 from ..protocol import negotiation
 from ..protocol.errors import MCPError, TransportError
 from ..protocol.jsonrpc import Request, decode, error_message
 from ..protocol.sse import encode_event
+from ..server.principal import Principal
 from ..stores import RunningRequestStore
 from .consumers import MCPConsumer
 from .layers import GET_STREAM

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from channels.exceptions import StopConsumer
 
-from ..notifications import LISTEN_GROUP
+from ..ops.tracing import stream_closed, stream_opened
 from ..protocol.jsonrpc import encode, result_message
 from ..protocol.modern import listen_acknowledgement, tag_subscription
 from ..protocol.sse import encode_comment, encode_event, make_event_id
+from ..server.notifications import LISTEN_GROUP
 from ..stores import get_event_store
-from ..tracing import stream_closed, stream_opened
 from .authentication import still_authenticated
 from .clocks import StreamClocks
 from .flow import WriteFlow, resume_slots

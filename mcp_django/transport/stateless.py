@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from channels.exceptions import StopConsumer
 
-from ..engine import Principal
 from ..protocol import modern
 from ..protocol.errors import MCPError
 from ..protocol.jsonrpc import Notification, Request, error_message
+from ..server.engine import Principal
 from .base import BaseMCPConsumer
 from .sse import ListenStream, ResponseStream, until_disconnect
 

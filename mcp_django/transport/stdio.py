@@ -14,9 +14,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..engine import Engine
-from ..notifications import LISTEN_GROUP
-from ..principal import Principal
 from ..protocol import modern
 from ..protocol.errors import InternalError, InvalidRequestError, MCPError, TransportError
 from ..protocol.jsonrpc import (
@@ -33,6 +30,9 @@ from ..protocol.jsonrpc import (
     result_message,
 )
 from ..protocol.params import CancelledParams, peek
+from ..server.engine import Engine
+from ..server.notifications import LISTEN_GROUP
+from ..server.principal import Principal
 from .layers import get_layer, get_stream_group
 
 if TYPE_CHECKING:

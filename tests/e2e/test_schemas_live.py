@@ -31,7 +31,7 @@ def schemas_server(asgi_server: str, tmp_path_factory: pytest.TempPathFactory) -
 CHECK_EVERY_SCHEMA = """
 import regress
 from jsonschema import Draft202012Validator
-from mcp_django.sites import all_sites
+from mcp_django.registry.sites import all_sites
 from tests.test_schemas import assert_valid_for_clients
 count = 0
 for mcp in list(all_sites):

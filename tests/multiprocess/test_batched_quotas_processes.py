@@ -1,4 +1,4 @@
-"""Limits large enough to be counted in batches (mcp_django.quota_batches), held by two daphne
+"""Limits large enough to be counted in batches (mcp_django.ops.quotas.batches), held by two daphne
 processes of the example site sharing PostgreSQL and a Redis cache: a rate is never passed and,
 asked for until refused on both, handed out whole; calls raced over both processes in one
 session never run past RUNNING_PER_SESSION, and all but what the processes hold spare run.
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from mcp_django import quota_batches
+from mcp_django.ops.quotas import batches as quota_batches
 
 from .servers import Deployment
 from .test_caps_processes import _end_sessions, _race_calls, _ran_and_refused, _session

@@ -84,7 +84,6 @@ async def ask(ctx: Context, question: str) -> str:
 from mcp_django import ModelMCP  # noqa: E402
 
 
-
 @site.register(Note)
 class NoteMCP(ModelMCP):
     fields = ["title", "body", "priority", "owner"]

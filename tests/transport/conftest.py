@@ -8,7 +8,6 @@ import pytest
 from django.test import override_settings
 
 from mcp_django.testing import MCPTestClient
-
 from tests.conftest import BASE_SETTINGS
 
 

@@ -26,8 +26,8 @@ from mcp_django.protocol.errors import (
 )
 from mcp_django.protocol.negotiation import LATEST_VERSION
 from mcp_django.protocol.sse import SSEParser
+from mcp_django.registry.sites import MCPSite
 from mcp_django.routing import MCPRouter
-from mcp_django.sites import MCPSite
 from mcp_django.stores import initialized_marks, session_cache
 from mcp_django.testing import MCPTestClient, SSEEvent, StreamClosed
 from mcp_django.transport.consumers import MCPConsumer
@@ -1240,7 +1240,7 @@ async def test_a_cache_that_cannot_be_reached_is_answered_503_retry_after(client
     """The running-calls quota counts in the cache (Redis, with several hosts): when it cannot be
     reached the call is answered 503 with Retry-After and an id-less -32603 saying to try again,
     the cause logged, not the ASGI server's bare 500 (tests/multihost scenario 3 saw those)."""
-    from mcp_django.quotas import RunningSlot
+    from mcp_django.ops.quotas.limits import RunningSlot
 
     async def unreachable(*args, **kwargs):
         raise raised
@@ -1262,7 +1262,7 @@ async def test_a_request_answered_503_closes_the_broken_connections_of_the_sync_
     from django.db import OperationalError
 
     from mcp_django import db
-    from mcp_django.quotas import RunningSlot
+    from mcp_django.ops.quotas.limits import RunningSlot
 
     closed_in: list[str] = []
 
@@ -1296,7 +1296,7 @@ async def test_a_failed_sweep_closes_the_broken_connections_of_the_sync_thread(m
 async def test_redis_own_connection_errors_are_unreachable_too(client, monkeypatch):
     import redis.exceptions
 
-    from mcp_django.quotas import RunningSlot
+    from mcp_django.ops.quotas.limits import RunningSlot
 
     async def unreachable(*args, **kwargs):
         raise redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
@@ -1307,7 +1307,7 @@ async def test_redis_own_connection_errors_are_unreachable_too(client, monkeypat
 
 
 async def test_a_bug_at_the_top_level_is_answered_500_and_logged(client, monkeypatch, caplog):
-    from mcp_django.quotas import RunningSlot
+    from mcp_django.ops.quotas.limits import RunningSlot
 
     async def broken(*args, **kwargs):
         raise KeyError("a bug")
@@ -1319,7 +1319,7 @@ async def test_a_bug_at_the_top_level_is_answered_500_and_logged(client, monkeyp
 
 
 async def test_the_endpoint_answers_again_once_the_cache_is_back(client, monkeypatch):
-    from mcp_django.quotas import RunningSlot
+    from mcp_django.ops.quotas.limits import RunningSlot
 
     acquire = RunningSlot.acquire
 

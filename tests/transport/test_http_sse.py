@@ -6,9 +6,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from mcp_django import quotas
 from mcp_django.models import Session
-from mcp_django.sites import site
+from mcp_django.ops.quotas import limits as quotas
+from mcp_django.registry.sites import site
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.legacy_sse import HTTPSSEConsumer
 from tests.polling import until

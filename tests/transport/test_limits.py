@@ -19,7 +19,6 @@ from mcp_django.protocol.limits import MAX_SAFE_INTEGER, SERVER_BUSY, depth_exce
 from mcp_django.stores import DatabaseEventStore, SessionCache, StoredEvent
 from mcp_django.testing import MCPTestClient, SSEEvent
 from mcp_django.transport.flow import WriteFlow, resume_slots
-
 from tests.conftest import BASE_SETTINGS
 from tests.transport.conftest import mcp_settings as settings_override
 

@@ -202,7 +202,7 @@ async def listen(client: MCPTestClient, notifications: dict[str, Any], request_i
 
 
 async def test_listen_acknowledges_what_it_honours_and_tags_every_message(client):
-    from mcp_django.sites import site
+    from mcp_django.registry.sites import site
 
     async with await listen(client, {"toolsListChanged": True, "promptsListChanged": True, "resourceSubscriptions": ["test://hello", "test://nope"]}) as stream:
         ack = await stream.next_message()
@@ -239,7 +239,7 @@ async def test_listen_refuses_a_malformed_filter(client):
 
 
 async def test_cache_hints_come_from_the_settings_and_a_resources_own_ttl(client):
-    from mcp_django.sites import MCPSite
+    from mcp_django.registry.sites import MCPSite
     from tests.transport.conftest import mcp_settings as settings
 
     mcp = MCPSite(name="cached")
@@ -266,7 +266,7 @@ async def test_cache_hints_come_from_the_settings_and_a_resources_own_ttl(client
 def test_a_negative_cache_ttl_is_improperly_configured():
     from django.core.exceptions import ImproperlyConfigured
 
-    from mcp_django.sites import MCPSite
+    from mcp_django.registry.sites import MCPSite
 
     with pytest.raises(ImproperlyConfigured, match="cache_ttl_ms"):
         MCPSite(name="bad-ttl").resource("test://x", cache_ttl_ms=-1)(lambda: "x")
@@ -289,7 +289,7 @@ async def test_answers_that_depend_on_the_user_are_private_and_discover_is_publi
 async def test_closing_the_response_stream_cancels_the_tool(client):
     import asyncio
 
-    from mcp_django.sites import MCPSite
+    from mcp_django.registry.sites import MCPSite
     from mcp_django.transport.consumers import MCPConsumer
 
     mcp = MCPSite(name="cancel")
@@ -317,7 +317,7 @@ async def test_closing_the_response_stream_cancels_the_tool(client):
 
 
 async def test_a_resource_read_may_ask_first(client):
-    from mcp_django.sites import MCPSite
+    from mcp_django.registry.sites import MCPSite
     from mcp_django.transport.consumers import MCPConsumer
 
     mcp = MCPSite(name="asking-resource")
@@ -340,7 +340,7 @@ async def test_a_resource_read_may_ask_first(client):
 async def test_user_state_is_kept_for_the_user_across_stateless_requests(client):
     from asgiref.sync import sync_to_async
 
-    from mcp_django.sites import MCPSite
+    from mcp_django.registry.sites import MCPSite
     from mcp_django.transport.consumers import MCPConsumer
     from tests.conftest import make_user
     from tests.transport.conftest import mcp_settings as settings

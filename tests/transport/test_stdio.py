@@ -10,9 +10,9 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest
 
-from mcp_django.engine import Principal
 from mcp_django.protocol.errors import INTERNAL_ERROR
-from mcp_django.sites import site
+from mcp_django.registry.sites import site
+from mcp_django.server.engine import Principal
 from mcp_django.transport.stdio import StdioServer
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -15,10 +15,10 @@ from django.utils import timezone
 
 from mcp_django.models import Event, RunningRequest, ServerRequest
 from mcp_django.protocol.errors import INTERNAL_ERROR
+from mcp_django.stores import ORPHAN_MESSAGE
 from mcp_django.testing import EventStream, MCPTestClient, SSEEvent, _Exchange
 from mcp_django.transport.layers import get_layer, new_stream_token
 from mcp_django.transport.process import RUNNING, SESSIONS_GROUP, ProcessChannel, process_channel
-from mcp_django.stores import ORPHAN_MESSAGE
 from tests.polling import until
 
 from .conftest import mcp_settings

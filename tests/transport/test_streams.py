@@ -55,7 +55,7 @@ async def test_events_a_full_channel_dropped_are_filled_from_the_store(client) -
 
 
 async def test_registering_a_tool_at_run_time_announces_tools_list_changed(client) -> None:
-    from mcp_django.sites import site
+    from mcp_django.registry.sites import site
 
     async with await client.open_stream() as stream:
         await stream.next_event()  # priming

@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand
 from django.db.models import Q
 from django.utils import timezone
 
-from mcp_django import taskstore
 from mcp_django.conf import mcp_settings
+from mcp_django.extensions.tasks import store as taskstore
 from mcp_django.models import Elicitation, Event, ServerRequest, Session, ToolCall
 from mcp_django.stores import RunningRequestStore, ServerRequestStore, get_event_store
 

@@ -19,8 +19,8 @@ from django.http import HttpRequest
 
 from mcp_django.auth.base import NoAuthentication
 from mcp_django.conf import mcp_settings
-from mcp_django.principal import Principal
-from mcp_django.sites import all_sites, site
+from mcp_django.registry.sites import all_sites, site
+from mcp_django.server.principal import Principal
 from mcp_django.tables import missing_tables_message, sessions_database, unapplied_migrations
 from mcp_django.transport.stdio import StdioServer
 

@@ -16,7 +16,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcp_django import site
-from mcp_django.notifications import LIST_KINDS
+from mcp_django.server.notifications import LIST_KINDS
 
 
 class Command(BaseCommand):

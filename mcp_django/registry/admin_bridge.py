@@ -29,16 +29,16 @@ from django.http import HttpRequest, HttpResponseBase
 from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
-from .db import in_healthy_thread
-from .entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
+from ..db import in_healthy_thread
+from ..protocol.errors import InvalidParamsError
+from ..server.entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
 from .options import ModelMCP, _safe_name, malformed_pk
-from .protocol.errors import InvalidParamsError
 from .schemas import argument_error, invalid_arguments, nullable, pk_schema
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
-    from .context import Context
+    from ..server.context import Context
 
 logger = logging.getLogger(__name__)
 

@@ -14,14 +14,14 @@ from django.db.models.signals import post_delete
 from django.http import HttpRequest
 from django.utils import timezone
 
-from .adminsite import is_never_exposed
-from .entries import ServedSite
-from .exceptions import NotRegistered
-from .handlers import readable
-from .models import Subscription
-from .notifications import announce_soon, list_changed, schedule, tell_listeners
-from .protocol.jsonrpc import notification_message
-from .transport.streams import send_to_session
+from ..exceptions import NotRegistered
+from ..models import Subscription
+from ..protocol.jsonrpc import notification_message
+from ..server.entries import ServedSite
+from ..server.handlers import readable
+from ..server.notifications import announce_soon, list_changed, schedule, tell_listeners
+from ..transport.streams import send_to_session
+from .admin_bridge import is_never_exposed
 
 if TYPE_CHECKING:
     from .options import ModelMCP

@@ -39,7 +39,7 @@ from rest_framework import ISO_8601, serializers
 from rest_framework.schemas.openapi import AutoSchema
 from rest_framework.settings import api_settings
 
-from .protocol.ecma import ecma_pattern
+from ..protocol.ecma import ecma_pattern
 
 # Keys whose value is a schema, a list of schemas, or a name → schema mapping.
 _SCHEMA_KEYS = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties")

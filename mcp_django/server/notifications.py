@@ -29,12 +29,12 @@ from django.contrib.auth.models import Group
 from django.db import connections, transaction
 from django.utils import timezone
 
-from .models import Session
-from .protocol.jsonrpc import notification_message
-from .protocol.lifecycle import LIST_KINDS
-from .stores import live_session_ids
-from .transport.layers import get_layer
-from .transport.streams import send_to_session
+from ..models import Session
+from ..protocol.jsonrpc import notification_message
+from ..protocol.lifecycle import LIST_KINDS
+from ..stores import live_session_ids
+from ..transport.layers import get_layer
+from ..transport.streams import send_to_session
 
 
 class NamedSite(Protocol):
@@ -256,7 +256,7 @@ class Coalescer:
             if lost:
                 logger.warning(
                     "%d change notification(s) were not sent: this Python cannot start threads at exit. "
-                    "Call mcp_django.notifications.coalescer.flush_now() before the program ends.",
+                    "Call mcp_django.server.notifications.coalescer.flush_now() before the program ends.",
                     len(lost),
                 )
             return

@@ -4,7 +4,7 @@ with a ``SKILL.md``, served as ``skill://<name>/<path>`` resources.
 A skill is a folder ``<app>/mcp_skills/<name>/`` of an installed app, found the way the
 app-directories template loader finds templates (:func:`app_skills`, ``INSTALLED_APPS`` order,
 first app wins), or a folder registered in code with ``site.skill(path)``. A :class:`Skill` is
-an entry like a tool or a resource: the site's one gate (:func:`mcp_django.entries.gate`)
+an entry like a tool or a resource: the site's one gate (:func:`mcp_django.server.entries.gate`)
 decides from its ``permissions`` and ``scopes`` whether a request may list it, get it and read
 its files.
 
@@ -34,12 +34,12 @@ from django.apps import apps
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from .conf import mcp_settings
-from .entries import Access, RequestContext, SkillEntry, agate, gate, listed
-from .protocol.dispatcher import Handler
-from .protocol.errors import InvalidParamsError, ResourceNotFoundError
-from .protocol.pagination import page_result
-from .protocol.params import DirectoryParams, ListParams, SkillParams, takes
+from ..conf import mcp_settings
+from ..protocol.dispatcher import Handler
+from ..protocol.errors import InvalidParamsError, ResourceNotFoundError
+from ..protocol.pagination import page_result
+from ..protocol.params import DirectoryParams, ListParams, SkillParams, takes
+from ..server.entries import Access, RequestContext, SkillEntry, agate, gate, listed
 
 logger = logging.getLogger(__name__)
 

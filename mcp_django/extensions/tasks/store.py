@@ -19,10 +19,10 @@ from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from . import crypto
-from .auth.oauth import holds_live_token
-from .conf import mcp_settings
-from .models import Task
+from ... import crypto
+from ...auth.oauth import holds_live_token
+from ...conf import mcp_settings
+from ...models import Task
 
 #: Longest task id looked up; longer ones are unknown without a query.
 MAX_TASK_ID_LENGTH = 64

@@ -27,19 +27,19 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, ValidationError, create_model
 
-from .apps_ui import UI
-from .conf import mcp_settings
-from .content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
-from .context import Completions, Context, current_context
-from .db import in_healthy_thread
-from .entries import TASK_SUPPORT, PromptEntry, ResourceEntry, TaskSupport, TemplateEntry, ToolEntry, with_task_support
-from .exceptions import ClientRequestError, ToolError
-from .protocol.errors import (
+from ..conf import mcp_settings
+from ..db import in_healthy_thread
+from ..exceptions import ClientRequestError, ToolError
+from ..extensions.mcp_apps import UI
+from ..protocol.errors import (
     InvalidParamsError,
     MCPError,
     ResourceNotFoundError,
 )
-from .protocol.modern import mcp_header_params
+from ..protocol.modern import mcp_header_params
+from ..server.content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
+from ..server.context import Completions, Context, current_context
+from ..server.entries import TASK_SUPPORT, PromptEntry, ResourceEntry, TaskSupport, TemplateEntry, ToolEntry, with_task_support
 from .schemas import argument_error, ecma_patterns, invalid_arguments, result_schema, unresolvable_refs
 
 logger = logging.getLogger(__name__)

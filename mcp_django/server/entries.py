@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NamedTuple, Pro
 
 from asgiref.sync import sync_to_async
 
-from .auth.scopes import missing_scopes
-from .conf import mcp_settings
+from ..auth.scopes import missing_scopes
+from ..conf import mcp_settings
 
 if TYPE_CHECKING:
-    from .protocol.dispatcher import Handler
+    from ..protocol.dispatcher import Handler
 
-#: The :class:`~mcp_django.context.Context` a handler passes an entry. Not named here: a
+#: The :class:`~mcp_django.server.context.Context` a handler passes an entry. Not named here: a
 #: Context carries its :class:`ServedSite`, whose entries are these, so naming it back would
 #: be an import cycle (tests/test_architecture.py counts type imports too).
 RequestContext: TypeAlias = Any
@@ -150,7 +150,7 @@ class PromptEntry(Entry, Protocol):
 
 
 class SkillEntry(Gated, Protocol):
-    """A skill (the skills extension: ``mcp_django.skills.Skill``) as the server sees it. What
+    """A skill (the skills extension: ``mcp_django.extensions.skills.Skill``) as the server sees it. What
     its files are now comes from :meth:`loaded`, and is handed back to the other methods, so
     one request reads the disk once."""
 

@@ -1,6 +1,6 @@
 """The counters quotas keep, one backend per cache (:func:`counters_for`).
 
-:mod:`mcp_django.quotas` decides what to count and when to refuse; a backend only counts, in
+:mod:`mcp_django.ops.quotas.limits` decides what to count and when to refuse; a backend only counts, in
 the cache ``QUOTAS["CACHE"]`` names. Which backend counts for a cache is chosen once, when this
 process first makes its client of that cache:
 
@@ -35,7 +35,7 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache
 from django.core.signals import setting_changed
 
-from .redis_wire import Wires
+from ...redis_wire import Wires
 
 T = TypeVar("T")
 
@@ -102,7 +102,7 @@ class BaseCounters:
 
     async def aadd(self, amounts: Sequence[tuple[str, int]], timeout: float) -> list[int]:
         """Add each (key, amount) of ``amounts`` (a new counter lapses ``timeout`` s after it was
-        made); the new counts. What :mod:`mcp_django.quota_batches` takes units in batches with."""
+        made); the new counts. What :mod:`mcp_django.ops.quotas.batches` takes units in batches with."""
         raise NotImplementedError(f"{type(self).__name__} does not count in batches")
 
     async def asubtract(self, amounts: Sequence[tuple[str, int]]) -> None:

@@ -19,20 +19,20 @@ from asgiref.sync import sync_to_async
 from jsonschema import Draft202012Validator
 from pydantic import TypeAdapter
 
-from .conf import mcp_settings
+from ..conf import mcp_settings
+from ..exceptions import ClientRequestError
+from ..protocol.errors import MissingRequiredClientCapabilityError, URLElicitationRequiredError
+from ..protocol.jsonrpc import RequestId, notification_message
+from ..protocol.lifecycle import LOG_LEVELS, level_enabled
 from .entries import Completions as Completions  # defined with the entries that offer them; kept importable here
-from .exceptions import ClientRequestError
-from .protocol.errors import MissingRequiredClientCapabilityError, URLElicitationRequiredError
-from .protocol.jsonrpc import RequestId, notification_message
-from .protocol.lifecycle import LOG_LEVELS, level_enabled
 from .rounds import StartTask
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
 
+    from ..models import Session
+    from ..protocol.modern import RequestMeta
     from .entries import ServedSite
-    from .models import Session
-    from .protocol.modern import RequestMeta
     from .rounds import InputRounds
 
 logger = logging.getLogger(__name__)
@@ -210,7 +210,7 @@ class Context:
         request_meta: RequestMeta | None = None,
         rounds: InputRounds | None = None,
     ) -> None:
-        #: The :class:`~mcp_django.sites.MCPSite` serving the request.
+        #: The :class:`~mcp_django.registry.sites.MCPSite` serving the request.
         self.site = site
         #: The Django ``HttpRequest`` the call came with (over stdio, one that carries the ``--user``).
         self.request = request
@@ -444,7 +444,7 @@ class Context:
         capability). In 2026-07-28 the question is an input request (``key`` as for
         :meth:`sample`) and the page is kept in ``requestState``: the retry finds it, done or not.
         """
-        from .elicitation import services  # app loading: its models; this module imports before apps are ready
+        from ..elicitation import services  # app loading: its models; this module imports before apps are ready
 
         user_id = getattr(self.user, "pk", None)
         if user_id is None:
@@ -483,14 +483,14 @@ class Context:
 
     async def wait_for_elicitation(self, elicitation: URLElicitation | str, timeout: float | None = None) -> str:
         """Wait until the page is finished; return "completed", "declined", "cancelled" or "expired"."""
-        from .elicitation import services  # app loading: its models; this module imports before apps are ready
+        from ..elicitation import services  # app loading: its models; this module imports before apps are ready
 
         elicitation_id = elicitation if isinstance(elicitation, str) else elicitation.id
         return await services.wait(elicitation_id, timeout or float(mcp_settings.elicitation_ttl))
 
     async def get_secret(self, service: str) -> str | None:
         """The calling user's secret for ``service``, entered on a secret page; None if absent."""
-        from .elicitation import services  # app loading: its models; this module imports before apps are ready
+        from ..elicitation import services  # app loading: its models; this module imports before apps are ready
 
         user_id = getattr(self.user, "pk", None)
         if user_id is None:
@@ -539,14 +539,14 @@ class Context:
     @property
     def user_state(self) -> Any:
         """A persisted key-value store for the calling user on this site (outlives sessions)."""
-        from .state import UserStateStore  # app loading: its models; this module imports before apps are ready
+        from ..stores.state import UserStateStore  # app loading: its models; this module imports before apps are ready
 
         return UserStateStore(getattr(self.user, "pk", None), self.site.name)
 
     @property
     def session_state(self) -> Any:
         """A persisted key-value store that dies with the session."""
-        from .state import SessionStateStore  # app loading: its models; this module imports before apps are ready
+        from ..stores.state import SessionStateStore  # app loading: its models; this module imports before apps are ready
 
         if self.session_id is None:
             raise ClientRequestError("There is no session to keep state in (2026-07-28 requests have none: use ctx.user_state)")

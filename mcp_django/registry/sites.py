@@ -30,7 +30,14 @@ from django.db.models.signals import post_delete, post_save
 from django.utils.functional import LazyObject
 from django.utils.module_loading import import_string
 
-from .adminsite import (
+from ..conf import mcp_settings
+from ..exceptions import AlreadyRegistered, NotRegistered
+from ..extensions.mcp_apps import UI, UI_EXTENSION, UIResource, as_ui, check_ui_resources
+from ..extensions.skills import SKILL_HANDLERS, SKILLS_EXTENSION, Skill, app_skills
+from ..extensions.skills import capability as skills_capability
+from ..protocol.dispatcher import Handler
+from ..protocol.lifecycle import LIST_KINDS
+from .admin_bridge import (
     AdminActionTool,
     AdminBridge,
     AdminModelMCP,
@@ -42,15 +49,8 @@ from .adminsite import (
     model_labels,
     refuse_own_model,
 )
-from .apps_ui import UI, UI_EXTENSION, UIResource, as_ui, check_ui_resources
-from .conf import mcp_settings
-from .exceptions import AlreadyRegistered, NotRegistered
 from .functions import Completer, FunctionPrompt, FunctionResource, FunctionResourceTemplate, FunctionTool
 from .options import ModelMCP, uri_scheme
-from .protocol.dispatcher import Handler
-from .protocol.lifecycle import LIST_KINDS
-from .skills import SKILL_HANDLERS, SKILLS_EXTENSION, Skill, app_skills
-from .skills import capability as skills_capability
 
 # changes, notifications, handlers and engine reach the models: the methods that need them import
 # them, because this module imports before apps are ready ("from mcp_django import site" in any
@@ -61,8 +61,8 @@ if TYPE_CHECKING:
 
     from django.db.models import Model
 
-    from .engine import Engine
-    from .entries import Icon, ResourceEntry, TaskSupport, ToolAnnotations, ToolEntry
+    from ..server.engine import Engine
+    from ..server.entries import Icon, ResourceEntry, TaskSupport, ToolAnnotations, ToolEntry
 
 #: A decorated function: returned as it came, so it keeps its signature and return type.
 F = TypeVar("F", bound=Callable[..., Any])
@@ -85,7 +85,7 @@ class MCPSite:
     """One MCP server: a registry of tools, resources and prompts, and its URL patterns."""
 
     #: Whether the site serves the skills of the installed apps' ``mcp_skills/`` folders
-    #: (mcp_django.skills) besides those registered with :meth:`skill`.
+    #: (mcp_django.extensions.skills) besides those registered with :meth:`skill`.
     app_skills: ClassVar[bool] = True
 
     def __init__(self, name: str = "mcp") -> None:
@@ -363,7 +363,7 @@ class MCPSite:
         lists = {"tool": ("tools",), "prompt": ("prompts",), "resource": ("resources",), "template": ("resources",), "skill": ("resources",)}.get(
             kind, LIST_KINDS
         )
-        from .notifications import announce_soon, anotify_list_changed  # app loading: notifications imports models (see the imports above)
+        from ..server.notifications import announce_soon, anotify_list_changed  # app loading: notifications imports models (see the imports above)
 
         for list_kind in lists:
             announce_soon(anotify_list_changed, self, list_kind)
@@ -696,13 +696,13 @@ class MCPSite:
 
     def notify_list_changed(self, kind: str) -> int:
         """Tell every live session that the ``"tools"``, ``"resources"`` or ``"prompts"`` list changed."""
-        from .notifications import notify_list_changed  # app loading: notifications imports models (see the imports above)
+        from ..server.notifications import notify_list_changed  # app loading: notifications imports models (see the imports above)
 
         return notify_list_changed(self, kind)
 
     async def anotify_list_changed(self, kind: str) -> int:
         """The async twin of :meth:`notify_list_changed`."""
-        from .notifications import anotify_list_changed  # app loading: notifications imports models (see the imports above)
+        from ..server.notifications import anotify_list_changed  # app loading: notifications imports models (see the imports above)
 
         return await anotify_list_changed(self, kind)
 
@@ -730,7 +730,7 @@ class MCPSite:
         """The method table for the dispatcher: only methods of offered capabilities."""
         self._registry  # noqa: B018 - applies pending register_admin() calls, which reset the table
         if self._handlers is None:
-            from .handlers import STANDARD_HANDLERS  # app loading: handlers imports models (see the imports above)
+            from ..server.handlers import STANDARD_HANDLERS  # app loading: handlers imports models (see the imports above)
 
             offered = self.get_capabilities()
             hidden = {m for cap, methods in _CAPABILITY_METHODS.items() if cap not in offered for m in methods}
@@ -752,7 +752,7 @@ class MCPSite:
     def engine(self) -> Engine:
         """The protocol engine under every transport of this site."""
         if self._engine is None:
-            from .engine import Engine  # app loading: engine imports models (see the imports above)
+            from ..server.engine import Engine  # app loading: engine imports models (see the imports above)
 
             self._engine = Engine(self)
         return self._engine

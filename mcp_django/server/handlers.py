@@ -1,5 +1,5 @@
 """The standard MCP method handlers, built over a site's registry (an ``MCPSite``, seen as an
-:class:`~mcp_django.entries.ServedSite`).
+:class:`~mcp_django.server.entries.ServedSite`).
 
 Each handler takes its method's params, checked and typed by :mod:`mcp_django.protocol.params`
 (``@takes(method)`` makes it the dispatcher's ``(params dict, Context)`` handler), and returns the
@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import orjson
 from asgiref.sync import sync_to_async
 
-from . import skills, taskrun
-from .conf import mcp_settings
-from .context import Context
-from .entries import Access, Completable, agate, gate, listed, queries
-from .protocol.dispatcher import Handler
-from .protocol.errors import InvalidParamsError, ResourceNotFoundError
-from .protocol.pagination import decode_cursor, encode_cursor, page_result
-from .protocol.params import (
+from ..conf import mcp_settings
+from ..extensions import skills
+from ..extensions.tasks import runner as taskrun
+from ..protocol.dispatcher import Handler
+from ..protocol.errors import InvalidParamsError, ResourceNotFoundError
+from ..protocol.pagination import decode_cursor, encode_cursor, page_result
+from ..protocol.params import (
     CallToolParams,
     CompleteParams,
     GetPromptParams,
@@ -34,7 +33,9 @@ from .protocol.params import (
     peek,
     takes,
 )
-from .stores import SessionStore, SubscriptionStore
+from ..stores import SessionStore, SubscriptionStore
+from .context import Context
+from .entries import Access, Completable, agate, gate, listed, queries
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -13,8 +13,8 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from .conf import mcp_settings
-from .models import SessionState, UserState
+from ..conf import mcp_settings
+from ..models import SessionState, UserState
 
 
 class StateLimitError(ValueError):

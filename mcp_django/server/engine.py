@@ -16,18 +16,17 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from . import audit, handlers, request_state, taskrun
-from .auth.base import NoAuthentication
-from .auth.oauth import InsufficientScope, resource_url
-from .conf import mcp_settings
-from .context import Context, Emitter
-from .entries import Access, agate
-from .exceptions import InvalidSessionId
-from .observation import Observation, Observer, active_observers
-from .principal import Principal as Principal  # re-exported: transports and projects import it from here
-from .protocol import modern, negotiation
-from .protocol.dispatcher import Handler, dispatch
-from .protocol.errors import (
+from ..auth.base import NoAuthentication
+from ..auth.oauth import InsufficientScope, resource_url
+from ..conf import mcp_settings
+from ..exceptions import InvalidSessionId
+from ..extensions.tasks import runner as taskrun
+from ..ops import audit
+from ..ops.observation import Observation, Observer, active_observers
+from ..ops.quotas.limits import LeasedSlot, RunningSlot, StreamSlot, acheck_tool_calls, areserve_session
+from ..protocol import modern, negotiation
+from ..protocol.dispatcher import Handler, dispatch
+from ..protocol.errors import (
     INVALID_PARAMS,
     RESOURCE_NOT_FOUND,
     InvalidParamsError,
@@ -38,10 +37,10 @@ from .protocol.errors import (
     QuotaExceededError,
     TransportError,
 )
-from .protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, notification_message, result_message
-from .protocol.lifecycle import InitializeParams, initialize_result
-from .protocol.limits import check_progress_token, check_request_id
-from .protocol.params import (
+from ..protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, notification_message, result_message
+from ..protocol.lifecycle import InitializeParams, initialize_result
+from ..protocol.limits import check_progress_token, check_request_id
+from ..protocol.params import (
     CallToolParams,
     CancelledParams,
     Check,
@@ -54,17 +53,20 @@ from .protocol.params import (
     peek,
     request_meta,
 )
-from .quotas import LeasedSlot, RunningSlot, StreamSlot, acheck_tool_calls, areserve_session
+from ..signals import session_closed, session_created
+from ..stores import RunningRequestStore, SessionStore
+from ..transport.layers import get_layer, session_group
+from ..transport.process import RUNNING, cancel_request, cancel_session, process_channel, request_key
+from ..transport.streams import StreamEmitter, deliver_response
+from . import handlers, request_state
+from .context import Context, Emitter
+from .entries import Access, agate
+from .principal import Principal as Principal  # re-exported: transports and projects import it from here
 from .rounds import ROUND_PARAMS, InputRequired, InputRounds
-from .signals import session_closed, session_created
-from .stores import RunningRequestStore, SessionStore
-from .transport.layers import get_layer, session_group
-from .transport.process import RUNNING, cancel_request, cancel_session, process_channel, request_key
-from .transport.streams import StreamEmitter, deliver_response
 
 if TYPE_CHECKING:
+    from ..models import Session
     from .entries import ServedSite
-    from .models import Session
 
 #: subscriptions/listen filter flags, and the list each one follows.
 LISTEN_FLAGS = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
@@ -74,7 +76,7 @@ CACHEABLE_METHODS = frozenset(
     {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "skills/list", "skills/get"}
 )
 
-logger = logging.getLogger("mcp_django.engine")
+logger = logging.getLogger("mcp_django.server.engine")
 invalid_session_logger = logging.getLogger("django.security.InvalidSessionId")
 
 
@@ -370,7 +372,7 @@ class Engine:
                 await audit.arecord_refused(principal, session, message, f"insufficient scope: needs {' '.join(needed)}", site=self.site)
             raise InsufficientScope(resource_url(request, getattr(request, "mcp_endpoint_path", None)), base + needed)
 
-    # -- quotas (mcp_django.quotas) --------------------------------------------------------
+    # -- quotas (mcp_django.ops.quotas.limits) --------------------------------------------------------
 
     async def check_quotas(
         self, principal: Principal, requests: list[Request], *, raise_first: bool = False, session: Session | None = None

@@ -28,19 +28,19 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from .conf import mcp_settings
-from .models import Session
+from ..conf import mcp_settings
+from ..models import Session
+from ..server.rounds import InputRequired
+from ..signals import session_closed, session_created
+from ..version import __version__
 from .observation import Observation, register_observer
-from .rounds import InputRequired
-from .signals import session_closed, session_created
-from .version import __version__
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Link, TracerProvider
     from opentelemetry.util.types import AttributeValue
 
-    from .context import Context
+    from ..server.context import Context
 
 logger = logging.getLogger(__name__)
 
@@ -169,8 +169,8 @@ def install() -> None:
     """Trace every request while :func:`enabled`, and count sessions (AppConfig.ready). Imports
     nothing of OpenTelemetry: that waits for the first request with tracing on."""
     register_observer(observe, enabled)
-    session_created.connect(on_session_created, dispatch_uid="mcp_django.tracing.session_created")
-    session_closed.connect(on_session_closed, dispatch_uid="mcp_django.tracing.session_closed")
+    session_created.connect(on_session_created, dispatch_uid="mcp_django.ops.tracing.session_created")
+    session_closed.connect(on_session_closed, dispatch_uid="mcp_django.ops.tracing.session_closed")
 
 
 # -- the span of a request ----------------------------------------------------------------

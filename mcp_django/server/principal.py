@@ -1,6 +1,6 @@
 """Who a message comes from, as a transport authenticated them.
 
-Storage layer, beside :mod:`~mcp_django.quotas`: a principal's :attr:`~Principal.caller` is
+Storage layer, beside :mod:`~mcp_django.ops.quotas.limits`: a principal's :attr:`~Principal.caller` is
 who quotas count, made once per principal. The transports build principals, and the server
 (the engine, the audit trail) reads them; both sit above, so the imports point down.
 """
@@ -11,7 +11,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .quotas import Caller, caller_of
+from ..ops.quotas.limits import Caller, caller_of
 
 if TYPE_CHECKING:
     from django.http import HttpRequest

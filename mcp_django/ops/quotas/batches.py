@@ -20,7 +20,7 @@ What a limit guarantees across every process that shares the cache:
   6 s by default). With P processes a caller can be refused with N less what the other P - 1
   processes hold unused in use.
 * **A limit too small for batches of two** (a rate under 128 a window, a cap under 32) is counted
-  call by call, exactly, as before; :mod:`mcp_django.quotas` does not come here for it.
+  call by call, exactly, as before; :mod:`mcp_django.ops.quotas.limits` does not come here for it.
 * **A process that dies** leaves its slots counted until its registrations lapse (two leases at
   most, as a held slot's), and its unused rate units until their window ends.
 """
@@ -34,9 +34,9 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from .quota_backends import BaseCounters, Scope, slot_key
+from .backends import BaseCounters, Scope, slot_key
 
-logger = logging.getLogger("mcp_django.quotas")
+logger = logging.getLogger("mcp_django.ops.quotas.limits")
 
 #: Seconds between two sweeps of the rate windows that ended.
 SWEEP = 10.0
@@ -177,7 +177,7 @@ class Batches:
 
     def __init__(self, backend: BaseCounters, clock: Callable[[], float]) -> None:
         self.backend = backend
-        #: The time slots are aligned on (mcp_django.quotas.now, which tests move).
+        #: The time slots are aligned on (mcp_django.ops.quotas.limits.now, which tests move).
         self.clock = clock
         #: Unused units of a rate window: key -> [units, when to forget it (monotonic)].
         self.units: dict[str, list[float]] = {}

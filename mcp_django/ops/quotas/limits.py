@@ -2,7 +2,7 @@
 
 Everything is counted in Django's cache (``QUOTAS["CACHE"]``), so the processes that share a
 cache count together: with Redis, a whole deployment; with the local-memory cache, each
-process alone. How a cache counts is its backend's business (:mod:`mcp_django.quota_backends`:
+process alone. How a cache counts is its backend's business (:mod:`mcp_django.ops.quotas.backends`:
 in this process for the local-memory cache, pipelines for Redis, ``add`` and ``incr`` for any
 other); every backend counts atomically, so two concurrent requests never both take the last
 unit of a limit: across processes where the cache's ``incr`` is atomic (Redis, memcached),
@@ -35,17 +35,17 @@ from asgiref.sync import sync_to_async
 from django.core.cache import BaseCache
 from django.utils import timezone
 
-from .conf import mcp_settings
-from .models import Elicitation, Session
-from .protocol.errors import QuotaExceededError
+from ...conf import mcp_settings
+from ...models import Elicitation, Session
+from ...protocol.errors import QuotaExceededError
 
 # The "x as x" names stay importable from here: this module's own before counting moved out.
-from .quota_backends import KEY_PREFIX as KEY_PREFIX
-from .quota_backends import BaseCounters, Scope, cache_key, counters_for
-from .quota_backends import aclose_clients as aclose_clients
-from .quota_backends import cache_for as cache_for
-from .quota_backends import forget_local_counts as forget_local_counts
-from .quota_batches import SlotPool, batches_for, buckets_for, cap_batch, rate_batch
+from .backends import KEY_PREFIX as KEY_PREFIX
+from .backends import BaseCounters, Scope, cache_key, counters_for
+from .backends import aclose_clients as aclose_clients
+from .backends import cache_for as cache_for
+from .backends import forget_local_counts as forget_local_counts
+from .batches import SlotPool, batches_for, buckets_for, cap_batch, rate_batch
 
 #: The keys of ``MCP_DJANGO["QUOTAS"]`` (their defaults are in ``conf.DEFAULTS``).
 RATE_KEYS = ("TOOL_CALLS", "TOOL_CALLS_PER_CLIENT", "NEW_TASKS_PER_USER")
@@ -63,7 +63,7 @@ UNITS = {
 }
 _RATE_RE = re.compile(r"\s*(\d+)\s*/\s*(\d*)\s*([a-z]+)\s*")
 
-logger = logging.getLogger("mcp_django.quotas")
+logger = logging.getLogger("mcp_django.ops.quotas.limits")
 
 
 def now() -> float:
@@ -243,7 +243,7 @@ async def _ahit(counters: BaseCounters, limit: _Limit, at: float) -> QuotaExceed
     if counters.inline:
         return limit.refusal(counters.hit(keys, limit.rate.period + 1)[0], at)
     if rate_batch(limit.rate.count) > 1:
-        # Units taken a batch at a time, handed out here (mcp_django.quota_batches).
+        # Units taken a batch at a time, handed out here (mcp_django.ops.quotas.batches).
         admitted = await batches_for(counters, _clock).admit(keys[0], limit.rate.count, limit.rate.period + 1)
         return None if admitted else limit.refused(at)
     return limit.refusal((await counters.ahit(keys, limit.rate.period + 1))[0], at)
@@ -419,11 +419,11 @@ class LeasedSlot:
     never hold one for good.
 
     On a local-memory cache, which only this process sees, a slot is counted in the process
-    (:class:`~mcp_django.quota_backends.InProcessCounters`) without buckets or renewals: the
+    (:class:`~mcp_django.ops.quotas.backends.InProcessCounters`) without buckets or renewals: the
     counts die with the process anyway.
     """
 
-    #: Whether a shared cache may count these slots in batches (mcp_django.quota_batches),
+    #: Whether a shared cache may count these slots in batches (mcp_django.ops.quotas.batches),
     #: where every cap they count under is large enough for it.
     batched = False
 

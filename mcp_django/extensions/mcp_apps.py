@@ -23,7 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.template import TemplateDoesNotExist
 from django.template.loader import render_to_string
 
-from .entries import Completions, RequestContext, ResourceEntry, ServedSite, ToolEntry
+from ..server.entries import Completions, RequestContext, ResourceEntry, ServedSite, ToolEntry
 
 #: The extension's identifier, as ``capabilities.extensions`` names it (SEP-1865).
 UI_EXTENSION: Final = "io.modelcontextprotocol/ui"

@@ -36,8 +36,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 
-from .conf import mcp_settings
-from .exceptions import InvalidParamsError
+from ..conf import mcp_settings
+from ..exceptions import InvalidParamsError
 
 __all__ = ["InvalidRequestState", "Reason", "request_binding", "seal", "unseal"]
 

@@ -11,7 +11,7 @@ one, in the web process that made it. Whatever process runs it:
   so far into its payload, and its run ends, holding no worker while the client thinks. The
   client's ``tasks/update`` (on any web process) answers them; the last answer runs the task
   again, and the tool replays from its first line with every answer, as a 2026-07-28 input
-  round does (:mod:`mcp_django.rounds`). A task parked longer than ``TASK_INPUT_TIMEOUT`` fails;
+  round does (:mod:`mcp_django.server.rounds`). A task parked longer than ``TASK_INPUT_TIMEOUT`` fails;
 - it renews a heartbeat every ``TASK_HEARTBEAT_SECONDS`` and polls its row every
   ``TASK_POLL_INTERVAL_MS`` for cancellation, so ``tasks/cancel`` on any process stops it, and
   a task whose process died is failed after ``TASK_HEARTBEAT_TIMEOUT``;
@@ -41,22 +41,24 @@ from django.db.models.signals import post_delete
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
-from . import audit, quotas, taskstore, tracing
-from .auth.oauth import access_token_model
-from .conf import mcp_settings
-from .context import Context
-from .entries import TASK_SUPPORT as TASK_SUPPORT  # its values, kept importable from here
-from .entries import Access, ToolEntry, agate, gate
-from .models import Task
-from .notifications import tell_listeners
-from .protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsError, MCPError, MissingRequiredClientCapabilityError, QuotaExceededError
-from .protocol.modern import RequestMeta
-from .protocol.params import TaskParams, UpdateTaskParams, parse_as
-from .quotas import Caller, RunningSlot, caller_of
-from .rounds import InputRequired, InputRounds, StartTask, well_formed
+from ...auth.oauth import access_token_model
+from ...conf import mcp_settings
+from ...models import Task
+from ...ops import audit, tracing
+from ...ops.quotas import limits as quotas
+from ...ops.quotas.limits import Caller, RunningSlot, caller_of
+from ...protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsError, MCPError, MissingRequiredClientCapabilityError, QuotaExceededError
+from ...protocol.modern import RequestMeta
+from ...protocol.params import TaskParams, UpdateTaskParams, parse_as
+from ...server.context import Context
+from ...server.entries import TASK_SUPPORT as TASK_SUPPORT  # its values, kept importable from here
+from ...server.entries import Access, ToolEntry, agate, gate
+from ...server.notifications import tell_listeners
+from ...server.rounds import InputRequired, InputRounds, StartTask, well_formed
+from . import store as taskstore
 
 if TYPE_CHECKING:
-    from .entries import ServedSite
+    from ...server.entries import ServedSite
 
 logger = logging.getLogger("mcp_django.tasks")
 
@@ -301,7 +303,7 @@ def connect_revocations() -> None:
     """Connect :func:`on_token_deleted` to DOT's access tokens, when DOT is installed."""
     token_model = access_token_model()
     if token_model is not None:
-        post_delete.connect(on_token_deleted, sender=token_model, dispatch_uid="mcp_django.taskrun.on_token_deleted")
+        post_delete.connect(on_token_deleted, sender=token_model, dispatch_uid="mcp_django.extensions.tasks.runner.on_token_deleted")
 
 
 # -- the running side ------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Three parts:
 
-- :func:`observe`, an observer (:mod:`~mcp_django.observation`) that the engine opens around
+- :func:`observe`, an observer (:mod:`~mcp_django.ops.observation`) that the engine opens around
   every request of every transport and revision; for a ``tools/call`` it notes, on the way out,
   who called what, with which arguments (redacted, bounded) and how it ended. :func:`record_refused`
   does the same for a call refused before it reached the engine's dispatch (a token lacking a
@@ -48,21 +48,21 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connectio
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from .conf import mcp_settings
-from .entries import Access, agate
-from .models import ToolCall
+from ..conf import mcp_settings
+from ..models import ToolCall
+from ..protocol.errors import INVALID_PARAMS
+from ..protocol.modern import META_PROTOCOL_VERSION
+from ..server.entries import Access, agate
+from ..server.rounds import InputRequired
+from ..signals import request_orphaned, sweeping
+from ..stores import RawJSON, column, insert_values, prepare_row
+from ..transport.process import leases
 from .observation import Observation, register_observer
-from .protocol.errors import INVALID_PARAMS
-from .protocol.modern import META_PROTOCOL_VERSION
-from .rounds import InputRequired
-from .signals import request_orphaned, sweeping
-from .stores import RawJSON, column, insert_values, prepare_row
-from .transport.process import leases
 
 if TYPE_CHECKING:
-    from .models import Session
-    from .principal import Principal
-    from .protocol.jsonrpc import Request
+    from ..models import Session
+    from ..protocol.jsonrpc import Request
+    from ..server.principal import Principal
 
 logger = logging.getLogger(__name__)
 
@@ -1024,8 +1024,8 @@ def install() -> None:
     """Run :func:`observe` around every request while ``AUDIT_TOOL_CALLS`` is on, and write the
     buffer when the process exits (called by the AppConfig; calling it again does nothing more)."""
     register_observer(observe, _enabled)
-    sweeping.connect(on_sweep, dispatch_uid="mcp_django.audit.on_sweep")
-    request_orphaned.connect(on_request_orphaned, dispatch_uid="mcp_django.audit.on_request_orphaned")
+    sweeping.connect(on_sweep, dispatch_uid="mcp_django.ops.audit.on_sweep")
+    request_orphaned.connect(on_request_orphaned, dispatch_uid="mcp_django.ops.audit.on_request_orphaned")
     leases.tool_calls = running_tool_calls  # each streamed call's claim carries its record
     atexit.unregister(writer.flush_at_exit)
     atexit.register(writer.flush_at_exit)

@@ -36,19 +36,19 @@ from jsonschema import Draft202012Validator
 from rest_framework import serializers
 from typing_extensions import TypeVar
 
-from .auth.scopes import missing_scopes
-from .conf import mcp_settings
-from .context import Completions
-from .db import in_healthy_thread
-from .entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
+from ..auth.scopes import missing_scopes
+from ..conf import mcp_settings
+from ..db import in_healthy_thread
+from ..protocol.errors import InvalidParamsError
+from ..protocol.pagination import decode_cursor, encode_cursor
+from ..server.context import Completions
+from ..server.entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
 from .functions import TOOL_NAME_RE
-from .protocol.errors import InvalidParamsError
-from .protocol.pagination import decode_cursor, encode_cursor
 from .schemas import ISODurationField, argument_error, error_message, invalid_arguments, nullable, pk_schema, serializer_schema
 
 if TYPE_CHECKING:
-    from .context import Context
-    from .entries import ServedSite
+    from ..server.context import Context
+    from ..server.entries import ServedSite
 
 logger = logging.getLogger(__name__)
 

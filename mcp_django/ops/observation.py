@@ -1,7 +1,7 @@
 """What the engine tells its observers about each request it runs.
 
 Every request a transport hands the engine, on every transport and revision, runs inside
-:meth:`~mcp_django.engine.Engine.run`, which opens each enabled observer around it. An observer
+:meth:`~mcp_django.server.engine.Engine.run`, which opens each enabled observer around it. An observer
 is a factory of async context managers: it sees the request before it runs and, on the way out,
 its response (or the exception that ended it: a client's cancel is ``CancelledError``, a
 2026-07-28 question to the client is ``InputRequired``). The audit trail and tracing are
@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .context import Context
-    from .protocol.jsonrpc import Request
+    from ..protocol.jsonrpc import Request
+    from ..server.context import Context
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Observation:
 
     #: The JSON-RPC request.
     message: Request
-    #: The request's :class:`~mcp_django.context.Context`: its user, session and site.
+    #: The request's :class:`~mcp_django.server.context.Context`: its user, session and site.
     ctx: Context
     #: "streamable-http", "sse" (the 2024-11-05 HTTP+SSE transport) or "stdio".
     transport: str
