@@ -34,7 +34,11 @@ OUT_OF_PROCESS = ("e2e", "conformance", "multiprocess", "browser")
 STATIC = ("tests/test_architecture.py", "tests/test_docs.py", "tests/test_typing.py")
 # One short end-to-end test: the example site under daphne, a tool called in both protocol eras
 # by the official client, and the server's log free of errors.
-E2E = ("tests/e2e/test_example_site.py", "-k", "search_books_returns or (logged_no_errors and not django_auth)")
+E2E = (
+    "tests/e2e/test_example_site.py",
+    "-k",
+    "search_books_returns or (logged_no_errors and not django_auth)",
+)
 
 nox.options.default_venv_backend = "uv"
 nox.options.download_python = "never"  # the cells run on the machine's own interpreters
@@ -45,7 +49,12 @@ nox.options.reuse_venv = "yes"  # uv brings a kept venv up to requirements.txt i
 def _runs(candidate: str) -> str | None:
     """The interpreter's real path if it starts (pyenv's shim of a version not selected does not)."""
     try:
-        result = subprocess.run([candidate, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True, timeout=30)
+        result = subprocess.run(
+            [candidate, "-c", "import sys; print(sys.executable)"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return (result.stdout.strip() or None) if result.returncode == 0 else None
@@ -64,7 +73,11 @@ def _pyenv_root() -> Path:
 def _release(path: str) -> tuple[int, ...]:
     """(3, 12, 1) for .../versions/3.12.1/bin/python3.12; () for a name that is not a release."""
     name = Path(path).parents[1].name
-    return tuple(int(part) for part in name.split(".")) if all(part.isdigit() for part in name.split(".")) else ()
+    return (
+        tuple(int(part) for part in name.split("."))
+        if all(part.isdigit() for part in name.split("."))
+        else ()
+    )
 
 
 def find_interpreter(version: str) -> str:
@@ -75,13 +88,19 @@ def find_interpreter(version: str) -> str:
         candidate = os.path.join(directory, name)
         if os.access(candidate, os.X_OK) and (found := _runs(candidate)):
             return found
-    for candidate in sorted(glob.glob(str(_pyenv_root() / "versions" / f"{version}.*" / "bin" / name)), key=_release, reverse=True):
+    for candidate in sorted(
+        glob.glob(str(_pyenv_root() / "versions" / f"{version}.*" / "bin" / name)),
+        key=_release,
+        reverse=True,
+    ):
         if found := _runs(candidate):
             return found
     return version
 
 
-INTERPRETERS = {version: find_interpreter(version) for version in sorted({python for python, _ in CELLS})}
+INTERPRETERS = {
+    version: find_interpreter(version) for version in sorted({python for python, _ in CELLS})
+}
 
 
 @nox.session
@@ -93,7 +112,11 @@ INTERPRETERS = {version: find_interpreter(version) for version in sorted({python
 def tests(session: nox.Session, django: str) -> None:
     """The in-process suite and one end-to-end test on one cell."""
     session.install("-r", "requirements.txt", "pytest-xdist>=3.8", f"Django=={django}.*")
-    session.run("python", "-c", "import django, sys; print(f'Python {sys.version.split()[0]}, Django {django.__version__}')")
+    session.run(
+        "python",
+        "-c",
+        "import django, sys; print(f'Python {sys.version.split()[0]}, Django {django.__version__}')",
+    )
     # A fifth of the property tests' examples (tests/fuzzing.py): the default cell tries them all.
     env = {"MCP_TEST_SERVERS": "daphne", "MCP_TEST_EXAMPLES": "matrix"}
     pytest = ("python", "-m", "pytest", "-p", "no:cacheprovider", "-q")
@@ -108,5 +131,7 @@ def tests(session: nox.Session, django: str) -> None:
     in_process = " and ".join(f"not {marker}" for marker in OUT_OF_PROCESS)
     workers = int(os.environ.get("MCP_MATRIX_WORKERS", "2"))
     xdist = ("-n", str(workers)) if workers > 1 else ()
-    session.run(*pytest, *xdist, "-m", in_process, *(f"--ignore={path}" for path in STATIC), env=env)
+    session.run(
+        *pytest, *xdist, "-m", in_process, *(f"--ignore={path}" for path in STATIC), env=env
+    )
     session.run(*pytest, *E2E, env=env)

@@ -72,7 +72,9 @@ class Connection:
         self.writer: asyncio.StreamWriter | None = None
 
     async def connect(self) -> None:
-        self.reader, self.writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+        self.reader, self.writer = await asyncio.open_connection(
+            self.host, self.port, limit=1 << 20
+        )
 
     async def close(self) -> None:
         if self.writer is not None:
@@ -129,7 +131,9 @@ class Connection:
             resp.body = await self.reader.read()
             await self.close()
 
-    async def request(self, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> Response:
+    async def request(
+        self, method: str, path: str, headers: dict[str, str], body: bytes = b""
+    ) -> Response:
         if self.writer is None:
             await self.connect()
         self._send(method, path, headers, body)
@@ -177,7 +181,9 @@ class Session:
         raise HTTPError(f"{method}: no answer in {resp.body[:300]!r}")
 
 
-async def open_session(host: str, port: int, path: str = "/mcp", conn: Connection | None = None) -> Session:
+async def open_session(
+    host: str, port: int, path: str = "/mcp", conn: Connection | None = None
+) -> Session:
     """initialize + notifications/initialized, on one keep-alive connection."""
     conn = conn or Connection(host, port)
     headers = {"Accept": ACCEPT_BOTH, "Content-Type": "application/json"}

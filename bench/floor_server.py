@@ -58,7 +58,9 @@ def make_app(sse: bool) -> App:
             if not event.get("more_body"):
                 return b"".join(chunks)
 
-    async def answer(send: Send, status: int, body: bytes = b"", headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    async def answer(
+        send: Send, status: int, body: bytes = b"", headers: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
         head = [(b"content-type", content_type if body else b"application/json"), *(headers or [])]
         if body and sse:
             body = b"event: message\ndata: " + body + b"\n\n"
@@ -83,17 +85,46 @@ def make_app(sse: bool) -> App:
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError:
-            await answer(send, 400, orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}))
+            await answer(
+                send,
+                400,
+                orjson.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": None,
+                        "error": {"code": -32700, "message": "Parse error"},
+                    }
+                ),
+            )
             return
         if not well_formed(message):
-            await answer(send, 400, orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid Request"}}))
+            await answer(
+                send,
+                400,
+                orjson.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": None,
+                        "error": {"code": -32600, "message": "Invalid Request"},
+                    }
+                ),
+            )
             return
         method, params = message["method"], message.get("params", {})
         if method == "initialize":
             sid = secrets.token_hex(16).encode()
             sessions.add(sid)
-            result: dict[str, Any] = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {"tools": {}}, "serverInfo": {"name": "floor", "version": "0"}}
-            await answer(send, 200, orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), [(b"mcp-session-id", sid)])
+            result: dict[str, Any] = {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "floor", "version": "0"},
+            }
+            await answer(
+                send,
+                200,
+                orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}),
+                [(b"mcp-session-id", sid)],
+            )
             return
         if session not in sessions:
             await answer(send, 404)
@@ -103,13 +134,24 @@ def make_app(sse: bool) -> App:
             await send({"type": "http.response.body", "body": b""})
             return
         arguments = params.get("arguments")
-        if method != "tools/call" or params.get("name") != "echo" or not isinstance(arguments, dict):
-            error = {"code": -32601, "message": "the floor answers only tools/call of echo with an arguments object"}
-            await answer(send, 200, orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}))
+        if (
+            method != "tools/call"
+            or params.get("name") != "echo"
+            or not isinstance(arguments, dict)
+        ):
+            error = {
+                "code": -32601,
+                "message": "the floor answers only tools/call of echo with an arguments object",
+            }
+            await answer(
+                send, 200, orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error})
+            )
             return
         text = str(arguments.get("text", ""))
         result = {"content": [{"type": "text", "text": text}], "isError": False}
-        await answer(send, 200, orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}))
+        await answer(
+            send, 200, orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result})
+        )
 
     return app
 
@@ -128,7 +170,14 @@ def main() -> None:
     mode.add_argument("--sse", dest="sse", action="store_true")
     args = parser.parse_args()
     # The reference's uvicorn settings: default loop and parser, no access log.
-    uvicorn.run(make_app(args.sse), host=args.host, port=args.port, log_level="warning", access_log=False, backlog=8192)
+    uvicorn.run(
+        make_app(args.sse),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        backlog=8192,
+    )
 
 
 if __name__ == "__main__":

@@ -67,7 +67,9 @@ class Server:
 
     def __enter__(self) -> Server:
         self.log = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            self.argv, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -88,28 +90,85 @@ class Server:
 
 
 def ours(db_path: str, response_mode: str = "json") -> Server:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.live_settings", "BENCH_DB_PATH": db_path,
-           "BENCH_RESPONSE_MODE": response_mode, "PYTHONPATH": str(ROOT)}
-    return Server([PYTHON, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", "{port}", "bench.oursite.asgi:application"], env)
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "bench.live_settings",
+        "BENCH_DB_PATH": db_path,
+        "BENCH_RESPONSE_MODE": response_mode,
+        "PYTHONPATH": str(ROOT),
+    }
+    return Server(
+        [
+            PYTHON,
+            "-m",
+            "daphne",
+            "-v",
+            "0",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            "{port}",
+            "bench.oursite.asgi:application",
+        ],
+        env,
+    )
 
 
 def reference() -> Server:
-    return Server([PYTHON, "bench/reference_live.py", "--port", "{port}"], {**os.environ, "PYTHONPATH": str(ROOT)})
+    return Server(
+        [PYTHON, "bench/reference_live.py", "--port", "{port}"],
+        {**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def manage(db_path: str, *args: str) -> None:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.live_settings", "BENCH_DB_PATH": db_path, "PYTHONPATH": str(ROOT)}
-    subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "bench.live_settings",
+        "BENCH_DB_PATH": db_path,
+        "PYTHONPATH": str(ROOT),
+    }
+    subprocess.run(
+        [PYTHON, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
 
 
 async def initialize(http: httpx.AsyncClient, url: str) -> dict[str, str]:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench-live", "version": "1"}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench-live", "version": "1"},
+        },
+    }
     response = await http.post(url, json=body, headers=HEADERS)
     response.raise_for_status()
-    headers = {**HEADERS, "mcp-session-id": response.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
-    await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
-    await http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}}, headers=headers)
+    headers = {
+        **HEADERS,
+        "mcp-session-id": response.headers["mcp-session-id"],
+        "mcp-protocol-version": "2025-11-25",
+    }
+    await http.post(
+        url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
+    )
+    await http.post(
+        url,
+        json={
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "logging/setLevel",
+            "params": {"level": "debug"},
+        },
+        headers=headers,
+    )
     return headers
 
 
@@ -121,7 +180,12 @@ async def notification_burst(url: str, n: int) -> dict[str, Any]:
     """Call notify_burst(n) and time every notification as it arrives."""
     async with httpx.AsyncClient(timeout=120) as http:
         headers = await initialize(http, url)
-        body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "notify_burst", "arguments": {"n": n}}}
+        body = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "notify_burst", "arguments": {"n": n}},
+        }
         arrivals: list[tuple[float, float]] = []
         buffer = ""
         done = False
@@ -146,15 +210,24 @@ async def notification_burst(url: str, n: int) -> dict[str, Any]:
     # From the first send to the last receive: batching must not shorten the measured span.
     span = arrivals[-1][1] - arrivals[0][0]
     delays = [(recv - sent) * 1000 for sent, recv in arrivals]
-    return {"notifications": n, "per_second": n / span if span > 0 else float("inf"),
-            "delay_p50_ms": percentile(delays, 0.5), "delay_p99_ms": percentile(delays, 0.99)}
+    return {
+        "notifications": n,
+        "per_second": n / span if span > 0 else float("inf"),
+        "delay_p50_ms": percentile(delays, 0.5),
+        "delay_p99_ms": percentile(delays, 0.99),
+    }
 
 
 async def replay(url: str, n: int) -> dict[str, Any]:
     """Drop the connection right after priming, let the tool store n events, then resume."""
     async with httpx.AsyncClient(timeout=120) as http:
         headers = await initialize(http, url)
-        body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "notify_burst", "arguments": {"n": n}}}
+        body = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "notify_burst", "arguments": {"n": n}},
+        }
         async with http.stream("POST", url, json=body, headers=headers) as response:
             async for chunk in response.aiter_text():
                 match = re.search(r"id: (\S+):0", chunk)
@@ -164,7 +237,15 @@ async def replay(url: str, n: int) -> dict[str, Any]:
         # Wait (bounded) until the tool has stored its final response: resume near the end.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            async with http.stream("GET", url, headers={**headers, "accept": "text/event-stream", "last-event-id": f"{stream}:{n}"}) as tail:
+            async with http.stream(
+                "GET",
+                url,
+                headers={
+                    **headers,
+                    "accept": "text/event-stream",
+                    "last-event-id": f"{stream}:{n}",
+                },
+            ) as tail:
                 text = ""
                 try:
                     async with asyncio.timeout(0.5):
@@ -179,7 +260,11 @@ async def replay(url: str, n: int) -> dict[str, Any]:
             raise RuntimeError("the tool did not finish storing its events in time")
         started = time.perf_counter()
         parts: list[str] = []
-        async with http.stream("GET", url, headers={**headers, "accept": "text/event-stream", "last-event-id": f"{stream}:0"}) as resumed:
+        async with http.stream(
+            "GET",
+            url,
+            headers={**headers, "accept": "text/event-stream", "last-event-id": f"{stream}:0"},
+        ) as resumed:
             async for chunk in resumed.aiter_text():
                 parts.append(chunk)
         elapsed = time.perf_counter() - started
@@ -214,7 +299,16 @@ async def list_pages(url: str, max_seconds: float) -> dict[str, Any]:
         for page in range(100_000):
             params = {"cursor": cursor} if cursor else {}
             t0 = time.perf_counter()
-            response = await http.post(url, json={"jsonrpc": "2.0", "id": 10 + page, "method": "resources/list", "params": params}, headers=headers)
+            response = await http.post(
+                url,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 10 + page,
+                    "method": "resources/list",
+                    "params": params,
+                },
+                headers=headers,
+            )
             latencies.append((time.perf_counter() - t0) * 1000)
             result = response.json()["result"]
             rows += len(result["resources"])
@@ -222,13 +316,20 @@ async def list_pages(url: str, max_seconds: float) -> dict[str, Any]:
             if cursor is None or time.perf_counter() - started > max_seconds:
                 break
         elapsed = time.perf_counter() - started
-    return {"pages": len(latencies), "rows": rows, "rows_per_second": rows / elapsed,
-            "first_20_pages_median_ms": statistics.median(latencies[:20]), "last_20_pages_median_ms": statistics.median(latencies[-20:]),
-            "complete": cursor is None}
+    return {
+        "pages": len(latencies),
+        "rows": rows,
+        "rows_per_second": rows / elapsed,
+        "first_20_pages_median_ms": statistics.median(latencies[:20]),
+        "last_20_pages_median_ms": statistics.median(latencies[-20:]),
+        "complete": cursor is None,
+    }
 
 
 async def reads(url: str, pks: list[int], concurrency: int, seconds: float) -> dict[str, Any]:
-    async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=concurrency)) as http:
+    async with httpx.AsyncClient(
+        timeout=30, limits=httpx.Limits(max_connections=concurrency)
+    ) as http:
         headers = await initialize(http, url)
         count = 0
         errors = 0
@@ -240,7 +341,16 @@ async def reads(url: str, pks: list[int], concurrency: int, seconds: float) -> d
             while time.perf_counter() < stop:
                 pk = pks[i % len(pks)]
                 i += concurrency
-                response = await http.post(url, json={"jsonrpc": "2.0", "id": i, "method": "resources/read", "params": {"uri": f"django://library/book/{pk}"}}, headers=headers)
+                response = await http.post(
+                    url,
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": i,
+                        "method": "resources/read",
+                        "params": {"uri": f"django://library/book/{pk}"},
+                    },
+                    headers=headers,
+                )
                 if response.status_code == 200 and "result" in response.json():
                     count += 1
                 else:
@@ -259,8 +369,11 @@ async def main() -> None:
     args = parser.parse_args()
     burst = 1000 if args.quick else 5000
     rows = 20_000 if args.quick else 100_000
-    results: dict[str, Any] = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "quick": args.quick,
-                               "machine": {"python": platform.python_version(), "cpus": os.cpu_count()}}
+    results: dict[str, Any] = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "quick": args.quick,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         db_path = str(Path(tmp) / "live.sqlite3")
         manage(db_path, "migrate", "--noinput")
@@ -276,7 +389,12 @@ async def main() -> None:
             results["read_c1"] = await reads(server.url, pks, 1, 5 if not args.quick else 2)
             results["read_c8"] = await reads(server.url, pks, 8, 5 if not args.quick else 2)
         results["rows"] = rows
-    out = ROOT / "bench" / "results" / f"live-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json"
+    out = (
+        ROOT
+        / "bench"
+        / "results"
+        / f"live-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json"
+    )
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
@@ -330,7 +448,7 @@ def write_docs(r: dict[str, Any], out: Path) -> None:
     text = DOCS.read_text() if DOCS.exists() else "# Performance\n"
     block = "\n".join(lines)
     if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
     else:
         text = text.rstrip() + "\n\n## Live sessions and model data\n\n" + block + "\n"
     DOCS.write_text(text)

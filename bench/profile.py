@@ -25,8 +25,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.run import RESULTS, new_session, notify_args, run_wrks, session_setup_args, tools_call_args
-from bench.servers import KINDS, OPS_OFF, Env, PostgresDatabase, RedisDatabase, migrate, ours_env, start_server, stop_server
+from bench.run import (
+    RESULTS,
+    new_session,
+    notify_args,
+    run_wrks,
+    session_setup_args,
+    tools_call_args,
+)
+from bench.servers import (
+    KINDS,
+    OPS_OFF,
+    Env,
+    PostgresDatabase,
+    RedisDatabase,
+    migrate,
+    ours_env,
+    start_server,
+    stop_server,
+)
 
 # Where a sample's time goes: the innermost frame from one of these places decides (so the ORM
 # called by our code counts as the ORM, our code called by Channels as ours). First match wins.
@@ -35,7 +52,10 @@ LAYERS = (
     ("event store", ("mcp_django/stores/",)),
     ("quotas", ("mcp_django/quotas.py", "mcp_django/quota_backends.py")),
     ("tracing", ("mcp_django/tracing.py",)),
-    ("channel layer (ours, channels_redis)", ("mcp_django/transport/layers.py", "(channels_redis/")),
+    (
+        "channel layer (ours, channels_redis)",
+        ("mcp_django/transport/layers.py", "(channels_redis/"),
+    ),
     ("our transport (consumer, SSE, checks)", ("mcp_django/transport/",)),
     ("our engine, handlers, tools", ("mcp_django/",)),
     ("redis client", ("(redis/",)),
@@ -44,7 +64,10 @@ LAYERS = (
     ("Django ORM and database backend", ("(django/db/",)),
     ("Django request, auth, settings", ("(django/",)),
     ("Channels consumer", ("(channels/",)),
-    ("server's HTTP (uvicorn/h11, daphne/twisted, granian)", ("(uvicorn/", "(h11/", "(daphne/", "(twisted/", "(granian/", "(httptools/")),
+    (
+        "server's HTTP (uvicorn/h11, daphne/twisted, granian)",
+        ("(uvicorn/", "(h11/", "(daphne/", "(twisted/", "(granian/", "(httptools/"),
+    ),
     ("asyncio event loop", ("(asyncio/", "(selectors.py")),
 )
 
@@ -79,7 +102,11 @@ def summarize(collapsed: Path, top: int = 40) -> str:
     out += [f"{c / samples:6.1%}  {f}" for f, c in self_counts.most_common(top)]
     out += ["", f"top {top} by total time (on stack):"]
     out += [f"{c / samples:6.1%}  {f}" for f, c in total_counts.most_common(top)]
-    ours = [(f, c) for f, c in total_counts.most_common() if "mcp_django/" in f or "asgiref/sync.py" in f]
+    ours = [
+        (f, c)
+        for f, c in total_counts.most_common()
+        if "mcp_django/" in f or "asgiref/sync.py" in f
+    ]
     out += ["", f"top {top} mcp_django (and asgiref thread-hop) frames by total time:"]
     out += [f"{c / samples:6.1%}  {f}" for f, c in ours[:top]]
     return "\n".join(out)
@@ -97,7 +124,11 @@ def main() -> int:
     ap.add_argument("--case", choices=("tools", "setup", "notify"), default="tools")
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--seconds", type=int, default=15)
-    ap.add_argument("--postgres-redis", action="store_true", help="ours on a throwaway PostgreSQL database + Redis")
+    ap.add_argument(
+        "--postgres-redis",
+        action="store_true",
+        help="ours on a throwaway PostgreSQL database + Redis",
+    )
     ap.add_argument("--py-spy", default=default_py_spy())
     args = ap.parse_args()
     if args.case == "notify":
@@ -131,7 +162,9 @@ def main() -> int:
                  "--rate", "200", "--gil", "--format", "raw", "--output", str(collapsed), "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
-            r = run_wrks([["-d", f"{args.seconds}s", *a] for a in wrk_args], timeout=args.seconds + 60)
+            r = run_wrks(
+                [["-d", f"{args.seconds}s", *a] for a in wrk_args], timeout=args.seconds + 60
+            )
             _, err = spy.communicate(timeout=args.seconds + 60)
             if spy.returncode != 0:
                 print(err, file=sys.stderr)

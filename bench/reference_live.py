@@ -26,7 +26,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    app = server.streamable_http_app(streamable_http_path="/mcp", json_response=False, stateless_http=False, host="127.0.0.1")
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp", json_response=False, stateless_http=False, host="127.0.0.1"
+    )
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 
 

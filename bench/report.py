@@ -35,7 +35,9 @@ class Target:
     unit: str = "×"  # noqa: RUF001 (the multiplication sign, as in the docs)
 
     def text(self) -> str:
-        return f"{'≥' if self.op == 'ge' else '≤'} {self.value:g}{self.unit}" + (" its floor" if self.on == "floor" else "")
+        return f"{'≥' if self.op == 'ge' else '≤'} {self.value:g}{self.unit}" + (
+            " its floor" if self.on == "floor" else ""
+        )
 
     def check(self, x: float | None) -> tuple[bool | None, float | None]:
         """(meets, by how many percent it misses)."""
@@ -46,7 +48,13 @@ class Target:
         return x <= self.value, round(max(x / self.value - 1, 0) * 100, 1)
 
 
-def judge(t: Target, ours: float | None, reference: float | None = None, floor: float | None = None, against: str = "") -> dict:
+def judge(
+    t: Target,
+    ours: float | None,
+    reference: float | None = None,
+    floor: float | None = None,
+    against: str = "",
+) -> dict:
     """A target's verdict on one figure: what was checked (ours, ours / reference or ours / floor,
     to three places), whether it meets the target and by how many percent it misses; `unjudged`
     says why there is no verdict (`against` names what ours is divided by, for that sentence)."""
@@ -56,7 +64,11 @@ def judge(t: Target, ours: float | None, reference: float | None = None, floor: 
     out = {"target": t.text(), "checked": checked, "meets": meets, "miss_pct": miss}
     if meets is None:
         missing = ours is not None and comparand is None and t.on != "value"
-        out["unjudged"] = f"{against or ('floor' if t.on == 'floor' else 'reference')} not measured" if missing else "no figure"
+        out["unjudged"] = (
+            f"{against or ('floor' if t.on == 'floor' else 'reference')} not measured"
+            if missing
+            else "no figure"
+        )
     return out
 
 
@@ -122,7 +134,12 @@ def machine_facts(nofile: int | None = None) -> dict:
                 "orjson", "pydantic", "psycopg", "redis", "uvloop", "httptools"):  # fmt: skip
         with contextlib.suppress(metadata.PackageNotFoundError):
             versions[pkg] = metadata.version(pkg)
-    wrk = subprocess.run(["wrk", "-v"], capture_output=True, text=True, check=False).stdout.split("\n")[0].split(" [")[0].strip()
+    wrk = (
+        subprocess.run(["wrk", "-v"], capture_output=True, text=True, check=False)
+        .stdout.split("\n")[0]
+        .split(" [")[0]
+        .strip()
+    )
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
@@ -141,12 +158,16 @@ def _service_versions() -> dict:
     with contextlib.suppress(Exception):
         import psycopg
 
-        with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", connect_timeout=3) as conn:
+        with psycopg.connect(
+            "postgres://postgres@127.0.0.1:5432/postgres", connect_timeout=3
+        ) as conn:
             out["postgresql"] = conn.execute("SHOW server_version").fetchone()[0]
     with contextlib.suppress(Exception):
         import redis
 
-        client = redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=3, socket_timeout=3)
+        client = redis.Redis(
+            host="127.0.0.1", port=6379, socket_connect_timeout=3, socket_timeout=3
+        )
         try:
             out["redis"] = client.info("server")["redis_version"]
         finally:
@@ -168,13 +189,19 @@ def source_state() -> dict:
         newest = max(newest, path.stat().st_mtime)
 
     def git(*a: str) -> str:
-        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+        return subprocess.run(
+            ["git", *a], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
 
     return {
         "git_head": git("rev-parse", "--short", "HEAD") or None,
-        "uncommitted_changes": bool(git("status", "--porcelain", "--", "mcp_django", "example_site")),
+        "uncommitted_changes": bool(
+            git("status", "--porcelain", "--", "mcp_django", "example_site")
+        ),
         "sha256_of_py_sources": digest.hexdigest()[:16],
-        "newest_source_change": dt.datetime.fromtimestamp(newest, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "newest_source_change": dt.datetime.fromtimestamp(newest, dt.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S UTC"
+        ),
         "files": per_file,
     }
 
@@ -207,13 +234,22 @@ def summarize(rep: dict) -> dict:
     kinds = [k for k in OURS if k in rep.get("servers", OURS)]
     with_ref = REFERENCE in rep.get("servers", [REFERENCE])
     prof = rep["profile"]
-    concurrencies = tuple(prof.get("concurrencies", CONCURRENCIES))  # results before --smoke: all three
+    concurrencies = tuple(
+        prof.get("concurrencies", CONCURRENCIES)
+    )  # results before --smoke: all three
     rows: list[dict] = []
 
     def add(section: str, label: str, key_suffix: str, field_name: str, targets: dict[str, Target] | None = None,
             show_ratio: bool = True) -> None:  # fmt: skip
-        r, re_ = metric(cases, f"{REFERENCE}.{key_suffix}", field_name) if with_ref else (None, "not run")
-        others = [(cases.get(f"{who}.{key_suffix}") or {}).get("cpu", {}).get("other_cores", 0.0) for who in (*kinds, REFERENCE)]
+        r, re_ = (
+            metric(cases, f"{REFERENCE}.{key_suffix}", field_name)
+            if with_ref
+            else (None, "not run")
+        )
+        others = [
+            (cases.get(f"{who}.{key_suffix}") or {}).get("cpu", {}).get("other_cores", 0.0)
+            for who in (*kinds, REFERENCE)
+        ]
         ours = {}
         for kind in kinds:
             o, oe = metric(cases, f"{kind}.{key_suffix}", field_name)
@@ -233,7 +269,9 @@ def summarize(rep: dict) -> dict:
     for mode in MODES:
         for conc in concurrencies:
             k = f"{mode}.tools_call.c{conc}"
-            add("tools/call", f"{mode}, c={conc}", k, "calls_per_s")  # issue 27 judges per server core-s
+            add(
+                "tools/call", f"{mode}, c={conc}", k, "calls_per_s"
+            )  # issue 27 judges per server core-s
             add("tools/call", f"{mode}, c={conc}", k, "calls_per_core_s", THROUGHPUT[mode])
             add("tools/call", f"{mode}, c={conc}", k, "p50_ms")
             add("tools/call", f"{mode}, c={conc}", k, "p99_ms", P99)
@@ -248,7 +286,13 @@ def summarize(rep: dict) -> dict:
         add("notifications", f"c={conc}", k, "notifications_per_core_s")
         add("notifications", f"c={conc}", k, "p99_ms")
     for count in prof["memory_counts"]:
-        add("memory", f"{count:,} idle sessions + GET streams", f"memory.n{count}", "kb_per_session", MEMORY)
+        add(
+            "memory",
+            f"{count:,} idle sessions + GET streams",
+            f"memory.n{count}",
+            "kb_per_session",
+            MEMORY,
+        )
     rows += _stream_rows(cases, kinds, with_ref, prof)
     scaleout = _scaleout(cases, rep.get("scaleout_server"))
     operations = _operations(cases, concurrencies)
@@ -292,7 +336,13 @@ def summarize(rep: dict) -> dict:
         for o in operations
         if o.get("meets") is False
     ]
-    return {"rows": rows, "floors": _floors(cases, kinds, concurrencies), "operations": operations, "scaleout": scaleout, "misses": misses}
+    return {
+        "rows": rows,
+        "floors": _floors(cases, kinds, concurrencies),
+        "operations": operations,
+        "scaleout": scaleout,
+        "misses": misses,
+    }
 
 
 def operations_cost(cases: dict) -> dict[str, float]:
@@ -339,9 +389,21 @@ def _floors(cases: dict, kinds: list[str], concurrencies: tuple[int, ...]) -> li
                 for conc in concurrencies:
                     key = f"{mode}.tools_call.c{conc}"
                     o, oe = metric(cases, f"{kind}.{key}", field_name)
-                    f, fe = metric(cases, f"{floor_kind}.{key}", field_name) if floor_kind else (None, "not run")
-                    cells[f"{mode}, c={conc}"] = {"floor": f, "floor_error": fe, "ours": o, "ours_error": oe, "ratio": ratio(o, f, digits=3)}
-            rows.append({"kind": kind, "floor_kind": floor_kind, "metric": field_name, "cells": cells})
+                    f, fe = (
+                        metric(cases, f"{floor_kind}.{key}", field_name)
+                        if floor_kind
+                        else (None, "not run")
+                    )
+                    cells[f"{mode}, c={conc}"] = {
+                        "floor": f,
+                        "floor_error": fe,
+                        "ours": o,
+                        "ours_error": oe,
+                        "ratio": ratio(o, f, digits=3),
+                    }
+            rows.append(
+                {"kind": kind, "floor_kind": floor_kind, "metric": field_name, "cells": cells}
+            )
     return rows
 
 
@@ -349,7 +411,10 @@ def _stream_rows(cases: dict, kinds: list[str], with_ref: bool, prof: dict) -> l
     rows = []
     windows = prof["open_windows"]
     for i, (a, b) in enumerate(windows):
-        for field_name, what in (("open_median_ms", "session + GET stream"), ("get_median_ms", "GET stream alone")):
+        for field_name, what in (
+            ("open_median_ms", "session + GET stream"),
+            ("get_median_ms", "GET stream alone"),
+        ):
 
             def value(kind: str, i=i, field_name=field_name):
                 c = cases.get(f"{kind}.stream_open")
@@ -364,8 +429,13 @@ def _stream_rows(cases: dict, kinds: list[str], with_ref: bool, prof: dict) -> l
                 ours[kind] = {"value": o, "ratio": ratio(o, r), "error": oe}
             rows.append({"section": "stream open", "case": f"streams {a:,}-{b - 1:,}: {what}", "metric": field_name,
                          "reference": r, "reference_error": re_, "ours": ours, "show_ratio": True, "other_cores": 0.0})  # fmt: skip
-    for field_name, what in (("growth", "session + GET stream"), ("get_growth", "GET stream alone")):
-        r, re_ = metric(cases, f"{REFERENCE}.stream_open", field_name) if with_ref else (None, "not run")
+    for field_name, what in (
+        ("growth", "session + GET stream"),
+        ("get_growth", "GET stream alone"),
+    ):
+        r, re_ = (
+            metric(cases, f"{REFERENCE}.stream_open", field_name) if with_ref else (None, "not run")
+        )
         ours = {}
         for kind in kinds:
             o, oe = metric(cases, f"{kind}.stream_open", field_name)
@@ -374,7 +444,11 @@ def _stream_rows(cases: dict, kinds: list[str], with_ref: bool, prof: dict) -> l
             if t is not None:
                 cell.update(judge(t, o))
             ours[kind] = cell
-        label = f"growth, {what}: streams {windows[-1][0]:,}+ / {windows[0][0]:,}+" if windows else f"growth, {what}"
+        label = (
+            f"growth, {what}: streams {windows[-1][0]:,}+ / {windows[0][0]:,}+"
+            if windows
+            else f"growth, {what}"
+        )
         rows.append({"section": "stream open", "case": label, "metric": field_name, "reference": r,
                      "reference_error": re_, "ours": ours, "show_ratio": False, "other_cores": 0.0})  # fmt: skip
     return rows
@@ -444,12 +518,20 @@ def uvicorn_flavour(packages: dict[str, str]) -> str:
     """Which loop and HTTP parser uvicorn ran on, from the packages installed (auto picks these)."""
     loop = "uvloop" if "uvloop" in packages else "asyncio's loop"
     http = "httptools" if "httptools" in packages else "h11"
-    return f"{loop} and {http}" + (", as `uvicorn[standard]` installs" if "uvloop" in packages and "httptools" in packages else "")
+    return f"{loop} and {http}" + (
+        ", as `uvicorn[standard]` installs"
+        if "uvloop" in packages and "httptools" in packages
+        else ""
+    )
 
 
 def source_line(rep: dict) -> str:
     a, b = rep["ours_source_at_start"], rep["ours_source_at_end"]
-    where = f"git {a['git_head']}" + (" plus uncommitted changes" if a["uncommitted_changes"] else "") if a["git_head"] else "an uncommitted work tree"
+    where = (
+        f"git {a['git_head']}" + (" plus uncommitted changes" if a["uncommitted_changes"] else "")
+        if a["git_head"]
+        else "an uncommitted work tree"
+    )
     line = f"Ours was {where} (mcp_django/ and example_site/ sources sha256 {a['sha256_of_py_sources']}, last changed {a['newest_source_change']})."
     if a["sha256_of_py_sources"] != b["sha256_of_py_sources"]:
         fa, fb = a.get("files", {}), b.get("files", {})
@@ -515,7 +597,11 @@ def render_markdown(rep: dict) -> str:
     for row in summary["rows"]:
         sections.setdefault(row["section"], []).append(row)
     for section, rows in sections.items():
-        if all(r["reference_error"] == "not run" and all(c["error"] == "not run" for c in r["ours"].values()) for r in rows):
+        if all(
+            r["reference_error"] == "not run"
+            and all(c["error"] == "not run" for c in r["ours"].values())
+            for r in rows
+        ):
             continue
         lines += [TITLES[section].format(count=p.get("notify_count")), ""]
         head = "mode, concurrency" if section in ("tools/call", "session set-up") else "case"
@@ -524,23 +610,39 @@ def render_markdown(rep: dict) -> str:
             "|---|---|---:|" + "---:|" * len(kinds) + "---|",
         ]
         for row in rows:
-            r = fmt(row["reference"]) if row["reference_error"] is None else cell_error(row["reference_error"])
+            r = (
+                fmt(row["reference"])
+                if row["reference_error"] is None
+                else cell_error(row["reference_error"])
+            )
             cells, targets = [], []
             for kind in kinds:
                 c = row["ours"][kind]
                 if c["error"] is not None:
                     cells.append(cell_error(c["error"]))
                 else:
-                    shown = f" ({fmt(c['ratio'])}×)" if row["show_ratio"] and c["ratio"] is not None else ""  # noqa: RUF001
+                    shown = (
+                        f" ({fmt(c['ratio'])}×)"
+                        if row["show_ratio"] and c["ratio"] is not None
+                        else ""
+                    )  # noqa: RUF001
                     cells.append(fmt(c["value"]) + shown)
                 if c.get("target"):
                     targets.append(target_text(kind, c))
             noisy = " †" if row["other_cores"] > NOISY_CORES else ""
-            name = METRIC_NAMES.get(row["metric"], "ms" if row["metric"].endswith("_ms") else "later / earlier")
-            lines.append(f"| {row['case']}{noisy} | {name} | {r} | " + " | ".join(cells) + f" | {'; '.join(targets)} |")
+            name = METRIC_NAMES.get(
+                row["metric"], "ms" if row["metric"].endswith("_ms") else "later / earlier"
+            )
+            lines.append(
+                f"| {row['case']}{noisy} | {name} | {r} | "
+                + " | ".join(cells)
+                + f" | {'; '.join(targets)} |"
+            )
         lines.append("")
         if section == "tools/call":
-            lines += _floor_lines(summary.get("floors", [])) + _operations_lines(summary.get("operations", []))
+            lines += _floor_lines(summary.get("floors", [])) + _operations_lines(
+                summary.get("operations", [])
+            )
     if summary["scaleout"]:
         server = summary["scaleout"][0]["server"]
         lines += [
@@ -552,8 +654,16 @@ def render_markdown(rep: dict) -> str:
             "|---|---|---:|---:|---:|---|",
         ]
         for s in summary["scaleout"]:
-            a = fmt(s["sqlite_memory"]) if s["sqlite_memory_error"] is None else cell_error(s["sqlite_memory_error"])
-            b = fmt(s["postgres_redis"]) if s["postgres_redis_error"] is None else cell_error(s["postgres_redis_error"])
+            a = (
+                fmt(s["sqlite_memory"])
+                if s["sqlite_memory_error"] is None
+                else cell_error(s["sqlite_memory_error"])
+            )
+            b = (
+                fmt(s["postgres_redis"])
+                if s["postgres_redis_error"] is None
+                else cell_error(s["postgres_redis_error"])
+            )
             noisy = " †" if s["other_cores"] > NOISY_CORES else ""
             lines += [
                 f"| {s['mode']}{noisy} | server CPU µs per call | {a} | {b} | {fmt(s['ratio'])} | {s['target']}: {verdict(s) or 'no figure'} |",
@@ -569,7 +679,11 @@ def render_markdown(rep: dict) -> str:
             "during the burst, so another user of those services would show up in it; it is not part of the target.",
             "",
         ]
-    noisy_rows = [r for r in (*summary["rows"], *summary["scaleout"], *summary.get("operations", [])) if r["other_cores"] > NOISY_CORES]
+    noisy_rows = [
+        r
+        for r in (*summary["rows"], *summary["scaleout"], *summary.get("operations", []))
+        if r["other_cores"] > NOISY_CORES
+    ]
     if noisy_rows:
         lines += [
             f"† Other processes used more than {NOISY_CORES} of a core on average while this row was measured "
@@ -577,15 +691,25 @@ def render_markdown(rep: dict) -> str:
             "",
         ]
     if summary["misses"]:
-        lines += [f"**Targets missed in this run** ({len(summary['misses'])}; figure against target, by how much):", ""]
+        lines += [
+            f"**Targets missed in this run** ({len(summary['misses'])}; figure against target, by how much):",
+            "",
+        ]
         grouped: dict[tuple[str, str, str], list[dict]] = {}
         for miss in summary["misses"]:
             grouped.setdefault((miss["section"], miss["case"], miss["metric"]), []).append(miss)
         for (section, case, metric_name), misses in grouped.items():
-            each = "; ".join(f"{SHORT.get(m['kind'], m['kind'])} {fmt(m['figure'])} against {m['target']}, misses by {pct(m['miss_pct'])} %" for m in misses)
-            lines.append(f"- {section} {case}, {METRIC_NAMES.get(metric_name, metric_name)}: {each}")
+            each = "; ".join(
+                f"{SHORT.get(m['kind'], m['kind'])} {fmt(m['figure'])} against {m['target']}, misses by {pct(m['miss_pct'])} %"
+                for m in misses
+            )
+            lines.append(
+                f"- {section} {case}, {METRIC_NAMES.get(metric_name, metric_name)}: {each}"
+            )
         lines.append("")
-    errors = {k: v["error"] for k, v in rep["cases"].items() if isinstance(v, dict) and v.get("error")}
+    errors = {
+        k: v["error"] for k, v in rep["cases"].items() if isinstance(v, dict) and v.get("error")
+    }
     if errors:
         lines += ["Errors recorded in this run:", ""]
         for k, v in errors.items():
@@ -614,20 +738,31 @@ def _floor_lines(floors: list[dict]) -> list[str]:
     for row in floors:
         if row["floor_kind"] is None:
             if row["metric"] == "calls_per_core_s":
-                lines.append(f"| {SHORT[row['kind']]} | none | | " + " | ".join("not measured" for _ in labels) + " |")
+                lines.append(
+                    f"| {SHORT[row['kind']]} | none | | "
+                    + " | ".join("not measured" for _ in labels)
+                    + " |"
+                )
             continue
         cells = []
         for label in labels:
             c = row["cells"][label]
             shown = f" ({fmt(c['ratio'])}×)" if c["ratio"] is not None else ""  # noqa: RUF001
             cells.append(floor_cell(c["floor_error"], c["floor"]) + shown)
-        lines.append(f"| {SHORT[row['kind']]} | `{row['floor_kind']}` | {METRIC_NAMES[row['metric']]} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {SHORT[row['kind']]} | `{row['floor_kind']}` | {METRIC_NAMES[row['metric']]} | "
+            + " | ".join(cells)
+            + " |"
+        )
     return [*lines, ""]
 
 
 def _operations_lines(operations: list[dict]) -> list[str]:
     """ours-uvicorn with every default on against ours-uvicorn-opsoff, with the verdicts."""
-    lines = [f"### The operations layer: ours-uvicorn with every default on against {OPS_OFF} (audit trail and quotas off)", ""]
+    lines = [
+        f"### The operations layer: ours-uvicorn with every default on against {OPS_OFF} (audit trail and quotas off)",
+        "",
+    ]
     if not any(o["opsoff_error"] is None for o in operations):
         return [*lines, f"Not measured in this run ({OPS_OFF} did not run).", ""]
     lines += [
@@ -636,7 +771,11 @@ def _operations_lines(operations: list[dict]) -> list[str]:
     ]
     for o in operations:
         noisy = " †" if o["other_cores"] > NOISY_CORES else ""
-        target = f"{o['target']}: {verdict(o) or o.get('unjudged', 'no figure')}" if o.get("target") else ""
+        target = (
+            f"{o['target']}: {verdict(o) or o.get('unjudged', 'no figure')}"
+            if o.get("target")
+            else ""
+        )
         lines.append(
             f"| {o['mode']}, c={o['concurrency']}{noisy} | {floor_cell(o['ours_error'], o['ours'])} | "
             f"{floor_cell(o['opsoff_error'], o['opsoff'])} | {fmt(o['ratio'])} | {target} |"

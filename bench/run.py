@@ -108,7 +108,9 @@ def _parse_wrk(p: subprocess.CompletedProcess) -> dict:
     for line in p.stdout.splitlines():
         if line.startswith("BENCH_JSON "):
             return json.loads(line[len("BENCH_JSON ") :])
-    raise RuntimeError(f"wrk gave no result (exit {p.returncode}): {p.stdout[-1000:]} {p.stderr[-1000:]}")
+    raise RuntimeError(
+        f"wrk gave no result (exit {p.returncode}): {p.stdout[-1000:]} {p.stderr[-1000:]}"
+    )
 
 
 def run_wrk(args: list[str], timeout: float) -> dict:
@@ -120,7 +122,10 @@ def run_wrks(arg_lists: list[list[str]], timeout: float) -> dict:
     """Run several wrk at once (one per server process of a deployment) and add them up."""
     if len(arg_lists) == 1:
         return run_wrk(arg_lists[0], timeout)
-    ps = [subprocess.Popen(["wrk", *a], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for a in arg_lists]
+    ps = [
+        subprocess.Popen(["wrk", *a], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for a in arg_lists
+    ]
     outs = []
     for p in ps:
         try:
@@ -129,7 +134,10 @@ def run_wrks(arg_lists: list[list[str]], timeout: float) -> dict:
             p.kill()
             out, err = p.communicate()
         outs.append(_parse_wrk(subprocess.CompletedProcess(p.args, p.returncode, out, err)))
-    merged: dict = {"parts": outs, "first_bad": next((o["first_bad"] for o in outs if o["first_bad"]), "")}
+    merged: dict = {
+        "parts": outs,
+        "first_bad": next((o["first_bad"] for o in outs if o["first_bad"]), ""),
+    }
     for key in ("ok", "bad", "sessions", "notifications", "requests"):
         if key in outs[0]:
             merged[key] = sum(o[key] for o in outs)
@@ -152,7 +160,18 @@ def wrk_errors(r: dict) -> int:
 
 def wrk_args(conc: int, script: str, url: str, *script_args: str) -> list[str]:
     # One connection per wrk thread: the scripts time each request themselves (see the .lua).
-    return ["-t", str(conc), "-c", str(conc), "--timeout", "10s", "-s", script, url, *(["--", *script_args] if script_args else [])]
+    return [
+        "-t",
+        str(conc),
+        "-c",
+        str(conc),
+        "--timeout",
+        "10s",
+        "-s",
+        script,
+        url,
+        *(["--", *script_args] if script_args else []),
+    ]
 
 
 def script(name: str) -> str:
@@ -175,8 +194,15 @@ def new_session(server: Server) -> str:
 def tools_call_args(conc: int, sessions: dict[str, str], token: str):
     def make(kind: str, servers: list[Server]) -> list[list[str]]:
         # Spread c connections over the deployment's processes (one wrk per process).
-        per = [conc // len(servers) + (1 if i < conc % len(servers) else 0) for i in range(len(servers))]
-        return [wrk_args(c, script("tools_call.lua"), url(s), sessions[kind], token) for s, c in zip(servers, per, strict=True) if c]
+        per = [
+            conc // len(servers) + (1 if i < conc % len(servers) else 0)
+            for i in range(len(servers))
+        ]
+        return [
+            wrk_args(c, script("tools_call.lua"), url(s), sessions[kind], token)
+            for s, c in zip(servers, per, strict=True)
+            if c
+        ]
 
     return make
 
@@ -208,7 +234,14 @@ class Burst:
     waited: float
 
 
-def interleaved(targets: dict[str, list[Server]], make_args, prof: Profile, duration: int, warmup: int, services: bool = False) -> dict[str, list | str]:
+def interleaved(
+    targets: dict[str, list[Server]],
+    make_args,
+    prof: Profile,
+    duration: int,
+    warmup: int,
+    services: bool = False,
+) -> dict[str, list | str]:
     """Run wrk against each target (a server, or the processes of one deployment) in turn,
     `prof.rounds` times, alternating the order.
 
@@ -233,7 +266,9 @@ def interleaved(targets: dict[str, list[Server]], make_args, prof: Profile, dura
             cpu = procs.CpuMeter([s.pid for s in servers], services=services)
             with cpu:
                 r = run_wrks([["-d", f"{seconds}s", *a] for a in args], timeout=seconds + 60)
-            out[kind].append(Burst(r, cpu.result, cpu.wall, cpu.server_seconds, cpu.service_seconds, waited))  # type: ignore[union-attr]
+            out[kind].append(
+                Burst(r, cpu.result, cpu.wall, cpu.server_seconds, cpu.service_seconds, waited)
+            )  # type: ignore[union-attr]
         except Exception as exc:
             out[kind] = f"{type(exc).__name__}: {exc}"
 
@@ -273,19 +308,30 @@ def burst_result(bursts: list[Burst], count_key: str, name: str) -> dict:
         name: sum(b.wrk[count_key] for b in bursts),
         f"{name}_per_s": round(_rate(best, count_key), 1),
         f"{name}_per_core_s": per_core(best),
-        f"server_cpu_us_per_{name.rstrip('s')}": round(best.server_seconds / max(best.wrk[count_key], 1) * 1e6, 1),
+        f"server_cpu_us_per_{name.rstrip('s')}": round(
+            best.server_seconds / max(best.wrk[count_key], 1) * 1e6, 1
+        ),
         f"{name}_per_s_rounds": [round(_rate(b, count_key), 1) for b in bursts],
         f"{name}_per_core_s_rounds": [per_core(b) for b in bursts],
     }
-    if "n" in best.wrk.get("lat_us", {}):  # raw per-request times (session_setup.lua has only wrk's own)
+    if "n" in best.wrk.get(
+        "lat_us", {}
+    ):  # raw per-request times (session_setup.lua has only wrk's own)
 
         def lat(b: Burst, key: str) -> float:
             return round(b.wrk["lat_us"][key] / 1000, 3)
 
-        out.update(p50_ms=lat(best, "p50"), p90_ms=lat(best, "p90"), p99_ms=lat(best, "p99"), max_ms=lat(best, "max"))
+        out.update(
+            p50_ms=lat(best, "p50"),
+            p90_ms=lat(best, "p90"),
+            p99_ms=lat(best, "p99"),
+            max_ms=lat(best, "max"),
+        )
         out["p99_ms_rounds"] = [lat(b, "p99") for b in bursts]
     if best.service_seconds:
-        out[f"service_cpu_us_per_{name.rstrip('s')}"] = round(best.service_seconds / max(best.wrk[count_key], 1) * 1e6, 1)
+        out[f"service_cpu_us_per_{name.rstrip('s')}"] = round(
+            best.service_seconds / max(best.wrk[count_key], 1) * 1e6, 1
+        )
     out.update(
         rounds=len(bursts),
         chosen_round=bursts.index(best),
@@ -296,7 +342,9 @@ def burst_result(bursts: list[Burst], count_key: str, name: str) -> dict:
         wrk=[b.wrk for b in bursts],
     )
     if errors:
-        out["error"] = f"{errors} bad answers/transport errors; first: {next((f for f in firsts if f), '')}"
+        out["error"] = (
+            f"{errors} bad answers/transport errors; first: {next((f for f in firsts if f), '')}"
+        )
     return out
 
 
@@ -320,7 +368,11 @@ def notify_result(conc: int, bursts: list[Burst]) -> dict:
 
 def record(results: dict, key: str, value: dict) -> dict:
     results[key] = value
-    shown = {k: v for k, v in value.items() if k not in ("wrk", "traceback", "rss_samples_mb", "cpu_rounds")}
+    shown = {
+        k: v
+        for k, v in value.items()
+        if k not in ("wrk", "traceback", "rss_samples_mb", "cpu_rounds")
+    }
     log(f"  {key}: {json.dumps(shown, default=str)[:400]}")
     return value
 
@@ -330,7 +382,10 @@ def guarded(results: dict, key: str, fn, *args, **kwargs) -> dict:
     try:
         value = fn(*args, **kwargs)
     except Exception as exc:
-        value = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
+        value = {
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc()[-3000:],
+        }
     return record(results, key, value)
 
 
@@ -348,7 +403,9 @@ def with_servers(results: dict, kinds: list[str], mode: str, env: Env, prefix):
         yield servers
         for kind, server in servers.items():
             if server.proc.poll() is not None:
-                results[f"{prefix(kind)}.exit"] = {"error": f"server died with {server.proc.returncode}:\n{server.log_tail()}"}
+                results[f"{prefix(kind)}.exit"] = {
+                    "error": f"server died with {server.proc.returncode}:\n{server.log_tail()}"
+                }
     finally:
         for server in servers.values():
             stop_server(server)
@@ -359,7 +416,9 @@ def interleaved_case(cases: dict, targets: dict[str, list[Server]], name, make_a
     per = interleaved(targets, make_args, prof, duration, warmup, services)
     for kind, bursts in per.items():
         key = name(kind)
-        record(cases, key, {"error": bursts} if isinstance(bursts, str) else result_fn(conc, bursts))
+        record(
+            cases, key, {"error": bursts} if isinstance(bursts, str) else result_fn(conc, bursts)
+        )
 
 
 def sessions_for(cases: dict, servers: dict[str, Server], key) -> dict[str, str]:
@@ -375,11 +434,17 @@ def sessions_for(cases: dict, servers: dict[str, Server], key) -> dict[str, str]
 def tools_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
     for mode in MODES:
         log(f"tools/call, {mode} answers: {', '.join(kinds)} interleaved")
-        with with_servers(cases, kinds, mode, env, lambda k, m=mode: f"{k}.{m}.tools_call") as servers:
+        with with_servers(
+            cases, kinds, mode, env, lambda k, m=mode: f"{k}.{m}.tools_call"
+        ) as servers:
             for kind, server in list(servers.items()):
                 if kind in FLOORS.values():
                     continue  # not an MCP server: wrk's script checks each of its answers
-                check = guarded(cases, f"{kind}.{mode}.check", lambda srv=server: asyncio.run(mcp_client.functional_check(HOST, srv.port)))
+                check = guarded(
+                    cases,
+                    f"{kind}.{mode}.check",
+                    lambda srv=server: asyncio.run(mcp_client.functional_check(HOST, srv.port)),
+                )
                 if "error" in check:
                     # The functional check says why; load would only count errors.
                     del servers[kind]
@@ -395,7 +460,9 @@ def tools_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
 def setup_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
     for mode in MODES:
         log(f"session set-up, {mode} answers: {', '.join(kinds)} interleaved")
-        with with_servers(cases, kinds, mode, env, lambda k, m=mode: f"{k}.{m}.session_setup") as servers:
+        with with_servers(
+            cases, kinds, mode, env, lambda k, m=mode: f"{k}.{m}.session_setup"
+        ) as servers:
             for conc in (1, 8):
                 name = f"{{}}.{mode}.session_setup.c{conc}".format
                 interleaved_case(cases, {k: [s] for k, s in servers.items()}, name, session_setup_args(conc), prof,
@@ -405,7 +472,9 @@ def setup_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
 def notify_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
     # SSE answers: the notifications travel on the POST's own stream, and ours persists each
     # one as an Event row before it is sent (the reference keeps nothing).
-    log(f"notifications on a POST stream ({prof.notify_count} per call): {', '.join(kinds)} interleaved")
+    log(
+        f"notifications on a POST stream ({prof.notify_count} per call): {', '.join(kinds)} interleaved"
+    )
     with with_servers(cases, kinds, "sse", env, lambda k: f"{k}.sse.notify") as servers:
         for conc in prof.notify_concurrency:
             name = f"{{}}.sse.notify.c{conc}".format
@@ -422,7 +491,9 @@ def memory_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
         log(f"idle streams: {kind}, ramp to {top:,}")
         with with_servers(cases, [kind], "json", env, lambda k: f"{k}.idle_streams") as servers:
             if kind not in servers:
-                err = cases.get(f"{kind}.idle_streams.start", {}).get("error", "server did not start")
+                err = cases.get(f"{kind}.idle_streams.start", {}).get(
+                    "error", "server did not start"
+                )
                 for count in prof.memory_counts:
                     record(cases, f"{kind}.memory.n{count}", {"error": err})
                 record(cases, f"{kind}.stream_open", {"error": err})
@@ -434,7 +505,9 @@ def memory_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
                 companion: Server | None = start_server(kind, "json", env, tag="companion")
             except Exception as exc:
                 companion = None
-                log(f"  {kind} companion did not start ({exc}): stream-open growth is late / early on one server")
+                log(
+                    f"  {kind} companion did not start ({exc}): stream-open growth is late / early on one server"
+                )
             try:
                 r = guarded(cases, f"{kind}.idle_streams", streams.idle_streams_case, servers[kind], prof.memory_counts,
                             prof.open_windows, settle, budget, lambda: procs.wait_for_quiet(QUIET_BUDGET, max_wait=10),
@@ -470,18 +543,33 @@ def scaleout_case(cases: dict, kind: str, prof: Profile, env: Env) -> None:
         layer.claim()
         migrate(ours_env("json", database_url=db.url, redis_url=layer.url))
         for mode in MODES:
-            log(f"scale-out, {mode} answers: {kind} x2 on PostgreSQL + Redis vs x1 on SQLite + in-memory, interleaved")
+            log(
+                f"scale-out, {mode} answers: {kind} x2 on PostgreSQL + Redis vs x1 on SQLite + in-memory, interleaved"
+            )
             deployments: dict[str, list[Server]] = {}
             try:
                 try:
                     deployments["sqlite-memory"] = [start_server(kind, mode, env)]
                     deployments["postgres-redis"] = []
                     for i in (1, 2):
-                        deployments["postgres-redis"].append(start_server(kind, mode, env, database_url=db.url, redis_url=layer.url, tag=f"-pg{i}"))
+                        deployments["postgres-redis"].append(
+                            start_server(
+                                kind,
+                                mode,
+                                env,
+                                database_url=db.url,
+                                redis_url=layer.url,
+                                tag=f"-pg{i}",
+                            )
+                        )
                     # One session, made on the first process and used on both: it lives in the database.
-                    sessions = {name: new_session(servers[0]) for name, servers in deployments.items()}
+                    sessions = {
+                        name: new_session(servers[0]) for name, servers in deployments.items()
+                    }
                 except Exception as exc:
-                    record(cases, f"scaleout.{mode}.start", {"error": f"{type(exc).__name__}: {exc}"})
+                    record(
+                        cases, f"scaleout.{mode}.start", {"error": f"{type(exc).__name__}: {exc}"}
+                    )
                     continue
                 token = "bench-" + uuid.uuid4().hex[:8]
                 name = f"scaleout.{mode}.{{}}".format
@@ -494,7 +582,11 @@ def scaleout_case(cases: dict, kind: str, prof: Profile, env: Env) -> None:
                     for s in servers:
                         stop_server(s)
     except Exception as exc:
-        record(cases, "scaleout.services", {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]})
+        record(
+            cases,
+            "scaleout.services",
+            {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]},
+        )
     finally:
         with contextlib.suppress(Exception):
             layer.release()
@@ -532,9 +624,13 @@ def run_all(args, prof: Profile, env: Env) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     size = ap.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="quick run: a second per burst, small stream counts")
+    size.add_argument(
+        "--quick", action="store_true", help="quick run: a second per burst, small stream counts"
+    )
     size.add_argument("--smoke", action="store_true", help="prove the code paths and the report only: a second per burst, "
                       "no warm-up, no waiting for quiet, tools/call at c=1 and 8, a few idle streams; the figures mean nothing")  # fmt: skip
     ap.add_argument("--servers", nargs="+", choices=(*KINDS, "ours", *TOOLS_ONLY), default=None,
@@ -543,15 +639,28 @@ def main() -> int:
                          'Daphne) run in the tools case only; named, they run in every case they can serve (the floors: '
                          'tools and setup)')  # fmt: skip
     ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
-    ap.add_argument("--scaleout-server", choices=OURS, default="ours-uvicorn", help="which server the scale-out case runs ours under")
-    ap.add_argument("--docs", dest="docs", action="store_true", default=None, help="rewrite docs/performance.md")
+    ap.add_argument(
+        "--scaleout-server",
+        choices=OURS,
+        default="ours-uvicorn",
+        help="which server the scale-out case runs ours under",
+    )
+    ap.add_argument(
+        "--docs", dest="docs", action="store_true", default=None, help="rewrite docs/performance.md"
+    )
     ap.add_argument("--no-docs", dest="docs", action="store_false")
-    ap.add_argument("--render", metavar="RESULTS_JSON", help="run nothing: rewrite docs/performance.md from an earlier run's JSON (with --no-docs: print it)")
+    ap.add_argument(
+        "--render",
+        metavar="RESULTS_JSON",
+        help="run nothing: rewrite docs/performance.md from an earlier run's JSON (with --no-docs: print it)",
+    )
     args = ap.parse_args()
     args.named_servers = args.servers is not None
     named = args.servers if args.named_servers else [*KINDS, *TOOLS_ONLY]
     # "ours" expanded, in report order; ours-uvicorn-opsoff and the floors kept.
-    args.servers = [k for k in (*KINDS, *TOOLS_ONLY) if k in named or ("ours" in named and k in OURS)]
+    args.servers = [
+        k for k in (*KINDS, *TOOLS_ONLY) if k in named or ("ours" in named and k in OURS)
+    ]
     if args.render:
         rep = json.loads(Path(args.render).read_text())
         rep["summary"] = report.summarize(rep)  # the targets as they are now
@@ -564,7 +673,11 @@ def main() -> int:
         return 0
     if args.docs is None:
         # Only a full run measures every target: every server of the report, every case.
-        args.docs = not (args.quick or args.smoke) and set(KINDS) | set(TOOLS_ONLY) <= set(args.servers) and set(args.cases) == set(CASES)
+        args.docs = (
+            not (args.quick or args.smoke)
+            and set(KINDS) | set(TOOLS_ONLY) <= set(args.servers)
+            and set(args.cases) == set(CASES)
+        )
     if shutil.which("wrk") is None:
         print("wrk is not installed: apt-get install wrk", file=sys.stderr)
         return 2
@@ -601,7 +714,9 @@ def main() -> int:
     # Kept beside the summary's verdicts for readers of older results (bench/report.py computes it).
     rep["operations_cost"] = report.operations_cost(cases)
     for key, ratio in rep["operations_cost"].items():
-        log(f"  operations layer, {key}: ours-uvicorn / {OPS_OFF} = {ratio} calls per server core-second (target, JSON: {report.OPERATIONS.text()})")
+        log(
+            f"  operations layer, {key}: ours-uvicorn / {OPS_OFF} = {ratio} calls per server core-second (target, JSON: {report.OPERATIONS.text()})"
+        )
     out = RESULTS / f"{stamp}.json"
     out.write_text(json.dumps(rep, indent=2, default=str))
     log(f"wrote {out.relative_to(ROOT)} ({rep['wall_seconds']} s)")

@@ -51,7 +51,9 @@ FLOOR_APP = "bench.floor_server:application"
 # 10,000 idle streams are 10,000 requests in flight: no server may cap them below that.
 BACKLOG = 8192
 MAX_IN_FLIGHT = 32768
-POSTGRES_ADMIN_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+POSTGRES_ADMIN_URL = os.environ.get(
+    "BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"
+)
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 
 
@@ -63,7 +65,16 @@ def server_command(kind: str, port: int, mode: str) -> list[str]:
         # -v 0: no access log, like the reference; an explicit endpoint so the listen backlog is
         # not Twisted's default of 50. The floor's mode comes from its environment (floor_env).
         app = FLOOR_APP if kind == FLOOR_DAPHNE else APP
-        return [py, "-m", "daphne", "-v", "0", "-e", f"tcp:port={port}:interface={HOST}:backlog={BACKLOG}", app]
+        return [
+            py,
+            "-m",
+            "daphne",
+            "-v",
+            "0",
+            "-e",
+            f"tcp:port={port}:interface={HOST}:backlog={BACKLOG}",
+            app,
+        ]
     if kind in ("ours-uvicorn", OPS_OFF):
         # The reference's own server and settings: default loop and HTTP parser (whatever "auto"
         # finds installed, the same for both), access log off.
@@ -108,7 +119,9 @@ class Server:
 
     def check_alive(self) -> None:
         if self.proc.poll() is not None:
-            raise ServerError(f"{self.kind} server died with {self.proc.returncode}:\n{self.log_tail()}")
+            raise ServerError(
+                f"{self.kind} server died with {self.proc.returncode}:\n{self.log_tail()}"
+            )
 
 
 @dataclass
@@ -163,16 +176,32 @@ def floor_env(mode: str) -> dict[str, str]:
 
 
 def migrate(proc_env: dict[str, str]) -> None:
-    cmd = [sys.executable, "-m", "django", "migrate", "--noinput", "--settings=bench.oursite.settings"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "django",
+        "migrate",
+        "--noinput",
+        "--settings=bench.oursite.settings",
+    ]
     try:
-        p = subprocess.run(cmd, cwd=ROOT, env=proc_env, capture_output=True, text=True, timeout=300, check=False)
+        p = subprocess.run(
+            cmd, cwd=ROOT, env=proc_env, capture_output=True, text=True, timeout=300, check=False
+        )
     except subprocess.TimeoutExpired:
         raise ServerError("migrate timed out after 300 s") from None
     if p.returncode != 0:
         raise ServerError(f"migrate failed (exit {p.returncode}):\n{(p.stdout + p.stderr)[-2000:]}")
 
 
-def start_server(kind: str, mode: str, env: Env, database_url: str | None = None, redis_url: str | None = None, tag: str = "") -> Server:
+def start_server(
+    kind: str,
+    mode: str,
+    env: Env,
+    database_url: str | None = None,
+    redis_url: str | None = None,
+    tag: str = "",
+) -> Server:
     """Start one server and wait until it answers initialize. Ours runs on a fresh SQLite file
     with the in-memory channel layer, or on `database_url` (already migrated) and `redis_url`."""
     port = free_port()
@@ -183,20 +212,33 @@ def start_server(kind: str, mode: str, env: Env, database_url: str | None = None
     elif kind == FLOOR_DAPHNE:
         proc_env = floor_env(mode)
     elif database_url:
-        proc_env = ours_env(mode, database_url=database_url, redis_url=redis_url, operations=kind != OPS_OFF)
+        proc_env = ours_env(
+            mode, database_url=database_url, redis_url=redis_url, operations=kind != OPS_OFF
+        )
     else:
         proc_env = ours_env(mode, db_path=env.sqlite_file(port), operations=kind != OPS_OFF)
     with open(log_path, "wb") as logf:
         # The fd limit is inherited: run.main() raised it before any server starts.
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=proc_env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=proc_env,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server = Server(kind, mode, port, proc, log_path)
     t0 = time.monotonic()
     first_answer = None
     last_err = ""
     # Up to 60 s to start listening, but a server that answers wrongly gets only 5 s more.
-    while time.monotonic() < t0 + 60 and (first_answer is None or time.monotonic() < first_answer + 5):
+    while time.monotonic() < t0 + 60 and (
+        first_answer is None or time.monotonic() < first_answer + 5
+    ):
         if proc.poll() is not None:
-            raise ServerError(f"{kind} server exited with {proc.returncode} before serving:\n{server.log_tail()}")
+            raise ServerError(
+                f"{kind} server exited with {proc.returncode} before serving:\n{server.log_tail()}"
+            )
         try:
             asyncio.run(asyncio.wait_for(_probe(port), 5))
             return server
@@ -207,7 +249,9 @@ def start_server(kind: str, mode: str, env: Env, database_url: str | None = None
             last_err = f"{type(exc).__name__}: {exc}"
         time.sleep(0.3)
     stop_server(server)
-    raise ServerError(f"{kind} server did not serve initialize; last error: {last_err}\nserver log:\n{server.log_tail()}")
+    raise ServerError(
+        f"{kind} server did not serve initialize; last error: {last_err}\nserver log:\n{server.log_tail()}"
+    )
 
 
 async def _probe(port: int) -> None:

@@ -40,9 +40,13 @@ class Ramp:
         conn = mcp_client.Connection(HOST, self.server.port)
         try:
             t0 = time.perf_counter()
-            s = await asyncio.wait_for(mcp_client.open_session(HOST, self.server.port, conn=conn), 30)
+            s = await asyncio.wait_for(
+                mcp_client.open_session(HOST, self.server.port, conn=conn), 30
+            )
             t1 = time.perf_counter()
-            head = await asyncio.wait_for(conn.open_stream(s.path, s.headers("text/event-stream")), 30)
+            head = await asyncio.wait_for(
+                conn.open_stream(s.path, s.headers("text/event-stream")), 30
+            )
             t2 = time.perf_counter()
             ctype = (head.header("content-type") or "").split(";")[0]
             if head.status != 200 or ctype != "text/event-stream":

@@ -16,7 +16,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "example-site-insecure-key-change-me")
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h]
+ALLOWED_HOSTS = [
+    h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h
+]
 USE_TZ = True
 TIME_ZONE = "UTC"
 LANGUAGE_CODE = "en-us"
@@ -91,7 +93,9 @@ else:
             # timeout; a deferred one that reads then writes fails at once ("database is locked")
             # when another thread wrote in between (django-oauth-toolkit's token revocation did).
             "OPTIONS": {
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=4000;", "timeout": 20, "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=4000;",
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
             },
         }
     }
@@ -104,14 +108,25 @@ if os.environ.get("REDIS_URL"):
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                "hosts": [{"address": os.environ["REDIS_URL"], "socket_timeout": 15, "socket_connect_timeout": 2}],
+                "hosts": [
+                    {
+                        "address": os.environ["REDIS_URL"],
+                        "socket_timeout": 15,
+                        "socket_connect_timeout": 2,
+                    }
+                ],
                 "capacity": 1000,
             },
         }
     }
 else:
     # mcp_django's subclass of the in-memory layer: the same, with expiry sweeps throttled.
-    CHANNEL_LAYERS = {"default": {"BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": 1000},
+        }
+    }
 
 if os.environ.get("REDIS_URL"):
     # The registration rate limit and DOT's metadata-document fetch backoff live in the cache:
@@ -142,7 +157,9 @@ OAUTH_ISSUER = os.environ.get("OAUTH_ISSUER", f"{_resource.scheme}://{_resource.
 # Origins of browser-based clients (the MCP Inspector's web UI: http://localhost:6274), comma
 # separated: they may call the MCP endpoint (ALLOWED_ORIGINS) and the OAuth token, registration
 # and revocation endpoints (CORS_ALLOWED_ORIGINS below). Empty: no other origin may.
-MCP_ALLOWED_ORIGINS = [o.strip() for o in os.environ.get("MCP_ALLOWED_ORIGINS", "").split(",") if o.strip()]
+MCP_ALLOWED_ORIGINS = [
+    o.strip() for o in os.environ.get("MCP_ALLOWED_ORIGINS", "").split(",") if o.strip()
+]
 
 # Loans and members are private: with MCP_AUTH=none (a trial without signing in) their model
 # entries are hidden from the anonymous caller on purpose, which W211 would say on every command.
@@ -196,11 +213,15 @@ if os.environ.get("MCP_TASKS_BACKEND") == "database":
     import django
 
     # Django 6 has django.tasks; on 5.2 the django-tasks backport provides it.
-    INSTALLED_APPS += ["django_tasks_db"] if django.VERSION >= (6, 0) else ["django_tasks", "django_tasks_db"]
+    INSTALLED_APPS += (
+        ["django_tasks_db"] if django.VERSION >= (6, 0) else ["django_tasks", "django_tasks_db"]
+    )
     TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
     MCP_DJANGO["TASKS_BACKEND"] = "default"
 elif os.environ.get("MCP_TASKS_BACKEND"):
-    raise ImproperlyConfigured(f"MCP_TASKS_BACKEND={os.environ['MCP_TASKS_BACKEND']!r}: use \"database\" or leave it unset")
+    raise ImproperlyConfigured(
+        f'MCP_TASKS_BACKEND={os.environ["MCP_TASKS_BACKEND"]!r}: use "database" or leave it unset'
+    )
 for _name in ("TASK_HEARTBEAT_SECONDS", "TASK_HEARTBEAT_TIMEOUT"):
     if os.environ.get(f"MCP_{_name}"):
         MCP_DJANGO[_name] = float(os.environ[f"MCP_{_name}"])
@@ -211,18 +232,43 @@ if os.environ.get("MCP_TASK_POLL_INTERVAL_MS"):
 # process counts together. "off" turns a limit off; unset keeps mcp_django's default.
 _quotas: dict = {}
 if os.environ.get("MCP_RATE_LIMIT"):  # tools/call per user, e.g. "600/minute"
-    _quotas["TOOL_CALLS"] = None if os.environ["MCP_RATE_LIMIT"] == "off" else os.environ["MCP_RATE_LIMIT"]
-if os.environ.get("MCP_RATE_LIMIT_PER_CLIENT"):  # tools/call per OAuth client, all its users together
-    _quotas["TOOL_CALLS_PER_CLIENT"] = None if os.environ["MCP_RATE_LIMIT_PER_CLIENT"] == "off" else os.environ["MCP_RATE_LIMIT_PER_CLIENT"]
+    _quotas["TOOL_CALLS"] = (
+        None if os.environ["MCP_RATE_LIMIT"] == "off" else os.environ["MCP_RATE_LIMIT"]
+    )
+if os.environ.get(
+    "MCP_RATE_LIMIT_PER_CLIENT"
+):  # tools/call per OAuth client, all its users together
+    _quotas["TOOL_CALLS_PER_CLIENT"] = (
+        None
+        if os.environ["MCP_RATE_LIMIT_PER_CLIENT"] == "off"
+        else os.environ["MCP_RATE_LIMIT_PER_CLIENT"]
+    )
 if os.environ.get("MCP_RATE_LIMIT_PER_TOOL"):  # "search_books=10/minute,borrow_book=5/minute"
-    _quotas["PER_TOOL"] = dict(item.strip().split("=", 1) for item in os.environ["MCP_RATE_LIMIT_PER_TOOL"].split(",") if "=" in item)
+    _quotas["PER_TOOL"] = dict(
+        item.strip().split("=", 1)
+        for item in os.environ["MCP_RATE_LIMIT_PER_TOOL"].split(",")
+        if "=" in item
+    )
 if os.environ.get("MCP_MAX_SESSIONS_PER_USER"):
-    _quotas["SESSIONS_PER_USER"] = None if os.environ["MCP_MAX_SESSIONS_PER_USER"] == "off" else int(os.environ["MCP_MAX_SESSIONS_PER_USER"])
+    _quotas["SESSIONS_PER_USER"] = (
+        None
+        if os.environ["MCP_MAX_SESSIONS_PER_USER"] == "off"
+        else int(os.environ["MCP_MAX_SESSIONS_PER_USER"])
+    )
 for _env, _key in [
-    ("MCP_MAX_SESSIONS_PER_ADDRESS", "SESSIONS_PER_ADDRESS"),  # anonymous sessions per client address
-    ("MCP_MAX_RUNNING_PER_SESSION", "RUNNING_PER_SESSION"),  # tool calls running at once per session
+    (
+        "MCP_MAX_SESSIONS_PER_ADDRESS",
+        "SESSIONS_PER_ADDRESS",
+    ),  # anonymous sessions per client address
+    (
+        "MCP_MAX_RUNNING_PER_SESSION",
+        "RUNNING_PER_SESSION",
+    ),  # tool calls running at once per session
     ("MCP_MAX_RUNNING_PER_USER", "RUNNING_PER_USER"),  # ... per user (anonymous: client address)
-    ("MCP_MAX_LIVE_TASKS_PER_USER", "LIVE_TASKS_PER_USER"),  # durable tasks working or waiting, per user
+    (
+        "MCP_MAX_LIVE_TASKS_PER_USER",
+        "LIVE_TASKS_PER_USER",
+    ),  # durable tasks working or waiting, per user
 ]:
     if os.environ.get(_env):
         _quotas[_key] = None if os.environ[_env] == "off" else int(os.environ[_env])
@@ -261,7 +307,9 @@ if os.environ.get("MCP_CONNECT_PROVIDER_URL"):
 OAUTH_CIMD_ALLOW_LOOPBACK = os.environ.get("OAUTH_CIMD_ALLOW_LOOPBACK") == "1"
 OAUTH_CIMD_LOOPBACK_CA_FILE = os.environ.get("OAUTH_CIMD_LOOPBACK_CA_FILE") or None
 if OAUTH_CIMD_ALLOW_LOOPBACK and not DEBUG:
-    raise ImproperlyConfigured("OAUTH_CIMD_ALLOW_LOOPBACK=1 is for tests and development: it needs DJANGO_DEBUG=1")
+    raise ImproperlyConfigured(
+        "OAUTH_CIMD_ALLOW_LOOPBACK=1 is for tests and development: it needs DJANGO_DEBUG=1"
+    )
 
 # Dynamic client registration: at most this many registrations per client address and window
 # ("count/seconds"), answered 429 beyond it.
@@ -322,7 +370,11 @@ OAUTH2_PROVIDER = {
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
     "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
     # "none": MCP clients are public clients (PKCE instead of a secret).
-    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": [
+        "none",
+        "client_secret_basic",
+        "client_secret_post",
+    ],
     # Client ID metadata documents (CIMD): the client_id is an https URL the server fetches.
     # The preferred registration in MCP 2025-11-25 and later.
     "CIMD_ENABLED": True,
@@ -347,5 +399,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"mcp_django": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "WARNING")}},
+    "loggers": {
+        "mcp_django": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "WARNING")}
+    },
 }

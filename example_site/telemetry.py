@@ -22,20 +22,32 @@ def configure_from_environment() -> bool:
     try:
         from opentelemetry import metrics, trace
         from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+        from opentelemetry.sdk.metrics.export import (
+            ConsoleMetricExporter,
+            PeriodicExportingMetricReader,
+        )
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
     except ImportError as exc:
-        raise ImproperlyConfigured(f"OTEL_ variables are set, but the OpenTelemetry SDK is missing ({exc}): pip install opentelemetry-sdk") from exc
+        raise ImproperlyConfigured(
+            f"OTEL_ variables are set, but the OpenTelemetry SDK is missing ({exc}): pip install opentelemetry-sdk"
+        ) from exc
 
     # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, when set, name the service instead.
-    resource = Resource.create({} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "example-library"})
+    resource = Resource.create(
+        {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "example-library"}
+    )
     if os.environ.get("OTEL_TRACES_EXPORTER", "console") != "none":
         tracer_provider = TracerProvider(resource=resource)
         # Each span as it ends (a batch processor would hold them back for seconds).
         tracer_provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
         trace.set_tracer_provider(tracer_provider)
     if os.environ.get("OTEL_METRICS_EXPORTER", "console") != "none":
-        metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[PeriodicExportingMetricReader(ConsoleMetricExporter())]))
+        metrics.set_meter_provider(
+            MeterProvider(
+                resource=resource,
+                metric_readers=[PeriodicExportingMetricReader(ConsoleMetricExporter())],
+            )
+        )
     return True

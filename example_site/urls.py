@@ -30,7 +30,9 @@ urlpatterns = [
     # Django's own login page: the consent page sends users here first.
     path("accounts/", include("django.contrib.auth.urls")),
     # Every user's list of the applications acting for them, with a revoke button each.
-    path("accounts/applications/", ConnectedApplicationsView.as_view(), name="connected-applications"),
+    path(
+        "accounts/applications/", ConnectedApplicationsView.as_view(), name="connected-applications"
+    ),
     path("", include((oauth2_patterns, "oauth2_provider"))),
     # Serves /mcp and /mcp/ alike (a POST cannot follow a redirect).
     path("mcp/", include("mcp_django.urls")),

@@ -70,7 +70,11 @@ def main(argv: list[str]) -> int:
             time.sleep(0.2)
         ended = next(p for p in processes if p.poll() is not None)
         name = "db_worker" if ended is processes[0] else command[0]
-        print(f"{os.path.basename(name)} exited with {ended.returncode}: stopping the other", file=sys.stderr, flush=True)
+        print(
+            f"{os.path.basename(name)} exited with {ended.returncode}: stopping the other",
+            file=sys.stderr,
+            flush=True,
+        )
         return ended.returncode or 1
     except Stop:
         return 0

@@ -69,9 +69,15 @@ __all__ = [
 #: The module that defines each public name, imported on first use of the name: "import
 #: mcp_django" in settings.py must not import models before the app registry is ready.
 _LAZY = {
-    "site": "registry.sites", "MCPSite": "registry.sites", "ModelMCP": "registry.options", "Context": "server.context",
+    "site": "registry.sites",
+    "MCPSite": "registry.sites",
+    "ModelMCP": "registry.options",
+    "Context": "server.context",
     **dict.fromkeys(("ToolError", "InvalidParamsError", "ResourceNotFoundError"), "exceptions"),
-    **dict.fromkeys(("ToolResult", "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "Message"), "server.content"),
+    **dict.fromkeys(
+        ("ToolResult", "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "Message"),
+        "server.content",
+    ),
     **dict.fromkeys(("ToolAnnotations", "Icon"), "server.entries"),
     "UI": "extensions.mcp_apps",
     "mcp_action": "registry.admin_bridge",

@@ -26,7 +26,18 @@ from django.utils.translation import ngettext
 from .conf import mcp_settings
 from .extensions.tasks import runner as taskrun
 from .extensions.tasks import store as taskstore
-from .models import Elicitation, Event, RunningRequest, ServerRequest, Session, SessionState, Task, ToolCall, UserSecret, UserState
+from .models import (
+    Elicitation,
+    Event,
+    RunningRequest,
+    ServerRequest,
+    Session,
+    SessionState,
+    Task,
+    ToolCall,
+    UserSecret,
+    UserState,
+)
 from .registry.sites import all_sites
 from .registry.sites import site as default_site
 from .signals import session_closed
@@ -142,15 +153,46 @@ class SessionStateInline(ReadOnlyMixin, _TabularInline[SessionState, Session]):
 
 @admin.register(Session)
 class SessionAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[Session]):
-    list_display = ["short_id", "user", "client_name", "client_version", "protocol_version", "transport", "created_at", "last_active_at", "state_badge"]
-    list_filter = [StateFilter, ServerFilter, "protocol_version", "transport", "client_name", "created_at"]
+    list_display = [
+        "short_id",
+        "user",
+        "client_name",
+        "client_version",
+        "protocol_version",
+        "transport",
+        "created_at",
+        "last_active_at",
+        "state_badge",
+    ]
+    list_filter = [
+        StateFilter,
+        ServerFilter,
+        "protocol_version",
+        "transport",
+        "client_name",
+        "created_at",
+    ]
     search_fields = ["id", "client_name", "user__username", "user__email"]
     date_hierarchy = "created_at"
     list_select_related = ["user"]
     readonly_fields = [
-        "id", "server", "user", "protocol_version", "transport", "client_name", "client_version", "client_info",
-        "client_capabilities", "log_level", "initialized", "created_at", "last_active_at",
-        "expires_at", "terminated_at", "user_state_link", "tool_calls",
+        "id",
+        "server",
+        "user",
+        "protocol_version",
+        "transport",
+        "client_name",
+        "client_version",
+        "client_info",
+        "client_capabilities",
+        "log_level",
+        "initialized",
+        "created_at",
+        "last_active_at",
+        "expires_at",
+        "terminated_at",
+        "user_state_link",
+        "tool_calls",
     ]
     exclude = ["site_name"]  # shown as "server"
     inlines = [SessionStateInline, EventInline]
@@ -200,21 +242,36 @@ class SessionAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[Session]):
             messages.SUCCESS,
         )
 
-    @admin.action(description=_("Clear session state of selected sessions"), permissions=["clear_state"])
+    @admin.action(
+        description=_("Clear session state of selected sessions"), permissions=["clear_state"]
+    )
     def clear_session_state(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
         deleted, _ = SessionState.objects.filter(session__in=queryset).delete()
-        self.message_user(request, ngettext("%d entry cleared.", "%d entries cleared.", deleted) % deleted, messages.SUCCESS)
+        self.message_user(
+            request,
+            ngettext("%d entry cleared.", "%d entries cleared.", deleted) % deleted,
+            messages.SUCCESS,
+        )
 
-    @admin.action(description=_("Clear user state of the selected sessions' users"), permissions=["clear_state"])
+    @admin.action(
+        description=_("Clear user state of the selected sessions' users"),
+        permissions=["clear_state"],
+    )
     def clear_user_state(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
         pairs = set(queryset.exclude(user=None).values_list("user_id", "site_name"))
         deleted = 0
         for user_id, site_name in pairs:
             deleted += UserState.objects.filter(user_id=user_id, site_name=site_name).delete()[0]
-        self.message_user(request, ngettext("%d entry cleared.", "%d entries cleared.", deleted) % deleted, messages.SUCCESS)
+        self.message_user(
+            request,
+            ngettext("%d entry cleared.", "%d entries cleared.", deleted) % deleted,
+            messages.SUCCESS,
+        )
 
     def has_clear_state_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("mcp_django.delete_sessionstate") and request.user.has_perm("mcp_django.delete_userstate")
+        return request.user.has_perm("mcp_django.delete_sessionstate") and request.user.has_perm(
+            "mcp_django.delete_userstate"
+        )
 
     def has_terminate_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("mcp_django.delete_session")
@@ -239,7 +296,17 @@ class ServerRequestAdmin(ReadOnlyMixin, _ModelAdmin[ServerRequest]):
     list_filter = ["state", "method", "created_at"]
     search_fields = ["session__id", "request_id", "method"]
     list_select_related = ["session"]
-    readonly_fields = ["session", "request_id", "method", "params", "channel_name", "state", "response", "created_at", "answered_at"]
+    readonly_fields = [
+        "session",
+        "request_id",
+        "method",
+        "params",
+        "channel_name",
+        "state",
+        "response",
+        "created_at",
+        "answered_at",
+    ]
 
 
 @admin.register(RunningRequest)
@@ -262,11 +329,32 @@ class RunningRequestAdmin(ReadOnlyMixin, _ModelAdmin[RunningRequest]):
 class ElicitationAdmin(ReadOnlyMixin, _ModelAdmin[Elicitation]):
     """URL elicitations: who was asked what, and how it ended. Nothing entered on the pages is here."""
 
-    list_display = ["id_short", "user", "view_name", "state_now", "created_at", "expires_at", "completed_at"]
+    list_display = [
+        "id_short",
+        "user",
+        "view_name",
+        "state_now",
+        "created_at",
+        "expires_at",
+        "completed_at",
+    ]
     list_filter = ["state", "view_name", "created_at"]
     search_fields = ["id", "user__username", "message"]
     list_select_related = ["user"]
-    readonly_fields = ["id", "user", "session", "request_id", "mode", "message", "view_name", "params", "state", "created_at", "expires_at", "completed_at"]
+    readonly_fields = [
+        "id",
+        "user",
+        "session",
+        "request_id",
+        "mode",
+        "message",
+        "view_name",
+        "params",
+        "state",
+        "created_at",
+        "expires_at",
+        "completed_at",
+    ]
 
     @admin.display(description=_("elicitation"))
     def id_short(self, obj: Elicitation) -> str:
@@ -316,7 +404,14 @@ CSV_COLUMNS: list[tuple[str, Any]] = [
     ("protocol revision", lambda c: c.protocol_version),
     ("request id", lambda c: c.request_id),
     ("tool", lambda c: c.tool_name),
-    ("arguments", lambda c: json.dumps(c.arguments, ensure_ascii=False, sort_keys=True) if c.arguments is not None else ""),
+    (
+        "arguments",
+        lambda c: (
+            json.dumps(c.arguments, ensure_ascii=False, sort_keys=True)
+            if c.arguments is not None
+            else ""
+        ),
+    ),
     ("outcome", lambda c: c.outcome),
     ("error code", lambda c: "" if c.error_code is None else str(c.error_code)),
     ("error", lambda c: c.error),
@@ -355,7 +450,9 @@ class _Line:
 
 def _csv_lines(calls: list[ToolCall]) -> str:
     writer = csv.writer(_Line())
-    return "".join(writer.writerow([_csv_cell(column(call)) for _, column in CSV_COLUMNS]) for call in calls)
+    return "".join(
+        writer.writerow([_csv_cell(column(call)) for _, column in CSV_COLUMNS]) for call in calls
+    )
 
 
 def _csv_page(queryset: QuerySet[ToolCall], after: int | None) -> list[ToolCall]:
@@ -365,21 +462,45 @@ def _csv_page(queryset: QuerySet[ToolCall], after: int | None) -> list[ToolCall]
 
 def session_tool_calls(session_id: str) -> str:
     """The latest calls of a session, as a small table, with a link to all of them."""
-    calls = list(ToolCall.objects.filter(session_id=session_id).order_by("-started_at")[:SESSION_TOOL_CALLS])
+    calls = list(
+        ToolCall.objects.filter(session_id=session_id).order_by("-started_at")[:SESSION_TOOL_CALLS]
+    )
     if not calls:
         return "-"
-    url = reverse("admin:mcp_django_toolcall_changelist") + "?" + urlencode({"session_id": session_id})
+    url = (
+        reverse("admin:mcp_django_toolcall_changelist")
+        + "?"
+        + urlencode({"session_id": session_id})
+    )
     rows = format_html_join(
-        "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ms</td></tr>",
-        ((timezone.localtime(c.started_at).strftime("%Y-%m-%d %H:%M:%S"), c.tool_name, c.get_outcome_display(), f"{c.duration_ms:.0f}")
-         for c in calls),
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} ms</td></tr>",
+        (
+            (
+                timezone.localtime(c.started_at).strftime("%Y-%m-%d %H:%M:%S"),
+                c.tool_name,
+                c.get_outcome_display(),
+                f"{c.duration_ms:.0f}",
+            )
+            for c in calls
+        ),
     )
     count = ToolCall.objects.filter(session_id=session_id).count()
     return format_html(
-        '<table><thead><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th></tr></thead><tbody>{}</tbody></table>'
+        "<table><thead><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th></tr></thead><tbody>{}</tbody></table>"
         '<p><a href="{}">{}</a></p>',
-        _("when"), _("tool"), _("outcome"), _("duration"), rows, url,
-        ngettext("%d call of this session in the audit trail", "All %d calls of this session in the audit trail", count) % count,
+        _("when"),
+        _("tool"),
+        _("outcome"),
+        _("duration"),
+        rows,
+        url,
+        ngettext(
+            "%d call of this session in the audit trail",
+            "All %d calls of this session in the audit trail",
+            count,
+        )
+        % count,
     )
 
 
@@ -387,7 +508,12 @@ class ToolCallServerFilter(ServerFilter):
     """:class:`ServerFilter`, asking the database for the distinct names (the trail is large)."""
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
-        names = list(model_admin.get_queryset(request).order_by("site_name").values_list("site_name", flat=True).distinct())
+        names = list(
+            model_admin.get_queryset(request)
+            .order_by("site_name")
+            .values_list("site_name", flat=True)
+            .distinct()
+        )
         return [(name, server_label(name)) for name in names] if len(names) > 1 else []
 
 
@@ -397,16 +523,48 @@ class ToolCallAdmin(ServerMixin, _ModelAdmin[ToolCall]):
     a row here, superusers included (``mcp_clearsessions`` applies AUDIT_RETENTION_DAYS); staff
     with the view permission see every row, and may export the selected ones as CSV."""
 
-    list_display = ["started_at", "tool_name", "who", "outcome_badge", "transport", "protocol_version", "duration", "session_link"]
-    list_filter = ["outcome", "tool_name", ("username", admin.AllValuesFieldListFilter), "transport", "started_at", ToolCallServerFilter]
+    list_display = [
+        "started_at",
+        "tool_name",
+        "who",
+        "outcome_badge",
+        "transport",
+        "protocol_version",
+        "duration",
+        "session_link",
+    ]
+    list_filter = [
+        "outcome",
+        "tool_name",
+        ("username", admin.AllValuesFieldListFilter),
+        "transport",
+        "started_at",
+        ToolCallServerFilter,
+    ]
     search_fields = ["tool_name", "username", "^session_id", "^client_id", "=trace_id"]
     date_hierarchy = "started_at"
     # Counting a large trail on every page costs more than the page: "Show all" counts on demand.
     show_full_result_count = False
     actions = ["export_csv"]
     fields = [
-        "started_at", "server", "user", "username", "client_id", "session_id", "transport", "protocol_version", "request_id",
-        "tool_name", "arguments", "outcome", "error_code", "error", "duration_ms", "trace_id", "task_link", "lease_until",
+        "started_at",
+        "server",
+        "user",
+        "username",
+        "client_id",
+        "session_id",
+        "transport",
+        "protocol_version",
+        "request_id",
+        "tool_name",
+        "arguments",
+        "outcome",
+        "error_code",
+        "error",
+        "duration_ms",
+        "trace_id",
+        "task_link",
+        "lease_until",
     ]
     readonly_fields = fields  # type: ignore[assignment]  # one list of plain names; the stubs type fields wider
 
@@ -425,9 +583,20 @@ class ToolCallAdmin(ServerMixin, _ModelAdmin[ToolCall]):
 
     @admin.display(description=_("outcome"), ordering="outcome")
     def outcome_badge(self, obj: ToolCall) -> str:
-        colours = {"ok": "#2e7d32", "denied": "#c62828", "protocol_error": "#c62828", "tool_error": "#ef6c00", "timed_out": "#ef6c00",
-                   "interrupted": "#c62828", "running": "#1565c0"}
-        return format_html('<b style="color:{}">{}</b>', colours.get(obj.outcome, "#616161"), obj.get_outcome_display())
+        colours = {
+            "ok": "#2e7d32",
+            "denied": "#c62828",
+            "protocol_error": "#c62828",
+            "tool_error": "#ef6c00",
+            "timed_out": "#ef6c00",
+            "interrupted": "#c62828",
+            "running": "#1565c0",
+        }
+        return format_html(
+            '<b style="color:{}">{}</b>',
+            colours.get(obj.outcome, "#616161"),
+            obj.get_outcome_display(),
+        )
 
     @admin.display(description=_("duration"), ordering="duration_ms")
     def duration(self, obj: ToolCall) -> str:
@@ -439,7 +608,11 @@ class ToolCallAdmin(ServerMixin, _ModelAdmin[ToolCall]):
             return "-"
 
         # The session may be gone (the trail outlives it): the link filters the trail by it.
-        url = reverse("admin:mcp_django_toolcall_changelist") + "?" + urlencode({"session_id": obj.session_id})
+        url = (
+            reverse("admin:mcp_django_toolcall_changelist")
+            + "?"
+            + urlencode({"session_id": obj.session_id})
+        )
         return format_html('<a href="{}">{}…</a>', url, obj.session_id[:10])
 
     @admin.display(description=_("task"))
@@ -449,17 +622,25 @@ class ToolCallAdmin(ServerMixin, _ModelAdmin[ToolCall]):
             return "-"
         if not Task.objects.filter(pk=obj.task_id).exists():
             return format_html("{} ({})", obj.task_id, _("deleted"))
-        return format_html('<a href="{}">{}</a>', reverse("admin:mcp_django_task_change", args=[quote(obj.task_id)]), obj.task_id)
+        return format_html(
+            '<a href="{}">{}</a>',
+            reverse("admin:mcp_django_task_change", args=[quote(obj.task_id)]),
+            obj.task_id,
+        )
 
     @admin.action(description=_("Export selected tool calls as CSV"), permissions=["view"])
-    def export_csv(self, request: HttpRequest, queryset: QuerySet[ToolCall]) -> StreamingHttpResponse:
+    def export_csv(
+        self, request: HttpRequest, queryset: QuerySet[ToolCall]
+    ) -> StreamingHttpResponse:
         header = _csv_lines_header()
         if isinstance(request, ASGIRequest):
             content: Any = _acsv(queryset, header)
         else:
             content = _csv(queryset, header)
         response = StreamingHttpResponse(content, content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="tool-calls-{timezone.now():%Y%m%d-%H%M%S}.csv"'
+        response["Content-Disposition"] = (
+            f'attachment; filename="tool-calls-{timezone.now():%Y%m%d-%H%M%S}.csv"'
+        )
         return response
 
 
@@ -493,16 +674,47 @@ class TaskAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[Task]):
     """Durable tasks (2026-07-28 tasks extension): made by the protocol, never by hand, so
     read-only; the cancel action stops a live one on whichever process runs it."""
 
-    list_display = ["short_id", "status_badge", "who", "client", "tool_name", "progress_shown", "created_at", "updated_at", "expires_at"]
+    list_display = [
+        "short_id",
+        "status_badge",
+        "who",
+        "client",
+        "tool_name",
+        "progress_shown",
+        "created_at",
+        "updated_at",
+        "expires_at",
+    ]
     list_filter = ["status", "tool_name", ServerFilter, "backend", "created_at"]
     search_fields = ["=id", "tool_name", "user__username"]
     date_hierarchy = "created_at"
     list_select_related = ["user"]
     actions = ["cancel_tasks"]
     fields = [
-        "id", "server", "user", "client_id", "session_link", "tool_name", "arguments", "status", "status_message", "progress_shown",
-        "result_summary", "result_is_error", "error", "input_requests", "worker", "heartbeat_at", "backend", "backend_task_id",
-        "created_at", "updated_at", "started_at", "finished_at", "expires_at", "tool_calls",
+        "id",
+        "server",
+        "user",
+        "client_id",
+        "session_link",
+        "tool_name",
+        "arguments",
+        "status",
+        "status_message",
+        "progress_shown",
+        "result_summary",
+        "result_is_error",
+        "error",
+        "input_requests",
+        "worker",
+        "heartbeat_at",
+        "backend",
+        "backend_task_id",
+        "created_at",
+        "updated_at",
+        "started_at",
+        "finished_at",
+        "expires_at",
+        "tool_calls",
     ]
     readonly_fields = fields  # type: ignore[assignment]  # one list of plain names; the stubs type fields wider
 
@@ -512,8 +724,18 @@ class TaskAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[Task]):
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, obj: Task) -> str:
-        colours = {"working": "#1565c0", "input_required": "#ef6c00", "completed": "#2e7d32", "failed": "#c62828", "cancelled": "#616161"}
-        return format_html('<b style="color:{}">{}</b>', colours.get(obj.status, "#616161"), obj.get_status_display())
+        colours = {
+            "working": "#1565c0",
+            "input_required": "#ef6c00",
+            "completed": "#2e7d32",
+            "failed": "#c62828",
+            "cancelled": "#616161",
+        }
+        return format_html(
+            '<b style="color:{}">{}</b>',
+            colours.get(obj.status, "#616161"),
+            obj.get_status_display(),
+        )
 
     @admin.display(description=_("user"), ordering="user__username")
     def who(self, obj: Task) -> str:
@@ -535,7 +757,15 @@ class TaskAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[Task]):
     def result_summary(self, obj: Task) -> str:
         """The first text of the result: what the tool said, without its structured content."""
         content = obj.result.get("content") if isinstance(obj.result, dict) else None
-        texts = [item.get("text") for item in content if isinstance(item, dict) and item.get("type") == "text"] if isinstance(content, list) else []
+        texts = (
+            [
+                item.get("text")
+                for item in content
+                if isinstance(item, dict) and item.get("type") == "text"
+            ]
+            if isinstance(content, list)
+            else []
+        )
         text = next((t for t in texts if isinstance(t, str)), None)
         if text is None:
             return "-"
@@ -549,13 +779,21 @@ class TaskAdmin(ServerMixin, ReadOnlyMixin, _ModelAdmin[Task]):
     def session_link(self, obj: Task) -> str:
         if obj.session_id is None:
             return "-"
-        return format_html('<a href="{}">{}…</a>', reverse("admin:mcp_django_session_change", args=[quote(obj.session_id)]), obj.session_id[:10])
+        return format_html(
+            '<a href="{}">{}…</a>',
+            reverse("admin:mcp_django_session_change", args=[quote(obj.session_id)]),
+            obj.session_id[:10],
+        )
 
     @admin.display(description=_("tool calls"))
     def tool_calls(self, obj: Task) -> str:
         count = ToolCall.objects.filter(task_id=obj.pk).count()
         url = reverse("admin:mcp_django_toolcall_changelist") + "?" + urlencode({"task_id": obj.pk})
-        return format_html('<a href="{}">{}</a>', url, ngettext("%d call in the audit trail", "%d calls in the audit trail", count) % count)
+        return format_html(
+            '<a href="{}">{}</a>',
+            url,
+            ngettext("%d call in the audit trail", "%d calls in the audit trail", count) % count,
+        )
 
     @admin.action(description=_("Cancel selected tasks"), permissions=["cancel"])
     def cancel_tasks(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:

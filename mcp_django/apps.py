@@ -40,12 +40,16 @@ class SimpleMcpDjangoConfig(AppConfig):
         checks.register(mcp_checks.check_migrations, "mcp_django", deploy=True)
         checks.register(mcp_checks.check_proxy, "mcp_django", deploy=True)
 
-        request_started.connect(routing.serve_endpoint_without_slash, dispatch_uid="mcp_django.endpoint_without_slash")
+        request_started.connect(
+            routing.serve_endpoint_without_slash, dispatch_uid="mcp_django.endpoint_without_slash"
+        )
 
         sites.MCPSite.urlpatterns_builder = staticmethod(site_urls.site_urlpatterns)
 
         # Storage says a session changed; the bus tells the other processes.
-        session_changed.connect(process.on_session_changed, dispatch_uid="mcp_django.session_changed")
+        session_changed.connect(
+            process.on_session_changed, dispatch_uid="mcp_django.session_changed"
+        )
 
         self.connect_permission_signals()
 
@@ -57,7 +61,9 @@ class SimpleMcpDjangoConfig(AppConfig):
         audit.install()
 
         # The bus's sweep after dead processes also fails their durable tasks, polled or not.
-        sweeping.connect(taskrun.on_sweep, dispatch_uid="mcp_django.extensions.tasks.runner.on_sweep")
+        sweeping.connect(
+            taskrun.on_sweep, dispatch_uid="mcp_django.extensions.tasks.runner.on_sweep"
+        )
         # A revoked token fails the parked tasks it alone allowed (running ones stop at a heartbeat).
         taskrun.connect_revocations()
 
@@ -74,9 +80,17 @@ class SimpleMcpDjangoConfig(AppConfig):
 
         user_model = get_user_model()
         group_model = all_apps.get_model("auth", "Group")
-        for through in (getattr(user_model, "user_permissions", None), getattr(user_model, "groups", None), group_model.permissions):
+        for through in (
+            getattr(user_model, "user_permissions", None),
+            getattr(user_model, "groups", None),
+            group_model.permissions,
+        ):
             if through is not None:
-                m2m_changed.connect(permissions_changed, sender=through.through, dispatch_uid=f"mcp_django:{through.through._meta.label}")
+                m2m_changed.connect(
+                    permissions_changed,
+                    sender=through.through,
+                    dispatch_uid=f"mcp_django:{through.through._meta.label}",
+                )
 
 
 class McpDjangoConfig(SimpleMcpDjangoConfig):

@@ -40,8 +40,16 @@ from .stores import BaseEventStore
 from .tables import MIGRATE_HINT, missing_tables_message, sessions_database, unapplied_migrations
 
 POSITIVE_INTS = (
-    "MAX_BODY_SIZE", "MAX_BATCH_SIZE", "SESSION_TTL", "SESSION_RETENTION", "EVENT_RETENTION", "PAGE_SIZE", "SSE_RETRY_MS",
-    "ELICITATION_TTL", "STATE_MAX_KEYS", "STATE_MAX_VALUE_BYTES",
+    "MAX_BODY_SIZE",
+    "MAX_BATCH_SIZE",
+    "SESSION_TTL",
+    "SESSION_RETENTION",
+    "EVENT_RETENTION",
+    "PAGE_SIZE",
+    "SSE_RETRY_MS",
+    "ELICITATION_TTL",
+    "STATE_MAX_KEYS",
+    "STATE_MAX_VALUE_BYTES",
 )
 
 
@@ -52,20 +60,43 @@ def _user_settings() -> Any:
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     user = _user_settings()
     if not isinstance(user, dict):
-        return [Error("MCP_DJANGO must be a dict.", hint="Set MCP_DJANGO = {...} in your settings.", id="mcp_django.E001")]
+        return [
+            Error(
+                "MCP_DJANGO must be a dict.",
+                hint="Set MCP_DJANGO = {...} in your settings.",
+                id="mcp_django.E001",
+            )
+        ]
     errors: list[CheckMessage] = _check_setting_name()
     for key in user:
         if key not in DEFAULTS:
             close = get_close_matches(str(key), DEFAULTS, n=1)
-            hint = f"Did you mean {close[0]!r}?" if close else f"Valid keys: {', '.join(sorted(DEFAULTS))}."
-            errors.append(Error(f"Unknown MCP_DJANGO setting {key!r}.", hint=hint, id="mcp_django.E002"))
+            hint = (
+                f"Did you mean {close[0]!r}?"
+                if close
+                else f"Valid keys: {', '.join(sorted(DEFAULTS))}."
+            )
+            errors.append(
+                Error(f"Unknown MCP_DJANGO setting {key!r}.", hint=hint, id="mcp_django.E002")
+            )
     mode = user.get("RESPONSE_MODE", DEFAULTS["RESPONSE_MODE"])
     if mode not in ("json", "sse"):
-        errors.append(Error(f"MCP_DJANGO['RESPONSE_MODE'] is {mode!r}.", hint='Use "json" or "sse".', id="mcp_django.E003"))
+        errors.append(
+            Error(
+                f"MCP_DJANGO['RESPONSE_MODE'] is {mode!r}.",
+                hint='Use "json" or "sse".',
+                id="mcp_django.E003",
+            )
+        )
     unscoped = user.get("UNSCOPED_ENTRIES", DEFAULTS["UNSCOPED_ENTRIES"])
     if unscoped not in ("list", "hide"):
-        errors.append(Error(f"MCP_DJANGO['UNSCOPED_ENTRIES'] is {unscoped!r}.", hint='Use "list" (the spec\'s step-up flow) or "hide".',
-                            id="mcp_django.E045"))
+        errors.append(
+            Error(
+                f"MCP_DJANGO['UNSCOPED_ENTRIES'] is {unscoped!r}.",
+                hint='Use "list" (the spec\'s step-up flow) or "hide".',
+                id="mcp_django.E045",
+            )
+        )
     auth = user.get("AUTHENTICATION", DEFAULTS["AUTHENTICATION"])
     auth_path = AUTHENTICATION_ALIASES.get(auth, auth) if isinstance(auth, str) else auth
     try:
@@ -83,47 +114,107 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     for key in POSITIVE_INTS:
         value = user.get(key, DEFAULTS[key])
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            errors.append(Error(f"MCP_DJANGO[{key!r}] must be a positive integer, not {value!r}.", id="mcp_django.E005"))
-    for key in ("SSE_KEEPALIVE_SECONDS", "SSE_MAX_CONNECTION_SECONDS", "CLIENT_REQUEST_TIMEOUT", "PROGRESS_MIN_INTERVAL", "SESSION_CACHE_SECONDS",
-                "SSE_REAUTH_SECONDS", "SERVER_REQUEST_TTL", "DISCONNECT_GRACE_SECONDS"):
+            errors.append(
+                Error(
+                    f"MCP_DJANGO[{key!r}] must be a positive integer, not {value!r}.",
+                    id="mcp_django.E005",
+                )
+            )
+    for key in (
+        "SSE_KEEPALIVE_SECONDS",
+        "SSE_MAX_CONNECTION_SECONDS",
+        "CLIENT_REQUEST_TIMEOUT",
+        "PROGRESS_MIN_INTERVAL",
+        "SESSION_CACHE_SECONDS",
+        "SSE_REAUTH_SECONDS",
+        "SERVER_REQUEST_TTL",
+        "DISCONNECT_GRACE_SECONDS",
+    ):
         value = user.get(key, DEFAULTS[key])
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
-            errors.append(Error(f"MCP_DJANGO[{key!r}] must be a non-negative number or None, not {value!r}.", id="mcp_django.E017"))
+        if value is not None and (
+            not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0
+        ):
+            errors.append(
+                Error(
+                    f"MCP_DJANGO[{key!r}] must be a non-negative number or None, not {value!r}.",
+                    id="mcp_django.E017",
+                )
+            )
     lease = user.get("REQUEST_LEASE_SECONDS", DEFAULTS["REQUEST_LEASE_SECONDS"])
     if not isinstance(lease, (int, float)) or isinstance(lease, bool) or lease <= 0:
-        errors.append(Error(
-            f"MCP_DJANGO['REQUEST_LEASE_SECONDS'] must be a positive number, not {lease!r}.",
-            hint="Without a lease every running request would look orphaned; keep the default (60) unless you know why.",
-            id="mcp_django.E160",
-        ))
+        errors.append(
+            Error(
+                f"MCP_DJANGO['REQUEST_LEASE_SECONDS'] must be a positive number, not {lease!r}.",
+                hint="Without a lease every running request would look orphaned; keep the default (60) unless you know why.",
+                id="mcp_django.E160",
+            )
+        )
     keys = user.get("SECRETS_KEYS")
-    if keys is not None and (not isinstance(keys, (list, tuple)) or not keys or not all(isinstance(k, str) and len(k) >= 32 for k in keys)):
-        errors.append(Error("MCP_DJANGO['SECRETS_KEYS'] must be None or a non-empty list of strings of 32 characters or more.",
-                            hint="Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))'", id="mcp_django.E014"))
+    if keys is not None and (
+        not isinstance(keys, (list, tuple))
+        or not keys
+        or not all(isinstance(k, str) and len(k) >= 32 for k in keys)
+    ):
+        errors.append(
+            Error(
+                "MCP_DJANGO['SECRETS_KEYS'] must be None or a non-empty list of strings of 32 characters or more.",
+                hint="Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))'",
+                id="mcp_django.E014",
+            )
+        )
     providers = user.get("CONNECT_PROVIDERS", {})
     if not isinstance(providers, dict):
-        errors.append(Error("MCP_DJANGO['CONNECT_PROVIDERS'] must be a dict of provider name to settings.", id="mcp_django.E015"))
+        errors.append(
+            Error(
+                "MCP_DJANGO['CONNECT_PROVIDERS'] must be a dict of provider name to settings.",
+                id="mcp_django.E015",
+            )
+        )
     else:
         for name, config in providers.items():
-            missing = [k for k in ("authorize_url", "token_url", "client_id") if not isinstance(config, dict) or not config.get(k)]
+            missing = [
+                k
+                for k in ("authorize_url", "token_url", "client_id")
+                if not isinstance(config, dict) or not config.get(k)
+            ]
             if missing:
-                errors.append(Error(f"MCP_DJANGO['CONNECT_PROVIDERS'][{name!r}] lacks {', '.join(missing)}.", id="mcp_django.E018"))
+                errors.append(
+                    Error(
+                        f"MCP_DJANGO['CONNECT_PROVIDERS'][{name!r}] lacks {', '.join(missing)}.",
+                        id="mcp_django.E018",
+                    )
+                )
     scheme = user.get("MODEL_URI_SCHEME", DEFAULTS["MODEL_URI_SCHEME"])
     if not isinstance(scheme, str) or not re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme):
-        errors.append(Error(f"MCP_DJANGO['MODEL_URI_SCHEME'] is {scheme!r}, which is not a URI scheme.",
-                            hint='Use lower-case letters, digits, "+", "-" or ".", starting with a letter (e.g. "django").', id="mcp_django.E016"))
+        errors.append(
+            Error(
+                f"MCP_DJANGO['MODEL_URI_SCHEME'] is {scheme!r}, which is not a URI scheme.",
+                hint='Use lower-case letters, digits, "+", "-" or ".", starting with a letter (e.g. "django").',
+                id="mcp_django.E016",
+            )
+        )
     bridge = user.get("LOG_BRIDGE_LOGGERS", [])
     if not isinstance(bridge, (list, tuple)) or not all(isinstance(n, str) and n for n in bridge):
-        errors.append(Error("MCP_DJANGO['LOG_BRIDGE_LOGGERS'] must be a list of logger names.", id="mcp_django.E010"))
+        errors.append(
+            Error(
+                "MCP_DJANGO['LOG_BRIDGE_LOGGERS'] must be a list of logger names.",
+                id="mcp_django.E010",
+            )
+        )
     origins = user.get("ALLOWED_ORIGINS", [])
     if not isinstance(origins, (list, tuple)) or not all(isinstance(o, str) for o in origins):
-        errors.append(Error("MCP_DJANGO['ALLOWED_ORIGINS'] must be a list of strings.", id="mcp_django.E006"))
+        errors.append(
+            Error("MCP_DJANGO['ALLOWED_ORIGINS'] must be a list of strings.", id="mcp_django.E006")
+        )
     else:
         for origin in origins:
             if origin != "*" and normalize_origin(origin) is None:
                 errors.append(
-                    Error(f"MCP_DJANGO['ALLOWED_ORIGINS'] has {origin!r}, which is not an origin.",
-                          hint='Write origins as "https://host[:port]".', id="mcp_django.E019")
+                    Error(
+                        f"MCP_DJANGO['ALLOWED_ORIGINS'] has {origin!r}, which is not an origin.",
+                        hint='Write origins as "https://host[:port]".',
+                        id="mcp_django.E019",
+                    )
                 )
     store = user.get("EVENT_STORE_CLASS", DEFAULTS["EVENT_STORE_CLASS"])
     try:
@@ -131,7 +222,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         if not (isinstance(store_class, type) and issubclass(store_class, BaseEventStore)):
             raise TypeError("not a BaseEventStore subclass")
     except (ImportError, TypeError) as exc:
-        errors.append(Error(f"MCP_DJANGO['EVENT_STORE_CLASS'] {store!r} is not usable: {exc}.", id="mcp_django.E007"))
+        errors.append(
+            Error(
+                f"MCP_DJANGO['EVENT_STORE_CLASS'] {store!r} is not usable: {exc}.",
+                id="mcp_django.E007",
+            )
+        )
     errors += _check_limits(user)
     errors += _check_quotas(user)
     errors += _check_audit(user)
@@ -164,16 +260,28 @@ def _check_setting_name() -> list[CheckMessage]:
         return []
 
     def candidate(name: str) -> bool:
-        return name != "MCP_DJANGO" and ("MCP" in name.upper() or bool(get_close_matches(name.upper(), ["MCP_DJANGO"], n=1, cutoff=0.6)))
+        return name != "MCP_DJANGO" and (
+            "MCP" in name.upper()
+            or bool(get_close_matches(name.upper(), ["MCP_DJANGO"], n=1, cutoff=0.6))
+        )
 
     # Only candidates are read: reading a deprecated setting warns (Django 6.1: EMAIL_BACKEND).
-    values: dict[str, Any] = {name: getattr(settings, name, None) for name in dir(settings) if name.isupper() and candidate(name)}
+    values: dict[str, Any] = {
+        name: getattr(settings, name, None)
+        for name in dir(settings)
+        if name.isupper() and candidate(name)
+    }
     # None under override_settings (and settings.configure()): the environment still names it.
     module_name = getattr(settings, "SETTINGS_MODULE", None) or os.environ.get(ENVIRONMENT_VARIABLE)
     if module_name:
         with suppress(ImportError):
-            values.update({k: v for k, v in vars(import_module(module_name)).items()
-                           if not k.startswith("_") and k not in values and candidate(k)})
+            values.update(
+                {
+                    k: v
+                    for k, v in vars(import_module(module_name)).items()
+                    if not k.startswith("_") and k not in values and candidate(k)
+                }
+            )
     found = []
     for name, value in values.items():
         if not isinstance(value, dict):
@@ -195,20 +303,41 @@ def _check_setting_name() -> list[CheckMessage]:
 def _check_tracing(user: dict[str, Any]) -> list[CheckMessage]:
     value = user.get("TRACING", DEFAULTS["TRACING"])
     if not (isinstance(value, bool) or value == "auto"):
-        return [Error(f"MCP_DJANGO['TRACING'] is {value!r}.", hint='Use "auto", True or False.', id="mcp_django.E041")]
+        return [
+            Error(
+                f"MCP_DJANGO['TRACING'] is {value!r}.",
+                hint='Use "auto", True or False.',
+                id="mcp_django.E041",
+            )
+        ]
     # Only when asked for: with "auto" a missing API just means no tracing, and with False
     # OpenTelemetry is never imported, not even here.
     if value is True and not tracing.is_available():
-        return [Error("MCP_DJANGO['TRACING'] is True, but opentelemetry-api is not installed.",
-                      hint='pip install "django-mcp-site[tracing]", or set TRACING to "auto" or False.', id="mcp_django.E040")]
+        return [
+            Error(
+                "MCP_DJANGO['TRACING'] is True, but opentelemetry-api is not installed.",
+                hint='pip install "django-mcp-site[tracing]", or set TRACING to "auto" or False.',
+                id="mcp_django.E040",
+            )
+        ]
     return []
 
 
 #: Bounds on what a client may make the server hold (mcp_django.E150).
 LIMITS = (
-    "SESSION_CACHE_MAX_ENTRIES", "SESSION_CACHE_MAX_BYTES", "MAX_CLIENT_INFO_BYTES", "MAX_CLIENT_CAPABILITIES_BYTES",
-    "MAX_CLIENT_VALUE_DEPTH", "MAX_CLIENT_ID_LENGTH", "REPLAY_PAGE_EVENTS", "REPLAY_PAGE_BYTES", "MAX_RESUMES_PER_SESSION",
-    "MAX_RESUMES_PER_USER", "MAX_RESUMES", "MAX_STREAM_EVENTS", "MAX_STREAM_BYTES",
+    "SESSION_CACHE_MAX_ENTRIES",
+    "SESSION_CACHE_MAX_BYTES",
+    "MAX_CLIENT_INFO_BYTES",
+    "MAX_CLIENT_CAPABILITIES_BYTES",
+    "MAX_CLIENT_VALUE_DEPTH",
+    "MAX_CLIENT_ID_LENGTH",
+    "REPLAY_PAGE_EVENTS",
+    "REPLAY_PAGE_BYTES",
+    "MAX_RESUMES_PER_SESSION",
+    "MAX_RESUMES_PER_USER",
+    "MAX_RESUMES",
+    "MAX_STREAM_EVENTS",
+    "MAX_STREAM_BYTES",
 )
 
 
@@ -217,43 +346,65 @@ def _check_tasks(user: dict[str, Any]) -> list[CheckMessage]:
     errors: list[CheckMessage] = []
     backend = user.get("TASKS_BACKEND", DEFAULTS["TASKS_BACKEND"])
     if backend is not None:
-        framework = next((name for name in ("django.tasks", "django_tasks") if find_spec(name) is not None), None)
+        framework = next(
+            (name for name in ("django.tasks", "django_tasks") if find_spec(name) is not None), None
+        )
         if framework is None:
-            errors.append(Error(
-                f"MCP_DJANGO['TASKS_BACKEND'] is {backend!r}, but Django's task framework is not installed.",
-                hint="On Django 5.2 install the backport (pip install 'mcp_django[tasks]') and add \"django_tasks\" to INSTALLED_APPS; "
-                     "Django 6 has django.tasks. Or set TASKS_BACKEND to None to run tasks in the web process.",
-                id="mcp_django.E046",
-            ))
+            errors.append(
+                Error(
+                    f"MCP_DJANGO['TASKS_BACKEND'] is {backend!r}, but Django's task framework is not installed.",
+                    hint="On Django 5.2 install the backport (pip install 'mcp_django[tasks]') and add \"django_tasks\" to INSTALLED_APPS; "
+                    "Django 6 has django.tasks. Or set TASKS_BACKEND to None to run tasks in the web process.",
+                    id="mcp_django.E046",
+                )
+            )
         else:
             task_backends = import_module(framework).task_backends
             if not isinstance(backend, str) or backend not in getattr(settings, "TASKS", {}):
-                errors.append(Error(
-                    f"MCP_DJANGO['TASKS_BACKEND'] is {backend!r}, which is not an alias of the TASKS setting.",
-                    hint='Name a TASKS alias, e.g. "default" with {"BACKEND": "django_tasks_db.DatabaseBackend"}; '
-                         "None runs tasks in the web process that made them.",
-                    id="mcp_django.E048",
-                ))
+                errors.append(
+                    Error(
+                        f"MCP_DJANGO['TASKS_BACKEND'] is {backend!r}, which is not an alias of the TASKS setting.",
+                        hint='Name a TASKS alias, e.g. "default" with {"BACKEND": "django_tasks_db.DatabaseBackend"}; '
+                        "None runs tasks in the web process that made them.",
+                        id="mcp_django.E048",
+                    )
+                )
             else:
                 try:
                     task_backends[backend]
                 except Exception as exc:
-                    errors.append(Error(f"The TASKS backend {backend!r} cannot be loaded: {exc}.", id="mcp_django.E049"))
+                    errors.append(
+                        Error(
+                            f"The TASKS backend {backend!r} cannot be loaded: {exc}.",
+                            id="mcp_django.E049",
+                        )
+                    )
     ttl = user.get("TASK_TTL_MS", DEFAULTS["TASK_TTL_MS"])
     poll = user.get("TASK_POLL_INTERVAL_MS", DEFAULTS["TASK_POLL_INTERVAL_MS"])
     beat = user.get("TASK_HEARTBEAT_SECONDS", DEFAULTS["TASK_HEARTBEAT_SECONDS"])
     timeout = user.get("TASK_HEARTBEAT_TIMEOUT", DEFAULTS["TASK_HEARTBEAT_TIMEOUT"])
-    whole = [(name, value) for name, value in (("TASK_TTL_MS", ttl), ("TASK_POLL_INTERVAL_MS", poll))
-             if not (value is None and name == "TASK_TTL_MS") and (not isinstance(value, int) or isinstance(value, bool) or value <= 0)]
+    whole = [
+        (name, value)
+        for name, value in (("TASK_TTL_MS", ttl), ("TASK_POLL_INTERVAL_MS", poll))
+        if not (value is None and name == "TASK_TTL_MS")
+        and (not isinstance(value, int) or isinstance(value, bool) or value <= 0)
+    ]
     for name, value in whole:
-        errors.append(Error(f"MCP_DJANGO[{name!r}] must be a positive integer of milliseconds, not {value!r}.",
-                            hint="None keeps tasks until deleted by hand." if name == "TASK_TTL_MS" else None, id="mcp_django.E047"))
+        errors.append(
+            Error(
+                f"MCP_DJANGO[{name!r}] must be a positive integer of milliseconds, not {value!r}.",
+                hint="None keeps tasks until deleted by hand." if name == "TASK_TTL_MS" else None,
+                id="mcp_django.E047",
+            )
+        )
     if not _positive_number(beat) or not _positive_number(timeout) or timeout < 2 * beat:
-        errors.append(Error(
-            f"MCP_DJANGO['TASK_HEARTBEAT_TIMEOUT'] ({timeout!r}) must be a number of seconds at least twice TASK_HEARTBEAT_SECONDS ({beat!r}).",
-            hint="A running task renews its heartbeat every TASK_HEARTBEAT_SECONDS; one missed beat must not fail it.",
-            id="mcp_django.E050",
-        ))
+        errors.append(
+            Error(
+                f"MCP_DJANGO['TASK_HEARTBEAT_TIMEOUT'] ({timeout!r}) must be a number of seconds at least twice TASK_HEARTBEAT_SECONDS ({beat!r}).",
+                hint="A running task renews its heartbeat every TASK_HEARTBEAT_SECONDS; one missed beat must not fail it.",
+                id="mcp_django.E050",
+            )
+        )
     return errors + _check_task_bounds(user, ttl)
 
 
@@ -267,25 +418,31 @@ def _check_task_bounds(user: dict[str, Any], ttl: Any) -> list[CheckMessage]:
     for name in ("TASK_MAX_PAYLOAD_BYTES", "TASK_MAX_RESULT_BYTES"):
         value = user.get(name, DEFAULTS[name])
         if not isinstance(value, int) or isinstance(value, bool) or value < MIN_TASK_BYTES:
-            errors.append(Error(
-                f"MCP_DJANGO[{name!r}] must be an integer of at least {MIN_TASK_BYTES} bytes, not {value!r}.",
-                hint=f"Larger ones are refused (payload) or fail the task (result); the default is {DEFAULTS[name]}.",
-                id="mcp_django.E260",
-            ))
+            errors.append(
+                Error(
+                    f"MCP_DJANGO[{name!r}] must be an integer of at least {MIN_TASK_BYTES} bytes, not {value!r}.",
+                    hint=f"Larger ones are refused (payload) or fail the task (result); the default is {DEFAULTS[name]}.",
+                    id="mcp_django.E260",
+                )
+            )
     waited = user.get("TASK_INPUT_TIMEOUT", DEFAULTS["TASK_INPUT_TIMEOUT"])
     if not _positive_number(waited):
-        errors.append(Error(
-            f"MCP_DJANGO['TASK_INPUT_TIMEOUT'] must be a positive number of seconds, not {waited!r}.",
-            hint=f"A task waiting for its client's input longer than this is failed; the default is {DEFAULTS['TASK_INPUT_TIMEOUT']}.",
-            id="mcp_django.E261",
-        ))
+        errors.append(
+            Error(
+                f"MCP_DJANGO['TASK_INPUT_TIMEOUT'] must be a positive number of seconds, not {waited!r}.",
+                hint=f"A task waiting for its client's input longer than this is failed; the default is {DEFAULTS['TASK_INPUT_TIMEOUT']}.",
+                id="mcp_django.E261",
+            )
+        )
     elif _positive_number(ttl) and waited * 1000 >= ttl:
-        errors.append(Warning(
-            f"MCP_DJANGO['TASK_INPUT_TIMEOUT'] ({waited!r} s) is not shorter than TASK_TTL_MS ({ttl!r} ms): "
-            "a task waiting for input expires before it can time out.",
-            hint="Give TASK_INPUT_TIMEOUT fewer seconds than the TTL, so that a client that does not answer hears \"input timed out\".",
-            id="mcp_django.W260",
-        ))
+        errors.append(
+            Warning(
+                f"MCP_DJANGO['TASK_INPUT_TIMEOUT'] ({waited!r} s) is not shorter than TASK_TTL_MS ({ttl!r} ms): "
+                "a task waiting for input expires before it can time out.",
+                hint='Give TASK_INPUT_TIMEOUT fewer seconds than the TTL, so that a client that does not answer hears "input timed out".',
+                id="mcp_django.W260",
+            )
+        )
     return errors
 
 
@@ -294,28 +451,60 @@ def _check_limits(user: dict[str, Any]) -> list[CheckMessage]:
     for key in LIMITS:
         value = user.get(key, DEFAULTS[key])
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            errors.append(Error(f"MCP_DJANGO[{key!r}] must be a positive integer, not {value!r}.",
-                                hint=f"Remove it to use the default, {DEFAULTS[key]!r}.", id="mcp_django.E150"))
+            errors.append(
+                Error(
+                    f"MCP_DJANGO[{key!r}] must be a positive integer, not {value!r}.",
+                    hint=f"Remove it to use the default, {DEFAULTS[key]!r}.",
+                    id="mcp_django.E150",
+                )
+            )
     timeout = user.get("SSE_WRITE_TIMEOUT", DEFAULTS["SSE_WRITE_TIMEOUT"])
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-        errors.append(Error(f"MCP_DJANGO['SSE_WRITE_TIMEOUT'] must be a positive number of seconds, not {timeout!r}.",
-                            hint="A stream must give up on a client that reads nothing; the default is 60.", id="mcp_django.E151"))
+        errors.append(
+            Error(
+                f"MCP_DJANGO['SSE_WRITE_TIMEOUT'] must be a positive number of seconds, not {timeout!r}.",
+                hint="A stream must give up on a client that reads nothing; the default is 60.",
+                id="mcp_django.E151",
+            )
+        )
     if errors:
         return errors
-    page, stream = user.get("REPLAY_PAGE_BYTES", DEFAULTS["REPLAY_PAGE_BYTES"]), user.get("MAX_STREAM_BYTES", DEFAULTS["MAX_STREAM_BYTES"])
+    page, stream = (
+        user.get("REPLAY_PAGE_BYTES", DEFAULTS["REPLAY_PAGE_BYTES"]),
+        user.get("MAX_STREAM_BYTES", DEFAULTS["MAX_STREAM_BYTES"]),
+    )
     if page > stream:
-        errors.append(Warning(f"MCP_DJANGO['REPLAY_PAGE_BYTES'] ({page}) is larger than MAX_STREAM_BYTES ({stream}).",
-                              hint="A replay page never needs to hold more than a whole stream; lower REPLAY_PAGE_BYTES.", id="mcp_django.W150"))
+        errors.append(
+            Warning(
+                f"MCP_DJANGO['REPLAY_PAGE_BYTES'] ({page}) is larger than MAX_STREAM_BYTES ({stream}).",
+                hint="A replay page never needs to hold more than a whole stream; lower REPLAY_PAGE_BYTES.",
+                id="mcp_django.W150",
+            )
+        )
     body = user.get("MAX_BODY_SIZE", DEFAULTS["MAX_BODY_SIZE"])
     for key in ("MAX_CLIENT_INFO_BYTES", "MAX_CLIENT_CAPABILITIES_BYTES"):
-        if isinstance(body, int) and not isinstance(body, bool) and 0 < body < user.get(key, DEFAULTS[key]):
-            errors.append(Warning(f"MCP_DJANGO[{key!r}] is larger than MAX_BODY_SIZE ({body}), which bounds it first.",
-                                  hint=f"Lower {key} to what you mean to keep per session.", id="mcp_django.W151"))
+        if (
+            isinstance(body, int)
+            and not isinstance(body, bool)
+            and 0 < body < user.get(key, DEFAULTS[key])
+        ):
+            errors.append(
+                Warning(
+                    f"MCP_DJANGO[{key!r}] is larger than MAX_BODY_SIZE ({body}), which bounds it first.",
+                    hint=f"Lower {key} to what you mean to keep per session.",
+                    id="mcp_django.W151",
+                )
+            )
     return errors
 
 
 def _positive_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
 
 
 def _check_audit(user: dict[str, Any]) -> list[CheckMessage]:
@@ -323,40 +512,82 @@ def _check_audit(user: dict[str, Any]) -> list[CheckMessage]:
     errors: list[CheckMessage] = []
     enabled = user.get("AUDIT_TOOL_CALLS", DEFAULTS["AUDIT_TOOL_CALLS"])
     if not isinstance(enabled, bool):
-        errors.append(Error(f"MCP_DJANGO['AUDIT_TOOL_CALLS'] must be True or False, not {enabled!r}.",
-                            hint="True records every tools/call in the admin's \"Tool calls\"; False turns the trail off.",
-                            id="mcp_django.E030"))
+        errors.append(
+            Error(
+                f"MCP_DJANGO['AUDIT_TOOL_CALLS'] must be True or False, not {enabled!r}.",
+                hint='True records every tools/call in the admin\'s "Tool calls"; False turns the trail off.',
+                id="mcp_django.E030",
+            )
+        )
     durable = user.get("AUDIT_DURABLE", DEFAULTS["AUDIT_DURABLE"])
     if not isinstance(durable, bool):
-        errors.append(Error(f"MCP_DJANGO['AUDIT_DURABLE'] must be True or False, not {durable!r}.",
-                            hint="True writes each call's row before it is answered (no call lost to a crash); False buffers them.",
-                            id="mcp_django.E029"))
+        errors.append(
+            Error(
+                f"MCP_DJANGO['AUDIT_DURABLE'] must be True or False, not {durable!r}.",
+                hint="True writes each call's row before it is answered (no call lost to a crash); False buffers them.",
+                id="mcp_django.E029",
+            )
+        )
     days = user.get("AUDIT_RETENTION_DAYS", DEFAULTS["AUDIT_RETENTION_DAYS"])
     if days is not None and (not isinstance(days, int) or isinstance(days, bool) or days <= 0):
-        errors.append(Error(f"MCP_DJANGO['AUDIT_RETENTION_DAYS'] must be a positive number of days or None, not {days!r}.",
-                            hint="mcp_clearsessions deletes tool calls older than this; None keeps them forever.", id="mcp_django.E031"))
+        errors.append(
+            Error(
+                f"MCP_DJANGO['AUDIT_RETENTION_DAYS'] must be a positive number of days or None, not {days!r}.",
+                hint="mcp_clearsessions deletes tool calls older than this; None keeps them forever.",
+                id="mcp_django.E031",
+            )
+        )
     names = user.get("AUDIT_SENSITIVE_ARGUMENTS", DEFAULTS["AUDIT_SENSITIVE_ARGUMENTS"])
-    if isinstance(names, str) or not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n.strip() for n in names):
-        errors.append(Error("MCP_DJANGO['AUDIT_SENSITIVE_ARGUMENTS'] must be a list of argument names.",
-                            hint='e.g. ["password", "token", "api_key"]: their values are never stored, at any depth.',
-                            id="mcp_django.E032"))
+    if (
+        isinstance(names, str)
+        or not isinstance(names, (list, tuple))
+        or not all(isinstance(n, str) and n.strip() for n in names)
+    ):
+        errors.append(
+            Error(
+                "MCP_DJANGO['AUDIT_SENSITIVE_ARGUMENTS'] must be a list of argument names.",
+                hint='e.g. ["password", "token", "api_key"]: their values are never stored, at any depth.',
+                id="mcp_django.E032",
+            )
+        )
     allowed = user.get("AUDIT_ALLOWED_ARGUMENTS", DEFAULTS["AUDIT_ALLOWED_ARGUMENTS"])
-    if isinstance(allowed, str) or not isinstance(allowed, (list, tuple)) or not all(isinstance(n, str) and n.strip() for n in allowed):
-        errors.append(Error("MCP_DJANGO['AUDIT_ALLOWED_ARGUMENTS'] must be a list of argument names.",
-                            hint='e.g. ["max_tokens"]: names stored although a secret word ("token") is in them.',
-                            id="mcp_django.E028"))
+    if (
+        isinstance(allowed, str)
+        or not isinstance(allowed, (list, tuple))
+        or not all(isinstance(n, str) and n.strip() for n in allowed)
+    ):
+        errors.append(
+            Error(
+                "MCP_DJANGO['AUDIT_ALLOWED_ARGUMENTS'] must be a list of argument names.",
+                hint='e.g. ["max_tokens"]: names stored although a secret word ("token") is in them.',
+                id="mcp_django.E028",
+            )
+        )
     size = user.get("AUDIT_MAX_ARGUMENTS_BYTES", DEFAULTS["AUDIT_MAX_ARGUMENTS_BYTES"])
     if not isinstance(size, int) or isinstance(size, bool) or size < 64:
-        errors.append(Error(f"MCP_DJANGO['AUDIT_MAX_ARGUMENTS_BYTES'] must be an integer of at least 64, not {size!r}.",
-                            hint=f"Larger arguments are stored as a marker with their size; the default is {DEFAULTS['AUDIT_MAX_ARGUMENTS_BYTES']}.",
-                            id="mcp_django.E033"))
+        errors.append(
+            Error(
+                f"MCP_DJANGO['AUDIT_MAX_ARGUMENTS_BYTES'] must be an integer of at least 64, not {size!r}.",
+                hint=f"Larger arguments are stored as a marker with their size; the default is {DEFAULTS['AUDIT_MAX_ARGUMENTS_BYTES']}.",
+                id="mcp_django.E033",
+            )
+        )
     buffer = user.get("AUDIT_BUFFER_SIZE", DEFAULTS["AUDIT_BUFFER_SIZE"])
     interval = user.get("AUDIT_FLUSH_INTERVAL", DEFAULTS["AUDIT_FLUSH_INTERVAL"])
-    if not isinstance(buffer, int) or isinstance(buffer, bool) or buffer <= 0 or not _positive_number(interval):
-        errors.append(Error(f"MCP_DJANGO['AUDIT_BUFFER_SIZE'] must be a positive integer and AUDIT_FLUSH_INTERVAL a positive "
-                            f"number of seconds, not {buffer!r} and {interval!r}.",
-                            hint=f"The defaults are {DEFAULTS['AUDIT_BUFFER_SIZE']} calls and {DEFAULTS['AUDIT_FLUSH_INTERVAL']} second.",
-                            id="mcp_django.E034"))
+    if (
+        not isinstance(buffer, int)
+        or isinstance(buffer, bool)
+        or buffer <= 0
+        or not _positive_number(interval)
+    ):
+        errors.append(
+            Error(
+                f"MCP_DJANGO['AUDIT_BUFFER_SIZE'] must be a positive integer and AUDIT_FLUSH_INTERVAL a positive "
+                f"number of seconds, not {buffer!r} and {interval!r}.",
+                hint=f"The defaults are {DEFAULTS['AUDIT_BUFFER_SIZE']} calls and {DEFAULTS['AUDIT_FLUSH_INTERVAL']} second.",
+                id="mcp_django.E034",
+            )
+        )
     return errors
 
 
@@ -365,32 +596,61 @@ def _check_quotas(user: dict[str, Any]) -> list[CheckMessage]:
     raw = user.get("QUOTAS", {})
     shape: list[tuple[str, str]] = []  # (message, hint) of each problem with the dict itself
     if not isinstance(raw, dict):
-        shape.append(("MCP_DJANGO['QUOTAS'] must be a dict.", "Give only the keys you change; the others keep their defaults."))
+        shape.append(
+            (
+                "MCP_DJANGO['QUOTAS'] must be a dict.",
+                "Give only the keys you change; the others keep their defaults.",
+            )
+        )
         raw = {}
     for key in raw:
         if key not in QUOTA_KEYS:
             close = get_close_matches(str(key), QUOTA_KEYS, n=1)
-            shape.append((f"Unknown MCP_DJANGO['QUOTAS'] key {key!r}.",
-                          f"Did you mean {close[0]!r}?" if close else f"Valid keys: {', '.join(sorted(QUOTA_KEYS))}."))
+            shape.append(
+                (
+                    f"Unknown MCP_DJANGO['QUOTAS'] key {key!r}.",
+                    f"Did you mean {close[0]!r}?"
+                    if close
+                    else f"Valid keys: {', '.join(sorted(QUOTA_KEYS))}.",
+                )
+            )
     quotas = {**DEFAULTS["QUOTAS"], **raw}
     per_tool = quotas["PER_TOOL"]
     if not isinstance(per_tool, dict) or not all(isinstance(name, str) for name in per_tool):
-        shape.append(("MCP_DJANGO['QUOTAS']['PER_TOOL'] must be a dict of tool name to rate.", 'For example {"search_books": "10/minute"}.'))
+        shape.append(
+            (
+                "MCP_DJANGO['QUOTAS']['PER_TOOL'] must be a dict of tool name to rate.",
+                'For example {"search_books": "10/minute"}.',
+            )
+        )
         per_tool = {}
-    errors: list[CheckMessage] = [Error(message, hint=hint, id="mcp_django.E035") for message, hint in shape]
+    errors: list[CheckMessage] = [
+        Error(message, hint=hint, id="mcp_django.E035") for message, hint in shape
+    ]
     rates = [(f"[{key!r}]", quotas[key]) for key in RATE_KEYS if quotas[key] is not None]
-    for where, rate in rates + [(f"['PER_TOOL'][{name!r}]", rate) for name, rate in per_tool.items()]:
+    for where, rate in rates + [
+        (f"['PER_TOOL'][{name!r}]", rate) for name, rate in per_tool.items()
+    ]:
         try:
             parse_rate(rate)
         except ValueError as exc:
-            errors.append(Error(f"MCP_DJANGO['QUOTAS']{where}: {exc}.",
-                                hint='Write "N/second", "N/minute", "N/hour" or "N/day" (or "N/5m"); None turns the limit off.',
-                                id="mcp_django.E036"))
+            errors.append(
+                Error(
+                    f"MCP_DJANGO['QUOTAS']{where}: {exc}.",
+                    hint='Write "N/second", "N/minute", "N/hour" or "N/day" (or "N/5m"); None turns the limit off.',
+                    id="mcp_django.E036",
+                )
+            )
     for key in CAP_KEYS:
         cap = quotas[key]
         if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0):
-            errors.append(Error(f"MCP_DJANGO['QUOTAS'][{key!r}] must be a positive integer or None, not {cap!r}.",
-                                hint=f"None turns the cap off; the default is {DEFAULTS['QUOTAS'][key]!r}.", id="mcp_django.E037"))
+            errors.append(
+                Error(
+                    f"MCP_DJANGO['QUOTAS'][{key!r}] must be a positive integer or None, not {cap!r}.",
+                    hint=f"None turns the cap off; the default is {DEFAULTS['QUOTAS'][key]!r}.",
+                    id="mcp_django.E037",
+                )
+            )
     alias = quotas["CACHE"]
     backends = getattr(settings, "CACHES", {"default": {}})
     problem = None
@@ -399,8 +659,13 @@ def _check_quotas(user: dict[str, Any]) -> list[CheckMessage]:
     elif str(backends[alias].get("BACKEND", "")).endswith(".DummyCache"):
         problem = f"MCP_DJANGO['QUOTAS']['CACHE'] {alias!r} is a DummyCache, which counts nothing."
     if problem is not None:
-        errors.append(Error(problem, hint="Name a CACHES alias that keeps counters; with several processes, one they share (Redis).",
-                            id="mcp_django.E038"))
+        errors.append(
+            Error(
+                problem,
+                hint="Name a CACHES alias that keeps counters; with several processes, one they share (Redis).",
+                id="mcp_django.E038",
+            )
+        )
     errors += _check_quota_tools(per_tool)
     return errors
 
@@ -414,9 +679,18 @@ def _check_quota_tools(per_tool: dict[str, Any]) -> list[CheckMessage]:
     for name in per_tool:
         if name not in known:
             close = get_close_matches(name, known, n=1)
-            hint = f"Did you mean {close[0]!r}?" if close else "Use the name clients see in tools/list."
-            errors.append(Error(f"MCP_DJANGO['QUOTAS']['PER_TOOL'] names {name!r}, which no MCP site registers.",
-                                hint=hint, id="mcp_django.E039"))
+            hint = (
+                f"Did you mean {close[0]!r}?"
+                if close
+                else "Use the name clients see in tools/list."
+            )
+            errors.append(
+                Error(
+                    f"MCP_DJANGO['QUOTAS']['PER_TOOL'] names {name!r}, which no MCP site registers.",
+                    hint=hint,
+                    id="mcp_django.E039",
+                )
+            )
     return errors
 
 
@@ -429,19 +703,39 @@ def _check_request_state(user: dict[str, Any]) -> list[CheckMessage]:
     errors: list[CheckMessage] = []
     keys = user.get("REQUEST_STATE_KEYS", DEFAULTS["REQUEST_STATE_KEYS"])
     # Short keys are guessable offline from any token; the same bar as SECRETS_KEYS (E014).
-    if not isinstance(keys, (list, tuple)) or not all(isinstance(k, str) and len(k) >= 32 for k in keys):
-        errors.append(Error("MCP_DJANGO['REQUEST_STATE_KEYS'] must be a list of strings of 32 characters or more (empty: derive from SECRET_KEY).",
-                            hint="Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))'", id="mcp_django.E020"))
+    if not isinstance(keys, (list, tuple)) or not all(
+        isinstance(k, str) and len(k) >= 32 for k in keys
+    ):
+        errors.append(
+            Error(
+                "MCP_DJANGO['REQUEST_STATE_KEYS'] must be a list of strings of 32 characters or more (empty: derive from SECRET_KEY).",
+                hint="Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))'",
+                id="mcp_django.E020",
+            )
+        )
     ttl = user.get("REQUEST_STATE_TTL", DEFAULTS["REQUEST_STATE_TTL"])
-    if not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or not math.isfinite(ttl) or ttl <= 0:
-        errors.append(Error(f"MCP_DJANGO['REQUEST_STATE_TTL'] must be a positive number of seconds, not {ttl!r}.",
-                            hint="A state that never expires can be replayed forever, and 0 expires at once; the default is 600.",
-                            id="mcp_django.E021"))
+    if (
+        not isinstance(ttl, (int, float))
+        or isinstance(ttl, bool)
+        or not math.isfinite(ttl)
+        or ttl <= 0
+    ):
+        errors.append(
+            Error(
+                f"MCP_DJANGO['REQUEST_STATE_TTL'] must be a positive number of seconds, not {ttl!r}.",
+                hint="A state that never expires can be replayed forever, and 0 expires at once; the default is 600.",
+                id="mcp_django.E021",
+            )
+        )
     size = user.get("MAX_REQUEST_STATE_BYTES", DEFAULTS["MAX_REQUEST_STATE_BYTES"])
     if not isinstance(size, int) or isinstance(size, bool) or size < MIN_REQUEST_STATE_BYTES:
-        errors.append(Error(f"MCP_DJANGO['MAX_REQUEST_STATE_BYTES'] must be an integer of at least {MIN_REQUEST_STATE_BYTES}, not {size!r}.",
-                            hint=f"Less cannot hold a sealed state; remove it to use the default, {DEFAULTS['MAX_REQUEST_STATE_BYTES']!r}.",
-                            id="mcp_django.E022"))
+        errors.append(
+            Error(
+                f"MCP_DJANGO['MAX_REQUEST_STATE_BYTES'] must be an integer of at least {MIN_REQUEST_STATE_BYTES}, not {size!r}.",
+                hint=f"Less cannot hold a sealed state; remove it to use the default, {DEFAULTS['MAX_REQUEST_STATE_BYTES']!r}.",
+                id="mcp_django.E022",
+            )
+        )
     return errors
 
 
@@ -449,22 +743,36 @@ def _check_oauth(user: dict[str, Any], auth: Any) -> list[CheckMessage]:
     errors: list[CheckMessage] = []
     for key in ("SCOPES_SUPPORTED", "REQUIRED_SCOPES", "AUTHORIZATION_SERVERS"):
         value = user.get(key, DEFAULTS[key])
-        if value is not None and (not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v and " " not in v for v in value)):
-            errors.append(Error(f"MCP_DJANGO[{key!r}] must be a list of strings without spaces.", id="mcp_django.E013"))
+        if value is not None and (
+            not isinstance(value, (list, tuple))
+            or not all(isinstance(v, str) and v and " " not in v for v in value)
+        ):
+            errors.append(
+                Error(
+                    f"MCP_DJANGO[{key!r}] must be a list of strings without spaces.",
+                    id="mcp_django.E013",
+                )
+            )
     resource = user.get("RESOURCE_URL")
     if resource is not None:
         parts = urlsplit(str(resource))
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
             errors.append(
-                Error(f"MCP_DJANGO['RESOURCE_URL'] is {resource!r}, which is not an absolute http(s) URI without a fragment.",
-                      hint='Give the endpoint\'s public URL, e.g. "https://api.example.com/mcp".', id="mcp_django.E012")
+                Error(
+                    f"MCP_DJANGO['RESOURCE_URL'] is {resource!r}, which is not an absolute http(s) URI without a fragment.",
+                    hint='Give the endpoint\'s public URL, e.g. "https://api.example.com/mcp".',
+                    id="mcp_django.E012",
+                )
             )
     if auth != "oauth":
         return errors
     if not apps.is_installed("oauth2_provider"):
         errors.append(
-            Error("MCP_DJANGO['AUTHENTICATION'] is 'oauth' but django-oauth-toolkit is not installed.",
-                  hint="pip install django-oauth-toolkit and add 'oauth2_provider' to INSTALLED_APPS.", id="mcp_django.E011")
+            Error(
+                "MCP_DJANGO['AUTHENTICATION'] is 'oauth' but django-oauth-toolkit is not installed.",
+                hint="pip install django-oauth-toolkit and add 'oauth2_provider' to INSTALLED_APPS.",
+                id="mcp_django.E011",
+            )
         )
     if resource is None and not settings.DEBUG:
         errors.append(
@@ -489,13 +797,21 @@ def _check_channel_layer(user: dict[str, Any]) -> list[CheckMessage]:
             )
         ]
     if alias not in layers:
-        return [Error(f"MCP_DJANGO['CHANNEL_LAYER'] is {alias!r}, which is not in CHANNEL_LAYERS.", id="mcp_django.E008")]
+        return [
+            Error(
+                f"MCP_DJANGO['CHANNEL_LAYER'] is {alias!r}, which is not in CHANNEL_LAYERS.",
+                id="mcp_django.E008",
+            )
+        ]
     return _check_redis_socket_timeout(alias, layers[alias])
 
 
 #: Channel layers that live in one process; any other (channels_redis...) says the project
 #: runs, or is meant to run, several.
-IN_PROCESS_LAYERS = ("channels.layers.InMemoryChannelLayer", "mcp_django.transport.layers.InMemoryChannelLayer")
+IN_PROCESS_LAYERS = (
+    "channels.layers.InMemoryChannelLayer",
+    "mcp_django.transport.layers.InMemoryChannelLayer",
+)
 
 
 def _check_quota_cache_shared(user: dict[str, Any]) -> list[CheckMessage]:
@@ -513,22 +829,30 @@ def _check_quota_cache_shared(user: dict[str, Any]) -> list[CheckMessage]:
     cache_backend = str(cache.get("BACKEND", ""))
     where = f"CHANNEL_LAYERS[{layer_alias!r}] ({layer_backend}) serves several processes, but MCP_DJANGO['QUOTAS']['CACHE'] {alias!r}"
     if cache_backend.endswith(".LocMemCache"):
-        return [Warning(
-            f"{where} is a LocMemCache, which each process keeps to itself: every quota and cap then holds per process "
-            "(TOOL_CALLS, RUNNING_PER_*, STREAMS_PER_*, and SESSIONS_PER_* under concurrent initializes), so n processes allow n times each.",
-            hint="Point QUOTAS['CACHE'] at a cache the processes share, such as Django's RedisCache on the Redis the channel layer uses. "
-                 'If the project really runs one process, add "mcp_django.W185" to SILENCED_SYSTEM_CHECKS.',
-            id="mcp_django.W185",
-        )]
+        return [
+            Warning(
+                f"{where} is a LocMemCache, which each process keeps to itself: every quota and cap then holds per process "
+                "(TOOL_CALLS, RUNNING_PER_*, STREAMS_PER_*, and SESSIONS_PER_* under concurrent initializes), so n processes allow n times each.",
+                hint="Point QUOTAS['CACHE'] at a cache the processes share, such as Django's RedisCache on the Redis the channel layer uses. "
+                'If the project really runs one process, add "mcp_django.W185" to SILENCED_SYSTEM_CHECKS.',
+                id="mcp_django.W185",
+            )
+        ]
     with suppress(ImportError):
         backend = import_string(cache_backend)
-        if isinstance(backend, type) and issubclass(backend, BaseCache) and not has_atomic_incr(backend):
-            return [Warning(
-                f"{where} is a {backend.__name__}, whose incr reads a counter and writes it back: two processes counting "
-                "at once can both take the last unit of a quota or cap (each process counts one at a time).",
-                hint="Use a cache that counts atomically and that the processes share: Django's RedisCache, or memcached.",
-                id="mcp_django.W186",
-            )]
+        if (
+            isinstance(backend, type)
+            and issubclass(backend, BaseCache)
+            and not has_atomic_incr(backend)
+        ):
+            return [
+                Warning(
+                    f"{where} is a {backend.__name__}, whose incr reads a counter and writes it back: two processes counting "
+                    "at once can both take the last unit of a quota or cap (each process counts one at a time).",
+                    hint="Use a cache that counts atomically and that the processes share: Django's RedisCache, or memcached.",
+                    id="mcp_django.W186",
+                )
+            ]
     return []
 
 
@@ -542,7 +866,10 @@ def _check_redis_socket_timeout(alias: str, layer: Any) -> list[CheckMessage]:
         return []
     # By name: importing channels_redis (and redis, which imports OpenTelemetry) for a project
     # that does not use it would cost every `check` that start-up.
-    if not any(f"{c.__module__}.{c.__qualname__}" == "channels_redis.core.RedisChannelLayer" for c in getattr(backend, "__mro__", ())):
+    if not any(
+        f"{c.__module__}.{c.__qualname__}" == "channels_redis.core.RedisChannelLayer"
+        for c in getattr(backend, "__mro__", ())
+    ):
         return []
     import redis  # optional dependency (the redis extra), installed with channels_redis
 
@@ -576,26 +903,39 @@ def _check_asgi() -> list[CheckMessage]:
         if "daphne" not in settings.INSTALLED_APPS:
             return []  # nothing points at ASGI at all: W171 says so, with both lines to add
         # daphne's runserver refuses to start without it.
-        return [Warning("ASGI_APPLICATION is not set; the MCP endpoint is served only under ASGI with mcp_django's router.",
-                        hint=ROUTER_HINT, id="mcp_django.W003")]
+        return [
+            Warning(
+                "ASGI_APPLICATION is not set; the MCP endpoint is served only under ASGI with mcp_django's router.",
+                hint=ROUTER_HINT,
+                id="mcp_django.W003",
+            )
+        ]
     try:
         app = import_string(path)
     except ImportError as exc:
-        return [Error(f"ASGI_APPLICATION {path!r} cannot be imported: {exc}.", id="mcp_django.E009")]
+        return [
+            Error(f"ASGI_APPLICATION {path!r} cannot be imported: {exc}.", id="mcp_django.E009")
+        ]
     routed = routes_through_router(app)
     if routed is False:
-        return [Error(
-            f"ASGI_APPLICATION {path!r} serves HTTP with Django's handler alone, not through mcp_django.routing.MCPRouter: "
-            "every MCP request gets a 503 saying so.",
-            hint=ROUTER_HINT, id="mcp_django.E172",
-        )]
+        return [
+            Error(
+                f"ASGI_APPLICATION {path!r} serves HTTP with Django's handler alone, not through mcp_django.routing.MCPRouter: "
+                "every MCP request gets a 503 saying so.",
+                hint=ROUTER_HINT,
+                id="mcp_django.E172",
+            )
+        ]
     if routed is None:
-        return [Warning(
-            f"Cannot tell whether ASGI_APPLICATION {path!r} routes HTTP through mcp_django.routing.MCPRouter.",
-            hint=ROUTER_HINT + " If a wrapper of your own hides it, keep the wrapped application in an "
-            '"application", "inner" or "app" attribute, or add "mcp_django.W172" to SILENCED_SYSTEM_CHECKS.',
-            id="mcp_django.W172",
-        )]
+        return [
+            Warning(
+                f"Cannot tell whether ASGI_APPLICATION {path!r} routes HTTP through mcp_django.routing.MCPRouter.",
+                hint=ROUTER_HINT
+                + " If a wrapper of your own hides it, keep the wrapped application in an "
+                '"application", "inner" or "app" attribute, or add "mcp_django.W172" to SILENCED_SYSTEM_CHECKS.',
+                id="mcp_django.W172",
+            )
+        ]
     return []
 
 
@@ -627,7 +967,10 @@ def _endpoint_routes() -> list[tuple[Any, str]]:
                 walk(pattern.url_patterns, prefix + str(pattern.pattern).removeprefix("^"))
             else:
                 site = getattr(pattern.callback, "mcp_site", None)
-                if site is not None and getattr(pattern.callback, "mcp_transport", None) == "streamable-http":
+                if (
+                    site is not None
+                    and getattr(pattern.callback, "mcp_transport", None) == "streamable-http"
+                ):
                     found.append((site, prefix))
 
     walk(get_resolver().url_patterns, "")
@@ -644,9 +987,19 @@ def check_urls(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     hint = 'In your ROOT_URLCONF: urlpatterns += [path("mcp/", include("mcp_django.urls"))].'
     messages: list[CheckMessage] = []
     if default_site.name not in routed:
-        messages.append(Error("No URL routes to the MCP endpoint, so clients get a 404.", hint=hint, id="mcp_django.E170"))
+        messages.append(
+            Error(
+                "No URL routes to the MCP endpoint, so clients get a 404.",
+                hint=hint,
+                id="mcp_django.E170",
+            )
+        )
     for other in list(all_sites):
-        if other.name != default_site.name and other.name not in routed and (other.get_tools() or other.get_model_mcps()):
+        if (
+            other.name != default_site.name
+            and other.name not in routed
+            and (other.get_tools() or other.get_model_mcps())
+        ):
             messages.append(
                 Warning(
                     f"No URL routes to the endpoint of the MCP site {other.name!r}.",
@@ -663,7 +1016,9 @@ def check_urls(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 #: Module names (besides ``mcp``) where registrations are put by mistake, in an app or its ``mcp/``.
 LOOKALIKE_MODULES = ("mcp_tools", "mcp_server", "mcp_site", "mcp_registry", "mcps", "tools")
 # What registrations look like in source: ``@site.tool``, ``site.register(...)``, ``register_admin(...)``.
-REGISTRATION_RE = re.compile(r"\.(tool|resource|prompt|register|register_admin)\(|@(tool|resource|prompt|register)\b|mcp_django")
+REGISTRATION_RE = re.compile(
+    r"\.(tool|resource|prompt|register|register_admin)\(|@(tool|resource|prompt|register)\b|mcp_django"
+)
 
 
 def _unloaded_registrations() -> list[str]:
@@ -693,15 +1048,29 @@ def _check_empty_sites(routes: list[tuple[Any, str]]) -> list[CheckMessage]:
     autodiscovery never imports (``tools.py``, ``mcp_tools.py``), so the server is empty."""
     messages: list[CheckMessage] = []
     for site in {site for site, _ in routes}:
-        if site.get_tools() or site.get_resources() or site.get_resource_templates() or site.get_prompts() or site.get_model_mcps():
+        if (
+            site.get_tools()
+            or site.get_resources()
+            or site.get_resource_templates()
+            or site.get_prompts()
+            or site.get_model_mcps()
+        ):
             continue
         unloaded = _unloaded_registrations()
-        hint = ("Autodiscovery imports the module mcp of each installed app (<app>/mcp.py or <app>/mcp/__init__.py), and "
-                "only with the default AppConfig (not SimpleMcpDjangoConfig); register there, or import your module from it.")
+        hint = (
+            "Autodiscovery imports the module mcp of each installed app (<app>/mcp.py or <app>/mcp/__init__.py), and "
+            "only with the default AppConfig (not SimpleMcpDjangoConfig); register there, or import your module from it."
+        )
         if unloaded:
             hint += f" Not imported, and they look like registrations: {', '.join(unloaded)}."
-        messages.append(Warning(f"The MCP site {site.name!r} has no tools, resources or prompts: clients see an empty server.",
-                                hint=hint, obj=site, id="mcp_django.W182"))
+        messages.append(
+            Warning(
+                f"The MCP site {site.name!r} has no tools, resources or prompts: clients see an empty server.",
+                hint=hint,
+                obj=site,
+                id="mcp_django.W182",
+            )
+        )
     return messages
 
 
@@ -714,13 +1083,15 @@ def _check_prefixes(routes: list[tuple[Any, str]]) -> list[CheckMessage]:
     for site, prefix in routes:
         if prefix and not prefix.endswith("/"):
             shown = prefix.removesuffix("$")
-            messages.append(Error(
-                f"The MCP site {site.name!r} is included at {shown!r}, without a trailing slash: its other URLs become "
-                f"/{shown}sse/, /{shown}health/ and /{shown}elicitations/..., which no client or probe looks for.",
-                hint=f'End the prefix with a slash: path("{shown}/", include(...)). Clients may still call /{shown} without it.',
-                obj=site,
-                id="mcp_django.E180",
-            ))
+            messages.append(
+                Error(
+                    f"The MCP site {site.name!r} is included at {shown!r}, without a trailing slash: its other URLs become "
+                    f"/{shown}sse/, /{shown}health/ and /{shown}elicitations/..., which no client or probe looks for.",
+                    hint=f'End the prefix with a slash: path("{shown}/", include(...)). Clients may still call /{shown} without it.',
+                    obj=site,
+                    id="mcp_django.E180",
+                )
+            )
     return messages
 
 
@@ -756,13 +1127,15 @@ def _check_permission_sources() -> list[CheckMessage]:
         return []  # Django's own checks and the first request report a backend that does not import.
     if any(hasattr(backend, "has_perm") for backend in backends):
         return []
-    return [Warning(
-        f"No authentication backend can grant model permissions (none has has_perm), so only superusers "
-        f"see the {len(entries)} model entr{'y' if len(entries) == 1 else 'ies'} (ModelMCP, register_admin).",
-        hint="Add 'django.contrib.auth.backends.ModelBackend' to AUTHENTICATION_BACKENDS, or implement "
-             "has_perm(user_obj, perm, obj=None) in one of your backends.",
-        id="mcp_django.W210",
-    )]
+    return [
+        Warning(
+            f"No authentication backend can grant model permissions (none has has_perm), so only superusers "
+            f"see the {len(entries)} model entr{'y' if len(entries) == 1 else 'ies'} (ModelMCP, register_admin).",
+            hint="Add 'django.contrib.auth.backends.ModelBackend' to AUTHENTICATION_BACKENDS, or implement "
+            "has_perm(user_obj, perm, obj=None) in one of your backends.",
+            id="mcp_django.W210",
+        )
+    ]
 
 
 def _check_anonymous_entries(site: Any) -> list[CheckMessage]:
@@ -781,16 +1154,18 @@ def _check_anonymous_entries(site: Any) -> list[CheckMessage]:
     if not hidden:
         return []
     shown = ", ".join(sorted(set(hidden))[:10]) + (", ..." if len(set(hidden)) > 10 else "")
-    return [Warning(
-        f'AUTHENTICATION is "none": the anonymous caller holds no permissions, so {len(hidden)} model '
-        f"entr{'y' if len(hidden) == 1 else 'ies'} of the MCP site {site.name!r} {'is' if len(hidden) == 1 else 'are'} "
-        f"hidden from every client: {shown}.",
-        hint="To open a ModelMCP for a trial, override its has_view_permission (and has_add/change/delete_permission "
-             "for writes) to return True when request.user.is_anonymous; admin-bridged models follow the admin "
-             "site, which admits only staff. Or sign in: AUTHENTICATION = \"django\".",
-        obj=site,
-        id="mcp_django.W211",
-    )]
+    return [
+        Warning(
+            f'AUTHENTICATION is "none": the anonymous caller holds no permissions, so {len(hidden)} model '
+            f"entr{'y' if len(hidden) == 1 else 'ies'} of the MCP site {site.name!r} {'is' if len(hidden) == 1 else 'are'} "
+            f"hidden from every client: {shown}.",
+            hint="To open a ModelMCP for a trial, override its has_view_permission (and has_add/change/delete_permission "
+            "for writes) to return True when request.user.is_anonymous; admin-bridged models follow the admin "
+            'site, which admits only staff. Or sign in: AUTHENTICATION = "django".',
+            obj=site,
+            id="mcp_django.W211",
+        )
+    ]
 
 
 def check_skills(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
@@ -809,19 +1184,30 @@ def check_skills(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         seen.add(where)
         for problem in skill.problems():
             kind = Error if problem.is_error else Warning
-            message = f"The skill {skill.name!r} ({skill.origin}, {skill.directory}): {problem.message}"
+            message = (
+                f"The skill {skill.name!r} ({skill.origin}, {skill.directory}): {problem.message}"
+            )
             messages.append(kind(message, hint=problem.hint, obj=skill, id=problem.id))
     first: dict[str, str] = {}
     for app_config in configs:
         folder = Path(app_config.path) / APP_FOLDER
-        names = sorted(c.name for c in folder.iterdir() if c.is_dir() and not c.name.startswith((".", "_"))) if folder.is_dir() else []
+        names = (
+            sorted(
+                c.name for c in folder.iterdir() if c.is_dir() and not c.name.startswith((".", "_"))
+            )
+            if folder.is_dir()
+            else []
+        )
         for name in names:
             if name in first:
-                messages.append(Warning(
-                    f"The skill {name!r} of app {app_config.label} is hidden by the one of app {first[name]}, earlier in INSTALLED_APPS.",
-                    hint="Rename one of the folders, or order INSTALLED_APPS so that the one to serve comes first (as for templates).",
-                    obj=f"{app_config.path}/{APP_FOLDER}/{name}", id="mcp_django.W191",
-                ))
+                messages.append(
+                    Warning(
+                        f"The skill {name!r} of app {app_config.label} is hidden by the one of app {first[name]}, earlier in INSTALLED_APPS.",
+                        hint="Rename one of the folders, or order INSTALLED_APPS so that the one to serve comes first (as for templates).",
+                        obj=f"{app_config.path}/{APP_FOLDER}/{name}",
+                        id="mcp_django.W191",
+                    )
+                )
             else:
                 first[name] = app_config.label
     return messages
@@ -854,7 +1240,9 @@ def check_proxy(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     Django needs SECURE_PROXY_SSL_HEADER to know a request was HTTPS; a proxy that sets the
     public host needs USE_X_FORWARDED_HOST). Without "daphne", the ASGI server in use is
     unknown, and uvicorn or granian read the body as the application asks for it."""
-    if "daphne" not in settings.INSTALLED_APPS or any(getattr(settings, name, None) for name in PROXY_SETTINGS):
+    if "daphne" not in settings.INSTALLED_APPS or any(
+        getattr(settings, name, None) for name in PROXY_SETTINGS
+    ):
         return []
     return [
         Warning(
@@ -862,7 +1250,7 @@ def check_proxy(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             "USE_X_FORWARDED_HOST and USE_X_FORWARDED_PORT are unset). Daphne by itself writes any request body to a "
             "temporary file before MCP_DJANGO['MAX_BODY_SIZE'] is checked, and never times out slow headers, bodies or "
             "idle keep-alive connections.",
-            hint="Put nginx or Caddy in front with the limits in the deploy how-to (\"In front of the server\"), and set "
+            hint='Put nginx or Caddy in front with the limits in the deploy how-to ("In front of the server"), and set '
             'SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") when TLS ends there. If Daphne is only your '
             'development server (runserver), add "mcp_django.W184" to SILENCED_SYSTEM_CHECKS in production settings.',
             id="mcp_django.W184",
@@ -881,4 +1269,6 @@ def check_migrations(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
         return []  # no database here (a build step, CI without one): nothing to tell
     if not pending:
         return []
-    return [Warning(missing_tables_message(pending, using), hint=MIGRATE_HINT, id="mcp_django.W183")]
+    return [
+        Warning(missing_tables_message(pending, using), hint=MIGRATE_HINT, id="mcp_django.W183")
+    ]

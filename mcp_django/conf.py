@@ -216,8 +216,21 @@ DEFAULTS: dict[str, Any] = {
     # writeOnly properties of its input schema and every name holding a secret word
     # (audit.SECRET_WORDS: "db_password", "sessionToken", "pin", but not "spinning").
     "AUDIT_SENSITIVE_ARGUMENTS": [
-        "password", "passwd", "passphrase", "secret", "client_secret", "token", "access_token", "refresh_token",
-        "id_token", "api_key", "apikey", "authorization", "cookie", "private_key", "credentials",
+        "password",
+        "passwd",
+        "passphrase",
+        "secret",
+        "client_secret",
+        "token",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "api_key",
+        "apikey",
+        "authorization",
+        "cookie",
+        "private_key",
+        "credentials",
     ],
     # Argument names stored although a secret word is in them (a tool's "max_tokens"); a name
     # listed in AUDIT_SENSITIVE_ARGUMENTS, sensitive=[...] or writeOnly stays hidden.
@@ -253,7 +266,9 @@ def perform_import(value: Any, setting_name: str) -> Any:
     try:
         return import_string(value)
     except ImportError as exc:
-        raise ImportError(f"Could not import {value!r} for MCP_DJANGO[{setting_name!r}]: {exc}") from exc
+        raise ImportError(
+            f"Could not import {value!r} for MCP_DJANGO[{setting_name!r}]: {exc}"
+        ) from exc
 
 
 T = TypeVar("T")
@@ -290,7 +305,9 @@ def _string_list(value: Any) -> list[str]:
 class MCPSettings:
     """Lazy, cached access to ``settings.MCP_DJANGO`` with defaults."""
 
-    def __init__(self, user_settings: dict[str, Any] | None = None, defaults: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, user_settings: dict[str, Any] | None = None, defaults: dict[str, Any] | None = None
+    ) -> None:
         self._explicit = user_settings
         self.defaults = defaults or DEFAULTS
         self._cached: set[str] = set()
@@ -298,7 +315,11 @@ class MCPSettings:
     @property
     def user_settings(self) -> dict[str, Any]:
         if not hasattr(self, "_user_settings"):
-            self._user_settings = self._explicit if self._explicit is not None else getattr(settings, "MCP_DJANGO", {}) or {}
+            self._user_settings = (
+                self._explicit
+                if self._explicit is not None
+                else getattr(settings, "MCP_DJANGO", {}) or {}
+            )
         return self._user_settings
 
     def get(self, name: str) -> Any:
@@ -437,7 +458,10 @@ class MCPSettings:
         # the result by identity to tell that the setting changed.
         merged = self.__dict__.get("_quotas")
         if merged is None or merged[0] is not value:
-            merged = self.__dict__["_quotas"] = (value, {**self.defaults["QUOTAS"], **(value if isinstance(value, dict) else {})})
+            merged = self.__dict__["_quotas"] = (
+                value,
+                {**self.defaults["QUOTAS"], **(value if isinstance(value, dict) else {})},
+            )
         return merged[1]
 
     elicitation_ttl: Setting[float] = Setting("ELICITATION_TTL", float)
@@ -470,7 +494,9 @@ class MCPSettings:
         value = self.get("AUDIT_RETENTION_DAYS")
         return None if value is None else int(value)
 
-    audit_sensitive_arguments: Setting[list[str]] = Setting("AUDIT_SENSITIVE_ARGUMENTS", _string_list)
+    audit_sensitive_arguments: Setting[list[str]] = Setting(
+        "AUDIT_SENSITIVE_ARGUMENTS", _string_list
+    )
     audit_allowed_arguments: Setting[list[str]] = Setting("AUDIT_ALLOWED_ARGUMENTS", _string_list)
     audit_max_arguments_bytes: Setting[int] = Setting("AUDIT_MAX_ARGUMENTS_BYTES", int)
     audit_buffer_size: Setting[int] = Setting("AUDIT_BUFFER_SIZE", int)

@@ -20,12 +20,17 @@ __all__ = ["InvalidToken", "decrypt", "encrypt"]
 
 
 def _derive(material: str) -> Fernet:
-    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"mcp_django.secrets", info=b"fernet").derive(material.encode("utf-8"))
+    key = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=b"mcp_django.secrets", info=b"fernet"
+    ).derive(material.encode("utf-8"))
     return Fernet(base64.urlsafe_b64encode(key))
 
 
 def _fernet() -> MultiFernet:
-    materials = list(mcp_settings.secrets_keys or []) or [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+    materials = list(mcp_settings.secrets_keys or []) or [
+        settings.SECRET_KEY,
+        *getattr(settings, "SECRET_KEY_FALLBACKS", []),
+    ]
     # The first key encrypts; every key decrypts (rotation).
     return MultiFernet([_derive(m) for m in materials])
 

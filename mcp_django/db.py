@@ -25,7 +25,11 @@ def close_broken_connections() -> None:
     """Close this thread's connections that saw an error and no longer answer; the next query
     reconnects. Cheap when nothing failed: one flag per open connection."""
     for connection in connections.all(initialized_only=True):
-        if connection.connection is None or not connection.errors_occurred or connection.in_atomic_block:
+        if (
+            connection.connection is None
+            or not connection.errors_occurred
+            or connection.in_atomic_block
+        ):
             continue
         if connection.is_usable():
             connection.errors_occurred = False
@@ -53,7 +57,9 @@ def is_unreachable(exc: BaseException) -> bool:
     # redis-py's own errors are not OSErrors. It is an optional dependency: if it raised this,
     # it is imported already.
     redis_errors = sys.modules.get("redis.exceptions")
-    return redis_errors is not None and isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError))
+    return redis_errors is not None and isinstance(
+        exc, (redis_errors.ConnectionError, redis_errors.TimeoutError)
+    )
 
 
 P = ParamSpec("P")

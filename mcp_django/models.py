@@ -30,7 +30,9 @@ class SessionQuerySet(models.QuerySet["Session"]):
 class Session(models.Model):
     """One MCP session: created by ``initialize``, ended by DELETE, expiry or the admin."""
 
-    id = models.CharField(_("session id"), primary_key=True, max_length=64, default=new_session_id, editable=False)
+    id = models.CharField(
+        _("session id"), primary_key=True, max_length=64, default=new_session_id, editable=False
+    )
     site_name = models.CharField(_("MCP site"), max_length=100, default="mcp")
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -44,8 +46,14 @@ class Session(models.Model):
     protocol_version = models.CharField(_("protocol version"), max_length=20)
     #: How the client reaches the server: Streamable HTTP, or a stdio pipe (manage.py mcp_stdio).
     transport = models.CharField(
-        _("transport"), max_length=20, default="streamable-http",
-        choices=[("streamable-http", _("Streamable HTTP")), ("stdio", _("stdio")), ("sse", _("HTTP+SSE (2024-11-05)"))],
+        _("transport"),
+        max_length=20,
+        default="streamable-http",
+        choices=[
+            ("streamable-http", _("Streamable HTTP")),
+            ("stdio", _("stdio")),
+            ("sse", _("HTTP+SSE (2024-11-05)")),
+        ],
     )
     client_name = models.CharField(_("client name"), max_length=200, blank=True)
     client_version = models.CharField(_("client version"), max_length=100, blank=True)
@@ -54,7 +62,11 @@ class Session(models.Model):
     log_level = models.CharField(_("log level"), max_length=20, blank=True)
     #: Counted by QUOTAS["SESSIONS_PER_ADDRESS"]; kept for anonymous sessions only.
     client_address = models.CharField(
-        _("client address"), max_length=64, blank=True, default="", db_index=True,
+        _("client address"),
+        max_length=64,
+        blank=True,
+        default="",
+        db_index=True,
         help_text=_("The client's address, for sessions without a user (authentication off)."),
     )
     initialized = models.BooleanField(_("initialized"), default=False)
@@ -92,7 +104,9 @@ class Session(models.Model):
 class Event(models.Model):
     """One SSE event on one stream of a session; its SSE id is ``<stream>:<seq>``."""
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events", verbose_name=_("session"))
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="events", verbose_name=_("session")
+    )
     stream = models.CharField(_("stream"), max_length=64)
     seq = models.PositiveIntegerField(_("sequence"))
     # The exact JSON text sent, so replay writes the same bytes without re-serialising.
@@ -105,7 +119,11 @@ class Event(models.Model):
         verbose_name = _("MCP event")
         verbose_name_plural = _("MCP events")
         ordering = ["session", "stream", "seq"]
-        constraints = [models.UniqueConstraint(fields=["session", "stream", "seq"], name="mcp_django_event_unique_seq")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "stream", "seq"], name="mcp_django_event_unique_seq"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.stream}:{self.seq}"
@@ -125,12 +143,16 @@ class ServerRequest(models.Model):
         CANCELLED = "cancelled", _("cancelled (timed out)")
         EXPIRED = "expired", _("expired (nobody waits any more)")
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="server_requests", verbose_name=_("session"))
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="server_requests", verbose_name=_("session")
+    )
     request_id = models.CharField(_("request id"), max_length=64)
     method = models.CharField(_("method"), max_length=100)
     params = models.JSONField(_("params"), default=dict, blank=True)
     channel_name = models.CharField(_("waiting channel"), max_length=200)
-    state = models.CharField(_("state"), max_length=20, choices=State.choices, default=State.PENDING)
+    state = models.CharField(
+        _("state"), max_length=20, choices=State.choices, default=State.PENDING
+    )
     response = models.JSONField(_("response"), null=True, blank=True)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     answered_at = models.DateTimeField(_("answered"), null=True, blank=True)
@@ -138,7 +160,11 @@ class ServerRequest(models.Model):
     class Meta:
         verbose_name = _("server-to-client request")
         verbose_name_plural = _("server-to-client requests")
-        constraints = [models.UniqueConstraint(fields=["session", "request_id"], name="mcp_django_server_request_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "request_id"], name="mcp_django_server_request_unique"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.method} {self.request_id}"
@@ -152,7 +178,12 @@ class RunningRequest(models.Model):
     ``stores.RunningRequestStore.close_orphans``) instead of waiting forever.
     """
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="running_requests", verbose_name=_("session"))
+    session = models.ForeignKey(
+        Session,
+        on_delete=models.CASCADE,
+        related_name="running_requests",
+        verbose_name=_("session"),
+    )
     stream = models.CharField(_("stream"), max_length=64)
     #: The request id as JSON text: id 1 and id "1" are different requests.
     request_id = models.CharField(_("request id"), max_length=600)
@@ -161,12 +192,18 @@ class RunningRequest(models.Model):
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     #: For a ``tools/call`` the buffered audit trail has no row of yet: the row to write,
     #: "interrupted", should the process die with it (``audit.on_request_orphaned``).
-    tool_call = models.JSONField(_("audit record"), null=True, blank=True, encoder=DjangoJSONEncoder)
+    tool_call = models.JSONField(
+        _("audit record"), null=True, blank=True, encoder=DjangoJSONEncoder
+    )
 
     class Meta:
         verbose_name = _("running request")
         verbose_name_plural = _("running requests")
-        constraints = [models.UniqueConstraint(fields=["session", "request_id"], name="mcp_django_running_request_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "request_id"], name="mcp_django_running_request_unique"
+            )
+        ]
         indexes = [models.Index(fields=["session", "stream"], name="mcp_django_running_stream")]
 
     def __str__(self) -> str:
@@ -176,14 +213,20 @@ class RunningRequest(models.Model):
 class Subscription(models.Model):
     """A session's ``resources/subscribe`` to one URI."""
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="subscriptions", verbose_name=_("session"))
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="subscriptions", verbose_name=_("session")
+    )
     uri = models.CharField(_("URI"), max_length=2000)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
 
     class Meta:
         verbose_name = _("resource subscription")
         verbose_name_plural = _("resource subscriptions")
-        constraints = [models.UniqueConstraint(fields=["session", "uri"], name="mcp_django_subscription_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "uri"], name="mcp_django_subscription_unique"
+            )
+        ]
         indexes = [models.Index(fields=["uri"], name="mcp_django_subscription_uri")]
 
     def __str__(self) -> str:
@@ -209,11 +252,29 @@ class Elicitation(models.Model):
         CANCELLED = "cancelled", _("cancelled")
         EXPIRED = "expired", _("expired")
 
-    id = models.CharField(_("elicitation id"), primary_key=True, max_length=64, default=new_elicitation_id, editable=False)
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, verbose_name=_("user"), null=True, blank=True, on_delete=models.CASCADE, related_name="mcp_elicitations"
+    id = models.CharField(
+        _("elicitation id"),
+        primary_key=True,
+        max_length=64,
+        default=new_elicitation_id,
+        editable=False,
     )
-    session = models.ForeignKey(Session, verbose_name=_("session"), null=True, blank=True, on_delete=models.SET_NULL, related_name="elicitations")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("user"),
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="mcp_elicitations",
+    )
+    session = models.ForeignKey(
+        Session,
+        verbose_name=_("session"),
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="elicitations",
+    )
     request_id = models.CharField(_("request id"), max_length=200, blank=True)
     mode = models.CharField(_("mode"), max_length=10, default="url")
     message = models.TextField(_("message"))
@@ -221,7 +282,9 @@ class Elicitation(models.Model):
     view_name = models.CharField(_("target view"), max_length=200)
     #: What the page needs to know (never secrets): e.g. {"service": "weather"}.
     params = models.JSONField(_("parameters"), default=dict, blank=True)
-    state = models.CharField(_("state"), max_length=20, choices=State.choices, default=State.PENDING, db_index=True)
+    state = models.CharField(
+        _("state"), max_length=20, choices=State.choices, default=State.PENDING, db_index=True
+    )
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     expires_at = models.DateTimeField(_("expires"))
     completed_at = models.DateTimeField(_("completed"), null=True, blank=True)
@@ -246,7 +309,12 @@ class UserSecret(models.Model):
     at rest. Never shown in the admin, never sent to an MCP client; tools read it through
     ``ctx.get_secret(service)``."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, verbose_name=_("user"), on_delete=models.CASCADE, related_name="mcp_secrets")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("user"),
+        on_delete=models.CASCADE,
+        related_name="mcp_secrets",
+    )
     service = models.CharField(_("service"), max_length=100)
     ciphertext = models.TextField(_("ciphertext"), editable=False)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
@@ -255,7 +323,9 @@ class UserSecret(models.Model):
     class Meta:
         verbose_name = _("user secret")
         verbose_name_plural = _("user secrets")
-        constraints = [models.UniqueConstraint(fields=["user", "service"], name="mcp_django_secret_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "service"], name="mcp_django_secret_unique")
+        ]
 
     def __str__(self) -> str:
         return f"{self.service} secret of {self.user}"
@@ -264,7 +334,12 @@ class UserSecret(models.Model):
 class UserState(models.Model):
     """``ctx.user_state``: what tools remember for a user on one MCP site, across sessions."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, verbose_name=_("user"), on_delete=models.CASCADE, related_name="mcp_state")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("user"),
+        on_delete=models.CASCADE,
+        related_name="mcp_state",
+    )
     site_name = models.CharField(_("MCP site"), max_length=100, default="mcp")
     key = models.CharField(_("key"), max_length=200)
     value = models.JSONField(_("value"))
@@ -273,7 +348,11 @@ class UserState(models.Model):
     class Meta:
         verbose_name = _("user state")
         verbose_name_plural = _("user state")
-        constraints = [models.UniqueConstraint(fields=["user", "site_name", "key"], name="mcp_django_user_state_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "site_name", "key"], name="mcp_django_user_state_unique"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.key
@@ -282,7 +361,9 @@ class UserState(models.Model):
 class SessionState(models.Model):
     """``ctx.session_state``: what tools remember for one session; it dies with the session."""
 
-    session = models.ForeignKey(Session, verbose_name=_("session"), on_delete=models.CASCADE, related_name="state_entries")
+    session = models.ForeignKey(
+        Session, verbose_name=_("session"), on_delete=models.CASCADE, related_name="state_entries"
+    )
     key = models.CharField(_("key"), max_length=200)
     value = models.JSONField(_("value"))
     updated_at = models.DateTimeField(_("updated"), default=timezone.now)
@@ -290,7 +371,11 @@ class SessionState(models.Model):
     class Meta:
         verbose_name = _("session state")
         verbose_name_plural = _("session state")
-        constraints = [models.UniqueConstraint(fields=["session", "key"], name="mcp_django_session_state_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "key"], name="mcp_django_session_state_unique"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.key
@@ -324,7 +409,11 @@ class ToolCall(models.Model):
     started_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)
     site_name = models.CharField(_("MCP site"), max_length=100, default="mcp")
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, verbose_name=_("user"), null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("user"),
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="mcp_tool_calls",
     )
     #: The username when the call was made (kept when the user is renamed or deleted).
@@ -333,8 +422,13 @@ class ToolCall(models.Model):
     client_id = models.CharField(_("OAuth client"), max_length=255, blank=True)
     session_id = models.CharField(_("session id"), max_length=64, blank=True, db_index=True)
     transport = models.CharField(
-        _("transport"), max_length=20,
-        choices=[("streamable-http", _("Streamable HTTP")), ("stdio", _("stdio")), ("sse", _("HTTP+SSE (2024-11-05)"))],
+        _("transport"),
+        max_length=20,
+        choices=[
+            ("streamable-http", _("Streamable HTTP")),
+            ("stdio", _("stdio")),
+            ("sse", _("HTTP+SSE (2024-11-05)")),
+        ],
     )
     protocol_version = models.CharField(_("protocol revision"), max_length=20, blank=True)
     #: The JSON-RPC id, as JSON text (id 1 and id "1" differ).
@@ -399,10 +493,17 @@ class Task(models.Model):
     LIVE = (Status.WORKING, Status.INPUT_REQUIRED)
     TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 
-    id = models.CharField(_("task id"), primary_key=True, max_length=64, default=new_task_id, editable=False)
+    id = models.CharField(
+        _("task id"), primary_key=True, max_length=64, default=new_task_id, editable=False
+    )
     site_name = models.CharField(_("MCP site"), max_length=100, default="mcp")
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, verbose_name=_("user"), null=True, blank=True, on_delete=models.CASCADE, related_name="mcp_tasks"
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("user"),
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="mcp_tasks",
     )
     #: Who it counts against (quotas.Caller.key: "user:<pk>", or an anonymous caller's address).
     owner = models.CharField(_("owner"), max_length=200, db_index=True)
@@ -411,7 +512,12 @@ class Task(models.Model):
     #: The scopes of the creating token, a list (None: the call came without OAuth).
     scopes = models.JSONField(_("token scopes"), null=True, blank=True)
     session = models.ForeignKey(
-        Session, verbose_name=_("session"), null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+        Session,
+        verbose_name=_("session"),
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tasks",
     )
     tool_name = models.CharField(_("tool"), max_length=200)
     #: The arguments as the audit trail stores them: redacted and bounded, for people to read.
@@ -419,7 +525,9 @@ class Task(models.Model):
     #: What the run needs, encrypted (taskstore.seal, at most TASK_MAX_PAYLOAD_BYTES): the
     #: arguments, the client's answers so far and its _meta; "" once the task has ended.
     payload = models.TextField(_("payload"), editable=False)
-    status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.WORKING, db_index=True)
+    status = models.CharField(
+        _("status"), max_length=20, choices=Status.choices, default=Status.WORKING, db_index=True
+    )
     status_message = models.TextField(_("status message"), blank=True)
     progress = models.FloatField(_("progress"), null=True, blank=True)
     total = models.FloatField(_("total"), null=True, blank=True)

@@ -85,7 +85,11 @@ class _Protocol(asyncio.Protocol):
                     batch.future.set_result(batch.replies)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.fail(ConnectionError(f"the connection to Redis was lost: {exc}" if exc else "Redis closed the connection"))
+        self.fail(
+            ConnectionError(
+                f"the connection to Redis was lost: {exc}" if exc else "Redis closed the connection"
+            )
+        )
 
     def fail(self, error: Exception) -> None:
         """End the connection: every batch in flight fails with ``error``."""
@@ -113,7 +117,9 @@ def _pack(commands: Sequence[Sequence[Any]]) -> bytes:
             elif isinstance(arg, (int, float)) and not isinstance(arg, bool):
                 value = repr(arg).encode()
             else:
-                raise TypeError(f"a Redis argument must be bytes, str, int or float, not {type(arg).__name__}")
+                raise TypeError(
+                    f"a Redis argument must be bytes, str, int or float, not {type(arg).__name__}"
+                )
             out.append(b"$%d\r\n%b\r\n" % (len(value), value))
     return b"".join(out)
 
@@ -122,8 +128,15 @@ class RedisWire:
     """One server's connection on one event loop (see the module's docstring)."""
 
     def __init__(
-        self, host: str, port: int, *, db: int = 0, username: str | None = None, password: str | None = None,
-        timeout: float | None = None, connect_timeout: float | None = None,
+        self,
+        host: str,
+        port: int,
+        *,
+        db: int = 0,
+        username: str | None = None,
+        password: str | None = None,
+        timeout: float | None = None,
+        connect_timeout: float | None = None,
     ) -> None:
         self.host, self.port, self.db = host, port, db
         self.username, self.password = username, password
@@ -152,9 +165,13 @@ class RedisWire:
         except ValueError:
             return None
         return cls(
-            parts.hostname, port, db=int(path or 0),
-            username=unquote(parts.username) if parts.username else None, password=unquote(parts.password) if parts.password else None,
-            timeout=options.get("socket_timeout"), connect_timeout=options.get("socket_connect_timeout"),
+            parts.hostname,
+            port,
+            db=int(path or 0),
+            username=unquote(parts.username) if parts.username else None,
+            password=unquote(parts.password) if parts.password else None,
+            timeout=options.get("socket_timeout"),
+            connect_timeout=options.get("socket_connect_timeout"),
         )
 
     async def execute(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
@@ -167,7 +184,9 @@ class RedisWire:
                 raise RedisReplyError(str(reply))
         return replies
 
-    async def _send(self, protocol: _Protocol, commands: Sequence[Sequence[Any]], timeout: float | None) -> list[Any]:
+    async def _send(
+        self, protocol: _Protocol, commands: Sequence[Sequence[Any]], timeout: float | None
+    ) -> list[Any]:
         future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         protocol.batches.append(_Batch(future, len(commands)))
         assert protocol.transport is not None
@@ -187,9 +206,14 @@ class RedisWire:
     async def _open(self) -> _Protocol:
         loop = asyncio.get_running_loop()
         try:
-            transport, protocol = await asyncio.wait_for(loop.create_connection(lambda: _Protocol(self), self.host, self.port), self.connect_timeout)
+            transport, protocol = await asyncio.wait_for(
+                loop.create_connection(lambda: _Protocol(self), self.host, self.port),
+                self.connect_timeout,
+            )
         except asyncio.TimeoutError:
-            raise TimeoutError(f"could not connect to Redis at {self.host}:{self.port} within {self.connect_timeout:g} s") from None
+            raise TimeoutError(
+                f"could not connect to Redis at {self.host}:{self.port} within {self.connect_timeout:g} s"
+            ) from None
         # uvloop may return before it called connection_made.
         protocol.transport = transport
         hello: list[list[Any]] = []

@@ -41,7 +41,11 @@ class MCPRouter:
         from .transport.legacy_sse import HTTPSSEConsumer
         from .transport.metadata import MetadataConsumer
 
-        self.consumer, self.sse_consumer, self.metadata_consumer = MCPConsumer, HTTPSSEConsumer, MetadataConsumer
+        self.consumer, self.sse_consumer, self.metadata_consumer = (
+            MCPConsumer,
+            HTTPSSEConsumer,
+            MetadataConsumer,
+        )
         self.application = application
         self._paths: OrderedDict[str, Any] = OrderedDict()
         self._apps: dict[tuple[int, str], Any] = {}
@@ -67,7 +71,11 @@ class MCPRouter:
         except Resolver404:
             return None
         site = getattr(match.func, "mcp_site", None)
-        return self._app_for(site, getattr(match.func, "mcp_transport", "streamable-http")) if site is not None else None
+        return (
+            self._app_for(site, getattr(match.func, "mcp_transport", "streamable-http"))
+            if site is not None
+            else None
+        )
 
     def _app_for(self, site: Any, transport: str) -> Any:
         key = (id(site), transport)
@@ -83,7 +91,7 @@ class MCPRouter:
         when the server authenticates with OAuth; None otherwise."""
         if not path.startswith(PRM_PATH) or mcp_settings.authentication != "oauth":
             return None
-        endpoint = path[len(PRM_PATH):]
+        endpoint = path[len(PRM_PATH) :]
         if endpoint in ("", "/"):
             configured = mcp_settings.resource_url
             if configured:
@@ -119,7 +127,7 @@ class MCPRouter:
         if scope["type"] == "http":
             path = scope.get("path", "")
             root = scope.get("root_path", "")
-            path = path[len(root):] if root and path.startswith(root) else path
+            path = path[len(root) :] if root and path.startswith(root) else path
             app = self.endpoint_for(path) or self.metadata_for(path)
             if app is not None:
                 consumer = getattr(app, "consumer_class", None)
@@ -154,7 +162,9 @@ def routes_through_router(application: Any) -> bool | None:
                 return False
             app = routes["http"]
             continue
-        inner = next((w for w in (getattr(app, a, None) for a in WRAPPED_ATTRIBUTES) if w is not None), None)
+        inner = next(
+            (w for w in (getattr(app, a, None) for a in WRAPPED_ATTRIBUTES) if w is not None), None
+        )
         if inner is None:
             return False if isinstance(app, ASGIHandler) else None
         app = inner
@@ -202,7 +212,9 @@ def _is_slash_form(path_info: str, urlconf: str) -> bool:
     return getattr(match.func, "mcp_site", None) is not None
 
 
-def serve_endpoint_without_slash(sender: Any, environ: Any = None, scope: Any = None, **kwargs: Any) -> None:
+def serve_endpoint_without_slash(
+    sender: Any, environ: Any = None, scope: Any = None, **kwargs: Any
+) -> None:
     """``request_started``: when Django itself serves the endpoint (WSGI, or ASGI without
     :class:`MCPRouter`), send ``/mcp`` to the ``/mcp/`` view, which says what is missing in
     JSON. Otherwise APPEND_SLASH answers a POST with a 500 (DEBUG) or a redirect that drops
@@ -213,6 +225,6 @@ def serve_endpoint_without_slash(sender: Any, environ: Any = None, scope: Any = 
             environ["PATH_INFO"] = path + "/"
     elif scope is not None and scope.get("type") == "http":
         path, root = scope.get("path", ""), scope.get("root_path", "")
-        path_info = path[len(root):] if root and path.startswith(root) else path
+        path_info = path[len(root) :] if root and path.startswith(root) else path
         if path_info and not path_info.endswith("/") and _slash_form_of_endpoint(path_info):
             scope["path"] = path + "/"

@@ -26,10 +26,26 @@ def site_urlpatterns(site: MCPSite) -> list[Any]:
         # The 2024-11-05 HTTP+SSE transport (MCP_DJANGO["HTTP_SSE"]).
         path("sse/", endpoint_view(site, "sse"), name="sse"),
         path("messages/", endpoint_view(site, "messages"), name="messages"),
-        path("elicitations/<str:elicitation_id>/secret/", views.SecretElicitationView.as_view(site=site), name="elicit-secret"),
-        path("elicitations/<str:elicitation_id>/confirm/", views.ConfirmElicitationView.as_view(site=site), name="elicit-confirm"),
-        path("elicitations/<str:elicitation_id>/connect/", connect.ConnectElicitationView.as_view(site=site), name="elicit-connect"),
-        path("connect/callback/", connect.ConnectCallbackView.as_view(site=site), name="connect-callback"),
+        path(
+            "elicitations/<str:elicitation_id>/secret/",
+            views.SecretElicitationView.as_view(site=site),
+            name="elicit-secret",
+        ),
+        path(
+            "elicitations/<str:elicitation_id>/confirm/",
+            views.ConfirmElicitationView.as_view(site=site),
+            name="elicit-confirm",
+        ),
+        path(
+            "elicitations/<str:elicitation_id>/connect/",
+            connect.ConnectElicitationView.as_view(site=site),
+            name="elicit-connect",
+        ),
+        path(
+            "connect/callback/",
+            connect.ConnectCallbackView.as_view(site=site),
+            name="connect-callback",
+        ),
         # Readiness for load balancers (database and channel layer); a Django view, off the MCP path.
         path("health/", health_view(), name="health"),
     ]

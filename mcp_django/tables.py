@@ -19,7 +19,10 @@ APP_LABEL = "mcp_django"
 MIGRATE_HINT = "Run `python manage.py migrate` to create mcp_django's tables."
 
 # What SQLite, PostgreSQL, MySQL/MariaDB and Oracle say about a table that is not there.
-_MISSING_TABLE = re.compile(r"no such table|does not exist|doesn't exist|undefined table|table or view does not exist", re.IGNORECASE)
+_MISSING_TABLE = re.compile(
+    r"no such table|does not exist|doesn't exist|undefined table|table or view does not exist",
+    re.IGNORECASE,
+)
 
 # (alias, database name) pairs this process has seen fully migrated: migrations are not rolled
 # back under a running server, so those are never read again.
@@ -43,7 +46,11 @@ def unapplied_migrations(using: str | None = None) -> list[str]:
     # The same plan `runserver` warns from; it reads django_migrations (absent: nothing applied).
     executor = MigrationExecutor(connection)
     plan = executor.migration_plan(executor.loader.graph.leaf_nodes(APP_LABEL))
-    pending = [f"{migration.app_label}.{migration.name}" for migration, backwards in plan if migration.app_label == APP_LABEL and not backwards]
+    pending = [
+        f"{migration.app_label}.{migration.name}"
+        for migration, backwards in plan
+        if migration.app_label == APP_LABEL and not backwards
+    ]
     if not pending:
         _migrated.add(key)
     return pending

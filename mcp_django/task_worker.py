@@ -29,6 +29,10 @@ def run_mcp_task(site_name: str, task_id: str) -> None:
     """Run the task ``task_id`` of the MCP site ``site_name`` to its end."""
     site = next((s for s in all_sites if s.name == site_name), None)
     if site is None:
-        taskstore.finish(task_id, Task.Status.FAILED, error={"code": -32603, "message": f"No MCP site named {site_name!r} in the worker"})
+        taskstore.finish(
+            task_id,
+            Task.Status.FAILED,
+            error={"code": -32603, "message": f"No MCP site named {site_name!r} in the worker"},
+        )
         return
     async_to_sync(taskrun.Runner(site, task_id).run)()

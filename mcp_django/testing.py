@@ -50,6 +50,7 @@ __all__ = [
 DEFAULT_PROTOCOL_VERSION = "2025-11-25"
 ACCEPT_BOTH = "application/json, text/event-stream"
 
+
 class JSONRPCErrorResponse(Exception):
     """The server answered a request with a JSON-RPC error (raised by the result helpers)."""
 
@@ -133,7 +134,9 @@ class _Exchange:
         self.stopped = False
 
     async def start(self, body: bytes) -> None:
-        await self.communicator.send_input({"type": "http.request", "body": body, "more_body": False})
+        await self.communicator.send_input(
+            {"type": "http.request", "body": body, "more_body": False}
+        )
         message = await self.communicator.receive_output(self.timeout)
         if message["type"] != "http.response.start":
             raise AssertionError(f"Expected http.response.start, got {message['type']!r}")
@@ -145,7 +148,9 @@ class _Exchange:
         if self.finished:
             raise StreamClosed("the response has ended")
         try:
-            message = await asyncio.wait_for(self.communicator.output_queue.get(), self.timeout if timeout is None else timeout)
+            message = await asyncio.wait_for(
+                self.communicator.output_queue.get(), self.timeout if timeout is None else timeout
+            )
         except asyncio.TimeoutError:
             if self.communicator.future.done():
                 self.communicator.future.result()  # the application failed: show why
@@ -321,7 +326,9 @@ class MCPTestClient:
         self.last_response: Response | None = None
         #: How to answer server-to-client requests, by method: ``handler(params) -> result``
         #: (sync or async). Requests without a handler are answered -32601.
-        self.request_handlers: dict[str, Callable[[dict[str, Any]], Any]] = dict(request_handlers or {})
+        self.request_handlers: dict[str, Callable[[dict[str, Any]], Any]] = dict(
+            request_handlers or {}
+        )
 
     # -- state ----------------------------------------------------------------------------
 
@@ -366,7 +373,9 @@ class MCPTestClient:
 
     # -- raw HTTP -------------------------------------------------------------------------
 
-    def build_headers(self, method: str, extra: dict[str, str | None] | None = None) -> list[tuple[bytes, bytes]]:
+    def build_headers(
+        self, method: str, extra: dict[str, str | None] | None = None
+    ) -> list[tuple[bytes, bytes]]:
         """Return the request headers: the client's defaults, then ``extra`` (None removes one)."""
         headers: dict[str, str | None] = {"host": self.host}
         if method == "POST":
@@ -381,9 +390,13 @@ class MCPTestClient:
         headers.update(self.headers)
         for key, value in (extra or {}).items():
             headers[key.lower()] = value
-        return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items() if v is not None]
+        return [
+            (k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items() if v is not None
+        ]
 
-    def scope(self, method: str, headers: list[tuple[bytes, bytes]], path: str | None = None) -> dict[str, Any]:
+    def scope(
+        self, method: str, headers: list[tuple[bytes, bytes]], path: str | None = None
+    ) -> dict[str, Any]:
         """Return the ASGI HTTP scope of a request to the endpoint."""
         path = self.path if path is None else path
         path, _, query = path.partition("?")
@@ -403,10 +416,19 @@ class MCPTestClient:
         }
 
     async def send(
-        self, method: str, body: bytes = b"", headers: dict[str, str | None] | None = None, *, path: str | None = None
+        self,
+        method: str,
+        body: bytes = b"",
+        headers: dict[str, str | None] | None = None,
+        *,
+        path: str | None = None,
     ) -> Response:
         """Send one HTTP request and return the complete response (bounded by ``timeout``)."""
-        exchange = _Exchange(self.application, self.scope(method, self.build_headers(method, headers), path), self.timeout)
+        exchange = _Exchange(
+            self.application,
+            self.scope(method, self.build_headers(method, headers), path),
+            self.timeout,
+        )
         try:
             await exchange.start(body)
             data = await exchange.read_to_end()
@@ -415,7 +437,9 @@ class MCPTestClient:
         assert exchange.status is not None
         return Response(exchange.status, exchange.headers, data)
 
-    async def post_raw(self, body: bytes, headers: dict[str, str | None] | None = None, *, path: str | None = None) -> Response:
+    async def post_raw(
+        self, body: bytes, headers: dict[str, str | None] | None = None, *, path: str | None = None
+    ) -> Response:
         """POST ``body`` as is, with the client's headers overridden by ``headers``."""
         return await self.send("POST", body, headers, path=path)
 
@@ -437,13 +461,17 @@ class MCPTestClient:
         extra.update(headers or {})
         return await self._open("GET", b"", extra)
 
-    async def post_stream(self, message: Any, headers: dict[str, str | None] | None = None) -> EventStream:
+    async def post_stream(
+        self, message: Any, headers: dict[str, str | None] | None = None
+    ) -> EventStream:
         """POST ``message`` and return its answer as a stream once the response headers arrived:
         an SSE answer is read event by event (a 2026-07-28 ``subscriptions/listen``, a long tool)."""
         return await self._open("POST", orjson.dumps(message), headers or {})
 
     async def _open(self, method: str, body: bytes, extra: dict[str, str | None]) -> EventStream:
-        exchange = _Exchange(self.application, self.scope(method, self.build_headers(method, extra)), self.timeout)
+        exchange = _Exchange(
+            self.application, self.scope(method, self.build_headers(method, extra)), self.timeout
+        )
         try:
             await exchange.start(body)
         except BaseException:
@@ -483,13 +511,17 @@ class MCPTestClient:
         }
         response = await self.request("initialize", params)
         result = _result(response)
-        session_id = self.last_response.headers.get("mcp-session-id") if self.last_response else None
+        session_id = (
+            self.last_response.headers.get("mcp-session-id") if self.last_response else None
+        )
         self.session_id = session_id
         self.protocol_version = result.get("protocolVersion")
         self._state.initialize_result = result
         answer = await self.notify("notifications/initialized")
         if answer.status != 202:
-            raise AssertionError(f"notifications/initialized was answered {answer.status}: {answer.body[:200]!r}")
+            raise AssertionError(
+                f"notifications/initialized was answered {answer.status}: {answer.body[:200]!r}"
+            )
         return result
 
     async def request(
@@ -518,7 +550,9 @@ class MCPTestClient:
         self.last_notifications = []
         self.last_server_requests = []
         self.last_events = []
-        exchange = _Exchange(self.application, self.scope("POST", self.build_headers("POST", headers)), self.timeout)
+        exchange = _Exchange(
+            self.application, self.scope("POST", self.build_headers("POST", headers)), self.timeout
+        )
         try:
             await exchange.start(orjson.dumps(message))
             if exchange.status == 200 and _media_type(exchange.headers) == "text/event-stream":
@@ -535,7 +569,9 @@ class MCPTestClient:
         self.last_response = response
         if not response.is_sse:
             if response.content_type != "application/json":
-                raise AssertionError(f"{method} was answered {response.status} {response.content_type!r}: {body[:200]!r}")
+                raise AssertionError(
+                    f"{method} was answered {response.status} {response.content_type!r}: {body[:200]!r}"
+                )
             data = response.json()
             if not isinstance(data, dict):
                 raise AssertionError(f"{method} was answered with {data!r}")
@@ -548,7 +584,9 @@ class MCPTestClient:
             resumes += 1
             async with await self.open_stream(last_event_id=last_id) as resumed:
                 if resumed.status != 200:
-                    raise AssertionError(f"resuming {last_id!r} was answered {resumed.status}: {resumed.body[:200]!r}")
+                    raise AssertionError(
+                        f"resuming {last_id!r} was answered {resumed.status}: {resumed.body[:200]!r}"
+                    )
                 found = await self._consume(resumed, request_id)
         return found
 
@@ -586,7 +624,9 @@ class MCPTestClient:
             answer["result"] = result
         reply = await self.post(answer)
         if reply.status != 202:
-            raise AssertionError(f"the answer to {message['method']} was refused with {reply.status}: {reply.body[:200]!r}")
+            raise AssertionError(
+                f"the answer to {message['method']} was refused with {reply.status}: {reply.body[:200]!r}"
+            )
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> Response:
         """Send a notification; the server answers 202 with no body when it accepts it."""
@@ -599,7 +639,13 @@ class MCPTestClient:
         """Send a request and return its ``result``; raise :class:`JSONRPCErrorResponse` on an error."""
         return _result(await self.request(method, params))
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        meta: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Call a tool and return its ``CallToolResult`` (``isError`` results are returned too)."""
         params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
         if meta is not None:

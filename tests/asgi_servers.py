@@ -47,7 +47,9 @@ def servers_under_test() -> list[str]:
     names = list(dict.fromkeys(name.strip().lower() for name in value.split(",") if name.strip()))
     unknown = [name for name in names if name not in SERVERS]
     if unknown:
-        raise ValueError(f"MCP_TEST_SERVERS: unknown server(s) {', '.join(unknown)}; choose from {', '.join(SERVERS)}")
+        raise ValueError(
+            f"MCP_TEST_SERVERS: unknown server(s) {', '.join(unknown)}; choose from {', '.join(SERVERS)}"
+        )
     return names
 
 
@@ -57,11 +59,28 @@ def server_command(server: str, port: int, application: str = APPLICATION) -> li
         arguments = ["daphne", "-b", "127.0.0.1", "-p", str(port)]
     elif server == "uvicorn":
         # uvicorn waits for open responses on SIGTERM: an SSE stream would hold it forever.
-        arguments = ["uvicorn", "--host", "127.0.0.1", "--port", str(port), "--timeout-graceful-shutdown", str(GRACEFUL_SECONDS)]
+        arguments = [
+            "uvicorn",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--timeout-graceful-shutdown",
+            str(GRACEFUL_SECONDS),
+        ]
     elif server == "granian":
         # granian's main process supervises one worker process, which runs the application.
-        arguments = ["granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
-                     "--workers-kill-timeout", str(GRACEFUL_SECONDS)]
+        arguments = [
+            "granian",
+            "--interface",
+            "asgi",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers-kill-timeout",
+            str(GRACEFUL_SECONDS),
+        ]
     else:
         raise ValueError(f"unknown server {server!r}; choose from {', '.join(SERVERS)}")
     return [sys.executable, "-m", *arguments, application]
@@ -70,7 +89,9 @@ def server_command(server: str, port: int, application: str = APPLICATION) -> li
 def children(pid: int) -> list[int]:
     """The child processes of ``pid`` (Linux; empty elsewhere or once it has exited)."""
     try:
-        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        return [
+            int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        ]
     except (OSError, ValueError):
         return []
 
@@ -84,12 +105,23 @@ def application_pid(server: str, pid: int) -> int:
     return pid
 
 
-def start(server: str, port: int, env: dict[str, str], log_path: Path, cwd: Path, application: str = APPLICATION) -> subprocess.Popen[bytes]:
+def start(
+    server: str,
+    port: int,
+    env: dict[str, str],
+    log_path: Path,
+    cwd: Path,
+    application: str = APPLICATION,
+) -> subprocess.Popen[bytes]:
     """Start ``server`` in a process group of its own (so that ``stop`` reaches its workers too),
     its output appended to ``log_path``."""
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            server_command(server, port, application), cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+            server_command(server, port, application),
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 

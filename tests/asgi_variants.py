@@ -37,7 +37,9 @@ async def opaque(scope: Any, receive: Any, send: Any) -> None:
 
 
 # The router anywhere in the chain (no message).
-protocol_router = ProtocolTypeRouter({"http": router, "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([])))})
+protocol_router = ProtocolTypeRouter(
+    {"http": router, "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([])))}
+)
 channels_middleware = ProtocolTypeRouter({"http": AuthMiddlewareStack(router)})
 with override_settings(STATIC_URL="/static/"):  # read when the handler is built, as runserver does
     static_files = ASGIStaticFilesHandler(router)  # type: ignore[arg-type]  # stubs say ASGIHandler; any ASGI app works

@@ -101,7 +101,9 @@ def make_user(username: str, *codenames: str, app_label: str = "testapp", **fiel
 @contextmanager
 def database_alias(alias: str, config: dict[str, Any]) -> Iterator[str]:
     """Add the database ``alias`` to the running project until the block ends."""
-    configured = connections.configure_settings({"default": dict(connections.settings["default"]), alias: config})
+    configured = connections.configure_settings(
+        {"default": dict(connections.settings["default"]), alias: config}
+    )
     connections.settings[alias] = configured[alias]
     try:
         yield alias
@@ -119,7 +121,13 @@ def unmigrated_database(tmp_path: Path, django_db_blocker: Any) -> Iterator[str]
     # A new alias each time: a thread that served an earlier test keeps its connection per
     # alias (asgiref's thread-sensitive executor outlives tests), open on that test's file.
     alias = f"unmigrated_{tmp_path.name}"
-    with django_db_blocker.unblock(), database_alias(alias, {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "unmigrated.sqlite3")}):
+    with (
+        django_db_blocker.unblock(),
+        database_alias(
+            alias,
+            {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "unmigrated.sqlite3")},
+        ),
+    ):
         yield alias
 
 

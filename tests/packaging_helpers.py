@@ -38,14 +38,32 @@ class Installed:
     env: dict[str, str]
 
 
-def run(args: list[str | Path], *, timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+def run(
+    args: list[str | Path],
+    *,
+    timeout: float,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
     """Run a command; fail the test with its output when it fails or outlives ``timeout``."""
     try:
-        result = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        result = subprocess.run(
+            [str(a) for a in args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{args} did not finish in {timeout}s:\n{exc.stdout}\n{exc.stderr}", pytrace=False)
+        pytest.fail(
+            f"{args} did not finish in {timeout}s:\n{exc.stdout}\n{exc.stderr}", pytrace=False
+        )
     if result.returncode != 0:
-        pytest.fail(f"{args} exited with {result.returncode}:\n{result.stdout}\n{result.stderr}", pytrace=False)
+        pytest.fail(
+            f"{args} exited with {result.returncode}:\n{result.stdout}\n{result.stderr}",
+            pytrace=False,
+        )
     return result.stdout
 
 
@@ -57,7 +75,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     for path in ROOT.iterdir():
         if path.is_file():
             shutil.copy2(path, source)
-    shutil.copytree(ROOT / "mcp_django", source / "mcp_django", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        ROOT / "mcp_django",
+        source / "mcp_django",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
     # Without --sdist/--wheel, build makes the sdist and then the wheel *from the sdist*: a file
     # the sdist lacks is missing from the wheel too.
     out = tmp_path_factory.mktemp("dist")
@@ -74,7 +96,11 @@ def installed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Install
     run([sys.executable, "-m", "venv", "--clear", venv], timeout=COMMAND_TIMEOUT)
     python = venv / "bin" / "python"
     # Nothing of this checkout or of the test run may leak in: the package must come from the wheel.
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "DJANGO_SETTINGS_MODULE", "PYTHONHOME")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "DJANGO_SETTINGS_MODULE", "PYTHONHOME")
+    }
     env.update(PYTHONUNBUFFERED="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     run([python, "-m", "pip", "install", "--quiet", built.wheel], timeout=PIP_TIMEOUT, env=env)
     return Installed(python=python, wheel=built.wheel, env=env)

@@ -23,7 +23,10 @@ INTERVAL = 0.01
 
 
 async def until(
-    condition: Callable[[], T | Awaitable[T]], timeout: float = TIMEOUT, *, interval: float = INTERVAL,
+    condition: Callable[[], T | Awaitable[T]],
+    timeout: float = TIMEOUT,
+    *,
+    interval: float = INTERVAL,
     failure: str | Callable[[], str] = "",
 ) -> T:
     """Call ``condition`` (sync or async) until it returns something truthy, and return that.
@@ -44,7 +47,11 @@ async def until(
 
 
 def until_sync(
-    condition: Callable[[], T], timeout: float = TIMEOUT, *, interval: float = INTERVAL, failure: str | Callable[[], str] = "",
+    condition: Callable[[], T],
+    timeout: float = TIMEOUT,
+    *,
+    interval: float = INTERVAL,
+    failure: str | Callable[[], str] = "",
 ) -> T:
     """``until`` for code without an event loop (a test that drives a subprocess, say)."""
     deadline = time.monotonic() + timeout
@@ -55,7 +62,9 @@ def until_sync(
     return value
 
 
-def _failure(condition: Callable[..., object], timeout: float, failure: str | Callable[[], str]) -> str:
+def _failure(
+    condition: Callable[..., object], timeout: float, failure: str | Callable[[], str]
+) -> str:
     said = failure() if callable(failure) else failure
     if not said:
         try:  # a lambda says best what it waited for: its own line

@@ -26,14 +26,23 @@ WAIT = 20.0
 _ids = itertools.count(1)
 
 
-def message(method: str, params: dict[str, Any] | None = None, *, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+def message(
+    method: str, params: dict[str, Any] | None = None, *, capabilities: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A 2026-07-28 JSON-RPC request: everything about the client travels in ``params._meta``."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": CAPABILITIES if capabilities is None else capabilities,
+        "io.modelcontextprotocol/clientCapabilities": CAPABILITIES
+        if capabilities is None
+        else capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "tasks-tests", "version": "1"},
     }
-    return {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": {**(params or {}), "_meta": meta}}
+    return {
+        "jsonrpc": "2.0",
+        "id": next(_ids),
+        "method": method,
+        "params": {**(params or {}), "_meta": meta},
+    }
 
 
 def headers(body: dict[str, Any]) -> dict[str, str]:
@@ -57,7 +66,9 @@ def answer_of(body: dict[str, Any], content_type: str, text: str) -> dict[str, A
     if not content_type.startswith("text/event-stream"):
         return dict(json.loads(text))
     for block in text.replace("\r\n", "\n").split("\n\n"):
-        data = "\n".join(line[5:].removeprefix(" ") for line in block.split("\n") if line.startswith("data:"))
+        data = "\n".join(
+            line[5:].removeprefix(" ") for line in block.split("\n") if line.startswith("data:")
+        )
         if data:
             parsed = json.loads(data)
             if parsed.get("id") == body["id"] and "method" not in parsed:
@@ -74,22 +85,32 @@ def acknowledged(result: dict[str, Any]) -> None:
 class TasksClient:
     """A client of the tasks extension over httpx; every method names the endpoint it talks to."""
 
-    def __init__(self, http: httpx.AsyncClient, extra_headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, http: httpx.AsyncClient, extra_headers: dict[str, str] | None = None
+    ) -> None:
         self.http = http
         self.extra_headers = extra_headers or {}
 
-    async def send(self, url: str, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    async def send(
+        self, url: str, method: str, params: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
         """Send one request; return the HTTP status and the JSON-RPC response (result or error)."""
         body = message(method, params)
-        response = await self.http.post(url, json=body, headers={**headers(body), **self.extra_headers})
-        return response.status_code, answer_of(body, response.headers.get("content-type", ""), response.text)
+        response = await self.http.post(
+            url, json=body, headers={**headers(body), **self.extra_headers}
+        )
+        return response.status_code, answer_of(
+            body, response.headers.get("content-type", ""), response.text
+        )
 
     async def result(self, url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
         status, answer = await self.send(url, method, params)
         assert status == 200 and "result" in answer, (status, answer)
         return dict(answer["result"])
 
-    async def call(self, url: str, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def call(
+        self, url: str, name: str, arguments: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         return await self.result(url, "tools/call", {"name": name, "arguments": arguments or {}})
 
     async def create(self, url: str, name: str, arguments: dict[str, Any] | None = None) -> str:
@@ -103,12 +124,16 @@ class TasksClient:
         return await self.result(url, "tasks/get", {"taskId": task_id})
 
     async def update(self, url: str, task_id: str, responses: dict[str, Any]) -> None:
-        acknowledged(await self.result(url, "tasks/update", {"taskId": task_id, "inputResponses": responses}))
+        acknowledged(
+            await self.result(url, "tasks/update", {"taskId": task_id, "inputResponses": responses})
+        )
 
     async def cancel(self, url: str, task_id: str) -> None:
         acknowledged(await self.result(url, "tasks/cancel", {"taskId": task_id}))
 
-    async def wait(self, url: str, task_id: str, *until: str, timeout: float = WAIT) -> tuple[dict[str, Any], list[str]]:
+    async def wait(
+        self, url: str, task_id: str, *until: str, timeout: float = WAIT
+    ) -> tuple[dict[str, Any], list[str]]:
         """Poll tasks/get until the task's status is one of ``until`` (bounded); return the task
         and every status seen on the way."""
         seen: list[str] = []
@@ -121,6 +146,11 @@ class TasksClient:
             return dict(last) if last["status"] in until else None
 
         task = await polling.until(  # looked at as often as a client would (its poll interval)
-            there, timeout, interval=0.1, failure=lambda: f"task {task_id} not {' or '.join(until)}; statuses seen {seen}, last: {last}",
+            there,
+            timeout,
+            interval=0.1,
+            failure=lambda: (
+                f"task {task_id} not {' or '.join(until)}; statuses seen {seen}, last: {last}"
+            ),
         )
         return task, seen

@@ -21,7 +21,11 @@ CHANGELIST = "admin:mcp_django_session_changelist"
 
 def make_session(client_name: str = "probe", **fields) -> Session:
     session = SessionStore().create(
-        site_name="mcp", user_id=None, protocol_version="2025-11-25", client_info={"name": client_name, "version": "1"}, capabilities={}
+        site_name="mcp",
+        user_id=None,
+        protocol_version="2025-11-25",
+        client_info={"name": client_name, "version": "1"},
+        capabilities={},
     )
     if fields:
         Session.objects.filter(pk=session.pk).update(**fields)
@@ -45,7 +49,9 @@ def test_session_changelist_search_finds_by_client_name(admin_client):
     make_session("beta-client")
     response = admin_client.get(reverse(CHANGELIST), {"q": "alpha"})
     assert response.status_code == 200
-    assert list(response.context["cl"].queryset.values_list("client_name", flat=True)) == ["alpha-client"]
+    assert list(response.context["cl"].queryset.values_list("client_name", flat=True)) == [
+        "alpha-client"
+    ]
 
 
 @pytest.mark.django_db
@@ -71,8 +77,15 @@ def test_session_changelist_filters_by_protocol_version(admin_client):
 @pytest.mark.django_db
 def test_session_change_page_shows_the_event_log(admin_client):
     session = make_session()
-    Event.objects.create(session=session, stream="get", seq=1, payload='{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}')
-    response = admin_client.get(reverse("admin:mcp_django_session_change", args=[quote(session.pk)]))
+    Event.objects.create(
+        session=session,
+        stream="get",
+        seq=1,
+        payload='{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}',
+    )
+    response = admin_client.get(
+        reverse("admin:mcp_django_session_change", args=[quote(session.pk)])
+    )
     assert response.status_code == 200
     content = response.content.decode()
     assert "notifications/tools/list_changed" in content
@@ -82,16 +95,24 @@ def test_session_change_page_shows_the_event_log(admin_client):
 @pytest.mark.django_db
 def test_the_admin_names_the_server_not_the_site(admin_client):
     session = make_session()
-    content = admin_client.get(reverse("admin:mcp_django_session_change", args=[quote(session.pk)])).content.decode()
-    assert "MCP server" in content and "mcp-django-tests" in content  # SERVER_NAME of tests/settings.py
+    content = admin_client.get(
+        reverse("admin:mcp_django_session_change", args=[quote(session.pk)])
+    ).content.decode()
+    assert (
+        "MCP server" in content and "mcp-django-tests" in content
+    )  # SERVER_NAME of tests/settings.py
     assert "MCP site" not in content
     other = make_session(site_name="staff")
-    content = admin_client.get(reverse("admin:mcp_django_session_change", args=[quote(other.pk)])).content.decode()
+    content = admin_client.get(
+        reverse("admin:mcp_django_session_change", args=[quote(other.pk)])
+    ).content.decode()
     assert "mcp-django-tests (staff)" in content
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("changelist", ["admin:mcp_django_session_changelist", "admin:mcp_django_userstate_changelist"])
+@pytest.mark.parametrize(
+    "changelist", ["admin:mcp_django_session_changelist", "admin:mcp_django_userstate_changelist"]
+)
 def test_changelists_filter_by_server_name_not_site_name(admin_client, changelist):
     from mcp_django.models import UserState
 
@@ -114,7 +135,10 @@ def test_changelists_filter_by_server_name_not_site_name(admin_client, changelis
 def test_sessions_cannot_be_added_or_edited(admin_client):
     session = make_session()
     assert admin_client.get(reverse("admin:mcp_django_session_add")).status_code == 403
-    response = admin_client.post(reverse("admin:mcp_django_session_change", args=[quote(session.pk)]), {"client_name": "changed"})
+    response = admin_client.post(
+        reverse("admin:mcp_django_session_change", args=[quote(session.pk)]),
+        {"client_name": "changed"},
+    )
     assert response.status_code == 403
     session.refresh_from_db()
     assert session.client_name == "probe"
@@ -124,10 +148,17 @@ def test_sessions_cannot_be_added_or_edited(admin_client):
 def test_event_and_server_request_changelists_render(admin_client):
     session = make_session()
     Event.objects.create(session=session, stream="get", seq=1, payload="{}")
-    ServerRequest.objects.create(session=session, request_id="srv-1", method="roots/list", channel_name="c")
+    ServerRequest.objects.create(
+        session=session, request_id="srv-1", method="roots/list", channel_name="c"
+    )
     assert admin_client.get(reverse("admin:mcp_django_event_changelist")).status_code == 200
-    assert admin_client.get(reverse("admin:mcp_django_event_changelist"), {"q": "get"}).status_code == 200
-    response = admin_client.get(reverse("admin:mcp_django_serverrequest_changelist"), {"state": "pending"})
+    assert (
+        admin_client.get(reverse("admin:mcp_django_event_changelist"), {"q": "get"}).status_code
+        == 200
+    )
+    response = admin_client.get(
+        reverse("admin:mcp_django_serverrequest_changelist"), {"state": "pending"}
+    )
     assert response.status_code == 200
     assert "roots/list" in response.content.decode()
 
@@ -136,8 +167,20 @@ def test_event_and_server_request_changelists_render(admin_client):
 def test_running_requests_are_listed_read_only_with_their_lease(admin_client):
     session = make_session()
     now = timezone.now()
-    RunningRequest.objects.create(session=session, stream="s1", request_id='"live-1"', owner="proc-a", lease_until=now + timedelta(minutes=1))
-    RunningRequest.objects.create(session=session, stream="s2", request_id='"dead-1"', owner="proc-b", lease_until=now - timedelta(minutes=1))
+    RunningRequest.objects.create(
+        session=session,
+        stream="s1",
+        request_id='"live-1"',
+        owner="proc-a",
+        lease_until=now + timedelta(minutes=1),
+    )
+    RunningRequest.objects.create(
+        session=session,
+        stream="s2",
+        request_id='"dead-1"',
+        owner="proc-b",
+        lease_until=now - timedelta(minutes=1),
+    )
     response = admin_client.get(reverse("admin:mcp_django_runningrequest_changelist"))
     assert response.status_code == 200
     page = response.content.decode()
@@ -151,10 +194,14 @@ def test_terminate_action_needs_the_delete_permission(client):
     staff = get_user_model().objects.create_user("staff", password="pw", is_staff=True)
     from django.contrib.auth.models import Permission
 
-    staff.user_permissions.add(Permission.objects.get(content_type__app_label="mcp_django", codename="view_session"))
+    staff.user_permissions.add(
+        Permission.objects.get(content_type__app_label="mcp_django", codename="view_session")
+    )
     client.force_login(staff)
     session = make_session()
-    response = client.post(reverse(CHANGELIST), {"action": "terminate_sessions", "_selected_action": [session.pk]})
+    response = client.post(
+        reverse(CHANGELIST), {"action": "terminate_sessions", "_selected_action": [session.pk]}
+    )
     assert response.status_code == 200  # the action is not offered: the changelist re-renders
     session.refresh_from_db()
     assert session.terminated_at is None
@@ -177,7 +224,8 @@ async def test_terminate_action_ends_the_session_for_the_client():
         async with await mcp.open_stream() as stream:
             await stream.next_event()
             response = await browser.post(
-                reverse(CHANGELIST), {"action": "terminate_sessions", "_selected_action": [mcp.session_id]}
+                reverse(CHANGELIST),
+                {"action": "terminate_sessions", "_selected_action": [mcp.session_id]},
             )
             assert response.status_code == 302
             await stream.read_until_closed()

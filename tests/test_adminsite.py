@@ -54,7 +54,9 @@ def _user(username: str, *codenames: str, is_staff: bool = True) -> User:
     """A user the admin site lets in (unless ``is_staff=False``), holding these permissions."""
     user = User.objects.create_user(username, password="pw", is_staff=is_staff)
     for codename in codenames:
-        user.user_permissions.add(Permission.objects.get(codename=codename, content_type__app_label="testapp"))
+        user.user_permissions.add(
+            Permission.objects.get(codename=codename, content_type__app_label="testapp")
+        )
     return User.objects.get(pk=user.pk)
 
 
@@ -141,7 +143,9 @@ def test_delete_selected_writes_the_admin_history() -> None:
     _, mcp_site = _sites(include_delete_selected=True)
     user = _user("deleter", "view_note", "delete_note")
     note = Note.objects.create(owner=user, title="doomed")
-    result = mcp_site.get_tool("testapp_note_delete_selected")._call({"pks": [note.pk]}, _request(user))
+    result = mcp_site.get_tool("testapp_note_delete_selected")._call(
+        {"pks": [note.pk]}, _request(user)
+    )
     assert result["structuredContent"]["affected"] == 1
     assert not Note.objects.filter(pk=note.pk).exists()
     assert LogEntry.objects.filter(object_id=str(note.pk), action_flag=3).exists()
@@ -179,7 +183,9 @@ def test_action_without_allowed_permissions_still_needs_the_changelist_permissio
 # --- what the bridge exposes by default ---------------------------------------------------
 
 
-def test_register_admin_never_exposes_mcp_django_models_and_leaves_credentials_out_by_default() -> None:
+def test_register_admin_never_exposes_mcp_django_models_and_leaves_credentials_out_by_default() -> (
+    None
+):
     from django.contrib.auth.models import Group
     from django.contrib.sessions.models import Session as DjangoSession
     from oauth2_provider.models import AccessToken, Application
@@ -190,8 +196,21 @@ def test_register_admin_never_exposes_mcp_django_models_and_leaves_credentials_o
     mcp_site.register_admin(admin.site)  # mcp_django/admin.py and oauth2_provider register here
     exposed = {m.model for m in mcp_site.get_model_mcps()}
     assert Session in admin.site._registry and AccessToken in admin.site._registry
-    assert not exposed & {Session, Event, User, Group, Permission, DjangoSession, AccessToken, Application}
-    assert not [t for t in mcp_site.get_tools() if t.name.startswith(("mcp_django_", "oauth2_provider_", "auth_"))]
+    assert not exposed & {
+        Session,
+        Event,
+        User,
+        Group,
+        Permission,
+        DjangoSession,
+        AccessToken,
+        Application,
+    }
+    assert not [
+        t
+        for t in mcp_site.get_tools()
+        if t.name.startswith(("mcp_django_", "oauth2_provider_", "auth_"))
+    ]
 
 
 def test_credential_models_are_exposed_when_named_in_models() -> None:
@@ -210,7 +229,9 @@ def test_naming_an_mcp_django_model_in_models_is_improperly_configured(named: st
     from mcp_django.models import Event
 
     with pytest.raises(ImproperlyConfigured):
-        MCPSite(name="refused").register_admin(admin.site, models=[Event if named == "model" else named])
+        MCPSite(name="refused").register_admin(
+            admin.site, models=[Event if named == "model" else named]
+        )
 
 
 def test_registering_an_mcp_django_model_directly_is_improperly_configured() -> None:
@@ -284,7 +305,9 @@ def test_an_admin_action_clashing_with_a_tool_name_is_a_check_error_not_an_excep
     assert [e.id for e in mcp_site.check() if e.id == "mcp_django.E120"] == ["mcp_django.E120"]
 
 
-def test_admin_models_are_exposed_when_mcp_django_comes_before_the_admin_in_installed_apps() -> None:
+def test_admin_models_are_exposed_when_mcp_django_comes_before_the_admin_in_installed_apps() -> (
+    None
+):
     import subprocess
     import sys
     from pathlib import Path
@@ -297,17 +320,26 @@ def test_admin_models_are_exposed_when_mcp_django_comes_before_the_admin_in_inst
     )
     env = {**__import__("os").environ, "DJANGO_SETTINGS_MODULE": "tests.settings_mcp_before_admin"}
     result = subprocess.run(
-        [sys.executable, "-c", script], cwd=Path(__file__).parent.parent, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True ['testapp.Note']"
 
 
-def test_applying_the_bridge_announces_only_admin_registrations_made_later(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_applying_the_bridge_announces_only_admin_registrations_made_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from mcp_django.server import notifications
 
     submitted: list[Any] = []
-    monkeypatch.setattr(notifications, "schedule", lambda key, function, args, item=None: submitted.append(args[1:]))
+    monkeypatch.setattr(
+        notifications, "schedule", lambda key, function, args, item=None: submitted.append(args[1:])
+    )
     admin_site = admin.AdminSite(name="news-admin")
     admin_site.register(User)
     mcp_site = MCPSite(name="news-mcp")
@@ -338,15 +370,31 @@ async def _bridge_entries_seen_and_used_by(user: User, note: Note) -> dict[str, 
     await client.initialize()
     template = "django://testapp/note/{pk}"
     seen: dict[str, Any] = {
-        "tools": sorted(t["name"] for t in (await client.call("tools/list"))["tools"] if t["name"].startswith("testapp_note_")),
-        "templates": [t["uriTemplate"] for t in (await client.call("resources/templates/list"))["resourceTemplates"]],
+        "tools": sorted(
+            t["name"]
+            for t in (await client.call("tools/list"))["tools"]
+            if t["name"].startswith("testapp_note_")
+        ),
+        "templates": [
+            t["uriTemplate"]
+            for t in (await client.call("resources/templates/list"))["resourceTemplates"]
+        ],
         "rows": [r["uri"] for r in (await client.call("resources/list"))["resources"]],
     }
     calls = {
         "get": ("tools/call", {"name": "testapp_note_get", "arguments": {"pk": note.pk}}),
-        "action": ("tools/call", {"name": "testapp_note_make_high", "arguments": {"pks": [note.pk]}}),
+        "action": (
+            "tools/call",
+            {"name": "testapp_note_make_high", "arguments": {"pks": [note.pk]}},
+        ),
         "read": ("resources/read", {"uri": f"django://testapp/note/{note.pk}"}),
-        "complete": ("completion/complete", {"ref": {"type": "ref/resource", "uri": template}, "argument": {"name": "pk", "value": ""}}),
+        "complete": (
+            "completion/complete",
+            {
+                "ref": {"type": "ref/resource", "uri": template},
+                "argument": {"name": "pk", "value": ""},
+            },
+        ),
     }
     for key, (method, params) in calls.items():
         answer = await client.request(method, params)
@@ -355,7 +403,9 @@ async def _bridge_entries_seen_and_used_by(user: User, note: Note) -> dict[str, 
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_user_the_admin_site_does_not_let_in_sees_and_uses_none_of_the_bridge_entries() -> None:
+async def test_a_user_the_admin_site_does_not_let_in_sees_and_uses_none_of_the_bridge_entries() -> (
+    None
+):
     from asgiref.sync import sync_to_async
     from django.test import override_settings
 
@@ -369,8 +419,14 @@ async def test_a_user_the_admin_site_does_not_let_in_sees_and_uses_none_of_the_b
         seen = await _bridge_entries_seen_and_used_by(user, note)
     assert (seen["tools"], seen["templates"], seen["rows"]) == ([], [], [])
     # Each answers as for a name that does not exist, like any entry the gate hides.
-    assert (seen["get"]["code"], seen["get"]["message"]) == (INVALID_PARAMS, "Unknown tool: testapp_note_get")
-    assert (seen["action"]["code"], seen["action"]["message"]) == (INVALID_PARAMS, "Unknown tool: testapp_note_make_high")
+    assert (seen["get"]["code"], seen["get"]["message"]) == (
+        INVALID_PARAMS,
+        "Unknown tool: testapp_note_get",
+    )
+    assert (seen["action"]["code"], seen["action"]["message"]) == (
+        INVALID_PARAMS,
+        "Unknown tool: testapp_note_make_high",
+    )
     assert seen["read"]["code"] == RESOURCE_NOT_FOUND
     assert seen["complete"]["code"] == INVALID_PARAMS
     await note.arefresh_from_db()
@@ -389,9 +445,14 @@ async def test_a_staff_user_with_the_same_permissions_sees_and_uses_the_bridge_e
     with override_settings(MCP_DJANGO={**BASE_SETTINGS, "AUTHENTICATION": "django"}):
         seen = await _bridge_entries_seen_and_used_by(user, note)
     assert seen["tools"] == ["testapp_note_get", "testapp_note_make_high", "testapp_note_search"]
-    assert seen["templates"] == ["django://testapp/note/{pk}"] and seen["rows"] == [f"django://testapp/note/{note.pk}"]
+    assert seen["templates"] == ["django://testapp/note/{pk}"] and seen["rows"] == [
+        f"django://testapp/note/{note.pk}"
+    ]
     assert seen["get"]["structuredContent"]["title"] == "mine"
-    assert seen["action"]["structuredContent"] == {"affected": 1, "messages": ["1 notes marked high."]}
+    assert seen["action"]["structuredContent"] == {
+        "affected": 1,
+        "messages": ["1 notes marked high."],
+    }
     assert '"mine"' in seen["read"]["contents"][0]["text"]
     assert seen["complete"]["completion"]["values"] == [str(note.pk)]
 
@@ -418,7 +479,11 @@ def test_an_admin_site_overriding_has_permission_decides_who_sees_the_bridge_ent
     staff = _user("staff", "view_note", "change_note")
     note = Note.objects.create(owner=volunteer, title="desk note")
     model_mcp = mcp_site.get_model_mcp(Note)
-    entries = [model_mcp, mcp_site.get_tool("testapp_note_get"), mcp_site.get_tool("testapp_note_make_high")]
+    entries = [
+        model_mcp,
+        mcp_site.get_tool("testapp_note_get"),
+        mcp_site.get_tool("testapp_note_make_high"),
+    ]
     assert [gate(e, _request(volunteer)) for e in entries] == [Access.VISIBLE] * 3
     assert [gate(e, _request(staff)) for e in entries] == [Access.HIDDEN] * 3
     assert model_mcp.get_object(_request(volunteer), note.pk) == note
@@ -450,13 +515,21 @@ def test_admin_action_and_model_tools_give_a_uuid_key_its_type_and_format() -> N
     mcp_site = _ticket_site()
     action, get = mcp_site.get_tool("testapp_ticket_close"), mcp_site.get_tool("testapp_ticket_get")
     assert action.input_schema["properties"]["pks"]["items"] == {"type": "string", "format": "uuid"}
-    assert get.input_schema["properties"]["pk"] == {"type": "string", "format": "uuid", "description": "Primary key of the ticket."}
+    assert get.input_schema["properties"]["pk"] == {
+        "type": "string",
+        "format": "uuid",
+        "description": "Primary key of the ticket.",
+    }
     _, note_site = _sites()
-    assert note_site.get_tool("testapp_note_make_high").input_schema["properties"]["pks"]["items"] == {"type": "integer"}
+    assert note_site.get_tool("testapp_note_make_high").input_schema["properties"]["pks"][
+        "items"
+    ] == {"type": "integer"}
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_malformed_key_is_an_invalid_argument_of_the_action_and_of_the_model_tools() -> None:
+async def test_a_malformed_key_is_an_invalid_argument_of_the_action_and_of_the_model_tools() -> (
+    None
+):
     from asgiref.sync import sync_to_async
     from django.test import override_settings
 
@@ -469,16 +542,27 @@ async def test_a_malformed_key_is_an_invalid_argument_of_the_action_and_of_the_m
     await client.force_login(user)
     with override_settings(MCP_DJANGO={**BASE_SETTINGS, "AUTHENTICATION": "django"}):
         await client.initialize()
-        action = await client.request("tools/call", {"name": "testapp_ticket_close", "arguments": {"pks": [str(ticket.pk), "not-a-uuid"]}})
-        get = await client.request("tools/call", {"name": "testapp_ticket_get", "arguments": {"pk": "not-a-uuid"}})
+        action = await client.request(
+            "tools/call",
+            {"name": "testapp_ticket_close", "arguments": {"pks": [str(ticket.pk), "not-a-uuid"]}},
+        )
+        get = await client.request(
+            "tools/call", {"name": "testapp_ticket_get", "arguments": {"pk": "not-a-uuid"}}
+        )
         await ticket.arefresh_from_db()
         assert not ticket.done  # the refused call ran on no row, not even the good key's
         closed = await client.call_tool("testapp_ticket_close", {"pks": [str(ticket.pk)]})
     # A tool error naming the bad key, like any argument the schema refuses; not -32603.
     assert "error" not in action and action["result"]["isError"] is True
-    assert action["result"]["content"][0]["text"] == "Invalid arguments:\npks.1: “not-a-uuid” is not a valid UUID."
+    assert (
+        action["result"]["content"][0]["text"]
+        == "Invalid arguments:\npks.1: “not-a-uuid” is not a valid UUID."
+    )
     assert "error" not in get and get["result"]["isError"] is True
-    assert get["result"]["content"][0]["text"] == "Invalid arguments:\npk: “not-a-uuid” is not a valid UUID."
+    assert (
+        get["result"]["content"][0]["text"]
+        == "Invalid arguments:\npk: “not-a-uuid” is not a valid UUID."
+    )
     assert closed["structuredContent"]["affected"] == 1
     await ticket.arefresh_from_db()
     assert ticket.done
@@ -487,11 +571,16 @@ async def test_a_malformed_key_is_an_invalid_argument_of_the_action_and_of_the_m
 # --- one bridge per model of an admin site ------------------------------------------------------
 
 
-def test_register_admin_twice_with_the_same_admin_site_raises_already_registered_naming_it() -> None:
+def test_register_admin_twice_with_the_same_admin_site_raises_already_registered_naming_it() -> (
+    None
+):
     from mcp_django.exceptions import AlreadyRegistered
 
     admin_site, mcp_site = _sites()
-    with pytest.raises(AlreadyRegistered, match=r"The admin site 'test-admin' is already registered on MCPSite\(name='admin-mcp'\)"):
+    with pytest.raises(
+        AlreadyRegistered,
+        match=r"The admin site 'test-admin' is already registered on MCPSite\(name='admin-mcp'\)",
+    ):
         mcp_site.register_admin(admin_site)
     with pytest.raises(AlreadyRegistered, match="register_admin\\(\\) was called twice"):
         mcp_site.register_admin(admin_site, actions=False)
@@ -503,8 +592,12 @@ def test_register_admin_naming_a_model_an_earlier_call_names_raises_already_regi
     from mcp_django.exceptions import AlreadyRegistered
 
     admin_site, mcp_site = _sites(models=[Note])
-    with pytest.raises(AlreadyRegistered, match=r"'test-admin' is already registered .* for testapp\.note:"):
-        mcp_site.register_admin(admin_site, models=["testapp.Note"], tools=("search", "get", "update"))
+    with pytest.raises(
+        AlreadyRegistered, match=r"'test-admin' is already registered .* for testapp\.note:"
+    ):
+        mcp_site.register_admin(
+            admin_site, models=["testapp.Note"], tools=("search", "get", "update")
+        )
 
 
 def test_register_admin_calls_of_one_admin_site_may_share_its_models_out() -> None:
@@ -518,7 +611,12 @@ def test_register_admin_calls_of_one_admin_site_may_share_its_models_out() -> No
     admin_site.register(Note, NoteAdmin)
     admin_site.register(Ticket, TicketAdmin)
     names = {t.name for t in mcp_site.get_tools()}
-    assert {"testapp_ticket_update", "testapp_ticket_close", "testapp_note_get", "testapp_note_make_high"} <= names
+    assert {
+        "testapp_ticket_update",
+        "testapp_ticket_close",
+        "testapp_note_get",
+        "testapp_note_make_high",
+    } <= names
     assert "testapp_note_update" not in names
     assert [e.id for e in mcp_site.check() if e.id == "mcp_django.E120"] == []
 
@@ -527,18 +625,26 @@ def test_a_call_without_models_that_already_exposed_a_model_keeps_it() -> None:
     from mcp_django.exceptions import AlreadyRegistered
 
     admin_site, mcp_site = _sites()
-    with pytest.raises(AlreadyRegistered, match=r"for testapp\.note: register_admin\(\) was called twice"):
+    with pytest.raises(
+        AlreadyRegistered, match=r"for testapp\.note: register_admin\(\) was called twice"
+    ):
         mcp_site.register_admin(admin_site, models=[Note], tools=("search", "get", "update"))
 
 
-def test_the_same_model_and_action_on_two_bridged_admin_sites_is_e120_naming_the_other_admin_site() -> None:
+def test_the_same_model_and_action_on_two_bridged_admin_sites_is_e120_naming_the_other_admin_site() -> (
+    None
+):
     _, mcp_site = _sites()
     second = admin.AdminSite(name="second-admin")
     second.register(Note, NoteAdmin)
     mcp_site.register_admin(second)
     errors = [e for e in mcp_site.check() if e.id == "mcp_django.E120"]
     assert len(errors) == 1 and "testapp_note_make_high" in errors[0].msg
-    assert "'test-admin'" in errors[0].hint and "models=" in errors[0].hint and "Rename" not in errors[0].hint
+    assert (
+        "'test-admin'" in errors[0].hint
+        and "models=" in errors[0].hint
+        and "Rename" not in errors[0].hint
+    )
 
 
 # --- which rows an admin action acts on (issue 42) -----------------------------------------

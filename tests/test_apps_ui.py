@@ -23,7 +23,10 @@ from tests.test_gates import OAUTH, _user_with_token
 from tests.test_gates import _client as oauth_client
 from tests.transport.test_stateless import body, post
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_channel_layer"),
+]
 
 BOARD = "testapp/ui/board.html"
 BOARD_URI = f"ui://{BOARD}"
@@ -43,14 +46,24 @@ def _client(mcp: MCPSite) -> MCPTestClient:
     return MCPTestClient(MCPConsumer.as_asgi(site=mcp))
 
 
-async def _handshake(mcp: MCPSite, method: str, params: dict[str, Any] | None = None, client: MCPTestClient | None = None) -> dict[str, Any]:
+async def _handshake(
+    mcp: MCPSite,
+    method: str,
+    params: dict[str, Any] | None = None,
+    client: MCPTestClient | None = None,
+) -> dict[str, Any]:
     client = client or _client(mcp)
     if client.session_id is None:
         await client.initialize()
     return await client.call(method, params or {})
 
 
-async def _stateless(mcp: MCPSite, method: str, params: dict[str, Any] | None = None, client: MCPTestClient | None = None) -> dict[str, Any]:
+async def _stateless(
+    mcp: MCPSite,
+    method: str,
+    params: dict[str, Any] | None = None,
+    client: MCPTestClient | None = None,
+) -> dict[str, Any]:
     response = await post(client or _client(mcp), body(method, params))
     assert response.status == 200, response.body
     answer: dict[str, Any] = response.json()
@@ -60,7 +73,13 @@ async def _stateless(mcp: MCPSite, method: str, params: dict[str, Any] | None = 
 ERAS = pytest.mark.parametrize("era", ["handshake", "stateless"])
 
 
-async def _ask(era: str, mcp: MCPSite, method: str, params: dict[str, Any] | None = None, client: MCPTestClient | None = None) -> dict[str, Any]:
+async def _ask(
+    era: str,
+    mcp: MCPSite,
+    method: str,
+    params: dict[str, Any] | None = None,
+    client: MCPTestClient | None = None,
+) -> dict[str, Any]:
     """The result of ``method`` in ``era`` (raises on an error answer)."""
     if era == "handshake":
         return await _handshake(mcp, method, params, client)
@@ -78,7 +97,10 @@ async def test_a_tool_with_a_ui_lists_its_resource_uri_in_both_eras(era: str) ->
     mcp.tool(show_board, ui=BOARD)
     mcp.tool(move_card, ui=UI(BOARD), meta={"example.com/owner": "cards"})
     tools = {t["name"]: t for t in (await _ask(era, mcp, "tools/list"))["tools"]}
-    assert tools["show_board"]["_meta"] == {"ui": {"resourceUri": BOARD_URI}, "ui/resourceUri": BOARD_URI}
+    assert tools["show_board"]["_meta"] == {
+        "ui": {"resourceUri": BOARD_URI},
+        "ui/resourceUri": BOARD_URI,
+    }
     # The tool's own _meta stays beside the UI's keys.
     assert tools["move_card"]["_meta"]["example.com/owner"] == "cards"
     assert tools["move_card"]["_meta"]["ui"]["resourceUri"] == BOARD_URI
@@ -118,7 +140,9 @@ async def test_initialize_and_discover_declare_the_ui_extension() -> None:
 
 
 @ERAS
-async def test_the_ui_is_listed_and_reads_as_the_rendered_template_with_its_csp_and_permissions(era: str) -> None:
+async def test_the_ui_is_listed_and_reads_as_the_rendered_template_with_its_csp_and_permissions(
+    era: str,
+) -> None:
     mcp = MCPSite(name="apps")
     ui = UI(
         BOARD,
@@ -133,7 +157,10 @@ async def test_the_ui_is_listed_and_reads_as_the_rendered_template_with_its_csp_
     mcp.tool(move_card, ui=ui)  # two tools, one UI
     expected_meta = {
         "ui": {
-            "csp": {"connectDomains": ["https://api.example.com"], "resourceDomains": ["https://cdn.example.com"]},
+            "csp": {
+                "connectDomains": ["https://api.example.com"],
+                "resourceDomains": ["https://cdn.example.com"],
+            },
             "permissions": {"clipboardWrite": {}},
             "prefersBorder": True,
         }
@@ -179,17 +206,32 @@ async def test_a_user_who_may_not_use_the_tool_can_neither_list_nor_read_its_ui(
         await allowed.force_login(await _user("allowed", "view_note"))
         await refused.force_login(await _user("refused"))
 
-        assert [r["uri"] for r in (await _ask(era, mcp, "resources/list", client=allowed))["resources"]] == [BOARD_URI]
-        assert (await _ask(era, mcp, "resources/read", {"uri": BOARD_URI}, client=allowed))["contents"][0]["text"]
+        assert [
+            r["uri"] for r in (await _ask(era, mcp, "resources/list", client=allowed))["resources"]
+        ] == [BOARD_URI]
+        assert (await _ask(era, mcp, "resources/read", {"uri": BOARD_URI}, client=allowed))[
+            "contents"
+        ][0]["text"]
 
         assert (await _ask(era, mcp, "resources/list", client=refused))["resources"] == []
         if era == "handshake":  # the client has its session from the list above
-            answer = (await refused.post({"jsonrpc": "2.0", "id": 9, "method": "resources/read", "params": {"uri": BOARD_URI}})).json()
+            answer = (
+                await refused.post(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 9,
+                        "method": "resources/read",
+                        "params": {"uri": BOARD_URI},
+                    }
+                )
+            ).json()
         else:
             answer = await _stateless(mcp, "resources/read", {"uri": BOARD_URI}, refused)
         # As for a resource that does not exist (2026-07-28 answers that -32602): the UI of a
         # hidden tool does not reveal itself.
-        assert answer["error"]["code"] == (RESOURCE_NOT_FOUND if era == "handshake" else INVALID_PARAMS), answer
+        assert answer["error"]["code"] == (
+            RESOURCE_NOT_FOUND if era == "handshake" else INVALID_PARAMS
+        ), answer
         assert "text" not in str(answer)
 
 
@@ -201,7 +243,10 @@ async def test_a_ui_shared_by_tools_needs_what_every_one_of_them_needs() -> None
     assert isinstance(resource, UIResource)
     assert resource.permissions == ("testapp.view_note", "testapp.change_note")
     assert resource.scopes == ("cards:write",)
-    viewer, editor = await _user("viewer", "view_note"), await _user("editor", "view_note", "change_note")
+    viewer, editor = (
+        await _user("viewer", "view_note"),
+        await _user("editor", "view_note", "change_note"),
+    )
     assert not await sync_to_async(resource.has_permission)(type("R", (), {"user": viewer})())
     assert await sync_to_async(resource.has_permission)(type("R", (), {"user": editor})())
 
@@ -245,7 +290,9 @@ def test_a_ui_cannot_take_the_uri_of_another_resource() -> None:
         ({"prefers_border": "yes"}, "prefers_border"),
     ],
 )
-def test_a_ui_with_a_wrong_option_is_refused_at_registration(options: dict[str, Any], message: str) -> None:
+def test_a_ui_with_a_wrong_option_is_refused_at_registration(
+    options: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ImproperlyConfigured, match=message):
         UI(BOARD, **options)
 
@@ -287,10 +334,14 @@ def test_a_ui_whose_template_fails_to_render_without_a_request_is_check_error_e2
 # -- inlined static files ---------------------------------------------------------------------------
 
 
-async def test_inline_tags_put_static_files_in_the_page_without_ending_their_element_early() -> None:
+async def test_inline_tags_put_static_files_in_the_page_without_ending_their_element_early() -> (
+    None
+):
     mcp = MCPSite(name="apps")
     mcp.tool(show_board, ui="testapp/ui/inlined.html")
-    (content,) = (await _ask("handshake", mcp, "resources/read", {"uri": "ui://testapp/ui/inlined.html"}))["contents"]
+    (content,) = (
+        await _ask("handshake", mcp, "resources/read", {"uri": "ui://testapp/ui/inlined.html"})
+    )["contents"]
     html = content["text"]
     assert "<style>h1 { color: red; }\n/* not the end: <\\/style> */\n</style>" in html
     assert '<script>const end = "<\\/script>";\nwindow.boardLoaded = 1 < 2;\n</script>' in html
@@ -311,9 +362,13 @@ async def test_a_token_lacking_the_tools_scope_reading_its_ui_gets_the_step_up_4
     with override_settings(MCP_DJANGO={**BASE_SETTINGS, **OAUTH}):
         _, raw = await _user_with_token("alice", "notes:read")
         client = await oauth_client(raw, mcp)
-        response = await client.post({"jsonrpc": "2.0", "id": 5, "method": "resources/read", "params": {"uri": BOARD_URI}})
+        response = await client.post(
+            {"jsonrpc": "2.0", "id": 5, "method": "resources/read", "params": {"uri": BOARD_URI}}
+        )
         assert response.status == 403
         assert 'scope="notes:write"' in response.headers.get("www-authenticate", "")
         _, granted = await _user_with_token("bob", "notes:read notes:write")
-        (content,) = (await (await oauth_client(granted, mcp)).call("resources/read", {"uri": BOARD_URI}))["contents"]
+        (content,) = (
+            await (await oauth_client(granted, mcp)).call("resources/read", {"uri": BOARD_URI})
+        )["contents"]
         assert content["mimeType"] == MIME_TYPE

@@ -19,13 +19,18 @@ FACADE = "mcp_django"
 
 
 def _graph(package: str = "mcp_django") -> grimp.ImportGraph:
-    return grimp.build_graph(package, include_external_packages=False, exclude_type_checking_imports=False)
+    return grimp.build_graph(
+        package, include_external_packages=False, exclude_type_checking_imports=False
+    )
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan, iteratively)."""
     modules = sorted(m for m in graph.modules if m != FACADE)
-    edges = {m: sorted(i for i in graph.find_modules_directly_imported_by(m) if i != FACADE) for m in modules}
+    edges = {
+        m: sorted(i for i in graph.find_modules_directly_imported_by(m) if i != FACADE)
+        for m in modules
+    }
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -75,20 +80,29 @@ def test_no_import_cycle_inside_mcp_django() -> None:
         for importer in component:
             for imported in sorted(graph.find_modules_directly_imported_by(importer)):
                 if imported in component:
-                    lines = [d["line_number"] for d in graph.get_import_details(importer=importer, imported=imported)]
+                    lines = [
+                        d["line_number"]
+                        for d in graph.get_import_details(importer=importer, imported=imported)
+                    ]
                     details.append(f"{importer} -> {imported} (line {', '.join(map(str, lines))})")
     assert not cycles, "import cycles:\n" + "\n".join(details)
 
 
-def test_the_cycle_finder_finds_cycles_hidden_in_a_function_or_in_the_types(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cycle_finder_finds_cycles_hidden_in_a_function_or_in_the_types(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     package = tmp_path / "cyclic"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "a.py").write_text("from . import b\n")
     (package / "b.py").write_text("def f():\n    from . import a\n")
     (package / "c.py").write_text("from . import d\n")
-    (package / "d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import c\n")
-    (package / "e.py").write_text("from . import a\n")  # imports into a cycle without being part of one
+    (package / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import c\n"
+    )
+    (package / "e.py").write_text(
+        "from . import a\n"
+    )  # imports into a cycle without being part of one
     monkeypatch.syspath_prepend(str(tmp_path))
     graph = _graph("cyclic")
     assert {"cyclic.a", "cyclic.b", "cyclic.c", "cyclic.d", "cyclic.e"} <= set(graph.modules)
@@ -103,8 +117,18 @@ def test_the_cycle_finder_finds_cycles_hidden_in_a_function_or_in_the_types(tmp_
 def test_imports_point_down_the_layers() -> None:
     # In a process of its own: the contracts read the source, they need no Django set up.
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "lint-imports"), "--config", ".importlinter", "--no-cache", "--no-logo"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+        [
+            str(Path(sys.executable).parent / "lint-imports"),
+            "--config",
+            ".importlinter",
+            "--no-cache",
+            "--no-logo",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
@@ -114,7 +138,10 @@ def test_ruff_finds_nothing() -> None:
     # The rule set and why: [tool.ruff] in pyproject.toml.
     result = subprocess.run(
         [str(Path(sys.executable).parent / "ruff"), "check", "--no-cache", "mcp_django"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -139,13 +166,29 @@ def test_every_entry_has_one_interface_and_one_gate() -> None:
     handlers see, and none decides its own visibility: ``is_visible`` is the gate's."""
     from mcp_django.extensions.mcp_apps import UIResource
     from mcp_django.registry.admin_bridge import AdminActionTool
-    from mcp_django.registry.functions import FunctionPrompt, FunctionResource, FunctionResourceTemplate, FunctionTool
+    from mcp_django.registry.functions import (
+        FunctionPrompt,
+        FunctionResource,
+        FunctionResourceTemplate,
+        FunctionTool,
+    )
     from mcp_django.registry.options import ModelTool
-    from mcp_django.server.entries import Entry, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
+    from mcp_django.server.entries import (
+        Entry,
+        PromptEntry,
+        ResourceEntry,
+        TemplateEntry,
+        ToolEntry,
+    )
 
     kinds = {
-        FunctionTool: ToolEntry, ModelTool: ToolEntry, AdminActionTool: ToolEntry,
-        FunctionResource: ResourceEntry, FunctionResourceTemplate: TemplateEntry, FunctionPrompt: PromptEntry, UIResource: ResourceEntry,
+        FunctionTool: ToolEntry,
+        ModelTool: ToolEntry,
+        AdminActionTool: ToolEntry,
+        FunctionResource: ResourceEntry,
+        FunctionResourceTemplate: TemplateEntry,
+        FunctionPrompt: PromptEntry,
+        UIResource: ResourceEntry,
     }
     for cls, protocol in kinds.items():
         assert protocol in cls.__mro__, cls
@@ -157,7 +200,11 @@ def test_mypy_strict_finds_nothing() -> None:
     # one can never hide an error.
     result = subprocess.run(
         [str(Path(sys.executable).parent / "mypy"), "--no-incremental", "--cache-dir", os.devnull],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -181,7 +228,11 @@ def _function_imports(package: Path) -> list[tuple[str, int, str, bool]]:
         source = path.read_text()
         lines = source.splitlines()
         seen: set[int] = set()
-        functions = [n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        functions = [
+            n
+            for n in ast.walk(ast.parse(source))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ]
         for function in functions:
             for node in ast.walk(function):
                 if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno in seen:
@@ -191,20 +242,34 @@ def _function_imports(package: Path) -> list[tuple[str, int, str, bool]]:
                 while above > 0 and lines[above - 1].lstrip().startswith(("import ", "from ")):
                     above -= 1
                 comments = [lines[node.end_lineno - 1]]
-                while above > 0 and lines[above - 1].lstrip().startswith("#"):  # the comment above, every line of it
+                while above > 0 and lines[above - 1].lstrip().startswith(
+                    "#"
+                ):  # the comment above, every line of it
                     comments.append(lines[above - 1])
                     above -= 1
-                reason = any("#" in c and ("app loading" in c.lower() or "optional" in c.lower()) for c in comments)
-                found.append((str(path.relative_to(package.parent)), node.lineno, ast.unparse(node), reason))
+                reason = any(
+                    "#" in c and ("app loading" in c.lower() or "optional" in c.lower())
+                    for c in comments
+                )
+                found.append(
+                    (str(path.relative_to(package.parent)), node.lineno, ast.unparse(node), reason)
+                )
     return found
 
 
 def test_imports_inside_functions_are_few_and_each_says_why() -> None:
     found = _function_imports(ROOT / "mcp_django")
     listing = "\n".join(f"{path}:{line}: {statement}" for path, line, statement, _ in found)
-    assert len(found) <= MAX_FUNCTION_IMPORTS, f"{len(found)} imports inside functions (at most {MAX_FUNCTION_IMPORTS}):\n{listing}"
-    silent = [f"{path}:{line}: {statement}" for path, line, statement, reason in found if not reason]
-    assert not silent, "imports inside functions without a reason (# app loading: ... or # optional ...):\n" + "\n".join(silent)
+    assert len(found) <= MAX_FUNCTION_IMPORTS, (
+        f"{len(found)} imports inside functions (at most {MAX_FUNCTION_IMPORTS}):\n{listing}"
+    )
+    silent = [
+        f"{path}:{line}: {statement}" for path, line, statement, reason in found if not reason
+    ]
+    assert not silent, (
+        "imports inside functions without a reason (# app loading: ... or # optional ...):\n"
+        + "\n".join(silent)
+    )
 
 
 def test_the_function_import_count_sees_methods_and_reasons(tmp_path: Path) -> None:

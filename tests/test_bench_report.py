@@ -6,11 +6,24 @@ from __future__ import annotations
 from bench import report
 from bench.servers import FLOOR_DAPHNE, OPS_OFF, REFERENCE
 
-SMOKE = {"rounds": 1, "duration": 1, "warmup": 0, "setup_duration": 1, "notify_duration": 1, "notify_count": 10}
+SMOKE = {
+    "rounds": 1,
+    "duration": 1,
+    "warmup": 0,
+    "setup_duration": 1,
+    "notify_duration": 1,
+    "notify_count": 10,
+}
 
 
 def _case(per_core: float, p99: float) -> dict:
-    return {"calls_per_s": per_core, "calls_per_core_s": per_core, "p50_ms": p99 / 2, "p99_ms": p99, "cpu": {"other_cores": 0.0}}
+    return {
+        "calls_per_s": per_core,
+        "calls_per_core_s": per_core,
+        "p50_ms": p99 / 2,
+        "p99_ms": p99,
+        "cpu": {"other_cores": 0.0},
+    }
 
 
 def _run(cases: dict, servers: list[str]) -> dict:
@@ -19,11 +32,35 @@ def _run(cases: dict, servers: list[str]) -> dict:
         "date": "2026-11-26 00:00 UTC",
         "command": ".venv/bin/python bench/run.py --smoke",
         "profile_name": "smoke",
-        "profile": {**SMOKE, "notify_concurrency": [], "memory_counts": [], "open_windows": [], "concurrencies": [8]},
+        "profile": {
+            **SMOKE,
+            "notify_concurrency": [],
+            "memory_counts": [],
+            "open_windows": [],
+            "concurrencies": [8],
+        },
         "servers": servers,
-        "machine": {"cpu": "test", "cores": 2, "memory_gib": 1.0, "kernel": "6", "python": "3.11", "packages": {}, "wrk": "wrk"},
-        "ours_source_at_start": {"git_head": "abc", "uncommitted_changes": False, "sha256_of_py_sources": "0", "newest_source_change": "now"},
-        "ours_source_at_end": {"git_head": "abc", "uncommitted_changes": False, "sha256_of_py_sources": "0", "newest_source_change": "now"},
+        "machine": {
+            "cpu": "test",
+            "cores": 2,
+            "memory_gib": 1.0,
+            "kernel": "6",
+            "python": "3.11",
+            "packages": {},
+            "wrk": "wrk",
+        },
+        "ours_source_at_start": {
+            "git_head": "abc",
+            "uncommitted_changes": False,
+            "sha256_of_py_sources": "0",
+            "newest_source_change": "now",
+        },
+        "ours_source_at_end": {
+            "git_head": "abc",
+            "uncommitted_changes": False,
+            "sha256_of_py_sources": "0",
+            "newest_source_change": "now",
+        },
         "wall_seconds": 60,
         "cases": {f"{kind}.json.tools_call.c8": value for kind, value in cases.items()},
         "results_file": "test.json",
@@ -36,8 +73,15 @@ def _cell(summary: dict, metric: str, kind: str) -> dict:
 
 
 def test_daphne_json_throughput_and_p99_are_judged_against_the_floor_on_daphne() -> None:
-    cases = {REFERENCE: _case(1000, 5.0), "ours-uvicorn": _case(2600, 4.0), "ours-daphne": _case(1300, 12.0), FLOOR_DAPHNE: _case(2000, 10.0)}
-    summary = report.summarize(_run(cases, ["ours-uvicorn", "ours-daphne", REFERENCE, FLOOR_DAPHNE]))
+    cases = {
+        REFERENCE: _case(1000, 5.0),
+        "ours-uvicorn": _case(2600, 4.0),
+        "ours-daphne": _case(1300, 12.0),
+        FLOOR_DAPHNE: _case(2000, 10.0),
+    }
+    summary = report.summarize(
+        _run(cases, ["ours-uvicorn", "ours-daphne", REFERENCE, FLOOR_DAPHNE])
+    )
 
     throughput = _cell(summary, "calls_per_core_s", "ours-daphne")
     assert (throughput["checked"], throughput["meets"], throughput["floor"]) == (0.65, True, 2000)
@@ -62,7 +106,9 @@ def test_a_run_without_floors_leaves_daphne_unjudged_and_says_not_measured() -> 
     assert f"Not measured in this run ({OPS_OFF} did not run)." in markdown
 
 
-def test_the_operations_layer_costing_more_than_15_percent_of_a_json_call_is_a_missed_target() -> None:
+def test_the_operations_layer_costing_more_than_15_percent_of_a_json_call_is_a_missed_target() -> (
+    None
+):
     cases = {"ours-uvicorn": _case(3400, 4.0), OPS_OFF: _case(4250, 3.0)}
     rep = _run(cases, ["ours-uvicorn", OPS_OFF])
     rep["summary"] = report.summarize(rep)
@@ -71,7 +117,10 @@ def test_the_operations_layer_costing_more_than_15_percent_of_a_json_call_is_a_m
     assert (row["ratio"], row["meets"], row["miss_pct"]) == (0.8, False, 5.9)
     assert report.operations_cost(rep["cases"]) == {"json.tools_call.c8": 0.8}
     assert [m["section"] for m in rep["summary"]["misses"]] == ["operations layer"]
-    assert "| json, c=8 | 3,400 | 4,250 | 0.80 | ≥ 0.85×: misses by 6 % |" in report.render_markdown(rep)  # noqa: RUF001
+    assert (
+        "| json, c=8 | 3,400 | 4,250 | 0.80 | ≥ 0.85×: misses by 6 % |"
+        in report.render_markdown(rep)
+    )  # noqa: RUF001
 
 
 def test_judge_says_which_figure_is_missing() -> None:
@@ -79,7 +128,10 @@ def test_judge_says_which_figure_is_missing() -> None:
     assert report.judge(on_floor, 1300, floor=2000)["meets"] is True
     assert report.judge(on_floor, 1300)["unjudged"] == "floor not measured"
     assert report.judge(on_floor, None, floor=2000)["unjudged"] == "no figure"
-    assert report.judge(report.OPERATIONS, 3400, against=OPS_OFF)["unjudged"] == f"{OPS_OFF} not measured"
+    assert (
+        report.judge(report.OPERATIONS, 3400, against=OPS_OFF)["unjudged"]
+        == f"{OPS_OFF} not measured"
+    )
 
 
 def test_stream_open_growth_is_judged_against_the_companion_s_opens_at_the_same_moments() -> None:
@@ -87,8 +139,18 @@ def test_stream_open_growth_is_judged_against_the_companion_s_opens_at_the_same_
 
     early = {"open_median_ms": 2.0, "get_median_ms": 1.0}
     # The machine ran slower during the late window: opens 1.5x as slow on both servers, no growth.
-    late = {"open_median_ms": 3.0, "get_median_ms": 1.5, "companion_open_median_ms": 3.0, "companion_get_median_ms": 1.2}
-    assert open_growth(early, late) == {"raw_growth": 1.5, "growth": 1.0, "raw_get_growth": 1.5, "get_growth": 1.25}
+    late = {
+        "open_median_ms": 3.0,
+        "get_median_ms": 1.5,
+        "companion_open_median_ms": 3.0,
+        "companion_get_median_ms": 1.2,
+    }
+    assert open_growth(early, late) == {
+        "raw_growth": 1.5,
+        "growth": 1.0,
+        "raw_get_growth": 1.5,
+        "get_growth": 1.25,
+    }
     # A run without a companion (it did not start) is judged on the one server.
     alone = {"open_median_ms": 3.0, "get_median_ms": 1.5}
     assert open_growth(early, alone)["growth"] == 1.5

@@ -74,7 +74,9 @@ def test_e003_response_mode_must_be_json_or_sse():
     assert error.hint
 
 
-@pytest.mark.parametrize("value", ["no.such.Authentication", "mcp_django.stores.DatabaseEventStore", 42])
+@pytest.mark.parametrize(
+    "value", ["no.such.Authentication", "mcp_django.stores.DatabaseEventStore", 42]
+)
 def test_e004_authentication_must_be_an_authentication_class(value):
     [error] = settings_errors(AUTHENTICATION=value)
     assert error.id == "mcp_django.E004"
@@ -82,10 +84,20 @@ def test_e004_authentication_must_be_an_authentication_class(value):
 
 @pytest.mark.parametrize(
     "key,value,check_id",
-    [("MAX_BODY_SIZE", 0, "E005"), ("PAGE_SIZE", -1, "E005"), ("SESSION_TTL", "60", "E005"), ("MAX_BATCH_SIZE", True, "E005"),
-     ("SSE_RETRY_MS", 1.5, "E005"), ("SSE_KEEPALIVE_SECONDS", -1, "E017"), ("SSE_MAX_CONNECTION_SECONDS", "10", "E017"),
-     ("CLIENT_REQUEST_TIMEOUT", False, "E017"), ("SSE_REAUTH_SECONDS", -1, "E017"), ("SERVER_REQUEST_TTL", "1", "E017"),
-     ("DISCONNECT_GRACE_SECONDS", -1, "E017"), ("DISCONNECT_GRACE_SECONDS", "30", "E017")],
+    [
+        ("MAX_BODY_SIZE", 0, "E005"),
+        ("PAGE_SIZE", -1, "E005"),
+        ("SESSION_TTL", "60", "E005"),
+        ("MAX_BATCH_SIZE", True, "E005"),
+        ("SSE_RETRY_MS", 1.5, "E005"),
+        ("SSE_KEEPALIVE_SECONDS", -1, "E017"),
+        ("SSE_MAX_CONNECTION_SECONDS", "10", "E017"),
+        ("CLIENT_REQUEST_TIMEOUT", False, "E017"),
+        ("SSE_REAUTH_SECONDS", -1, "E017"),
+        ("SERVER_REQUEST_TTL", "1", "E017"),
+        ("DISCONNECT_GRACE_SECONDS", -1, "E017"),
+        ("DISCONNECT_GRACE_SECONDS", "30", "E017"),
+    ],
 )
 def test_e005_e017_numbers_must_be_in_range(key, value, check_id):
     """E005: a positive integer; E017: a non-negative number or None (one id per rule)."""
@@ -128,17 +140,32 @@ def test_e022_max_request_state_bytes_must_be_an_integer_of_some_size(value):
 
 
 def test_e020_e021_e022_accept_sensible_values():
-    assert settings_errors(REQUEST_STATE_KEYS=["k" * 40], REQUEST_STATE_TTL=0.5, MAX_REQUEST_STATE_BYTES=256) == []
+    assert (
+        settings_errors(
+            REQUEST_STATE_KEYS=["k" * 40], REQUEST_STATE_TTL=0.5, MAX_REQUEST_STATE_BYTES=256
+        )
+        == []
+    )
 
 
-@pytest.mark.parametrize("value,check_id", [("https://app.example", "E006"), ([1], "E006"), (["not an origin"], "E019"), (["ftp://files.example"], "E019")])
+@pytest.mark.parametrize(
+    "value,check_id",
+    [
+        ("https://app.example", "E006"),
+        ([1], "E006"),
+        (["not an origin"], "E019"),
+        (["ftp://files.example"], "E019"),
+    ],
+)
 def test_e006_e019_allowed_origins_must_be_a_list_of_origins(value, check_id):
     errors = settings_errors(ALLOWED_ORIGINS=value)
     assert ids(errors) == [f"mcp_django.{check_id}"]
 
 
 def test_e006_accepts_origins_and_the_wildcard():
-    assert settings_errors(ALLOWED_ORIGINS=["https://app.example", "http://localhost:3000", "*"]) == []
+    assert (
+        settings_errors(ALLOWED_ORIGINS=["https://app.example", "http://localhost:3000", "*"]) == []
+    )
 
 
 @pytest.mark.parametrize("value", ["no.such.Store", "mcp_django.auth.base.NoAuthentication"])
@@ -153,7 +180,9 @@ def test_e008_channel_layer_alias_must_exist():
 
 
 def test_e009_asgi_application_must_be_importable():
-    assert ids(project_errors(ASGI_APPLICATION="tests.no_such_module.application")) == ["mcp_django.E009"]
+    assert ids(project_errors(ASGI_APPLICATION="tests.no_such_module.application")) == [
+        "mcp_django.E009"
+    ]
 
 
 def test_e010_log_bridge_loggers_must_be_logger_names():
@@ -175,15 +204,28 @@ REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
         (["redis://127.0.0.1:6379/0"], True),  # a URL cannot carry a timeout
         ([("127.0.0.1", 6379)], True),
         ([{"address": "redis://127.0.0.1:6379/0"}], True),
-        ([{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 5}], True),  # not longer than the 5 s receive
+        (
+            [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 5}],
+            True,
+        ),  # not longer than the 5 s receive
         ([{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 15}], False),
-        ([{"address": "redis://127.0.0.1:6379/0", "socket_timeout": None}], False),  # no timeout, as before redis-py 8
-        ([{"address": "redis://a:6379/0", "socket_timeout": 15}, "redis://b:6379/0"], True),  # every host counts
+        (
+            [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": None}],
+            False,
+        ),  # no timeout, as before redis-py 8
+        (
+            [{"address": "redis://a:6379/0", "socket_timeout": 15}, "redis://b:6379/0"],
+            True,
+        ),  # every host counts
     ],
 )
-def test_w006_channels_redis_needs_a_socket_timeout_longer_than_its_blocking_receive(hosts: Any, warned: bool) -> None:
+def test_w006_channels_redis_needs_a_socket_timeout_longer_than_its_blocking_receive(
+    hosts: Any, warned: bool
+) -> None:
     config = {"hosts": hosts} if hosts is not None else {}
-    messages = project_errors(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_LAYER, "CONFIG": config}}, CACHES=SHARED_CACHES)
+    messages = project_errors(
+        CHANNEL_LAYERS={"default": {"BACKEND": REDIS_LAYER, "CONFIG": config}}, CACHES=SHARED_CACHES
+    )
     assert ids(messages) == (["mcp_django.W006"] if warned else [])
     if warned:
         assert '"socket_timeout": 15' in str(messages[0].hint)
@@ -194,36 +236,84 @@ def test_w006_is_only_about_channels_redis() -> None:
     assert ids(project_errors(CHANNEL_LAYERS=layers)) == []
 
 
-SHARED_CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:6379/0"}}
-SEVERAL_PROCESSES = {"default": {"BACKEND": REDIS_LAYER, "CONFIG": {"hosts": [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 15}]}}}
+SHARED_CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": "redis://127.0.0.1:6379/0",
+    }
+}
+SEVERAL_PROCESSES = {
+    "default": {
+        "BACKEND": REDIS_LAYER,
+        "CONFIG": {"hosts": [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 15}]},
+    }
+}
 LOCMEM = "django.core.cache.backends.locmem.LocMemCache"
 
 
 def test_w185_a_channel_layer_over_processes_with_quotas_counted_per_process() -> None:
     # The default CACHES is the local-memory cache, and so QUOTAS["CACHE"] = "default" with it.
-    [warning] = project_errors(CHANNEL_LAYERS=SEVERAL_PROCESSES, CACHES={"default": {"BACKEND": LOCMEM}})
+    [warning] = project_errors(
+        CHANNEL_LAYERS=SEVERAL_PROCESSES, CACHES={"default": {"BACKEND": LOCMEM}}
+    )
     assert warning.id == "mcp_django.W185"
-    assert "holds per process" in warning.msg and "RUNNING_PER_*" in warning.msg and "RedisCache" in str(warning.hint)
+    assert (
+        "holds per process" in warning.msg
+        and "RUNNING_PER_*" in warning.msg
+        and "RedisCache" in str(warning.hint)
+    )
     # The quotas' own alias is the one looked at.
     caches = {**SHARED_CACHES, "local": {"BACKEND": LOCMEM}}
-    with override_settings(DEBUG=True, CHANNEL_LAYERS=SEVERAL_PROCESSES, CACHES=caches,
-                           MCP_DJANGO={**BASE, "QUOTAS": {"CACHE": "local"}}):
+    with override_settings(
+        DEBUG=True,
+        CHANNEL_LAYERS=SEVERAL_PROCESSES,
+        CACHES=caches,
+        MCP_DJANGO={**BASE, "QUOTAS": {"CACHE": "local"}},
+    ):
         assert ids(check_settings()) == ["mcp_django.W185"]
 
 
-@pytest.mark.parametrize(("layers", "caches"), [
-    (SEVERAL_PROCESSES, SHARED_CACHES),  # a shared cache
-    ({"default": {"BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer"}}, {"default": {"BACKEND": LOCMEM}}),  # one process
-    ({"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}, {"default": {"BACKEND": LOCMEM}}),
-    (SEVERAL_PROCESSES, {"default": {"BACKEND": "django.core.cache.backends.memcached.PyMemcacheCache", "LOCATION": "127.0.0.1:11211"}}),
-])
-def test_w185_and_w186_are_quiet_with_one_process_or_a_shared_atomic_cache(layers: Any, caches: Any) -> None:
+@pytest.mark.parametrize(
+    ("layers", "caches"),
+    [
+        (SEVERAL_PROCESSES, SHARED_CACHES),  # a shared cache
+        (
+            {"default": {"BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer"}},
+            {"default": {"BACKEND": LOCMEM}},
+        ),  # one process
+        (
+            {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}},
+            {"default": {"BACKEND": LOCMEM}},
+        ),
+        (
+            SEVERAL_PROCESSES,
+            {
+                "default": {
+                    "BACKEND": "django.core.cache.backends.memcached.PyMemcacheCache",
+                    "LOCATION": "127.0.0.1:11211",
+                }
+            },
+        ),
+    ],
+)
+def test_w185_and_w186_are_quiet_with_one_process_or_a_shared_atomic_cache(
+    layers: Any, caches: Any
+) -> None:
     assert ids(project_errors(CHANNEL_LAYERS=layers, CACHES=caches)) == []
 
 
-@pytest.mark.parametrize("backend", ["django.core.cache.backends.db.DatabaseCache", "django.core.cache.backends.filebased.FileBasedCache"])
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "django.core.cache.backends.db.DatabaseCache",
+        "django.core.cache.backends.filebased.FileBasedCache",
+    ],
+)
 def test_w186_a_shared_cache_that_cannot_count_atomically(backend: str) -> None:
-    [warning] = project_errors(CHANNEL_LAYERS=SEVERAL_PROCESSES, CACHES={"default": {"BACKEND": backend, "LOCATION": "quota"}})
+    [warning] = project_errors(
+        CHANNEL_LAYERS=SEVERAL_PROCESSES,
+        CACHES={"default": {"BACKEND": backend, "LOCATION": "quota"}},
+    )
     assert warning.id == "mcp_django.W186"
     assert "reads a counter and writes it back" in warning.msg
 
@@ -241,7 +331,9 @@ def test_e170_no_url_routes_to_the_endpoint():
     with override_settings(ROOT_URLCONF="tests.urls_without_mcp"):
         messages = check_urls()
     assert "mcp_django.E170" in ids(messages)
-    assert 'include("mcp_django.urls")' in next(m for m in messages if m.id == "mcp_django.E170").hint
+    assert (
+        'include("mcp_django.urls")' in next(m for m in messages if m.id == "mcp_django.E170").hint
+    )
 
 
 @needs_database_for_model_checks
@@ -249,7 +341,10 @@ def test_e170_is_reported_by_manage_py_check():
     from django.core.management import call_command
     from django.core.management.base import SystemCheckError
 
-    with override_settings(ROOT_URLCONF="tests.urls_without_mcp"), pytest.raises(SystemCheckError, match="mcp_django.E170"):
+    with (
+        override_settings(ROOT_URLCONF="tests.urls_without_mcp"),
+        pytest.raises(SystemCheckError, match="mcp_django.E170"),
+    ):
         call_command("check")
 
 
@@ -268,7 +363,8 @@ def test_e180_an_include_without_its_trailing_slash():
     with override_settings(ROOT_URLCONF="tests.urls_without_slash"):
         messages = [m for m in check_urls() if m.id == "mcp_django.E180"]
     assert [m.msg.split(" without")[0] for m in messages] == [
-        "The MCP site 'mcp' is included at 'mcp',", "The MCP site 'mcp' is included at 'api/v1/mcp',"
+        "The MCP site 'mcp' is included at 'mcp',",
+        "The MCP site 'mcp' is included at 'api/v1/mcp',",
     ]
     assert "/mcpsse/" in messages[0].msg and 'path("mcp/", include(...))' in messages[0].hint
 
@@ -287,7 +383,10 @@ def test_w182_a_routed_site_with_nothing_registered_names_the_module_autodiscove
 def test_w182_names_an_installed_module_that_looks_like_registrations():
     from django.conf import settings
 
-    with override_settings(ROOT_URLCONF="tests.urls_empty_site", INSTALLED_APPS=[*settings.INSTALLED_APPS, "tests.wiringapp"]):
+    with override_settings(
+        ROOT_URLCONF="tests.urls_empty_site",
+        INSTALLED_APPS=[*settings.INSTALLED_APPS, "tests.wiringapp"],
+    ):
         [warning] = [m for m in check_urls() if m.id == "mcp_django.W182"]
     assert "Not imported, and they look like registrations: wiringapp/mcp_tools.py." in warning.hint
 
@@ -296,7 +395,9 @@ def test_w182_is_quiet_when_the_site_has_registrations():
     assert "mcp_django.W182" not in ids(check_urls())
 
 
-@pytest.mark.parametrize("name", ["DJANGO_MCP", "MCPDJANGO", "MCP_DJANGO_SETTINGS", "MCP_SETTINGS", "MCP"])
+@pytest.mark.parametrize(
+    "name", ["DJANGO_MCP", "MCPDJANGO", "MCP_DJANGO_SETTINGS", "MCP_SETTINGS", "MCP"]
+)
 def test_w181_a_settings_dict_under_another_name(name):
     from django.conf import settings
 
@@ -360,7 +461,11 @@ def test_w171_is_reported_by_manage_py_check():
 def test_w171_is_quiet_when_asgi_application_names_what_uvicorn_serves():
     # No daphne, but ASGI_APPLICATION says which application is served: its wiring is checked.
     assert project_errors(INSTALLED_APPS=without_daphne()) == []
-    assert ids(project_errors(INSTALLED_APPS=without_daphne(), ASGI_APPLICATION="tests.asgi.django_asgi_app")) == ["mcp_django.E172"]
+    assert ids(
+        project_errors(
+            INSTALLED_APPS=without_daphne(), ASGI_APPLICATION="tests.asgi.django_asgi_app"
+        )
+    ) == ["mcp_django.E172"]
 
 
 def test_w003_without_asgi_application_under_daphne():
@@ -370,12 +475,15 @@ def test_w003_without_asgi_application_under_daphne():
     assert "MCPRouter" in warning.hint
 
 
-@pytest.mark.parametrize("path", [
-    "tests.asgi.django_asgi_app",
-    "tests.asgi_variants.protocol_router_without_mcp",
-    "tests.asgi_variants.websocket_only",
-    "tests.asgi_variants.static_files_without_mcp",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "tests.asgi.django_asgi_app",
+        "tests.asgi_variants.protocol_router_without_mcp",
+        "tests.asgi_variants.websocket_only",
+        "tests.asgi_variants.static_files_without_mcp",
+    ],
+)
 def test_e172_asgi_application_without_the_router(path):
     [error] = project_errors(ASGI_APPLICATION=path)
     assert error.id == "mcp_django.E172"
@@ -388,14 +496,17 @@ def test_e172_is_reported_by_manage_py_check():
         assert "mcp_django.E172" in manage_py_check()
 
 
-@pytest.mark.parametrize("path", [
-    "tests.asgi.application",
-    "tests.asgi_variants.protocol_router",
-    "tests.asgi_variants.channels_middleware",
-    "tests.asgi_variants.static_files",
-    "tests.asgi_variants.starlette_style",
-    "tests.asgi_variants.decorated",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "tests.asgi.application",
+        "tests.asgi_variants.protocol_router",
+        "tests.asgi_variants.channels_middleware",
+        "tests.asgi_variants.static_files",
+        "tests.asgi_variants.starlette_style",
+        "tests.asgi_variants.decorated",
+    ],
+)
 def test_the_router_is_found_anywhere_in_the_chain_of_wrappers(path):
     assert project_errors(ASGI_APPLICATION=path) == []
 
@@ -424,9 +535,14 @@ def test_w184_daphne_with_nothing_saying_a_proxy_is_in_front():
     assert "temporary file" in warning.msg and "SECURE_PROXY_SSL_HEADER" in warning.hint
 
 
-@pytest.mark.parametrize("proxy_setting", [
-    {"SECURE_PROXY_SSL_HEADER": ("HTTP_X_FORWARDED_PROTO", "https")}, {"USE_X_FORWARDED_HOST": True}, {"USE_X_FORWARDED_PORT": True},
-])
+@pytest.mark.parametrize(
+    "proxy_setting",
+    [
+        {"SECURE_PROXY_SSL_HEADER": ("HTTP_X_FORWARDED_PROTO", "https")},
+        {"USE_X_FORWARDED_HOST": True},
+        {"USE_X_FORWARDED_PORT": True},
+    ],
+)
 def test_w184_is_quiet_behind_a_proxy(proxy_setting):
     with override_settings(**proxy_setting):
         assert check_proxy() == []
@@ -460,7 +576,9 @@ def test_connect_provider_without_its_urls_is_e018():
 
     from mcp_django.checks import check_settings
 
-    with override_settings(MCP_DJANGO={"AUTHENTICATION": "none", "CONNECT_PROVIDERS": {"gh": {"client_id": "x"}}}):
+    with override_settings(
+        MCP_DJANGO={"AUTHENTICATION": "none", "CONNECT_PROVIDERS": {"gh": {"client_id": "x"}}}
+    ):
         assert [e.id for e in check_settings() if e.id == "mcp_django.E018"] == ["mcp_django.E018"]
 
 
@@ -469,7 +587,9 @@ def test_model_uri_scheme_that_is_not_a_scheme_is_e016():
 
     from mcp_django.checks import check_settings
 
-    with override_settings(MCP_DJANGO={"AUTHENTICATION": "none", "MODEL_URI_SCHEME": "Not A Scheme"}):
+    with override_settings(
+        MCP_DJANGO={"AUTHENTICATION": "none", "MODEL_URI_SCHEME": "Not A Scheme"}
+    ):
         assert "mcp_django.E016" in [e.id for e in check_settings()]
 
 

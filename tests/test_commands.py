@@ -24,14 +24,22 @@ RETENTION = {"AUTHENTICATION": "none", "SESSION_RETENTION": 3600, "EVENT_RETENTI
 
 
 def make_session(**fields) -> Session:
-    session = SessionStore().create(site_name="mcp", user_id=None, protocol_version="2025-11-25", client_info={}, capabilities={})
+    session = SessionStore().create(
+        site_name="mcp",
+        user_id=None,
+        protocol_version="2025-11-25",
+        client_info={},
+        capabilities={},
+    )
     if fields:
         Session.objects.filter(pk=session.pk).update(**fields)
     return session
 
 
 def add_event(session: Session, seq: int = 1, age: timedelta = timedelta(0)) -> Event:
-    return Event.objects.create(session=session, stream="get", seq=seq, payload="{}", created_at=timezone.now() - age)
+    return Event.objects.create(
+        session=session, stream="get", seq=seq, payload="{}", created_at=timezone.now() - age
+    )
 
 
 def clear(*args: str) -> str:
@@ -45,7 +53,9 @@ def test_expired_session_past_retention_is_deleted_with_its_events():
     session = make_session(expires_at=timezone.now() - 2 * HOUR)
     add_event(session)
     Subscription.objects.create(session=session, uri="test://hello")
-    ServerRequest.objects.create(session=session, request_id="srv-1", method="ping", channel_name="c")
+    ServerRequest.objects.create(
+        session=session, request_id="srv-1", method="ping", channel_name="c"
+    )
     output = clear()
     assert not Session.objects.filter(pk=session.pk).exists()
     assert not Event.objects.filter(session_id=session.pk).exists()
@@ -120,10 +130,18 @@ def test_elicitations_past_expiry_and_retention_are_deleted_in_any_state():
 
     now = timezone.now()
     old = [
-        Elicitation.objects.create(message="m", view_name="v", state=state, expires_at=now - 2 * HOUR)
-        for state in (Elicitation.State.PENDING, Elicitation.State.COMPLETED, Elicitation.State.DECLINED)
+        Elicitation.objects.create(
+            message="m", view_name="v", state=state, expires_at=now - 2 * HOUR
+        )
+        for state in (
+            Elicitation.State.PENDING,
+            Elicitation.State.COMPLETED,
+            Elicitation.State.DECLINED,
+        )
     ]
-    recent = Elicitation.objects.create(message="m", view_name="v", expires_at=now - timedelta(minutes=5))
+    recent = Elicitation.objects.create(
+        message="m", view_name="v", expires_at=now - timedelta(minutes=5)
+    )
     live = Elicitation.objects.create(message="m", view_name="v", expires_at=now + HOUR)
     assert "0 elicitations" not in clear("--dry-run") and Elicitation.objects.count() == 5
     assert "Deleted 0 sessions, 0 events and 3 elicitations;" in clear()
@@ -137,7 +155,9 @@ def test_elicitations_go_with_their_session_even_before_they_expire():
     ended = make_session(expires_at=timezone.now() - 2 * HOUR)
     live = make_session()
     later = timezone.now() + HOUR
-    orphaned = Elicitation.objects.create(session=ended, message="m", view_name="v", expires_at=later)
+    orphaned = Elicitation.objects.create(
+        session=ended, message="m", view_name="v", expires_at=later
+    )
     kept = Elicitation.objects.create(session=live, message="m", view_name="v", expires_at=later)
     assert "Would delete 1 sessions, 0 events and 1 elicitations." in clear("--dry-run")
     assert "Deleted 1 sessions, 0 events and 1 elicitations;" in clear()
@@ -146,7 +166,13 @@ def test_elicitations_go_with_their_session_even_before_they_expire():
 
 
 def make_task(**fields) -> Task:
-    task = taskstore.create(site_name="mcp", user_id=None, owner="anon", tool_name="report", payload=crypto.encrypt("{}"))
+    task = taskstore.create(
+        site_name="mcp",
+        user_id=None,
+        owner="anon",
+        tool_name="report",
+        payload=crypto.encrypt("{}"),
+    )
     Task.objects.filter(pk=task.pk).update(**fields)
     return Task.objects.get(pk=task.pk)
 
@@ -166,13 +192,18 @@ def four_tasks() -> dict[str, Task]:
 def test_tasks_whose_process_died_are_failed_and_expired_tasks_deleted():
     tasks = four_tasks()
     assert "Failed 2 stale tasks; deleted 2 expired tasks." in clear()
-    assert dict(Task.objects.values_list("pk", "status")) == {tasks["dead"].pk: Task.Status.FAILED, tasks["alive"].pk: Task.Status.WORKING}
+    assert dict(Task.objects.values_list("pk", "status")) == {
+        tasks["dead"].pk: Task.Status.FAILED,
+        tasks["alive"].pk: Task.Status.WORKING,
+    }
 
 
 def test_dry_run_counts_stale_and_expired_tasks_and_changes_none():
     tasks = four_tasks()
     assert "Would fail 2 stale tasks and delete 2 expired tasks." in clear("--dry-run")
-    assert {pk: t.status for pk, t in Task.objects.in_bulk().items()} == {t.pk: t.status for t in tasks.values()}
+    assert {pk: t.status for pk, t in Task.objects.in_bulk().items()} == {
+        t.pk: t.status for t in tasks.values()
+    }
 
 
 # mcp_stdio --user: projects that sign people in by email give them usernames nobody knows.
@@ -211,7 +242,10 @@ def test_mcp_stdio_user_takes_the_username_before_another_users_email():
 def test_mcp_stdio_user_refuses_an_email_two_users_share():
     make_user("u-1", "shared@example.com")
     make_user("u-2", "SHARED@example.com")
-    with pytest.raises(CommandError, match=re.escape("More than one user has 'shared@example.com' as username or email")):
+    with pytest.raises(
+        CommandError,
+        match=re.escape("More than one user has 'shared@example.com' as username or email"),
+    ):
         stdio_user("shared@example.com")
 
 
@@ -245,7 +279,9 @@ def test_mcp_stdio_user_field_by_primary_key_finds_exactly_that_user():
 
 def test_mcp_stdio_user_field_that_the_user_model_lacks_is_a_clear_error():
     make_user("heidi")
-    with pytest.raises(CommandError, match=re.escape("--user-field 'nickname' is not a field of auth.User")):
+    with pytest.raises(
+        CommandError, match=re.escape("--user-field 'nickname' is not a field of auth.User")
+    ):
         stdio_user("heidi", "nickname")
 
 

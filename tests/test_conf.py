@@ -53,7 +53,13 @@ def run_fresh(script: str) -> None:
     import sys
     from pathlib import Path
 
-    result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -86,7 +92,9 @@ def test_an_asgi_module_may_import_the_router_before_django_is_set_up():
 
 
 def test_user_settings_override_defaults():
-    conf = MCPSettings(user_settings={"SERVER_NAME": "Library", "PAGE_SIZE": 7, "SSE_MAX_CONNECTION_SECONDS": 30})
+    conf = MCPSettings(
+        user_settings={"SERVER_NAME": "Library", "PAGE_SIZE": 7, "SSE_MAX_CONNECTION_SECONDS": 30}
+    )
     assert conf.server_name == "Library"
     assert conf.page_size == 7
     assert conf.sse_max_connection_seconds == 30.0
@@ -145,11 +153,22 @@ def test_failed_authentication_import_names_the_setting():
 
 
 def test_authentication_aliases_and_classes():
-    assert MCPSettings(user_settings={"AUTHENTICATION": "none"}).authentication_class is NoAuthentication
-    assert MCPSettings(user_settings={"AUTHENTICATION": "django"}).authentication_class is DjangoAuthentication
+    assert (
+        MCPSettings(user_settings={"AUTHENTICATION": "none"}).authentication_class
+        is NoAuthentication
+    )
+    assert (
+        MCPSettings(user_settings={"AUTHENTICATION": "django"}).authentication_class
+        is DjangoAuthentication
+    )
     path = "mcp_django.auth.base.NoAuthentication"
-    assert MCPSettings(user_settings={"AUTHENTICATION": path}).authentication_class is NoAuthentication
-    assert MCPSettings(user_settings={"AUTHENTICATION": NoAuthentication}).authentication_class is NoAuthentication
+    assert (
+        MCPSettings(user_settings={"AUTHENTICATION": path}).authentication_class is NoAuthentication
+    )
+    assert (
+        MCPSettings(user_settings={"AUTHENTICATION": NoAuthentication}).authentication_class
+        is NoAuthentication
+    )
 
 
 def test_import_string_setting_accepts_a_class():

@@ -13,7 +13,9 @@ from django.db import OperationalError, connections
 from mcp_django.db import close_broken_connections
 from tests.conftest import database_alias
 
-POSTGRES_URL = os.environ.get("MCP_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+POSTGRES_URL = os.environ.get(
+    "MCP_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"
+)
 
 
 @pytest.fixture
@@ -29,7 +31,10 @@ def postgres(django_db_blocker: Any) -> Iterator[str]:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"PostgreSQL at {POSTGRES_URL} is unreachable: {exc}", pytrace=False)
         pytest.skip(f"PostgreSQL at {POSTGRES_URL} is unreachable: {exc}")
-    with django_db_blocker.unblock(), database_alias("restarted", dj_database_url.parse(POSTGRES_URL, conn_max_age=600)) as alias:
+    with (
+        django_db_blocker.unblock(),
+        database_alias("restarted", dj_database_url.parse(POSTGRES_URL, conn_max_age=600)) as alias,
+    ):
         yield alias
 
 
@@ -77,7 +82,9 @@ def test_nothing_is_closed_when_nothing_failed(postgres):
     assert backend_pid(postgres) == first
 
 
-async def test_a_sync_tool_that_met_a_restarted_database_leaves_a_new_connection_for_the_next(postgres):
+async def test_a_sync_tool_that_met_a_restarted_database_leaves_a_new_connection_for_the_next(
+    postgres,
+):
     from mcp_django.registry.functions import acall
 
     def tool() -> int:

@@ -36,20 +36,44 @@ def _table_keys(page: str) -> list[str]:
 
 
 def _check_ids_in_code() -> set[str]:
-    return {match for path in PACKAGE.rglob("*.py") for match in CHECK_ID_RE.findall(path.read_text(encoding="utf-8"))}
+    return {
+        match
+        for path in PACKAGE.rglob("*.py")
+        for match in CHECK_ID_RE.findall(path.read_text(encoding="utf-8"))
+    }
 
 
 def test_docs_build_with_warnings_as_errors(tmp_path: Path) -> None:
-    if importlib.util.find_spec("sphinx") is None or importlib.util.find_spec("myst_parser") is None:
+    if (
+        importlib.util.find_spec("sphinx") is None
+        or importlib.util.find_spec("myst_parser") is None
+    ):
         message = "Sphinx and myst-parser are missing: .venv/bin/python -m pip install -r requirements.txt"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "-d", str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")]
+    command = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-W",
+        "--keep-going",
+        "-q",
+        "-b",
+        "html",
+        "-d",
+        str(tmp_path / "doctrees"),
+        str(DOCS),
+        str(tmp_path / "html"),
+    ]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, f"sphinx-build exited {result.returncode}:\n{result.stderr}\n{result.stdout}"
+    assert result.returncode == 0, (
+        f"sphinx-build exited {result.returncode}:\n{result.stderr}\n{result.stdout}"
+    )
     # autodoc really imported the package: the registry's class has its entry.
-    assert 'id="mcp_django.registry.sites.MCPSite"' in (tmp_path / "html" / "reference" / "api.html").read_text(encoding="utf-8")
+    assert 'id="mcp_django.registry.sites.MCPSite"' in (
+        tmp_path / "html" / "reference" / "api.html"
+    ).read_text(encoding="utf-8")
 
 
 def test_settings_reference_lists_every_setting_and_quota() -> None:

@@ -26,7 +26,10 @@ SETTINGS = {"AUTHENTICATION": "django", "SERVER_NAME": "mcp-django-tests"}
 URL_CAPABLE = {"elicitation": {"form": {}, "url": {}}}
 SECRET = "sk-weather-0123456789-very-secret"
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_channel_layer"),
+]
 django_authentication = mcp_settings_fixture(**SETTINGS)
 
 
@@ -34,7 +37,9 @@ def _user(username: str) -> User:
     return make_user(username, "*")
 
 
-async def _mcp(user: User, capabilities: dict[str, Any] | None = None, **kwargs: Any) -> MCPTestClient:
+async def _mcp(
+    user: User, capabilities: dict[str, Any] | None = None, **kwargs: Any
+) -> MCPTestClient:
     client = MCPTestClient(**kwargs)
     await client.force_login(user)
     await client.initialize(capabilities=URL_CAPABLE if capabilities is None else capabilities)
@@ -64,7 +69,9 @@ def _browser_answers(user: User, data: dict[str, str], seen: dict[str, Any]):
         seen["params"] = params
 
         async def act() -> None:
-            seen["response"] = await sync_to_async(lambda: _submit(_browser(user), params["url"], data))()
+            seen["response"] = await sync_to_async(
+                lambda: _submit(_browser(user), params["url"], data)
+            )()
 
         seen["task"] = asyncio.get_running_loop().create_task(act())
         return {"action": "accept"}
@@ -84,12 +91,22 @@ async def test_secret_page_stores_it_encrypted_and_the_tool_uses_it_without_leak
     await seen["task"]
     assert result["content"][0]["text"] == f"Sunny in Oslo (key of {len(SECRET)} characters used)"
     params = seen["params"]
-    assert params["mode"] == "url" and params["elicitationId"] and "/mcp/elicitations/" in params["url"]
-    assert complete == {"jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": {"elicitationId": params["elicitationId"]}}
+    assert (
+        params["mode"] == "url"
+        and params["elicitationId"]
+        and "/mcp/elicitations/" in params["url"]
+    )
+    assert complete == {
+        "jsonrpc": "2.0",
+        "method": "notifications/elicitation/complete",
+        "params": {"elicitationId": params["elicitationId"]},
+    }
     # Stored encrypted, never on the wire.
     row = await UserSecret.objects.aget(user=user, service="weather")
     assert SECRET not in row.ciphertext and decrypt(row.ciphertext) == SECRET
-    wire = b"".join(e.data.encode() for e in client.last_events) + (client.last_response.body if client.last_response else b"")
+    wire = b"".join(e.data.encode() for e in client.last_events) + (
+        client.last_response.body if client.last_response else b""
+    )
     assert SECRET.encode() not in wire
     assert SECRET not in str(params)
 
@@ -110,11 +127,17 @@ async def test_secret_is_reused_by_a_new_session_without_asking_again() -> None:
 async def test_client_without_url_mode_gets_32042_with_the_elicitation() -> None:
     user = await sync_to_async(_user)("alice")
     client = await _mcp(user, capabilities={"elicitation": {}})  # form mode only
-    response = await client.request("tools/call", {"name": "weather", "arguments": {"city": "Oslo"}})
+    response = await client.request(
+        "tools/call", {"name": "weather", "arguments": {"city": "Oslo"}}
+    )
     error = response["error"]
     assert error["code"] == URL_ELICITATION_REQUIRED
     (elicitation,) = error["data"]["elicitations"]
-    assert elicitation["mode"] == "url" and elicitation["elicitationId"] and elicitation["url"].startswith("http://testserver/mcp/elicitations/")
+    assert (
+        elicitation["mode"] == "url"
+        and elicitation["elicitationId"]
+        and elicitation["url"].startswith("http://testserver/mcp/elicitations/")
+    )
     assert elicitation["message"]
 
 
@@ -144,7 +167,14 @@ async def test_declining_on_the_page_keeps_everything() -> None:
 def _pending(user: User, **overrides: Any) -> Elicitation:
     from mcp_django.elicitation import services
 
-    elicitation = services.create(user_id=user.pk, session_id=None, request_id=1, message="m", view_name="mcp_django:elicit-secret", params={"service": "s"})
+    elicitation = services.create(
+        user_id=user.pk,
+        session_id=None,
+        request_id=1,
+        message="m",
+        view_name="mcp_django:elicit-secret",
+        params={"service": "s"},
+    )
     if overrides:
         Elicitation.objects.filter(pk=elicitation.pk).update(**overrides)
     return elicitation
@@ -186,7 +216,10 @@ def test_page_works_once_then_404() -> None:
     alice = _user("alice")
     elicitation = _pending(alice)
     browser = _browser(alice)
-    assert _submit(browser, f"http://testserver{_path(elicitation)}", {"secret": "one"}).status_code == 200
+    assert (
+        _submit(browser, f"http://testserver{_path(elicitation)}", {"secret": "one"}).status_code
+        == 200
+    )
     assert browser.get(_path(elicitation)).status_code == 404
     assert Elicitation.objects.get(pk=elicitation.pk).state == Elicitation.State.COMPLETED
 
@@ -199,10 +232,15 @@ def test_admin_never_shows_the_secret() -> None:
     browser = Client()
     browser.force_login(admin_user)
     secret = UserSecret.objects.get()
-    for url in ["/admin/mcp_django/usersecret/", f"/admin/mcp_django/usersecret/{secret.pk}/change/"]:
+    for url in [
+        "/admin/mcp_django/usersecret/",
+        f"/admin/mcp_django/usersecret/{secret.pk}/change/",
+    ]:
         page = browser.get(url)
         assert page.status_code == 200
-        assert SECRET.encode() not in page.content and secret.ciphertext.encode() not in page.content
+        assert (
+            SECRET.encode() not in page.content and secret.ciphertext.encode() not in page.content
+        )
 
 
 async def test_user_state_outlives_the_session_and_session_state_does_not() -> None:
@@ -231,7 +269,9 @@ def test_admin_clears_session_and_user_state_from_the_sessions_page() -> None:
 
     root = User.objects.create_superuser("root", password="pw")
     now = timezone.now()
-    session = Session.objects.create(user=root, protocol_version="2025-11-25", expires_at=now + timedelta(hours=1))
+    session = Session.objects.create(
+        user=root, protocol_version="2025-11-25", expires_at=now + timedelta(hours=1)
+    )
     SessionState.objects.create(session=session, key="k", value=1)
     UserState.objects.create(user=root, key="k", value=2)
     browser = Client()
@@ -240,12 +280,19 @@ def test_admin_clears_session_and_user_state_from_the_sessions_page() -> None:
     page = browser.get(reverse("admin:mcp_django_session_change", args=[quote(session.pk)]))
     assert page.status_code == 200 and b"key(s) kept for this user" in page.content
     for action in ("clear_session_state", "clear_user_state"):
-        response = browser.post("/admin/mcp_django/session/", {"action": action, "_selected_action": [session.pk]})
+        response = browser.post(
+            "/admin/mcp_django/session/", {"action": action, "_selected_action": [session.pk]}
+        )
         assert response.status_code == 302
     assert not SessionState.objects.exists() and not UserState.objects.exists()
 
 
-BOOKS = {"authorize_url": "https://books.example/authorize", "token_url": "https://books.example/token", "client_id": "cid", "scopes": ["read"]}
+BOOKS = {
+    "authorize_url": "https://books.example/authorize",
+    "token_url": "https://books.example/token",
+    "client_id": "cid",
+    "scopes": ["read"],
+}
 
 
 def test_connect_page_redirects_to_the_provider_with_pkce_and_this_sites_callback() -> None:
@@ -259,15 +306,31 @@ def test_connect_page_redirects_to_the_provider_with_pkce_and_this_sites_callbac
 
     alice = _user("alice")
     elicitation = services.create(
-        user_id=alice.pk, session_id=None, request_id=1, message="m", view_name="mcp_django:elicit-connect", params={"provider": "books"}
+        user_id=alice.pk,
+        session_id=None,
+        request_id=1,
+        message="m",
+        view_name="mcp_django:elicit-connect",
+        params={"provider": "books"},
     )
-    with override_settings(MCP_DJANGO={**settings.MCP_DJANGO, "CONNECT_PROVIDERS": {"books": BOOKS}}):
+    with override_settings(
+        MCP_DJANGO={**settings.MCP_DJANGO, "CONNECT_PROVIDERS": {"books": BOOKS}}
+    ):
         response = _browser(alice).get(f"/mcp/elicitations/{elicitation.pk}/connect/")
-        assert _browser(_user("bob")).get(f"/mcp/elicitations/{elicitation.pk}/connect/").status_code == 404
-    assert response.status_code == 302 and response["Location"].startswith("https://books.example/authorize?")
+        assert (
+            _browser(_user("bob")).get(f"/mcp/elicitations/{elicitation.pk}/connect/").status_code
+            == 404
+        )
+    assert response.status_code == 302 and response["Location"].startswith(
+        "https://books.example/authorize?"
+    )
     query = parse_qs(urlsplit(response["Location"]).query)
     assert query["redirect_uri"] == ["http://testserver/mcp/connect/callback/"]
-    assert query["client_id"] == ["cid"] and query["scope"] == ["read"] and query["code_challenge_method"] == ["S256"]
+    assert (
+        query["client_id"] == ["cid"]
+        and query["scope"] == ["read"]
+        and query["code_challenge_method"] == ["S256"]
+    )
     assert len(query["state"][0]) >= 32 and len(query["code_challenge"][0]) == 43
 
 

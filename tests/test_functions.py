@@ -29,7 +29,10 @@ from tests.testapp.models import Note
 from tests.transport.conftest import mcp_settings
 from tests.transport.test_stateless import body, post
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_channel_layer"),
+]
 
 
 # -- completers that see the user ------------------------------------------------------------
@@ -37,11 +40,22 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 def _own_titles(typed: str, ctx: Context) -> list[str]:
     # A completer is a read path: it filters rows as the resource itself would.
-    return list(Note.objects.filter(owner_id=ctx.user.pk, title__startswith=typed).order_by("title").values_list("title", flat=True))
+    return list(
+        Note.objects.filter(owner_id=ctx.user.pk, title__startswith=typed)
+        .order_by("title")
+        .values_list("title", flat=True)
+    )
 
 
-async def _own_titles_async(typed, arguments, ctx):  # unannotated: found by its name, like a lambda's
-    return [n.title async for n in Note.objects.filter(owner_id=ctx.user.pk, title__startswith=typed).order_by("title")]
+async def _own_titles_async(
+    typed, arguments, ctx
+):  # unannotated: found by its name, like a lambda's
+    return [
+        n.title
+        async for n in Note.objects.filter(owner_id=ctx.user.pk, title__startswith=typed).order_by(
+            "title"
+        )
+    ]
 
 
 def _notes_site() -> MCPSite:
@@ -51,7 +65,12 @@ def _notes_site() -> MCPSite:
     def note(title: str) -> str:
         return title
 
-    @mcp.prompt(complete={"title": _own_titles_async, "tone": lambda typed, ctx: [f"{typed}-{ctx.user.get_username()}"]})
+    @mcp.prompt(
+        complete={
+            "title": _own_titles_async,
+            "tone": lambda typed, ctx: [f"{typed}-{ctx.user.get_username()}"],
+        }
+    )
     def summarize(title: str, tone: str = "plain") -> str:
         return f"Summarize {title} in a {tone} tone."
 
@@ -65,7 +84,9 @@ def _notes_site() -> MCPSite:
 @sync_to_async
 def _alice_and_bob_notes() -> User:
     alice, bob = make_user("alice"), make_user("bob")
-    Note.objects.bulk_create([Note(owner=alice, title="draft alice"), Note(owner=bob, title="draft bob")])
+    Note.objects.bulk_create(
+        [Note(owner=alice, title="draft alice"), Note(owner=bob, title="draft bob")]
+    )
     return alice
 
 
@@ -82,9 +103,13 @@ def django_authentication() -> Iterator[None]:
         yield
 
 
-
-
-async def _complete(client: MCPTestClient, ref: dict[str, str], name: str, value: str, arguments: dict[str, str] | None = None) -> list[str]:
+async def _complete(
+    client: MCPTestClient,
+    ref: dict[str, str],
+    name: str,
+    value: str,
+    arguments: dict[str, str] | None = None,
+) -> list[str]:
     params: dict[str, Any] = {"ref": ref, "argument": {"name": name, "value": value}}
     if arguments is not None:
         params["context"] = {"arguments": arguments}
@@ -95,7 +120,9 @@ async def _complete(client: MCPTestClient, ref: dict[str, str], name: str, value
 @pytest.mark.usefixtures("django_authentication")
 async def test_a_template_completer_taking_ctx_suggests_only_the_users_rows() -> None:
     client = await _signed_in(await _alice_and_bob_notes(), _notes_site())
-    assert await _complete(client, {"type": "ref/resource", "uri": "notes://{title}"}, "title", "draft") == ["draft alice"]
+    assert await _complete(
+        client, {"type": "ref/resource", "uri": "notes://{title}"}, "title", "draft"
+    ) == ["draft alice"]
 
 
 @pytest.mark.usefixtures("django_authentication")
@@ -109,7 +136,9 @@ async def test_an_async_prompt_completer_taking_ctx_suggests_only_the_users_rows
 @pytest.mark.usefixtures("django_authentication")
 async def test_a_completer_without_ctx_still_gets_the_value_and_the_other_arguments() -> None:
     client = await _signed_in(await _alice_and_bob_notes(), _notes_site())
-    values = await _complete(client, {"type": "ref/prompt", "name": "legacy"}, "tone", "dry", {"title": "t"})
+    values = await _complete(
+        client, {"type": "ref/prompt", "name": "legacy"}, "tone", "dry", {"title": "t"}
+    )
     assert values == ["dry:t"]
 
 
@@ -156,7 +185,9 @@ async def _error(mcp: MCPSite, era: str, method: str, params: dict[str, Any]) ->
         response = await post(client, body(method, params))
     else:
         await client.initialize()
-        response = await client.post({"jsonrpc": "2.0", "id": client.next_id(), "method": method, "params": params})
+        response = await client.post(
+            {"jsonrpc": "2.0", "id": client.next_id(), "method": method, "params": params}
+        )
     answer = response.json()
     assert "error" in answer, answer
     return dict(answer["error"])
@@ -166,9 +197,15 @@ ERAS = ["2025-11-25", "2026-07-28"]
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_a_resource_raising_tool_error_answers_invalid_params_with_its_message(era: str) -> None:
+async def test_a_resource_raising_tool_error_answers_invalid_params_with_its_message(
+    era: str,
+) -> None:
     error = await _error(_failing_site(), era, "resources/read", {"uri": "fail://tool-error"})
-    assert error == {"code": INVALID_PARAMS, "message": "That shelf is being restocked.", "data": {"uri": "fail://tool-error"}}
+    assert error == {
+        "code": INVALID_PARAMS,
+        "message": "That shelf is being restocked.",
+        "data": {"uri": "fail://tool-error"},
+    }
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -184,18 +221,27 @@ async def test_a_resource_that_finds_nothing_answers_resource_not_found(era: str
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_resource_raising_invalid_params_answers_it_as_raised(era: str) -> None:
     error = await _error(_failing_site(), era, "resources/read", {"uri": "fail://own-invalid"})
-    assert (error["code"], error["message"]) == (INVALID_PARAMS, "Invalid params: pick a shelf first")
+    assert (error["code"], error["message"]) == (
+        INVALID_PARAMS,
+        "Invalid params: pick a shelf first",
+    )
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_a_prompt_raising_tool_error_answers_invalid_params_with_its_message(era: str) -> None:
-    error = await _error(_failing_site(), era, "prompts/get", {"name": "shelf", "arguments": {"name": "poetry"}})
+async def test_a_prompt_raising_tool_error_answers_invalid_params_with_its_message(
+    era: str,
+) -> None:
+    error = await _error(
+        _failing_site(), era, "prompts/get", {"name": "shelf", "arguments": {"name": "poetry"}}
+    )
     assert (error["code"], error["message"]) == (INVALID_PARAMS, "No shelf called poetry.")
 
 
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_prompt_that_finds_nothing_answers_invalid_params(era: str) -> None:
-    error = await _error(_failing_site(), era, "prompts/get", {"name": "shelf_404", "arguments": {"name": "poetry"}})
+    error = await _error(
+        _failing_site(), era, "prompts/get", {"name": "shelf_404", "arguments": {"name": "poetry"}}
+    )
     assert error["code"] == INVALID_PARAMS
     assert "found nothing" in error["message"]
 
@@ -208,7 +254,9 @@ def _data_error_site() -> MCPSite:
 
     @mcp.resource("data://invalid")
     def invalid() -> str:
-        raise DjangoValidationError({"title": ["This field is required."], "body": ["Too long.", "No HTML."]})
+        raise DjangoValidationError(
+            {"title": ["This field is required."], "body": ["Too long.", "No HTML."]}
+        )
 
     @mcp.prompt()
     def invalid_prompt(name: str) -> str:
@@ -225,43 +273,61 @@ def _data_error_site() -> MCPSite:
     return mcp
 
 
-async def _tool_result(mcp: MCPSite, era: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def _tool_result(
+    mcp: MCPSite, era: str, name: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
     client = MCPTestClient(MCPConsumer.as_asgi(site=mcp))
     params = {"name": name, "arguments": arguments}
     if era == "2026-07-28":
         response = await post(client, body("tools/call", params))
     else:
         await client.initialize()
-        response = await client.post({"jsonrpc": "2.0", "id": client.next_id(), "method": "tools/call", "params": params})
+        response = await client.post(
+            {"jsonrpc": "2.0", "id": client.next_id(), "method": "tools/call", "params": params}
+        )
     answer = response.json()
     assert "result" in answer, answer
     return dict(answer["result"])
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_a_resource_raising_django_validation_error_answers_invalid_params_with_its_messages(era: str) -> None:
+async def test_a_resource_raising_django_validation_error_answers_invalid_params_with_its_messages(
+    era: str,
+) -> None:
     error = await _error(_data_error_site(), era, "resources/read", {"uri": "data://invalid"})
     assert error["code"] == INVALID_PARAMS
-    assert error["message"] == "Invalid params: title: This field is required.; body: Too long. No HTML."
+    assert (
+        error["message"]
+        == "Invalid params: title: This field is required.; body: Too long. No HTML."
+    )
     assert error["data"] == {"uri": "data://invalid"}
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_a_prompt_raising_django_validation_error_answers_invalid_params_with_its_message(era: str) -> None:
+async def test_a_prompt_raising_django_validation_error_answers_invalid_params_with_its_message(
+    era: str,
+) -> None:
     params = {"name": "invalid_prompt", "arguments": {"name": "poetry"}}
     error = await _error(_data_error_site(), era, "prompts/get", params)
-    assert (error["code"], error["message"]) == (INVALID_PARAMS, "Invalid params: poetry is not a shelf.")
+    assert (error["code"], error["message"]) == (
+        INVALID_PARAMS,
+        "Invalid params: poetry is not a shelf.",
+    )
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_a_tool_raising_django_validation_error_answers_its_messages_as_a_tool_error(era: str) -> None:
+async def test_a_tool_raising_django_validation_error_answers_its_messages_as_a_tool_error(
+    era: str,
+) -> None:
     result = await _tool_result(_data_error_site(), era, "invalid_tool", {"name": "poetry"})
     assert result["isError"] is True
     assert result["content"] == [{"type": "text", "text": "Pick a shelf. poetry is closed."}]
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_a_tool_that_finds_no_row_answers_the_does_not_exist_message_as_a_tool_error(era: str) -> None:
+async def test_a_tool_that_finds_no_row_answers_the_does_not_exist_message_as_a_tool_error(
+    era: str,
+) -> None:
     result = await _tool_result(_data_error_site(), era, "missing_tool", {"pk": 999999})
     assert result["isError"] is True
     assert result["content"] == [{"type": "text", "text": "Note matching query does not exist."}]
@@ -312,11 +378,23 @@ async def test_ctx_user_is_anonymous_user_over_legacy_http_sse() -> None:
     async with await legacy("sse").open_stream() as stream:
         endpoint = (await stream.next_event()).data
         messages = legacy("messages")
-        initialize = {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-        await messages.post_raw(orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}), path=endpoint)
+        initialize = {
+            "protocolVersion": "2024-11-05",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        }
+        await messages.post_raw(
+            orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}),
+            path=endpoint,
+        )
         assert "result" in await stream.next_message()
-        await messages.post_raw(orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), path=endpoint)
-        await messages.post_raw(orjson.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": WHOAMI}), path=endpoint)
+        await messages.post_raw(
+            orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), path=endpoint
+        )
+        await messages.post_raw(
+            orjson.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": WHOAMI}),
+            path=endpoint,
+        )
         answer = await stream.next_message()
     assert _text(answer["result"]) == ANONYMOUS
 
@@ -378,7 +456,9 @@ def _model_result_site(*, register: bool = True) -> MCPSite:
 @sync_to_async
 def _alice_may_view_notes() -> User:
     alice, bob = make_user("alice", "view_note"), make_user("bob", "view_note")
-    Note.objects.bulk_create([Note(owner=alice, title="draft alice"), Note(owner=bob, title="draft bob")])
+    Note.objects.bulk_create(
+        [Note(owner=alice, title="draft alice"), Note(owner=bob, title="draft bob")]
+    )
     return alice
 
 
@@ -399,9 +479,13 @@ async def test_a_tool_returning_model_rows_answers_only_the_rows_its_model_mcp_l
 @pytest.mark.usefixtures("django_authentication")
 async def test_a_tool_returning_one_row_the_user_may_not_view_answers_not_found() -> None:
     client = await _signed_in(await _alice_may_view_notes(), _model_result_site())
-    own = await client.call("tools/call", {"name": "one_note", "arguments": {"title": "draft alice"}})
+    own = await client.call(
+        "tools/call", {"name": "one_note", "arguments": {"title": "draft alice"}}
+    )
     assert own["structuredContent"]["title"] == "draft alice"
-    other = await client.call("tools/call", {"name": "one_note", "arguments": {"title": "draft bob"}})
+    other = await client.call(
+        "tools/call", {"name": "one_note", "arguments": {"title": "draft bob"}}
+    )
     assert other["isError"] is True
     assert other["content"] == [{"type": "text", "text": "note not found"}]
     assert "draft bob" not in orjson.dumps(other).decode()
@@ -410,7 +494,9 @@ async def test_a_tool_returning_one_row_the_user_may_not_view_answers_not_found(
 @pytest.mark.usefixtures("django_authentication")
 async def test_a_tool_returning_rows_of_a_model_without_model_mcp_fails_instead_of_str() -> None:
     client = await _signed_in(await _alice_may_view_notes(), _model_result_site(register=False))
-    result = await client.call("tools/call", {"name": "one_note", "arguments": {"title": "draft alice"}})
+    result = await client.call(
+        "tools/call", {"name": "one_note", "arguments": {"title": "draft alice"}}
+    )
     assert result["isError"] is True
     assert "draft alice" not in orjson.dumps(result).decode()
     assert "structuredContent" not in result
@@ -418,16 +504,27 @@ async def test_a_tool_returning_rows_of_a_model_without_model_mcp_fails_instead_
 
 def test_a_tool_annotated_with_a_model_lists_its_model_mcp_row_schema_as_output_schema() -> None:
     mcp = _model_result_site()
-    rows = {"type": "object", "properties": mcp.get_model_mcp(Note).field_schemas(writable=False, output=True)["properties"]}
+    rows = {
+        "type": "object",
+        "properties": mcp.get_model_mcp(Note).field_schemas(writable=False, output=True)[
+            "properties"
+        ],
+    }
     definitions = {tool.name: tool.definition() for tool in mcp.get_tools()}
     assert definitions["one_note"]["outputSchema"] == rows
     assert set(rows["properties"]) == {"id", "title", "priority"}
-    wrapped = {"type": "object", "properties": {"result": {"type": "array", "items": rows}}, "required": ["result"]}
+    wrapped = {
+        "type": "object",
+        "properties": {"result": {"type": "array", "items": rows}},
+        "required": ["result"],
+    }
     assert definitions["all_notes"]["outputSchema"] == wrapped
     assert "outputSchema" not in definitions["note_queryset"]  # un-annotated: nothing promised
 
 
-def test_a_tool_annotated_with_a_model_without_model_mcp_fails_check_e240_until_one_is_registered() -> None:
+def test_a_tool_annotated_with_a_model_without_model_mcp_fails_check_e240_until_one_is_registered() -> (
+    None
+):
     mcp = _model_result_site(register=False)
     errors = [e for e in mcp.check() if e.id == "mcp_django.E240"]
     assert sorted(e.msg.split("'")[1] for e in errors) == ["all_notes", "one_note"]
@@ -455,7 +552,9 @@ def _lookup_site() -> MCPSite:
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_a_resource_whose_lookup_value_a_field_cannot_convert_answers_invalid_params(era: str) -> None:
+async def test_a_resource_whose_lookup_value_a_field_cannot_convert_answers_invalid_params(
+    era: str,
+) -> None:
     error = await _error(_lookup_site(), era, "resources/read", {"uri": "lookup://abc"})
     assert error["code"] == INVALID_PARAMS
     assert error["message"] == "Invalid params: Field 'id' expected a number but got 'abc'."
@@ -467,6 +566,8 @@ async def test_a_tool_whose_lookup_value_a_field_cannot_convert_answers_a_tool_e
 ) -> None:
     result = await _tool_result(_lookup_site(), era, "note_title", {"pk": "abc"})
     assert result["isError"] is True
-    assert result["content"] == [{"type": "text", "text": "Field 'id' expected a number but got 'abc'."}]
+    assert result["content"] == [
+        {"type": "text", "text": "Field 'id' expected a number but got 'abc'."}
+    ]
     buggy = await _tool_result(_lookup_site(), era, "buggy", {"pk": "abc"})
     assert buggy["content"] == [{"type": "text", "text": "Error running tool 'buggy'"}]

@@ -27,18 +27,35 @@ from tests.transport.test_stateless import body, post
 
 RESOURCE = "https://mcp.example.com/mcp"
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
-OAUTH = {"AUTHENTICATION": "oauth", "RESOURCE_URL": RESOURCE, "SCOPES_SUPPORTED": ["notes:read", "notes:write"]}
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_channel_layer"),
+]
+OAUTH = {
+    "AUTHENTICATION": "oauth",
+    "RESOURCE_URL": RESOURCE,
+    "SCOPES_SUPPORTED": ["notes:read", "notes:write"],
+}
 oauth_settings = mcp_settings_fixture(**OAUTH)
 
 
 def _token(user: Any, scope: str) -> str:
     app, _ = Application.objects.get_or_create(
-        name="gate tests", defaults={"client_type": "public", "authorization_grant_type": "authorization-code", "redirect_uris": "http://127.0.0.1/cb"}
+        name="gate tests",
+        defaults={
+            "client_type": "public",
+            "authorization_grant_type": "authorization-code",
+            "redirect_uris": "http://127.0.0.1/cb",
+        },
     )
     raw = secrets.token_urlsafe(30)
     AccessToken.objects.create(
-        user=user, application=app, token=raw, scope=scope, expires=timezone.now() + timedelta(hours=1), resource=[RESOURCE]
+        user=user,
+        application=app,
+        token=raw,
+        scope=scope,
+        expires=timezone.now() + timedelta(hours=1),
+        resource=[RESOURCE],
     )
     return raw
 
@@ -82,7 +99,12 @@ def _gated_site() -> MCPSite:
     mcp.tool(_write, name="hidden_scoped", permission="testapp.delete_note", scopes=["notes:write"])
     mcp.tool(_write, name="allowed_scoped", permission="testapp.view_note", scopes=["notes:write"])
     mcp.prompt(_explain, name="scoped_prompt", scopes=["notes:write"], complete={"topic": _topics})
-    mcp.resource("secret://items/{item_id}", name="secret", permission="testapp.delete_note", complete={"item_id": lambda v: ["1"]})(_secret_item)
+    mcp.resource(
+        "secret://items/{item_id}",
+        name="secret",
+        permission="testapp.delete_note",
+        complete={"item_id": lambda v: ["1"]},
+    )(_secret_item)
     mcp.register(Note, ScopedNoteMCP)
     return mcp
 
@@ -95,7 +117,9 @@ async def _client(raw: str, mcp_site: MCPSite | None = None) -> MCPTestClient:
 
 
 async def _error(client: MCPTestClient, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    response = await client.post({"jsonrpc": "2.0", "id": client.next_id(), "method": method, "params": params})
+    response = await client.post(
+        {"jsonrpc": "2.0", "id": client.next_id(), "method": method, "params": params}
+    )
     assert response.status == 200, response.body
     body = response.json()
     assert "error" in body, body
@@ -129,11 +153,15 @@ async def test_tool_hidden_by_permissions_is_not_listed_whatever_the_scopes() ->
     assert "hidden_scoped" not in await _tool_names(with_scope, _gated_site())
 
 
-async def test_prompt_and_model_template_are_listed_to_a_token_lacking_their_scopes_by_default() -> None:
+async def test_prompt_and_model_template_are_listed_to_a_token_lacking_their_scopes_by_default() -> (
+    None
+):
     _, raw = await _user_with_token("viewer", "notes:write", "view_note")
     client = await _client(raw, _gated_site())
     assert "scoped_prompt" in {p["name"] for p in (await client.call("prompts/list"))["prompts"]}
-    templates = (await (await _client(raw, _gated_site())).call("resources/templates/list"))["resourceTemplates"]
+    templates = (await (await _client(raw, _gated_site())).call("resources/templates/list"))[
+        "resourceTemplates"
+    ]
     assert "django://testapp/note/{pk}" in {t["uriTemplate"] for t in templates}
 
 
@@ -152,11 +180,15 @@ async def test_prompt_needing_a_scope_is_not_listed_to_a_token_without_it_when_h
     _, raw = await _user_with_token("alice", "notes:read")
     with _hide():
         client = await _client(raw, _gated_site())
-        assert "scoped_prompt" not in {p["name"] for p in (await client.call("prompts/list"))["prompts"]}
+        assert "scoped_prompt" not in {
+            p["name"] for p in (await client.call("prompts/list"))["prompts"]
+        }
 
 
 async def _modern_tools_list(raw: str, mcp_site: MCPSite) -> dict[str, Any]:
-    client = MCPTestClient(MCPConsumer.as_asgi(site=mcp_site), headers={"authorization": f"Bearer {raw}"})
+    client = MCPTestClient(
+        MCPConsumer.as_asgi(site=mcp_site), headers={"authorization": f"Bearer {raw}"}
+    )
     response = await post(client, body("tools/list"))
     assert response.status == 200, response.body
     return dict(response.json()["result"])
@@ -169,7 +201,9 @@ async def test_lists_keep_their_cache_hint_when_every_token_of_a_user_sees_the_s
     assert (result["ttlMs"], result["cacheScope"]) == (60_000, "private")
 
 
-async def test_lists_that_hide_by_scope_are_not_kept_so_a_stepped_up_token_sees_its_list_at_once() -> None:
+async def test_lists_that_hide_by_scope_are_not_kept_so_a_stepped_up_token_sees_its_list_at_once() -> (
+    None
+):
     _, raw = await _user_with_token("alice", "notes:read", "view_note")
     with _hide():
         result = await _modern_tools_list(raw, _gated_site())
@@ -188,17 +222,25 @@ async def test_model_template_is_listed_only_to_users_with_view_permission() -> 
     mcp_site = _gated_site()
     _, nobody = await _user_with_token("nobody", "notes:read")
     _, viewer = await _user_with_token("viewer", "notes:read", "view_note")
-    hidden = (await (await _client(nobody, mcp_site)).call("resources/templates/list"))["resourceTemplates"]
-    shown = (await (await _client(viewer, mcp_site)).call("resources/templates/list"))["resourceTemplates"]
+    hidden = (await (await _client(nobody, mcp_site)).call("resources/templates/list"))[
+        "resourceTemplates"
+    ]
+    shown = (await (await _client(viewer, mcp_site)).call("resources/templates/list"))[
+        "resourceTemplates"
+    ]
     assert "django://testapp/note/{pk}" not in {t["uriTemplate"] for t in hidden}
     assert "secret://items/{item_id}" not in {t["uriTemplate"] for t in hidden}
     assert "django://testapp/note/{pk}" in {t["uriTemplate"] for t in shown}
 
 
-async def test_model_template_is_not_listed_to_a_token_without_its_read_scopes_when_hidden() -> None:
+async def test_model_template_is_not_listed_to_a_token_without_its_read_scopes_when_hidden() -> (
+    None
+):
     _, raw = await _user_with_token("viewer", "notes:write", "view_note")
     with _hide():
-        templates = (await (await _client(raw, _gated_site())).call("resources/templates/list"))["resourceTemplates"]
+        templates = (await (await _client(raw, _gated_site())).call("resources/templates/list"))[
+            "resourceTemplates"
+        ]
     assert "django://testapp/note/{pk}" not in {t["uriTemplate"] for t in templates}
 
 
@@ -208,32 +250,59 @@ async def test_model_template_is_not_listed_to_a_token_without_its_read_scopes_w
 async def test_hidden_tool_called_by_a_token_lacking_its_scope_answers_unknown_tool() -> None:
     _, raw = await _user_with_token("alice", "notes:read")
     client = await _client(raw, _gated_site())
-    error = await _error(client, "tools/call", {"name": "hidden_scoped", "arguments": {"text": "x"}})
+    error = await _error(
+        client, "tools/call", {"name": "hidden_scoped", "arguments": {"text": "x"}}
+    )
     assert error["code"] == INVALID_PARAMS
     assert error["message"] == "Unknown tool: hidden_scoped"
 
 
-async def test_tool_the_user_may_use_called_by_a_token_lacking_its_scope_answers_403_step_up() -> None:
+async def test_tool_the_user_may_use_called_by_a_token_lacking_its_scope_answers_403_step_up() -> (
+    None
+):
     _, raw = await _user_with_token("alice", "notes:read", "view_note")
     client = await _client(raw, _gated_site())
-    response = await client.post({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "allowed_scoped", "arguments": {"text": "x"}}})
+    response = await client.post(
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "tools/call",
+            "params": {"name": "allowed_scoped", "arguments": {"text": "x"}},
+        }
+    )
     assert response.status == 403
     challenge = response.headers.get("www-authenticate", "")
-    assert challenge.startswith('Bearer error="insufficient_scope"') and 'scope="notes:write"' in challenge
+    assert (
+        challenge.startswith('Bearer error="insufficient_scope"')
+        and 'scope="notes:write"' in challenge
+    )
 
 
 async def test_hidden_model_row_read_by_a_token_lacking_read_scopes_answers_not_found() -> None:
     user, raw = await _user_with_token("alice", "notes:write")
     note = await Note.objects.acreate(owner=user, title="mine")
-    error = await _error(await _client(raw, _gated_site()), "resources/read", {"uri": f"django://testapp/note/{note.pk}"})
+    error = await _error(
+        await _client(raw, _gated_site()),
+        "resources/read",
+        {"uri": f"django://testapp/note/{note.pk}"},
+    )
     assert error["code"] == RESOURCE_NOT_FOUND
 
 
-async def test_model_row_read_by_a_viewer_whose_token_lacks_read_scopes_answers_403_step_up() -> None:
+async def test_model_row_read_by_a_viewer_whose_token_lacks_read_scopes_answers_403_step_up() -> (
+    None
+):
     user, raw = await _user_with_token("alice", "notes:write", "view_note")
     note = await Note.objects.acreate(owner=user, title="mine")
     client = await _client(raw, _gated_site())
-    response = await client.post({"jsonrpc": "2.0", "id": 5, "method": "resources/read", "params": {"uri": f"django://testapp/note/{note.pk}"}})
+    response = await client.post(
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "resources/read",
+            "params": {"uri": f"django://testapp/note/{note.pk}"},
+        }
+    )
     assert response.status == 403
     assert 'scope="notes:read"' in response.headers.get("www-authenticate", "")
 
@@ -241,12 +310,22 @@ async def test_model_row_read_by_a_viewer_whose_token_lacks_read_scopes_answers_
 # -- completion -------------------------------------------------------------------------------
 
 
-async def test_completion_of_a_prompt_whose_scope_the_token_lacks_answers_like_an_unknown_prompt() -> None:
+async def test_completion_of_a_prompt_whose_scope_the_token_lacks_answers_like_an_unknown_prompt() -> (
+    None
+):
     _, raw = await _user_with_token("alice", "notes:read")
     client = await _client(raw, _gated_site())
     argument = {"name": "topic", "value": "d"}
-    refused = await _error(client, "completion/complete", {"ref": {"type": "ref/prompt", "name": "scoped_prompt"}, "argument": argument})
-    unknown = await _error(client, "completion/complete", {"ref": {"type": "ref/prompt", "name": "no_such_prompt"}, "argument": argument})
+    refused = await _error(
+        client,
+        "completion/complete",
+        {"ref": {"type": "ref/prompt", "name": "scoped_prompt"}, "argument": argument},
+    )
+    unknown = await _error(
+        client,
+        "completion/complete",
+        {"ref": {"type": "ref/prompt", "name": "no_such_prompt"}, "argument": argument},
+    )
     assert refused["code"] == unknown["code"] == INVALID_PARAMS
     assert refused["message"] == "Unknown prompt: scoped_prompt"
 
@@ -256,7 +335,11 @@ async def test_completion_of_a_hidden_template_answers_like_an_unknown_template(
     _, raw = await _user_with_token("alice", "notes:read")
     client = await _client(raw, _gated_site())
     argument = {"name": "pk" if "{pk}" in uri else "item_id", "value": ""}
-    refused = await _error(client, "completion/complete", {"ref": {"type": "ref/resource", "uri": uri}, "argument": argument})
+    refused = await _error(
+        client,
+        "completion/complete",
+        {"ref": {"type": "ref/resource", "uri": uri}, "argument": argument},
+    )
     assert refused["code"] == INVALID_PARAMS
     assert refused["message"] == f"Unknown resource template: {uri}"
 
@@ -265,14 +348,22 @@ async def test_completion_of_the_model_template_still_works_for_a_viewer() -> No
     user, raw = await _user_with_token("viewer", "notes:read", "view_note")
     note = await Note.objects.acreate(owner=user, title="mine")
     client = await _client(raw, _gated_site())
-    result = await client.call("completion/complete", {"ref": {"type": "ref/resource", "uri": "django://testapp/note/{pk}"}, "argument": {"name": "pk", "value": ""}})
+    result = await client.call(
+        "completion/complete",
+        {
+            "ref": {"type": "ref/resource", "uri": "django://testapp/note/{pk}"},
+            "argument": {"name": "pk", "value": ""},
+        },
+    )
     assert result["completion"]["values"] == [str(note.pk)]
 
 
 # -- subscriptions ----------------------------------------------------------------------------
 
 
-async def test_subscribe_to_a_row_the_user_may_not_read_is_refused_and_nothing_is_announced() -> None:
+async def test_subscribe_to_a_row_the_user_may_not_read_is_refused_and_nothing_is_announced() -> (
+    None
+):
     _, raw = await _user_with_token("alice", "notes:read", "view_note")
     bob = await sync_to_async(make_user)("bob", "view_note")
     theirs = await Note.objects.acreate(owner=bob, title="bob's")
@@ -285,7 +376,9 @@ async def test_subscribe_to_a_row_the_user_may_not_read_is_refused_and_nothing_i
 
 async def test_subscribe_to_a_hidden_template_is_refused() -> None:
     _, raw = await _user_with_token("alice", "notes:read")
-    error = await _error(await _client(raw, _gated_site()), "resources/subscribe", {"uri": "secret://items/1"})
+    error = await _error(
+        await _client(raw, _gated_site()), "resources/subscribe", {"uri": "secret://items/1"}
+    )
     assert error["code"] == RESOURCE_NOT_FOUND
     assert not await Subscription.objects.aexists()
 
@@ -304,7 +397,10 @@ async def test_a_subscription_stops_announcing_once_its_user_loses_the_right_to_
     other = await Note.objects.acreate(owner=user, title="also mine")
     client = await _client(raw)
     for note in (mine, other):
-        assert await client.call("resources/subscribe", {"uri": f"django://testapp/note/{note.pk}"}) == {}
+        assert (
+            await client.call("resources/subscribe", {"uri": f"django://testapp/note/{note.pk}"})
+            == {}
+        )
     assert await anotify_resource_updated(site, f"django://testapp/note/{mine.pk}") == 1
 
     # The row moves to someone else: its announcements stop, the other row's go on.
@@ -330,13 +426,27 @@ async def test_a_subscription_stops_announcing_once_its_user_loses_the_right_to_
         ("resources/subscribe", {"uri": "test://items/1\x00"}),
         ("resources/subscribe", {"uri": "test://hello\x1b"}),
         ("resources/unsubscribe", {"uri": "test://items/1\x00"}),
-        ("completion/complete", {"ref": {"type": "ref/resource", "uri": "test://items/{item_id}\x00"}, "argument": {"name": "item_id", "value": ""}}),
-        ("completion/complete", {"ref": {"type": "ref/resource", "uri": "test://items/{item_id}"}, "argument": {"name": "item_id", "value": "1\x00"}}),
+        (
+            "completion/complete",
+            {
+                "ref": {"type": "ref/resource", "uri": "test://items/{item_id}\x00"},
+                "argument": {"name": "item_id", "value": ""},
+            },
+        ),
+        (
+            "completion/complete",
+            {
+                "ref": {"type": "ref/resource", "uri": "test://items/{item_id}"},
+                "argument": {"name": "item_id", "value": "1\x00"},
+            },
+        ),
         ("tools/call", {"name": "add\x00", "arguments": {"a": 1, "b": 2}}),
         ("prompts/get", {"name": "explain\x00", "arguments": {"topic": "x"}}),
     ],
 )
-async def test_control_characters_in_a_uri_or_name_are_invalid_params_and_nothing_is_stored(method: str, params: dict[str, Any]) -> None:
+async def test_control_characters_in_a_uri_or_name_are_invalid_params_and_nothing_is_stored(
+    method: str, params: dict[str, Any]
+) -> None:
     _, raw = await _user_with_token("alice", "notes:read")
     error = await _error(await _client(raw), method, params)
     assert error["code"] == INVALID_PARAMS

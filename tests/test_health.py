@@ -21,7 +21,10 @@ from tests.conftest import BASE_SETTINGS, SessionsOn, database_alias
 pytestmark = pytest.mark.django_db(transaction=True)
 
 IN_MEMORY = {"BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer"}
-CLOSED_PORT_REDIS = {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
+CLOSED_PORT_REDIS = {
+    "BACKEND": "channels_redis.core.RedisChannelLayer",
+    "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]},
+}
 HEALTHY = {"status": "ok", "checks": {"database": "ok", "migrations": "ok", "channel_layer": "ok"}}
 
 
@@ -37,7 +40,10 @@ async def get_health(**headers: str | None) -> Response:
 @asynccontextmanager
 async def layer_alias(alias: str, config: dict[str, Any]) -> AsyncIterator[Any]:
     """Run MCP_DJANGO["CHANNEL_LAYER"] on ``alias``; close its connections afterwards."""
-    with override_settings(CHANNEL_LAYERS={"default": IN_MEMORY, alias: config}, MCP_DJANGO={**BASE_SETTINGS, "CHANNEL_LAYER": alias}):
+    with override_settings(
+        CHANNEL_LAYERS={"default": IN_MEMORY, alias: config},
+        MCP_DJANGO={**BASE_SETTINGS, "CHANNEL_LAYER": alias},
+    ):
         layer = get_channel_layer(alias)
         try:
             yield layer
@@ -48,7 +54,10 @@ async def layer_alias(alias: str, config: dict[str, Any]) -> AsyncIterator[Any]:
 @pytest.fixture
 def unreachable_database(tmp_path: Path) -> Iterator[str]:
     """A database alias whose SQLite file lies in a directory that does not exist."""
-    with database_alias("unreachable", {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "gone" / "db.sqlite3")}) as alias:
+    with database_alias(
+        "unreachable",
+        {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "gone" / "db.sqlite3")},
+    ) as alias:
         yield alias
 
 
@@ -73,14 +82,18 @@ async def test_health_needs_no_credentials_nor_an_allowed_origin():
 async def test_health_stays_open_under_login_required_middleware():
     from django.conf import settings
 
-    with override_settings(MIDDLEWARE=[*settings.MIDDLEWARE, "django.contrib.auth.middleware.LoginRequiredMiddleware"]):
+    with override_settings(
+        MIDDLEWARE=[*settings.MIDDLEWARE, "django.contrib.auth.middleware.LoginRequiredMiddleware"]
+    ):
         response = await get_health()
     assert response.status == 200
 
 
 async def test_health_answers_get_and_head_only():
     head = await MCPTestClient().send("HEAD", path="/mcp/health/")
-    assert head.status == 200 and head.headers["cache-control"] == "no-store"  # the server drops a HEAD's body
+    assert (
+        head.status == 200 and head.headers["cache-control"] == "no-store"
+    )  # the server drops a HEAD's body
     post = await MCPTestClient().send("POST", b"{}", path="/mcp/health/")
     assert post.status == 405 and post.headers["allow"] == "GET, HEAD"
 
@@ -89,16 +102,24 @@ async def test_health_is_503_when_the_database_cannot_be_reached(unreachable_dat
     with override_settings(DATABASE_ROUTERS=[SessionsOn(unreachable_database)]):
         response = await get_health()
     assert response.status == 503
-    assert response.json() == {"status": "unavailable", "checks": {"database": "error", "migrations": "error", "channel_layer": "ok"}}
+    assert response.json() == {
+        "status": "unavailable",
+        "checks": {"database": "error", "migrations": "error", "channel_layer": "ok"},
+    }
     assert response.headers["cache-control"] == "no-store"
-    assert b"gone" not in response.body and b"sqlite" not in response.body.lower()  # no detail leaks
+    assert (
+        b"gone" not in response.body and b"sqlite" not in response.body.lower()
+    )  # no detail leaks
 
 
 async def test_health_is_503_when_the_channel_layer_cannot_be_reached():
     async with layer_alias("broken", CLOSED_PORT_REDIS):
         response = await get_health()
     assert response.status == 503
-    assert response.json() == {"status": "unavailable", "checks": {"database": "ok", "migrations": "ok", "channel_layer": "error"}}
+    assert response.json() == {
+        "status": "unavailable",
+        "checks": {"database": "ok", "migrations": "ok", "channel_layer": "error"},
+    }
     assert b"6379" not in response.body and b"127.0.0.1" not in response.body
 
 
@@ -106,8 +127,10 @@ async def test_health_round_trips_through_a_real_redis_layer():
     from tests.multiprocess.servers import REDIS_HOST, REDIS_PORT, require_redis
 
     require_redis()
-    config = {"BACKEND": "channels_redis.core.RedisChannelLayer",
-              "CONFIG": {"hosts": [f"redis://{REDIS_HOST}:{REDIS_PORT}/0"], "prefix": "mcp-health-test"}}
+    config = {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [f"redis://{REDIS_HOST}:{REDIS_PORT}/0"], "prefix": "mcp-health-test"},
+    }
     async with layer_alias("redis", config):
         response = await get_health()
     assert response.status == 200 and response.json() == HEALTHY
@@ -124,13 +147,24 @@ async def test_health_round_trips_while_the_process_channel_listens_on_a_real_re
     from tests.polling import until
 
     require_redis()
-    config = {"BACKEND": "channels_redis.core.RedisChannelLayer",
-              "CONFIG": {"hosts": [f"redis://{REDIS_HOST}:{REDIS_PORT}/0"], "prefix": "mcp-health-listen-test"}}
+    config = {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [f"redis://{REDIS_HOST}:{REDIS_PORT}/0"],
+            "prefix": "mcp-health-listen-test",
+        },
+    }
     async with layer_alias("redis", config) as layer:
-        listening = asyncio.ensure_future(layer.receive(await layer.new_channel()))  # as ProcessChannel.listen does
+        listening = asyncio.ensure_future(
+            layer.receive(await layer.new_channel())
+        )  # as ProcessChannel.listen does
         try:
             # The listener holds the layer's receive lock, blocked on Redis.
-            await until(lambda: layer.receive_lock is not None and layer.receive_lock.locked(), 5, failure="the listener never took the lock")
+            await until(
+                lambda: layer.receive_lock is not None and layer.receive_lock.locked(),
+                5,
+                failure="the listener never took the lock",
+            )
             response = await asyncio.wait_for(get_health(), 10)
         finally:
             listening.cancel()

@@ -23,7 +23,9 @@ class _Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
 
-    def submit(self, key: Any, function: Any, args: tuple[Any, ...], item: Any = None, *, loop: Any) -> None:
+    def submit(
+        self, key: Any, function: Any, args: tuple[Any, ...], item: Any = None, *, loop: Any
+    ) -> None:
         self.calls.append((key, function, args, item))
 
 
@@ -35,13 +37,19 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> _Recorder:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_register_admin_over_the_default_admin_site_writes_sessions_and_events_without_announcing(recorder: _Recorder) -> None:
+def test_register_admin_over_the_default_admin_site_writes_sessions_and_events_without_announcing(
+    recorder: _Recorder,
+) -> None:
     # admin.site registers mcp_django's Session and Event (mcp_django/admin.py): the loop.
     assert Session in admin.site._registry and Event in admin.site._registry
     mcp_site = MCPSite(name="storm")
     mcp_site.register_admin(admin.site)
     mcp_site.serving = True
-    session = Session.objects.create(site_name="storm", protocol_version="2025-11-25", expires_at=timezone.now() + timezone.timedelta(hours=1))
+    session = Session.objects.create(
+        site_name="storm",
+        protocol_version="2025-11-25",
+        expires_at=timezone.now() + timezone.timedelta(hours=1),
+    )
     for seq in range(1, 21):
         Event.objects.create(session=session, stream="get", seq=seq, payload="{}")
     session.save()
@@ -50,7 +58,9 @@ def test_register_admin_over_the_default_admin_site_writes_sessions_and_events_w
 
 
 @pytest.mark.django_db(transaction=True)
-def test_model_changes_ignore_mcp_django_rows_even_when_a_registry_holds_them(recorder: _Recorder) -> None:
+def test_model_changes_ignore_mcp_django_rows_even_when_a_registry_holds_them(
+    recorder: _Recorder,
+) -> None:
     mcp_site = MCPSite(name="forced")
     mcp_site._registry[Event] = object()  # as if a bug had registered it
     session = Session.objects.create(protocol_version="2025-11-25", expires_at=timezone.now())
@@ -60,12 +70,16 @@ def test_model_changes_ignore_mcp_django_rows_even_when_a_registry_holds_them(re
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_burst_of_saves_from_sync_code_makes_a_bounded_number_of_announcements(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_burst_of_saves_from_sync_code_makes_a_bounded_number_of_announcements(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from django.contrib.auth.models import User
 
     from mcp_django.registry.sites import site as default_site
 
-    calls: list[tuple[str, Any]] = []  # of the default site (sites built by other tests may live on)
+    calls: list[
+        tuple[str, Any]
+    ] = []  # of the default site (sites built by other tests may live on)
 
     async def fake_updated(site: Any, uris: frozenset[str]) -> int:
         if site is default_site._wrapped:
@@ -83,7 +97,9 @@ def test_a_burst_of_saves_from_sync_code_makes_a_bounded_number_of_announcements
     monkeypatch.setattr(changes, "list_changed", fake_list_changed)
     monkeypatch.setattr(notifications, "WINDOW", 600.0)  # the whole burst falls in one window
     owner = User.objects.create_user("bulk")
-    notes = [Note.objects.create(owner=owner, title=f"n{i}") for i in range(300)]  # a bulk import, autocommit
+    notes = [
+        Note.objects.create(owner=owner, title=f"n{i}") for i in range(300)
+    ]  # a bulk import, autocommit
     for note in notes:
         note.title += "!"
         note.save()
@@ -121,7 +137,9 @@ def test_announcements_waiting_in_a_process_are_capped_and_the_excess_logged_onc
             timer.cancel()
 
 
-def test_items_merged_into_one_waiting_announcement_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_items_merged_into_one_waiting_announcement_are_capped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     ran: list[Any] = []
 
     async def announce(uris: frozenset[str]) -> None:
@@ -161,7 +179,9 @@ async def test_repeats_from_an_event_loop_are_merged_into_one_late_announcement(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_group_permission_change_reaches_all_its_users_in_one_announcement(recorder: _Recorder) -> None:
+def test_a_group_permission_change_reaches_all_its_users_in_one_announcement(
+    recorder: _Recorder,
+) -> None:
     from django.contrib.auth.models import Group, Permission, User
 
     group = Group.objects.create(name="editors")
@@ -169,10 +189,14 @@ def test_a_group_permission_change_reaches_all_its_users_in_one_announcement(rec
     group.user_set.add(*users)
     recorder.calls.clear()
     group.permissions.add(Permission.objects.get(codename="add_note"))
-    assert [(key, item) for key, _function, _args, item in recorder.calls] == [(("user lists",), frozenset(u.pk for u in users))]
+    assert [(key, item) for key, _function, _args, item in recorder.calls] == [
+        (("user lists",), frozenset(u.pk for u in users))
+    ]
 
 
-def test_at_exit_waiting_announcements_are_sent_or_named_as_lost(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_at_exit_waiting_announcements_are_sent_or_named_as_lost(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     # Python 3.12.0-3.12.1 refuse to start threads once shutdown has begun (asgiref needs one):
     # the exit hook then logs what it drops instead of a traceback and never-awaited coroutines.
     sent: list[str] = []
@@ -183,7 +207,9 @@ def test_at_exit_waiting_announcements_are_sent_or_named_as_lost(monkeypatch: py
     for threads_start, expected in ((True, ["a"]), (False, [])):
         fresh = Coalescer()
         monkeypatch.setattr(notifications, "WINDOW", 600.0)
-        monkeypatch.setattr(notifications, "_threads_can_start", lambda allowed=threads_start: allowed)
+        monkeypatch.setattr(
+            notifications, "_threads_can_start", lambda allowed=threads_start: allowed
+        )
         fresh.submit("k", announce, ("first",), loop=None)  # sent at once: the window opens
         fresh.submit("k", announce, ("a",), loop=None)  # waits for the window's end
         assert fresh.pending_count() == 1 and sent == ["first"]

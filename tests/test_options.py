@@ -20,7 +20,10 @@ from tests.conftest import make_user, mcp_settings_fixture
 from tests.testapp.models import Note
 
 DJANGO_AUTH = {"AUTHENTICATION": "django", "SERVER_NAME": "mcp-django-tests"}
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_channel_layer"),
+]
 
 
 django_authentication = mcp_settings_fixture(**DJANGO_AUTH)
@@ -39,7 +42,9 @@ async def _client_for(user: User) -> MCPTestClient:
 
 @pytest.fixture
 async def alice() -> User:
-    return await sync_to_async(_user)("alice", "view_note", "add_note", "change_note", "delete_note")
+    return await sync_to_async(_user)(
+        "alice", "view_note", "add_note", "change_note", "delete_note"
+    )
 
 
 @pytest.fixture
@@ -104,7 +109,12 @@ def test_a_model_mcp_generic_over_its_model_registers_like_a_plain_one() -> None
 
 def test_unknown_field_is_reported_by_a_system_check() -> None:
     fresh = MCPSite()
-    fresh.register(Note, fields=["title", "nope"], search_fields=["missing__thing"], tools=["search", "explode"])
+    fresh.register(
+        Note,
+        fields=["title", "nope"],
+        search_fields=["missing__thing"],
+        tools=["search", "explode"],
+    )
     ids = sorted(e.id for e in fresh.check())
     assert ids == ["mcp_django.E102", "mcp_django.E103", "mcp_django.E104"]
 
@@ -162,7 +172,9 @@ async def test_read_returns_the_row_as_json(alice: User) -> None:
     assert '"title":"alpha"' in content["text"]
 
 
-async def test_forbidden_row_is_indistinguishable_from_a_missing_one(alice: User, bob: User) -> None:
+async def test_forbidden_row_is_indistinguishable_from_a_missing_one(
+    alice: User, bob: User
+) -> None:
     (note,) = await _notes(alice, "private")
     client = await _client_for(bob)
     answers = []
@@ -174,19 +186,26 @@ async def test_forbidden_row_is_indistinguishable_from_a_missing_one(alice: User
     assert answers[0][0] == RESOURCE_NOT_FOUND
 
 
-async def test_completion_suggests_only_visible_pks_matching_search_fields(alice: User, bob: User) -> None:
+async def test_completion_suggests_only_visible_pks_matching_search_fields(
+    alice: User, bob: User
+) -> None:
     mine = await _notes(alice, "django tips", "other")
     await _notes(bob, "django secrets")
     client = await _client_for(alice)
     result = await client.call(
         "completion/complete",
-        {"ref": {"type": "ref/resource", "uri": "django://testapp/note/{pk}"}, "argument": {"name": "pk", "value": "djan"}},
+        {
+            "ref": {"type": "ref/resource", "uri": "django://testapp/note/{pk}"},
+            "argument": {"name": "pk", "value": "djan"},
+        },
     )
     assert result["completion"]["values"] == [str(mine[0].pk)]
 
 
 @pytest.mark.parametrize("page_size", [5, 30])
-def test_listing_costs_a_bounded_number_of_queries_whatever_the_page_size(page_size: int, django_assert_num_queries: Any) -> None:
+def test_listing_costs_a_bounded_number_of_queries_whatever_the_page_size(
+    page_size: int, django_assert_num_queries: Any
+) -> None:
     from django.test import RequestFactory
 
     from mcp_django.server.handlers import _list_resources_page
@@ -205,7 +224,9 @@ def test_listing_costs_a_bounded_number_of_queries_whatever_the_page_size(page_s
 
 
 async def test_tools_list_shows_only_tools_the_user_may_use(alice: User, bob: User) -> None:
-    alice_tools = {t["name"] for t in (await (await _client_for(alice)).call("tools/list"))["tools"]}
+    alice_tools = {
+        t["name"] for t in (await (await _client_for(alice)).call("tools/list"))["tools"]
+    }
     bob_tools = {t["name"] for t in (await (await _client_for(bob)).call("tools/list"))["tools"]}
     generated = {f"testapp_note_{a}" for a in ("search", "get", "create", "update", "delete")}
     assert generated <= alice_tools
@@ -225,7 +246,9 @@ async def test_create_schema_comes_from_the_serializer(alice: User) -> None:
 
 async def test_create_validation_errors_list_each_field(alice: User) -> None:
     client = await _client_for(alice)
-    result = await client.call_tool("testapp_note_create", {"title": "x" * 101, "priority": "urgent"})
+    result = await client.call_tool(
+        "testapp_note_create", {"title": "x" * 101, "priority": "urgent"}
+    )
     assert result["isError"] is True
     text = result["content"][0]["text"]
     assert "title" in text and "priority" in text
@@ -240,18 +263,32 @@ async def test_create_update_delete_write_the_admin_history(alice: User) -> None
     assert updated["structuredContent"]["body"] == "changed"
     deleted = await client.call_tool("testapp_note_delete", {"pk": pk})
     assert deleted["structuredContent"] == {"deleted": True, "pk": pk}
-    flags = await sync_to_async(lambda: list(LogEntry.objects.filter(object_id=str(pk)).order_by("pk").values_list("action_flag", flat=True)))()
+    flags = await sync_to_async(
+        lambda: list(
+            LogEntry.objects.filter(object_id=str(pk))
+            .order_by("pk")
+            .values_list("action_flag", flat=True)
+        )
+    )()
     assert flags == [1, 2, 3]
 
 
 async def test_search_filters_orders_and_bounds_the_limit(alice: User) -> None:
     await _notes(alice, "b-note", "a-note", "c-other")
     client = await _client_for(alice)
-    result = await client.call_tool("testapp_note_search", {"query": "note", "ordering": "-title", "limit": 1})
+    result = await client.call_tool(
+        "testapp_note_search", {"query": "note", "ordering": "-title", "limit": 1}
+    )
     items = result["structuredContent"]["items"]
     assert [i["title"] for i in items] == ["b-note"]
     following = await client.call_tool(
-        "testapp_note_search", {"query": "note", "ordering": "-title", "limit": 1, "cursor": result["structuredContent"]["nextCursor"]}
+        "testapp_note_search",
+        {
+            "query": "note",
+            "ordering": "-title",
+            "limit": 1,
+            "cursor": result["structuredContent"]["nextCursor"],
+        },
     )
     assert [i["title"] for i in following["structuredContent"]["items"]] == ["a-note"]
     too_many = await client.call_tool("testapp_note_search", {"limit": 10_000})
@@ -267,13 +304,17 @@ async def test_user_without_change_permission_cannot_call_update(alice: User, bo
     assert (await Note.objects.aget(pk=note.pk)).title == "bob's"
 
 
-async def test_update_of_another_users_row_answers_like_a_missing_row(alice: User, bob: User) -> None:
+async def test_update_of_another_users_row_answers_like_a_missing_row(
+    alice: User, bob: User
+) -> None:
     (note,) = await _notes(bob, "bob's")
     client = await _client_for(alice)
     result = await client.call_tool("testapp_note_update", {"pk": note.pk, "title": "hacked"})
     missing = await client.call_tool("testapp_note_update", {"pk": 999999, "title": "hacked"})
     assert result["isError"] and missing["isError"]
-    assert result["content"][0]["text"].replace(str(note.pk), "<pk>") == missing["content"][0]["text"].replace("999999", "<pk>")
+    assert result["content"][0]["text"].replace(str(note.pk), "<pk>") == missing["content"][0][
+        "text"
+    ].replace("999999", "<pk>")
     assert (await Note.objects.aget(pk=note.pk)).title == "bob's"
 
 
@@ -286,7 +327,11 @@ async def test_saving_a_registered_model_notifies_subscribed_sessions(alice: Use
         note.title = "changed elsewhere"
         await note.asave()  # a change outside MCP (admin, shell, another process)
         message: dict[str, Any] = await stream.next_message(timeout=5)
-    assert message == {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
+    assert message == {
+        "jsonrpc": "2.0",
+        "method": "notifications/resources/updated",
+        "params": {"uri": uri},
+    }
 
 
 def test_default_site_registers_the_test_model() -> None:
@@ -299,13 +344,18 @@ async def test_search_pages_by_position_so_new_rows_do_not_shift_pages(alice: Us
     first = await client.call_tool("testapp_note_search", {"ordering": "title", "limit": 2})
     assert [i["title"] for i in first["structuredContent"]["items"]] == ["a1", "a2"]
     await _notes(alice, "a0")  # sorts before the cursor: an offset would repeat "a2"
-    second = await client.call_tool("testapp_note_search", {"ordering": "title", "limit": 2, "cursor": first["structuredContent"]["nextCursor"]})
+    second = await client.call_tool(
+        "testapp_note_search",
+        {"ordering": "title", "limit": 2, "cursor": first["structuredContent"]["nextCursor"]},
+    )
     assert [i["title"] for i in second["structuredContent"]["items"]] == ["a3"]
     assert second["structuredContent"]["nextCursor"] is None
 
 
 @pytest.mark.parametrize("limit", [5, 40])
-def test_search_costs_a_bounded_number_of_queries_whatever_the_limit(limit: int, django_assert_num_queries: Any) -> None:
+def test_search_costs_a_bounded_number_of_queries_whatever_the_limit(
+    limit: int, django_assert_num_queries: Any
+) -> None:
     from django.test import RequestFactory
 
     owner = _user("dave", "view_note")
@@ -370,7 +420,9 @@ def _tool(mcp: MCPSite, action: str) -> Any:
 def _error_text(result: dict[str, Any], key: Any) -> str:
     """An error result's text, the key it names replaced, so two answers compare as shapes."""
     assert result.get("isError"), result
-    return result["content"][0]["text"].replace(f'"{key}"', '"<key>"').replace(f"'{key}'", "'<key>'")
+    return (
+        result["content"][0]["text"].replace(f'"{key}"', '"<key>"').replace(f"'{key}'", "'<key>'")
+    )
 
 
 @pytest.fixture
@@ -379,22 +431,35 @@ def two_owners() -> tuple[User, User, Any, Any]:
 
     mine = User.objects.create_superuser("mine", "mine@example.com", "x")
     theirs = User.objects.create_superuser("theirs", "theirs@example.com", "x")
-    return mine, theirs, Specimen.objects.create(char="my row", owner=mine), Specimen.objects.create(char="their row", owner=theirs)
+    return (
+        mine,
+        theirs,
+        Specimen.objects.create(char="my row", owner=mine),
+        Specimen.objects.create(char="their row", owner=theirs),
+    )
 
 
-def test_create_refuses_a_related_key_the_user_may_not_see_as_one_that_does_not_exist(two_owners: Any) -> None:
+def test_create_refuses_a_related_key_the_user_may_not_see_as_one_that_does_not_exist(
+    two_owners: Any,
+) -> None:
     from tests.testapp.models import Specimen
 
     mine, _theirs, _my_row, their_row = two_owners
     mcp = _restricted_specimen_site()
-    hidden = _tool(mcp, "create")._call({"char": "new", "owner": mine.pk, "twin": their_row.pk}, _as(mine))
-    missing = _tool(mcp, "create")._call({"char": "new", "owner": mine.pk, "twin": 987654}, _as(mine))
+    hidden = _tool(mcp, "create")._call(
+        {"char": "new", "owner": mine.pk, "twin": their_row.pk}, _as(mine)
+    )
+    missing = _tool(mcp, "create")._call(
+        {"char": "new", "owner": mine.pk, "twin": 987654}, _as(mine)
+    )
     assert _error_text(hidden, their_row.pk) == _error_text(missing, 987654)
     assert "twin: Invalid pk" in hidden["content"][0]["text"]
     assert not Specimen.objects.filter(char="new").exists()
 
 
-def test_update_refuses_to_point_a_row_at_a_related_row_the_user_may_not_see(two_owners: Any) -> None:
+def test_update_refuses_to_point_a_row_at_a_related_row_the_user_may_not_see(
+    two_owners: Any,
+) -> None:
     mine, _theirs, my_row, their_row = two_owners
     mcp = _restricted_specimen_site()
     hidden = _tool(mcp, "update")._call({"pk": my_row.pk, "twin": their_row.pk}, _as(mine))
@@ -404,7 +469,9 @@ def test_update_refuses_to_point_a_row_at_a_related_row_the_user_may_not_see(two
     assert my_row.twin_id is None
 
 
-def test_a_many_to_many_key_the_user_may_not_see_is_refused_as_one_that_does_not_exist(two_owners: Any) -> None:
+def test_a_many_to_many_key_the_user_may_not_see_is_refused_as_one_that_does_not_exist(
+    two_owners: Any,
+) -> None:
     from tests.testapp.models import Tag
 
     mine, _theirs, my_row, _their_row = two_owners
@@ -412,14 +479,18 @@ def test_a_many_to_many_key_the_user_may_not_see_is_refused_as_one_that_does_not
     Tag.objects.create(slug="public")
     mcp = _restricted_specimen_site()
     hidden = _tool(mcp, "update")._call({"pk": my_row.pk, "tags": ["public", "secret"]}, _as(mine))
-    missing = _tool(mcp, "update")._call({"pk": my_row.pk, "tags": ["public", "nosuchtag"]}, _as(mine))
+    missing = _tool(mcp, "update")._call(
+        {"pk": my_row.pk, "tags": ["public", "nosuchtag"]}, _as(mine)
+    )
     allowed = _tool(mcp, "update")._call({"pk": my_row.pk, "tags": ["public"]}, _as(mine))
     assert _error_text(hidden, "secret") == _error_text(missing, "nosuchtag")
     assert not allowed.get("isError"), allowed
     assert list(my_row.tags.values_list("slug", flat=True)) == ["public"]
 
 
-def test_a_search_filter_on_a_related_row_the_user_may_not_see_matches_nothing(two_owners: Any) -> None:
+def test_a_search_filter_on_a_related_row_the_user_may_not_see_matches_nothing(
+    two_owners: Any,
+) -> None:
     from tests.testapp.models import Specimen
 
     mine, _theirs, my_row, their_row = two_owners
@@ -433,9 +504,18 @@ def test_a_search_filter_on_a_related_row_the_user_may_not_see_matches_nothing(t
 
 def test_a_search_filter_on_a_read_only_field_is_not_marked_read_only() -> None:
     mcp = MCPSite()
-    mcp.register(Note, type("NoteMCP", (ModelMCP,), {"tools": ["search", "get"], "read_only_fields": ["owner"], "filter_fields": ["owner"]}))
+    mcp.register(
+        Note,
+        type(
+            "NoteMCP",
+            (ModelMCP,),
+            {"tools": ["search", "get"], "read_only_fields": ["owner"], "filter_fields": ["owner"]},
+        ),
+    )
     (search, _get) = mcp._registry[Note].get_generated_tools()
     assert search.input_schema["properties"]["owner"]
     assert "readOnly" not in search.input_schema["properties"]["owner"]
     # The record's own schema still says clients may not write it.
-    assert mcp._registry[Note].field_schemas(writable=False)["properties"]["owner"]["readOnly"] is True
+    assert (
+        mcp._registry[Note].field_schemas(writable=False)["properties"]["owner"]["readOnly"] is True
+    )

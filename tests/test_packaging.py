@@ -30,11 +30,25 @@ from mcp import Client
 
 import mcp_django
 from tests import asgi_servers
-from tests.packaging_helpers import COMMAND_TIMEOUT, DISTRIBUTION, PIP_TIMEOUT, ROOT, Built, Installed, run
+from tests.packaging_helpers import (
+    COMMAND_TIMEOUT,
+    DISTRIBUTION,
+    PIP_TIMEOUT,
+    ROOT,
+    Built,
+    Installed,
+    run,
+)
 
 pytestmark = pytest.mark.e2e
 
-MIGRATIONS = ("0001_initial.py", "0002_elicitations_secrets_state.py", "0003_running_requests.py", "0004_session_transport.py", "0005_toolcall.py")
+MIGRATIONS = (
+    "0001_initial.py",
+    "0002_elicitations_secrets_state.py",
+    "0003_running_requests.py",
+    "0004_session_transport.py",
+    "0005_toolcall.py",
+)
 STARTUP_TIMEOUT = 30.0
 LISTENING_RE = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
 
@@ -151,14 +165,28 @@ def serve(installed: Installed, project: Path) -> Iterator[str]:
     log_path = project / "daphne.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [installed.python, "-m", "daphne", "-b", "127.0.0.1", "-p", "0", "smoke.asgi:application"],
-            cwd=project, env={**installed.env, "DJANGO_SETTINGS_MODULE": "smoke.settings"}, stdout=log, stderr=subprocess.STDOUT,
+            [
+                installed.python,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                "0",
+                "smoke.asgi:application",
+            ],
+            cwd=project,
+            env={**installed.env, "DJANGO_SETTINGS_MODULE": "smoke.settings"},
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while (found := LISTENING_RE.search(log_path.read_text(errors="replace"))) is None:
             if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"daphne did not start:\n{log_path.read_text(errors='replace')}", pytrace=False)
+                pytest.fail(
+                    f"daphne did not start:\n{log_path.read_text(errors='replace')}", pytrace=False
+                )
             time.sleep(0.05)  # bounded by the deadline
         yield f"http://127.0.0.1:{found.group(1)}/mcp"
     finally:
@@ -179,7 +207,11 @@ def test_wheel_and_sdist_hold_every_file_of_the_package(built: Built) -> None:
     expected = package_files()
     # The issue's list, spelled out so the test says what it guards even if the tree changes.
     named = {"mcp_django/py.typed", *(f"mcp_django/migrations/{m}" for m in MIGRATIONS)}
-    templates = {f for f in expected if f.startswith("mcp_django/templates/mcp_django/") and f.endswith(".html")}
+    templates = {
+        f
+        for f in expected
+        if f.startswith("mcp_django/templates/mcp_django/") and f.endswith(".html")
+    }
     assert templates, "no templates found in the source tree"
     assert named <= expected
     for name, archive in (("wheel", in_wheel), ("sdist", in_sdist)):
@@ -191,34 +223,72 @@ def test_wheel_and_sdist_hold_every_file_of_the_package(built: Built) -> None:
     assert metadata.get_all("License-File") == ["LICENSE"]
 
     assert metadata["Name"] == DISTRIBUTION
-    assert metadata["Version"] == mcp_django.__version__  # pyproject.toml reads it from mcp_django/version.py
+    assert (
+        metadata["Version"] == mcp_django.__version__
+    )  # pyproject.toml reads it from mcp_django/version.py
     assert metadata["Requires-Python"] == ">=3.10"
     assert set(metadata.get_all("Provides-Extra")) == {"redis", "oauth", "tracing", "tasks"}
     classifiers = set(metadata.get_all("Classifier"))
-    assert {"Framework :: Django :: 5.2", "Framework :: Django :: 6.0", "Framework :: Django :: 6.1"} <= classifiers
-    assert {f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 14)} <= classifiers
+    assert {
+        "Framework :: Django :: 5.2",
+        "Framework :: Django :: 6.0",
+        "Framework :: Django :: 6.1",
+    } <= classifiers
+    assert {
+        f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 14)
+    } <= classifiers
 
 
-async def test_installed_wheel_serves_a_minimal_project(installed: Installed, project: Path) -> None:
-    where = run([installed.python, "-c", "import mcp_django; print(mcp_django.__file__)"], timeout=COMMAND_TIMEOUT, cwd=project, env=installed.env)
-    assert Path(where.strip()).is_relative_to(installed.python.parent.parent), where  # the wheel's copy, not this checkout
+async def test_installed_wheel_serves_a_minimal_project(
+    installed: Installed, project: Path
+) -> None:
+    where = run(
+        [installed.python, "-c", "import mcp_django; print(mcp_django.__file__)"],
+        timeout=COMMAND_TIMEOUT,
+        cwd=project,
+        env=installed.env,
+    )
+    assert Path(where.strip()).is_relative_to(installed.python.parent.parent), (
+        where
+    )  # the wheel's copy, not this checkout
     run([installed.python, "-m", "pip", "check"], timeout=COMMAND_TIMEOUT, env=installed.env)
 
     manage = [installed.python, "manage.py"]
-    check = run([*manage, "check", "--fail-level", "WARNING"], timeout=COMMAND_TIMEOUT, cwd=project, env=installed.env)
+    check = run(
+        [*manage, "check", "--fail-level", "WARNING"],
+        timeout=COMMAND_TIMEOUT,
+        cwd=project,
+        env=installed.env,
+    )
     assert "System check identified no issues" in check
-    migrated = run([*manage, "migrate", "--noinput"], timeout=COMMAND_TIMEOUT, cwd=project, env=installed.env)
+    migrated = run(
+        [*manage, "migrate", "--noinput"], timeout=COMMAND_TIMEOUT, cwd=project, env=installed.env
+    )
     assert "Applying mcp_django.0005_toolcall... OK" in migrated
     # The templates must be in the wheel: render one through the installed app's loader.
     rendered = run(
-        [*manage, "shell", "-v0", "-c", "from django.template.loader import get_template; print(get_template('mcp_django/elicitation/base.html').origin.name)"],
-        timeout=COMMAND_TIMEOUT, cwd=project, env=installed.env,
+        [
+            *manage,
+            "shell",
+            "-v0",
+            "-c",
+            "from django.template.loader import get_template; print(get_template('mcp_django/elicitation/base.html').origin.name)",
+        ],
+        timeout=COMMAND_TIMEOUT,
+        cwd=project,
+        env=installed.env,
     )
     assert Path(rendered.strip()).is_relative_to(installed.python.parent.parent), rendered
 
     with serve(installed, project) as url:
-        async with httpx.AsyncClient(timeout=10) as http:  # the server is up: ping answers without a session
-            ping = await http.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "ping"}, headers={"Accept": "application/json, text/event-stream"})
+        async with httpx.AsyncClient(
+            timeout=10
+        ) as http:  # the server is up: ping answers without a session
+            ping = await http.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 0, "method": "ping"},
+                headers={"Accept": "application/json, text/event-stream"},
+            )
         assert ping.status_code == 200, ping.text
         async with Client(url, read_timeout_seconds=10) as client:
             assert client.server_info is not None and client.server_info.name == "packaging-smoke"
@@ -228,7 +298,18 @@ async def test_installed_wheel_serves_a_minimal_project(installed: Installed, pr
 
 
 def test_extras_install_what_they_say(installed: Installed, project: Path) -> None:
-    run([installed.python, "-m", "pip", "install", "--quiet", f"{installed.wheel}[redis,oauth,tracing,tasks]"], timeout=PIP_TIMEOUT, env=installed.env)
+    run(
+        [
+            installed.python,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            f"{installed.wheel}[redis,oauth,tracing,tasks]",
+        ],
+        timeout=PIP_TIMEOUT,
+        env=installed.env,
+    )
     run([installed.python, "-m", "pip", "check"], timeout=COMMAND_TIMEOUT, env=installed.env)
     # One module each extra is for: the channel layer, the OAuth provider, the tracing API, the
     # task framework's database backend (and the backport on Django 5.2).
@@ -243,7 +324,12 @@ def test_extras_install_what_they_say(installed: Installed, project: Path) -> No
         + 'INSTALLED_APPS += ([] if django.VERSION >= (6, 0) else ["django_tasks"]) + ["django_tasks_db"]\n'
         + 'TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}\n'
     )
-    check = run([installed.python, "manage.py", "check", "--fail-level", "WARNING"], cwd=project, timeout=COMMAND_TIMEOUT, env=installed.env)
+    check = run(
+        [installed.python, "manage.py", "check", "--fail-level", "WARNING"],
+        cwd=project,
+        timeout=COMMAND_TIMEOUT,
+        env=installed.env,
+    )
     assert "System check identified no issues" in check
 
 
@@ -252,7 +338,13 @@ def _checkout_copy(where: Path) -> Path:
     commit, not shallow (pip's partial clone of a shallow repository fetches blob by blob)."""
     copy = where / "checkout"
     copy.mkdir()
-    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True, timeout=COMMAND_TIMEOUT).stdout
+    archive = subprocess.run(
+        ["git", "archive", "HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+        timeout=COMMAND_TIMEOUT,
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(copy, filter="data")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
@@ -271,7 +363,10 @@ def test_installing_from_a_checkout_as_documented_writes_nothing_into_it(tmp_pat
     # docs/howto/add-to-project.md, "From a checkout or a wheel". --no-deps --target: only the
     # build and the install are under test (the dependencies come from the index either way).
     doc = (ROOT / "docs" / "howto" / "add-to-project.md").read_text()
-    assert 'pip install "git+file:///path/to/checkout"' in doc and "pip install /path/to/checkout" in doc
+    assert (
+        'pip install "git+file:///path/to/checkout"' in doc
+        and "pip install /path/to/checkout" in doc
+    )
     copy = _checkout_copy(tmp_path)
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
     run([*pip, "--target", tmp_path / "from-git", f"git+file://{copy}"], timeout=PIP_TIMEOUT)

@@ -75,14 +75,31 @@ async def two(clock: Clock) -> AsyncIterator[tuple[Process, Process]]:
 
 
 def test_batches_are_a_sixty_fourth_of_a_rate_and_a_sixteenth_of_a_cap_within_bounds() -> None:
-    assert [quota_batches.rate_batch(n) for n in (1, 127, 128, 600, 4096, 10**9)] == [1, 1, 2, 9, 64, 64]
-    assert [quota_batches.cap_batch(n) for n in (1, 31, 32, 64, 128, 256, 10**6)] == [1, 1, 2, 4, 8, 16, 16]
+    assert [quota_batches.rate_batch(n) for n in (1, 127, 128, 600, 4096, 10**9)] == [
+        1,
+        1,
+        2,
+        9,
+        64,
+        64,
+    ]
+    assert [quota_batches.cap_batch(n) for n in (1, 31, 32, 64, 128, 256, 10**6)] == [
+        1,
+        1,
+        2,
+        4,
+        8,
+        16,
+        16,
+    ]
 
 
 # -- rate limits -------------------------------------------------------------------------------------
 
 
-async def test_two_processes_admit_exactly_a_rate_between_them_and_nothing_more(two: tuple[Process, Process]) -> None:
+async def test_two_processes_admit_exactly_a_rate_between_them_and_nothing_more(
+    two: tuple[Process, Process],
+) -> None:
     a, b = two
     key, rate = quotas.cache_key("rate", "test", secrets.token_hex(4)), 600  # batches of 9
     admitted = {id(a): 0, id(b): 0}
@@ -91,7 +108,9 @@ async def test_two_processes_admit_exactly_a_rate_between_them_and_nothing_more(
     while len(refused) < 2:
         for process in (a, b):
             if await process.batches.admit(key, rate, 61):
-                assert id(process) not in refused  # refused once, refused for the rest of the window
+                assert (
+                    id(process) not in refused
+                )  # refused once, refused for the rest of the window
                 admitted[id(process)] += 1
             else:
                 refused.add(id(process))
@@ -102,10 +121,14 @@ async def test_two_processes_admit_exactly_a_rate_between_them_and_nothing_more(
     assert a.adds + b.adds <= rate / 9 + 2 + 9
 
 
-async def test_concurrent_calls_on_two_processes_never_pass_a_rate(two: tuple[Process, Process]) -> None:
+async def test_concurrent_calls_on_two_processes_never_pass_a_rate(
+    two: tuple[Process, Process],
+) -> None:
     a, b = two
     key, rate = quotas.cache_key("rate", "test", secrets.token_hex(4)), 200  # batches of 3
-    results = await asyncio.gather(*(process.batches.admit(key, rate, 61) for _ in range(150) for process in (a, b)))
+    results = await asyncio.gather(
+        *(process.batches.admit(key, rate, 61) for _ in range(150) for process in (a, b))
+    )
     assert sum(results) <= rate
     # What stays unused is at most a batch per process (one reservation at a time each).
     assert sum(results) >= rate - 2 * 3
@@ -114,7 +137,9 @@ async def test_concurrent_calls_on_two_processes_never_pass_a_rate(two: tuple[Pr
     assert a.count(key) == rate
 
 
-async def test_calls_waiting_for_a_reservation_share_its_error(two: tuple[Process, Process], monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_calls_waiting_for_a_reservation_share_its_error(
+    two: tuple[Process, Process], monkeypatch: pytest.MonkeyPatch
+) -> None:
     a, _ = two
     calls = 0
 
@@ -126,22 +151,34 @@ async def test_calls_waiting_for_a_reservation_share_its_error(two: tuple[Proces
 
     monkeypatch.setattr(a.backend, "aadd", unreachable)
     key = quotas.cache_key("rate", "test", secrets.token_hex(4))
-    results = await asyncio.gather(*(a.batches.admit(key, 600, 61) for _ in range(8)), return_exceptions=True)
+    results = await asyncio.gather(
+        *(a.batches.admit(key, 600, 61) for _ in range(8)), return_exceptions=True
+    )
     # One round trip failed, once, for all eight: none waited out a timeout of its own after it.
     assert calls == 1 and all(isinstance(r, ConnectionError) for r in results)
 
 
-async def test_acheck_tool_calls_counts_in_batches_on_redis_and_still_refuses_over_the_rate(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_acheck_tool_calls_counts_in_batches_on_redis_and_still_refuses_over_the_rate(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(quotas, "now", clock)
     caches_setting = _redis_caches()
-    with override_settings(CACHES=caches_setting), limits(CACHE="quota", TOOL_CALLS="128/minute"):  # batches of 2
+    with (
+        override_settings(CACHES=caches_setting),
+        limits(CACHE="quota", TOOL_CALLS="128/minute"),
+    ):  # batches of 2
         backend = quota_backends.counters_for("quota")
         caller = quotas.Caller(f"user:{secrets.randbelow(10**6)}", 1)
         results = [(await quotas.acheck_tool_calls(caller, ["add"]))[0] for _ in range(130)]
         assert results[:128] == [None] * 128
-        assert all(isinstance(r, QuotaExceededError) and r.limit == "TOOL_CALLS" and r.retry_after == 45 for r in results[128:])
+        assert all(
+            isinstance(r, QuotaExceededError) and r.limit == "TOOL_CALLS" and r.retry_after == 45
+            for r in results[128:]
+        )
         window = int(clock.now // 60)
-        assert backend.get(quotas.cache_key("rate", "TOOL_CALLS", caller.key, "60", str(window))) in (128, 130)
+        assert backend.get(
+            quotas.cache_key("rate", "TOOL_CALLS", caller.key, "60", str(window))
+        ) in (128, 130)
         # The next window: a new batch.
         clock.advance(60)
         assert (await quotas.acheck_tool_calls(caller, ["add"]))[0] is None
@@ -154,7 +191,9 @@ async def test_acheck_tool_calls_counts_in_batches_on_redis_and_still_refuses_ov
 SCOPE = ("running", "RUNNING_PER_SESSION", "session:batched")
 
 
-async def test_two_processes_hold_exactly_a_cap_between_them(two: tuple[Process, Process], clock: Clock) -> None:
+async def test_two_processes_hold_exactly_a_cap_between_them(
+    two: tuple[Process, Process], clock: Clock
+) -> None:
     a, b = two
     scope = (*SCOPE[:2], f"session:{secrets.token_hex(4)}")
     cap = 64  # batches of 4
@@ -180,13 +219,18 @@ async def test_two_processes_hold_exactly_a_cap_between_them(two: tuple[Process,
     assert not a.batches.pools and not b.batches.pools
 
 
-async def test_a_reservation_is_renewed_into_the_next_bucket_and_counts_there(two: tuple[Process, Process], clock: Clock) -> None:
+async def test_a_reservation_is_renewed_into_the_next_bucket_and_counts_there(
+    two: tuple[Process, Process], clock: Clock
+) -> None:
     a, _ = two
     scope = (*SCOPE[:2], f"session:{secrets.token_hex(4)}")
     pool = a.batches.pool(scope, 64, LEASE)
     assert await pool.take()
     bucket = int(clock.now // LEASE)
-    assert a.count(quota_backends.slot_key(scope, LEASE, bucket)) == 4 and a.count(quota_backends.slot_key(scope, LEASE, bucket + 1)) == 0
+    assert (
+        a.count(quota_backends.slot_key(scope, LEASE, bucket)) == 4
+        and a.count(quota_backends.slot_key(scope, LEASE, bucket + 1)) == 0
+    )
     clock.advance(LEASE / 2)  # past the middle of its bucket
     await a.batches.tick()
     assert a.count(quota_backends.slot_key(scope, LEASE, bucket + 1)) == 4
@@ -199,7 +243,9 @@ async def test_a_reservation_is_renewed_into_the_next_bucket_and_counts_there(tw
     assert pool.held == 5 and pool.reserved == 8
 
 
-async def test_a_cancelled_take_leaves_its_reservation_spare_and_nothing_counted_for_good(two: tuple[Process, Process], clock: Clock) -> None:
+async def test_a_cancelled_take_leaves_its_reservation_spare_and_nothing_counted_for_good(
+    two: tuple[Process, Process], clock: Clock
+) -> None:
     a, _ = two
     scope = (*SCOPE[:2], f"session:{secrets.token_hex(4)}")
     pool = a.batches.pool(scope, 64, LEASE)
@@ -214,10 +260,15 @@ async def test_a_cancelled_take_leaves_its_reservation_spare_and_nothing_counted
     assert a.count(quota_backends.slot_key(scope, LEASE, int(clock.now // LEASE))) == 0
 
 
-async def test_running_slots_of_a_large_cap_are_batched_and_of_a_small_one_not(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_running_slots_of_a_large_cap_are_batched_and_of_a_small_one_not(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(quotas, "now", clock)
     caches_setting = _redis_caches()
-    with override_settings(CACHES=caches_setting), limits(CACHE="quota", RUNNING_PER_SESSION=32, RUNNING_PER_USER=64):
+    with (
+        override_settings(CACHES=caches_setting),
+        limits(CACHE="quota", RUNNING_PER_SESSION=32, RUNNING_PER_USER=64),
+    ):
         caller = quotas.Caller(f"user:{secrets.randbelow(10**6)}", 1)
         slots: list[Any] = [await quotas.RunningSlot.acquire(caller, "s-big") for _ in range(32)]
         assert all(slot is not None and slot.pools is not None for slot in slots)
@@ -236,7 +287,10 @@ async def test_running_slots_of_a_large_cap_are_batched_and_of_a_small_one_not(c
         assert quotas.running_requests("RUNNING_PER_USER", caller.key) == 0
         if batches.ticker is not None:
             batches.ticker.cancel()
-    with override_settings(CACHES=caches_setting), limits(CACHE="quota", RUNNING_PER_SESSION=31, RUNNING_PER_USER=64):
+    with (
+        override_settings(CACHES=caches_setting),
+        limits(CACHE="quota", RUNNING_PER_SESSION=31, RUNNING_PER_USER=64),
+    ):
         slot = await quotas.RunningSlot.acquire(caller, "s-small")
         assert slot is not None and slot.pools is None and slot.buckets  # slot by slot, leased
         await slot.release()
@@ -266,7 +320,9 @@ async def test_callers_that_find_a_finished_batch_already_taken_reserve_again_in
                 counted = await original(amounts, timeout)
                 if not spawned:  # queued now: they run before the reservation's done callback
                     loop = asyncio.get_running_loop()
-                    spawned.extend(loop.create_task(first.batches.admit(key, rate, 3600)) for _ in range(late))
+                    spawned.extend(
+                        loop.create_task(first.batches.admit(key, rate, 3600)) for _ in range(late)
+                    )
                 return counted
 
             first.backend.aadd = aadd  # type: ignore[method-assign]
@@ -281,6 +337,10 @@ async def test_callers_that_find_a_finished_batch_already_taken_reserve_again_in
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     await asyncio.to_thread(thread.join, 10)
-    assert not thread.is_alive(), "callers spun on a finished reservation (the event loop never turned)"
+    assert not thread.is_alive(), (
+        "callers spun on a finished reservation (the event loop never turned)"
+    )
     assert outcome == [[True] * (late + 1)]
-    assert first.count(key) == 3 * quota_batches.rate_batch(rate)  # three batches, the last one partly used
+    assert first.count(key) == 3 * quota_batches.rate_batch(
+        rate
+    )  # three batches, the last one partly used

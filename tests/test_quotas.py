@@ -37,22 +37,34 @@ from tests.conftest import BASE_SETTINGS, make_user
 from tests.transport.test_stateless import body as modern_body
 from tests.transport.test_stateless import headers as modern_headers
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_channel_layer"),
+]
 
 #: 15 s into a minute: a window of one minute ends 45 s later.
 T0 = 60 * 28_000_000 + 15.0
 #: Only the limit a test sets: the defaults turned off.
 NO_LIMITS: dict[str, Any] = {
-    "TOOL_CALLS": None, "SESSIONS_PER_USER": None, "STREAMS_PER_SESSION": None, "STREAMS_PER_USER": None,
+    "TOOL_CALLS": None,
+    "SESSIONS_PER_USER": None,
+    "STREAMS_PER_SESSION": None,
+    "STREAMS_PER_USER": None,
     "PENDING_ELICITATIONS_PER_USER": None,
 }
 RESOURCE = "https://mcp.example.com/mcp"
-INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+INITIALIZE = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {},
+    "clientInfo": {"name": "c", "version": "1"},
+}
 
 
 def limits(mcp: dict[str, Any] | None = None, **quota: Any) -> override_settings:
     """Run under these QUOTAS keys (the others off), with more MCP_DJANGO keys from ``mcp``."""
-    return override_settings(MCP_DJANGO={**BASE_SETTINGS, **(mcp or {}), "QUOTAS": {**NO_LIMITS, **quota}})
+    return override_settings(
+        MCP_DJANGO={**BASE_SETTINGS, **(mcp or {}), "QUOTAS": {**NO_LIMITS, **quota}}
+    )
 
 
 class Clock:
@@ -76,8 +88,15 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 def call(name: str = "add", request_id: Any = None, **arguments: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id or secrets.randbelow(10**9), "method": "tools/call",
-            "params": {"name": name, "arguments": arguments or ({"a": 1, "b": 2} if name == "add" else {"text": "hi"})}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id or secrets.randbelow(10**9),
+        "method": "tools/call",
+        "params": {
+            "name": name,
+            "arguments": arguments or ({"a": 1, "b": 2} if name == "add" else {"text": "hi"}),
+        },
+    }
 
 
 async def initialized(**kwargs: Any) -> MCPTestClient:
@@ -93,14 +112,18 @@ class ClientAt(MCPTestClient):
         super().__init__(**kwargs)
         self.address = address
 
-    def scope(self, method: str, headers: list[tuple[bytes, bytes]], path: str | None = None) -> dict[str, Any]:
+    def scope(
+        self, method: str, headers: list[tuple[bytes, bytes]], path: str | None = None
+    ) -> dict[str, Any]:
         return {**super().scope(method, headers, path), "client": (self.address, 40000)}
 
 
 # --- rates: the handshake era ------------------------------------------------------------------
 
 
-async def test_a_call_over_the_rate_gets_429_with_retry_after_and_data_naming_the_limit(clock: Clock) -> None:
+async def test_a_call_over_the_rate_gets_429_with_retry_after_and_data_naming_the_limit(
+    clock: Clock,
+) -> None:
     with limits(TOOL_CALLS="2/minute"):
         client = await initialized()
         for _ in range(2):
@@ -125,7 +148,9 @@ async def test_the_limit_lifts_when_its_window_ends(clock: Clock) -> None:
         clock.advance(44)
         assert (await client.post(call())).headers["retry-after"] == "1"
         clock.advance(1)
-        assert (await client.call_tool("add", {"a": 2, "b": 2}))["structuredContent"] == {"result": 4}
+        assert (await client.call_tool("add", {"a": 2, "b": 2}))["structuredContent"] == {
+            "result": 4
+        }
 
 
 async def test_a_per_tool_rate_limits_that_tool_only(clock: Clock) -> None:
@@ -134,12 +159,22 @@ async def test_a_per_tool_rate_limits_that_tool_only(clock: Clock) -> None:
         assert (await client.call_tool("echo", {"text": "a"}))["content"][0]["text"] == "a"
         refused = await client.request("tools/call", {"name": "echo", "arguments": {"text": "b"}})
         assert client.last_response is not None and client.last_response.status == 429
-        assert refused["error"]["data"] == {"limit": "PER_TOOL", "tool": "echo", "rate": "1/minute", "retryAfter": 45}
-        assert (await client.call_tool("add", {"a": 1, "b": 1}))["structuredContent"] == {"result": 2}
+        assert refused["error"]["data"] == {
+            "limit": "PER_TOOL",
+            "tool": "echo",
+            "rate": "1/minute",
+            "retryAfter": 45,
+        }
+        assert (await client.call_tool("add", {"a": 1, "b": 1}))["structuredContent"] == {
+            "result": 2
+        }
 
 
 async def test_each_user_has_a_budget_of_their_own(clock: Clock) -> None:
-    alice, bob = await sync_to_async(make_user)("alice", "*"), await sync_to_async(make_user)("bob", "*")
+    alice, bob = (
+        await sync_to_async(make_user)("alice", "*"),
+        await sync_to_async(make_user)("bob", "*"),
+    )
     with limits({"AUTHENTICATION": "django"}, TOOL_CALLS="1/minute"):
         clients = []
         for user in (alice, bob):
@@ -165,17 +200,37 @@ async def test_anonymous_callers_are_counted_by_their_address(clock: Clock) -> N
 def _token(username: str, application: str) -> str:
     user, _ = User.objects.get_or_create(username=username)
     app, _ = Application.objects.get_or_create(
-        name=application, defaults={"client_type": "public", "authorization_grant_type": "authorization-code", "redirect_uris": "http://127.0.0.1/cb"}
+        name=application,
+        defaults={
+            "client_type": "public",
+            "authorization_grant_type": "authorization-code",
+            "redirect_uris": "http://127.0.0.1/cb",
+        },
     )
     raw = secrets.token_urlsafe(30)
-    AccessToken.objects.create(user=user, application=app, token=raw, scope="", expires=timezone.now() + timedelta(hours=1), resource=[RESOURCE])
+    AccessToken.objects.create(
+        user=user,
+        application=app,
+        token=raw,
+        scope="",
+        expires=timezone.now() + timedelta(hours=1),
+        resource=[RESOURCE],
+    )
     return raw
 
 
 async def test_an_oauth_client_is_limited_across_all_its_users(clock: Clock) -> None:
-    tokens = {name: await sync_to_async(_token)(name, app) for name, app in [("alice", "app-1"), ("bob", "app-1"), ("carol", "app-2")]}
-    with limits({"AUTHENTICATION": "oauth", "RESOURCE_URL": RESOURCE}, TOOL_CALLS_PER_CLIENT="2/minute"):
-        clients = {name: await initialized(headers={"authorization": f"Bearer {raw}"}) for name, raw in tokens.items()}
+    tokens = {
+        name: await sync_to_async(_token)(name, app)
+        for name, app in [("alice", "app-1"), ("bob", "app-1"), ("carol", "app-2")]
+    }
+    with limits(
+        {"AUTHENTICATION": "oauth", "RESOURCE_URL": RESOURCE}, TOOL_CALLS_PER_CLIENT="2/minute"
+    ):
+        clients = {
+            name: await initialized(headers={"authorization": f"Bearer {raw}"})
+            for name, raw in tokens.items()
+        }
         assert (await clients["alice"].post(call())).status == 200
         assert (await clients["bob"].post(call())).status == 200
         refused = await clients["alice"].post(call())
@@ -188,7 +243,12 @@ async def test_in_a_batch_only_the_calls_over_the_limit_get_the_error(clock: Clo
     with limits(TOOL_CALLS="2/minute"):
         client = await initialized()
         await client.initialize(protocol_version="2025-03-26")
-        batch = [call(request_id=1), {"jsonrpc": "2.0", "id": 2, "method": "ping"}, call(request_id=3), call(request_id=4)]
+        batch = [
+            call(request_id=1),
+            {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+            call(request_id=3),
+            call(request_id=4),
+        ]
         response = await client.post(batch)
         assert response.status == 200
         answers = {a["id"]: a for a in response.json()}
@@ -196,7 +256,11 @@ async def test_in_a_batch_only_the_calls_over_the_limit_get_the_error(clock: Clo
         assert answers[2]["result"] == {}
         assert answers[3]["result"]["structuredContent"] == {"result": 3}
         assert answers[4]["error"]["code"] == QUOTA_EXCEEDED
-        assert answers[4]["error"]["data"] == {"limit": "TOOL_CALLS", "retryAfter": 45, "rate": "2/minute"}
+        assert answers[4]["error"]["data"] == {
+            "limit": "TOOL_CALLS",
+            "retryAfter": 45,
+            "rate": "2/minute",
+        }
 
 
 async def test_a_call_answered_as_a_stream_is_refused_before_the_stream_opens(clock: Clock) -> None:
@@ -214,19 +278,26 @@ async def test_a_call_answered_as_a_stream_is_refused_before_the_stream_opens(cl
 async def test_a_stateless_call_over_the_rate_gets_429_with_retry_after(clock: Clock) -> None:
     with limits(TOOL_CALLS="1/minute"):
         client = MCPTestClient()
-        first = modern_body("tools/call", {"name": "echo", "arguments": {"text": "x"}}, request_id=1)
+        first = modern_body(
+            "tools/call", {"name": "echo", "arguments": {"text": "x"}}, request_id=1
+        )
         assert (await client.post_raw(orjson.dumps(first), modern_headers(first))).status == 200
-        second = modern_body("tools/call", {"name": "echo", "arguments": {"text": "x"}}, request_id=2)
+        second = modern_body(
+            "tools/call", {"name": "echo", "arguments": {"text": "x"}}, request_id=2
+        )
         refused = await client.post_raw(orjson.dumps(second), modern_headers(second))
         assert refused.status == 429 and refused.headers["retry-after"] == "45"
         assert refused.json()["id"] == 2
         assert refused.json()["error"] == {
-            "code": QUOTA_EXCEEDED, "message": refused.json()["error"]["message"],
+            "code": QUOTA_EXCEEDED,
+            "message": refused.json()["error"]["message"],
             "data": {"limit": "TOOL_CALLS", "retryAfter": 45, "rate": "1/minute"},
         }
 
 
-async def test_stdio_answers_a_call_over_the_rate_with_the_json_rpc_error_in_both_eras(clock: Clock) -> None:
+async def test_stdio_answers_a_call_over_the_rate_with_the_json_rpc_error_in_both_eras(
+    clock: Clock,
+) -> None:
     lines: list[dict[str, Any]] = []
 
     async def write(data: bytes) -> None:
@@ -235,27 +306,57 @@ async def test_stdio_answers_a_call_over_the_rate_with_the_json_rpc_error_in_bot
     request = HttpRequest()
     request.user = AnonymousUser()
     with limits(TOOL_CALLS="1/minute"):
-        server = StdioServer(site.engine, Principal(request=request, user=None, transport="stdio"), write, max_line=1 << 20)
-        initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                      "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-        for message in (initialize, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call(request_id=1), call(request_id=2)):
+        server = StdioServer(
+            site.engine,
+            Principal(request=request, user=None, transport="stdio"),
+            write,
+            max_line=1 << 20,
+        )
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        for message in (
+            initialize,
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            call(request_id=1),
+            call(request_id=2),
+        ):
             await server.receive(orjson.dumps(message))
         await asyncio.wait_for(asyncio.gather(*list(server.running.values())), 5)
-        await server.receive(orjson.dumps(modern_body("tools/call", {"name": "echo", "arguments": {"text": "x"}}, request_id=3)))
+        await server.receive(
+            orjson.dumps(
+                modern_body(
+                    "tools/call", {"name": "echo", "arguments": {"text": "x"}}, request_id=3
+                )
+            )
+        )
         await asyncio.wait_for(asyncio.gather(*list(server.running.values())), 5)
         await server.stop()
     answers = {line.get("id"): line for line in lines}
     assert "result" in answers[1]
     for request_id in (2, 3):
         assert answers[request_id]["error"]["code"] == QUOTA_EXCEEDED
-        assert answers[request_id]["error"]["data"] == {"limit": "TOOL_CALLS", "retryAfter": 45, "rate": "1/minute"}
+        assert answers[request_id]["error"]["data"] == {
+            "limit": "TOOL_CALLS",
+            "retryAfter": 45,
+            "rate": "1/minute",
+        }
 
 
 def legacy(kind: str) -> MCPTestClient:
     return MCPTestClient(HTTPSSEConsumer.as_asgi(site=site, kind=kind), path=f"/mcp/{kind}/")
 
 
-async def test_http_sse_sends_the_error_on_the_sessions_stream_and_caps_its_stream(clock: Clock) -> None:
+async def test_http_sse_sends_the_error_on_the_sessions_stream_and_caps_its_stream(
+    clock: Clock,
+) -> None:
     with limits(TOOL_CALLS="1/minute", STREAMS_PER_USER=1):
         async with await legacy("sse").open_stream() as stream:
             endpoint = (await stream.next_event()).data
@@ -264,24 +365,43 @@ async def test_http_sse_sends_the_error_on_the_sessions_stream_and_caps_its_stre
             assert (await messages.post_raw(orjson.dumps(initialize), path=endpoint)).status == 202
             assert "result" in await stream.next_message()
             for request_id in (2, 3):
-                assert (await messages.post_raw(orjson.dumps(call(request_id=request_id)), path=endpoint)).status == 202
-            answers = {m["id"]: m for m in [await stream.next_message(), await stream.next_message()]}
+                assert (
+                    await messages.post_raw(
+                        orjson.dumps(call(request_id=request_id)), path=endpoint
+                    )
+                ).status == 202
+            answers = {
+                m["id"]: m for m in [await stream.next_message(), await stream.next_message()]
+            }
             assert "result" in answers[2]
             assert answers[3]["error"]["code"] == QUOTA_EXCEEDED
-            assert answers[3]["error"]["data"] == {"limit": "TOOL_CALLS", "retryAfter": 45, "rate": "1/minute"}
+            assert answers[3]["error"]["data"] == {
+                "limit": "TOOL_CALLS",
+                "retryAfter": 45,
+                "rate": "1/minute",
+            }
             # A second stream (a second session) from the same caller: over STREAMS_PER_USER.
             refused = await legacy("sse").open_stream()
-            assert refused.status == 429 and refused.json()["error"]["data"] == {"limit": "STREAMS_PER_USER", "max": 1}
+            assert refused.status == 429 and refused.json()["error"]["data"] == {
+                "limit": "STREAMS_PER_USER",
+                "max": 1,
+            }
             # The session opened for the refused stream ended with it.
             assert await Session.objects.filter(terminated_at__isnull=True).acount() == 1
 
 
-async def test_every_refusal_reaches_the_engines_hook(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_every_refusal_reaches_the_engines_hook(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen: list[tuple[str | None, int | None, str | None]] = []
     hook = site.engine.quota_refused
 
-    async def record(principal: Principal, error: QuotaExceededError, message: Any = None, session: Any = None) -> None:
-        seen.append((error.limit, error.retry_after, message.method if message is not None else None))
+    async def record(
+        principal: Principal, error: QuotaExceededError, message: Any = None, session: Any = None
+    ) -> None:
+        seen.append(
+            (error.limit, error.retry_after, message.method if message is not None else None)
+        )
         await hook(principal, error, message, session)
 
     monkeypatch.setattr(site.engine, "quota_refused", record)
@@ -327,7 +447,9 @@ async def test_anonymous_sessions_are_not_capped_per_user() -> None:
     assert await Session.objects.acount() == 3
 
 
-async def test_a_session_at_its_stream_cap_is_refused_and_a_closed_stream_frees_its_slot(clock: Clock) -> None:
+async def test_a_session_at_its_stream_cap_is_refused_and_a_closed_stream_frees_its_slot(
+    clock: Clock,
+) -> None:
     with limits(STREAMS_PER_SESSION=1):
         client = await initialized()
         who = f"session:{client.session_id}"
@@ -343,7 +465,9 @@ async def test_a_session_at_its_stream_cap_is_refused_and_a_closed_stream_frees_
             assert again.status == 200
 
 
-async def test_a_user_at_the_stream_cap_is_refused_a_listen_stream_with_its_id(clock: Clock) -> None:
+async def test_a_user_at_the_stream_cap_is_refused_a_listen_stream_with_its_id(
+    clock: Clock,
+) -> None:
     with limits(STREAMS_PER_USER=1):
         client = MCPTestClient()
         listen = modern_body("subscriptions/listen", {"notifications": {}}, request_id=7)
@@ -352,7 +476,10 @@ async def test_a_user_at_the_stream_cap_is_refused_a_listen_stream_with_its_id(c
         other = modern_body("subscriptions/listen", {"notifications": {}}, request_id=8)
         refused = await client.post_stream(other, modern_headers(other))
         assert refused.status == 429
-        assert refused.json()["id"] == 8 and refused.json()["error"]["data"] == {"limit": "STREAMS_PER_USER", "max": 1}
+        assert refused.json()["id"] == 8 and refused.json()["error"]["data"] == {
+            "limit": "STREAMS_PER_USER",
+            "max": 1,
+        }
         await first.close()
         assert quotas.open_streams("STREAMS_PER_USER", "address:127.0.0.1") == 0
         async with await client.post_stream(other, modern_headers(other)) as again:
@@ -394,7 +521,9 @@ async def test_a_stream_refused_after_its_slot_was_taken_gives_it_back(clock: Cl
         assert quotas.open_streams("STREAMS_PER_SESSION", who) == 0
 
 
-async def test_a_slot_its_process_never_released_stops_counting_within_two_leases(clock: Clock) -> None:
+async def test_a_slot_its_process_never_released_stops_counting_within_two_leases(
+    clock: Clock,
+) -> None:
     # Leases are for a cache other processes share (on the local-memory one, see below).
     with override_settings(CACHES=_redis_caches()), limits(CACHE="quota", STREAMS_PER_USER=1):
         slot = await quotas.StreamSlot.acquire(quotas.Caller("user:1", 1), None)
@@ -433,7 +562,9 @@ async def test_an_open_stream_keeps_counting_while_it_renews(clock: Clock) -> No
         await quotas.aclose_clients()
 
 
-async def test_on_the_local_memory_cache_slots_are_held_in_the_process_until_released(clock: Clock) -> None:
+async def test_on_the_local_memory_cache_slots_are_held_in_the_process_until_released(
+    clock: Clock,
+) -> None:
     """No other process sees that cache: a slot counts, without a lease to renew, until it is
     given back, however long it is held; the counts are the same as on a shared cache."""
     with limits(STREAMS_PER_USER=2, RUNNING_PER_SESSION=1, RUNNING_PER_USER=3):
@@ -466,8 +597,14 @@ async def test_on_the_local_memory_cache_slots_are_held_in_the_process_until_rel
 async def test_a_user_with_too_many_pending_pages_is_refused_a_new_url_elicitation() -> None:
     alice = await sync_to_async(make_user)("alice", "*")
     with limits({"AUTHENTICATION": "django"}, PENDING_ELICITATIONS_PER_USER=1):
-        await sync_to_async(services.create)(user_id=alice.pk, session_id=None, request_id=1, message="m",
-                                              view_name="mcp_django:elicit-confirm", params={})
+        await sync_to_async(services.create)(
+            user_id=alice.pk,
+            session_id=None,
+            request_id=1,
+            message="m",
+            view_name="mcp_django:elicit-confirm",
+            params={},
+        )
         client = MCPTestClient()
         await client.force_login(alice)
         await client.initialize(capabilities={"elicitation": {"form": {}, "url": {}}})
@@ -500,7 +637,11 @@ def test_cache_keys_are_namespaced_and_hash_what_they_count() -> None:
 
 def _ids(**quota: Any) -> list[str]:
     with override_settings(MCP_DJANGO={**BASE_SETTINGS, "QUOTAS": quota}):
-        return [e.id for e in check_settings() if isinstance(e, Error) and e.id in {f"mcp_django.E03{n}" for n in range(5, 10)}]
+        return [
+            e.id
+            for e in check_settings()
+            if isinstance(e, Error) and e.id in {f"mcp_django.E03{n}" for n in range(5, 10)}
+        ]
 
 
 def test_the_default_quotas_pass_the_checks() -> None:
@@ -531,8 +672,10 @@ def test_quotas_that_are_not_a_dict_are_reported() -> None:
 
 
 def test_a_dummy_cache_is_reported_since_it_counts_nothing() -> None:
-    caches = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-              "none": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}
+    caches = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "none": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"},
+    }
     with override_settings(CACHES=caches):
         assert _ids(CACHE="none") == ["mcp_django.E038"]
         assert _ids(CACHE="default") == []
@@ -555,7 +698,9 @@ def _no_leftover_slots() -> Iterator[None]:
 # --- refusals in the audit trail ---------------------------------------------------------------
 
 
-async def test_a_call_refused_by_a_rate_is_in_the_audit_trail_as_denied_naming_the_limit(clock: Clock) -> None:
+async def test_a_call_refused_by_a_rate_is_in_the_audit_trail_as_denied_naming_the_limit(
+    clock: Clock,
+) -> None:
     from mcp_django.models import ToolCall
     from mcp_django.ops import audit
 
@@ -564,8 +709,14 @@ async def test_a_call_refused_by_a_rate_is_in_the_audit_trail_as_denied_naming_t
         assert (await client.post(call(request_id=1))).status == 200
         assert (await client.post(call(request_id=2))).status == 429
         await audit.aflush()
-    rows = [r async for r in ToolCall.objects.filter(session_id=client.session_id).order_by("started_at")]
-    assert [(r.outcome, r.session_id) for r in rows] == [("ok", client.session_id), ("denied", client.session_id)]
+    rows = [
+        r
+        async for r in ToolCall.objects.filter(session_id=client.session_id).order_by("started_at")
+    ]
+    assert [(r.outcome, r.session_id) for r in rows] == [
+        ("ok", client.session_id),
+        ("denied", client.session_id),
+    ]
     assert rows[1].error == "quota: TOOL_CALLS" and rows[1].tool_name == "add"
 
 
@@ -583,14 +734,20 @@ def test_counters_on_django_s_redis_cache_count_expire_and_give_back() -> None:
     location = _real_redis_or_skip()
     caches_setting = {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-        "quota": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location, "KEY_PREFIX": secrets.token_hex(4)},
+        "quota": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": location,
+            "KEY_PREFIX": secrets.token_hex(4),
+        },
     }
     with override_settings(CACHES=caches_setting):
         counters = _redis_counters()
         cache, key = counters.cache, quotas.cache_key("test", "who")
         assert [counters.hit([key], 30)[0] for _ in range(3)] == [1, 2, 3]
         assert cache.get(key) == 3  # a plain integer, as Django's own incr leaves it
-        assert 0 < counters.redis.client.ttl(cache.make_and_validate_key(key)) <= 30  # the window's expiry, set once, when it was made
+        assert (
+            0 < counters.redis.client.ttl(cache.make_and_validate_key(key)) <= 30
+        )  # the window's expiry, set once, when it was made
         counters.unhit([key])
         assert cache.get(key) == 2
         cache.delete(key)
@@ -603,7 +760,11 @@ def test_a_rate_limit_on_redis_refuses_over_the_rate(clock: Clock) -> None:
     location = _real_redis_or_skip()
     caches_setting = {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-        "quota": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location, "KEY_PREFIX": secrets.token_hex(4)},
+        "quota": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": location,
+            "KEY_PREFIX": secrets.token_hex(4),
+        },
     }
     with override_settings(CACHES=caches_setting), limits(CACHE="quota", TOOL_CALLS="2/minute"):
         caller = quotas.Caller("user:9", 9)
@@ -616,16 +777,25 @@ async def test_stream_slots_on_redis_are_taken_refused_and_given_back(clock: Clo
     location = _real_redis_or_skip()
     caches_setting = {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-        "quota": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location, "KEY_PREFIX": secrets.token_hex(4)},
+        "quota": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": location,
+            "KEY_PREFIX": secrets.token_hex(4),
+        },
     }
-    with override_settings(CACHES=caches_setting), limits(CACHE="quota", STREAMS_PER_USER=1, STREAMS_PER_SESSION=5):
+    with (
+        override_settings(CACHES=caches_setting),
+        limits(CACHE="quota", STREAMS_PER_USER=1, STREAMS_PER_SESSION=5),
+    ):
         caller = quotas.Caller("user:5", 5)
         slot = await quotas.StreamSlot.acquire(caller, "s-1")
         assert slot is not None
         with pytest.raises(QuotaExceededError) as refused:
             await quotas.StreamSlot.acquire(caller, "s-1")
         assert refused.value.limit == "STREAMS_PER_USER"
-        assert quotas.open_streams("STREAMS_PER_USER", "user:5") == 1  # the refused one gave back its count
+        assert (
+            quotas.open_streams("STREAMS_PER_USER", "user:5") == 1
+        )  # the refused one gave back its count
         assert quotas.open_streams("STREAMS_PER_SESSION", "session:s-1") == 1
         await slot.release()
         assert quotas.open_streams("STREAMS_PER_USER", "user:5") == 0
@@ -645,13 +815,17 @@ def _redis_caches(**options: Any) -> dict[str, Any]:
     return {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
         "quota": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _real_redis_or_skip(),
-            "KEY_PREFIX": secrets.token_hex(4), **({"OPTIONS": options} if options else {}),
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _real_redis_or_skip(),
+            "KEY_PREFIX": secrets.token_hex(4),
+            **({"OPTIONS": options} if options else {}),
         },
     }
 
 
-@pytest.mark.parametrize("lean", [True, False], ids=["lean connection", "redis-py's asyncio client"])
+@pytest.mark.parametrize(
+    "lean", [True, False], ids=["lean connection", "redis-py's asyncio client"]
+)
 async def test_on_redis_the_event_loop_counts_with_an_asyncio_client_and_takes_no_thread(
     clock: Clock, monkeypatch: pytest.MonkeyPatch, lean: bool
 ) -> None:
@@ -659,7 +833,10 @@ async def test_on_redis_the_event_loop_counts_with_an_asyncio_client_and_takes_n
         raise AssertionError("counted in a worker thread")
 
     monkeypatch.setattr(quota_backends, "_in_thread", no_thread)
-    with override_settings(CACHES=_redis_caches()), limits(CACHE="quota", TOOL_CALLS="2/minute", STREAMS_PER_USER=1):
+    with (
+        override_settings(CACHES=_redis_caches()),
+        limits(CACHE="quota", TOOL_CALLS="2/minute", STREAMS_PER_USER=1),
+    ):
         wires = _redis_counters().wires
         assert wires is not None and wires.usable  # a plain redis:// address, hiredis installed
         wires.usable = lean  # where it cannot serve (TLS, say): redis-py's asyncio client
@@ -669,7 +846,12 @@ async def test_on_redis_the_event_loop_counts_with_an_asyncio_client_and_takes_n
         assert isinstance(results[2], QuotaExceededError) and results[2].limit == "TOOL_CALLS"
         # The same counters the sync client reads: one count per call, the refused one included.
         window = int(clock.now // 60)
-        assert quotas.cache_for("quota").get(quotas.cache_key("rate", "TOOL_CALLS", "user:11", "60", str(window))) == 3
+        assert (
+            quotas.cache_for("quota").get(
+                quotas.cache_key("rate", "TOOL_CALLS", "user:11", "60", str(window))
+            )
+            == 3
+        )
         slot = await quotas.StreamSlot.acquire(caller, None)
         assert slot is not None
         with pytest.raises(QuotaExceededError):
@@ -714,7 +896,11 @@ async def test_a_redis_cache_with_its_own_parser_counts_in_a_worker_thread(clock
     # A parser (or pool) of the user's may have no asyncio twin: the sync client, off the loop.
     import redis.connection
 
-    custom = next(f"redis._parsers.{m}._{m.upper()}Parser" for m in ("resp2", "resp3") if redis.connection.DefaultParser.__name__ != f"_{m.upper()}Parser")
+    custom = next(
+        f"redis._parsers.{m}._{m.upper()}Parser"
+        for m in ("resp2", "resp3")
+        if redis.connection.DefaultParser.__name__ != f"_{m.upper()}Parser"
+    )
     caches_setting = _redis_caches(parser_class=custom)
     with override_settings(CACHES=caches_setting), limits(CACHE="quota", TOOL_CALLS="1/minute"):
         assert _redis_counters().async_client() is None
@@ -735,11 +921,19 @@ def test_a_session_cap_counts_live_sessions_only_as_far_as_it_needs() -> None:
     caller = quotas.Caller("address:10.0.0.9", None, None, "10.0.0.9")
     later = timezone.now() + timedelta(hours=1)
     Session.objects.bulk_create(
-        [Session(protocol_version="2025-11-25", client_address="10.0.0.9", expires_at=later) for _ in range(5)]
-        + [Session(protocol_version="2025-11-25", client_address="10.0.0.9", expires_at=timezone.now() - timedelta(seconds=1))]
+        [
+            Session(protocol_version="2025-11-25", client_address="10.0.0.9", expires_at=later)
+            for _ in range(5)
+        ]
+        + [
+            Session(
+                protocol_version="2025-11-25",
+                client_address="10.0.0.9",
+                expires_at=timezone.now() - timedelta(seconds=1),
+            )
+        ]
     )
     assert quotas.live_sessions(caller) == 5
     with CaptureQueriesContext(connection) as queries:
         assert quotas.live_sessions(caller, 2) == 3  # enough to know the cap of 2 is reached
     assert "LIMIT 3" in queries[0]["sql"]
-

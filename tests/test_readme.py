@@ -45,11 +45,15 @@ def _github_anchor(heading: str) -> str:
 
 def test_the_readme_is_the_short_version() -> None:
     lines = README.read_text(encoding="utf-8").count("\n")
-    assert lines <= MAX_LINES, f"README.md has {lines} lines: move the details into docs/ and link them"
+    assert lines <= MAX_LINES, (
+        f"README.md has {lines} lines: move the details into docs/ and link them"
+    )
 
 
 def test_every_relative_link_of_the_readme_resolves() -> None:
-    links = [link for link in LINK_RE.findall(README.read_text(encoding="utf-8")) if "://" not in link]
+    links = [
+        link for link in LINK_RE.findall(README.read_text(encoding="utf-8")) if "://" not in link
+    ]
     assert any(link.startswith("docs/") for link in links)  # the pattern still finds them
     broken = []
     for link in links:
@@ -58,7 +62,9 @@ def test_every_relative_link_of_the_readme_resolves() -> None:
         if not target.is_file():
             broken.append(link)
         elif anchor and target.suffix == ".md":
-            anchors = {_github_anchor(h) for h in HEADING_RE.findall(target.read_text(encoding="utf-8"))}
+            anchors = {
+                _github_anchor(h) for h in HEADING_RE.findall(target.read_text(encoding="utf-8"))
+            }
             if anchor not in anchors:
                 broken.append(link)
     assert broken == []
@@ -90,14 +96,26 @@ def test_the_quick_start_runs_as_written(installed: Installed, tmp_path: Path) -
                 served = True
             elif step.argv[:2] == ["python", "client.py"]:
                 assert served, "the client runs before the server"
-                assert f"http://{address}/mcp" in (project / "client.py").read_text()  # moved to the test's port
+                assert (
+                    f"http://{address}/mcp" in (project / "client.py").read_text()
+                )  # moved to the test's port
                 # The SDK is not a dependency of the wheel: the client runs with this run's interpreter
                 # (.venv, whose requirements.txt has mcp>=2.3); it only talks HTTP.
-                output = run([sys.executable, "client.py"], timeout=CLIENT_TIMEOUT, cwd=project, env=installed.env)
+                output = run(
+                    [sys.executable, "client.py"],
+                    timeout=CLIENT_TIMEOUT,
+                    cwd=project,
+                    env=installed.env,
+                )
                 assert output.splitlines() == step.output
                 client_ran = True
             else:
-                output = run([bin_dir / step.argv[0], *step.argv[1:]], timeout=COMMAND_TIMEOUT, cwd=project, env=installed.env)
+                output = run(
+                    [bin_dir / step.argv[0], *step.argv[1:]],
+                    timeout=COMMAND_TIMEOUT,
+                    cwd=project,
+                    env=installed.env,
+                )
                 if step.output:
                     assert output.splitlines() == step.output
 

@@ -15,14 +15,21 @@ from mcp_django.testing import MCPTestClient
 from tests.conftest import make_user, mcp_settings_fixture
 
 HOWTO = (Path(__file__).resolve().parents[1] / "docs" / "howto" / "add-to-project.md").read_text()
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
-django_authentication = mcp_settings_fixture(AUTHENTICATION="django", SERVER_NAME="mcp-django-tests")
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_channel_layer"),
+]
+django_authentication = mcp_settings_fixture(
+    AUTHENTICATION="django", SERVER_NAME="mcp-django-tests"
+)
 
 
 def test_the_howto_shows_the_lines_this_test_uses() -> None:
     assert 'path("accounts/", include("django.contrib.auth.urls"))' in HOWTO
     assert 'LOGIN_URL = "login"' in HOWTO
-    template = (Path(__file__).parent / "testapp/templates/registration/login.html").read_text().strip()
+    template = (
+        (Path(__file__).parent / "testapp/templates/registration/login.html").read_text().strip()
+    )
     assert template in HOWTO
 
 
@@ -35,15 +42,30 @@ async def test_a_member_who_is_not_staff_signs_in_and_uses_mcp() -> None:
         browser = Client(enforce_csrf_checks=True)
         page = browser.get("/accounts/login/")
         assert page.status_code == 200
-        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode()).group(1)  # type: ignore[union-attr]
-        answer = browser.post("/accounts/login/", {"username": "member", "password": "pw", "csrfmiddlewaretoken": token})
+        token = re.search(
+            r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode()
+        ).group(1)  # type: ignore[union-attr]
+        answer = browser.post(
+            "/accounts/login/",
+            {"username": "member", "password": "pw", "csrfmiddlewaretoken": token},
+        )
         assert answer.status_code == 302, answer.content
         return str(browser.cookies["sessionid"].value)
 
     cookie = await sync_to_async(sign_in)()
     anonymous = MCPTestClient()
-    response = await anonymous.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    response = await anonymous.post(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    )
     assert response.status == 401
     client = MCPTestClient(headers={"cookie": f"sessionid={cookie}"})
     await client.initialize()

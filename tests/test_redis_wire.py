@@ -22,7 +22,9 @@ async def wire() -> AsyncIterator[RedisWire]:
     from tests.multiprocess.servers import REDIS_HOST, REDIS_PORT, require_redis
 
     require_redis()
-    made = RedisWire.from_url(f"redis://{REDIS_HOST}:{REDIS_PORT}/14", {"socket_timeout": 2, "socket_connect_timeout": 2})
+    made = RedisWire.from_url(
+        f"redis://{REDIS_HOST}:{REDIS_PORT}/14", {"socket_timeout": 2, "socket_connect_timeout": 2}
+    )
     assert made is not None and made.db == 14
     yield made
     made.close()
@@ -35,7 +37,9 @@ def key() -> str:
 
 async def test_a_batch_gets_its_replies_in_order(wire: RedisWire) -> None:
     k = key()
-    replies = await wire.execute([["SET", k, 0, "EX", 30, "NX"], ["INCRBY", k, 5], ["GET", k], ["GET", key()], ["DEL", k]])
+    replies = await wire.execute(
+        [["SET", k, 0, "EX", 30, "NX"], ["INCRBY", k, 5], ["GET", k], ["GET", key()], ["DEL", k]]
+    )
     assert replies == [b"OK", 5, b"5", None, 1]
 
 
@@ -58,7 +62,10 @@ def test_it_works_on_uvloop_too() -> None:
     require_redis()
 
     async def go() -> list[object]:
-        wire = RedisWire.from_url(f"redis://{REDIS_HOST}:{REDIS_PORT}/14", {"socket_timeout": 2, "socket_connect_timeout": 2})
+        wire = RedisWire.from_url(
+            f"redis://{REDIS_HOST}:{REDIS_PORT}/14",
+            {"socket_timeout": 2, "socket_connect_timeout": 2},
+        )
         assert wire is not None
         try:
             return await wire.execute([["PING"], ["ECHO", "uvloop"]])
@@ -77,7 +84,9 @@ async def test_an_error_reply_is_raised(wire: RedisWire) -> None:
 
 
 async def test_a_cancelled_caller_leaves_the_connection_in_step(wire: RedisWire) -> None:
-    blocked = asyncio.ensure_future(wire.execute([["BLPOP", key(), 0.3]]))  # holds the connection 0.3 s
+    blocked = asyncio.ensure_future(
+        wire.execute([["BLPOP", key(), 0.3]])
+    )  # holds the connection 0.3 s
     await asyncio.sleep(0.05)
     blocked.cancel()
     k = key()
@@ -127,16 +136,22 @@ class Server:
         await self.server.wait_closed()
 
 
-async def test_a_batch_not_answered_in_time_fails_with_those_in_flight_and_the_next_connects_again() -> None:
+async def test_a_batch_not_answered_in_time_fails_with_those_in_flight_and_the_next_connects_again() -> (
+    None
+):
     server = Server()
     port = await server.start()
     wire = RedisWire("127.0.0.1", port, timeout=0.2, connect_timeout=1)
     try:
         assert await wire.execute([["PING"]]) == [b"PONG"]
         server.silent = True
-        results = await asyncio.gather(wire.execute([["PING"]]), wire.execute([["PING"], ["PING"]]), return_exceptions=True)
+        results = await asyncio.gather(
+            wire.execute([["PING"]]), wire.execute([["PING"], ["PING"]]), return_exceptions=True
+        )
         # The first to time out ends the connection: the other fails with it, at the same moment.
-        assert {type(r) for r in results} <= {TimeoutError, ConnectionError} and TimeoutError in {type(r) for r in results}
+        assert {type(r) for r in results} <= {TimeoutError, ConnectionError} and TimeoutError in {
+            type(r) for r in results
+        }
         server.silent = False
         assert await wire.execute([["PING"]]) == [b"PONG"]
         assert server.connections == 2
@@ -145,7 +160,9 @@ async def test_a_batch_not_answered_in_time_fails_with_those_in_flight_and_the_n
         await server.stop()
 
 
-async def test_a_lost_connection_fails_what_is_in_flight_and_the_next_batch_connects_again() -> None:
+async def test_a_lost_connection_fails_what_is_in_flight_and_the_next_batch_connects_again() -> (
+    None
+):
     server = Server()
     port = await server.start()
     wire = RedisWire("127.0.0.1", port, timeout=2, connect_timeout=1)
@@ -161,7 +178,9 @@ async def test_a_lost_connection_fails_what_is_in_flight_and_the_next_batch_conn
         await server.stop()
 
 
-async def test_concurrent_callers_share_one_failed_connection_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_concurrent_callers_share_one_failed_connection_attempt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     loop = asyncio.get_running_loop()
     attempts = 0
     create = loop.create_connection
@@ -176,7 +195,9 @@ async def test_concurrent_callers_share_one_failed_connection_attempt(monkeypatc
     port = await server.start()
     await server.stop()  # nothing listens there now
     wire = RedisWire("127.0.0.1", port, timeout=1, connect_timeout=1)
-    results = await asyncio.gather(*(wire.execute([["PING"]]) for _ in range(8)), return_exceptions=True)
+    results = await asyncio.gather(
+        *(wire.execute([["PING"]]) for _ in range(8)), return_exceptions=True
+    )
     assert all(isinstance(r, OSError) for r in results) and attempts == 1
 
 
@@ -189,14 +210,25 @@ async def test_concurrent_callers_share_one_failed_connection_attempt(monkeypatc
         ("unix:///run/redis.sock", None, False),
         ("redis://127.0.0.1:6379/0?protocol=3", None, False),
         ("redis://127.0.0.1:6379/0", {"ssl_cert_reqs": "none"}, False),  # an option of the user's
-        ("redis://127.0.0.1:6379/0", {"driver_info": object(), "socket_timeout": 2}, True),  # Django 6.1's
+        (
+            "redis://127.0.0.1:6379/0",
+            {"driver_info": object(), "socket_timeout": 2},
+            True,
+        ),  # Django 6.1's
     ],
 )
-def test_only_plain_addresses_with_known_options_are_served(url: str, options: dict[str, object] | None, served: bool) -> None:
+def test_only_plain_addresses_with_known_options_are_served(
+    url: str, options: dict[str, object] | None, served: bool
+) -> None:
     assert (RedisWire.from_url(url, options) is not None) is served
     assert Wires(url, options).usable is served
 
 
 def test_a_password_in_the_url_is_sent() -> None:
     wire = RedisWire.from_url("redis://me:s%40cret@127.0.0.1:6390/3")
-    assert wire is not None and (wire.username, wire.password, wire.port, wire.db) == ("me", "s@cret", 6390, 3)
+    assert wire is not None and (wire.username, wire.password, wire.port, wire.db) == (
+        "me",
+        "s@cret",
+        6390,
+        3,
+    )

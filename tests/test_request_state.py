@@ -18,7 +18,11 @@ from tests.fuzzing import examples
 
 USER = "user:42"
 BINDING = request_binding("tools/call", "book_flight", {"to": "OSL", "seats": 2})
-PAYLOAD: dict[str, Any] = {"step": 2, "answers": {"github_login": "octocat"}, "items": [1, 2.5, None, True]}
+PAYLOAD: dict[str, Any] = {
+    "step": 2,
+    "answers": {"github_login": "octocat"},
+    "items": [1, 2.5, None, True],
+}
 KEY_A = "a" * 48
 KEY_B = "b" * 48
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -56,7 +60,10 @@ def test_an_empty_payload_round_trips():
 
 def test_compressed_round_trip_is_shorter():
     payload = {"rows": ["the same row again"] * 200}
-    plain, deflated = seal(payload, principal=USER, binding=BINDING), seal(payload, principal=USER, binding=BINDING, compress=True)
+    plain, deflated = (
+        seal(payload, principal=USER, binding=BINDING),
+        seal(payload, principal=USER, binding=BINDING, compress=True),
+    )
     assert len(deflated) < len(plain) / 4
     assert unseal(deflated, principal=USER, binding=BINDING) == payload
 
@@ -85,7 +92,10 @@ def test_every_changed_character_is_refused(padding):
     for i, char in enumerate(token):
         for other in ALPHABET:
             if other != char:
-                assert reason(token[:i] + other + token[i + 1 :]) in ("malformed", "foreign"), (i, other)
+                assert reason(token[:i] + other + token[i + 1 :]) in ("malformed", "foreign"), (
+                    i,
+                    other,
+                )
 
 
 def test_truncated_and_extended_tokens_are_refused():
@@ -104,9 +114,24 @@ def test_another_principal_is_refused():
 
 def test_another_request_is_refused():
     token = seal(PAYLOAD, principal=USER, binding=BINDING)
-    assert reason(token, binding=request_binding("tools/call", "book_flight", {"to": "OSL", "seats": 3})) == "foreign"
-    assert reason(token, binding=request_binding("tools/call", "cancel_flight", {"to": "OSL", "seats": 2})) == "foreign"
-    assert reason(token, binding=request_binding("prompts/get", "book_flight", {"to": "OSL", "seats": 2})) == "foreign"
+    assert (
+        reason(
+            token, binding=request_binding("tools/call", "book_flight", {"to": "OSL", "seats": 3})
+        )
+        == "foreign"
+    )
+    assert (
+        reason(
+            token, binding=request_binding("tools/call", "cancel_flight", {"to": "OSL", "seats": 2})
+        )
+        == "foreign"
+    )
+    assert (
+        reason(
+            token, binding=request_binding("prompts/get", "book_flight", {"to": "OSL", "seats": 2})
+        )
+        == "foreign"
+    )
 
 
 def test_principal_and_binding_cannot_trade_characters():
@@ -115,10 +140,16 @@ def test_principal_and_binding_cannot_trade_characters():
 
 
 def test_request_binding_ignores_argument_order_only():
-    assert request_binding("tools/call", "t", {"a": 1, "b": {"x": 1, "y": 2}}) == request_binding("tools/call", "t", {"b": {"y": 2, "x": 1}, "a": 1})
+    assert request_binding("tools/call", "t", {"a": 1, "b": {"x": 1, "y": 2}}) == request_binding(
+        "tools/call", "t", {"b": {"y": 2, "x": 1}, "a": 1}
+    )
     assert request_binding("tools/call", "t", None) == request_binding("tools/call", "t", {})
-    assert request_binding("tools/call", "t", {"a": 1}) != request_binding("tools/call", "t", {"a": "1"})
-    assert request_binding("resources/read", "file:///a") != request_binding("resources/read", "file:///b")
+    assert request_binding("tools/call", "t", {"a": 1}) != request_binding(
+        "tools/call", "t", {"a": "1"}
+    )
+    assert request_binding("resources/read", "file:///a") != request_binding(
+        "resources/read", "file:///b"
+    )
 
 
 def test_expired_state_is_told_apart(monkeypatch):
@@ -170,7 +201,9 @@ def test_the_key_id_picks_the_key():
 def test_rotation_with_secret_key_fallbacks():
     with override_settings(SECRET_KEY="old-secret-key-" + "x" * 40, SECRET_KEY_FALLBACKS=[]):
         old = seal(PAYLOAD, principal=USER, binding=BINDING)
-    with override_settings(SECRET_KEY="new-secret-key-" + "y" * 40, SECRET_KEY_FALLBACKS=["old-secret-key-" + "x" * 40]):
+    with override_settings(
+        SECRET_KEY="new-secret-key-" + "y" * 40, SECRET_KEY_FALLBACKS=["old-secret-key-" + "x" * 40]
+    ):
         assert unseal(old, principal=USER, binding=BINDING) == PAYLOAD
         new = seal(PAYLOAD, principal=USER, binding=BINDING)
     with override_settings(SECRET_KEY="new-secret-key-" + "y" * 40, SECRET_KEY_FALLBACKS=[]):
@@ -189,7 +222,9 @@ def test_non_strings_are_malformed(token):
     assert reason(token) == "malformed"
 
 
-@pytest.mark.parametrize("token", ["", "A", "not base64!", "é" * 60, "AAAA====", "a b", "x" * 45, "AB+/" * 20])
+@pytest.mark.parametrize(
+    "token", ["", "A", "not base64!", "é" * 60, "AAAA====", "a b", "x" * 45, "AB+/" * 20]
+)
 def test_garbage_is_malformed(token):
     assert reason(token) == "malformed"
 
@@ -270,10 +305,27 @@ def test_fuzz_arbitrary_bytes_behind_a_valid_header_are_refused(raw):
 
 
 @settings(max_examples=examples(50), deadline=None)
-@given(payload=st.dictionaries(st.text(max_size=10), st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
-    max_leaves=20,
-), max_size=5), compress=st.booleans())
+@given(
+    payload=st.dictionaries(
+        st.text(max_size=10),
+        st.recursive(
+            st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
+            lambda inner: (
+                st.lists(inner, max_size=4)
+                | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+            ),
+            max_leaves=20,
+        ),
+        max_size=5,
+    ),
+    compress=st.booleans(),
+)
 def test_fuzz_any_json_object_round_trips(payload, compress):
-    assert unseal(seal(payload, principal=USER, binding=BINDING, compress=compress), principal=USER, binding=BINDING) == payload
+    assert (
+        unseal(
+            seal(payload, principal=USER, binding=BINDING, compress=compress),
+            principal=USER,
+            binding=BINDING,
+        )
+        == payload
+    )

@@ -72,10 +72,26 @@ RESULTS = {
     "recursive model": (Node, TREE, TREE_JSON),
     "list of recursive models": (list[Node], [TREE], {"result": [TREE_JSON]}),
     "optional recursive model": (Node | None, TREE, {"result": TREE_JSON}),
-    "same class name from two modules": (list[ItemA | ItemB], [ItemA(sku="x"), ItemB(code=1)], {"result": [{"sku": "x"}, {"code": 1}]}),
-    "generic container": (Page[Book], Page[Book](items=[BOOK], total=1), {"items": [BOOK_JSON], "total": 1}),
-    "list of generic containers": (list[Page[Book]], [Page[Book](items=[BOOK], total=1)], {"result": [{"items": [BOOK_JSON], "total": 1}]}),
-    "discriminated union": (list[Pet], [Cat(lives=9), Dog(good=True)], {"result": [{"kind": "cat", "lives": 9}, {"kind": "dog", "good": True}]}),
+    "same class name from two modules": (
+        list[ItemA | ItemB],
+        [ItemA(sku="x"), ItemB(code=1)],
+        {"result": [{"sku": "x"}, {"code": 1}]},
+    ),
+    "generic container": (
+        Page[Book],
+        Page[Book](items=[BOOK], total=1),
+        {"items": [BOOK_JSON], "total": 1},
+    ),
+    "list of generic containers": (
+        list[Page[Book]],
+        [Page[Book](items=[BOOK], total=1)],
+        {"result": [{"items": [BOOK_JSON], "total": 1}]},
+    ),
+    "discriminated union": (
+        list[Pet],
+        [Cat(lives=9), Dog(good=True)],
+        {"result": [{"kind": "cat", "lives": 9}, {"kind": "dog", "good": True}]},
+    ),
 }
 
 # (annotation of the one parameter, argument a client sends)
@@ -117,7 +133,9 @@ def taking(annotation: Any) -> FunctionTool:
 
 
 @pytest.mark.parametrize(("annotation", "value", "expected"), RESULTS.values(), ids=RESULTS.keys())
-def test_structured_content_validates_against_the_output_schema(annotation: Any, value: Any, expected: dict[str, Any]) -> None:
+def test_structured_content_validates_against_the_output_schema(
+    annotation: Any, value: Any, expected: dict[str, Any]
+) -> None:
     tool = returning(annotation)
     schema = tool.definition()["outputSchema"]
     assert schema["type"] == "object"  # MCP's Tool.outputSchema: an object schema
@@ -143,11 +161,19 @@ def test_a_wrapped_result_keeps_its_definitions_at_the_root() -> None:
         "properties": {"result": {"type": "array", "items": {"$ref": "#/$defs/Book"}}},
         "required": ["result"],
         "$defs": {
-            "Author": {"type": "object", "title": "Author", "properties": {"name": {"title": "Name", "type": "string"}}, "required": ["name"]},
+            "Author": {
+                "type": "object",
+                "title": "Author",
+                "properties": {"name": {"title": "Name", "type": "string"}},
+                "required": ["name"],
+            },
             "Book": {
                 "type": "object",
                 "title": "Book",
-                "properties": {"title": {"title": "Title", "type": "string"}, "author": {"$ref": "#/$defs/Author"}},
+                "properties": {
+                    "title": {"title": "Title", "type": "string"},
+                    "author": {"$ref": "#/$defs/Author"},
+                },
                 "required": ["title", "author"],
             },
         },
@@ -158,25 +184,48 @@ def test_a_recursive_model_is_an_object_result_like_any_other_model() -> None:
     # pydantic describes it as {"$ref": "#/$defs/Node", "$defs": ...}: not wrapped all the same.
     tool = returning(Node)
     assert not tool.wrap_output
-    assert tool.output_schema["properties"]["children"] == {"default": [], "items": {"$ref": "#/$defs/Node"}, "title": "Children", "type": "array"}
+    assert tool.output_schema["properties"]["children"] == {
+        "default": [],
+        "items": {"$ref": "#/$defs/Node"},
+        "title": "Children",
+        "type": "array",
+    }
     assert "$ref" not in tool.output_schema and "title" not in tool.output_schema
 
 
 def test_an_explicit_input_schema_whose_ref_leads_nowhere_is_refused_at_registration() -> None:
-    schema = {"type": "object", "properties": {"book": {"$ref": "#/$defs/Book"}, "shelf": {"$ref": "https://example.com/shelf.json"}}}
-    with pytest.raises(ImproperlyConfigured, match=r"'lend'.*#/\$defs/Book, https://example.com/shelf.json"):
+    schema = {
+        "type": "object",
+        "properties": {
+            "book": {"$ref": "#/$defs/Book"},
+            "shelf": {"$ref": "https://example.com/shelf.json"},
+        },
+    }
+    with pytest.raises(
+        ImproperlyConfigured, match=r"'lend'.*#/\$defs/Book, https://example.com/shelf.json"
+    ):
         FunctionTool(lambda book, shelf: None, name="lend", input_schema=schema)
 
 
 def test_an_explicit_input_schema_whose_refs_resolve_is_kept() -> None:
     schema = {
         "type": "object",
-        "$defs": {"author": {"$anchor": "writer", "type": "object", "properties": {"name": {"type": "string"}}}},
+        "$defs": {
+            "author": {
+                "$anchor": "writer",
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+            }
+        },
         "properties": {
             "author": {"$ref": "#/$defs/author"},
             "coauthor": {"$ref": "#writer"},
             # Inside a subschema with its own $id, "#/$defs/..." is that subschema's.
-            "book": {"$id": "https://example.com/book", "$defs": {"isbn": {"type": "string"}}, "properties": {"isbn": {"$ref": "#/$defs/isbn"}}},
+            "book": {
+                "$id": "https://example.com/book",
+                "$defs": {"isbn": {"type": "string"}},
+                "properties": {"isbn": {"$ref": "#/$defs/isbn"}},
+            },
         },
     }
     tool = FunctionTool(lambda author, coauthor, book: None, name="lend", input_schema=schema)

@@ -33,7 +33,10 @@ from tests.test_quotas import INITIALIZE, ClientAt, _redis_caches, initialized, 
 from tests.transport.test_stateless import body as modern_body
 from tests.transport.test_stateless import headers as modern_headers
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_channel_layer"),
+]
 
 WAIT = 10.0
 
@@ -63,7 +66,9 @@ class Held:
 
     async def wait_for(self, what: str, count: int) -> None:
         async with self.changed:
-            await asyncio.wait_for(self.changed.wait_for(lambda: len(getattr(self, what)) >= count), WAIT)
+            await asyncio.wait_for(
+                self.changed.wait_for(lambda: len(getattr(self, what)) >= count), WAIT
+            )
 
 
 @pytest.fixture
@@ -89,28 +94,44 @@ async def held() -> AsyncIterator[Held]:
 
 
 def hold_call(key: str, tool: str = "hold_stream", request_id: Any = None) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id or secrets.randbelow(10**9), "method": "tools/call",
-            "params": {"name": tool, "arguments": {"key": key}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id or secrets.randbelow(10**9),
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": {"key": key}},
+    }
 
 
-async def open_call(client: MCPTestClient, message: dict[str, Any]) -> tuple[_Exchange, EventStream]:
+async def open_call(
+    client: MCPTestClient, message: dict[str, Any]
+) -> tuple[_Exchange, EventStream]:
     """POST a call and keep its SSE answer open."""
-    exchange = _Exchange(client.application, client.scope("POST", client.build_headers("POST")), WAIT)
+    exchange = _Exchange(
+        client.application, client.scope("POST", client.build_headers("POST")), WAIT
+    )
     await exchange.start(orjson.dumps(message))
     return exchange, EventStream(exchange)
 
 
-async def post_only(client: MCPTestClient, message: dict[str, Any], headers: dict[str, str | None] | None = None) -> _Exchange:
+async def post_only(
+    client: MCPTestClient, message: dict[str, Any], headers: dict[str, str | None] | None = None
+) -> _Exchange:
     """POST a call answered with JSON, without waiting for the answer (stop() drops it)."""
-    exchange = _Exchange(client.application, client.scope("POST", client.build_headers("POST", headers or {})), WAIT)
-    await exchange.communicator.send_input({"type": "http.request", "body": orjson.dumps(message), "more_body": False})
+    exchange = _Exchange(
+        client.application, client.scope("POST", client.build_headers("POST", headers or {})), WAIT
+    )
+    await exchange.communicator.send_input(
+        {"type": "http.request", "body": orjson.dumps(message), "more_body": False}
+    )
     return exchange
 
 
 # --- running calls ---------------------------------------------------------------------------------
 
 
-async def test_a_session_at_its_running_cap_is_refused_a_call_before_it_runs_until_one_ends(held: Held) -> None:
+async def test_a_session_at_its_running_cap_is_refused_a_call_before_it_runs_until_one_ends(
+    held: Held,
+) -> None:
     with limits(RUNNING_PER_SESSION=2):
         client = await initialized()
         streams = [(await open_call(client, hold_call(f"k{n}")))[1] for n in range(2)]
@@ -119,21 +140,33 @@ async def test_a_session_at_its_running_cap_is_refused_a_call_before_it_runs_unt
         assert refused.status == 429 and refused.headers["retry-after"] == "1"
         assert refused.json()["id"] == 7
         assert refused.json()["error"]["code"] == QUOTA_EXCEEDED
-        assert refused.json()["error"]["data"] == {"limit": "RUNNING_PER_SESSION", "max": 2, "retryAfter": 1}
+        assert refused.json()["error"]["data"] == {
+            "limit": "RUNNING_PER_SESSION",
+            "max": 2,
+            "retryAfter": 1,
+        }
         assert held.started == ["k0", "k1"]  # the refused call never ran
         assert quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 2
         # Another session has room of its own.
         other = await initialized()
-        assert (await other.call_tool("add", {"a": 1, "b": 1}))["structuredContent"] == {"result": 2}
+        assert (await other.call_tool("add", {"a": 1, "b": 1}))["structuredContent"] == {
+            "result": 2
+        }
         held.gate.set()
         for stream in streams:
             async with stream:
                 await stream.read_until_closed(WAIT)
-        await until(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
+        await until(
+            lambda: (
+                quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0
+            )
+        )
         assert (await client.call_tool("hold_stream", {"key": "k3"}))["content"][0]["text"] == "k3"
 
 
-async def test_anonymous_callers_are_capped_per_address_across_sessions_and_eras(held: Held) -> None:
+async def test_anonymous_callers_are_capped_per_address_across_sessions_and_eras(
+    held: Held,
+) -> None:
     with limits(RUNNING_PER_USER=1):
         here, again, there = ClientAt("192.0.2.7"), ClientAt("192.0.2.7"), ClientAt("192.0.2.8")
         for client in (here, again, there):
@@ -141,12 +174,18 @@ async def test_anonymous_callers_are_capped_per_address_across_sessions_and_eras
         _, stream = await open_call(here, hold_call("first"))
         await held.wait_for("started", 1)
         refused = await again.post(hold_call("second"))
-        assert refused.status == 429 and refused.json()["error"]["data"]["limit"] == "RUNNING_PER_USER"
+        assert (
+            refused.status == 429 and refused.json()["error"]["data"]["limit"] == "RUNNING_PER_USER"
+        )
         assert "client address" in refused.json()["error"]["message"]
         # 2026-07-28 has no session: the same address is refused there too.
-        modern = modern_body("tools/call", {"name": "hold", "arguments": {"key": "modern"}}, request_id=3)
+        modern = modern_body(
+            "tools/call", {"name": "hold", "arguments": {"key": "modern"}}, request_id=3
+        )
         refused = await again.post_raw(orjson.dumps(modern), modern_headers(modern))
-        assert refused.status == 429 and refused.json()["error"]["data"]["limit"] == "RUNNING_PER_USER"
+        assert (
+            refused.status == 429 and refused.json()["error"]["data"]["limit"] == "RUNNING_PER_USER"
+        )
         assert held.started == ["first"]
         _, elsewhere = await open_call(there, hold_call("elsewhere"))
         await held.wait_for("started", 2)
@@ -162,12 +201,22 @@ async def test_a_call_answered_with_json_is_cancelled_when_its_connection_drops(
         client = await initialized()
         exchange = await post_only(client, hold_call("json", tool="hold"))
         await held.wait_for("started", 1)
-        await exchange.communicator.send_input({"type": "http.disconnect"})  # gone before the answer
+        await exchange.communicator.send_input(
+            {"type": "http.disconnect"}
+        )  # gone before the answer
         await held.wait_for("cancelled", 1)
         await exchange.stop()
-        await until(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
-        modern = modern_body("tools/call", {"name": "hold", "arguments": {"key": "modern"}}, request_id=5)
-        exchange = await post_only(client, modern, {**modern_headers(modern), "mcp-session-id": None})
+        await until(
+            lambda: (
+                quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0
+            )
+        )
+        modern = modern_body(
+            "tools/call", {"name": "hold", "arguments": {"key": "modern"}}, request_id=5
+        )
+        exchange = await post_only(
+            client, modern, {**modern_headers(modern), "mcp-session-id": None}
+        )
         await held.wait_for("started", 2)
         await exchange.communicator.send_input({"type": "http.disconnect"})
         await held.wait_for("cancelled", 2)
@@ -182,12 +231,18 @@ async def test_a_dropped_stream_is_cancelled_once_its_grace_period_ends(held: He
         await held.wait_for("started", 1)
         await stream.close()
         await held.wait_for("cancelled", 1)
-        await until(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
+        await until(
+            lambda: (
+                quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0
+            )
+        )
         await until(lambda: not RUNNING)
         assert not orphans.timers
 
 
-async def test_a_dropped_stream_resumed_within_its_grace_period_runs_to_its_answer(held: Held) -> None:
+async def test_a_dropped_stream_resumed_within_its_grace_period_runs_to_its_answer(
+    held: Held,
+) -> None:
     with limits({"DISCONNECT_GRACE_SECONDS": 3600}):
         client = await initialized()
         _, stream = await open_call(client, hold_call("kept", request_id=11))
@@ -229,8 +284,13 @@ def counting_cache(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[st
     if request.param == "redis":
         caches = _redis_caches()
     else:
-        caches = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-                  "quota": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(tmp_path / "quota")}}
+        caches = {
+            "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+            "quota": {
+                "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                "LOCATION": str(tmp_path / "quota"),
+            },
+        }
     with override_settings(CACHES=caches):
         yield "quota"
 
@@ -257,7 +317,11 @@ def _refusals(streams: list[EventStream], limit: str) -> int:
             continue
         assert stream.status == 429, (stream.status, stream.body)
         error = orjson.loads(stream.body)["error"]
-        assert error["code"] == QUOTA_EXCEEDED and error["data"]["limit"] == limit and error["data"]["max"] == CAP, error
+        assert (
+            error["code"] == QUOTA_EXCEEDED
+            and error["data"]["limit"] == limit
+            and error["data"]["max"] == CAP
+        ), error
         refused += 1
     return refused
 
@@ -277,7 +341,9 @@ async def _calls_at_once(clients: list[MCPTestClient], held: Held) -> list[Event
     return await _race(clients, lambda client, n: client.post_stream(hold_call(f"r{n}")))
 
 
-async def test_calls_raced_in_one_session_run_exactly_running_per_session(held: Held, counting_cache: str) -> None:
+async def test_calls_raced_in_one_session_run_exactly_running_per_session(
+    held: Held, counting_cache: str
+) -> None:
     with limits(CACHE=counting_cache, RUNNING_PER_SESSION=CAP):
         client = await initialized()
         streams = await _calls_at_once([client] * RACERS, held)
@@ -286,11 +352,17 @@ async def test_calls_raced_in_one_session_run_exactly_running_per_session(held: 
         assert len(held.started) == CAP  # the refused ones never ran
         assert quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == CAP
         await _end(streams, held)
-        await until(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0)
+        await until(
+            lambda: (
+                quotas.running_requests("RUNNING_PER_SESSION", f"session:{client.session_id}") == 0
+            )
+        )
         await quotas.aclose_clients()
 
 
-async def test_calls_raced_by_one_user_across_sessions_run_exactly_running_per_user(held: Held, counting_cache: str) -> None:
+async def test_calls_raced_by_one_user_across_sessions_run_exactly_running_per_user(
+    held: Held, counting_cache: str
+) -> None:
     with limits({"AUTHENTICATION": "django"}, CACHE=counting_cache, RUNNING_PER_USER=CAP):
         sessions = await _signed_in(RACERS // 2)
         user_id = (await Session.objects.aget(pk=sessions[0].session_id)).user_id
@@ -304,7 +376,9 @@ async def test_calls_raced_by_one_user_across_sessions_run_exactly_running_per_u
         await quotas.aclose_clients()
 
 
-async def test_calls_raced_from_one_address_run_exactly_running_per_user(held: Held, counting_cache: str) -> None:
+async def test_calls_raced_from_one_address_run_exactly_running_per_user(
+    held: Held, counting_cache: str
+) -> None:
     with limits(CACHE=counting_cache, RUNNING_PER_USER=CAP):
         sessions: list[MCPTestClient] = [ClientAt("192.0.2.44") for _ in range(RACERS // 2)]
         for client in sessions:
@@ -319,7 +393,9 @@ async def test_calls_raced_from_one_address_run_exactly_running_per_user(held: H
         await quotas.aclose_clients()
 
 
-async def test_streams_raced_in_one_session_open_exactly_streams_per_session(held: Held, counting_cache: str) -> None:
+async def test_streams_raced_in_one_session_open_exactly_streams_per_session(
+    held: Held, counting_cache: str
+) -> None:
     # Calls answered on their POST's stream: each holds a stream slot (running calls uncapped).
     with limits(CACHE=counting_cache, STREAMS_PER_SESSION=CAP):
         client = await initialized()
@@ -329,18 +405,24 @@ async def test_streams_raced_in_one_session_open_exactly_streams_per_session(hel
         assert len(held.started) == CAP  # a call refused its stream never ran
         assert quotas.open_streams("STREAMS_PER_SESSION", f"session:{client.session_id}") == CAP
         await _end(streams, held)
-        await until(lambda: quotas.open_streams("STREAMS_PER_SESSION", f"session:{client.session_id}") == 0)
+        await until(
+            lambda: quotas.open_streams("STREAMS_PER_SESSION", f"session:{client.session_id}") == 0
+        )
         await quotas.aclose_clients()
 
 
-async def test_listen_streams_raced_from_one_address_open_exactly_streams_per_user(counting_cache: str) -> None:
+async def test_listen_streams_raced_from_one_address_open_exactly_streams_per_user(
+    counting_cache: str,
+) -> None:
     with limits(CACHE=counting_cache, STREAMS_PER_USER=CAP):
         client = ClientAt("192.0.2.45")
 
         def listen(n: int) -> dict[str, Any]:
             return modern_body("subscriptions/listen", {"notifications": {}}, request_id=n)
 
-        streams = await _race([client] * RACERS, lambda c, n: c.post_stream(listen(n), modern_headers(listen(n))))
+        streams = await _race(
+            [client] * RACERS, lambda c, n: c.post_stream(listen(n), modern_headers(listen(n)))
+        )
         assert _refusals(streams, "STREAMS_PER_USER") == RACERS - CAP
         assert quotas.open_streams("STREAMS_PER_USER", "address:192.0.2.45") == CAP
         for stream in streams:
@@ -374,10 +456,18 @@ async def test_concurrent_initializes_never_take_more_sessions_than_the_cap() ->
         users.append(client)
     anonymous = [ClientAt("203.0.113.9") for _ in range(40)]
     with limits({"AUTHENTICATION": "django"}, SESSIONS_PER_USER=5):
-        answers = await asyncio.gather(*(c.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE}) for c in users))
+        answers = await asyncio.gather(
+            *(
+                c.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE})
+                for c in users
+            )
+        )
     with limits(SESSIONS_PER_ADDRESS=5):
         anonymous_answers = await asyncio.gather(
-            *(c.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE}) for c in anonymous)
+            *(
+                c.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE})
+                for c in anonymous
+            )
         )
     assert sorted(a.status for a in answers) == [200] * 5 + [429] * 35
     assert sorted(a.status for a in anonymous_answers) == [200] * 5 + [429] * 35
@@ -396,19 +486,34 @@ async def test_stdio_gives_back_the_slot_of_a_call_it_never_runs(held: Held) -> 
     request = HttpRequest()
     request.user = AnonymousUser()
     with limits(RUNNING_PER_SESSION=3):
-        server = StdioServer(site.engine, Principal(request=request, user=request.user, transport="stdio"), write, max_line=1 << 20)
+        server = StdioServer(
+            site.engine,
+            Principal(request=request, user=request.user, transport="stdio"),
+            write,
+            max_line=1 << 20,
+        )
         initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE}
-        for message in (initialize, {"jsonrpc": "2.0", "method": "notifications/initialized"}, hold_call("a", "hold", request_id=1)):
+        for message in (
+            initialize,
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            hold_call("a", "hold", request_id=1),
+        ):
             await server.receive(orjson.dumps(message))
         session = server.session
         assert session is not None
         await until(lambda: held.started == ["a"])
-        await server.receive(orjson.dumps(hold_call("again", "hold", request_id=1)))  # the id is in use
+        await server.receive(
+            orjson.dumps(hold_call("again", "hold", request_id=1))
+        )  # the id is in use
         await until(lambda: any(line.get("id") == 1 and "error" in line for line in lines))
         await server.receive(orjson.dumps(hold_call("b", "hold", request_id=2)))
         server.running[_key(2)].cancel()  # before its task ever ran
         held.gate.set()
-        await asyncio.wait_for(asyncio.gather(*list(server.running.values()), return_exceptions=True), WAIT)
-        await until(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{session.pk}") == 0)
+        await asyncio.wait_for(
+            asyncio.gather(*list(server.running.values()), return_exceptions=True), WAIT
+        )
+        await until(
+            lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{session.pk}") == 0
+        )
         await server.stop()
     assert held.started == ["a"]

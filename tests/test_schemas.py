@@ -97,10 +97,20 @@ def assert_valid_for_clients(schema: dict[str, Any]) -> None:
 
 def specimen_site() -> MCPSite:
     mcp = MCPSite(name="specimens")
-    mcp.register(Specimen, type("SpecimenMCP", (ModelMCP,), {"tools": ALL_TOOLS, "filter_fields": ["owner", "price", "integer", "day"]}))
+    mcp.register(
+        Specimen,
+        type(
+            "SpecimenMCP",
+            (ModelMCP,),
+            {"tools": ALL_TOOLS, "filter_fields": ["owner", "price", "integer", "day"]},
+        ),
+    )
     from django.contrib.auth import get_user_model
 
-    mcp.register(get_user_model(), type("UserMCP", (ModelMCP,), {"tools": ALL_TOOLS, "exclude": ["password"]}))
+    mcp.register(
+        get_user_model(),
+        type("UserMCP", (ModelMCP,), {"tools": ALL_TOOLS, "exclude": ["password"]}),
+    )
     return mcp
 
 
@@ -135,11 +145,34 @@ def _regexes(validator: Any) -> list[re.Pattern[str]]:
 
 
 # Ids by position: pytest-xdist's workers must collect the same ids (no id() in them).
-@pytest.mark.parametrize("validator", DJANGO_VALIDATORS, ids=[f"{type(v).__name__}{i}" for i, v in enumerate(DJANGO_VALIDATORS)])
+@pytest.mark.parametrize(
+    "validator",
+    DJANGO_VALIDATORS,
+    ids=[f"{type(v).__name__}{i}" for i, v in enumerate(DJANGO_VALIDATORS)],
+)
 def test_every_django_pattern_is_translated_exactly_or_left_out(validator: Any) -> None:
     samples = [
-        "", "a", "ab-12", "AB-1234", "AB-1234\n", "héllo", "user.name+1@x", "1,2,3", "-1;2", "192.168.0.1",
-        "2024-10", "]a", "{x}", "ok_slug", "名前", "x]", "@b", "aa@b", "aaa@b", "a-b_c", "é-e",
+        "",
+        "a",
+        "ab-12",
+        "AB-1234",
+        "AB-1234\n",
+        "héllo",
+        "user.name+1@x",
+        "1,2,3",
+        "-1;2",
+        "192.168.0.1",
+        "2024-10",
+        "]a",
+        "{x}",
+        "ok_slug",
+        "名前",
+        "x]",
+        "@b",
+        "aa@b",
+        "aaa@b",
+        "a-b_c",
+        "é-e",
     ]
     for regex in _regexes(validator):
         translated = ecma_pattern(regex.pattern, regex.flags)
@@ -152,14 +185,21 @@ def test_every_django_pattern_is_translated_exactly_or_left_out(validator: Any) 
                 # "$" also matches before a final newline in Python, not in ECMA-262, and \Z
                 # has no spelling both read: a client may differ here, the server decides.
                 continue
-            assert server == (ecma.find(text) is not None) == (ecma_u.find(text) is not None), (regex.pattern, translated, text)
+            assert server == (ecma.find(text) is not None) == (ecma_u.find(text) is not None), (
+                regex.pattern,
+                translated,
+                text,
+            )
             assert server == (python.search(text) is not None), (regex.pattern, translated, text)
 
 
 def test_patterns_are_cleaned_everywhere_in_a_schema_but_property_names_are_left_alone() -> None:
     schema = {
         "type": "object",
-        "properties": {"pattern": {"type": "string", "pattern": r"^\w+\Z"}, "code": {"anyOf": [{"type": "string", "pattern": r"\Ax\Z"}]}},
+        "properties": {
+            "pattern": {"type": "string", "pattern": r"^\w+\Z"},
+            "code": {"anyOf": [{"type": "string", "pattern": r"\Ax\Z"}]},
+        },
         "$defs": {"item": {"type": "array", "items": {"type": "string", "pattern": r"(?s)."}}},
     }
     cleaned = ecma_patterns(schema)
@@ -173,7 +213,9 @@ def test_nullable_is_any_of_with_annotations_outside() -> None:
         "description": "d",
         "anyOf": [{"type": "string", "maxLength": 3}, {"type": "null"}],
     }
-    assert nullable({"anyOf": [{"type": "number"}, {"type": "string"}]})["anyOf"][-1] == {"type": "null"}
+    assert nullable({"anyOf": [{"type": "number"}, {"type": "string"}]})["anyOf"][-1] == {
+        "type": "null"
+    }
 
 
 def test_decimal_bounds_are_exact() -> None:
@@ -194,7 +236,10 @@ def test_every_generated_schema_of_every_field_type_is_valid_for_clients() -> No
         definition = tool.definition()
         assert_valid_for_clients(definition["inputSchema"])
         assert_valid_for_clients(definition["outputSchema"])
-        assert "a order" not in definition["description"] and " a " not in f" {definition['description']} "[:9]
+        assert (
+            "a order" not in definition["description"]
+            and " a " not in f" {definition['description']} "[:9]
+        )
 
 
 @pytest.mark.django_db
@@ -210,7 +255,9 @@ def test_every_registered_sites_schemas_are_valid_for_clients() -> None:
 
 @pytest.mark.django_db
 def test_field_schemas_read_well() -> None:
-    create = {t.name: t for t in specimen_site().get_tools()}["testapp_specimen_create"].definition()["inputSchema"]["properties"]
+    create = {t.name: t for t in specimen_site().get_tools()}[
+        "testapp_specimen_create"
+    ].definition()["inputSchema"]["properties"]
     # Nullable: anyOf with null, never a type array.
     assert create["char_null"]["anyOf"][-1] == {"type": "null"}
     assert all(not isinstance(s.get("type"), list) for s in create.values())
@@ -253,14 +300,24 @@ def test_output_schemas_describe_stored_values_not_validators() -> None:
     """A row saved from code (or before a validator existed) must not make a client refuse
     the whole result: outputs carry types, not validators or choices."""
     specimen = Specimen.objects.create(
-        char="x" * 80, slug="not a slug!", code="nope", char_choice="legacy", int_choice=7,
-        bounded=500, email="not an email", url="not a url", ipv4="::1", period="x",
+        char="x" * 80,
+        slug="not a slug!",
+        code="nope",
+        char_choice="legacy",
+        int_choice=7,
+        bounded=500,
+        email="not an email",
+        url="not a url",
+        ipv4="::1",
+        period="x",
     )
     mcp = specimen_site()
     tool = {t.name: t for t in mcp.get_tools()}["testapp_specimen_get"]
     data = mcp._registry[Specimen].serialize(specimen)
     # Formats too: the TypeScript SDK's Ajv checks them (ajv-formats), and so does this checker.
-    validator = Draft202012Validator(tool.definition()["outputSchema"], format_checker=FormatChecker())
+    validator = Draft202012Validator(
+        tool.definition()["outputSchema"], format_checker=FormatChecker()
+    )
     assert not list(validator.iter_errors(data))
     assert data["upload"] is None
 
@@ -268,7 +325,9 @@ def test_output_schemas_describe_stored_values_not_validators() -> None:
 # -- calls: decimals, all errors at once, crafted cursors and filters, history ------------------
 
 
-django_authentication = mcp_settings_fixture(AUTHENTICATION="django", SERVER_NAME="mcp-django-tests")
+django_authentication = mcp_settings_fixture(
+    AUTHENTICATION="django", SERVER_NAME="mcp-django-tests"
+)
 
 
 async def _client(user: Any, mcp: MCPSite) -> MCPTestClient:
@@ -284,10 +343,16 @@ async def test_a_decimal_given_as_number_or_string_is_stored_exactly() -> None:
     user = await sync_to_async(make_user)("ada", "add_specimen", "view_specimen")
     client = await _client(user, specimen_site())
     for price in (3.5, "3.50"):
-        result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": {"char": "x", "price": price}})
+        result = await client.call(
+            "tools/call",
+            {"name": "testapp_specimen_create", "arguments": {"char": "x", "price": price}},
+        )
         assert not result.get("isError"), result
         assert result["structuredContent"]["price"] == "3.50"
-    result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": {"char": "x", "price": "0.125"}})
+    result = await client.call(
+        "tools/call",
+        {"name": "testapp_specimen_create", "arguments": {"char": "x", "price": "0.125"}},
+    )
     assert result["isError"] and "price" in result["content"][0]["text"]
     assert await Specimen.objects.filter(price=Decimal("3.50")).acount() == 2
 
@@ -297,15 +362,26 @@ async def test_a_decimal_given_as_number_or_string_is_stored_exactly() -> None:
 async def test_a_decimal_string_with_too_many_places_gets_django_s_words() -> None:
     user = await sync_to_async(make_user)("ada", "add_specimen", "view_specimen")
     client = await _client(user, specimen_site())
-    result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": {"char": "x", "price": "3.555", "rate": "x"}})
+    result = await client.call(
+        "tools/call",
+        {
+            "name": "testapp_specimen_create",
+            "arguments": {"char": "x", "price": "3.555", "rate": "x"},
+        },
+    )
     assert result["isError"]
     assert result["content"][0]["text"] == (
         "Invalid arguments:\nprice: Ensure that there are no more than 2 decimal places.\nrate: A valid number is required."
     )
     # A search filter has no serializer to ask: the schema says what it expected.
-    result = await client.call("tools/call", {"name": "testapp_specimen_search", "arguments": {"price": "3.555"}})
+    result = await client.call(
+        "tools/call", {"name": "testapp_specimen_search", "arguments": {"price": "3.555"}}
+    )
     assert result["isError"]
-    assert "price: '3.555' is not valid. Expected: A decimal number from -999999.99 to 999999.99" in result["content"][0]["text"]
+    assert (
+        "price: '3.555' is not valid. Expected: A decimal number from -999999.99 to 999999.99"
+        in result["content"][0]["text"]
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -315,11 +391,19 @@ async def test_a_pattern_with_named_groups_validates_on_the_server() -> None:
     # argument check: -32603 and a traceback for any value.
     user = await sync_to_async(make_user)("ada", "add_specimen", "view_specimen")
     client = await _client(user, specimen_site())
-    result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": {"char": "x", "period": "2024-10"}})
+    result = await client.call(
+        "tools/call",
+        {"name": "testapp_specimen_create", "arguments": {"char": "x", "period": "2024-10"}},
+    )
     assert not result.get("isError"), result
     assert result["structuredContent"]["period"] == "2024-10"
-    result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": {"char": "x", "period": "2024/10"}})
-    assert result["isError"] and result["content"][0]["text"].startswith("Invalid arguments:\nperiod: ")
+    result = await client.call(
+        "tools/call",
+        {"name": "testapp_specimen_create", "arguments": {"char": "x", "period": "2024/10"}},
+    )
+    assert result["isError"] and result["content"][0]["text"].startswith(
+        "Invalid arguments:\nperiod: "
+    )
 
 
 WRONG_VALUES = [{"x": 1}, [1], True, "x" * 300, 2**64 - 1, 1e300]
@@ -328,12 +412,20 @@ WRONG_VALUES = [{"x": 1}, [1], True, "x" * 300, 2**64 - 1, 1e300]
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("fresh_channel_layer", "django_authentication")
 @pytest.mark.parametrize("value", WRONG_VALUES, ids=lambda v: type(v).__name__)
-async def test_a_wrong_value_in_every_field_is_reported_not_a_crash(value: Any, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_wrong_value_in_every_field_is_reported_not_a_crash(
+    value: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     user = await sync_to_async(make_user)("ada", "add_specimen", "view_specimen")
     client = await _client(user, specimen_site())
-    fields = [name for name in Specimen._meta.get_fields() if getattr(name, "concrete", False) and name.name not in ("id", "created")]
+    fields = [
+        name
+        for name in Specimen._meta.get_fields()
+        if getattr(name, "concrete", False) and name.name not in ("id", "created")
+    ]
     arguments = {field.name: value for field in fields}
-    result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": arguments})
+    result = await client.call(
+        "tools/call", {"name": "testapp_specimen_create", "arguments": arguments}
+    )
     assert result["isError"], result
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
     assert not await Specimen.objects.aexists()
@@ -344,24 +436,43 @@ async def test_a_wrong_value_in_every_field_is_reported_not_a_crash(value: Any, 
 async def test_a_function_tool_reports_every_invalid_argument_in_one_answer() -> None:
     mcp = MCPSite(name="functions")
 
-    def book(title: Annotated[str, Field(max_length=5)], copies: int, year: Annotated[str, Field(pattern=r"^(?P<y>\d{4})$")]) -> str:
+    def book(
+        title: Annotated[str, Field(max_length=5)],
+        copies: int,
+        year: Annotated[str, Field(pattern=r"^(?P<y>\d{4})$")],
+    ) -> str:
         return title
 
     mcp.tool(book)
-    mcp.tool(lambda code, count: code, name="explicit", input_schema={
-        "type": "object",
-        "properties": {"code": {"type": "string", "maxLength": 2}, "count": {"type": "integer"}},
-        "required": ["code", "count"],
-    })
-    assert mcp.get_tool("book").definition()["inputSchema"]["properties"]["year"]["pattern"] == r"^(?:\d{4})$"
+    mcp.tool(
+        lambda code, count: code,
+        name="explicit",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "maxLength": 2},
+                "count": {"type": "integer"},
+            },
+            "required": ["code", "count"],
+        },
+    )
+    assert (
+        mcp.get_tool("book").definition()["inputSchema"]["properties"]["year"]["pattern"]
+        == r"^(?:\d{4})$"
+    )
     user = await sync_to_async(make_user)("ada")
     client = await _client(user, mcp)
-    result = await client.call("tools/call", {"name": "book", "arguments": {"title": "too long", "copies": "many", "year": "MMXXIV"}})
+    result = await client.call(
+        "tools/call",
+        {"name": "book", "arguments": {"title": "too long", "copies": "many", "year": "MMXXIV"}},
+    )
     text = result["content"][0]["text"]
     assert result["isError"]
     for field in ("title", "copies", "year"):
         assert f"\n{field}: " in text, text
-    result = await client.call("tools/call", {"name": "explicit", "arguments": {"code": "long", "count": "x"}})
+    result = await client.call(
+        "tools/call", {"name": "explicit", "arguments": {"code": "long", "count": "x"}}
+    )
     text = result["content"][0]["text"]
     assert result["isError"] and "\ncode: " in text and "\ncount: " in text, text
 
@@ -372,8 +483,16 @@ async def test_every_invalid_argument_is_reported_in_one_answer() -> None:
     user = await sync_to_async(make_user)("ada", "add_specimen", "view_specimen")
     client = await _client(user, specimen_site())
     # price breaks the schema; code breaks only a validator the schema cannot say; email both.
-    arguments = {"char": "x", "price": 10**7, "code": "XA-1234", "email": "not-an-email", "bounded": 500}
-    result = await client.call("tools/call", {"name": "testapp_specimen_create", "arguments": arguments})
+    arguments = {
+        "char": "x",
+        "price": 10**7,
+        "code": "XA-1234",
+        "email": "not-an-email",
+        "bounded": 500,
+    }
+    result = await client.call(
+        "tools/call", {"name": "testapp_specimen_create", "arguments": arguments}
+    )
     text = result["content"][0]["text"]
     assert result["isError"]
     for field in ("price", "code", "email", "bounded"):
@@ -402,10 +521,14 @@ async def test_every_invalid_argument_is_reported_in_one_answer() -> None:
         {"day": "yesterday"},
     ],
 )
-async def test_a_crafted_cursor_or_filter_is_an_error_result_not_a_crash(arguments: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_crafted_cursor_or_filter_is_an_error_result_not_a_crash(
+    arguments: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
     user = await sync_to_async(make_user)("ada", "view_specimen")
     client = await _client(user, specimen_site())
-    result = await client.call("tools/call", {"name": "testapp_specimen_search", "arguments": arguments})
+    result = await client.call(
+        "tools/call", {"name": "testapp_specimen_search", "arguments": arguments}
+    )
     assert result["isError"], result
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
 
@@ -416,11 +539,19 @@ async def test_an_offset_cursor_pages_and_a_forged_one_is_refused() -> None:
     user = await sync_to_async(make_user)("ada", "view_specimen")
     await Specimen.objects.abulk_create([Specimen(char=f"s{i}") for i in range(3)])
     mcp = MCPSite(name="offsets")
-    mcp.register(Specimen, type("SpecimenMCP", (ModelMCP,), {"tools": ["search"], "ordering": ["owner__username"]}))
+    mcp.register(
+        Specimen,
+        type("SpecimenMCP", (ModelMCP,), {"tools": ["search"], "ordering": ["owner__username"]}),
+    )
     client = await _client(user, mcp)
-    first = await client.call("tools/call", {"name": "testapp_specimen_search", "arguments": {"limit": 2}})
+    first = await client.call(
+        "tools/call", {"name": "testapp_specimen_search", "arguments": {"limit": 2}}
+    )
     cursor = first["structuredContent"]["nextCursor"]
-    second = await client.call("tools/call", {"name": "testapp_specimen_search", "arguments": {"limit": 2, "cursor": cursor}})
+    second = await client.call(
+        "tools/call",
+        {"name": "testapp_specimen_search", "arguments": {"limit": 2, "cursor": cursor}},
+    )
     assert len(second["structuredContent"]["items"]) == 1
 
 
@@ -430,9 +561,14 @@ async def test_get_with_an_out_of_range_pk_is_an_invalid_argument() -> None:
     # No row can have it, like "not-a-uuid" for a UUID key: the caller is told what is wrong.
     user = await sync_to_async(make_user)("ada", "view_specimen")
     client = await _client(user, specimen_site())
-    result = await client.call("tools/call", {"name": "testapp_specimen_get", "arguments": {"pk": 1e30}})
+    result = await client.call(
+        "tools/call", {"name": "testapp_specimen_get", "arguments": {"pk": 1e30}}
+    )
     assert result["isError"]
-    assert result["content"][0]["text"] == "Invalid arguments:\npk: Ensure this value is less than or equal to 9223372036854775807."
+    assert (
+        result["content"][0]["text"]
+        == "Invalid arguments:\npk: Ensure this value is less than or equal to 9223372036854775807."
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -447,7 +583,9 @@ async def test_an_update_that_changes_nothing_writes_no_history() -> None:
     result = await client.call("tools/call", {"name": "testapp_specimen_update", "arguments": same})
     assert not result.get("isError"), result
     assert not await LogEntry.objects.aexists()
-    result = await client.call("tools/call", {"name": "testapp_specimen_update", "arguments": {**same, "char": "new"}})
+    result = await client.call(
+        "tools/call", {"name": "testapp_specimen_update", "arguments": {**same, "char": "new"}}
+    )
     entry = await LogEntry.objects.aget()
     assert entry.change_message == "Changed char through MCP."
 
@@ -476,7 +614,9 @@ def test_a_relation_to_a_uuid_keyed_model_says_the_keys_format() -> None:
     from tests.testapp.models import Note, Ticket
 
     def schema(model: Any) -> dict[str, Any]:
-        return FieldSchemas().field_schema(serializers.PrimaryKeyRelatedField(queryset=model.objects.all()))
+        return FieldSchemas().field_schema(
+            serializers.PrimaryKeyRelatedField(queryset=model.objects.all())
+        )
 
     assert (schema(Ticket)["type"], schema(Ticket)["format"]) == ("string", "uuid")
     assert schema(Tag)["type"] == "string" and schema(Tag)["pattern"]  # a slug
@@ -485,12 +625,16 @@ def test_a_relation_to_a_uuid_keyed_model_says_the_keys_format() -> None:
 
 # ISO 8601 durations as RFC 3339's appendix A writes them (with fractional seconds, which
 # Django writes for microseconds); jsonschema checks "duration" only with isoduration installed.
-ISO_DURATION = re.compile(r"\AP(?!\Z)(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?\Z")
+ISO_DURATION = re.compile(
+    r"\AP(?!\Z)(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?\Z"
+)
 
 
 def _duration_checker() -> FormatChecker:
     checker = FormatChecker()
-    checker.checks("duration")(lambda value: not isinstance(value, str) or bool(ISO_DURATION.match(value)))
+    checker.checks("duration")(
+        lambda value: not isinstance(value, str) or bool(ISO_DURATION.match(value))
+    )
     return checker
 
 
@@ -498,12 +642,18 @@ def _duration_checker() -> FormatChecker:
 def test_a_duration_is_written_as_iso_8601_as_its_output_schema_says() -> None:
     import datetime
 
-    specimen = Specimen.objects.create(char="x", duration=datetime.timedelta(days=1, hours=2, seconds=1.5))
+    specimen = Specimen.objects.create(
+        char="x", duration=datetime.timedelta(days=1, hours=2, seconds=1.5)
+    )
     mcp = specimen_site()
-    schema = {t.name: t for t in mcp.get_tools()}["testapp_specimen_get"].definition()["outputSchema"]
+    schema = {t.name: t for t in mcp.get_tools()}["testapp_specimen_get"].definition()[
+        "outputSchema"
+    ]
     data = mcp._registry[Specimen].serialize(specimen)
     assert {"type": "string", "format": "duration"} in schema["properties"]["duration"]["anyOf"]
-    assert not list(Draft202012Validator(schema, format_checker=_duration_checker()).iter_errors(data))
+    assert not list(
+        Draft202012Validator(schema, format_checker=_duration_checker()).iter_errors(data)
+    )
     assert data["duration"] == "P1DT02H00M01.500000S"
 
 
@@ -516,7 +666,9 @@ def test_an_iso_8601_duration_argument_is_accepted_and_stored() -> None:
 
     schema = _specimen_validator(specimen_site(), "testapp_specimen_create").schema
     assert {"type": "string", "format": "duration"} in schema["properties"]["duration"]["anyOf"]
-    assert Draft202012Validator(schema, format_checker=_duration_checker()).is_valid({"char": "x", "duration": "P1DT2H"})
+    assert Draft202012Validator(schema, format_checker=_duration_checker()).is_valid(
+        {"char": "x", "duration": "P1DT2H"}
+    )
     tool = {t.name: t for t in specimen_site().get_tools()}["testapp_specimen_create"]
     request = RequestFactory().post("/")
     request.user = User.objects.create_superuser("root", "root@example.com", "x")
@@ -524,6 +676,8 @@ def test_an_iso_8601_duration_argument_is_accepted_and_stored() -> None:
         result = tool._call({"char": given, "duration": given}, request)
         assert not result.get("isError"), result
         assert result["structuredContent"]["duration"] == "P1DT02H00M00S"
-    assert set(Specimen.objects.values_list("duration", flat=True)) == {datetime.timedelta(days=1, hours=2)}
+    assert set(Specimen.objects.values_list("duration", flat=True)) == {
+        datetime.timedelta(days=1, hours=2)
+    }
     wrong = tool._call({"char": "x", "duration": "two days"}, request)
     assert "duration: Duration has wrong format. Use ISO 8601" in wrong["content"][0]["text"]

@@ -34,8 +34,12 @@ def make_context(mcp_site: MCPSite) -> Context:
     return Context(site=mcp_site, request=None, user=None, session=None, request_id=1)
 
 
-async def call(mcp_site: MCPSite, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    return await dispatch(Request(1, method, params or {}), mcp_site.get_handlers(), make_context(mcp_site))
+async def call(
+    mcp_site: MCPSite, method: str, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return await dispatch(
+        Request(1, method, params or {}), mcp_site.get_handlers(), make_context(mcp_site)
+    )
 
 
 # --- register / unregister ----------------------------------------------------------------
@@ -78,7 +82,10 @@ def test_register_duplicate_tool_raises_already_registered_naming_the_first():
 
     message = str(exc.value)
     assert "'dup'" in message
-    assert f"{__name__}.test_register_duplicate_tool_raises_already_registered_naming_the_first.<locals>.first" in message
+    assert (
+        f"{__name__}.test_register_duplicate_tool_raises_already_registered_naming_the_first.<locals>.first"
+        in message
+    )
 
 
 def test_register_duplicate_resource_uri_raises_already_registered():
@@ -114,7 +121,9 @@ def test_unregistering_a_model_announces_the_tools_list_too(monkeypatch):
     from tests.testapp.models import Note
 
     announced = []
-    monkeypatch.setattr(notifications, "announce_soon", lambda function, site, kind: announced.append(kind))
+    monkeypatch.setattr(
+        notifications, "announce_soon", lambda function, site, kind: announced.append(kind)
+    )
     mcp = MCPSite(name="unregister-model")
     mcp.register(Note, type("NoteMCP", (ModelMCP,), {"tools": ["search"]}))
     mcp.serving = True
@@ -142,13 +151,24 @@ def test_site_urls_are_namespaced():
     patterns, app_name, namespace = MCPSite(name="other").urls
     assert app_name == "mcp_django"
     assert namespace == "other"
-    assert [p.name for p in patterns] == ["endpoint", "sse", "messages", "elicit-secret", "elicit-confirm", "elicit-connect", "connect-callback", "health"]
+    assert [p.name for p in patterns] == [
+        "endpoint",
+        "sse",
+        "messages",
+        "elicit-secret",
+        "elicit-confirm",
+        "elicit-connect",
+        "connect-callback",
+        "health",
+    ]
 
 
 # --- names --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["has space", "comma,name", "", "x" * 129, "slash/name", "ünïcode"])
+@pytest.mark.parametrize(
+    "name", ["has space", "comma,name", "", "x" * 129, "slash/name", "ünïcode"]
+)
 def test_invalid_tool_name_raises_improperly_configured(name):
     with pytest.raises(ImproperlyConfigured, match="tool name"):
         MCPSite().tool(lambda: "x", name=name)
@@ -502,7 +522,9 @@ def test_offered_capabilities_are_built_with_the_method_table_and_follow_registr
 def test_offered_capabilities_honour_a_get_capabilities_override():
     class Quiet(MCPSite):
         def get_capabilities(self):
-            return {key: value for key, value in super().get_capabilities().items() if key != "tools"}
+            return {
+                key: value for key, value in super().get_capabilities().items() if key != "tools"
+            }
 
     mcp = Quiet()
     mcp.tool(lambda: "x", name="t")
@@ -519,7 +541,15 @@ def test_a_template_alone_offers_resources():
 
 @pytest.mark.parametrize(
     "method",
-    ["tools/list", "tools/call", "resources/list", "resources/read", "resources/templates/list", "prompts/list", "prompts/get"],
+    [
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/read",
+        "resources/templates/list",
+        "prompts/list",
+        "prompts/get",
+    ],
 )
 async def test_methods_of_absent_kinds_are_method_not_found(method):
     response = await call(MCPSite(), method)
@@ -538,7 +568,13 @@ async def test_methods_of_present_kinds_are_served():
 
 
 def test_autodiscover_registered_the_test_apps_mcp_module():
-    for kind, name in [("tool", "add"), ("tool", "progress"), ("resource", "test://hello"), ("template", "test://items/{item_id}"), ("prompt", "explain")]:
+    for kind, name in [
+        ("tool", "add"),
+        ("tool", "progress"),
+        ("resource", "test://hello"),
+        ("template", "test://items/{item_id}"),
+        ("prompt", "explain"),
+    ]:
         assert site.is_registered(kind, name), (kind, name)
 
 
@@ -606,10 +642,22 @@ async def test_return_value_is_coerced_to_the_output_schema():
 @pytest.mark.parametrize(
     ("value", "block"),
     [
-        (Image(b"\x89PNG", mime_type="image/png"), {"type": "image", "data": "iVBORw==", "mimeType": "image/png"}),
-        (Audio(b"RIFF", mime_type="audio/wav"), {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"}),
+        (
+            Image(b"\x89PNG", mime_type="image/png"),
+            {"type": "image", "data": "iVBORw==", "mimeType": "image/png"},
+        ),
+        (
+            Audio(b"RIFF", mime_type="audio/wav"),
+            {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+        ),
         (Text("hi"), {"type": "text", "text": "hi"}),
-        (EmbeddedResource("test://x", text="t", mime_type="text/plain"), {"type": "resource", "resource": {"uri": "test://x", "mimeType": "text/plain", "text": "t"}}),
+        (
+            EmbeddedResource("test://x", text="t", mime_type="text/plain"),
+            {
+                "type": "resource",
+                "resource": {"uri": "test://x", "mimeType": "text/plain", "text": "t"},
+            },
+        ),
     ],
 )
 def test_a_tool_returning_one_content_helper_answers_that_content_block(value, block):
@@ -634,9 +682,17 @@ def test_the_default_site_without_mcp_django_installed_says_to_add_it() -> None:
         "import django; django.setup()\n"
         "import mcp_django.urls\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1
     last_line = result.stderr.strip().splitlines()[-1]
-    assert last_line.startswith("django.core.exceptions.ImproperlyConfigured: mcp_django is not in INSTALLED_APPS")
+    assert last_line.startswith(
+        "django.core.exceptions.ImproperlyConfigured: mcp_django is not in INSTALLED_APPS"
+    )
     assert 'add "mcp_django" to INSTALLED_APPS' in last_line
     assert "LookupError" not in result.stderr

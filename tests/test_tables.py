@@ -20,10 +20,20 @@ from mcp_django.testing import MCPTestClient
 from tests.conftest import SessionsOn, database_alias
 
 # Read from the package, so that a new migration needs no edit here.
-ALL_MIGRATIONS = sorted(path.stem for path in (Path(mcp_django.__file__).parent / "migrations").glob("0*.py"))
+ALL_MIGRATIONS = sorted(
+    path.stem for path in (Path(mcp_django.__file__).parent / "migrations").glob("0*.py")
+)
 HEALTHY = {"status": "ok", "checks": {"database": "ok", "migrations": "ok", "channel_layer": "ok"}}
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
 
 
 def labels(names: list[str]) -> list[str]:
@@ -50,8 +60,12 @@ def test_unapplied_migrations_lists_only_those_left(unmigrated_database):
 
 def test_a_missing_table_of_mcp_django_is_told_from_other_database_errors():
     assert names_missing_table(OperationalError("no such table: mcp_django_session"))
-    assert names_missing_table(ProgrammingError('relation "mcp_django_session" does not exist\nLINE 1: SELECT ...'))
-    assert names_missing_table(ProgrammingError("(1146, \"Table 'app.mcp_django_event' doesn't exist\")"))
+    assert names_missing_table(
+        ProgrammingError('relation "mcp_django_session" does not exist\nLINE 1: SELECT ...')
+    )
+    assert names_missing_table(
+        ProgrammingError("(1146, \"Table 'app.mcp_django_event' doesn't exist\")")
+    )
     assert not names_missing_table(OperationalError("no such table: library_book"))
     assert not names_missing_table(OperationalError("database is locked"))
 
@@ -80,7 +94,9 @@ async def test_health_turns_200_once_the_migrations_are_applied(unmigrated_datab
     assert response.status == 200 and response.json() == HEALTHY
 
 
-async def test_initialize_without_migrate_is_a_json_rpc_error_that_says_to_run_migrate(unmigrated_database):
+async def test_initialize_without_migrate_is_a_json_rpc_error_that_says_to_run_migrate(
+    unmigrated_database,
+):
     with override_settings(DATABASE_ROUTERS=[SessionsOn(unmigrated_database)]):
         response = await MCPTestClient().post(INITIALIZE)
     assert response.status == 503
@@ -106,12 +122,19 @@ def test_w183_is_silent_once_migrated(unmigrated_database):
 def test_w183_does_not_fail_without_a_database(django_db_blocker):
     # What Django configures when DATABASES is empty: a backend that refuses every query.
     dummy = {"ENGINE": "django.db.backends.dummy"}
-    with django_db_blocker.unblock(), database_alias("nowhere", dummy) as alias, override_settings(DATABASE_ROUTERS=[SessionsOn(alias)]):
+    with (
+        django_db_blocker.unblock(),
+        database_alias("nowhere", dummy) as alias,
+        override_settings(DATABASE_ROUTERS=[SessionsOn(alias)]),
+    ):
         assert check_migrations() == []
 
 
 def test_w183_does_not_fail_when_the_database_cannot_be_reached(tmp_path, django_db_blocker):
     config = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "gone" / "db.sqlite3")}
-    with django_db_blocker.unblock(), database_alias("unreachable", config) as alias, override_settings(DATABASE_ROUTERS=[SessionsOn(alias)]):
+    with (
+        django_db_blocker.unblock(),
+        database_alias("unreachable", config) as alias,
+        override_settings(DATABASE_ROUTERS=[SessionsOn(alias)]),
+    ):
         assert check_migrations() == []
-

@@ -20,7 +20,11 @@ from mcp_django import crypto
 from mcp_django.extensions.tasks import runner as taskrun
 from mcp_django.extensions.tasks import store as taskstore
 from mcp_django.models import Session, Task, ToolCall
-from mcp_django.protocol.modern import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
+from mcp_django.protocol.modern import (
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+)
 from mcp_django.registry.sites import MCPSite
 from mcp_django.signals import sweeping
 from mcp_django.stores import SessionStore
@@ -35,7 +39,12 @@ Status = Task.Status
 
 def make_task(tool_name: str = "report", **fields: Any) -> Task:
     """A task row as taskrun.create writes it (nothing runs it)."""
-    defaults: dict[str, Any] = {"site_name": "mcp", "user_id": None, "owner": "anon", "payload": crypto.encrypt("{}")}
+    defaults: dict[str, Any] = {
+        "site_name": "mcp",
+        "user_id": None,
+        "owner": "anon",
+        "payload": crypto.encrypt("{}"),
+    }
     task = taskstore.create(tool_name=tool_name, **{**defaults, **fields})
     return task
 
@@ -45,7 +54,11 @@ def change_url(task: Task) -> str:
 
 
 def cancel(client: Client, *tasks: Task) -> Any:
-    return client.post(reverse(CHANGELIST), {"action": "cancel_tasks", "_selected_action": [t.pk for t in tasks]}, follow=True)
+    return client.post(
+        reverse(CHANGELIST),
+        {"action": "cancel_tasks", "_selected_action": [t.pk for t in tasks]},
+        follow=True,
+    )
 
 
 def texts(response: Any) -> list[str]:
@@ -62,12 +75,21 @@ def test_changelist_shows_status_user_client_tool_and_progress(admin_client, adm
     response = admin_client.get(reverse(CHANGELIST))
     assert response.status_code == 200
     content = response.content.decode()
-    for shown in ("nightly_report", "claude-desktop", admin_user.username, "3 of 10 (30%)", "working", task.pk[:10]):
+    for shown in (
+        "nightly_report",
+        "claude-desktop",
+        admin_user.username,
+        "3 of 10 (30%)",
+        "working",
+        task.pk[:10],
+    ):
         assert shown in content
 
 
 @pytest.mark.django_db
-def test_changelist_filters_by_status_and_searches_by_tool_id_and_username(admin_client, admin_user):
+def test_changelist_filters_by_status_and_searches_by_tool_id_and_username(
+    admin_client, admin_user
+):
     live = make_task("alpha", user_id=admin_user.pk)
     done = make_task("beta")
     taskstore.finish(done.pk, Status.COMPLETED, result={"content": []})
@@ -87,9 +109,17 @@ def test_changelist_filters_by_status_and_searches_by_tool_id_and_username(admin
 @pytest.mark.django_db
 def test_detail_shows_redacted_arguments_result_text_and_links_to_its_audit_rows(admin_client):
     task = make_task("lookup", arguments={"query": "books", "api_key": "[redacted]"})
-    taskstore.finish(task.pk, Status.COMPLETED, result={"content": [{"type": "text", "text": "42 books found"}], "isError": True})
-    ToolCall.objects.create(started_at=timezone.now(), tool_name="lookup", outcome="ok", duration_ms=1, task_id=task.pk)
-    ToolCall.objects.create(started_at=timezone.now(), tool_name="lookup", outcome="ok", duration_ms=1)
+    taskstore.finish(
+        task.pk,
+        Status.COMPLETED,
+        result={"content": [{"type": "text", "text": "42 books found"}], "isError": True},
+    )
+    ToolCall.objects.create(
+        started_at=timezone.now(), tool_name="lookup", outcome="ok", duration_ms=1, task_id=task.pk
+    )
+    ToolCall.objects.create(
+        started_at=timezone.now(), tool_name="lookup", outcome="ok", duration_ms=1
+    )
     response = admin_client.get(change_url(task))
     assert response.status_code == 200
     content = response.content.decode()
@@ -105,7 +135,13 @@ def test_detail_shows_redacted_arguments_result_text_and_links_to_its_audit_rows
 
 @pytest.mark.django_db
 def test_detail_links_to_the_session_when_the_task_has_one(admin_client):
-    session = SessionStore().create(site_name="mcp", user_id=None, protocol_version="2025-11-25", client_info={}, capabilities={})
+    session = SessionStore().create(
+        site_name="mcp",
+        user_id=None,
+        protocol_version="2025-11-25",
+        client_info={},
+        capabilities={},
+    )
     with_session = make_task(session=Session.objects.get(pk=session.pk))
     content = admin_client.get(change_url(with_session)).content.decode()
     assert reverse("admin:mcp_django_session_change", args=[quote(session.pk)]) in content
@@ -117,11 +153,19 @@ def test_detail_links_to_the_session_when_the_task_has_one(admin_client):
 @pytest.mark.django_db
 def test_tool_call_detail_links_to_its_task_and_names_a_deleted_one(admin_client):
     task = make_task()
-    linked = ToolCall.objects.create(started_at=timezone.now(), tool_name="report", outcome="ok", duration_ms=1, task_id=task.pk)
-    gone = ToolCall.objects.create(started_at=timezone.now(), tool_name="report", outcome="ok", duration_ms=1, task_id="t-gone")
-    content = admin_client.get(reverse("admin:mcp_django_toolcall_change", args=[linked.pk])).content.decode()
+    linked = ToolCall.objects.create(
+        started_at=timezone.now(), tool_name="report", outcome="ok", duration_ms=1, task_id=task.pk
+    )
+    gone = ToolCall.objects.create(
+        started_at=timezone.now(), tool_name="report", outcome="ok", duration_ms=1, task_id="t-gone"
+    )
+    content = admin_client.get(
+        reverse("admin:mcp_django_toolcall_change", args=[linked.pk])
+    ).content.decode()
     assert change_url(task) in content
-    content = admin_client.get(reverse("admin:mcp_django_toolcall_change", args=[gone.pk])).content.decode()
+    content = admin_client.get(
+        reverse("admin:mcp_django_toolcall_change", args=[gone.pk])
+    ).content.decode()
     assert "t-gone (deleted)" in content
 
 
@@ -134,7 +178,9 @@ def test_tasks_cannot_be_added_or_changed_but_a_superuser_may_delete_them(admin_
     admin_client.post(change_url(task), {"status": "completed", "status_message": "edited"})
     task.refresh_from_db()
     assert (task.status, task.status_message) == (Status.WORKING, "busy")
-    response = admin_client.post(reverse("admin:mcp_django_task_delete", args=[quote(task.pk)]), {"post": "yes"})
+    response = admin_client.post(
+        reverse("admin:mcp_django_task_delete", args=[quote(task.pk)]), {"post": "yes"}
+    )
     assert response.status_code == 302
     assert not Task.objects.filter(pk=task.pk).exists()
 
@@ -166,27 +212,45 @@ def test_staff_who_may_only_view_tasks_cannot_cancel_them():
 @pytest.mark.django_db
 def test_cancel_action_cancels_live_tasks_and_counts_those_already_ended(admin_client):
     working, waiting, done = make_task(), make_task(), make_task()
-    taskstore.park(waiting.pk, {"q1": {"method": "elicitation/create", "params": {}}}, {}, {}, lambda cap: {})
+    taskstore.park(
+        waiting.pk, {"q1": {"method": "elicitation/create", "params": {}}}, {}, {}, lambda cap: {}
+    )
     taskstore.finish(done.pk, Status.COMPLETED, result={"content": []})
     response = cancel(admin_client, working, waiting, done)
     assert texts(response) == ["2 tasks cancelled; 1 had already ended."]
     statuses = dict(Task.objects.values_list("pk", "status"))
-    assert statuses == {working.pk: Status.CANCELLED, waiting.pk: Status.CANCELLED, done.pk: Status.COMPLETED}
+    assert statuses == {
+        working.pk: Status.CANCELLED,
+        waiting.pk: Status.CANCELLED,
+        done.pk: Status.COMPLETED,
+    }
     assert Task.objects.get(pk=waiting.pk).input_requests == {}
 
 
 def tasks_request(name: str) -> tuple[bytes, dict[str, str | None]]:
     """A 2026-07-28 tools/call from a client that declares the tasks extension."""
     meta = {
-        META_PROTOCOL_VERSION: MODERN, META_CLIENT_INFO: {"name": "t", "version": "1"},
+        META_PROTOCOL_VERSION: MODERN,
+        META_CLIENT_INFO: {"name": "t", "version": "1"},
         META_CLIENT_CAPABILITIES: {"extensions": {taskrun.TASKS_EXTENSION: {}}},
     }
-    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": {}, "_meta": meta}}
-    return orjson.dumps(message), {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": name}
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": {}, "_meta": meta},
+    }
+    return orjson.dumps(message), {
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "tools/call",
+        "mcp-name": name,
+    }
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_cancel_action_stops_a_task_running_in_this_process(admin_client, fresh_channel_layer):
+async def test_cancel_action_stops_a_task_running_in_this_process(
+    admin_client, fresh_channel_layer
+):
     started, stopped = asyncio.Event(), asyncio.Event()
     mcp = MCPSite(name="tasks-admin")
 

@@ -29,7 +29,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 TASKS = {"elicitation": {"form": {}}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
-SCHEMA = {"type": "object", "properties": {"upto": {"type": "integer"}}, "required": ["upto"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"upto": {"type": "integer"}},
+    "required": ["upto"],
+    "additionalProperties": False,
+}
 
 
 def nested(depth: int) -> dict[str, Any]:
@@ -82,7 +87,13 @@ def client() -> Iterator[MCPTestClient]:
         yield MCPTestClient(MCPConsumer.as_asgi(site=limits_site()))
 
 
-async def send(client: MCPTestClient, method: str, params: dict[str, Any], *, capabilities: dict[str, Any] = TASKS) -> Any:
+async def send(
+    client: MCPTestClient,
+    method: str,
+    params: dict[str, Any],
+    *,
+    capabilities: dict[str, Any] = TASKS,
+) -> Any:
     message = body(method, params, capabilities=capabilities)
     sent = headers(message)
     if method.startswith("tasks/"):
@@ -117,38 +128,54 @@ async def reached(client: MCPTestClient, task_id: str, *statuses: str) -> dict[s
 
 
 @pytest.mark.parametrize("tool", ["count", "count_schema"])
-async def test_a_deeply_nested_argument_gets_the_same_answer_as_a_task_as_without_and_no_row(client, tool):
+async def test_a_deeply_nested_argument_gets_the_same_answer_as_a_task_as_without_and_no_row(
+    client, tool
+):
     arguments = {"upto": nested(300)}
 
-    direct = await send(client, "tools/call", {"name": tool, "arguments": arguments}, capabilities={})
+    direct = await send(
+        client, "tools/call", {"name": tool, "arguments": arguments}, capabilities={}
+    )
     as_task = await send(client, "tools/call", {"name": tool, "arguments": arguments})
 
-    assert direct["result"]["isError"] is True and "Invalid arguments" in direct["result"]["content"][0]["text"]
+    assert (
+        direct["result"]["isError"] is True
+        and "Invalid arguments" in direct["result"]["content"][0]["text"]
+    )
     assert answered(as_task) == answered(direct)
     assert await Task.objects.acount() == 0
 
 
 @pytest.mark.parametrize("tool", ["count", "count_schema"])
 async def test_arguments_the_tool_refuses_make_no_task(client, tool):
-    direct = await send(client, "tools/call", {"name": tool, "arguments": {"upto": "three"}}, capabilities={})
+    direct = await send(
+        client, "tools/call", {"name": tool, "arguments": {"upto": "three"}}, capabilities={}
+    )
     as_task = await send(client, "tools/call", {"name": tool, "arguments": {"upto": "three"}})
 
     assert answered(as_task) == answered(direct)
     assert await Task.objects.acount() == 0
 
 
-@pytest.mark.parametrize(("tool", "arguments"), [
-    ("testapp_note_update", {"title": nested(300)}),
-    ("testapp_note_make_high", {"pks": [nested(300)]}),
-])
-async def test_a_generated_tool_or_admin_action_refuses_bad_arguments_as_a_task_as_without(tool, arguments):
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("testapp_note_update", {"title": nested(300)}),
+        ("testapp_note_make_high", {"pks": [nested(300)]}),
+    ],
+)
+async def test_a_generated_tool_or_admin_action_refuses_bad_arguments_as_a_task_as_without(
+    tool, arguments
+):
     mcp = note_site(task_tools={"update": "optional"}, task_actions={"make_high": "optional"})
     with django_auth:
         client, _, note = await staff_client(mcp)
         if "title" in arguments:
             arguments = {"pk": note.pk, **arguments}
 
-        direct = await send(client, "tools/call", {"name": tool, "arguments": arguments}, capabilities={})
+        direct = await send(
+            client, "tools/call", {"name": tool, "arguments": arguments}, capabilities={}
+        )
         as_task = await send(client, "tools/call", {"name": tool, "arguments": arguments})
 
     assert direct["result"]["isError"] is True, direct
@@ -164,11 +191,15 @@ async def test_arguments_larger_than_task_max_payload_bytes_are_refused_and_make
 
     with mcp_settings(TASK_POLL_INTERVAL_MS=50, TASK_MAX_PAYLOAD_BYTES=2048):
         refused = await send(client, "tools/call", {"name": "keep", "arguments": arguments})
-        direct = await send(client, "tools/call", {"name": "keep", "arguments": arguments}, capabilities={})
+        direct = await send(
+            client, "tools/call", {"name": "keep", "arguments": arguments}, capabilities={}
+        )
 
     assert refused["error"]["code"] == INVALID_PARAMS
     assert "TASK_MAX_PAYLOAD_BYTES (2048)" in refused["error"]["message"]
-    assert direct["result"]["content"][0]["text"].endswith("bytes")  # only a task keeps its arguments
+    assert direct["result"]["content"][0]["text"].endswith(
+        "bytes"
+    )  # only a task keeps its arguments
     assert await Task.objects.acount() == 0
 
 
@@ -186,23 +217,40 @@ async def test_a_result_larger_than_task_max_result_bytes_fails_the_task_saying_
         failed = await reached(client, task_id, "completed", "failed")
 
     assert failed["status"] == "failed" and "result" not in failed
-    assert failed["error"]["code"] == INTERNAL_ERROR and "TASK_MAX_RESULT_BYTES (1024)" in failed["error"]["message"]
+    assert (
+        failed["error"]["code"] == INTERNAL_ERROR
+        and "TASK_MAX_RESULT_BYTES (1024)" in failed["error"]["message"]
+    )
     row = await Task.objects.aget(pk=task_id)
     assert row.result is None
 
 
-async def test_answers_larger_than_task_max_payload_bytes_are_refused_and_the_question_stays_open(client):
+async def test_answers_larger_than_task_max_payload_bytes_are_refused_and_the_question_stays_open(
+    client,
+):
     task_id = await created(client, "named")
     await reached(client, task_id, "input_required")
 
     with mcp_settings(TASK_POLL_INTERVAL_MS=50, TASK_MAX_PAYLOAD_BYTES=2048):
-        refused = await send(client, "tasks/update", {"taskId": task_id, "inputResponses": {
-            "name": {"action": "accept", "content": {"name": "x" * 4096}},
-        }})
+        refused = await send(
+            client,
+            "tasks/update",
+            {
+                "taskId": task_id,
+                "inputResponses": {
+                    "name": {"action": "accept", "content": {"name": "x" * 4096}},
+                },
+            },
+        )
 
-    assert refused["error"]["code"] == INVALID_PARAMS and "TASK_MAX_PAYLOAD_BYTES (2048)" in refused["error"]["message"]
+    assert (
+        refused["error"]["code"] == INVALID_PARAMS
+        and "TASK_MAX_PAYLOAD_BYTES (2048)" in refused["error"]["message"]
+    )
     waiting = await send(client, "tasks/get", {"taskId": task_id})
-    assert waiting["result"]["status"] == "input_required" and list(waiting["result"]["inputRequests"]) == ["name"]
+    assert waiting["result"]["status"] == "input_required" and list(
+        waiting["result"]["inputRequests"]
+    ) == ["name"]
     await send(client, "tasks/cancel", {"taskId": task_id})
 
 

@@ -89,7 +89,9 @@ async def created(client: MCPTestClient, name: str) -> str:
 
 async def answer(client: MCPTestClient, task_id: str, key: str, name: str) -> None:
     reply = {key: {"action": "accept", "content": {"name": name}}}
-    acknowledged = await asyncio.wait_for(send(client, "tasks/update", {"taskId": task_id, "inputResponses": reply}), 10)
+    acknowledged = await asyncio.wait_for(
+        send(client, "tasks/update", {"taskId": task_id, "inputResponses": reply}), 10
+    )
     assert "result" in acknowledged, acknowledged
 
 
@@ -102,7 +104,9 @@ async def no_run_holds(task_id: str) -> bool:
 # -- the in-loop runner (TASKS_BACKEND = None) --------------------------------------------------
 
 
-async def test_a_waiting_task_holds_no_running_slot_so_another_task_completes_while_it_waits(client):
+async def test_a_waiting_task_holds_no_running_slot_so_another_task_completes_while_it_waits(
+    client,
+):
     with mcp_settings(TASK_POLL_INTERVAL_MS=50, QUOTAS={"RUNNING_PER_USER": 1}):
         waiting_id = await created(client, "named")
         waiting = await reached(client, waiting_id, "input_required")
@@ -115,7 +119,9 @@ async def test_a_waiting_task_holds_no_running_slot_so_another_task_completes_wh
         await answer(client, waiting_id, "name", "Ada")
         done = await reached(client, waiting_id, "completed", "failed")
 
-    assert waiting["statusMessage"] == "Looked the names up" and list(waiting["inputRequests"]) == ["name"]
+    assert waiting["statusMessage"] == "Looked the names up" and list(waiting["inputRequests"]) == [
+        "name"
+    ]
     assert quick["status"] == "completed" and quick["result"]["content"][0]["text"] == "quick"
     assert still["status"] == "input_required"
     assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "hello Ada"
@@ -133,7 +139,9 @@ async def test_a_parked_task_keeps_its_questions_and_answers_so_far_and_replays_
     await answer(client, task_id, "elicitation-2", "Lovelace")
     done = await reached(client, task_id, "completed", "failed")
 
-    assert list(first["inputRequests"]) == ["elicitation-1"] and list(second["inputRequests"]) == ["elicitation-2"]
+    assert list(first["inputRequests"]) == ["elicitation-1"] and list(second["inputRequests"]) == [
+        "elicitation-2"
+    ]
     assert row.heartbeat_at is None and row.asked_keys == ["elicitation-1", "elicitation-2"]
     assert b"Ada" not in parked  # the answers so far are kept encrypted
     assert done["result"]["content"][0]["text"] == "Ada Lovelace"
@@ -147,8 +155,13 @@ def _row_values(pk: str) -> list[Any]:
 # -- the django.tasks backend (task_worker.run_mcp_task) ----------------------------------------
 
 
-async def test_with_a_worker_backend_a_waiting_task_ends_its_job_and_an_answer_enqueues_it_again(client):
-    with override_settings(TASKS=IMMEDIATE), mcp_settings(TASK_POLL_INTERVAL_MS=50, TASKS_BACKEND="default"):
+async def test_with_a_worker_backend_a_waiting_task_ends_its_job_and_an_answer_enqueues_it_again(
+    client,
+):
+    with (
+        override_settings(TASKS=IMMEDIATE),
+        mcp_settings(TASK_POLL_INTERVAL_MS=50, TASKS_BACKEND="default"),
+    ):
         # The immediate backend runs each job inside the call that enqueues it: a job that
         # waited for the client would never end, and the call never answer.
         waiting_id = await created(client, "named")
@@ -158,7 +171,9 @@ async def test_with_a_worker_backend_a_waiting_task_ends_its_job_and_an_answer_e
         await answer(client, waiting_id, "name", "Ada")
         done = await get(client, waiting_id)
 
-    assert waiting["status"] == "input_required" and waiting["statusMessage"] == "Looked the names up"
+    assert (
+        waiting["status"] == "input_required" and waiting["statusMessage"] == "Looked the names up"
+    )
     assert quick["status"] == "completed"
     assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "hello Ada"
     row = await Task.objects.aget(pk=waiting_id)
@@ -177,7 +192,9 @@ async def test_waiting_tasks_are_capped_per_user(client):
         refused = await reached(client, second_id, "input_required", "failed")
 
     assert refused["status"] == "failed"
-    assert refused["error"]["code"] == QUOTA_EXCEEDED and refused["error"]["data"] == {"limit": "WAITING_TASKS_PER_USER"}
+    assert refused["error"]["code"] == QUOTA_EXCEEDED and refused["error"]["data"] == {
+        "limit": "WAITING_TASKS_PER_USER"
+    }
     assert (await get(client, first_id))["status"] == "input_required"
     assert (await Task.objects.aget(pk=second_id)).payload == ""
 
@@ -187,10 +204,15 @@ async def test_a_task_waiting_longer_than_task_input_timeout_fails_on_read(clien
     await reached(client, task_id, "input_required")
 
     with mcp_settings(TASK_POLL_INTERVAL_MS=50, TASK_INPUT_TIMEOUT=60):
-        await Task.objects.filter(pk=task_id).aupdate(updated_at=timezone.now() - timedelta(seconds=61))
+        await Task.objects.filter(pk=task_id).aupdate(
+            updated_at=timezone.now() - timedelta(seconds=61)
+        )
         failed = await get(client, task_id)
 
-    assert failed["status"] == "failed" and failed["error"]["message"] == "Input timed out: no answer for 60 s"
+    assert (
+        failed["status"] == "failed"
+        and failed["error"]["message"] == "Input timed out: no answer for 60 s"
+    )
     assert "inputRequests" not in failed
 
 
@@ -201,11 +223,17 @@ async def test_the_sweep_fails_a_task_waiting_longer_than_task_input_timeout(cli
     await reached(client, fresh_id, "input_required")
 
     with mcp_settings(TASK_POLL_INTERVAL_MS=50, TASK_INPUT_TIMEOUT=60):
-        await Task.objects.filter(pk=waited_id).aupdate(updated_at=timezone.now() - timedelta(seconds=61))
+        await Task.objects.filter(pk=waited_id).aupdate(
+            updated_at=timezone.now() - timedelta(seconds=61)
+        )
         await sweeping.asend(sender=None)
 
     waited = await Task.objects.aget(pk=waited_id)
-    assert waited.status == Task.Status.FAILED and waited.error is not None and "Input timed out" in waited.error["message"]
+    assert (
+        waited.status == Task.Status.FAILED
+        and waited.error is not None
+        and "Input timed out" in waited.error["message"]
+    )
     assert (await Task.objects.aget(pk=fresh_id)).status == Task.Status.INPUT_REQUIRED
 
 
@@ -220,7 +248,9 @@ def test_e261_task_input_timeout_must_be_a_positive_number_of_seconds(value):
 
 def test_w260_a_task_input_timeout_not_shorter_than_the_ttl_is_reported():
     assert "mcp_django.W260" in ids(settings_errors(TASK_INPUT_TIMEOUT=3600, TASK_TTL_MS=3_600_000))
-    assert "mcp_django.W260" not in ids(settings_errors(TASK_INPUT_TIMEOUT=3599, TASK_TTL_MS=3_600_000))
+    assert "mcp_django.W260" not in ids(
+        settings_errors(TASK_INPUT_TIMEOUT=3599, TASK_TTL_MS=3_600_000)
+    )
     assert "mcp_django.W260" not in ids(settings_errors(TASK_INPUT_TIMEOUT=3600, TASK_TTL_MS=None))
 
 

@@ -17,7 +17,11 @@ from mcp_django import ModelMCP
 from mcp_django.extensions.tasks import runner as taskrun
 from mcp_django.models import Task
 from mcp_django.protocol.errors import INVALID_PARAMS
-from mcp_django.protocol.modern import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
+from mcp_django.protocol.modern import (
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+)
 from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
@@ -34,7 +38,9 @@ def note_site(**options: Any) -> MCPSite:
     mcp_site = MCPSite(name="task-tools")
     admin_site = admin.AdminSite(name="task-tools-admin")
     admin_site.register(Note, NoteAdmin)
-    mcp_site.register_admin(admin_site, models=[Note], task_actions=options.pop("task_actions", None))
+    mcp_site.register_admin(
+        admin_site, models=[Note], task_actions=options.pop("task_actions", None)
+    )
     attrs = {"tools": ["get", "update"], **options}
     mcp_site.register(Note, type("NoteMCP", (ModelMCP,), attrs))
     return mcp_site
@@ -62,8 +68,12 @@ def test_task_tools_all_makes_every_generated_tool_optional() -> None:
 
 
 def test_task_actions_give_the_named_admin_actions_their_task_support() -> None:
-    assert definition(note_site(task_actions={"make_high": "optional"}), "testapp_note_make_high")["execution"] == {"taskSupport": "optional"}
-    assert definition(note_site(task_actions="__all__"), "testapp_note_make_high")["execution"] == {"taskSupport": "optional"}
+    assert definition(note_site(task_actions={"make_high": "optional"}), "testapp_note_make_high")[
+        "execution"
+    ] == {"taskSupport": "optional"}
+    assert definition(note_site(task_actions="__all__"), "testapp_note_make_high")["execution"] == {
+        "taskSupport": "optional"
+    }
     assert "execution" not in definition(note_site(), "testapp_note_make_high")
 
 
@@ -71,33 +81,55 @@ def test_a_task_tools_value_that_is_no_task_support_is_e106() -> None:
     mcp_site = note_site(task_tools={"update": "yes"})
     errors = [e for e in mcp_site.check() if e.id == "mcp_django.E106"]
     assert len(errors) == 1 and "'update'" in errors[0].msg and "'yes'" in errors[0].msg
-    assert "execution" not in definition(mcp_site, "testapp_note_update")  # called plainly until fixed
-    assert [e.id for e in note_site(task_tools=["update"]).check() if e.id == "mcp_django.E106"] == ["mcp_django.E106"]
+    assert "execution" not in definition(
+        mcp_site, "testapp_note_update"
+    )  # called plainly until fixed
+    assert [
+        e.id for e in note_site(task_tools=["update"]).check() if e.id == "mcp_django.E106"
+    ] == ["mcp_django.E106"]
 
 
 def test_a_task_tools_key_that_is_not_an_offered_tool_is_e107() -> None:
-    errors = [e for e in note_site(task_tools={"delete": "optional"}).check() if e.id == "mcp_django.E107"]
+    errors = [
+        e for e in note_site(task_tools={"delete": "optional"}).check() if e.id == "mcp_django.E107"
+    ]
     assert len(errors) == 1 and "'delete'" in errors[0].msg
 
 
 @pytest.mark.parametrize("option", [["make_high"], {"make_high": "sometimes"}])
 def test_task_actions_of_the_wrong_shape_are_improperly_configured(option: Any) -> None:
     with pytest.raises(ImproperlyConfigured, match="task_actions"):
-        MCPSite(name="wrong").register_admin(admin.AdminSite(name="wrong-admin"), task_actions=option)
+        MCPSite(name="wrong").register_admin(
+            admin.AdminSite(name="wrong-admin"), task_actions=option
+        )
 
 
 def test_task_actions_naming_no_action_of_the_bridged_admins_is_w121() -> None:
-    warnings = [e for e in note_site(task_actions={"make_low": "optional"}).check() if e.id == "mcp_django.W121"]
+    warnings = [
+        e
+        for e in note_site(task_actions={"make_low": "optional"}).check()
+        if e.id == "mcp_django.W121"
+    ]
     assert len(warnings) == 1 and "'make_low'" in warnings[0].msg
-    assert not [e for e in note_site(task_actions={"make_high": "optional"}).check() if e.id == "mcp_django.W121"]
+    assert not [
+        e
+        for e in note_site(task_actions={"make_high": "optional"}).check()
+        if e.id == "mcp_django.W121"
+    ]
 
 
 # -- calls --------------------------------------------------------------------------------------
 
 
-def modern(method: str, params: dict[str, Any], capabilities: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str | None]]:
+def modern(
+    method: str, params: dict[str, Any], capabilities: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str | None]]:
     """A 2026-07-28 request, and the headers that mirror it."""
-    meta = {META_PROTOCOL_VERSION: MODERN, META_CLIENT_CAPABILITIES: capabilities, META_CLIENT_INFO: {"name": "tasks", "version": "1"}}
+    meta = {
+        META_PROTOCOL_VERSION: MODERN,
+        META_CLIENT_CAPABILITIES: capabilities,
+        META_CLIENT_INFO: {"name": "tasks", "version": "1"},
+    }
     headers: dict[str, str | None] = {"mcp-protocol-version": MODERN, "mcp-method": method}
     if method == "tools/call":
         headers["mcp-name"] = params["name"]
@@ -106,7 +138,12 @@ def modern(method: str, params: dict[str, Any], capabilities: dict[str, Any]) ->
     return {**params, "_meta": meta}, headers
 
 
-async def ask(client: MCPTestClient, method: str, params: dict[str, Any], capabilities: dict[str, Any] = WITH_TASKS) -> dict[str, Any]:
+async def ask(
+    client: MCPTestClient,
+    method: str,
+    params: dict[str, Any],
+    capabilities: dict[str, Any] = WITH_TASKS,
+) -> dict[str, Any]:
     sent, headers = modern(method, params, capabilities)
     answer = await client.request(method, sent, headers=headers)
     assert "result" in answer, answer
@@ -134,18 +171,27 @@ django_auth = override_settings(MCP_DJANGO={**BASE_SETTINGS, "AUTHENTICATION": "
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_an_admin_action_called_with_the_extension_is_a_task_completing_with_the_actions_answer() -> None:
+async def test_an_admin_action_called_with_the_extension_is_a_task_completing_with_the_actions_answer() -> (
+    None
+):
     mcp_site = note_site(task_actions={"make_high": "optional"})
     with django_auth:
         client, _, note = await staff_client(mcp_site)
         listed = await ask(client, "tools/list", {})
-        created = await ask(client, "tools/call", {"name": "testapp_note_make_high", "arguments": {"pks": [note.pk]}})
+        created = await ask(
+            client,
+            "tools/call",
+            {"name": "testapp_note_make_high", "arguments": {"pks": [note.pk]}},
+        )
         assert (created["resultType"], created["status"]) == ("task", "working")
         task = await settled(client, created["taskId"])
     action = next(t for t in listed["tools"] if t["name"] == "testapp_note_make_high")
     assert action["execution"] == {"taskSupport": "optional"}
     assert task["status"] == "completed"
-    assert task["result"]["structuredContent"] == {"affected": 1, "messages": ["1 notes marked high."]}
+    assert task["result"]["structuredContent"] == {
+        "affected": 1,
+        "messages": ["1 notes marked high."],
+    }
     await note.arefresh_from_db()
     assert note.priority == "high"
     # Its statusMessage while it ran said how many rows it works on (the row keeps the total).
@@ -153,11 +199,17 @@ async def test_an_admin_action_called_with_the_extension_is_a_task_completing_wi
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_generated_tool_called_with_the_extension_is_a_task_completing_with_the_tools_answer() -> None:
+async def test_a_generated_tool_called_with_the_extension_is_a_task_completing_with_the_tools_answer() -> (
+    None
+):
     mcp_site = note_site(task_tools={"update": "optional"})
     with django_auth:
         client, _, note = await staff_client(mcp_site)
-        created = await ask(client, "tools/call", {"name": "testapp_note_update", "arguments": {"pk": note.pk, "title": "renamed"}})
+        created = await ask(
+            client,
+            "tools/call",
+            {"name": "testapp_note_update", "arguments": {"pk": note.pk, "title": "renamed"}},
+        )
         task = await settled(client, created["taskId"])
     assert task["status"] == "completed"
     assert task["result"]["structuredContent"]["title"] == "renamed"
@@ -170,15 +222,27 @@ async def test_the_same_calls_without_the_extension_are_answered_directly() -> N
     mcp_site = note_site(task_tools={"update": "optional"}, task_actions={"make_high": "optional"})
     with django_auth:
         client, _, note = await staff_client(mcp_site)
-        action = await ask(client, "tools/call", {"name": "testapp_note_make_high", "arguments": {"pks": [note.pk]}}, {})
-        update = await ask(client, "tools/call", {"name": "testapp_note_update", "arguments": {"pk": note.pk, "title": "renamed"}}, {})
+        action = await ask(
+            client,
+            "tools/call",
+            {"name": "testapp_note_make_high", "arguments": {"pks": [note.pk]}},
+            {},
+        )
+        update = await ask(
+            client,
+            "tools/call",
+            {"name": "testapp_note_update", "arguments": {"pk": note.pk, "title": "renamed"}},
+            {},
+        )
     assert (action["resultType"], update["resultType"]) == ("complete", "complete")
     assert action["structuredContent"] == {"affected": 1, "messages": ["1 notes marked high."]}
     assert update["structuredContent"]["title"] == "renamed"
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_user_who_lost_the_actions_permission_before_the_task_ran_gets_a_failed_task(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_user_who_lost_the_actions_permission_before_the_task_ran_gets_a_failed_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     mcp_site = note_site(task_actions={"make_high": "optional"})
     held: list[tuple[Any, ...]] = []
 
@@ -189,13 +253,22 @@ async def test_a_user_who_lost_the_actions_permission_before_the_task_ran_gets_a
     monkeypatch.setattr(taskrun, "start", hold)
     with django_auth:
         client, user, note = await staff_client(mcp_site)
-        created = await ask(client, "tools/call", {"name": "testapp_note_make_high", "arguments": {"pks": [note.pk]}})
-        change = await Permission.objects.aget(codename="change_note", content_type__app_label="testapp")
+        created = await ask(
+            client,
+            "tools/call",
+            {"name": "testapp_note_make_high", "arguments": {"pks": [note.pk]}},
+        )
+        change = await Permission.objects.aget(
+            codename="change_note", content_type__app_label="testapp"
+        )
         await sync_to_async(user.user_permissions.remove)(change)
         (args,) = held
         await start(*args)
         task = await settled(client, created["taskId"])
     assert task["status"] == "failed"
-    assert task["error"] == {"code": INVALID_PARAMS, "message": "Unknown tool: testapp_note_make_high"}
+    assert task["error"] == {
+        "code": INVALID_PARAMS,
+        "message": "Unknown tool: testapp_note_make_high",
+    }
     await note.arefresh_from_db()
     assert note.priority == "low"

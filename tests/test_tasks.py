@@ -19,7 +19,11 @@ from mcp_django.extensions.tasks import runner as taskrun
 from mcp_django.models import Task, ToolCall
 from mcp_django.ops import audit
 from mcp_django.ops.quotas import limits as quotas
-from mcp_django.protocol.errors import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, QUOTA_EXCEEDED
+from mcp_django.protocol.errors import (
+    INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    QUOTA_EXCEEDED,
+)
 from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
@@ -48,7 +52,9 @@ def task_site() -> MCPSite:
 
     @mcp.tool(task="optional")
     async def ask(ctx: Context) -> str:
-        first, second = await asyncio.gather(ctx.elicit("First?", ASK_OK, key="first"), ctx.elicit("Second?", ASK_OK, key="second"))
+        first, second = await asyncio.gather(
+            ctx.elicit("First?", ASK_OK, key="first"), ctx.elicit("Second?", ASK_OK, key="second")
+        )
         return f"first={first.content}, second={second.content}"
 
     @mcp.tool(task="optional")
@@ -75,7 +81,9 @@ def task_site() -> MCPSite:
 
     @mcp.tool(task="required", prelude=True)
     async def named(ctx: Context) -> str:
-        answer = await ctx.elicit("Name?", {"type": "object", "properties": {"name": {"type": "string"}}}, key="name")
+        answer = await ctx.elicit(
+            "Name?", {"type": "object", "properties": {"name": {"type": "string"}}}, key="name"
+        )
         seen.setdefault("named_runs", []).append(ctx.task_phase)
         await ctx.start_task()
         return f"hello {(answer.content or {}).get('name')}"
@@ -99,8 +107,16 @@ def client(site: MCPSite) -> MCPTestClient:
     return MCPTestClient(MCPConsumer.as_asgi(site=site))
 
 
-async def send(client: MCPTestClient, method: str, params: dict[str, Any], *, capabilities: dict[str, Any] | None = None) -> Any:
-    message = body(method, params, capabilities=WITH_TASKS if capabilities is None else capabilities)
+async def send(
+    client: MCPTestClient,
+    method: str,
+    params: dict[str, Any],
+    *,
+    capabilities: dict[str, Any] | None = None,
+) -> Any:
+    message = body(
+        method, params, capabilities=WITH_TASKS if capabilities is None else capabilities
+    )
     sent = headers(message)
     if method.startswith("tasks/"):
         sent["mcp-name"] = params.get("taskId")
@@ -108,7 +124,9 @@ async def send(client: MCPTestClient, method: str, params: dict[str, Any], *, ca
     return response.messages()[-1] if response.is_sse else response.json()
 
 
-async def start(client: MCPTestClient, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+async def start(
+    client: MCPTestClient, name: str, arguments: dict[str, Any] | None = None
+) -> dict[str, Any]:
     answer = await send(client, "tools/call", {"name": name, "arguments": arguments or {}})
     result = answer["result"]
     assert result["resultType"] == "task", answer
@@ -180,9 +198,28 @@ async def test_a_site_without_task_tools_offers_no_extension_and_no_tasks_method
 
 async def test_a_task_is_created_flat_found_at_once_and_inlines_its_result(client):
     created = await start(client, "count", {"upto": 3})
-    assert set(created) >= {"taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
-    assert not {"task", "result", "error", "inputRequests", "requestState", "ttl", "pollInterval"} & set(created)
-    assert created["status"] == "working" and created["ttlMs"] == 86_400_000 and created["pollIntervalMs"] == 50
+    assert set(created) >= {
+        "taskId",
+        "status",
+        "createdAt",
+        "lastUpdatedAt",
+        "ttlMs",
+        "pollIntervalMs",
+    }
+    assert not {
+        "task",
+        "result",
+        "error",
+        "inputRequests",
+        "requestState",
+        "ttl",
+        "pollInterval",
+    } & set(created)
+    assert (
+        created["status"] == "working"
+        and created["ttlMs"] == 86_400_000
+        and created["pollIntervalMs"] == 50
+    )
     first = await get(client, created["taskId"])  # durably created before the answer
     assert first["taskId"] == created["taskId"] and first["resultType"] == "complete"
     done = await reached(client, created["taskId"], "completed")
@@ -201,13 +238,26 @@ async def test_the_audit_row_of_the_call_names_its_task(client):
     assert call.outcome == ToolCall.Outcome.TASK and call.tool_name == "count"
 
 
-async def test_without_the_extension_an_optional_tool_answers_directly_and_a_required_one_is_refused(client):
-    direct = await send(client, "tools/call", {"name": "count", "arguments": {"upto": 1}}, capabilities={})
-    assert direct["result"]["content"][0]["text"] == "counted to 1" and direct["result"]["resultType"] == "complete"
+async def test_without_the_extension_an_optional_tool_answers_directly_and_a_required_one_is_refused(
+    client,
+):
+    direct = await send(
+        client, "tools/call", {"name": "count", "arguments": {"upto": 1}}, capabilities={}
+    )
+    assert (
+        direct["result"]["content"][0]["text"] == "counted to 1"
+        and direct["result"]["resultType"] == "complete"
+    )
     refused = await send(client, "tools/call", {"name": "broken", "arguments": {}}, capabilities={})
     assert refused["error"]["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
-    assert refused["error"]["data"] == {"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
-    for method, params in (("tasks/get", {"taskId": "x"}), ("tasks/update", {"taskId": "x", "inputResponses": {}}), ("tasks/cancel", {"taskId": "x"})):
+    assert refused["error"]["data"] == {
+        "requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    }
+    for method, params in (
+        ("tasks/get", {"taskId": "x"}),
+        ("tasks/update", {"taskId": "x", "inputResponses": {}}),
+        ("tasks/cancel", {"taskId": "x"}),
+    ):
         answer = await send(client, method, params, capabilities={})
         assert answer["error"]["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY, method
     assert await Task.objects.acount() == 0
@@ -222,7 +272,9 @@ async def test_an_unknown_or_malformed_task_id_is_invalid_params(client, task_id
 async def test_a_mismatched_mcp_name_header_is_refused(client):
     created = await start(client, "sleepy")
     message = body("tasks/get", {"taskId": created["taskId"]}, capabilities=WITH_TASKS)
-    response = await client.post_raw(orjson.dumps(message), {**headers(message), "mcp-name": "another-task"})
+    response = await client.post_raw(
+        orjson.dumps(message), {**headers(message), "mcp-name": "another-task"}
+    )
     assert response.status == 400 and response.json()["error"]["code"] == -32020
     await send(client, "tasks/cancel", {"taskId": created["taskId"]})
 
@@ -239,13 +291,30 @@ async def test_questions_go_input_required_and_tasks_update_answers_them_one_by_
         waiting = await get(client, created["taskId"])
     assert set(waiting["inputRequests"]) == {"first", "second"}
     assert waiting["inputRequests"]["first"]["method"] == "elicitation/create"
-    ack = await send(client, "tasks/update", {"taskId": created["taskId"], "inputResponses": {
-        "first": {"action": "accept", "content": {"ok": True}}, "never-asked": {"action": "accept"},
-    }})
-    assert ack["result"]["resultType"] == "complete" and not {"taskId", "status"} & set(ack["result"])
+    ack = await send(
+        client,
+        "tasks/update",
+        {
+            "taskId": created["taskId"],
+            "inputResponses": {
+                "first": {"action": "accept", "content": {"ok": True}},
+                "never-asked": {"action": "accept"},
+            },
+        },
+    )
+    assert ack["result"]["resultType"] == "complete" and not {"taskId", "status"} & set(
+        ack["result"]
+    )
     still = await get(client, created["taskId"])
     assert still["status"] == "input_required" and list(still["inputRequests"]) == ["second"]
-    await send(client, "tasks/update", {"taskId": created["taskId"], "inputResponses": {"second": {"action": "accept", "content": {"ok": False}}}})
+    await send(
+        client,
+        "tasks/update",
+        {
+            "taskId": created["taskId"],
+            "inputResponses": {"second": {"action": "accept", "content": {"ok": False}}},
+        },
+    )
     done = await reached(client, created["taskId"], "completed")
     assert done["result"]["content"][0]["text"] == "first={'ok': True}, second={'ok': False}"
 
@@ -253,7 +322,9 @@ async def test_questions_go_input_required_and_tasks_update_answers_them_one_by_
 async def test_a_tool_error_completes_and_a_protocol_error_fails(client):
     broken = await start(client, "broken")
     done = await reached(client, broken["taskId"], "completed", "failed")
-    assert done["status"] == "completed" and done["result"]["isError"] is True and "error" not in done
+    assert (
+        done["status"] == "completed" and done["result"]["isError"] is True and "error" not in done
+    )
     crashed = await start(client, "crashed")
     failed = await reached(client, crashed["taskId"], "completed", "failed")
     assert failed["status"] == "failed" and "result" not in failed
@@ -272,19 +343,31 @@ async def test_cancel_stops_the_work_and_is_idempotent(client):
     assert seen["sleepy"] == "stopped"
     again = await send(client, "tasks/cancel", {"taskId": created["taskId"]})
     assert "error" not in again
-    assert (await get(client, created["taskId"]))["status"] == "cancelled"  # the runner did not overwrite it
+    assert (await get(client, created["taskId"]))[
+        "status"
+    ] == "cancelled"  # the runner did not overwrite it
 
 
 async def test_a_prelude_asks_in_the_request_then_the_task_replays_it_with_the_answers(client):
     first = await send(client, "tools/call", {"name": "named", "arguments": {}})
     assert first["result"]["resultType"] == "input_required" and "taskId" not in first["result"]
     assert list(first["result"]["inputRequests"]) == ["name"]
-    second = await send(client, "tools/call", {
-        "name": "named", "arguments": {}, "requestState": first["result"]["requestState"],
-        "inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}},
-    })
+    second = await send(
+        client,
+        "tools/call",
+        {
+            "name": "named",
+            "arguments": {},
+            "requestState": first["result"]["requestState"],
+            "inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}},
+        },
+    )
     created = second["result"]
-    assert created["resultType"] == "task" and "requestState" not in created and "inputRequests" not in created
+    assert (
+        created["resultType"] == "task"
+        and "requestState" not in created
+        and "inputRequests" not in created
+    )
     done = await reached(client, created["taskId"], "completed")
     assert done["result"]["content"][0]["text"] == "hello Ada"
     assert seen["named_runs"] == ["prelude", "task"]
@@ -298,7 +381,10 @@ async def test_sensitive_arguments_are_never_stored_in_clear(client):
     await reached(client, created["taskId"], "completed")
     row = await Task.objects.aget(pk=created["taskId"])
     assert row.arguments == {"user": "ada", "pin": "[redacted]"}
-    assert "4711-secret" not in row.payload and "4711-secret" not in orjson.dumps(await sync_to_async(_row_values)(row.pk)).decode()
+    assert (
+        "4711-secret" not in row.payload
+        and "4711-secret" not in orjson.dumps(await sync_to_async(_row_values)(row.pk)).decode()
+    )
 
 
 def _row_values(pk: str) -> list[Any]:
@@ -309,7 +395,9 @@ async def test_a_task_whose_process_stopped_beating_fails_on_read(client):
     created = await start(client, "sleepy")
     runner = runner_of(created["taskId"])
     await started("sleepy")  # claimed and beating: its last beat is what goes stale
-    await Task.objects.filter(pk=created["taskId"]).aupdate(heartbeat_at=timezone.now() - timedelta(seconds=31))
+    await Task.objects.filter(pk=created["taskId"]).aupdate(
+        heartbeat_at=timezone.now() - timedelta(seconds=31)
+    )
     failed = await get(client, created["taskId"])
     assert failed["status"] == "failed" and "no heartbeat" in failed["error"]["message"]
     await asyncio.wait_for(runner, 10)  # the runner sees the row ended and stops its work
@@ -318,7 +406,9 @@ async def test_a_task_whose_process_stopped_beating_fails_on_read(client):
 
 async def test_a_task_past_its_ttl_fails_on_read(client):
     created = await start(client, "sleepy")
-    await Task.objects.filter(pk=created["taskId"]).aupdate(expires_at=timezone.now() - timedelta(seconds=1))
+    await Task.objects.filter(pk=created["taskId"]).aupdate(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
     failed = await get(client, created["taskId"])
     assert failed["status"] == "failed" and "expired" in failed["error"]["message"]
 
@@ -327,7 +417,10 @@ async def test_live_tasks_are_capped_per_user(site, client):
     with mcp_settings(TASK_POLL_INTERVAL_MS=50, QUOTAS={"LIVE_TASKS_PER_USER": 2}):
         ids = [(await start(client, "sleepy"))["taskId"] for _ in range(2)]
         refused = await send(client, "tools/call", {"name": "sleepy", "arguments": {}})
-        assert refused["error"]["code"] == QUOTA_EXCEEDED and refused["error"]["data"]["limit"] == "LIVE_TASKS_PER_USER"
+        assert (
+            refused["error"]["code"] == QUOTA_EXCEEDED
+            and refused["error"]["data"]["limit"] == "LIVE_TASKS_PER_USER"
+        )
         await send(client, "tasks/cancel", {"taskId": ids[0]})
         third = await start(client, "sleepy")
         for task_id in (ids[1], third["taskId"]):
@@ -335,7 +428,9 @@ async def test_live_tasks_are_capped_per_user(site, client):
 
 
 async def test_new_tasks_are_rate_limited_per_user_with_429_and_retry_after(client, monkeypatch):
-    monkeypatch.setattr(quotas, "now", lambda: 60 * 28_000_000 + 15.0)  # 45 s before the window ends
+    monkeypatch.setattr(
+        quotas, "now", lambda: 60 * 28_000_000 + 15.0
+    )  # 45 s before the window ends
     with mcp_settings(TASK_POLL_INTERVAL_MS=50, QUOTAS={"NEW_TASKS_PER_USER": "2/minute"}):
         for _ in range(2):
             await start(client, "count")
@@ -345,7 +440,11 @@ async def test_new_tasks_are_rate_limited_per_user_with_429_and_retry_after(clie
         assert refused.status == 429 and refused.headers["retry-after"] == "45"
         error = refused.json()["error"]
         assert error["code"] == QUOTA_EXCEEDED
-        assert error["data"] == {"limit": "NEW_TASKS_PER_USER", "retryAfter": 45, "rate": "2/minute"}
+        assert error["data"] == {
+            "limit": "NEW_TASKS_PER_USER",
+            "retryAfter": 45,
+            "rate": "2/minute",
+        }
         assert await Task.objects.acount() == 2
         # Calls that make no task go on.
         plain = await send(client, "tools/call", {"name": "plain", "arguments": {}})
@@ -354,21 +453,33 @@ async def test_new_tasks_are_rate_limited_per_user_with_429_and_retry_after(clie
 
 async def test_a_listen_stream_follows_the_tasks_it_names(client):
     created = await start(client, "ask")
-    listen = body("subscriptions/listen", {"notifications": {"taskIds": [created["taskId"], "not-mine"]}}, capabilities=WITH_TASKS)
+    listen = body(
+        "subscriptions/listen",
+        {"notifications": {"taskIds": [created["taskId"], "not-mine"]}},
+        capabilities=WITH_TASKS,
+    )
     async with await client.post_stream(listen, headers(listen)) as stream:
         acknowledged = await stream.next_message()
         assert acknowledged["params"]["notifications"]["taskIds"] == [created["taskId"]]
         await reached(client, created["taskId"], "input_required")
-        answers = {key: {"action": "accept", "content": {"ok": True}} for key in ("first", "second")}
+        answers = {
+            key: {"action": "accept", "content": {"ok": True}} for key in ("first", "second")
+        }
         await send(client, "tasks/update", {"taskId": created["taskId"], "inputResponses": answers})
         # Each change is told (the questions may have been asked before the stream listened):
         # the last one carries the whole task, its result inlined as tasks/get would.
         for _ in range(10):
             note = await stream.next_message(timeout=5)
-            assert note["method"] == "notifications/tasks" and note["params"]["taskId"] == created["taskId"]
+            assert (
+                note["method"] == "notifications/tasks"
+                and note["params"]["taskId"] == created["taskId"]
+            )
             if note["params"]["status"] == "completed":
                 break
-        assert note["params"]["result"]["content"][0]["text"] == "first={'ok': True}, second={'ok': True}"
+        assert (
+            note["params"]["result"]["content"][0]["text"]
+            == "first={'ok': True}, second={'ok': True}"
+        )
 
 
 async def test_a_listen_stream_asking_for_tasks_without_the_extension_is_refused(client):
@@ -377,12 +488,18 @@ async def test_a_listen_stream_asking_for_tasks_without_the_extension_is_refused
     assert response.json()["error"]["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
 
 
-async def test_a_task_that_cannot_be_enqueued_is_failed_and_the_call_answers_an_internal_error(client):
+async def test_a_task_that_cannot_be_enqueued_is_failed_and_the_call_answers_an_internal_error(
+    client,
+):
     with mcp_settings(TASK_POLL_INTERVAL_MS=50, TASKS_BACKEND="missing-alias"):
         answer = await send(client, "tools/call", {"name": "count", "arguments": {}})
-    assert answer["error"]["code"] == -32603 and "could not be started" in answer["error"]["message"]
+    assert (
+        answer["error"]["code"] == -32603 and "could not be started" in answer["error"]["message"]
+    )
     row = await Task.objects.aget(tool_name="count")
-    assert row.status == Task.Status.FAILED and row.error["message"] == "The task could not be started"
+    assert (
+        row.status == Task.Status.FAILED and row.error["message"] == "The task could not be started"
+    )
 
 
 async def test_a_running_task_holds_one_of_the_users_running_slots(client):
@@ -391,8 +508,13 @@ async def test_a_running_task_holds_one_of_the_users_running_slots(client):
         runner = runner_of(created["taskId"])
         await started("sleepy")
         refused = await send(client, "tools/call", {"name": "plain", "arguments": {}})
-        assert refused["error"]["code"] == QUOTA_EXCEEDED and refused["error"]["data"]["limit"] == "RUNNING_PER_USER"
+        assert (
+            refused["error"]["code"] == QUOTA_EXCEEDED
+            and refused["error"]["data"]["limit"] == "RUNNING_PER_USER"
+        )
         await send(client, "tasks/cancel", {"taskId": created["taskId"]})
         await asyncio.wait_for(runner, 10)  # the runner gives its slot back as it ends
         assert seen["sleepy"] == "stopped"
-        assert (await send(client, "tools/call", {"name": "plain", "arguments": {}}))["result"]["content"][0]["text"] == "plain"
+        assert (await send(client, "tools/call", {"name": "plain", "arguments": {}}))["result"][
+            "content"
+        ][0]["text"] == "plain"

@@ -31,7 +31,10 @@ from tests.conftest import BASE_SETTINGS, make_user
 from tests.polling import until
 from tests.tasks_wire import headers, message
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_channel_layer"),
+]
 
 RESOURCE = "https://mcp.example.com/mcp"
 GO_ON = {"go_on": {"action": "accept", "content": {"go": True}}}
@@ -49,7 +52,9 @@ def _site() -> MCPSite:
     @mcp.tool(name="ask_first", task="optional")
     async def ask_first(ctx: Context) -> str:
         """Ask before going on: the task waits in input_required until its owner answers."""
-        answer = await ctx.elicit("Go on?", {"type": "object", "properties": {"go": {"type": "boolean"}}}, key="go_on")
+        answer = await ctx.elicit(
+            "Go on?", {"type": "object", "properties": {"go": {"type": "boolean"}}}, key="go_on"
+        )
         return "went on" if answer.action == "accept" else "stopped"
 
     @mcp.tool(name="write_note", task="optional", scopes=["notes:write"])
@@ -61,7 +66,11 @@ def _site() -> MCPSite:
     @mcp.tool(name="confirm_write", task="optional", scopes=["notes:write"])
     async def confirm_write(ctx: Context, text: str) -> str:
         """Ask, then write: the answer (tasks/update) is what lets the write happen."""
-        answer = await ctx.elicit("Write it?", {"type": "object", "properties": {"go": {"type": "boolean"}}}, key="confirm")
+        answer = await ctx.elicit(
+            "Write it?",
+            {"type": "object", "properties": {"go": {"type": "boolean"}}},
+            key="confirm",
+        )
         if answer.action == "accept":
             written.append(text)
         return "done"
@@ -95,7 +104,13 @@ def django_auth() -> Iterator[None]:
 
 def oauth_settings(**extra: Any) -> override_settings:
     return override_settings(
-        MCP_DJANGO={**BASE_SETTINGS, "AUTHENTICATION": "oauth", "RESOURCE_URL": RESOURCE, "SCOPES_SUPPORTED": ["notes:read"], **extra}
+        MCP_DJANGO={
+            **BASE_SETTINGS,
+            "AUTHENTICATION": "oauth",
+            "RESOURCE_URL": RESOURCE,
+            "SCOPES_SUPPORTED": ["notes:read"],
+            **extra,
+        }
     )
 
 
@@ -163,7 +178,12 @@ async def assert_unreachable(other: MCPTestClient, owner: MCPTestClient, task_id
     assert seen["status"] == "input_required", seen
     assert list(seen["inputRequests"]) == ["go_on"]
     row = await Task.objects.aget(pk=task_id)
-    assert (row.status, row.input_responses, row.cancel_requested, row.finished_at) == ("input_required", {}, False, None)
+    assert (row.status, row.input_responses, row.cancel_requested, row.finished_at) == (
+        "input_required",
+        {},
+        False,
+        None,
+    )
     assert row.updated_at == row_before.updated_at
 
     # The owner still can: answering it lets the task finish.
@@ -181,7 +201,10 @@ async def assert_unreachable(other: MCPTestClient, owner: MCPTestClient, task_id
 @pytest.mark.usefixtures("django_auth")
 async def test_another_users_task_id_is_an_unknown_id(site: MCPSite, cleanup: list[Any]) -> None:
     alice, bob = await sync_to_async(make_user)("alice"), await sync_to_async(make_user)("bob")
-    as_alice, as_bob = MCPTestClient(MCPConsumer.as_asgi(site=site)), MCPTestClient(MCPConsumer.as_asgi(site=site))
+    as_alice, as_bob = (
+        MCPTestClient(MCPConsumer.as_asgi(site=site)),
+        MCPTestClient(MCPConsumer.as_asgi(site=site)),
+    )
     await as_alice.force_login(alice)
     await as_bob.force_login(bob)
     task_id = await waiting_task(as_alice)
@@ -195,28 +218,46 @@ def _tokens(username: str, *clients: str, scope: str = "notes:read") -> tuple[st
     raws = []
     for name in clients:
         app, _ = Application.objects.get_or_create(
-            name=name, defaults={"client_type": "public", "authorization_grant_type": "authorization-code", "redirect_uris": "http://127.0.0.1/cb"}
+            name=name,
+            defaults={
+                "client_type": "public",
+                "authorization_grant_type": "authorization-code",
+                "redirect_uris": "http://127.0.0.1/cb",
+            },
         )
         raw = secrets.token_urlsafe(30)
         AccessToken.objects.create(
-            user=user, application=app, token=raw, scope=scope, expires=timezone.now() + timedelta(hours=1), resource=[RESOURCE]
+            user=user,
+            application=app,
+            token=raw,
+            scope=scope,
+            expires=timezone.now() + timedelta(hours=1),
+            resource=[RESOURCE],
         )
         raws.append(raw)
     return tuple(raws)
 
 
 @pytest.mark.usefixtures("oauth")
-async def test_the_same_users_other_oauth_client_cannot_reach_the_task(site: MCPSite, cleanup: list[Any]) -> None:
-    made_with, same_client, other_client = await _tokens("carol", "desktop app", "desktop app", "web app")
+async def test_the_same_users_other_oauth_client_cannot_reach_the_task(
+    site: MCPSite, cleanup: list[Any]
+) -> None:
+    made_with, same_client, other_client = await _tokens(
+        "carol", "desktop app", "desktop app", "web app"
+    )
 
     def client(raw: str) -> MCPTestClient:
-        return MCPTestClient(MCPConsumer.as_asgi(site=site), headers={"authorization": f"Bearer {raw}"})
+        return MCPTestClient(
+            MCPConsumer.as_asgi(site=site), headers={"authorization": f"Bearer {raw}"}
+        )
 
     owner = client(made_with)
     task_id = await waiting_task(owner)
     cleanup.append((owner, task_id))
     # Another token of the same client is the same client: it sees the task.
-    assert (await result(client(same_client), "tasks/get", {"taskId": task_id}))["status"] == "input_required"
+    assert (await result(client(same_client), "tasks/get", {"taskId": task_id}))[
+        "status"
+    ] == "input_required"
     await assert_unreachable(client(other_client), owner, task_id)
 
 
@@ -232,7 +273,9 @@ def revoke(raw: str) -> None:
 
 async def narrow(raw: str, scope: str) -> None:
     """Give a token fewer scopes, as a refresh asking for less does."""
-    await AccessToken.objects.filter(token_checksum=hashlib.sha256(raw.encode()).hexdigest()).aupdate(scope=scope)
+    await AccessToken.objects.filter(
+        token_checksum=hashlib.sha256(raw.encode()).hexdigest()
+    ).aupdate(scope=scope)
 
 
 async def queued_task(client: MCPTestClient, name: str, arguments: dict[str, Any]) -> str:
@@ -256,7 +299,9 @@ async def run_as_a_worker(site: MCPSite, task_id: str) -> Task:
 
 
 @pytest.mark.usefixtures("oauth")
-async def test_a_task_whose_token_was_revoked_before_a_worker_claimed_it_fails_without_writing(site: MCPSite) -> None:
+async def test_a_task_whose_token_was_revoked_before_a_worker_claimed_it_fails_without_writing(
+    site: MCPSite,
+) -> None:
     (raw,) = await _tokens("dave", "desktop app", scope=READ_WRITE)
     task_id = await queued_task(token_client(site, raw), "write_note", {"text": "secret plan"})
 
@@ -269,7 +314,9 @@ async def test_a_task_whose_token_was_revoked_before_a_worker_claimed_it_fails_w
 
 
 @pytest.mark.usefixtures("oauth")
-async def test_a_task_runs_while_another_live_token_of_its_client_holds_its_scopes(site: MCPSite) -> None:
+async def test_a_task_runs_while_another_live_token_of_its_client_holds_its_scopes(
+    site: MCPSite,
+) -> None:
     made_with, _refreshed = await _tokens("erin", "desktop app", "desktop app", scope=READ_WRITE)
     task_id = await queued_task(token_client(site, made_with), "write_note", {"text": "kept"})
 
@@ -281,7 +328,9 @@ async def test_a_task_runs_while_another_live_token_of_its_client_holds_its_scop
 
 
 @pytest.mark.usefixtures("oauth")
-async def test_a_task_whose_clients_live_token_lacks_its_scopes_fails_without_writing(site: MCPSite) -> None:
+async def test_a_task_whose_clients_live_token_lacks_its_scopes_fails_without_writing(
+    site: MCPSite,
+) -> None:
     made_with, narrowed = await _tokens("frank", "desktop app", "desktop app", scope=READ_WRITE)
     await narrow(narrowed, "notes:read")
     task_id = await queued_task(token_client(site, made_with), "write_note", {"text": "narrowed"})
@@ -290,23 +339,37 @@ async def test_a_task_whose_clients_live_token_lacks_its_scopes_fails_without_wr
     ended = await run_as_a_worker(site, task_id)
 
     assert written == []
-    assert ended.status == Task.Status.FAILED and ended.error is not None and ended.error["message"] == "authorization revoked"
+    assert (
+        ended.status == Task.Status.FAILED
+        and ended.error is not None
+        and ended.error["message"] == "authorization revoked"
+    )
 
 
 @pytest.mark.usefixtures("oauth")
-async def test_a_task_whose_token_expired_before_it_was_claimed_fails_without_writing(site: MCPSite) -> None:
+async def test_a_task_whose_token_expired_before_it_was_claimed_fails_without_writing(
+    site: MCPSite,
+) -> None:
     (raw,) = await _tokens("gina", "desktop app", scope=READ_WRITE)
     task_id = await queued_task(token_client(site, raw), "write_note", {"text": "late"})
 
-    await AccessToken.objects.filter(user__username="gina").aupdate(expires=timezone.now() - timedelta(seconds=1))
+    await AccessToken.objects.filter(user__username="gina").aupdate(
+        expires=timezone.now() - timedelta(seconds=1)
+    )
     ended = await run_as_a_worker(site, task_id)
 
     assert written == []
-    assert ended.status == Task.Status.FAILED and ended.error is not None and ended.error["message"] == "authorization revoked"
+    assert (
+        ended.status == Task.Status.FAILED
+        and ended.error is not None
+        and ended.error["message"] == "authorization revoked"
+    )
 
 
 @pytest.mark.usefixtures("django_auth")
-async def test_a_session_task_whose_user_was_deactivated_before_it_was_claimed_fails_without_writing(site: MCPSite) -> None:
+async def test_a_session_task_whose_user_was_deactivated_before_it_was_claimed_fails_without_writing(
+    site: MCPSite,
+) -> None:
     user = await sync_to_async(make_user)("hank")
     client = MCPTestClient(MCPConsumer.as_asgi(site=site))
     await client.force_login(user)
@@ -316,13 +379,21 @@ async def test_a_session_task_whose_user_was_deactivated_before_it_was_claimed_f
     ended = await run_as_a_worker(site, task_id)
 
     assert written == []
-    assert ended.status == Task.Status.FAILED and ended.error is not None and ended.error["message"] == "authorization revoked"
+    assert (
+        ended.status == Task.Status.FAILED
+        and ended.error is not None
+        and ended.error["message"] == "authorization revoked"
+    )
 
 
-async def test_a_running_task_whose_token_is_revoked_is_cancelled_at_its_next_heartbeat(site: MCPSite) -> None:
+async def test_a_running_task_whose_token_is_revoked_is_cancelled_at_its_next_heartbeat(
+    site: MCPSite,
+) -> None:
     (raw,) = await _tokens("ivy", "desktop app", scope=READ_WRITE)
     with oauth_settings(TASK_POLL_INTERVAL_MS=20, TASK_HEARTBEAT_SECONDS=0.05):
-        created = await result(token_client(site, raw), "tools/call", {"name": "hold_write", "arguments": {}})
+        created = await result(
+            token_client(site, raw), "tools/call", {"name": "hold_write", "arguments": {}}
+        )
         task_id = str(created["taskId"])
         runner = taskrun._local[task_id].future
         assert runner is not None
@@ -336,15 +407,23 @@ async def test_a_running_task_whose_token_is_revoked_is_cancelled_at_its_next_he
 
     ended = await Task.objects.aget(pk=task_id)
     assert holding["state"] == "cancelled"
-    assert ended.status == Task.Status.FAILED and ended.error is not None and ended.error["message"] == "authorization revoked"
+    assert (
+        ended.status == Task.Status.FAILED
+        and ended.error is not None
+        and ended.error["message"] == "authorization revoked"
+    )
 
 
 @pytest.mark.usefixtures("oauth")
-async def test_tasks_update_from_a_token_lacking_the_tools_scopes_answers_403_step_up(site: MCPSite, cleanup: list[Any]) -> None:
+async def test_tasks_update_from_a_token_lacking_the_tools_scopes_answers_403_step_up(
+    site: MCPSite, cleanup: list[Any]
+) -> None:
     made_with, read_only = await _tokens("jane", "desktop app", "desktop app", scope=READ_WRITE)
     await narrow(read_only, "notes:read")
     owner = token_client(site, made_with)
-    created = await result(owner, "tools/call", {"name": "confirm_write", "arguments": {"text": "confirmed"}})
+    created = await result(
+        owner, "tools/call", {"name": "confirm_write", "arguments": {"text": "confirmed"}}
+    )
     task_id = str(created["taskId"])
     cleanup.append((owner, task_id))
 
@@ -357,7 +436,10 @@ async def test_tasks_update_from_a_token_lacking_the_tools_scopes_answers_403_st
 
     assert response.status == 403
     challenge = response.headers.get("www-authenticate", "")
-    assert challenge.startswith('Bearer error="insufficient_scope"') and "notes:write" in challenge.split('scope="')[1], challenge
+    assert (
+        challenge.startswith('Bearer error="insufficient_scope"')
+        and "notes:write" in challenge.split('scope="')[1]
+    ), challenge
     row = await Task.objects.aget(pk=task_id)
     assert (row.status, row.input_responses) == ("input_required", {})
     assert written == []
@@ -377,7 +459,9 @@ async def test_a_parked_task_whose_token_is_revoked_fails_at_once(site: MCPSite)
 
 
 @pytest.mark.usefixtures("oauth")
-async def test_a_parked_task_outlives_a_refresh_that_keeps_its_scopes(site: MCPSite, cleanup: list[Any]) -> None:
+async def test_a_parked_task_outlives_a_refresh_that_keeps_its_scopes(
+    site: MCPSite, cleanup: list[Any]
+) -> None:
     made_with, refreshed = await _tokens("liam", "desktop app", "desktop app", scope=READ_WRITE)
     task_id = await waiting_task(token_client(site, made_with))
     cleanup.append((token_client(site, refreshed), task_id))

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from mcp_django.protocol.errors import INVALID_PARAMS
-from mcp_django.testing import JSONRPCErrorResponse, MCPTestClient, Response, SSEComment, SSEEvent, SSEParser, parse_sse
+from mcp_django.testing import (
+    JSONRPCErrorResponse,
+    MCPTestClient,
+    Response,
+    SSEComment,
+    SSEEvent,
+    SSEParser,
+    parse_sse,
+)
 
 # --- SSE parsing (the protocol core's parser; its tests are in tests/protocol/test_sse.py) --
 
@@ -13,13 +21,22 @@ from mcp_django.testing import JSONRPCErrorResponse, MCPTestClient, Response, SS
 def test_the_client_parses_sse_with_the_protocol_parser():
     from mcp_django.protocol import sse
 
-    assert (SSEParser, SSEEvent, SSEComment, parse_sse) == (sse.SSEParser, sse.SSEEvent, sse.SSEComment, sse.parse_sse)
-    assert parse_sse(b"id: s:1\ndata: {\"a\": 1}\n\n")[0].json() == {"a": 1}
+    assert (SSEParser, SSEEvent, SSEComment, parse_sse) == (
+        sse.SSEParser,
+        sse.SSEEvent,
+        sse.SSEComment,
+        sse.parse_sse,
+    )
+    assert parse_sse(b'id: s:1\ndata: {"a": 1}\n\n')[0].json() == {"a": 1}
 
 
 def test_response_messages_reads_json_and_sse_bodies():
-    json_response = Response(200, {"content-type": "application/json"}, b'{"jsonrpc":"2.0","id":1,"result":{}}')
-    sse_response = Response(200, {"content-type": "text/event-stream"}, b'id: s:0\ndata:\n\nid: s:1\ndata: {"id":1}\n\n')
+    json_response = Response(
+        200, {"content-type": "application/json"}, b'{"jsonrpc":"2.0","id":1,"result":{}}'
+    )
+    sse_response = Response(
+        200, {"content-type": "text/event-stream"}, b'id: s:0\ndata:\n\nid: s:1\ndata: {"id":1}\n\n'
+    )
     assert json_response.messages() == [{"jsonrpc": "2.0", "id": 1, "result": {}}]
     assert sse_response.messages() == [{"id": 1}]
     assert Response(202, {}, b"").messages() == []
@@ -79,15 +96,25 @@ async def test_header_overrides_can_remove_a_default_header():
 async def test_server_requests_are_answered_by_request_handlers():
     async def sample(params):
         assert params["messages"][0]["content"]["text"] == "Why?"
-        return {"role": "assistant", "content": {"type": "text", "text": "Because."}, "model": "test"}
+        return {
+            "role": "assistant",
+            "content": {"type": "text", "text": "Because."},
+            "model": "test",
+        }
 
     client = MCPTestClient(
-        request_handlers={"sampling/createMessage": sample, "elicitation/create": lambda params: {"action": "accept", "content": {"ok": True}}}
+        request_handlers={
+            "sampling/createMessage": sample,
+            "elicitation/create": lambda params: {"action": "accept", "content": {"ok": True}},
+        }
     )
     await client.initialize(capabilities={"sampling": {}, "elicitation": {"form": {}}})
     result = await client.call_tool("ask", {"question": "Why?"})
     assert result["content"][0]["text"] == "Because. / accept {'ok': True}"
-    assert [r["method"] for r in client.last_server_requests] == ["sampling/createMessage", "elicitation/create"]
+    assert [r["method"] for r in client.last_server_requests] == [
+        "sampling/createMessage",
+        "elicitation/create",
+    ]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -35,7 +35,11 @@ from mcp_django.models import Task
 from mcp_django.ops import tracing
 from mcp_django.ops.observation import Observation, register_observer, unregister_observer
 from mcp_django.protocol.errors import METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
-from mcp_django.protocol.modern import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
+from mcp_django.protocol.modern import (
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+)
 from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient, StreamClosed
 from mcp_django.transport.consumers import MCPConsumer
@@ -82,7 +86,9 @@ class Telemetry:
 
     def total(self, name: str, **attributes: Any) -> int:
         """The sum of a counter's points whose attributes include ``attributes``."""
-        return sum(p.value for p in self.points(name) if attributes.items() <= dict(p.attributes).items())
+        return sum(
+            p.value for p in self.points(name) if attributes.items() <= dict(p.attributes).items()
+        )
 
 
 @pytest.fixture
@@ -126,10 +132,22 @@ async def observed() -> AsyncIterator[list[Observation]]:
         unregister_observer(capture)
 
 
-def modern(method: str, params: dict[str, Any], meta: dict[str, Any] | None = None, request_id: Any = 1) -> tuple[dict[str, Any], dict[str, str | None]]:
+def modern(
+    method: str, params: dict[str, Any], meta: dict[str, Any] | None = None, request_id: Any = 1
+) -> tuple[dict[str, Any], dict[str, str | None]]:
     """A 2026-07-28 request and the headers that mirror it."""
-    full_meta = {META_PROTOCOL_VERSION: MODERN, META_CLIENT_CAPABILITIES: {}, META_CLIENT_INFO: {"name": "t", "version": "1"}, **(meta or {})}
-    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": full_meta}}
+    full_meta = {
+        META_PROTOCOL_VERSION: MODERN,
+        META_CLIENT_CAPABILITIES: {},
+        META_CLIENT_INFO: {"name": "t", "version": "1"},
+        **(meta or {}),
+    }
+    message = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {**params, "_meta": full_meta},
+    }
     headers: dict[str, str | None] = {"mcp-protocol-version": MODERN, "mcp-method": method}
     if method in ("tools/call", "prompts/get"):
         headers["mcp-name"] = params["name"]
@@ -141,7 +159,9 @@ def modern(method: str, params: dict[str, Any], meta: dict[str, Any] | None = No
 
 async def test_tools_call_span_carries_the_conventions_attributes(client, otel):
     async with observed() as seen:
-        assert (await client.call_tool("add", {"a": 2, "b": 3}))["structuredContent"] == {"result": 5}
+        assert (await client.call_tool("add", {"a": 2, "b": 3}))["structuredContent"] == {
+            "result": 5
+        }
     span = otel.span("tools/call add")
     assert span.kind is SpanKind.SERVER
     assert dict(span.attributes) == {
@@ -213,7 +233,9 @@ async def test_cancelled_request_span_ends_with_error_type_cancelled(otel):
 
     client.request_handlers["sampling/createMessage"] = cancel_instead_of_answering
     with pytest.raises(StreamClosed):
-        await client.request("tools/call", {"name": "ask", "arguments": {"question": "q"}}, id=41, resume=False)
+        await client.request(
+            "tools/call", {"name": "ask", "arguments": {"question": "q"}}, id=41, resume=False
+        )
     span = otel.span("tools/call ask")
     assert span.attributes["error.type"] == "cancelled"
     assert span.status.status_code is StatusCode.ERROR
@@ -221,8 +243,11 @@ async def test_cancelled_request_span_ends_with_error_type_cancelled(otel):
 
 
 async def test_input_required_is_not_an_error(otel):
-    message, headers = modern("tools/call", {"name": "ask", "arguments": {"question": "q"}},
-                              {META_CLIENT_CAPABILITIES: {"sampling": {}, "elicitation": {"form": {}}}})
+    message, headers = modern(
+        "tools/call",
+        {"name": "ask", "arguments": {"question": "q"}},
+        {META_CLIENT_CAPABILITIES: {"sampling": {}, "elicitation": {"form": {}}}},
+    )
     result = (await MCPTestClient().post_raw(orjson.dumps(message), headers)).json()["result"]
     assert result["resultType"] == "input_required"
     span = otel.span("tools/call ask")
@@ -236,7 +261,11 @@ async def test_input_required_is_not_an_error(otel):
 
 async def test_span_is_parented_on_the_traceparent_header(client, otel):
     async with observed() as seen:
-        await client.request("tools/call", {"name": "add", "arguments": {"a": 1, "b": 1}}, headers={"traceparent": TRACEPARENT})
+        await client.request(
+            "tools/call",
+            {"name": "add", "arguments": {"a": 1, "b": 1}},
+            headers={"traceparent": TRACEPARENT},
+        )
     span = otel.span("tools/call add")
     assert format(span.context.trace_id, "032x") == TRACE_ID
     assert span.parent is not None and span.parent.is_remote
@@ -245,9 +274,13 @@ async def test_span_is_parented_on_the_traceparent_header(client, otel):
 
 
 async def test_meta_traceparent_of_a_2026_request_wins_over_the_header(otel):
-    message, headers = modern("tools/call", {"name": "echo", "arguments": {"text": "hi"}}, {"traceparent": TRACEPARENT})
+    message, headers = modern(
+        "tools/call", {"name": "echo", "arguments": {"text": "hi"}}, {"traceparent": TRACEPARENT}
+    )
     async with observed() as seen:
-        response = await MCPTestClient().post_raw(orjson.dumps(message), {**headers, "traceparent": OTHER_TRACEPARENT})
+        response = await MCPTestClient().post_raw(
+            orjson.dumps(message), {**headers, "traceparent": OTHER_TRACEPARENT}
+        )
     assert response.json()["result"]["content"][0]["text"] == "hi"
     span = otel.span("tools/call echo")
     assert format(span.context.trace_id, "032x") == TRACE_ID
@@ -256,7 +289,11 @@ async def test_meta_traceparent_of_a_2026_request_wins_over_the_header(otel):
 
 
 async def test_malformed_meta_traceparent_falls_back_to_a_new_trace(otel):
-    message, headers = modern("tools/call", {"name": "echo", "arguments": {"text": "hi"}}, {"traceparent": ["not", "a", "string"]})
+    message, headers = modern(
+        "tools/call",
+        {"name": "echo", "arguments": {"text": "hi"}},
+        {"traceparent": ["not", "a", "string"]},
+    )
     assert (await MCPTestClient().post_raw(orjson.dumps(message), headers)).status == 200
     span = otel.span("tools/call echo")
     assert span.parent is None and span.context.is_valid
@@ -298,7 +335,9 @@ async def test_the_tools_own_spans_are_children_of_the_request_span(client, otel
 # -- metrics ------------------------------------------------------------------------------
 
 
-async def test_requests_errors_and_durations_are_counted_with_low_cardinality_attributes(client, otel):
+async def test_requests_errors_and_durations_are_counted_with_low_cardinality_attributes(
+    client, otel
+):
     await client.call_tool("add", {"a": 1, "b": 2})
     await client.call_tool("add", {"a": 3, "b": 4})
     await client.call_tool("fail")
@@ -306,7 +345,12 @@ async def test_requests_errors_and_durations_are_counted_with_low_cardinality_at
 
     assert otel.total("mcp_django.server.requests", **{"gen_ai.tool.name": "add"}) == 2
     assert otel.total("mcp_django.server.requests", **{"mcp.method.name": "tools/call"}) == 4
-    assert otel.total("mcp_django.server.errors", **{"gen_ai.tool.name": "fail", "error.type": "tool_error"}) == 1
+    assert (
+        otel.total(
+            "mcp_django.server.errors", **{"gen_ai.tool.name": "fail", "error.type": "tool_error"}
+        )
+        == 1
+    )
     assert otel.total("mcp_django.server.errors", **{"gen_ai.tool.name": "add"}) == 0
     durations = otel.points("mcp.server.operation.duration")
     assert sum(p.count for p in durations if p.attributes["mcp.method.name"] == "tools/call") == 4
@@ -340,14 +384,24 @@ async def test_sessions_are_counted_while_open_and_their_duration_recorded(otel)
 async def test_open_streams_are_counted_until_they_close(client, otel):
     async with await client.open_stream() as stream:
         await stream.next_event()  # the priming event: the stream is live
-        assert otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "session"}) == 1
-    assert otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "session"}) == 0
+        assert (
+            otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "session"})
+            == 1
+        )
+    assert (
+        otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "session"}) == 0
+    )
 
     message, headers = modern("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
     async with await client.post_stream(message, headers) as listen:
         await listen.next_message()
-        assert otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "listen"}) == 1
-    assert otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "listen"}) == 0
+        assert (
+            otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "listen"})
+            == 1
+        )
+    assert (
+        otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "listen"}) == 0
+    )
 
 
 async def test_a_2026_response_stream_is_counted_while_it_streams(otel):
@@ -355,18 +409,25 @@ async def test_a_2026_response_stream_is_counted_while_it_streams(otel):
 
     async def working(ctx: Context) -> str:
         await ctx.report_progress(1, 2)  # opens the request's own SSE stream
-        seen.append(otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "response"}))
+        seen.append(
+            otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "response"})
+        )
         return "done"
 
     site.tool(name="working")(working)
     try:
-        message, headers = modern("tools/call", {"name": "working", "arguments": {}}, {"progressToken": "p"})
+        message, headers = modern(
+            "tools/call", {"name": "working", "arguments": {}}, {"progressToken": "p"}
+        )
         response = await MCPTestClient().post_raw(orjson.dumps(message), headers)
     finally:
         site.unregister("tool", "working")
     assert response.is_sse and response.messages()[-1]["result"]["content"][0]["text"] == "done"
     assert seen == [1]
-    assert otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "response"}) == 0
+    assert (
+        otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "response"})
+        == 0
+    )
 
 
 async def test_a_2026_response_stream_the_client_closes_is_taken_off(otel):
@@ -377,14 +438,24 @@ async def test_a_2026_response_stream_the_client_closes_is_taken_off(otel):
 
     site.tool(name="stalled")(stalled)
     try:
-        message, headers = modern("tools/call", {"name": "stalled", "arguments": {}}, {"progressToken": "p"})
+        message, headers = modern(
+            "tools/call", {"name": "stalled", "arguments": {}}, {"progressToken": "p"}
+        )
         async with await MCPTestClient().post_stream(message, headers) as stream:
             assert (await stream.next_message())["method"] == "notifications/progress"
-            assert otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "response"}) == 1
+            assert (
+                otel.total(
+                    "mcp_django.server.active_streams", **{"mcp_django.stream.kind": "response"}
+                )
+                == 1
+            )
     finally:
         site.unregister("tool", "stalled")
     gc.collect()  # the stream's finalizer takes it off once nothing holds it
-    assert otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "response"}) == 0
+    assert (
+        otel.total("mcp_django.server.active_streams", **{"mcp_django.stream.kind": "response"})
+        == 0
+    )
     assert otel.span("tools/call stalled").attributes["error.type"] == "cancelled"
 
 
@@ -411,8 +482,12 @@ def task_site(otel: Telemetry) -> MCPSite:
 async def run_as_task(mcp: MCPSite, name: str, meta: dict[str, Any] | None = None) -> str:
     """Call ``name`` as a task from a client that declares the extension; its id once it ran."""
     capabilities = {META_CLIENT_CAPABILITIES: {"extensions": {taskrun.TASKS_EXTENSION: {}}}}
-    message, headers = modern("tools/call", {"name": name, "arguments": {}}, {**capabilities, **(meta or {})})
-    response = await MCPTestClient(MCPConsumer.as_asgi(site=mcp)).post_raw(orjson.dumps(message), headers)
+    message, headers = modern(
+        "tools/call", {"name": name, "arguments": {}}, {**capabilities, **(meta or {})}
+    )
+    response = await MCPTestClient(MCPConsumer.as_asgi(site=mcp)).post_raw(
+        orjson.dumps(message), headers
+    )
     task_id: str = response.json()["result"]["taskId"]
     runner = taskrun._local.get(task_id)  # gone when it already ended
     if runner is not None and runner.future is not None:
@@ -425,14 +500,22 @@ async def test_a_task_run_has_a_span_that_is_a_child_of_the_creating_call(otel):
     call, run = otel.span("tools/call quick"), otel.span("mcp task quick")
     assert run.parent is not None and run.parent.span_id == call.context.span_id
     assert format(run.context.trace_id, "032x") == TRACE_ID
-    assert dict(run.attributes or {}).items() >= {
-        "mcp_django.task.id": task_id, "gen_ai.tool.name": "quick", "mcp_django.task.status": "completed",
-    }.items()
+    assert (
+        dict(run.attributes or {}).items()
+        >= {
+            "mcp_django.task.id": task_id,
+            "gen_ai.tool.name": "quick",
+            "mcp_django.task.status": "completed",
+        }.items()
+    )
     assert run.status.status_code is not StatusCode.ERROR
     inside = otel.span("inside the task")
     assert inside.parent is not None and inside.parent.span_id == run.context.span_id
     task = await Task.objects.aget(pk=task_id)
-    assert task.trace_context["traceparent"] == f"00-{TRACE_ID}-{format(call.context.span_id, '016x')}-01"
+    assert (
+        task.trace_context["traceparent"]
+        == f"00-{TRACE_ID}-{format(call.context.span_id, '016x')}-01"
+    )
 
 
 async def test_a_failed_task_run_ends_its_span_with_an_error(otel):
@@ -447,12 +530,21 @@ async def test_a_run_elsewhere_continues_the_trace_kept_on_the_row(otel):
     mcp = task_site(otel)
     payload = crypto.encrypt(orjson.dumps({"arguments": {}, "answers": {}, "meta": None}).decode())
     task = await sync_to_async(taskstore.create)(
-        site_name=mcp.name, user_id=None, owner="anon", tool_name="quick", payload=payload, trace_context={"traceparent": TRACEPARENT},
+        site_name=mcp.name,
+        user_id=None,
+        owner="anon",
+        tool_name="quick",
+        payload=payload,
+        trace_context={"traceparent": TRACEPARENT},
     )
     await taskrun.Runner(mcp, task.pk).run()
     run = otel.span("mcp task quick")
     assert format(run.context.trace_id, "032x") == TRACE_ID
-    assert run.parent is not None and run.parent.is_remote and format(run.parent.span_id, "016x") == PARENT_ID
+    assert (
+        run.parent is not None
+        and run.parent.is_remote
+        and format(run.parent.span_id, "016x") == PARENT_ID
+    )
     assert run.attributes is not None and run.attributes["mcp_django.task.status"] == "completed"
 
 
@@ -474,7 +566,10 @@ async def test_tracing_off_records_nothing(otel):
         async with observed() as seen:
             await client.call_tool("add", {"a": 1, "b": 2})
     assert otel.finished() == []
-    assert otel.points("mcp_django.server.requests") == [] and otel.points("mcp_django.server.active_sessions") == []
+    assert (
+        otel.points("mcp_django.server.requests") == []
+        and otel.points("mcp_django.server.active_sessions") == []
+    )
     assert seen[0].trace_id is None
 
 
@@ -509,7 +604,10 @@ NOT_IMPORTED_SCRIPT = textwrap.dedent("""
 def test_opentelemetry_is_never_imported_with_tracing_off(setting, tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", NOT_IMPORTED_SCRIPT, setting, str(tmp_path / "db.sqlite3")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     imported = result.stdout.strip().splitlines()[-1]

@@ -11,7 +11,10 @@ from mcp_django.transport.consumers import MCPConsumer
 from tests.testapp.models import Tag
 from tests.trial_mcp import TrialTagMCP
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_channel_layer"),
+]
 
 
 async def _tool_names_and_search(model_mcp: type | None) -> tuple[list[str], dict]:

@@ -108,7 +108,12 @@ def replace_assignments(source: str, assignments: str) -> str:
     """``source`` with each top-level assignment of ``assignments`` in place of the one of the same name."""
     for new in ast.parse(assignments).body:
         assert isinstance(new, ast.Assign), ast.dump(new)
-        (old,) = (node for node in ast.parse(source).body if isinstance(node, ast.Assign) and ast.dump(node.targets[0]) == ast.dump(new.targets[0]))
+        (old,) = (
+            node
+            for node in ast.parse(source).body
+            if isinstance(node, ast.Assign)
+            and ast.dump(node.targets[0]) == ast.dump(new.targets[0])
+        )
         lines = source.splitlines(keepends=True)
         lines[old.lineno - 1 : old.end_lineno] = [f"{ast.get_source_segment(assignments, new)}\n"]
         source = "".join(lines)
@@ -123,20 +128,33 @@ def runserver(installed: Installed, project: Path, address: str) -> Iterator[Pat
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [installed.python, "manage.py", "runserver", address, "--noreload"],
-            cwd=project, env=installed.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=project,
+            env=installed.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while not _answers(f"http://{address}/"):
             if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"runserver did not answer:\n{log_path.read_text(errors='replace')}", pytrace=False)
+                pytest.fail(
+                    f"runserver did not answer:\n{log_path.read_text(errors='replace')}",
+                    pytrace=False,
+                )
             time.sleep(0.2)  # bounded by the deadline
         yield log_path
     finally:
         asgi_servers.stop(process)
 
 
-def serve_as_written(server: contextlib.ExitStack, installed: Installed, project: Path, address: str, written: list[str]) -> None:
+def serve_as_written(
+    server: contextlib.ExitStack,
+    installed: Installed,
+    project: Path,
+    address: str,
+    written: list[str],
+) -> None:
     """The document's ``python manage.py runserver`` step: start it (stopped with ``server``) and
     check that it printed the lines ``written`` shows, at the test's address, any version."""
     log = server.enter_context(runserver(installed, project, address))
@@ -160,7 +178,11 @@ def sign_in(address: str, username: str, password: str) -> str:
         form = browser.get(login)
         assert form.status_code == 200, form.text
         (token,) = CSRF_INPUT_RE.findall(form.text)
-        signed_in = browser.post(login, data={"username": username, "password": password, "csrfmiddlewaretoken": token}, headers={"Referer": login})
+        signed_in = browser.post(
+            login,
+            data={"username": username, "password": password, "csrfmiddlewaretoken": token},
+            headers={"Referer": login},
+        )
         # Signed in, the view redirects; a refused sign-in shows the form again (200).
         assert signed_in.status_code == 302, signed_in.text
         return browser.cookies["sessionid"]
@@ -194,22 +216,37 @@ def test_the_tutorial_runs_as_written(installed: Installed, tmp_path: Path) -> N
             elif step.argv == ["python", "manage.py", "runserver"]:
                 # The line that says which server runs (Daphne: ASGI); the version is pip's choice.
                 serve_as_written(server, installed, project, address, step.output)
-                sessions = {f"{username.upper()}_SESSIONID": sign_in(address, username, password) for username, password in users.items()}
+                sessions = {
+                    f"{username.upper()}_SESSIONID": sign_in(address, username, password)
+                    for username, password in users.items()
+                }
             elif step.argv[:2] == ["python", "agent.py"]:
                 *agent, placeholder = step.argv[1:]
-                assert f"http://{address}/mcp" in (project / agent[0]).read_text()  # the URL, moved to the test's port
+                assert (
+                    f"http://{address}/mcp" in (project / agent[0]).read_text()
+                )  # the URL, moved to the test's port
                 # The tutorial installs mcp beside django-mcp-site; the installed venv holds the wheel's
                 # dependencies only, and mcp there would also bring opentelemetry-api, hiding a broken
                 # [tracing] extra from test_packaging.py. So the agent runs with this test run's
                 # interpreter (.venv, whose requirements.txt has mcp>=2.3): it only talks HTTP.
-                output = run([sys.executable, *agent, sessions[placeholder]], timeout=AGENT_TIMEOUT, cwd=project, env=installed.env)
+                output = run(
+                    [sys.executable, *agent, sessions[placeholder]],
+                    timeout=AGENT_TIMEOUT,
+                    cwd=project,
+                    env=installed.env,
+                )
                 assert output.splitlines() == step.output
                 agent_ran_for.append(placeholder)
             else:
-                command = [bin_dir / step.argv[0], *step.argv[1:]]  # python, django-admin: the venv's
+                command = [
+                    bin_dir / step.argv[0],
+                    *step.argv[1:],
+                ]  # python, django-admin: the venv's
                 output = run(command, timeout=COMMAND_TIMEOUT, cwd=project, env=installed.env)
                 if step.output:
                     assert output.splitlines() == step.output
 
     assert users, "the tutorial signs nobody in"
-    assert sorted(agent_ran_for) == sorted(sessions), "the agent did not run once for each user signed in"
+    assert sorted(agent_ran_for) == sorted(sessions), (
+        "the agent did not run once for each user signed in"
+    )

@@ -22,10 +22,22 @@ EXPECTED = re.compile(r"# error: (?P<codes>[a-z-]+(?:, [a-z-]+)*)$")
 def _mypy(*files: Path) -> subprocess.CompletedProcess[str]:
     # No cache, so that a stale one can never hide an error (as in test_architecture).
     return subprocess.run(
-        [str(Path(sys.executable).parent / "mypy"), "--config-file", str(PACKAGE / "mypy.ini"),
-         "--no-incremental", "--cache-dir", os.devnull, "--show-error-codes", "--no-pretty",
-         *(str(f.relative_to(ROOT)) for f in files)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
+        [
+            str(Path(sys.executable).parent / "mypy"),
+            "--config-file",
+            str(PACKAGE / "mypy.ini"),
+            "--no-incremental",
+            "--cache-dir",
+            os.devnull,
+            "--show-error-codes",
+            "--no-pretty",
+            *(str(f.relative_to(ROOT)) for f in files),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

@@ -21,7 +21,9 @@ INSTALLED_APPS = [*_base.INSTALLED_APPS, "bench.surface"]
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 
-_db_path = os.environ.get("BENCH_DB_PATH") or os.path.join(tempfile.gettempdir(), "mcp_django_bench.sqlite3")
+_db_path = os.environ.get("BENCH_DB_PATH") or os.path.join(
+    tempfile.gettempdir(), "mcp_django_bench.sqlite3"
+)
 _base_db = dict(getattr(_base, "DATABASES", {}).get("default", {}))
 if os.environ.get("DATABASE_URL"):
     # The scale-out case: the example site's PostgreSQL set-up (and REDIS_URL's channel layer).
@@ -54,10 +56,24 @@ MCP_DJANGO = {
 }
 if os.environ.get("BENCH_OPERATIONS") == "off":
     MCP_DJANGO["AUDIT_TOOL_CALLS"] = False
-    MCP_DJANGO["QUOTAS"] = {"PER_TOOL": {}, **dict.fromkeys((
-        "TOOL_CALLS", "TOOL_CALLS_PER_CLIENT", "SESSIONS_PER_USER", "SESSIONS_PER_ADDRESS", "RUNNING_PER_SESSION", "RUNNING_PER_USER",
-        "STREAMS_PER_SESSION", "STREAMS_PER_USER", "PENDING_ELICITATIONS_PER_USER", "LIVE_TASKS_PER_USER", "NEW_TASKS_PER_USER",
-    ))}
+    MCP_DJANGO["QUOTAS"] = {
+        "PER_TOOL": {},
+        **dict.fromkeys(
+            (
+                "TOOL_CALLS",
+                "TOOL_CALLS_PER_CLIENT",
+                "SESSIONS_PER_USER",
+                "SESSIONS_PER_ADDRESS",
+                "RUNNING_PER_SESSION",
+                "RUNNING_PER_USER",
+                "STREAMS_PER_SESSION",
+                "STREAMS_PER_USER",
+                "PENDING_ELICITATIONS_PER_USER",
+                "LIVE_TASKS_PER_USER",
+                "NEW_TASKS_PER_USER",
+            )
+        ),
+    }
 
 # Quiet logs: the reference server runs with access logging off as well.
 LOGGING = {

@@ -60,7 +60,11 @@ class OwnRowsMixin:
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if sees_everything(request):
             return True
-        return bool(request.user.is_active and request.user.is_staff and (obj is None or obj.user_id == request.user.pk))
+        return bool(
+            request.user.is_active
+            and request.user.is_staff
+            and (obj is None or obj.user_id == request.user.pk)
+        )
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Credentials are issued by the OAuth flows; nobody edits them by hand.
@@ -77,7 +81,16 @@ class AccessTokenAdmin(OwnRowsMixin, dot_admin.AccessTokenAdmin):
     list_filter = ("application",)
     # Tokens are stored hashed (COMPLIANT_BCP_RFC9700_TOKEN_STORAGE): there is nothing to mask.
     exclude = ("token", "token_checksum", "id_token")
-    readonly_fields = ("user", "application", "scope", "resource", "expires", "created", "updated", "source_refresh_token")
+    readonly_fields = (
+        "user",
+        "application",
+        "scope",
+        "resource",
+        "expires",
+        "created",
+        "updated",
+        "source_refresh_token",
+    )
     actions = ("revoke_tokens",)
     date_hierarchy = "created"
 
@@ -98,7 +111,16 @@ class RefreshTokenAdmin(OwnRowsMixin, dot_admin.RefreshTokenAdmin):
     list_display = ("application", "user", "created", "revoked")
     list_filter = ("application", ("revoked", admin.EmptyFieldListFilter))
     exclude = ("token", "token_checksum")
-    readonly_fields = ("user", "application", "access_token", "resource", "token_family", "created", "updated", "revoked")
+    readonly_fields = (
+        "user",
+        "application",
+        "access_token",
+        "resource",
+        "token_family",
+        "created",
+        "updated",
+        "revoked",
+    )
     actions = ("revoke_tokens",)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
@@ -111,7 +133,17 @@ class GrantAdmin(OwnRowsMixin, dot_admin.GrantAdmin):
 
     list_display = ("application", "user", "scope", "created", "expires")
     exclude = ("code", "code_challenge", "nonce", "claims")
-    readonly_fields = ("user", "application", "redirect_uri", "scope", "code_challenge_method", "resource", "expires", "created", "updated")
+    readonly_fields = (
+        "user",
+        "application",
+        "redirect_uri",
+        "scope",
+        "code_challenge_method",
+        "resource",
+        "expires",
+        "created",
+        "updated",
+    )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return self.readonly_fields
@@ -165,7 +197,11 @@ class ApplicationAdmin(dot_admin.ApplicationAdmin):
         return queryset.filter(
             Q(user=user)
             | Q(pk__in=AccessToken.objects.filter(user=user).values("application_id"))
-            | Q(pk__in=RefreshToken.objects.filter(user=user, revoked__isnull=True).values("application_id"))
+            | Q(
+                pk__in=RefreshToken.objects.filter(user=user, revoked__isnull=True).values(
+                    "application_id"
+                )
+            )
             | Q(pk__in=Grant.objects.filter(user=user).values("application_id"))
         ).distinct()
 
@@ -191,7 +227,15 @@ class ApplicationAdmin(dot_admin.ApplicationAdmin):
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if sees_everything(request):
             return super().get_fields(request, obj)
-        return ("name", "client_id", "registration_source", "redirect_uris", "client_type", "authorization_grant_type", "created")
+        return (
+            "name",
+            "client_id",
+            "registration_source",
+            "redirect_uris",
+            "client_type",
+            "authorization_grant_type",
+            "created",
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if sees_everything(request):
@@ -203,9 +247,13 @@ class ApplicationAdmin(dot_admin.ApplicationAdmin):
         hosts = dict.fromkeys(urlsplit(uri).netloc for uri in obj.redirect_uris.split())
         return ", ".join(hosts) or "—"
 
-    @admin.action(description=_("Revoke access of the selected applications (every user's, for superusers)"))
+    @admin.action(
+        description=_("Revoke access of the selected applications (every user's, for superusers)")
+    )
     def revoke_access(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
-        revoked = revoke_tokens_of(list(queryset), None if sees_everything(request) else request.user)
+        revoked = revoke_tokens_of(
+            list(queryset), None if sees_everything(request) else request.user
+        )
         self.message_user(
             request, ngettext("Revoked %d token.", "Revoked %d tokens.", revoked) % revoked
         )

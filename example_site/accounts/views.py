@@ -75,11 +75,18 @@ class ConsentView(AuthorizationView):
         # only while an access token is unexpired (an hour); the connected-applications page
         # lists the client for as long as its refresh token works, so remember it as long.
         application = context.get("application")
-        if self.request.method == "GET" and application is not None and self.approval_remembered(application):
+        if (
+            self.request.method == "GET"
+            and application is not None
+            and self.approval_remembered(application)
+        ):
             scopes, credentials = self.requested
             try:
                 uri, _headers, _body, _status = self.create_authorization_response(
-                    request=self.request, scopes=" ".join(scopes), credentials=credentials, allow=True
+                    request=self.request,
+                    scopes=" ".join(scopes),
+                    credentials=credentials,
+                    allow=True,
                 )
             except OAuthToolkitError as error:
                 return self.error_response(error, application)
@@ -88,7 +95,10 @@ class ConsentView(AuthorizationView):
 
     def approval_remembered(self, application: Any) -> bool:
         # approval_prompt=force in the request (DOT's parameter) asks whatever was approved.
-        if self.request.GET.get("approval_prompt", oauth2_settings.REQUEST_APPROVAL_PROMPT) != "auto":
+        if (
+            self.request.GET.get("approval_prompt", oauth2_settings.REQUEST_APPROVAL_PROMPT)
+            != "auto"
+        ):
             return False
         scopes, _credentials = self.requested
         return approved_before(self.request.user, application, scopes)
@@ -98,7 +108,9 @@ class ConsentView(AuthorizationView):
         if form.cleaned_data.get("code_challenge_method") != "S256" or not all(
             is_mcp_resource(r) for r in (form.cleaned_data.get("resource") or "").split()
         ):
-            form.add_error(None, "This authorization request was altered; start again from the application.")
+            form.add_error(
+                None, "This authorization request was altered; start again from the application."
+            )
             return self.form_invalid(form)
         return super().form_valid(form)
 
@@ -106,7 +118,9 @@ class ConsentView(AuthorizationView):
         # RFC 9207: the issuer goes on error responses too, not only on the code (DOT adds it
         # to successful ones). Adding it again is harmless: the helper replaces any iss present.
         if oauth2_settings.COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS:
-            redirect_to = _add_iss_to_redirect(redirect_to, oauth2_settings.oauth2_authorization_server_issuer(self.request))
+            redirect_to = _add_iss_to_redirect(
+                redirect_to, oauth2_settings.oauth2_authorization_server_issuer(self.request)
+            )
         return super().redirect(redirect_to, application)
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
@@ -126,8 +140,11 @@ class ConsentView(AuthorizationView):
             from_document = application.registration_source == application.RegistrationSource.CIMD
             context.update(
                 client_from_document=from_document,
-                client_document_host=urlsplit(application.client_id).netloc if from_document else "",
-                client_registered_dynamically=application.registration_source == application.RegistrationSource.DCR,
+                client_document_host=urlsplit(application.client_id).netloc
+                if from_document
+                else "",
+                client_registered_dynamically=application.registration_source
+                == application.RegistrationSource.DCR,
             )
         return context
 
@@ -155,7 +172,9 @@ class RegistrationView(DynamicClientRegistrationView):
             metadata = None  # DOT answers invalid_client_metadata itself
         if isinstance(metadata, dict):
             uris = metadata.get("redirect_uris")
-            if isinstance(uris, list) and not all(isinstance(u, str) and redirect_uri_is_acceptable(u) for u in uris):
+            if isinstance(uris, list) and not all(
+                isinstance(u, str) and redirect_uri_is_acceptable(u) for u in uris
+            ):
                 # Refused at authorize anyway; saying so at registration spares the client a
                 # registration it can never use (RFC 7591 section 3.2.2).
                 return JsonResponse(
@@ -166,7 +185,10 @@ class RegistrationView(DynamicClientRegistrationView):
                     status=400,
                 )
             grant_types = metadata.get("grant_types", ["authorization_code"])
-            if isinstance(grant_types, list) and not set(grant_types) <= {"authorization_code", "refresh_token"}:
+            if isinstance(grant_types, list) and not set(grant_types) <= {
+                "authorization_code",
+                "refresh_token",
+            }:
                 return JsonResponse(
                     {
                         "error": "invalid_client_metadata",
@@ -190,7 +212,10 @@ class RegistrationView(DynamicClientRegistrationView):
         if seen <= count:
             return None
         response = JsonResponse(
-            {"error": "too_many_requests", "error_description": "Too many client registrations from this address; try again later."},
+            {
+                "error": "too_many_requests",
+                "error_description": "Too many client registrations from this address; try again later.",
+            },
             status=429,
         )
         response["Retry-After"] = str(window)
@@ -212,14 +237,25 @@ class ConnectedApplicationsView(LoginRequiredMixin, TemplateView):
         for token in live:
             entry = applications.setdefault(
                 token.application_id,
-                {"application": token.application, "scopes": set(), "last_authorized": token.created},
+                {
+                    "application": token.application,
+                    "scopes": set(),
+                    "last_authorized": token.created,
+                },
             )
             entry["scopes"].update(token.scope.split())
         described = oauth2_settings.SCOPES
         for entry in applications.values():
-            entry["scope_descriptions"] = [described.get(scope, scope) for scope in sorted(entry["scopes"])]
-            entry["redirect_hosts"] = sorted({urlsplit(uri).netloc for uri in entry["application"].redirect_uris.split()})
-        context.update(applications=list(applications.values()), server_title=settings.MCP_DJANGO.get("SERVER_TITLE") or "this site")
+            entry["scope_descriptions"] = [
+                described.get(scope, scope) for scope in sorted(entry["scopes"])
+            ]
+            entry["redirect_hosts"] = sorted(
+                {urlsplit(uri).netloc for uri in entry["application"].redirect_uris.split()}
+            )
+        context.update(
+            applications=list(applications.values()),
+            server_title=settings.MCP_DJANGO.get("SERVER_TITLE") or "this site",
+        )
         return context
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -227,5 +263,7 @@ class ConnectedApplicationsView(LoginRequiredMixin, TemplateView):
         if application is not None:
             revoked = revoke_tokens_of([application], request.user)
             name = application.name or application.client_id
-            messages.success(request, f"{name} can no longer act for you ({revoked} token(s) revoked).")
+            messages.success(
+                request, f"{name} can no longer act for you ({revoked} token(s) revoked)."
+            )
         return redirect("connected-applications")

@@ -19,7 +19,17 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from mcp_django import Audio, Context, EmbeddedResource, Image, Message, Text, ToolError, ToolResult, site
+from mcp_django import (
+    Audio,
+    Context,
+    EmbeddedResource,
+    Image,
+    Message,
+    Text,
+    ToolError,
+    ToolResult,
+    site,
+)
 from mcp_django.exceptions import InternalError
 
 
@@ -27,17 +37,28 @@ def _png_1x1() -> bytes:
     """Build a valid 1x1 opaque red PNG (signature, IHDR, IDAT, IEND with CRCs)."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
 
     header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)  # 1x1, 8-bit, truecolour, no interlace
     scanline = b"\x00\xff\x00\x00"  # filter type 0, then one RGB pixel
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(scanline)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(scanline))
+        + chunk(b"IEND", b"")
+    )
 
 
 def _wav_tone(seconds: float = 0.05, rate: int = 8000, frequency: float = 440.0) -> bytes:
     """Build a short valid mono 16-bit PCM WAV holding a quiet sine tone."""
     frames = b"".join(
-        struct.pack("<h", int(8000 * math.sin(2 * math.pi * frequency * i / rate))) for i in range(int(seconds * rate))
+        struct.pack("<h", int(8000 * math.sin(2 * math.pi * frequency * i / rate)))
+        for i in range(int(seconds * rate))
     )
     buffer = io.BytesIO()
     with wave.open(buffer, "wb") as out:
@@ -81,7 +102,11 @@ def audio_content() -> Audio:
 @site.tool(name="test_embedded_resource")
 def embedded_resource() -> EmbeddedResource:
     """Return an embedded text resource."""
-    return EmbeddedResource("test://embedded-resource", text="This is an embedded resource content.", mime_type="text/plain")
+    return EmbeddedResource(
+        "test://embedded-resource",
+        text="This is an embedded resource content.",
+        mime_type="text/plain",
+    )
 
 
 @site.tool(name="test_multiple_content_types")
@@ -111,7 +136,9 @@ async def _log_steps(ctx: Context, *messages: str) -> None:
 @site.tool(name="test_tool_with_logging")
 async def tool_with_logging(ctx: Context) -> str:
     """Send three log notifications while running."""
-    await _log_steps(ctx, "Tool execution started", "Tool processing data", "Tool execution completed")
+    await _log_steps(
+        ctx, "Tool execution started", "Tool processing data", "Tool execution completed"
+    )
     return "Tool with logging executed successfully"
 
 
@@ -144,7 +171,9 @@ def _result_text(result: Any) -> str:
 async def sampling(ctx: Context, prompt: str) -> str:
     """Ask the client's LLM to answer the prompt (sampling/createMessage)."""
     # Context refuses (isError) when the client lacks the capability, as the suite asks.
-    result = await ctx.sample(messages=[{"role": "user", "content": {"type": "text", "text": prompt}}], max_tokens=100)
+    result = await ctx.sample(
+        messages=[{"role": "user", "content": {"type": "text", "text": prompt}}], max_tokens=100
+    )
     return f"LLM response: {_result_text(result)}"
 
 
@@ -277,7 +306,13 @@ def json_schema_2020_12_tool(
     email: str | None = None,
 ) -> str:
     """Echo arguments validated against a JSON Schema 2020-12 input schema ($defs, $ref, $anchor, allOf, if/then/else)."""
-    arguments = {"name": name, "address": address, "contactMethod": contactMethod, "phone": phone, "email": email}
+    arguments = {
+        "name": name,
+        "address": address,
+        "contactMethod": contactMethod,
+        "phone": phone,
+        "email": email,
+    }
     return f"JSON Schema 2020-12 tool called with: {_content_json({k: v for k, v in arguments.items() if v is not None})}"
 
 
@@ -303,7 +338,11 @@ async def reconnection(ctx: Context) -> str:
 ASK_NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 ASK_OK = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 ASK_COLOR = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
-ASK_CONTEXT = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
+ASK_CONTEXT = {
+    "type": "object",
+    "properties": {"context": {"type": "string"}},
+    "required": ["context"],
+}
 
 
 def _roots_text(roots: list[dict[str, Any]]) -> str:
@@ -321,7 +360,9 @@ async def input_required_result_elicitation(ctx: Context) -> str:
 @site.tool(name="test_input_required_result_sampling")
 async def input_required_result_sampling(ctx: Context) -> str:
     """Ask the client's LLM one question (one sampling request; key "capital_question")."""
-    result = await ctx.sample("What is the capital of France?", max_tokens=100, key="capital_question")
+    result = await ctx.sample(
+        "What is the capital of France?", max_tokens=100, key="capital_question"
+    )
     return f"Sampling response: {_result_text(result)}"
 
 
@@ -409,7 +450,12 @@ async def logging_tool(ctx: Context) -> str:
 
 
 @site.tool(name="test_custom_header")
-def custom_header(region: Annotated[str, Field(description="Where to run", json_schema_extra={"x-mcp-header": "Region"})], query: str) -> str:
+def custom_header(
+    region: Annotated[
+        str, Field(description="Where to run", json_schema_extra={"x-mcp-header": "Region"})
+    ],
+    query: str,
+) -> str:
     """Echo a query and the region mirrored in the Mcp-Param-Region header (2026-07-28)."""
     return f"{query} in {region}"
 
@@ -452,7 +498,9 @@ def watched_resource() -> str:
 @site.resource("test://template/{id}/data", name="template-data", mime_type="application/json")
 def template_data(id: str) -> str:
     """Data for any ID, from a resource template."""
-    return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"}, separators=(",", ":"))
+    return json.dumps(
+        {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}, separators=(",", ":")
+    )
 
 
 # -- prompts --------------------------------------------------------------------------------
@@ -478,7 +526,11 @@ def prompt_with_arguments(arg1: str, arg2: str) -> str:
 def prompt_with_embedded_resource(resourceUri: str) -> list[Message]:
     """A prompt that embeds the resource named by resourceUri."""
     return [
-        Message(EmbeddedResource(resourceUri, text="Embedded resource content for testing.", mime_type="text/plain")),
+        Message(
+            EmbeddedResource(
+                resourceUri, text="Embedded resource content for testing.", mime_type="text/plain"
+            )
+        ),
         Message("Please process the embedded resource above."),
     ]
 
@@ -492,7 +544,9 @@ def prompt_with_image() -> list[Message]:
 @site.prompt(name="test_input_required_result_prompt")
 async def input_required_result_prompt(ctx: Context) -> str:
     """A prompt that first asks the user for its context (input-required on prompts/get in 2026-07-28)."""
-    answer = await ctx.elicit("What context should the prompt use?", ASK_CONTEXT, key="user_context")
+    answer = await ctx.elicit(
+        "What context should the prompt use?", ASK_CONTEXT, key="user_context"
+    )
     context = (answer.content or {}).get("context", "") if answer.action == "accept" else ""
     return f"Use this context: {context}"
 
@@ -504,8 +558,15 @@ async def input_required_result_prompt(ctx: Context) -> str:
 # for a task="required" tool. The task runs in this process by default, or in a worker when
 # MCP_DJANGO["TASKS_BACKEND"] names one (docs/howto/tasks.md).
 
-ASK_CONFIRM = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
-ASK_NAME_AND_CONFIRM = {"type": "object", "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}}}
+ASK_CONFIRM = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}},
+    "required": ["confirm"],
+}
+ASK_NAME_AND_CONFIRM = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}},
+}
 
 
 @site.tool(name="greet")

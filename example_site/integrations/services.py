@@ -45,7 +45,9 @@ class BookshelfError(Exception):
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
     # urllib copies the Authorization header onto a redirect, to any host: refuse to follow.
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+    def redirect_request(
+        self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> None:
         return None
 
 
@@ -61,13 +63,17 @@ def check_api_url(url: str) -> None:
     except ValueError:
         pass
     if parts.scheme != "http" or not loopback:
-        raise BookshelfError(f"Refusing to send a token to {parts.scheme}://{host}: use https (http only on loopback)")
+        raise BookshelfError(
+            f"Refusing to send a token to {parts.scheme}://{host}: use https (http only on loopback)"
+        )
 
 
 def fetch_reading_list(url: str, access_token: str, *, timeout: float = 10) -> dict[str, Any]:
     """GET the user's reading list with their Bookshelf access token (server-side only)."""
     check_api_url(url)
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {access_token}", "Accept": "application/json"})
+    request = urllib.request.Request(
+        url, headers={"Authorization": f"Bearer {access_token}", "Accept": "application/json"}
+    )
     opener = urllib.request.build_opener(_NoRedirects)
     try:
         with opener.open(request, timeout=timeout) as response:

@@ -75,7 +75,11 @@ class BookAdmin(admin.ModelAdmin):
     def add_copy(self, request: HttpRequest, queryset: QuerySet[Book]) -> None:
         # Update by primary key: the annotated queryset cannot be updated directly.
         updated = Book.objects.filter(pk__in=queryset.values("pk")).update(copies=F("copies") + 1)
-        self.message_user(request, ngettext("Added a copy of %d book.", "Added a copy of each of %d books.", updated) % updated)
+        self.message_user(
+            request,
+            ngettext("Added a copy of %d book.", "Added a copy of each of %d books.", updated)
+            % updated,
+        )
 
 
 class LoanInline(admin.TabularInline):
@@ -96,7 +100,11 @@ class MemberAdmin(admin.ModelAdmin):
     inlines = [LoanInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Member]:
-        return super().get_queryset(request).annotate(open_loans=Count("loans", filter=Q(loans__returned_on__isnull=True)))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(open_loans=Count("loans", filter=Q(loans__returned_on__isnull=True)))
+        )
 
     @admin.display(description=_("username"), ordering="user__username")
     def username(self, obj: Member) -> str:
@@ -142,7 +150,10 @@ class LoanAdmin(admin.ModelAdmin):
     @mcp_action(destructive=False, open_world=False)  # updates rows of this database only
     def mark_returned(self, request: HttpRequest, queryset: QuerySet[Loan]) -> None:
         count = queryset.filter(returned_on__isnull=True).update(returned_on=today())
-        self.message_user(request, ngettext("%d loan marked returned.", "%d loans marked returned.", count) % count)
+        self.message_user(
+            request,
+            ngettext("%d loan marked returned.", "%d loans marked returned.", count) % count,
+        )
 
     @admin.action(description=_("Renew the selected loans by 14 days"))
     @mcp_action(destructive=False, open_world=False)  # updates rows of this database only
@@ -156,4 +167,6 @@ class LoanAdmin(admin.ModelAdmin):
             else:
                 renewed += 1
         if renewed:
-            self.message_user(request, ngettext("%d loan renewed.", "%d loans renewed.", renewed) % renewed)
+            self.message_user(
+                request, ngettext("%d loan renewed.", "%d loans renewed.", renewed) % renewed
+            )

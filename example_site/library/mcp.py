@@ -53,7 +53,9 @@ class BookOut(BaseModel):
 class SearchResults(BaseModel):
     query: str
     genre: str | None
-    total: int = Field(description="How many books matched (more than returned when over the limit).")
+    total: int = Field(
+        description="How many books matched (more than returned when over the limit)."
+    )
     books: list[BookOut]
 
 
@@ -63,7 +65,9 @@ class Availability(BaseModel):
     copies: int
     on_loan: int
     available: int
-    next_due_on: date | None = Field(description="The earliest due date of the copies on loan, if any.")
+    next_due_on: date | None = Field(
+        description="The earliest due date of the copies on loan, if any."
+    )
 
 
 class LoanOut(BaseModel):
@@ -90,16 +94,28 @@ def book_uri(isbn: str) -> str:
 def book_out(book: Book) -> BookOut:
     """``book`` needs ``author`` loaded and the ``with_availability()`` annotations."""
     return BookOut(
-        isbn=book.isbn, title=book.title, author=book.author.name, published=book.published,
-        genre=book.genre, copies=book.copies, available=book.available, uri=book_uri(book.isbn),  # type: ignore[attr-defined]
+        isbn=book.isbn,
+        title=book.title,
+        author=book.author.name,
+        published=book.published,
+        genre=book.genre,
+        copies=book.copies,
+        available=book.available,
+        uri=book_uri(book.isbn),  # type: ignore[attr-defined]
     )
 
 
 def loan_out(loan: Loan) -> LoanOut:
     """``loan`` needs ``book`` and ``member__user`` loaded."""
     return LoanOut(
-        loan_id=loan.pk, isbn=loan.book.isbn, title=loan.book.title, member=loan.member.user.get_username(),
-        borrowed_on=loan.borrowed_on, due_on=loan.due_on, returned_on=loan.returned_on, overdue=loan.is_overdue,
+        loan_id=loan.pk,
+        isbn=loan.book.isbn,
+        title=loan.book.title,
+        member=loan.member.user.get_username(),
+        borrowed_on=loan.borrowed_on,
+        due_on=loan.due_on,
+        returned_on=loan.returned_on,
+        overdue=loan.is_overdue,
     )
 
 
@@ -108,7 +124,9 @@ def may_act_for(user: Any, username: str) -> None:
     if not user.is_authenticated or user.is_staff:
         return
     if user.get_username() != username:
-        raise ToolError(f"You are signed in as {user.get_username()!r} and can only manage your own loans.")
+        raise ToolError(
+            f"You are signed in as {user.get_username()!r} and can only manage your own loans."
+        )
 
 
 # -- tools ------------------------------------------------------------------------------------
@@ -119,7 +137,11 @@ def search_books(
     # Bounded: every word is one more filter with a join, and SQLite refuses a LIKE pattern
     # past 50,000 bytes (a client's long query was a logged OperationalError, not a clear error).
     query: Annotated[
-        str, Field(max_length=200, description="Words to find in the title, author, summary or ISBN; empty lists everything.")
+        str,
+        Field(
+            max_length=200,
+            description="Words to find in the title, author, summary or ISBN; empty lists everything.",
+        ),
     ] = "",
     genre: Annotated[Genre | None, Field(description="Only books of this genre.")] = None,
     limit: Annotated[int, Field(ge=1, le=50, description="At most this many books.")] = 10,
@@ -129,7 +151,10 @@ def search_books(
     if genre is not None:
         books = books.filter(genre=genre)
     return SearchResults(
-        query=query, genre=genre.value if genre else None, total=books.count(), books=[book_out(b) for b in books[:limit]]
+        query=query,
+        genre=genre.value if genre else None,
+        total=books.count(),
+        books=[book_out(b) for b in books[:limit]],
     )
 
 
@@ -138,7 +163,11 @@ def search_books(
 AVAILABILITY_APP = UI("library/availability.html", title="Book availability", prefers_border=True)
 
 
-@site.tool(title="Check availability", annotations={"readOnlyHint": True, "openWorldHint": False}, ui=AVAILABILITY_APP)
+@site.tool(
+    title="Check availability",
+    annotations={"readOnlyHint": True, "openWorldHint": False},
+    ui=AVAILABILITY_APP,
+)
 def book_availability(isbn: ISBN) -> Availability:
     """Tell how many copies of a book are on the shelf, and when the next one is due back."""
     book = Book.objects.with_availability().filter(isbn=isbn).first()
@@ -146,8 +175,12 @@ def book_availability(isbn: ISBN) -> Availability:
         raise ToolError(f"No book with ISBN {isbn} in the catalogue.")
     next_due = book.loans.open().order_by("due_on").values_list("due_on", flat=True).first()
     return Availability(
-        isbn=book.isbn, title=book.title, copies=book.copies, on_loan=book.on_loan,  # type: ignore[attr-defined]
-        available=book.available, next_due_on=next_due,  # type: ignore[attr-defined]
+        isbn=book.isbn,
+        title=book.title,
+        copies=book.copies,
+        on_loan=book.on_loan,  # type: ignore[attr-defined]
+        available=book.available,
+        next_due_on=next_due,  # type: ignore[attr-defined]
     )
 
 
@@ -165,10 +198,16 @@ def member_loans(
     loans = member.loans.select_related("book", "member__user")
     if not include_returned:
         loans = loans.open()
-    return MemberLoans(member=member_username, max_loans=member.max_loans, loans=[loan_out(loan) for loan in loans])
+    return MemberLoans(
+        member=member_username, max_loans=member.max_loans, loans=[loan_out(loan) for loan in loans]
+    )
 
 
-@site.tool(title="Borrow a book", scopes=WRITE, annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False})
+@site.tool(
+    title="Borrow a book",
+    scopes=WRITE,
+    annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False},
+)
 async def borrow_book(ctx: Context, isbn: ISBN, member_username: str) -> LoanOut:
     """Lend a copy of a book to a member, for three weeks."""
     may_act_for(ctx.user, member_username)
@@ -196,22 +235,34 @@ async def _get_loan(ctx: Context, loan_id: int) -> Loan:
     return loan
 
 
-@site.tool(title="Return a book", scopes=WRITE, annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True})
+@site.tool(
+    title="Return a book",
+    scopes=WRITE,
+    annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True},
+)
 async def return_book(ctx: Context, loan_id: int) -> LoanOut:
     """Record that the book of a loan came back today."""
     loan = await _get_loan(ctx, loan_id)
     returned_on = today()
     # Conditional update: of two simultaneous returns, one wins and the other is told.
-    if not await Loan.objects.filter(pk=loan.pk, returned_on__isnull=True).aupdate(returned_on=returned_on):
+    if not await Loan.objects.filter(pk=loan.pk, returned_on__isnull=True).aupdate(
+        returned_on=returned_on
+    ):
         raise ToolError(f"Loan {loan_id} was already returned.")
     loan.returned_on = returned_on
     await ctx.log.info(f"{loan.book.title!r} is back on the shelf", logger="library")
     return loan_out(loan)
 
 
-@site.tool(title="Renew a loan", scopes=WRITE, annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False})
+@site.tool(
+    title="Renew a loan",
+    scopes=WRITE,
+    annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False},
+)
 async def renew_loan(
-    ctx: Context, loan_id: int, days: Annotated[int, Field(ge=1, le=28, description="Days to add to the due date.")] = 14
+    ctx: Context,
+    loan_id: int,
+    days: Annotated[int, Field(ge=1, le=28, description="Days to add to the due date.")] = 14,
 ) -> LoanOut:
     """Extend a loan's due date (loans end at most 90 days after borrowing)."""
     await ctx.report_progress(0, 3, "Looking up the loan")
@@ -226,7 +277,10 @@ async def renew_loan(
         raise ToolError(f"Loan {loan_id} was returned meanwhile; there is nothing to renew.")
     old_due_on, loan.due_on = loan.due_on, due_on
     await ctx.report_progress(3, 3, "Renewed")
-    await ctx.log.info(f"Loan {loan_id} renewed: due {old_due_on.isoformat()} → {due_on.isoformat()}", logger="library")
+    await ctx.log.info(
+        f"Loan {loan_id} renewed: due {old_due_on.isoformat()} → {due_on.isoformat()}",
+        logger="library",
+    )
     return loan_out(loan)
 
 
@@ -240,15 +294,22 @@ EXPORT_FIELDS = ("isbn", "title", "author", "published", "genre", "copies", "ava
 
 
 class ExportFormat(BaseModel):
-    format: Literal["csv", "json"] = Field("csv", description="csv (one row per book) or json (a list of objects).")
+    format: Literal["csv", "json"] = Field(
+        "csv", description="csv (one row per book) or json (a list of objects)."
+    )
 
 
 def export_rows(books: list[Book]) -> list[dict[str, Any]]:
     """``books`` need ``author`` loaded and the ``with_availability()`` annotations."""
     return [
         {
-            "isbn": b.isbn, "title": b.title, "author": b.author.name, "published": b.published, "genre": b.genre,
-            "copies": b.copies, "available": b.available,  # type: ignore[attr-defined]
+            "isbn": b.isbn,
+            "title": b.title,
+            "author": b.author.name,
+            "published": b.published,
+            "genre": b.genre,
+            "copies": b.copies,
+            "available": b.available,  # type: ignore[attr-defined]
         }
         for b in books
     ]
@@ -264,9 +325,16 @@ def render_export(rows: list[dict[str, Any]], fmt: str) -> str:
     return out.getvalue()
 
 
-@site.tool(title="Export the catalogue", task="optional", annotations={"readOnlyHint": True, "openWorldHint": False})
+@site.tool(
+    title="Export the catalogue",
+    task="optional",
+    annotations={"readOnlyHint": True, "openWorldHint": False},
+)
 async def export_catalogue(
-    ctx: Context, genre: Annotated[Genre | None, Field(description="Only books of this genre; all by default.")] = None
+    ctx: Context,
+    genre: Annotated[
+        Genre | None, Field(description="Only books of this genre; all by default.")
+    ] = None,
 ) -> ToolResult:
     """Export the catalogue (or one genre) as CSV or JSON, asking which; long, so it runs as a
     durable task for clients that take tasks (docs/howto/tasks.md)."""
@@ -276,19 +344,29 @@ async def export_catalogue(
     matching = await books.acount()
     total = min(matching, EXPORT_LIMIT)
     if not total:
-        return ToolResult(["No books to export."], structured={"exported": 0, "matching": 0, "format": None})
+        return ToolResult(
+            ["No books to export."], structured={"exported": 0, "matching": 0, "format": None}
+        )
     await ctx.report_progress(0, total, f"{matching} books to export")
     # In a session this is an elicitation on the call's stream; in a task, an input request
     # (status input_required) that the client answers with tasks/update.
-    answer = await ctx.elicit(f"Export {total} books: in which format?", ExportFormat, key="export_format")
+    answer = await ctx.elicit(
+        f"Export {total} books: in which format?", ExportFormat, key="export_format"
+    )
     if answer.action != "accept":
-        return ToolResult(["Export cancelled: nothing was exported."], structured={"exported": 0, "matching": matching, "format": None})
+        return ToolResult(
+            ["Export cancelled: nothing was exported."],
+            structured={"exported": 0, "matching": matching, "format": None},
+        )
     fmt = answer.data.format if isinstance(answer.data, ExportFormat) else "csv"
     rows: list[dict[str, Any]] = []
     last_pk = 0
     # Keyset pagination (pk > last): each batch is one short query, whatever the table's size.
     while len(rows) < total:
-        batch = [book async for book in books.filter(pk__gt=last_pk)[: min(EXPORT_BATCH, total - len(rows))]]
+        batch = [
+            book
+            async for book in books.filter(pk__gt=last_pk)[: min(EXPORT_BATCH, total - len(rows))]
+        ]
         if not batch:
             break  # books deleted meanwhile
         rows += export_rows(batch)
@@ -296,7 +374,10 @@ async def export_catalogue(
         await ctx.report_progress(len(rows), total, f"Exported {len(rows)} of {total} books")
     name = f"catalogue{'-' + genre.value if genre else ''}.{fmt}"
     counts = {
-        "exported": len(rows), "matching": matching, "truncated": matching > len(rows), "format": fmt,
+        "exported": len(rows),
+        "matching": matching,
+        "truncated": matching > len(rows),
+        "format": fmt,
         "genres": dict(sorted(Counter(row["genre"] for row in rows).items())),
         "available_copies": sum(max(row["available"], 0) for row in rows),
     }
@@ -304,7 +385,9 @@ async def export_catalogue(
         [
             f"Exported {len(rows)} of {matching} books as {fmt.upper()} ({name}).",
             EmbeddedResource(
-                f"library://exports/{name}", text=render_export(rows, fmt), mime_type="text/csv" if fmt == "csv" else "application/json"
+                f"library://exports/{name}",
+                text=render_export(rows, fmt),
+                mime_type="text/csv" if fmt == "csv" else "application/json",
             ),
         ],
         structured=counts,
@@ -316,11 +399,19 @@ async def export_catalogue(
 
 def complete_isbn(value: str) -> list[str]:
     """ISBNs starting with what was typed so far."""
-    return list(Book.objects.filter(isbn__startswith=value).order_by("isbn").values_list("isbn", flat=True)[:20])
+    return list(
+        Book.objects.filter(isbn__startswith=value)
+        .order_by("isbn")
+        .values_list("isbn", flat=True)[:20]
+    )
 
 
 @site.resource(
-    "library://books/{isbn}", name="book", title="A book", mime_type="application/json", complete={"isbn": complete_isbn}
+    "library://books/{isbn}",
+    name="book",
+    title="A book",
+    mime_type="application/json",
+    complete={"isbn": complete_isbn},
 )
 def book(isbn: str) -> dict[str, Any]:
     """The full catalogue record of a book, with its author and current availability."""
@@ -331,7 +422,12 @@ def book(isbn: str) -> dict[str, Any]:
     return {
         **book_out(found).model_dump(mode="json"),
         "summary": found.summary,
-        "author": {"name": author.name, "born": author.born, "country": author.country, "bio": author.bio},
+        "author": {
+            "name": author.name,
+            "born": author.born,
+            "country": author.country,
+            "bio": author.bio,
+        },
     }
 
 
@@ -350,11 +446,17 @@ def complete_loan_id(value: str, ctx: Context) -> list[str]:
 
 
 @site.resource(
-    "library://loans/{loan_id}", name="loan", title="A loan", mime_type="application/json", complete={"loan_id": complete_loan_id}
+    "library://loans/{loan_id}",
+    name="loan",
+    title="A loan",
+    mime_type="application/json",
+    complete={"loan_id": complete_loan_id},
 )
 def loan(ctx: Context, loan_id: int) -> dict[str, Any]:
     """One of your loans (staff: anyone's). Someone else's answers as a missing one: not found."""
-    return loan_out(loans_for(ctx.user).get(pk=loan_id)).model_dump(mode="json")  # Loan.DoesNotExist: -32002
+    return loan_out(loans_for(ctx.user).get(pk=loan_id)).model_dump(
+        mode="json"
+    )  # Loan.DoesNotExist: -32002
 
 
 # -- skills -------------------------------------------------------------------------------------
@@ -365,7 +467,12 @@ def loan(ctx: Context, loan_id: int) -> dict[str, Any]:
 site.skill(Path(__file__).resolve().parent / "mcp_skills" / "lend-and-renew", scopes=WRITE)
 
 
-@site.resource("library://catalogue/stats", name="catalogue-stats", title="Catalogue statistics", mime_type="application/json")
+@site.resource(
+    "library://catalogue/stats",
+    name="catalogue-stats",
+    title="Catalogue statistics",
+    mime_type="application/json",
+)
 def catalogue_stats() -> dict[str, Any]:
     """Counts of books, copies, members and loans, and books per genre."""
     labels = dict(Genre.choices)
@@ -381,7 +488,13 @@ def catalogue_stats() -> dict[str, Any]:
         "copies": sum(Book.objects.values_list("copies", flat=True)),
         "members": Member.objects.count(),
         "loans": loans,
-        "genres": {row["genre"]: {"label": str(labels.get(row["genre"], row["genre"])), "books": row["books"]} for row in per_genre},
+        "genres": {
+            row["genre"]: {
+                "label": str(labels.get(row["genre"], row["genre"])),
+                "books": row["books"],
+            }
+            for row in per_genre
+        },
     }
 
 
@@ -437,14 +550,20 @@ site.register_admin(
 def complete_interest(value: str) -> list[str]:
     """Genres whose name or label starts with what was typed."""
     typed = value.lower()
-    return [g.value for g in Genre if g.value.startswith(typed) or str(g.label).lower().startswith(typed)]
+    return [
+        g.value
+        for g in Genre
+        if g.value.startswith(typed) or str(g.label).lower().startswith(typed)
+    ]
 
 
 def complete_level(value: str) -> list[str]:
     return [level for level in LEVELS if level.startswith(value.lower())]
 
 
-@site.prompt(title="Recommend books", complete={"interest": complete_interest, "level": complete_level})
+@site.prompt(
+    title="Recommend books", complete={"interest": complete_interest, "level": complete_level}
+)
 def recommend_books(
     interest: Annotated[str, Field(description="A genre (e.g. mystery) or any topic.")],
     level: Annotated[Level, Field(description="casual, enthusiast or scholar.")] = "casual",

@@ -64,22 +64,31 @@ class BookQuerySet(models.QuerySet["Book"]):
             .annotate(count=Count("pk"))
             .values("count")
         )
-        return self.annotate(on_loan=Coalesce(Subquery(open_loans), 0)).annotate(available=F("copies") - F("on_loan"))
+        return self.annotate(on_loan=Coalesce(Subquery(open_loans), 0)).annotate(
+            available=F("copies") - F("on_loan")
+        )
 
     def search(self, query: str) -> BookQuerySet:
         """Match the words of ``query`` against title, author, ISBN and summary (all must match)."""
         qs = self
         for word in query.split():
             qs = qs.filter(
-                Q(title__icontains=word) | Q(author__name__icontains=word) | Q(isbn__startswith=word) | Q(summary__icontains=word)
+                Q(title__icontains=word)
+                | Q(author__name__icontains=word)
+                | Q(isbn__startswith=word)
+                | Q(summary__icontains=word)
             )
         return qs
 
 
 class Book(models.Model):
     title = models.CharField(_("title"), max_length=300)
-    author = models.ForeignKey(Author, on_delete=models.PROTECT, related_name="books", verbose_name=_("author"))
-    isbn = models.CharField(_("ISBN"), max_length=13, unique=True, help_text=_("ISBN-13, digits only."))
+    author = models.ForeignKey(
+        Author, on_delete=models.PROTECT, related_name="books", verbose_name=_("author")
+    )
+    isbn = models.CharField(
+        _("ISBN"), max_length=13, unique=True, help_text=_("ISBN-13, digits only.")
+    )
     published = models.PositiveSmallIntegerField(_("year published"))
     genre = models.CharField(_("genre"), max_length=20, choices=Genre.choices, db_index=True)
     summary = models.TextField(_("summary"), blank=True)
@@ -98,7 +107,10 @@ class Book(models.Model):
 
 class Member(models.Model):
     user = models.OneToOneField(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="library_member", verbose_name=_("user")
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="library_member",
+        verbose_name=_("user"),
     )
     joined_on = models.DateField(_("joined on"), default=today)
     max_loans = models.PositiveSmallIntegerField(_("maximum open loans"), default=5)
@@ -121,8 +133,12 @@ class LoanQuerySet(models.QuerySet["Loan"]):
 
 
 class Loan(models.Model):
-    book = models.ForeignKey(Book, on_delete=models.PROTECT, related_name="loans", verbose_name=_("book"))
-    member = models.ForeignKey(Member, on_delete=models.PROTECT, related_name="loans", verbose_name=_("member"))
+    book = models.ForeignKey(
+        Book, on_delete=models.PROTECT, related_name="loans", verbose_name=_("book")
+    )
+    member = models.ForeignKey(
+        Member, on_delete=models.PROTECT, related_name="loans", verbose_name=_("member")
+    )
     borrowed_on = models.DateField(_("borrowed on"), default=today)
     due_on = models.DateField(_("due on"), default=default_due_on)
     returned_on = models.DateField(_("returned on"), null=True, blank=True)
@@ -135,7 +151,9 @@ class Loan(models.Model):
         verbose_name_plural = _("loans")
         indexes = [models.Index(fields=["book", "returned_on"]), models.Index(fields=["due_on"])]
         constraints = [
-            models.CheckConstraint(condition=Q(due_on__gte=F("borrowed_on")), name="library_loan_due_after_borrowed"),
+            models.CheckConstraint(
+                condition=Q(due_on__gte=F("borrowed_on")), name="library_loan_due_after_borrowed"
+            ),
             models.CheckConstraint(
                 condition=Q(returned_on__isnull=True) | Q(returned_on__gte=F("borrowed_on")),
                 name="library_loan_returned_after_borrowed",

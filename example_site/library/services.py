@@ -35,14 +35,20 @@ def borrow(isbn: str, username: str) -> Loan:
         if any(loan.book_id == book.pk for loan in open_loans):
             raise LoanError(f"{member} already has a copy of {book.title!r}.")
         if len(open_loans) >= member.max_loans:
-            raise LoanError(f"{member} already has {len(open_loans)} books on loan (the limit is {member.max_loans}).")
+            raise LoanError(
+                f"{member} already has {len(open_loans)} books on loan (the limit is {member.max_loans})."
+            )
         if any(loan.is_overdue for loan in open_loans):
             raise LoanError(f"{member} has an overdue loan; return it before borrowing more.")
         on_loan = book.loans.open().count()
         if on_loan >= book.copies:
-            raise LoanError(f"No copies of {book.title!r} are available (all {book.copies} are on loan).")
+            raise LoanError(
+                f"No copies of {book.title!r} are available (all {book.copies} are on loan)."
+            )
         start = today()
-        loan = Loan.objects.create(book=book, member=member, borrowed_on=start, due_on=start + timedelta(days=LOAN_DAYS))
+        loan = Loan.objects.create(
+            book=book, member=member, borrowed_on=start, due_on=start + timedelta(days=LOAN_DAYS)
+        )
     return loan
 
 
@@ -50,7 +56,9 @@ def return_loan(loan: Loan, on: date | None = None) -> Loan:
     """Mark the loan returned, or raise ``LoanError`` if it already was."""
     returned_on = on or today()
     # A conditional update, so that returning twice at once records one return.
-    if not Loan.objects.filter(pk=loan.pk, returned_on__isnull=True).update(returned_on=returned_on):
+    if not Loan.objects.filter(pk=loan.pk, returned_on__isnull=True).update(
+        returned_on=returned_on
+    ):
         raise LoanError(f"Loan {loan.pk} was already returned.")
     loan.returned_on = returned_on
     return loan
@@ -59,7 +67,9 @@ def return_loan(loan: Loan, on: date | None = None) -> Loan:
 def renewed_due_on(loan: Loan, days: int) -> date:
     """The due date after renewing ``loan`` by ``days``, or ``LoanError`` when not allowed."""
     if loan.returned_on is not None:
-        raise LoanError(f"Loan {loan.pk} was returned on {loan.returned_on.isoformat()}; there is nothing to renew.")
+        raise LoanError(
+            f"Loan {loan.pk} was returned on {loan.returned_on.isoformat()}; there is nothing to renew."
+        )
     if days < 1:
         raise LoanError("A renewal must add at least one day.")
     # An overdue loan is renewed from today, not from its old due date.

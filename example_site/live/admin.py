@@ -7,7 +7,15 @@ from .models import TaskRun
 
 @admin.register(TaskRun)
 class TaskRunAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "tool", "status", "steps_done", "steps_total", "started_at", "finished_at"]
+    list_display = [
+        "__str__",
+        "tool",
+        "status",
+        "steps_done",
+        "steps_total",
+        "started_at",
+        "finished_at",
+    ]
     list_filter = ["status", "tool"]
     search_fields = ["session_id", "request_id"]
     readonly_fields = [f.name for f in TaskRun._meta.fields]

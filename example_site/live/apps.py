@@ -17,11 +17,15 @@ def resolve_orphaned_run(sender: Any, session_id: str, request_id: str, **kwargs
 
     from .models import TaskRun
 
-    runs = TaskRun.objects.filter(session_id=session_id, request_id=request_id, status=TaskRun.Status.RUNNING)
+    runs = TaskRun.objects.filter(
+        session_id=session_id, request_id=request_id, status=TaskRun.Status.RUNNING
+    )
     ids = list(runs.values_list("pk", flat=True))
     if not ids:
         return
-    runs.update(status=TaskRun.Status.INTERRUPTED, reason=INTERRUPTED_REASON, finished_at=timezone.now())
+    runs.update(
+        status=TaskRun.Status.INTERRUPTED, reason=INTERRUPTED_REASON, finished_at=timezone.now()
+    )
     for pk in ids:
         site.notify_resource_updated(f"live://runs/{pk}")
 
@@ -34,4 +38,6 @@ class LiveConfig(AppConfig):
     def ready(self) -> None:
         from mcp_django.signals import request_orphaned
 
-        request_orphaned.connect(resolve_orphaned_run, dispatch_uid="example_site.live.resolve_orphaned_run")
+        request_orphaned.connect(
+            resolve_orphaned_run, dispatch_uid="example_site.live.resolve_orphaned_run"
+        )

@@ -38,23 +38,32 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class RunOut(BaseModel):
     run: int
-    uri: str = Field(description="The live://runs/{run} resource; subscribe to it to hear when the run ends.")
+    uri: str = Field(
+        description="The live://runs/{run} resource; subscribe to it to hear when the run ends."
+    )
     status: str
     steps_done: int
     steps_total: int
-    reason: str = Field("", description="Why the run ended other than done: an interrupted run says what stopped it.")
+    reason: str = Field(
+        "",
+        description="Why the run ended other than done: an interrupted run says what stopped it.",
+    )
 
 
 class ReservationForm(BaseModel):
     """The form the user fills in (form-mode elicitation)."""
 
     confirm: bool = Field(title="Reserve it", description="Tick to place the reservation.")
-    note: str = Field("", title="Note", description="Anything the librarian should know.", max_length=200)
+    note: str = Field(
+        "", title="Note", description="Anything the librarian should know.", max_length=200
+    )
 
 
 class Reservation(BaseModel):
     title: str
-    action: Literal["accept", "decline", "cancel"] = Field(description="What the user did with the form.")
+    action: Literal["accept", "decline", "cancel"] = Field(
+        description="What the user did with the form."
+    )
     confirmed: bool
     note: str
 
@@ -71,7 +80,9 @@ class Announcement(BaseModel):
 async def countdown(
     ctx: Context,
     n: Annotated[int, Field(ge=1, le=1000, description="Count down from this number.")] = 10,
-    interval_ms: Annotated[int, Field(ge=0, le=10_000, description="Milliseconds between steps.")] = 200,
+    interval_ms: Annotated[
+        int, Field(ge=0, le=10_000, description="Milliseconds between steps.")
+    ] = 200,
 ) -> str:
     """Count down from n to 1, with a log message and a progress notification at each step."""
     for done, remaining in enumerate(range(n, 0, -1), start=1):
@@ -83,11 +94,16 @@ async def countdown(
 
 async def _finish(run: TaskRun, status: str, steps_done: int) -> None:
     run.status, run.steps_done, run.finished_at = status, steps_done, timezone.now()
-    await TaskRun.objects.filter(pk=run.pk).aupdate(status=status, steps_done=steps_done, finished_at=run.finished_at)
+    await TaskRun.objects.filter(pk=run.pk).aupdate(
+        status=status, steps_done=steps_done, finished_at=run.finished_at
+    )
     await site.anotify_resource_updated(run.uri)
 
 
-@site.tool(title="A long task", annotations={"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False})
+@site.tool(
+    title="A long task",
+    annotations={"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False},
+)
 async def long_task(
     ctx: Context,
     seconds: Annotated[float, Field(gt=0, le=3600, description="How long the task works.")] = 30,
@@ -101,7 +117,10 @@ async def long_task(
     """
     steps = max(1, round(seconds / STEP_SECONDS))
     run = await TaskRun.objects.acreate(
-        tool="long_task", session_id=ctx.session_id or "", request_id=orjson.dumps(ctx.request_id).decode(), steps_total=steps
+        tool="long_task",
+        session_id=ctx.session_id or "",
+        request_id=orjson.dumps(ctx.request_id).decode(),
+        steps_total=steps,
     )
     await ctx.log.info({"run": run.pk, "uri": run.uri, "status": run.status}, logger="live")
     done = 0
@@ -111,7 +130,9 @@ async def long_task(
             done = step
             if step % STEPS_PER_REPORT == 0 or step == steps:
                 await TaskRun.objects.filter(pk=run.pk).aupdate(steps_done=step)
-                await ctx.report_progress(step, steps, f"{step * STEP_SECONDS:.1f}s of {seconds:g}s")
+                await ctx.report_progress(
+                    step, steps, f"{step * STEP_SECONDS:.1f}s of {seconds:g}s"
+                )
     except asyncio.CancelledError:
         # Record the end even though this task is being cancelled; then let the cancel through.
         await asyncio.shield(_finish(run, TaskRun.Status.CANCELLED, done))
@@ -125,13 +146,20 @@ async def long_task(
     return RunOut(run=run.pk, uri=run.uri, status=run.status, steps_done=done, steps_total=steps)
 
 
-@site.tool(title="Confirm a reservation", annotations={"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False})
-async def confirm_reservation(ctx: Context, title: Annotated[str, Field(min_length=1, max_length=200)]) -> Reservation:
+@site.tool(
+    title="Confirm a reservation",
+    annotations={"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False},
+)
+async def confirm_reservation(
+    ctx: Context, title: Annotated[str, Field(min_length=1, max_length=200)]
+) -> Reservation:
     """Ask the user whether to reserve a book (a form, by elicitation) and report the answer."""
     answer = await ctx.elicit(f"Reserve {title}?", ReservationForm)
     if answer.action == "accept":
         form: ReservationForm = answer.data
-        await ctx.log.info(f"{title!r}: {'reserved' if form.confirm else 'not reserved'}", logger="live")
+        await ctx.log.info(
+            f"{title!r}: {'reserved' if form.confirm else 'not reserved'}", logger="live"
+        )
         return Reservation(title=title, action="accept", confirmed=form.confirm, note=form.note)
     return Reservation(title=title, action=answer.action, confirmed=False, note="")
 
@@ -159,7 +187,9 @@ def staff_tool(**options: Any) -> Callable[[F], F]:
     return decorator
 
 
-@staff_tool(title="Announce a list change", annotations={"readOnlyHint": True, "openWorldHint": False})
+@staff_tool(
+    title="Announce a list change", annotations={"readOnlyHint": True, "openWorldHint": False}
+)
 async def announce_list_changed(kind: ListKind) -> Announcement:
     """Tell every live session that the list of tools, resources or prompts changed (staff only).
 
@@ -169,8 +199,12 @@ async def announce_list_changed(kind: ListKind) -> Announcement:
     return Announcement(method=f"notifications/{kind}/list_changed", sessions=sessions)
 
 
-@staff_tool(title="Announce a resource update", annotations={"readOnlyHint": True, "openWorldHint": False})
-async def announce_resource_updated(uri: Annotated[str, Field(min_length=1, max_length=2000)]) -> Announcement:
+@staff_tool(
+    title="Announce a resource update", annotations={"readOnlyHint": True, "openWorldHint": False}
+)
+async def announce_resource_updated(
+    uri: Annotated[str, Field(min_length=1, max_length=2000)],
+) -> Announcement:
     """Tell the sessions subscribed to a resource URI that the resource changed (staff only)."""
     sessions = await site.anotify_resource_updated(uri)
     return Announcement(method="notifications/resources/updated", sessions=sessions)
@@ -179,12 +213,22 @@ async def announce_resource_updated(uri: Annotated[str, Field(min_length=1, max_
 # -- resources ------------------------------------------------------------------------------------
 
 
-@site.resource("live://runs/{run_id}", name="task-run", title="A run of long_task", mime_type="application/json")
+@site.resource(
+    "live://runs/{run_id}",
+    name="task-run",
+    title="A run of long_task",
+    mime_type="application/json",
+)
 def task_run(run_id: int) -> dict[str, Any]:
     """A long_task run: its status and progress. Subscribe to hear when it ends."""
     run = TaskRun.objects.filter(pk=run_id).first()
     if run is None:
         raise ResourceNotFoundError(f"live://runs/{run_id}")
     return RunOut(
-        run=run.pk, uri=run.uri, status=run.status, steps_done=run.steps_done, steps_total=run.steps_total, reason=run.reason
+        run=run.pk,
+        uri=run.uri,
+        status=run.status,
+        steps_done=run.steps_done,
+        steps_total=run.steps_total,
+        reason=run.reason,
     ).model_dump(mode="json")

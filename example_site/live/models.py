@@ -27,7 +27,9 @@ class TaskRun(models.Model):
     session_id = models.CharField(_("MCP session"), max_length=64, blank=True, db_index=True)
     # The JSON-RPC id as JSON text, so 1 and "1" stay apart.
     request_id = models.CharField(_("request id"), max_length=200, blank=True)
-    status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.RUNNING)
+    status = models.CharField(
+        _("status"), max_length=20, choices=Status.choices, default=Status.RUNNING
+    )
     steps_done = models.PositiveIntegerField(_("steps done"), default=0)
     steps_total = models.PositiveIntegerField(_("steps in all"), default=0)
     started_at = models.DateTimeField(_("started"), default=timezone.now)

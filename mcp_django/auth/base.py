@@ -17,7 +17,9 @@ from django.http import HttpRequest
 class AuthenticationFailed(Exception):
     """Refuse the request with ``status`` (401 or 403) and these response headers."""
 
-    def __init__(self, message: str, status: int = 401, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, message: str, status: int = 401, headers: dict[str, str] | None = None
+    ) -> None:
         self.message = message
         self.status = status
         self.headers = headers or {}
@@ -29,7 +31,9 @@ class BaseAuthentication:
 
     async def authenticate(self, request: HttpRequest) -> Any:
         """Return the user making ``request``, or None; raise :class:`AuthenticationFailed` to refuse it."""
-        raise NotImplementedError("Authentication classes must implement async authenticate(request) -> user or None")
+        raise NotImplementedError(
+            "Authentication classes must implement async authenticate(request) -> user or None"
+        )
 
 
 class NoAuthentication(BaseAuthentication):

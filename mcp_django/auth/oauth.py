@@ -47,7 +47,9 @@ def resource_url(request: HttpRequest | None, endpoint_path: str | None = None) 
     if configured:
         return canonical(configured)
     if request is None:
-        raise ValueError("MCP_DJANGO['RESOURCE_URL'] is not set and there is no request to derive it from")
+        raise ValueError(
+            "MCP_DJANGO['RESOURCE_URL'] is not set and there is no request to derive it from"
+        )
     path = endpoint_path if endpoint_path is not None else request.path
     return canonical(f"{request.scheme}://{request.get_host()}{path}")
 
@@ -80,7 +82,15 @@ def advertised_scopes(declared: Sequence[str] = ()) -> list[str]:
     """The scopes a client may ask for: SCOPES_SUPPORTED, REQUIRED_SCOPES, then ``declared``
     (every scope the site's entries use), without repeats. Naming them all lets a client get,
     up front, a token for everything the user may do instead of stepping up tool by tool."""
-    return list(dict.fromkeys([*(mcp_settings.scopes_supported or []), *(mcp_settings.required_scopes or []), *declared]))
+    return list(
+        dict.fromkeys(
+            [
+                *(mcp_settings.scopes_supported or []),
+                *(mcp_settings.required_scopes or []),
+                *declared,
+            ]
+        )
+    )
 
 
 def protected_resource_metadata(resource: str, declared: Sequence[str] = ()) -> dict[str, Any]:
@@ -102,7 +112,13 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def challenge(resource: str, *, error: str | None = None, description: str | None = None, scopes: Sequence[str] | None = None) -> str:
+def challenge(
+    resource: str,
+    *,
+    error: str | None = None,
+    description: str | None = None,
+    scopes: Sequence[str] | None = None,
+) -> str:
     """Build a ``WWW-Authenticate: Bearer`` challenge (RFC 6750 section 3, RFC 9728 section 5.1);
     without ``scopes``, the advertised ones (SCOPES_SUPPORTED, REQUIRED_SCOPES)."""
     params = []
@@ -124,8 +140,14 @@ class InsufficientScope(AuthenticationFailed):
         super().__init__(
             f"Insufficient scope: this operation needs {' '.join(scopes)}",
             status=403,
-            headers={"WWW-Authenticate": challenge(resource, error="insufficient_scope", scopes=scopes,
-                                                   description="The access token lacks a scope this operation needs")},
+            headers={
+                "WWW-Authenticate": challenge(
+                    resource,
+                    error="insufficient_scope",
+                    scopes=scopes,
+                    description="The access token lacks a scope this operation needs",
+                )
+            },
         )
         self.scopes = scopes
 
@@ -134,20 +156,29 @@ class OAuthAuthentication(BaseAuthentication):
     """Bearer tokens from django-oauth-toolkit, bound to this server by their audience."""
 
     def _fail(
-        self, resource: str, message: str, error: str | None = "invalid_token", status: int = 401, request: HttpRequest | None = None
+        self,
+        resource: str,
+        message: str,
+        error: str | None = "invalid_token",
+        status: int = 401,
+        request: HttpRequest | None = None,
     ) -> AuthenticationFailed:
         # The transport puts a function on the request that gives the site's declared scopes
         # (mcp_declared_scopes): asked only here, when a challenge is sent, not on every request.
         declared = getattr(request, "mcp_declared_scopes", None)
         scopes = advertised_scopes(declared() if declared is not None else ())
-        header = challenge(resource, error=error, description=message if error else None, scopes=scopes)
+        header = challenge(
+            resource, error=error, description=message if error else None, scopes=scopes
+        )
         return AuthenticationFailed(message, status=status, headers={"WWW-Authenticate": header})
 
     async def authenticate(self, request: HttpRequest) -> Any:
         resource = resource_url(request, getattr(request, "mcp_endpoint_path", None))
         if "access_token" in request.GET:
             # RFC 6750 section 2.3 is forbidden by OAuth 2.1 and the MCP spec: never read it.
-            message = "Access tokens are not accepted in the query string; use the Authorization header."
+            message = (
+                "Access tokens are not accepted in the query string; use the Authorization header."
+            )
             raise self._fail(resource, message, "invalid_request", 400, request=request)
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
@@ -155,19 +186,36 @@ class OAuthAuthentication(BaseAuthentication):
             raise self._fail(resource, "Authentication required.", error=None, request=request)
         if scheme.lower() != "bearer":
             # No bearer credentials at all: a plain challenge, without an error code (RFC 6750 3.1).
-            raise self._fail(resource, "Authentication required: send 'Authorization: Bearer <token>'.", error=None, request=request)
+            raise self._fail(
+                resource,
+                "Authentication required: send 'Authorization: Bearer <token>'.",
+                error=None,
+                request=request,
+            )
         if not token.strip():
-            raise self._fail(resource, "The Authorization header must be 'Bearer <token>'.", "invalid_request", 400, request=request)
+            raise self._fail(
+                resource,
+                "The Authorization header must be 'Bearer <token>'.",
+                "invalid_request",
+                400,
+                request=request,
+            )
         found = await sync_to_async(self._load)(token.strip())
         if found is None:
-            raise self._fail(resource, "The access token is unknown, revoked or expired.", request=request)
+            raise self._fail(
+                resource, "The access token is unknown, revoked or expired.", request=request
+            )
         access_token, user = found
         audiences = [canonical(str(a)) for a in (access_token.resource or [])]
         if resource not in audiences:
             # Tokens issued without a resource, or for another server, are not ours to accept.
-            raise self._fail(resource, "The access token was not issued for this server.", request=request)
+            raise self._fail(
+                resource, "The access token was not issued for this server.", request=request
+            )
         if user is None or not user.is_active:
-            raise self._fail(resource, "The access token does not act for an active user.", request=request)
+            raise self._fail(
+                resource, "The access token does not act for an active user.", request=request
+            )
         request.auth_token = access_token  # type: ignore[attr-defined]
         request.auth_scopes = frozenset(access_token.scope.split())  # type: ignore[attr-defined]
         required = [s for s in mcp_settings.required_scopes or [] if s not in request.auth_scopes]  # type: ignore[attr-defined]
@@ -178,7 +226,9 @@ class OAuthAuthentication(BaseAuthentication):
     @staticmethod
     def _load(token: str) -> tuple[Any, Any] | None:
         checksum = hashlib.sha256(token.encode("utf-8")).hexdigest()
-        access_token = _access_tokens().select_related("user").filter(token_checksum=checksum).first()
+        access_token = (
+            _access_tokens().select_related("user").filter(token_checksum=checksum).first()
+        )
         if access_token is None or access_token.is_expired():
             return None
         return access_token, access_token.user
@@ -203,6 +253,10 @@ def holds_live_token(user_id: Any, client_id: str, scopes: Collection[str]) -> b
     """Whether the active user ``user_id`` still holds a live token of the OAuth client
     ``client_id`` (not revoked: DOT deletes a revoked token; not expired) with every one of
     ``scopes``: what a durable task made with a token needs to go on. One query."""
-    live = _access_tokens().select_related("user").filter(user_id=user_id, application__client_id=client_id, expires__gt=timezone.now())
+    live = (
+        _access_tokens()
+        .select_related("user")
+        .filter(user_id=user_id, application__client_id=client_id, expires__gt=timezone.now())
+    )
     needed = set(scopes)
     return any(token.user.is_active and needed <= set(token.scope.split()) for token in live)

@@ -89,7 +89,11 @@ class MetadataFetcher(SafeMetadataFetcher):  # type: ignore[misc]
         try:
             return super().fetch(client_id)
         except CIMDError as error:
-            cache.set(_refusal_key(client_id), public_reason(error), oauth2_settings.CIMD_FAILURE_BACKOFF_SECONDS)
+            cache.set(
+                _refusal_key(client_id),
+                public_reason(error),
+                oauth2_settings.CIMD_FAILURE_BACKOFF_SECONDS,
+            )
             raise
 
 
@@ -103,7 +107,8 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
         if reason:
             # Shown on the error page (never a redirect: the client is unknown) as error_description.
             raise errors.InvalidClientIdError(
-                description=f"This client's metadata document was refused: {reason}.", request=request
+                description=f"This client's metadata document was refused: {reason}.",
+                request=request,
             )
         return False
 
@@ -127,8 +132,13 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
             request.resource = [mcp_resource()]
 
     def validate_scopes(
-        self, client_id: str, scopes: list[str], client: Any, request: Any,
-        *args: Any, **kwargs: Any,
+        self,
+        client_id: str,
+        scopes: list[str],
+        client: Any,
+        request: Any,
+        *args: Any,
+        **kwargs: Any,
     ) -> bool:
         # oauthlib turns "scope=" into [""] and refuses it as invalid_scope; some MCP clients
         # send exactly that. An empty scope means "no scope asked for": use the defaults.

@@ -60,10 +60,18 @@ class ConnectElicitationView(LoginRequiredMixin, View):
         config = provider(elicitation.params["provider"])
         state = secrets.token_urlsafe(24)
         verifier = secrets.token_urlsafe(48)
-        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+        challenge = (
+            base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
+            .decode()
+            .rstrip("=")
+        )
         redirect_uri = callback_url(request, self.site.name)
         # The state binds the callback to this browser session and this elicitation.
-        request.session[SESSION_PREFIX + state] = {"elicitation": elicitation.pk, "verifier": verifier, "redirect_uri": redirect_uri}
+        request.session[SESSION_PREFIX + state] = {
+            "elicitation": elicitation.pk,
+            "verifier": verifier,
+            "redirect_uri": redirect_uri,
+        }
         query = {
             "response_type": "code",
             "client_id": config["client_id"],
@@ -75,7 +83,11 @@ class ConnectElicitationView(LoginRequiredMixin, View):
         if config.get("scopes"):
             query["scope"] = " ".join(config["scopes"])
         query.update(config.get("extra_authorize_params", {}))
-        return HttpResponseRedirect(config["authorize_url"] + ("&" if "?" in config["authorize_url"] else "?") + urllib.parse.urlencode(query))
+        return HttpResponseRedirect(
+            config["authorize_url"]
+            + ("&" if "?" in config["authorize_url"] else "?")
+            + urllib.parse.urlencode(query)
+        )
 
 
 @method_decorator(never_cache, name="dispatch")
@@ -101,7 +113,12 @@ class ConnectCallbackView(LoginRequiredMixin, View):
         try:
             tokens = self.exchange(config, request.GET["code"], pending)
         except (urllib.error.URLError, ValueError, KeyError) as exc:
-            context = {"elicitation": elicitation, "state": "failed", "title": f"Could not connect {config.get('label', name)}", "error": str(exc)[:200]}
+            context = {
+                "elicitation": elicitation,
+                "state": "failed",
+                "title": f"Could not connect {config.get('label', name)}",
+                "error": str(exc)[:200],
+            }
             return render(request, self.template_name, context, status=502)
         services.store_secret(request.user, f"connect:{name}", json.dumps(tokens))
         services.finish(elicitation, Elicitation.State.COMPLETED)
@@ -109,7 +126,11 @@ class ConnectCallbackView(LoginRequiredMixin, View):
 
     def done(self, elicitation: Elicitation, state: str, config: dict[str, Any]) -> HttpResponse:
         title = f"{config.get('label', elicitation.params['provider'])}: {'connected' if state == 'completed' else 'not connected'}"
-        return render(self.request, self.template_name, {"elicitation": elicitation, "state": state, "title": title})
+        return render(
+            self.request,
+            self.template_name,
+            {"elicitation": elicitation, "state": state, "title": title},
+        )
 
     @staticmethod
     def exchange(config: dict[str, Any], code: str, pending: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +144,10 @@ class ConnectCallbackView(LoginRequiredMixin, View):
         if config.get("client_secret"):
             form["client_secret"] = config["client_secret"]
         request = urllib.request.Request(
-            config["token_url"], data=urllib.parse.urlencode(form).encode(), headers={"Accept": "application/json"}, method="POST"
+            config["token_url"],
+            data=urllib.parse.urlencode(form).encode(),
+            headers={"Accept": "application/json"},
+            method="POST",
         )
         with urllib.request.urlopen(request, timeout=float(config.get("timeout", 10))) as response:
             tokens = json.loads(response.read(1_000_000))

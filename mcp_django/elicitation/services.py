@@ -20,14 +20,27 @@ from ..server.notifications import announce_soon
 from ..transport.layers import get_layer
 from ..transport.streams import send_to_session
 
-FINAL_STATES = (Elicitation.State.COMPLETED, Elicitation.State.DECLINED, Elicitation.State.CANCELLED, Elicitation.State.EXPIRED)
+FINAL_STATES = (
+    Elicitation.State.COMPLETED,
+    Elicitation.State.DECLINED,
+    Elicitation.State.CANCELLED,
+    Elicitation.State.EXPIRED,
+)
 
 
 def elicitation_group(elicitation_id: str) -> str:
     return f"mcp.elicitation.{elicitation_id}"
 
 
-def create(*, user_id: Any, session_id: str | None, request_id: Any, message: str, view_name: str, params: dict[str, Any]) -> Elicitation:
+def create(
+    *,
+    user_id: Any,
+    session_id: str | None,
+    request_id: Any,
+    message: str,
+    view_name: str,
+    params: dict[str, Any],
+) -> Elicitation:
     """Record a pending URL elicitation; QuotaExceededError (-32029) when the user already has
     ``PENDING_ELICITATIONS_PER_USER`` pages waiting."""
     refusal = check_pending_elicitations(user_id)
@@ -48,7 +61,9 @@ def create(*, user_id: Any, session_id: str | None, request_id: Any, message: st
 
 def page_url(elicitation: Elicitation, request: Any) -> str:
     """The page's absolute URL: on the configured public origin when there is one."""
-    return public_url(request, reverse(elicitation.view_name, kwargs={"elicitation_id": elicitation.pk}))
+    return public_url(
+        request, reverse(elicitation.view_name, kwargs={"elicitation_id": elicitation.pk})
+    )
 
 
 def open_for(elicitation_id: str, user: Any) -> Elicitation | None:
@@ -74,12 +89,16 @@ def finish(elicitation: Elicitation, state: str, *, announce_to_client: bool = T
     and no out-of-band interaction took place to report as complete. Return False when the
     elicitation was already closed (a double submit): nothing is sent twice.
     """
-    closed = Elicitation.objects.filter(pk=elicitation.pk, state=Elicitation.State.PENDING).update(state=state, completed_at=timezone.now())
+    closed = Elicitation.objects.filter(pk=elicitation.pk, state=Elicitation.State.PENDING).update(
+        state=state, completed_at=timezone.now()
+    )
     if not closed:
         return False
     elicitation.state = state
 
-    announce_soon(announce, elicitation.pk, elicitation.session_id if announce_to_client else None, state)
+    announce_soon(
+        announce, elicitation.pk, elicitation.session_id if announce_to_client else None, state
+    )
     return True
 
 
@@ -88,8 +107,15 @@ async def announce(elicitation_id: str, session_id: str | None, state: str) -> N
         session = await Session.objects.filter(pk=session_id).afirst()
         # notifications/elicitation/complete exists from 2025-11-25, and only for its own session.
         if session is not None and session.is_live() and session.protocol_version >= "2025-11-25":
-            await send_to_session(session_id, notification_message("notifications/elicitation/complete", {"elicitationId": elicitation_id}))
-    await get_layer().group_send(elicitation_group(elicitation_id), {"type": "mcp.elicitation", "state": state})
+            await send_to_session(
+                session_id,
+                notification_message(
+                    "notifications/elicitation/complete", {"elicitationId": elicitation_id}
+                ),
+            )
+    await get_layer().group_send(
+        elicitation_group(elicitation_id), {"type": "mcp.elicitation", "state": state}
+    )
 
 
 #: How often a waiting tool also reads the row: the page may be finished by a process whose
@@ -107,7 +133,11 @@ async def wait(elicitation_id: str, timeout: float) -> str:
     try:
         while True:
             # Read after joining: a finish between the two arrives on the channel.
-            state = await Elicitation.objects.filter(pk=elicitation_id).values_list("state", flat=True).afirst()
+            state = (
+                await Elicitation.objects.filter(pk=elicitation_id)
+                .values_list("state", flat=True)
+                .afirst()
+            )
             if state in FINAL_STATES:
                 return state
             left = deadline - asyncio.get_running_loop().time()
@@ -124,16 +154,24 @@ async def wait(elicitation_id: str, timeout: float) -> str:
 
 
 def expire(elicitation_id: str) -> None:
-    Elicitation.objects.filter(pk=elicitation_id, state=Elicitation.State.PENDING).update(state=Elicitation.State.EXPIRED, completed_at=timezone.now())
+    Elicitation.objects.filter(pk=elicitation_id, state=Elicitation.State.PENDING).update(
+        state=Elicitation.State.EXPIRED, completed_at=timezone.now()
+    )
 
 
 def store_secret(user: Any, service: str, secret: str) -> None:
     now = timezone.now()
-    UserSecret.objects.update_or_create(user=user, service=service, defaults={"ciphertext": encrypt(secret), "updated_at": now})
+    UserSecret.objects.update_or_create(
+        user=user, service=service, defaults={"ciphertext": encrypt(secret), "updated_at": now}
+    )
 
 
 def read_secret(user_id: Any, service: str) -> str | None:
-    ciphertext = UserSecret.objects.filter(user_id=user_id, service=service).values_list("ciphertext", flat=True).first()
+    ciphertext = (
+        UserSecret.objects.filter(user_id=user_id, service=service)
+        .values_list("ciphertext", flat=True)
+        .first()
+    )
     if ciphertext is None:
         return None
     try:

@@ -55,17 +55,24 @@ class ElicitationView(LoginRequiredMixin, _FormView):
 
     def complete(self, form: forms.Form) -> str:
         """Do the page's work with the valid form; return the final state (usually completed)."""
-        raise NotImplementedError("ElicitationView subclasses must implement complete(form) -> state")
+        raise NotImplementedError(
+            "ElicitationView subclasses must implement complete(form) -> state"
+        )
 
     def accepts(self, elicitation: Elicitation) -> bool:
         """Whether this page serves ``elicitation`` (its target view is this page)."""
-        return self.request.resolver_match is not None and elicitation.view_name.split(":")[-1] == self.request.resolver_match.url_name
+        return (
+            self.request.resolver_match is not None
+            and elicitation.view_name.split(":")[-1] == self.request.resolver_match.url_name
+        )
 
     # -- shouldn't need to override ------------------------------------------------------------
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        context.update(elicitation=self.elicitation, params=self.elicitation.params, title=self.get_title())
+        context.update(
+            elicitation=self.elicitation, params=self.elicitation.params, title=self.get_title()
+        )
         return context
 
     def get_title(self) -> str:
@@ -84,12 +91,20 @@ class ElicitationView(LoginRequiredMixin, _FormView):
         """Close the elicitation in ``state``, tell the waiting tool and the client, and show the done page."""
         services.finish(self.elicitation, state)
         context = {"elicitation": self.elicitation, "state": state, "title": self.get_title()}
-        return self.response_class(request=self.request, template=[self.done_template_name], context=context, using=self.template_engine)
+        return self.response_class(
+            request=self.request,
+            template=[self.done_template_name],
+            context=context,
+            using=self.template_engine,
+        )
 
 
 class SecretForm(forms.Form):
     secret = forms.CharField(
-        label=_("Secret"), max_length=4096, strip=True, widget=forms.PasswordInput(attrs={"autocomplete": "off", "autofocus": True})
+        label=_("Secret"),
+        max_length=4096,
+        strip=True,
+        widget=forms.PasswordInput(attrs={"autocomplete": "off", "autofocus": True}),
     )
 
 
@@ -101,13 +116,21 @@ class SecretElicitationView(ElicitationView):
     template_name = "mcp_django/elicitation/secret.html"
 
     def get_title(self) -> str:
-        return str(_("Connect %(service)s") % {"service": self.elicitation.params.get("label") or self.elicitation.params.get("service", "")})
+        return str(
+            _("Connect %(service)s")
+            % {
+                "service": self.elicitation.params.get("label")
+                or self.elicitation.params.get("service", "")
+            }
+        )
 
     def accepts(self, elicitation: Elicitation) -> bool:
         return super().accepts(elicitation) and bool(elicitation.params.get("service"))
 
     def complete(self, form: forms.Form) -> str:
-        services.store_secret(self.request.user, self.elicitation.params["service"], form.cleaned_data["secret"])
+        services.store_secret(
+            self.request.user, self.elicitation.params["service"], form.cleaned_data["secret"]
+        )
         return Elicitation.State.COMPLETED
 
 

@@ -34,7 +34,12 @@ MIME_TYPE: Final = "text/html;profile=mcp-app"
 LEGACY_RESOURCE_URI_KEY: Final = "ui/resourceUri"
 
 Permission = Literal["camera", "microphone", "geolocation", "clipboardWrite"]
-PERMISSIONS: Final[tuple[Permission, ...]] = ("camera", "microphone", "geolocation", "clipboardWrite")
+PERMISSIONS: Final[tuple[Permission, ...]] = (
+    "camera",
+    "microphone",
+    "geolocation",
+    "clipboardWrite",
+)
 Visibility = Literal["model", "app"]
 VISIBILITIES: Final[tuple[Visibility, ...]] = ("model", "app")
 
@@ -85,22 +90,32 @@ class UI:
     def __post_init__(self) -> None:
         owner = f"UI {self.template!r}"
         if not isinstance(self.template, str) or not self.template:
-            raise ImproperlyConfigured("UI: template must be a template name, such as 'library/availability.html'")
+            raise ImproperlyConfigured(
+                "UI: template must be a template name, such as 'library/availability.html'"
+            )
         uri = self.uri if self.uri is not None else f"ui://{self.template}"
         if not uri.startswith("ui://") or len(uri) == len("ui://"):
-            raise ImproperlyConfigured(f"{owner}: the uri must use the ui:// scheme (apps spec), not {uri!r}")
+            raise ImproperlyConfigured(
+                f"{owner}: the uri must use the ui:// scheme (apps spec), not {uri!r}"
+            )
         object.__setattr__(self, "resource_uri", uri)
         for attribute, _wire in _CSP_FIELDS:
-            object.__setattr__(self, attribute, _strings(getattr(self, attribute), attribute, owner))
+            object.__setattr__(
+                self, attribute, _strings(getattr(self, attribute), attribute, owner)
+            )
         permissions = _strings(self.permissions, "permissions", owner)
         unknown = [p for p in permissions if p not in PERMISSIONS]
         if unknown:
-            raise ImproperlyConfigured(f"{owner}: unknown permissions {unknown}; use {', '.join(PERMISSIONS)}")
+            raise ImproperlyConfigured(
+                f"{owner}: unknown permissions {unknown}; use {', '.join(PERMISSIONS)}"
+            )
         object.__setattr__(self, "permissions", permissions)
         if self.visibility is not None:
             visibility = _strings(self.visibility, "visibility", owner)
             if not visibility or any(v not in VISIBILITIES for v in visibility):
-                raise ImproperlyConfigured(f"{owner}: visibility must list 'model', 'app' or both, not {list(visibility)}")
+                raise ImproperlyConfigured(
+                    f"{owner}: visibility must list 'model', 'app' or both, not {list(visibility)}"
+                )
             object.__setattr__(self, "visibility", visibility)
         if self.prefers_border is not None and not isinstance(self.prefers_border, bool):
             raise ImproperlyConfigured(f"{owner}: prefers_border must be True, False or None")
@@ -115,7 +130,11 @@ class UI:
     def resource_meta(self) -> dict[str, Any]:
         """``_meta.ui`` of the resource (``McpUiResourceMeta``): CSP, permissions, domain, border."""
         meta: dict[str, Any] = {}
-        csp = {wire: list(getattr(self, attribute)) for attribute, wire in _CSP_FIELDS if getattr(self, attribute)}
+        csp = {
+            wire: list(getattr(self, attribute))
+            for attribute, wire in _CSP_FIELDS
+            if getattr(self, attribute)
+        }
         if csp:
             meta["csp"] = csp
         if self.permissions:
@@ -159,7 +178,11 @@ class UIResource(ResourceEntry):
 
     def tools(self) -> list[ToolEntry]:
         """The site's tools whose UI this is."""
-        return [t for t in self.site.get_tools() if getattr(getattr(t, "ui", None), "resource_uri", None) == self.uri]
+        return [
+            t
+            for t in self.site.get_tools()
+            if getattr(getattr(t, "ui", None), "resource_uri", None) == self.uri
+        ]
 
     # -- the gate: whatever every tool naming it needs --------------------------------------
 
@@ -207,7 +230,9 @@ class UIResource(ResourceEntry):
             content["_meta"] = {"ui": meta}
         return [content]
 
-    async def completions(self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]) -> Completions:
+    async def completions(
+        self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]
+    ) -> Completions:
         return Completions([], 0)  # a fixed URI has nothing to complete
 
 

@@ -61,13 +61,20 @@ NAME_RE: Final = re.compile(r"^(?!.*--)[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 MAX_DESCRIPTION: Final = 1024
 MAX_COMPATIBILITY: Final = 500
 #: The frontmatter fields the Agent Skills specification defines.
-KNOWN_FIELDS: Final = frozenset({"name", "description", "license", "compatibility", "metadata", "allowed-tools"})
+KNOWN_FIELDS: Final = frozenset(
+    {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
+)
 #: ``metadata`` keys with this prefix are reserved for MCP extensions (none defined yet).
 RESERVED_METADATA_PREFIX: Final = "io.modelcontextprotocol/"
 
 _FRONTMATTER_RE = re.compile(r"^---\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", re.DOTALL)
 #: Types found by extension but unknown to the platform's tables on some systems.
-_MIME_TYPES: Final = {".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain", ".py": "text/x-python"}
+_MIME_TYPES: Final = {
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".txt": "text/plain",
+    ".py": "text/x-python",
+}
 
 
 class SkillError(ValueError):
@@ -226,7 +233,11 @@ def frontmatter_problems(frontmatter: dict[str, Any], folder_name: str) -> list[
             )
         )
     description = frontmatter.get("description")
-    if not isinstance(description, str) or not description.strip() or len(description) > MAX_DESCRIPTION:
+    if (
+        not isinstance(description, str)
+        or not description.strip()
+        or len(description) > MAX_DESCRIPTION
+    ):
         problems.append(
             Problem(
                 "mcp_django.E192",
@@ -235,18 +246,42 @@ def frontmatter_problems(frontmatter: dict[str, Any], folder_name: str) -> list[
             )
         )
     compatibility = frontmatter.get("compatibility")
-    if compatibility is not None and (not isinstance(compatibility, str) or len(compatibility) > MAX_COMPATIBILITY):
-        problems.append(Problem("mcp_django.E193", "The skill's compatibility field is not text of at most 500 characters.", "Shorten it, or remove it."))
+    if compatibility is not None and (
+        not isinstance(compatibility, str) or len(compatibility) > MAX_COMPATIBILITY
+    ):
+        problems.append(
+            Problem(
+                "mcp_django.E193",
+                "The skill's compatibility field is not text of at most 500 characters.",
+                "Shorten it, or remove it.",
+            )
+        )
     # Text in the Agent Skills specification. PyYAML reads YAML 1.1, where `license: no` or
     # `allowed-tools: on` is a boolean; a host parsing YAML 1.2 reads the text, and refuses a
     # listing whose frontmatter differs from the file's.
     for field in ("license", "allowed-tools"):
         if field in frontmatter and not isinstance(frontmatter[field], str):
-            problems.append(Problem("mcp_django.E193", f"The skill's {field} field is not text.", "Quote its value, so that every YAML parser reads text."))
+            problems.append(
+                Problem(
+                    "mcp_django.E193",
+                    f"The skill's {field} field is not text.",
+                    "Quote its value, so that every YAML parser reads text.",
+                )
+            )
     metadata = frontmatter.get("metadata")
-    if metadata is not None and (not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values())):
-        problems.append(Problem("mcp_django.E193", "The skill's metadata field is not a mapping of names to strings.", "Quote each value."))
-    elif isinstance(metadata, dict) and any(k.startswith(RESERVED_METADATA_PREFIX) for k in metadata):
+    if metadata is not None and (
+        not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values())
+    ):
+        problems.append(
+            Problem(
+                "mcp_django.E193",
+                "The skill's metadata field is not a mapping of names to strings.",
+                "Quote each value.",
+            )
+        )
+    elif isinstance(metadata, dict) and any(
+        k.startswith(RESERVED_METADATA_PREFIX) for k in metadata
+    ):
         problems.append(
             Problem(
                 "mcp_django.W190",
@@ -330,7 +365,9 @@ class Skill:
         #: The folder's name: the skill's name, and its URI's authority.
         self.name = self.directory.name
         #: Django permissions a user needs to see and use it.
-        self.permissions: tuple[str, ...] = (permission,) if isinstance(permission, str) else tuple(permission or ())
+        self.permissions: tuple[str, ...] = (
+            (permission,) if isinstance(permission, str) else tuple(permission or ())
+        )
         #: OAuth scopes a token needs, on top of the site's REQUIRED_SCOPES.
         self.scopes: tuple[str, ...] = (scopes,) if isinstance(scopes, str) else tuple(scopes or ())
         #: Where it came from, for messages: "app library" or "code".
@@ -372,13 +409,35 @@ class Skill:
         """Every rule the skill breaks as its files are now (the system check reports these)."""
         return self._inspect()[0]
 
-    def _inspect(self) -> tuple[list[Problem], dict[str, Any] | None, list[tuple[str, Path, os.stat_result]]]:
+    def _inspect(
+        self,
+    ) -> tuple[list[Problem], dict[str, Any] | None, list[tuple[str, Path, os.stat_result]]]:
         """The problems, the frontmatter (None if unreadable) and the files, in one walk."""
         manifest = self.directory / SKILL_MD
         if not self.directory.is_dir():
-            return [Problem("mcp_django.E194", f"The skill folder {self.directory} does not exist.", "Create it, or register the right path.")], None, []
+            return (
+                [
+                    Problem(
+                        "mcp_django.E194",
+                        f"The skill folder {self.directory} does not exist.",
+                        "Create it, or register the right path.",
+                    )
+                ],
+                None,
+                [],
+            )
         if not manifest.is_file():
-            return [Problem("mcp_django.E194", f"The skill folder {self.directory} has no {SKILL_MD}.", "Every skill has a SKILL.md at its root.")], None, []
+            return (
+                [
+                    Problem(
+                        "mcp_django.E194",
+                        f"The skill folder {self.directory} has no {SKILL_MD}.",
+                        "Every skill has a SKILL.md at its root.",
+                    )
+                ],
+                None,
+                [],
+            )
         parsed = _frontmatter(manifest, manifest.stat())
         frontmatter: dict[str, Any] | None = None
         if isinstance(parsed, dict):
@@ -414,7 +473,10 @@ class Skill:
         errors = [p for p in problems if p.is_error]
         if errors or frontmatter is None:
             raise SkillError(errors)
-        files = [SkillFile(path, location, stat.st_size, file_digest(location, stat)) for path, location, stat in walked]
+        files = [
+            SkillFile(path, location, stat.st_size, file_digest(location, stat))
+            for path, location, stat in walked
+        ]
         files.sort(key=lambda f: f.path != SKILL_MD)  # SKILL.md first, the rest in path order
         return Loaded(frontmatter, tuple(files))
 
@@ -426,7 +488,9 @@ class Skill:
             reason = (str(self.directory), str(exc))
             if reason not in _logged:  # every list would say it again
                 _logged.add(reason)
-                logger.warning("The skill %r (%s) is not served: %s", self.name, self.directory, exc)
+                logger.warning(
+                    "The skill %r (%s) is not served: %s", self.name, self.directory, exc
+                )
             return None
 
     # -- what the wire says ----------------------------------------------------------------
@@ -436,7 +500,10 @@ class Skill:
         return {
             "uri": self.uri,
             "frontmatter": loaded.frontmatter,
-            "resources": [{"uri": self.file_uri(f.path), "digest": f.digest, "size": f.size} for f in loaded.files],
+            "resources": [
+                {"uri": self.file_uri(f.path), "digest": f.digest, "size": f.size}
+                for f in loaded.files
+            ],
         }
 
     def definition(self, loaded: Loaded) -> dict[str, Any]:
@@ -462,10 +529,20 @@ class Skill:
             if rest:
                 folders[head] = None
             else:
-                files.append({"uri": self.file_uri(f.path), "name": head, "mimeType": mime_type(f.path), "size": f.size})
+                files.append(
+                    {
+                        "uri": self.file_uri(f.path),
+                        "name": head,
+                        "mimeType": mime_type(f.path),
+                        "size": f.size,
+                    }
+                )
         if path and not folders and not files:
             return None
-        listed = [{"uri": self.file_uri(prefix + d), "name": d, "mimeType": DIRECTORY_MIME_TYPE} for d in sorted(folders)]
+        listed = [
+            {"uri": self.file_uri(prefix + d), "name": d, "mimeType": DIRECTORY_MIME_TYPE}
+            for d in sorted(folders)
+        ]
         return listed + sorted(files, key=lambda r: r["uri"] != self.uri)
 
     def has_file(self, uri: str) -> bool:
@@ -482,7 +559,11 @@ class Skill:
         path = self.path_of(uri)
         loaded = self.loaded()
         # Only a listed file is served: a path with "..", a hidden file or a link is never one.
-        found = next((f for f in loaded.files if f.path == path), None) if loaded is not None and path else None
+        found = (
+            next((f for f in loaded.files if f.path == path), None)
+            if loaded is not None and path
+            else None
+        )
         if found is None:
             raise ResourceNotFoundError(uri)
         data = found.location.read_bytes()
@@ -550,7 +631,11 @@ async def served(ctx: RequestContext) -> list[tuple[SkillEntry, Any]]:
     request = ctx.request
 
     def pick() -> list[tuple[SkillEntry, Any]]:
-        return [(skill, loaded) for skill in ctx.site.get_skills() if listed(gate(skill, request)) and (loaded := skill.loaded()) is not None]
+        return [
+            (skill, loaded)
+            for skill in ctx.site.get_skills()
+            if listed(gate(skill, request)) and (loaded := skill.loaded()) is not None
+        ]
 
     return await sync_to_async(pick)()
 
@@ -569,7 +654,9 @@ async def named(ctx: RequestContext, uri: str) -> tuple[SkillEntry, Any]:
 
 @takes("skills/list")
 async def list_skills(params: ListParams, ctx: RequestContext) -> dict[str, Any]:
-    return _page([skill.entry(loaded) for skill, loaded in await served(ctx)], params.cursor, "skills")
+    return _page(
+        [skill.entry(loaded) for skill, loaded in await served(ctx)], params.cursor, "skills"
+    )
 
 
 @takes("skills/get")

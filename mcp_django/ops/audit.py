@@ -88,18 +88,67 @@ Outcome = ToolCall.Outcome
 #: "x-api-key", "sessionToken"). Names are split into words first (see :func:`name_words`), so
 #: "pin" hides "pin" and "pinCode" but not "spinning" or "pinned"; "tokens" is not here, as
 #: "max_tokens" is no secret (allow a name back with AUDIT_ALLOWED_ARGUMENTS).
-SECRET_WORDS: frozenset[str] = frozenset({
-    "password", "passwd", "pwd", "passphrase", "passcode", "secret", "token", "bearer", "credential", "credentials",
-    "creds", "pin", "otp", "totp", "cvv2", "auth", "authorization", "cookie", "ssn", "cvv", "cvc", "apikey", "jwt", "privkey",
-})
+SECRET_WORDS: frozenset[str] = frozenset(
+    {
+        "password",
+        "passwd",
+        "pwd",
+        "passphrase",
+        "passcode",
+        "secret",
+        "token",
+        "bearer",
+        "credential",
+        "credentials",
+        "creds",
+        "pin",
+        "otp",
+        "totp",
+        "cvv2",
+        "auth",
+        "authorization",
+        "cookie",
+        "ssn",
+        "cvv",
+        "cvc",
+        "apikey",
+        "jwt",
+        "privkey",
+    }
+)
 #: Words written run together, or words that are secret only side by side.
-SECRET_PHRASES: frozenset[tuple[str, ...]] = frozenset({
-    ("api", "key"), ("private", "key"), ("session", "id"), ("session", "key"), ("sessionid",), ("accesskey",),
-    ("access", "key"), ("signing", "key"), ("card", "number"), ("security", "code"),
-})
+SECRET_PHRASES: frozenset[tuple[str, ...]] = frozenset(
+    {
+        ("api", "key"),
+        ("private", "key"),
+        ("session", "id"),
+        ("session", "key"),
+        ("sessionid",),
+        ("accesskey",),
+        ("access", "key"),
+        ("signing", "key"),
+        ("card", "number"),
+        ("security", "code"),
+    }
+)
 #: A single word ending so is secret too ("dbpassword", "accesstoken", "csrftoken").
-SECRET_ENDINGS = ("password", "passwd", "passphrase", "passcode", "secret", "apikey", "accesstoken", "authtoken",
-                  "refreshtoken", "idtoken", "sessiontoken", "csrftoken", "xsrftoken", "privatekey", "secretkey")
+SECRET_ENDINGS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "passcode",
+    "secret",
+    "apikey",
+    "accesstoken",
+    "authtoken",
+    "refreshtoken",
+    "idtoken",
+    "sessiontoken",
+    "csrftoken",
+    "xsrftoken",
+    "privatekey",
+    "secretkey",
+)
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[^0-9a-zA-Z]+")
@@ -109,7 +158,12 @@ _SEPARATORS = re.compile(r"[^0-9a-zA-Z]+")
 def name_words(name: str) -> tuple[str, ...]:
     """The words of an argument name, lower case: camelCase, snake_case, kebab-case, dots and
     spaces all split (``"xAPIKey"`` and ``"X-Api-Key"`` are both ``("x", "api", "key")``)."""
-    return tuple(w.lower() for part in _SEPARATORS.split(unicodedata.normalize("NFKC", name)) for w in _CAMEL.split(part) if w)
+    return tuple(
+        w.lower()
+        for part in _SEPARATORS.split(unicodedata.normalize("NFKC", name))
+        for w in _CAMEL.split(part)
+        if w
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -124,7 +178,9 @@ def has_secret_word(name: str) -> bool:
     words = name_words(name)
     if any(w in SECRET_WORDS or w.endswith(SECRET_ENDINGS) for w in words):
         return True
-    return any(words[i:i + len(phrase)] == phrase for phrase in SECRET_PHRASES for i in range(len(words)))
+    return any(
+        words[i : i + len(phrase)] == phrase for phrase in SECRET_PHRASES for i in range(len(words))
+    )
 
 
 def _clean(text: str, limit: int | None = None) -> str:
@@ -148,7 +204,9 @@ def _write_only(prop: Any, defs: Any) -> bool:
             return True
     for key in ("anyOf", "oneOf", "allOf"):
         members = prop.get(key)
-        if isinstance(members, list) and any(isinstance(m, dict) and m.get("writeOnly") is True for m in members):
+        if isinstance(members, list) and any(
+            isinstance(m, dict) and m.get("writeOnly") is True for m in members
+        ):
             return True
     return False
 
@@ -164,7 +222,11 @@ def write_only_properties(schema: Any) -> frozenset[str]:
         if isinstance(node, dict):
             properties = node.get("properties")
             if isinstance(properties, dict):
-                found.update(_normal(str(name)) for name, prop in properties.items() if _write_only(prop, defs))
+                found.update(
+                    _normal(str(name))
+                    for name, prop in properties.items()
+                    if _write_only(prop, defs)
+                )
             for value in node.values():
                 walk(value, depth + 1)
         elif isinstance(node, list):
@@ -190,7 +252,10 @@ def tool_sensitive_names(tool: Any) -> frozenset[str]:
         names |= write_only_properties(tool.definition().get("inputSchema"))
     except Exception:
         # A tool whose definition fails is refused elsewhere; here its arguments are hidden whole.
-        logger.exception("Could not read the input schema of tool %r for the audit trail", getattr(tool, "name", tool))
+        logger.exception(
+            "Could not read the input schema of tool %r for the audit trail",
+            getattr(tool, "name", tool),
+        )
         names.add("*")
     if len(_tool_names) > 10_000:
         _tool_names.clear()  # sites built and dropped in a loop (tests): keep the cache bounded
@@ -200,7 +265,9 @@ def tool_sensitive_names(tool: Any) -> frozenset[str]:
 
 #: AUDIT_SENSITIVE_ARGUMENTS and AUDIT_ALLOWED_ARGUMENTS as normal names, and the decisions of
 #: is_sensitive under them, by (key, names); made on first use after each change of the settings.
-_configured: tuple[frozenset[str], frozenset[str], dict[tuple[str, frozenset[str]], bool]] | None = None
+_configured: (
+    tuple[frozenset[str], frozenset[str], dict[tuple[str, frozenset[str]], bool]] | None
+) = None
 #: Per tool object: the settings' names it was merged with, and the merged names.
 _merged: dict[int, tuple[Any, frozenset[str], frozenset[str]]] = {}
 
@@ -213,7 +280,9 @@ def _configured_names() -> tuple[frozenset[str], frozenset[str]]:
     return configured[0], configured[1]
 
 
-def _configured_state() -> tuple[frozenset[str], frozenset[str], dict[tuple[str, frozenset[str]], bool]]:
+def _configured_state() -> tuple[
+    frozenset[str], frozenset[str], dict[tuple[str, frozenset[str]], bool]
+]:
     global _configured
     configured = _configured
     if configured is None:
@@ -263,7 +332,9 @@ def is_sensitive(key: str, names: frozenset[str]) -> bool:
     return decided
 
 
-def redact(value: Any, names: frozenset[str], depth: int = 0, hidden: list[str] | None = None) -> Any:
+def redact(
+    value: Any, names: frozenset[str], depth: int = 0, hidden: list[str] | None = None
+) -> Any:
     """``value`` with the value of every sensitive key (:func:`is_sensitive`) replaced by
     :data:`REDACTED`, at any depth; ``"*"`` in ``names`` redacts every value of the top-level
     object. The strings hidden are added to ``hidden``, to be kept out of error texts too."""
@@ -322,7 +393,10 @@ def stored_arguments(arguments: Any, names: frozenset[str], hidden: list[str] | 
 def _plain(arguments: dict[Any, Any], names: frozenset[str]) -> bool:
     """Whether no value of ``arguments`` is redacted: no key is sensitive and no value nests
     (nested ones go through :func:`redact`). NUL is ruled out by the caller, in the JSON."""
-    return not any(type(value) is dict or type(value) is list or is_sensitive(str(key), names) for key, value in arguments.items())
+    return not any(
+        type(value) is dict or type(value) is list or is_sensitive(str(key), names)
+        for key, value in arguments.items()
+    )
 
 
 def _stored(arguments: Any, names: frozenset[str], hidden: list[str] | None) -> tuple[Any, bytes]:
@@ -336,7 +410,12 @@ def _stored(arguments: Any, names: frozenset[str], hidden: list[str] | None) -> 
     if len(given) > limit:
         kept = {"_omitted": "arguments too large to keep", "bytes": len(given)}
         return kept, orjson.dumps(kept)
-    if type(arguments) is dict and "*" not in names and b"\\u0000" not in given and _plain(arguments, names):
+    if (
+        type(arguments) is dict
+        and "*" not in names
+        and b"\\u0000" not in given
+        and _plain(arguments, names)
+    ):
         return arguments, given  # nothing to hide nor clean (most calls): the JSON just measured
     kept = redact(arguments, names, hidden=hidden)
     # Nothing hidden nor cleaned: the JSON just measured is the JSON to keep.
@@ -370,9 +449,21 @@ def _who(user: Any, request: Any) -> dict[str, Any]:
 
 
 def _record(
-    *, site: Any, message: Request, user: Any, request: Any, transport: str, revision: str, session_id: str | None,
-    outcome: str, error: str = "", error_code: int | None = None, duration: float = 0.0, trace_id: str | None = None,
-    started_at: Any = None, task_id: str = "",
+    *,
+    site: Any,
+    message: Request,
+    user: Any,
+    request: Any,
+    transport: str,
+    revision: str,
+    session_id: str | None,
+    outcome: str,
+    error: str = "",
+    error_code: int | None = None,
+    duration: float = 0.0,
+    trace_id: str | None = None,
+    started_at: Any = None,
+    task_id: str = "",
 ) -> dict[str, Any]:
     name = message.params.get("name")
     tool = site.get_tool(name) if site is not None and isinstance(name, str) else None
@@ -394,7 +485,9 @@ def _record(
         "tool_name": _clean(name, 200) if isinstance(name, str) else "",
         "arguments": arguments,
         "outcome": outcome,
-        "error_code": error_code if isinstance(error_code, int) and not isinstance(error_code, bool) else None,
+        "error_code": error_code
+        if isinstance(error_code, int) and not isinstance(error_code, bool)
+        else None,
         "error": _clean(scrub(error, hidden) if hidden else error, MAX_ERROR),
         "duration_ms": round(duration * 1000, 3),
         "trace_id": _clean(trace_id or "", 32),
@@ -406,7 +499,11 @@ def _record(
 def _result_text(result: dict[str, Any]) -> str:
     """The first text of an ``isError`` result: what the tool said went wrong."""
     for block in result.get("content") or ():
-        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        ):
             return str(block["text"])
     return "tool error"
 
@@ -437,7 +534,11 @@ async def _aending(observation: Observation) -> tuple[str, str, int | None]:
     error = (observation.response or {})["error"]
     code, text = error.get("code"), str(error.get("message", ""))
     reason = await _refusal(observation, text)
-    return (Outcome.DENIED, reason, code) if reason is not None else (Outcome.PROTOCOL_ERROR, text, code)
+    return (
+        (Outcome.DENIED, reason, code)
+        if reason is not None
+        else (Outcome.PROTOCOL_ERROR, text, code)
+    )
 
 
 def _ending(observation: Observation) -> tuple[str, str, int | None] | None:
@@ -459,13 +560,25 @@ def _ending(observation: Observation) -> tuple[str, str, int | None] | None:
     return Outcome.OK, "", None
 
 
-def _from_observation(observation: Observation, outcome: str, error: str = "", error_code: int | None = None) -> dict[str, Any]:
+def _from_observation(
+    observation: Observation, outcome: str, error: str = "", error_code: int | None = None
+) -> dict[str, Any]:
     ctx = observation.ctx
     result = (observation.response or {}).get("result") if outcome == Outcome.TASK else None
     return _record(
-        site=ctx.site, message=observation.message, user=ctx.user, request=ctx.request, transport=observation.transport,
-        revision=observation.revision, session_id=ctx.session_id, outcome=outcome, error=error, error_code=error_code,
-        duration=observation.duration, trace_id=observation.trace_id, started_at=observation.started_at,
+        site=ctx.site,
+        message=observation.message,
+        user=ctx.user,
+        request=ctx.request,
+        transport=observation.transport,
+        revision=observation.revision,
+        session_id=ctx.session_id,
+        outcome=outcome,
+        error=error,
+        error_code=error_code,
+        duration=observation.duration,
+        trace_id=observation.trace_id,
+        started_at=observation.started_at,
         task_id=str(result.get("taskId", "")) if isinstance(result, dict) else "",
     )
 
@@ -501,7 +614,9 @@ class _Recorded(AbstractAsyncContextManager[None]):
             self.key = (session_id, orjson.dumps(self.observation.message.id).decode())
             _running[self.key] = self.observation
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
         observation, row = self.observation, self.row
         if self.key is not None:
             _running.pop(self.key, None)
@@ -510,9 +625,19 @@ class _Recorded(AbstractAsyncContextManager[None]):
                 # Nothing may be awaited here: the task is being cancelled.
                 _keep(observation, Outcome.CANCELLED, "cancelled before it finished", row=row)
             elif isinstance(exc, InputRequired):
-                await _akeep(observation, Outcome.INPUT_REQUIRED, "asked the client for input; the client retries the call", row=row)
+                await _akeep(
+                    observation,
+                    Outcome.INPUT_REQUIRED,
+                    "asked the client for input; the client retries the call",
+                    row=row,
+                )
             else:
-                _keep(observation, Outcome.PROTOCOL_ERROR, f"{type(exc).__name__} while answering", row=row)
+                _keep(
+                    observation,
+                    Outcome.PROTOCOL_ERROR,
+                    f"{type(exc).__name__} while answering",
+                    row=row,
+                )
             return
         try:
             ending = _ending(observation)
@@ -523,7 +648,11 @@ class _Recorded(AbstractAsyncContextManager[None]):
         except Exception:
             # The trail must never break the call it records.
             logger.exception("Could not determine the outcome of a tools/call for the audit trail")
-            outcome, error, code = Outcome.PROTOCOL_ERROR, "outcome unknown: see the server log", None
+            outcome, error, code = (
+                Outcome.PROTOCOL_ERROR,
+                "outcome unknown: see the server log",
+                None,
+            )
             if row is None:
                 return
         if row is None:
@@ -532,7 +661,14 @@ class _Recorded(AbstractAsyncContextManager[None]):
             await _akeep(observation, outcome, error, code, row=row)
 
 
-def _keep(observation: Observation, outcome: str, error: str = "", error_code: int | None = None, *, row: int | None = None) -> None:
+def _keep(
+    observation: Observation,
+    outcome: str,
+    error: str = "",
+    error_code: int | None = None,
+    *,
+    row: int | None = None,
+) -> None:
     """Record the call's end without waiting: buffered, or (a durable row) updated by a task."""
     try:
         record = _from_observation(observation, outcome, error, error_code)
@@ -544,7 +680,14 @@ def _keep(observation: Observation, outcome: str, error: str = "", error_code: i
         logger.exception("Could not record a tools/call in the audit trail")
 
 
-async def _akeep(observation: Observation, outcome: str, error: str = "", error_code: int | None = None, *, row: int | None = None) -> None:
+async def _akeep(
+    observation: Observation,
+    outcome: str,
+    error: str = "",
+    error_code: int | None = None,
+    *,
+    row: int | None = None,
+) -> None:
     """Record the call's end: buffered, or (a durable row) updated before the call is answered."""
     if row is None:
         _keep(observation, outcome, error, error_code)
@@ -556,23 +699,45 @@ async def _akeep(observation: Observation, outcome: str, error: str = "", error_
 
 
 def _refused(
-    principal: Principal, session: Session | None, message: Request, reason: str, site: Any, error_code: int | None
+    principal: Principal,
+    session: Session | None,
+    message: Request,
+    reason: str,
+    site: Any,
+    error_code: int | None,
 ) -> dict[str, Any] | None:
     if message.method != "tools/call" or not mcp_settings.audit_tool_calls:
         return None
     revision = session.protocol_version if session is not None else ""
     meta = message.params.get("_meta")
-    if session is None and isinstance(meta, dict) and isinstance(meta.get(META_PROTOCOL_VERSION), str):
+    if (
+        session is None
+        and isinstance(meta, dict)
+        and isinstance(meta.get(META_PROTOCOL_VERSION), str)
+    ):
         revision = meta[META_PROTOCOL_VERSION]
     return _record(
-        site=site, message=message, user=principal.user, request=principal.request, transport=principal.transport,
-        revision=revision, session_id=session.pk if session is not None else None, outcome=Outcome.DENIED,
-        error=reason, error_code=error_code,
+        site=site,
+        message=message,
+        user=principal.user,
+        request=principal.request,
+        transport=principal.transport,
+        revision=revision,
+        session_id=session.pk if session is not None else None,
+        outcome=Outcome.DENIED,
+        error=reason,
+        error_code=error_code,
     )
 
 
 def record_refused(
-    principal: Principal, session: Session | None, message: Request, reason: str, *, site: Any = None, error_code: int | None = None
+    principal: Principal,
+    session: Session | None,
+    message: Request,
+    reason: str,
+    *,
+    site: Any = None,
+    error_code: int | None = None,
 ) -> None:
     """Record a ``tools/call`` refused before it ran (``denied``, with ``reason``): a token
     lacking a scope, a quota. ``site`` lets the tool's own sensitive arguments be redacted;
@@ -586,7 +751,13 @@ def record_refused(
 
 
 async def arecord_refused(
-    principal: Principal, session: Session | None, message: Request, reason: str, *, site: Any = None, error_code: int | None = None
+    principal: Principal,
+    session: Session | None,
+    message: Request,
+    reason: str,
+    *,
+    site: Any = None,
+    error_code: int | None = None,
 ) -> None:
     """:func:`record_refused`, written before the refusal is answered under ``AUDIT_DURABLE``."""
     if not mcp_settings.audit_durable:
@@ -627,14 +798,20 @@ class DurableTrail:
         return timezone.now() + timedelta(seconds=mcp_settings.request_lease_seconds)
 
     def _insert(self, record: dict[str, Any]) -> int:
-        clients = AuditWriter._client_ids({record["application_id"]} if record.get("application_id") is not None else set())
+        clients = AuditWriter._client_ids(
+            {record["application_id"]} if record.get("application_id") is not None else set()
+        )
         fields = AuditWriter._row(record, clients)
         if type(fields["arguments"]) is RawJSON:
-            fields["arguments"] = orjson.loads(str(fields["arguments"]))  # for the ORM, which serialises it
+            fields["arguments"] = orjson.loads(
+                str(fields["arguments"])
+            )  # for the ORM, which serialises it
         try:
             return int(ToolCall.objects.create(**fields).pk)
         except IntegrityError:
-            fields["user_id"] = None  # a user deleted since the call: kept unlinked, as by the writer
+            fields["user_id"] = (
+                None  # a user deleted since the call: kept unlinked, as by the writer
+            )
             return int(ToolCall.objects.create(**fields).pk)
 
     async def astart(self, record: dict[str, Any]) -> int | None:
@@ -643,7 +820,9 @@ class DurableTrail:
         try:
             row = await sync_to_async(self._insert, thread_sensitive=True)(record)
         except Exception:
-            logger.exception("Could not write a running tools/call to the audit trail; its outcome will be buffered")
+            logger.exception(
+                "Could not write a running tools/call to the audit trail; its outcome will be buffered"
+            )
             return None
         self.running.add(row)
         self._renew_soon()
@@ -660,8 +839,13 @@ class DurableTrail:
     @staticmethod
     def _update(row: int, record: dict[str, Any]) -> None:
         ToolCall.objects.filter(pk=row).update(
-            outcome=record["outcome"], error=record["error"], error_code=record["error_code"], duration_ms=record["duration_ms"],
-            trace_id=record["trace_id"], task_id=record["task_id"], lease_until=None,
+            outcome=record["outcome"],
+            error=record["error"],
+            error_code=record["error_code"],
+            duration_ms=record["duration_ms"],
+            trace_id=record["trace_id"],
+            task_id=record["task_id"],
+            lease_until=None,
         )
 
     async def afinish(self, row: int, record: dict[str, Any]) -> None:
@@ -674,13 +858,21 @@ class DurableTrail:
 
     def finish_soon(self, row: int, record: dict[str, Any]) -> None:
         """:meth:`afinish` in a task of its own, for a call being cancelled."""
-        task = contextvars.Context().run(asyncio.get_running_loop().create_task, self.afinish(row, record))
+        task = contextvars.Context().run(
+            asyncio.get_running_loop().create_task, self.afinish(row, record)
+        )
         self._ends.add(task)
         task.add_done_callback(self._ends.discard)
 
     def _renew_soon(self) -> None:
-        if self._renewer is None or self._renewer.done() or self._renewer.get_loop() is not asyncio.get_running_loop():
-            self._renewer = contextvars.Context().run(asyncio.get_running_loop().create_task, self._renew())
+        if (
+            self._renewer is None
+            or self._renewer.done()
+            or self._renewer.get_loop() is not asyncio.get_running_loop()
+        ):
+            self._renewer = contextvars.Context().run(
+                asyncio.get_running_loop().create_task, self._renew()
+            )
 
     async def _renew(self) -> None:
         while self.running:
@@ -697,7 +889,9 @@ class DurableTrail:
 
     def _extend(self, rows: list[int]) -> None:
         try:
-            ToolCall.objects.filter(pk__in=rows, outcome=Outcome.RUNNING).update(lease_until=self._lease())
+            ToolCall.objects.filter(pk__in=rows, outcome=Outcome.RUNNING).update(
+                lease_until=self._lease()
+            )
         finally:
             connections.close_all()  # this worker thread's connection: not left open between beats
 
@@ -738,17 +932,27 @@ def running_tool_calls(keys: list[tuple[str, str]]) -> dict[tuple[str, str], dic
     return records
 
 
-def on_request_orphaned(sender: Any, session_id: str, request_id: str, tool_call: Any = None, **kwargs: Any) -> None:
+def on_request_orphaned(
+    sender: Any, session_id: str, request_id: str, tool_call: Any = None, **kwargs: Any
+) -> None:
     """Receiver of ``signals.request_orphaned`` (connected by :func:`install`): write the
     "interrupted" row of a streamed tools/call whose process died before its row was written."""
     if not isinstance(tool_call, dict):
         return
-    record = dict(tool_call, started_at=parse_datetime(str(tool_call.get("started_at"))) or timezone.now())
+    record = dict(
+        tool_call, started_at=parse_datetime(str(tool_call.get("started_at"))) or timezone.now()
+    )
     # Once only: a row written for that call already (answered just before the crash, and flushed) wins.
-    if ToolCall.objects.filter(session_id=record["session_id"], request_id=record["request_id"], started_at=record["started_at"]).exists():
+    if ToolCall.objects.filter(
+        session_id=record["session_id"],
+        request_id=record["request_id"],
+        started_at=record["started_at"],
+    ).exists():
         return
     durable._insert(record)
-    logger.warning("A tools/call of session %s was interrupted by the end of its server process", session_id)
+    logger.warning(
+        "A tools/call of session %s was interrupted by the end of its server process", session_id
+    )
 
 
 async def on_sweep(sender: Any, **kwargs: Any) -> None:
@@ -791,7 +995,9 @@ class AuditWriter:
         """Buffer ``record``, or drop it when the buffer is full; never blocks."""
         record["_database"] = _database()
         # No row is made for a call a full buffer will drop (a flood while the database is away).
-        record["_row"] = _prepared(record) if len(self._buffer) < mcp_settings.audit_buffer_size else None
+        record["_row"] = (
+            _prepared(record) if len(self._buffer) < mcp_settings.audit_buffer_size else None
+        )
         with self._lock:
             full = len(self._buffer) >= mcp_settings.audit_buffer_size
             if full:
@@ -849,7 +1055,10 @@ class AuditWriter:
             batch = [self._buffer.popleft() for _ in range(count)]
             unreported, self._unreported = self._unreported, 0
         if unreported:
-            logger.warning("%d tool calls were dropped from the audit trail: its buffer (AUDIT_BUFFER_SIZE) was full", unreported)
+            logger.warning(
+                "%d tool calls were dropped from the audit trail: its buffer (AUDIT_BUFFER_SIZE) was full",
+                unreported,
+            )
         return batch
 
     def _flush_once(self) -> bool:
@@ -902,8 +1111,13 @@ class AuditWriter:
                 self._buffer.appendleft(record)
             lost += max(len(again) - room, 0)
             self.dropped += lost
-        logger.warning("Could not write %d tool calls to the audit trail (%s); %d will be tried again, %d are lost",
-                       len(batch), exc, len(batch) - lost, lost)
+        logger.warning(
+            "Could not write %d tool calls to the audit trail (%s); %d will be tried again, %d are lost",
+            len(batch),
+            exc,
+            len(batch) - lost,
+            lost,
+        )
 
     def _write(self, batch: list[dict[str, Any]]) -> None:
         # A call is written only to the database it was made against: a test run's calls, left
@@ -912,11 +1126,15 @@ class AuditWriter:
         stale = [r for r in batch if r.get("_database") != database]
         if stale:
             self.dropped += len(stale)
-            logger.info("%d tool calls recorded against another database were not written", len(stale))
+            logger.info(
+                "%d tool calls recorded against another database were not written", len(stale)
+            )
             batch = [r for r in batch if r.get("_database") == database]
             if not batch:
                 return
-        clients = self._client_ids({r["application_id"] for r in batch if r["application_id"] is not None})
+        clients = self._client_ids(
+            {r["application_id"] for r in batch if r["application_id"] is not None}
+        )
         rows = self._rows(batch, clients)
         try:
             insert_values(ToolCall, rows)
@@ -924,7 +1142,9 @@ class AuditWriter:
             # A user deleted since the call: keep the call, unlinked (the username stays).
             user = column(ToolCall, "user_id")
             ids = {row[user] for row in rows if row[user] is not None}
-            existing = set(get_user_model()._default_manager.filter(pk__in=ids).values_list("pk", flat=True))
+            existing = set(
+                get_user_model()._default_manager.filter(pk__in=ids).values_list("pk", flat=True)
+            )
             for record, row in zip(batch, rows, strict=True):
                 if row[user] not in existing:
                     record["user_id"] = row[user] = None
@@ -937,12 +1157,22 @@ class AuditWriter:
         # Optional dependency: only tokens from django-oauth-toolkit carry an application, so it is installed.
         from oauth2_provider.models import get_application_model
 
-        return dict(get_application_model().objects.filter(pk__in=application_ids).values_list("pk", "client_id"))
+        return dict(
+            get_application_model()
+            .objects.filter(pk__in=application_ids)
+            .values_list("pk", "client_id")
+        )
 
     @staticmethod
     def _row(record: dict[str, Any], clients: dict[Any, str]) -> dict[str, Any]:
         """``record`` as ToolCall's field values, for the ORM (the durable trail's one row at a time)."""
-        fields = _fields({k: v for k, v in record.items() if k not in ("application_id", "_retried", "_database", "_row")})
+        fields = _fields(
+            {
+                k: v
+                for k, v in record.items()
+                if k not in ("application_id", "_retried", "_database", "_row")
+            }
+        )
         fields["client_id"] = _clean(clients.get(record.get("application_id"), ""), 255)
         return fields
 
@@ -955,7 +1185,9 @@ class AuditWriter:
         for record in batch:
             row = record["_row"]
             if row is None:
-                row = record["_row"] = prepare_row(ToolCall, _fields(record))  # its making failed: fails again, here
+                row = record["_row"] = prepare_row(
+                    ToolCall, _fields(record)
+                )  # its making failed: fails again, here
             application = record["application_id"]
             if application is not None:
                 row[client] = _clean(clients.get(application, ""), 255)
@@ -969,7 +1201,9 @@ class AuditWriter:
             self.flush()
         except Exception:
             # The process is ending: say what is lost, and let it end.
-            logger.exception("Could not write %d tool calls to the audit trail at exit", len(self._buffer))
+            logger.exception(
+                "Could not write %d tool calls to the audit trail at exit", len(self._buffer)
+            )
 
 
 def _fields(record: dict[str, Any]) -> dict[str, Any]:
@@ -1025,7 +1259,9 @@ def install() -> None:
     buffer when the process exits (called by the AppConfig; calling it again does nothing more)."""
     register_observer(observe, _enabled)
     sweeping.connect(on_sweep, dispatch_uid="mcp_django.ops.audit.on_sweep")
-    request_orphaned.connect(on_request_orphaned, dispatch_uid="mcp_django.ops.audit.on_request_orphaned")
+    request_orphaned.connect(
+        on_request_orphaned, dispatch_uid="mcp_django.ops.audit.on_request_orphaned"
+    )
     leases.tool_calls = running_tool_calls  # each streamed call's claim carries its record
     atexit.unregister(writer.flush_at_exit)
     atexit.register(writer.flush_at_exit)

@@ -62,7 +62,11 @@ MAX_CARRIER_LENGTH = 8192
 #: The propagation keys (unprefixed in ``_meta``, as SEP-414 and the conventions say).
 CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
 #: The same, as Django's request.META names the HTTP headers.
-HEADER_KEYS = {"traceparent": "HTTP_TRACEPARENT", "tracestate": "HTTP_TRACESTATE", "baggage": "HTTP_BAGGAGE"}
+HEADER_KEYS = {
+    "traceparent": "HTTP_TRACEPARENT",
+    "tracestate": "HTTP_TRACESTATE",
+    "baggage": "HTTP_BAGGAGE",
+}
 
 _available: bool | None = None
 
@@ -93,26 +97,49 @@ class Telemetry:
     """The tracer and the instruments, made once from the providers (the global ones by
     default: OpenTelemetry's proxies follow a provider set later)."""
 
-    def __init__(self, tracer_provider: TracerProvider | None = None, meter_provider: MeterProvider | None = None) -> None:
-        from opentelemetry import context, metrics, propagate, trace  # optional dependency (the tracing extra)
+    def __init__(
+        self,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
+        from opentelemetry import (
+            context,
+            metrics,
+            propagate,
+            trace,
+        )  # optional dependency (the tracing extra)
 
-        self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider=tracer_provider)
+        self.tracer = trace.get_tracer(
+            INSTRUMENTATION_NAME, __version__, tracer_provider=tracer_provider
+        )
         meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider=meter_provider)
         self.duration = meter.create_histogram(
-            "mcp.server.operation.duration", unit="s", explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+            "mcp.server.operation.duration",
+            unit="s",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
             description="MCP request duration as observed on the receiver from the time it was received until the result is sent.",
         )
         self.session_duration = meter.create_histogram(
-            "mcp.server.session.duration", unit="s", explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+            "mcp.server.session.duration",
+            unit="s",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
             description="The duration of the MCP session as observed on the MCP server.",
         )
-        self.requests = meter.create_counter("mcp_django.server.requests", unit="{request}", description="MCP requests answered.")
-        self.errors = meter.create_counter(
-            "mcp_django.server.errors", unit="{request}", description="MCP requests that ended with an error (error.type says which)."
+        self.requests = meter.create_counter(
+            "mcp_django.server.requests", unit="{request}", description="MCP requests answered."
         )
-        self.streams = meter.create_up_down_counter("mcp_django.server.active_streams", unit="{stream}", description="Open SSE streams.")
+        self.errors = meter.create_counter(
+            "mcp_django.server.errors",
+            unit="{request}",
+            description="MCP requests that ended with an error (error.type says which).",
+        )
+        self.streams = meter.create_up_down_counter(
+            "mcp_django.server.active_streams", unit="{stream}", description="Open SSE streams."
+        )
         self.sessions = meter.create_up_down_counter(
-            "mcp_django.server.active_sessions", unit="{session}", description="Sessions initialized and not yet ended by DELETE or the admin."
+            "mcp_django.server.active_sessions",
+            unit="{session}",
+            description="Sessions initialized and not yet ended by DELETE or the admin.",
         )
         # What a request needs of the API, looked up once rather than on every request.
         self.extract = propagate.extract
@@ -132,7 +159,9 @@ class Telemetry:
         self.meter_provider = metrics.get_meter_provider
         self.proxy_tracer_provider = trace.ProxyTracerProvider
         try:
-            from opentelemetry.metrics._internal import _ProxyMeterProvider  # optional dependency, private name
+            from opentelemetry.metrics._internal import (
+                _ProxyMeterProvider,
+            )  # optional dependency, private name
         except ImportError:  # an API without it: count metrics as possibly recorded
             self.proxy_meter_provider: tuple[type, ...] = ()
         else:
@@ -158,18 +187,24 @@ def telemetry() -> Telemetry:
     return _telemetry
 
 
-def set_providers(tracer_provider: TracerProvider | None = None, meter_provider: MeterProvider | None = None) -> None:
+def set_providers(
+    tracer_provider: TracerProvider | None = None, meter_provider: MeterProvider | None = None
+) -> None:
     """Send spans and metrics to these providers instead of the global ones (None: the global
     one), for a project that keeps its own, or a test with the SDK's in-memory exporters."""
     global _telemetry
-    _telemetry = Telemetry(tracer_provider, meter_provider) if (tracer_provider or meter_provider) else None
+    _telemetry = (
+        Telemetry(tracer_provider, meter_provider) if (tracer_provider or meter_provider) else None
+    )
 
 
 def install() -> None:
     """Trace every request while :func:`enabled`, and count sessions (AppConfig.ready). Imports
     nothing of OpenTelemetry: that waits for the first request with tracing on."""
     register_observer(observe, enabled)
-    session_created.connect(on_session_created, dispatch_uid="mcp_django.ops.tracing.session_created")
+    session_created.connect(
+        on_session_created, dispatch_uid="mcp_django.ops.tracing.session_created"
+    )
     session_closed.connect(on_session_closed, dispatch_uid="mcp_django.ops.tracing.session_closed")
 
 
@@ -199,8 +234,12 @@ class RequestSpan(AbstractAsyncContextManager[None]):
     async def __aenter__(self) -> None:
         t, observation = self.t, self.observation
         self.name, self.attributes = describe(observation)
-        parent, links = _parent(t, observation.message.params.get("_meta"), observation.ctx, observation.transport)
-        self.span = span = t.tracer.start_span(self.name, context=parent, kind=t.server, attributes=self.attributes, links=links)
+        parent, links = _parent(
+            t, observation.message.params.get("_meta"), observation.ctx, observation.transport
+        )
+        self.span = span = t.tracer.start_span(
+            self.name, context=parent, kind=t.server, attributes=self.attributes, links=links
+        )
         if span.is_recording():  # not for a span sampled out, or the API's no-op one
             span.set_attributes(_span_only(observation))
         span_context = span.get_span_context()
@@ -208,12 +247,16 @@ class RequestSpan(AbstractAsyncContextManager[None]):
             observation.trace_id = format(span_context.trace_id, "032x")
         self.token = t.attach(t.set_span_in_context(span, parent))
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
         t, span, attributes = self.t, self.span, self.attributes
         t.detach(self.token)
         description: str | None = None
         if exc is None:
-            error_type, description = _outcome(self.observation.message.method, self.observation.response, attributes)
+            error_type, description = _outcome(
+                self.observation.message.method, self.observation.response, attributes
+            )
         elif isinstance(exc, asyncio.CancelledError):
             error_type, description = "cancelled", "cancelled by the client"
         elif isinstance(exc, InputRequired):
@@ -225,7 +268,13 @@ class RequestSpan(AbstractAsyncContextManager[None]):
             span.record_exception(exc)
         if error_type is not None:
             attributes["error.type"] = error_type
-            span.set_attributes({k: attributes[k] for k in ("error.type", "rpc.response.status_code") if k in attributes})
+            span.set_attributes(
+                {
+                    k: attributes[k]
+                    for k in ("error.type", "rpc.response.status_code")
+                    if k in attributes
+                }
+            )
             span.set_status(t.status(t.error, description))
         span.end()
         t.requests.add(1, attributes)
@@ -250,7 +299,11 @@ def describe(observation: Observation) -> tuple[str, dict[str, AttributeValue]]:
     """The span name, and the attributes the span and the metrics share: low-cardinality ones
     only (known methods, tools and prompts; no ids)."""
     message, ctx = observation.message, observation.ctx
-    method = message.method if (message.method in ctx.site.get_handlers() or message.method in EXTRA_METHODS) else "_OTHER"
+    method = (
+        message.method
+        if (message.method in ctx.site.get_handlers() or message.method in EXTRA_METHODS)
+        else "_OTHER"
+    )
     attributes: dict[str, AttributeValue] = {"mcp.method.name": method}
     if observation.revision:
         attributes["mcp.protocol.version"] = observation.revision
@@ -265,7 +318,9 @@ def describe(observation: Observation) -> tuple[str, dict[str, AttributeValue]]:
         attributes["gen_ai.operation.name"] = "execute_tool"
         if isinstance(name, str) and ctx.site.get_tool(name) is not None:
             target = attributes["gen_ai.tool.name"] = name
-    elif method == "prompts/get" and isinstance(name, str) and ctx.site.get_prompt(name) is not None:
+    elif (
+        method == "prompts/get" and isinstance(name, str) and ctx.site.get_prompt(name) is not None
+    ):
         target = attributes["gen_ai.prompt.name"] = name
     return (f"{method} {target}" if target else method), attributes
 
@@ -282,9 +337,15 @@ def _span_only(observation: Observation) -> dict[str, AttributeValue]:
     name = params.get("name")
     if isinstance(name, str) and message.method in ("tools/call", "prompts/get"):
         # Unknown names too (kept out of the name and the metrics): what the client asked for.
-        attributes["gen_ai.tool.name" if message.method == "tools/call" else "gen_ai.prompt.name"] = name[:MAX_ATTRIBUTE_LENGTH]
+        attributes[
+            "gen_ai.tool.name" if message.method == "tools/call" else "gen_ai.prompt.name"
+        ] = name[:MAX_ATTRIBUTE_LENGTH]
     uri = params.get("uri")
-    if isinstance(uri, str) and message.method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
+    if isinstance(uri, str) and message.method in (
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+    ):
         attributes["mcp.resource.uri"] = uri[:MAX_ATTRIBUTE_LENGTH]
     request = ctx.request
     if request is not None and observation.transport != "stdio":
@@ -328,7 +389,9 @@ def _parent(t: Telemetry, meta: Any, ctx: Context, transport: str) -> tuple[Any,
     return None, []
 
 
-def _outcome(method: str, response: dict[str, Any] | None, attributes: dict[str, AttributeValue]) -> tuple[str | None, str | None]:
+def _outcome(
+    method: str, response: dict[str, Any] | None, attributes: dict[str, AttributeValue]
+) -> tuple[str | None, str | None]:
     """``error.type`` and the status description of a response (None, None: a success)."""
     if response is None:
         return None, None
@@ -371,7 +434,9 @@ class TaskSpan:
     run, in this process or a worker, is found under the call's trace id, which the audit
     trail keeps. Set :attr:`status` before leaving: it becomes ``mcp_django.task.status``."""
 
-    def __init__(self, task_id: str, tool_name: str, trace_context: Mapping[str, Any] | None) -> None:
+    def __init__(
+        self, task_id: str, tool_name: str, trace_context: Mapping[str, Any] | None
+    ) -> None:
         self.task_id = task_id
         self.tool_name = tool_name
         self.trace_context = trace_context or {}
@@ -392,14 +457,21 @@ class TaskSpan:
         if parent is None and not t.recording():
             return self  # nothing to record, no trace to carry on
         attributes: dict[str, AttributeValue] = {
-            "mcp_django.task.id": self.task_id, "gen_ai.tool.name": self.tool_name[:MAX_ATTRIBUTE_LENGTH],
+            "mcp_django.task.id": self.task_id,
+            "gen_ai.tool.name": self.tool_name[:MAX_ATTRIBUTE_LENGTH],
             "gen_ai.operation.name": "execute_tool",
         }
-        self.span = t.tracer.start_span(f"mcp task {self.tool_name[:MAX_ATTRIBUTE_LENGTH]}", context=parent, attributes=attributes)
+        self.span = t.tracer.start_span(
+            f"mcp task {self.tool_name[:MAX_ATTRIBUTE_LENGTH]}",
+            context=parent,
+            attributes=attributes,
+        )
         self.token = t.attach(t.set_span_in_context(self.span, parent))
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
         span = self.span
         if span is None:
             return
@@ -417,6 +489,7 @@ class TaskSpan:
 
 
 # -- streams and sessions -----------------------------------------------------------------
+
 
 class _OpenStream(weakref.ref[Any]):
     """An open stream on the gauge, weakly: what takes it off, on close or when the stream is
@@ -467,7 +540,11 @@ def stream_closed(stream: Any) -> None:
 def _session_attributes(session: Any) -> dict[str, AttributeValue]:
     version = getattr(session, "protocol_version", "")
     transport = "pipe" if getattr(session, "transport", "") == "stdio" else "tcp"
-    return {"mcp.protocol.version": str(version), "network.transport": transport} if version else {"network.transport": transport}
+    return (
+        {"mcp.protocol.version": str(version), "network.transport": transport}
+        if version
+        else {"network.transport": transport}
+    )
 
 
 async def on_session_created(sender: Any, session: Any, **kwargs: Any) -> None:
@@ -483,7 +560,9 @@ async def on_session_closed(sender: Any, session: Any, **kwargs: Any) -> None:
     t.sessions.add(-1, attributes)
     created = getattr(session, "created_at", None)
     if isinstance(created, datetime):
-        t.session_duration.record(max((datetime.now(timezone.utc) - created).total_seconds(), 0.0), attributes)
+        t.session_duration.record(
+            max((datetime.now(timezone.utc) - created).total_seconds(), 0.0), attributes
+        )
 
 
 async def _was_initialized(session: Any) -> bool:
@@ -492,5 +571,7 @@ async def _was_initialized(session: Any) -> bool:
     stream's copy of the row is stale, so the row is read: once per such session)."""
     if getattr(session, "transport", "") != "sse" or getattr(session, "client_info", None):
         return True
-    client_info = await Session.objects.filter(pk=session.pk).values_list("client_info", flat=True).afirst()
+    client_info = (
+        await Session.objects.filter(pk=session.pk).values_list("client_info", flat=True).afirst()
+    )
     return bool(client_info)

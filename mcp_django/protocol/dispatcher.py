@@ -18,11 +18,15 @@ logger = logging.getLogger("mcp_django.protocol")
 Handler = Callable[[dict[str, Any], Any], Awaitable[dict[str, Any]]]
 
 
-async def dispatch(request: Request, handlers: Mapping[str, Handler], context: Any) -> dict[str, Any]:
+async def dispatch(
+    request: Request, handlers: Mapping[str, Handler], context: Any
+) -> dict[str, Any]:
     """Run the handler for ``request.method`` and return the JSON-RPC response message."""
     handler = handlers.get(request.method)
     if handler is None:
-        return error_message(request.id, MethodNotFoundError(f"Method not found: {request.method[:100]}"))
+        return error_message(
+            request.id, MethodNotFoundError(f"Method not found: {request.method[:100]}")
+        )
     try:
         result = await handler(request.params, context)
     except MCPError as exc:

@@ -126,7 +126,9 @@ class _Translation:
             return self._code_escape(escaped)
         if escaped.isascii() and not escaped.isalnum():
             return _literal(escaped)
-        raise _Untranslatable(r"\U, \N{...}, back references by number or name, \a: not worth the risk")
+        raise _Untranslatable(
+            r"\U, \N{...}, back references by number or name, \a: not worth the risk"
+        )
 
     def _class_escape(self, escaped: str) -> str:
         r"""``\w``, ``\d``, ``\s`` and their negations."""
@@ -151,7 +153,9 @@ class _Translation:
         if not (_HEX2 if escaped == "x" else _HEX4).fullmatch(digits):
             raise _Untranslatable(f"\\{escaped} without its hex digits")
         if escaped == "u" and 0xD800 <= int(digits, 16) <= 0xDFFF:
-            raise _Untranslatable("a surrogate: half a character in ECMA-262, a whole one in Python")
+            raise _Untranslatable(
+                "a surrogate: half a character in ECMA-262, a whole one in Python"
+            )
         self.pos += len(digits)
         return f"\\{escaped}{digits}"
 
@@ -174,7 +178,9 @@ class _Translation:
         self.pos += 1
         if char == "[":
             if self._ahead() in (":", "=", "."):
-                raise _Untranslatable("a POSIX-looking class: literal in Python, an error in ECMA v mode")
+                raise _Untranslatable(
+                    "a POSIX-looking class: literal in Python, an error in ECMA v mode"
+                )
             return "\\["
         if char == "]":
             self.in_class = False
@@ -201,8 +207,12 @@ class _Translation:
     def _close_group(self) -> None:
         """Called past a ``)`` that closes a group."""
         lookaround = self.groups.pop()
-        if lookaround and (self._ahead() in ("*", "+", "?") or _QUANTIFIER.match(self.pattern, self.pos)):
-            raise _Untranslatable("a quantified lookaround: allowed by Python, an error with the u flag")
+        if lookaround and (
+            self._ahead() in ("*", "+", "?") or _QUANTIFIER.match(self.pattern, self.pos)
+        ):
+            raise _Untranslatable(
+                "a quantified lookaround: allowed by Python, an error with the u flag"
+            )
 
     def _brace(self) -> str:
         quantifier = _QUANTIFIER.match(self.pattern, self.pos)

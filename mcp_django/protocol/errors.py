@@ -146,7 +146,13 @@ class MissingRequiredClientCapabilityError(MCPError):
     default_message = "Missing required client capability"
     http_status = 400
 
-    def __init__(self, message: str | None = None, data: Any = None, *, required_capabilities: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        message: str | None = None,
+        data: Any = None,
+        *,
+        required_capabilities: dict[str, Any] | None = None,
+    ) -> None:
         if required_capabilities is not None:
             data = {"requiredCapabilities": required_capabilities}
         super().__init__(message, data)
@@ -159,7 +165,14 @@ class UnsupportedProtocolVersionError(MCPError):
     default_message = "Unsupported protocol version"
     http_status = 400
 
-    def __init__(self, message: str | None = None, data: Any = None, *, requested: str | None = None, supported: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        message: str | None = None,
+        data: Any = None,
+        *,
+        requested: str | None = None,
+        supported: Sequence[str] = (),
+    ) -> None:
         if requested is not None:
             data = {"supported": list(supported), "requested": requested}
         super().__init__(message, data)
@@ -177,7 +190,12 @@ class QuotaExceededError(MCPError):
     http_status = 429
 
     def __init__(
-        self, message: str | None = None, data: Any = None, *, limit: str | None = None, retry_after: int | None = None,
+        self,
+        message: str | None = None,
+        data: Any = None,
+        *,
+        limit: str | None = None,
+        retry_after: int | None = None,
         details: dict[str, Any] | None = None,
     ) -> None:
         if limit is not None:
@@ -202,7 +220,13 @@ ERROR_CODE_HTTP_STATUS: Final[dict[int, int]] = {
 class TransportError(Exception):
     """An HTTP-level refusal (header rules), answered with ``status`` and an id-less error body."""
 
-    def __init__(self, status: int, message: str, code: int = INVALID_REQUEST, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: int = INVALID_REQUEST,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.status = status
         self.message = message
         self.code = code

@@ -92,42 +92,75 @@ def decode(body: bytes) -> Decoded:
 def parse_message(data: Any) -> Message | Invalid:
     """Turn one decoded JSON value into a message, or an :class:`Invalid` saying why not."""
     if not isinstance(data, dict):
-        return Invalid(None, InvalidRequestError("Invalid Request: a message must be a JSON object"))
+        return Invalid(
+            None, InvalidRequestError("Invalid Request: a message must be a JSON object")
+        )
     raw_id = data.get("id")
     attributable_id = raw_id if is_valid_id(raw_id) else None
     if data.get("jsonrpc") != JSONRPC_VERSION:
-        return Invalid(attributable_id, InvalidRequestError('Invalid Request: "jsonrpc" must be "2.0"'))
+        return Invalid(
+            attributable_id, InvalidRequestError('Invalid Request: "jsonrpc" must be "2.0"')
+        )
     if "method" in data:
         method = data["method"]
         if not isinstance(method, str) or not method:
-            return Invalid(attributable_id, InvalidRequestError('Invalid Request: "method" must be a non-empty string'))
+            return Invalid(
+                attributable_id,
+                InvalidRequestError('Invalid Request: "method" must be a non-empty string'),
+            )
         params = data.get("params", {})
         if params is None:
             params = {}
         if not isinstance(params, dict):
-            return Invalid(attributable_id, InvalidRequestError('Invalid Request: "params" must be an object'))
+            return Invalid(
+                attributable_id, InvalidRequestError('Invalid Request: "params" must be an object')
+            )
         if "id" not in data:
             return Notification(method, params)
         if not is_valid_id(raw_id):
-            return Invalid(None, InvalidRequestError('Invalid Request: "id" must be a string or an integer'))
+            return Invalid(
+                None, InvalidRequestError('Invalid Request: "id" must be a string or an integer')
+            )
         return Request(raw_id, method, params)
     if "result" in data or "error" in data:
         if not is_valid_id(raw_id):
-            return Invalid(None, InvalidRequestError('Invalid Request: a response needs a string or integer "id"'))
+            return Invalid(
+                None,
+                InvalidRequestError('Invalid Request: a response needs a string or integer "id"'),
+            )
         if ("result" in data) == ("error" in data):
-            return Invalid(None, InvalidRequestError('Invalid Request: a response has exactly one of "result" and "error"'))
+            return Invalid(
+                None,
+                InvalidRequestError(
+                    'Invalid Request: a response has exactly one of "result" and "error"'
+                ),
+            )
         if "result" in data:
             result = data["result"]
             if not isinstance(result, dict):
-                return Invalid(None, InvalidRequestError('Invalid Request: "result" must be an object'))
+                return Invalid(
+                    None, InvalidRequestError('Invalid Request: "result" must be an object')
+                )
             return Response(raw_id, result=result)
         error = data["error"]
         code = error.get("code") if isinstance(error, dict) else None
         # bool is an int subclass in Python, but JSON true/false is not an integer code.
-        if not isinstance(code, int) or isinstance(code, bool) or not isinstance(error.get("message"), str):
-            return Invalid(None, InvalidRequestError('Invalid Request: "error" needs an integer "code" and a string "message"'))
+        if (
+            not isinstance(code, int)
+            or isinstance(code, bool)
+            or not isinstance(error.get("message"), str)
+        ):
+            return Invalid(
+                None,
+                InvalidRequestError(
+                    'Invalid Request: "error" needs an integer "code" and a string "message"'
+                ),
+            )
         return Response(raw_id, error=error)
-    return Invalid(attributable_id, InvalidRequestError('Invalid Request: a message needs "method", "result" or "error"'))
+    return Invalid(
+        attributable_id,
+        InvalidRequestError('Invalid Request: a message needs "method", "result" or "error"'),
+    )
 
 
 def result_message(request_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:
@@ -148,7 +181,9 @@ def notification_message(method: str, params: dict[str, Any] | None = None) -> d
     return message
 
 
-def request_message(request_id: RequestId, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+def request_message(
+    request_id: RequestId, method: str, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Return a JSON-RPC request (used for server-to-client requests)."""
     message: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "id": request_id, "method": method}
     if params is not None:

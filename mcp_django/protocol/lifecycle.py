@@ -7,7 +7,16 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 #: ``logging/setLevel`` levels (RFC 5424 severities), least severe first.
-LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOG_LEVELS: Final[tuple[str, ...]] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
 
 
 @dataclass(slots=True, frozen=True)
@@ -35,7 +44,11 @@ def initialize_result(
     instructions: str | None = None,
 ) -> dict[str, Any]:
     """Build the ``InitializeResult``."""
-    result: dict[str, Any] = {"protocolVersion": version, "capabilities": capabilities, "serverInfo": server_info}
+    result: dict[str, Any] = {
+        "protocolVersion": version,
+        "capabilities": capabilities,
+        "serverInfo": server_info,
+    }
     if instructions:
         result["instructions"] = instructions
     return result

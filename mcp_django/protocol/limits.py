@@ -42,7 +42,9 @@ def check_client_value(name: str, value: Any, *, max_bytes: int, max_depth: int)
         raise InvalidParamsError(f'Invalid params: "{name}" nests deeper than {max_depth} levels')
     size = len(orjson.dumps(value))
     if size > max_bytes:
-        raise InvalidParamsError(f'Invalid params: "{name}" is {size} bytes as JSON; the limit is {max_bytes}')
+        raise InvalidParamsError(
+            f'Invalid params: "{name}" is {size} bytes as JSON; the limit is {max_bytes}'
+        )
 
 
 def id_within_bounds(value: str | int, max_length: int) -> bool:
@@ -70,7 +72,11 @@ def check_progress_token(params: dict[str, Any], max_length: int) -> None:
     if "progressToken" not in meta:
         return
     token = meta["progressToken"]
-    if isinstance(token, bool) or not isinstance(token, (str, int)) or not id_within_bounds(token, max_length):
+    if (
+        isinstance(token, bool)
+        or not isinstance(token, (str, int))
+        or not id_within_bounds(token, max_length)
+    ):
         raise InvalidParamsError(
             f'Invalid params: "_meta.progressToken" must be a string of at most {max_length} characters '
             "or an integer within ±(2**53 - 1)"

@@ -50,7 +50,12 @@ META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
 
 # The per-request keys whose presence marks a request as modern (no legacy revision used them).
-_PER_REQUEST_KEYS: Final = (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL)
+_PER_REQUEST_KEYS: Final = (
+    META_PROTOCOL_VERSION,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+)
 
 #: Client-to-server methods and notifications that 2025-11-25 had and 2026-07-28 dropped: the
 #: changelog's major changes 2, 4, 5 and 6, checked against the method names in both schema.ts.
@@ -84,9 +89,13 @@ HEADER_PARAM_PREFIX: Final = "mcp-param-"
 
 #: The body field ``Mcp-Name`` mirrors, per method (streamable-http.mdx, "Standard Request Headers").
 NAME_HEADER_SOURCES: Final[Mapping[str, str]] = {
-    "tools/call": "name", "resources/read": "uri", "prompts/get": "name",
+    "tools/call": "name",
+    "resources/read": "uri",
+    "prompts/get": "name",
     # The tasks extension ("Streamable HTTP: Routing Headers"): a task's requests name the task.
-    "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
 }
 
 #: Longest requested version echoed back in ``UnsupportedProtocolVersionError.data``.
@@ -172,42 +181,75 @@ def parse_request_meta(
     """
     meta = params.get("_meta") if isinstance(params, dict) else None
     if not isinstance(meta, dict):
-        raise InvalidRequestMetaError(f'Invalid params: "_meta" must be an object carrying "{META_PROTOCOL_VERSION}" and "{META_CLIENT_CAPABILITIES}"')
+        raise InvalidRequestMetaError(
+            f'Invalid params: "_meta" must be an object carrying "{META_PROTOCOL_VERSION}" and "{META_CLIENT_CAPABILITIES}"'
+        )
     version = meta.get(META_PROTOCOL_VERSION)
     if not isinstance(version, str) or not version:
-        raise InvalidRequestMetaError(f'Invalid params: "_meta.{META_PROTOCOL_VERSION}" must be a non-empty string')
+        raise InvalidRequestMetaError(
+            f'Invalid params: "_meta.{META_PROTOCOL_VERSION}" must be a non-empty string'
+        )
     capabilities = meta.get(META_CLIENT_CAPABILITIES)
     if not isinstance(capabilities, dict):
-        raise InvalidRequestMetaError(f'Invalid params: "_meta.{META_CLIENT_CAPABILITIES}" must be an object')
+        raise InvalidRequestMetaError(
+            f'Invalid params: "_meta.{META_CLIENT_CAPABILITIES}" must be an object'
+        )
 
     if header_version is None:
         raise HeaderMismatchError("Header mismatch: the MCP-Protocol-Version header is required")
     header = _field_value("MCP-Protocol-Version", header_version)
     if header != version:
-        raise HeaderMismatchError(f"Header mismatch: MCP-Protocol-Version header value {_show(header)} does not match body value {_show(version)}")
+        raise HeaderMismatchError(
+            f"Header mismatch: MCP-Protocol-Version header value {_show(header)} does not match body value {_show(version)}"
+        )
     if version not in MODERN_VERSIONS:
-        raise UnsupportedProtocolVersionError(requested=version[:MAX_ECHOED_VERSION], supported=ADVERTISED_VERSIONS)
+        raise UnsupportedProtocolVersionError(
+            requested=version[:MAX_ECHOED_VERSION], supported=ADVERTISED_VERSIONS
+        )
 
     client_info = None
     if META_CLIENT_INFO in meta:
         client_info = meta[META_CLIENT_INFO]
         if not isinstance(client_info, dict):
-            raise InvalidRequestMetaError(f'Invalid params: "_meta.{META_CLIENT_INFO}" must be an object')
+            raise InvalidRequestMetaError(
+                f'Invalid params: "_meta.{META_CLIENT_INFO}" must be an object'
+            )
         for key, limit in CLIENT_INFO_STRING_LIMITS.items():
             if key in client_info and not isinstance(client_info[key], str):
-                raise InvalidRequestMetaError(f'Invalid params: "_meta.{META_CLIENT_INFO}.{key}" must be a string')
+                raise InvalidRequestMetaError(
+                    f'Invalid params: "_meta.{META_CLIENT_INFO}.{key}" must be a string'
+                )
             if len(client_info.get(key, "")) > limit:
-                raise InvalidRequestMetaError(f'Invalid params: "_meta.{META_CLIENT_INFO}.{key}" is longer than {limit} characters')
-        _bounded(f"_meta.{META_CLIENT_INFO}", client_info, max_bytes=max_client_info_bytes, max_depth=max_depth)
+                raise InvalidRequestMetaError(
+                    f'Invalid params: "_meta.{META_CLIENT_INFO}.{key}" is longer than {limit} characters'
+                )
+        _bounded(
+            f"_meta.{META_CLIENT_INFO}",
+            client_info,
+            max_bytes=max_client_info_bytes,
+            max_depth=max_depth,
+        )
 
     log_level = None
     if META_LOG_LEVEL in meta:
         log_level = meta[META_LOG_LEVEL]
         if not isinstance(log_level, str) or log_level not in LOG_LEVELS:
-            raise InvalidRequestMetaError(f'Invalid params: "_meta.{META_LOG_LEVEL}" must be one of {", ".join(LOG_LEVELS)}')
+            raise InvalidRequestMetaError(
+                f'Invalid params: "_meta.{META_LOG_LEVEL}" must be one of {", ".join(LOG_LEVELS)}'
+            )
 
-    _bounded(f"_meta.{META_CLIENT_CAPABILITIES}", capabilities, max_bytes=max_capabilities_bytes, max_depth=max_depth)
-    return RequestMeta(version=version, client_capabilities=capabilities, client_info=client_info, log_level=log_level)
+    _bounded(
+        f"_meta.{META_CLIENT_CAPABILITIES}",
+        capabilities,
+        max_bytes=max_capabilities_bytes,
+        max_depth=max_depth,
+    )
+    return RequestMeta(
+        version=version,
+        client_capabilities=capabilities,
+        client_info=client_info,
+        log_level=log_level,
+    )
 
 
 # --- request headers ------------------------------------------------------------------------
@@ -217,7 +259,9 @@ def _field_value(header: str, value: str) -> str:
     """Drop the optional whitespace around a field value and refuse characters a header cannot carry."""
     value = value.strip(_OWS)
     if _FIELD_VALUE_RE.fullmatch(value) is None:
-        raise HeaderMismatchError(f"Header mismatch: the {header} header contains invalid characters")
+        raise HeaderMismatchError(
+            f"Header mismatch: the {header} header contains invalid characters"
+        )
     return value
 
 
@@ -231,7 +275,11 @@ def encode_header_value(value: str) -> str:
     plain = re.fullmatch(r"[\x20-\x7e]*", value) is not None and value == value.strip(" ")
     if plain and not (value.startswith(_SENTINEL_PREFIX) and value.endswith(_SENTINEL_SUFFIX)):
         return value
-    return _SENTINEL_PREFIX + base64.b64encode(value.encode("utf-8")).decode("ascii") + _SENTINEL_SUFFIX
+    return (
+        _SENTINEL_PREFIX
+        + base64.b64encode(value.encode("utf-8")).decode("ascii")
+        + _SENTINEL_SUFFIX
+    )
 
 
 def decode_header_value(value: str) -> str:
@@ -249,7 +297,9 @@ def decode_header_value(value: str) -> str:
 def _decode(header: str, value: str) -> str:
     """:func:`decode_header_value`, naming ``header`` in its errors."""
     value = _field_value(header, value)
-    if len(value) < len(_SENTINEL_PREFIX) + len(_SENTINEL_SUFFIX) or not (value.startswith(_SENTINEL_PREFIX) and value.endswith(_SENTINEL_SUFFIX)):
+    if len(value) < len(_SENTINEL_PREFIX) + len(_SENTINEL_SUFFIX) or not (
+        value.startswith(_SENTINEL_PREFIX) and value.endswith(_SENTINEL_SUFFIX)
+    ):
         return value
     data = value[len(_SENTINEL_PREFIX) : -len(_SENTINEL_SUFFIX)]
     try:
@@ -260,7 +310,9 @@ def _decode(header: str, value: str) -> str:
         return raw.decode("utf-8")
     except (binascii.Error, ValueError):
         # UnicodeDecodeError is a ValueError too.
-        raise HeaderMismatchError(f"Header mismatch: the {header} header holds malformed Base64-encoded text") from None
+        raise HeaderMismatchError(
+            f"Header mismatch: the {header} header holds malformed Base64-encoded text"
+        ) from None
 
 
 def check_request_headers(method: str, params: dict[str, Any], headers: Mapping[str, str]) -> None:
@@ -277,7 +329,9 @@ def check_request_headers(method: str, params: dict[str, Any], headers: Mapping[
         raise HeaderMismatchError("Header mismatch: the Mcp-Method header is required")
     sent_method = _field_value("Mcp-Method", sent_method)
     if sent_method != method:
-        raise HeaderMismatchError(f"Header mismatch: Mcp-Method header value {_show(sent_method)} does not match body value {_show(method)}")
+        raise HeaderMismatchError(
+            f"Header mismatch: Mcp-Method header value {_show(sent_method)} does not match body value {_show(method)}"
+        )
 
     source = NAME_HEADER_SOURCES.get(method)
     if source is None:
@@ -288,9 +342,13 @@ def check_request_headers(method: str, params: dict[str, Any], headers: Mapping[
     name = _decode("Mcp-Name", sent_name)
     body_name = params.get(source) if isinstance(params, dict) else None
     if not isinstance(body_name, str):
-        raise HeaderMismatchError(f'Header mismatch: Mcp-Name header value {_show(name)} has no string "params.{source}" to match')
+        raise HeaderMismatchError(
+            f'Header mismatch: Mcp-Name header value {_show(name)} has no string "params.{source}" to match'
+        )
     if name != body_name:
-        raise HeaderMismatchError(f"Header mismatch: Mcp-Name header value {_show(name)} does not match body value {_show(body_name)}")
+        raise HeaderMismatchError(
+            f"Header mismatch: Mcp-Name header value {_show(name)} does not match body value {_show(body_name)}"
+        )
 
 
 # --- x-mcp-header ---------------------------------------------------------------------------
@@ -314,7 +372,9 @@ _SUBSCHEMA_KEYWORDS: Final = frozenset(
         "contentSchema",
     }
 )
-_SUBSCHEMA_MAP_KEYWORDS: Final = frozenset({"patternProperties", "dependentSchemas", "dependencies", "$defs", "definitions"})
+_SUBSCHEMA_MAP_KEYWORDS: Final = frozenset(
+    {"patternProperties", "dependentSchemas", "dependencies", "$defs", "definitions"}
+)
 _SUBSCHEMA_LIST_KEYWORDS: Final = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
 _HEADER_TYPES: Final = frozenset({"string", "integer", "boolean"})
 #: Schema nodes visited at most, so a schema built with shared (or cyclic) dicts stays cheap.
@@ -331,7 +391,9 @@ def _check_header_type(name: str, path: tuple[str, ...], schema: dict[str, Any])
         raise ValueError(f"{where}: type 'number' is not permitted (use 'integer')")
     primitive = [t for t in types if t != "null"]
     if declared is None or len(primitive) != 1 or primitive[0] not in _HEADER_TYPES:
-        raise ValueError(f"{where}: the property's type must be one of string, integer or boolean (optionally with null), not {declared!r}")
+        raise ValueError(
+            f"{where}: the property's type must be one of string, integer or boolean (optionally with null), not {declared!r}"
+        )
 
 
 def mcp_header_params(input_schema: dict[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -361,21 +423,36 @@ def mcp_header_params(input_schema: dict[str, Any]) -> dict[str, tuple[str, ...]
         if X_MCP_HEADER in schema:
             name = schema[X_MCP_HEADER]
             if path is None or not path:
-                where = "the schema root" if path == () else "a subschema not reachable through 'properties' alone"
-                raise ValueError(f"x-mcp-header {name!r} is on {where}; it may only annotate properties reached through 'properties' keys")
+                where = (
+                    "the schema root"
+                    if path == ()
+                    else "a subschema not reachable through 'properties' alone"
+                )
+                raise ValueError(
+                    f"x-mcp-header {name!r} is on {where}; it may only annotate properties reached through 'properties' keys"
+                )
             if not isinstance(name, str) or not name:
-                raise ValueError(f"x-mcp-header on property {'.'.join(path)!r} must be a non-empty string, not {name!r}")
+                raise ValueError(
+                    f"x-mcp-header on property {'.'.join(path)!r} must be a non-empty string, not {name!r}"
+                )
             if _TOKEN_RE.fullmatch(name) is None:
-                raise ValueError(f"x-mcp-header {name!r} on property {'.'.join(path)!r} is not an HTTP field-name token (RFC 9110 tchar only)")
+                raise ValueError(
+                    f"x-mcp-header {name!r} on property {'.'.join(path)!r} is not an HTTP field-name token (RFC 9110 tchar only)"
+                )
             folded = name.lower()
             if folded in seen:
-                raise ValueError(f"x-mcp-header {name!r} duplicates {seen[folded]!r} (header names are case-insensitive)")
+                raise ValueError(
+                    f"x-mcp-header {name!r} duplicates {seen[folded]!r} (header names are case-insensitive)"
+                )
             _check_header_type(name, path, schema)
             seen[folded] = name
             found[name] = path
         for keyword, value in schema.items():
             if keyword == "properties" and isinstance(value, dict):
-                stack.extend((child, None if path is None else (*path, prop)) for prop, child in value.items())
+                stack.extend(
+                    (child, None if path is None else (*path, prop))
+                    for prop, child in value.items()
+                )
             elif keyword in _SUBSCHEMA_MAP_KEYWORDS and isinstance(value, dict):
                 stack.extend((child, None) for child in value.values())
             elif keyword in _SUBSCHEMA_LIST_KEYWORDS and isinstance(value, list):
@@ -409,7 +486,11 @@ def _matches(header: str, value: Any) -> bool:
     return False  # objects and arrays cannot be mirrored
 
 
-def check_param_headers(input_schema_paths: Mapping[str, tuple[str, ...]], arguments: dict[str, Any], headers: Mapping[str, str]) -> None:
+def check_param_headers(
+    input_schema_paths: Mapping[str, tuple[str, ...]],
+    arguments: dict[str, Any],
+    headers: Mapping[str, str],
+) -> None:
     """Check the ``Mcp-Param-{Name}`` headers of a ``tools/call`` against its arguments (-32020).
 
     ``input_schema_paths`` is :func:`mcp_header_params` of the tool's schema. A non-null value
@@ -423,13 +504,19 @@ def check_param_headers(input_schema_paths: Mapping[str, tuple[str, ...]], argum
         header = f"Mcp-Param-{name}"
         if value is None:
             if sent is not None:
-                raise HeaderMismatchError(f"Header mismatch: {header} header sent but argument {'.'.join(path)!r} is absent or null")
+                raise HeaderMismatchError(
+                    f"Header mismatch: {header} header sent but argument {'.'.join(path)!r} is absent or null"
+                )
             continue
         if sent is None:
-            raise HeaderMismatchError(f"Header mismatch: the {header} header is required when argument {'.'.join(path)!r} is given")
+            raise HeaderMismatchError(
+                f"Header mismatch: the {header} header is required when argument {'.'.join(path)!r} is given"
+            )
         decoded = _decode(header, sent)
         if not _matches(decoded, value):
-            raise HeaderMismatchError(f"Header mismatch: {header} header value {_show(decoded)} does not match argument {'.'.join(path)!r}")
+            raise HeaderMismatchError(
+                f"Header mismatch: {header} header value {_show(decoded)} does not match argument {'.'.join(path)!r}"
+            )
 
 
 # --- results --------------------------------------------------------------------------------
@@ -444,8 +531,14 @@ class CacheHint:
 
     def __post_init__(self) -> None:
         # The spec says servers MUST send ttlMs >= 0; JSON integers must stay exact in JS clients.
-        if isinstance(self.ttl_ms, bool) or not isinstance(self.ttl_ms, int) or not 0 <= self.ttl_ms <= MAX_SAFE_INTEGER:
-            raise ValueError(f"ttl_ms must be an integer between 0 and 2**53 - 1, not {self.ttl_ms!r}")
+        if (
+            isinstance(self.ttl_ms, bool)
+            or not isinstance(self.ttl_ms, int)
+            or not 0 <= self.ttl_ms <= MAX_SAFE_INTEGER
+        ):
+            raise ValueError(
+                f"ttl_ms must be an integer between 0 and 2**53 - 1, not {self.ttl_ms!r}"
+            )
         if self.scope not in ("public", "private"):
             raise ValueError(f"scope must be 'public' or 'private', not {self.scope!r}")
 
@@ -457,7 +550,9 @@ class CacheHint:
 _NO_CACHE: Final = CacheHint(ttl_ms=0, scope="private")
 
 
-def complete_result(result: dict[str, Any], *, server_info: dict[str, Any], cache: CacheHint | None = None) -> dict[str, Any]:
+def complete_result(
+    result: dict[str, Any], *, server_info: dict[str, Any], cache: CacheHint | None = None
+) -> dict[str, Any]:
     """Return a copy of a handler's result in modern shape.
 
     Adds ``resultType: "complete"``, ``_meta["io.modelcontextprotocol/serverInfo"]`` (basic/index
@@ -471,7 +566,9 @@ def complete_result(result: dict[str, Any], *, server_info: dict[str, Any], cach
     meta = shaped.get("_meta", {})
     if not isinstance(meta, dict):
         raise ValueError(f"result _meta must be an object, not {type(meta).__name__}")
-    shaped["_meta"] = {**meta} if META_SERVER_INFO in meta else {**meta, META_SERVER_INFO: server_info}
+    shaped["_meta"] = (
+        {**meta} if META_SERVER_INFO in meta else {**meta, META_SERVER_INFO: server_info}
+    )
     if cache is not None and shaped["resultType"] == RESULT_TYPE_COMPLETE:
         for key, value in cache.fields().items():
             shaped.setdefault(key, value)
@@ -536,12 +633,20 @@ def http_status(response: Mapping[str, Any]) -> int:
 def tag_subscription(message: dict[str, Any], subscription_id: Any) -> dict[str, Any]:
     """Put ``subscription_id`` (the listen request's id) in the ``_meta`` of a message sent on
     a ``subscriptions/listen`` stream: a notification's params, or the closing result."""
-    body = message.setdefault("params", {}) if "method" in message else message.setdefault("result", {})
+    body = (
+        message.setdefault("params", {})
+        if "method" in message
+        else message.setdefault("result", {})
+    )
     body.setdefault("_meta", {})[META_SUBSCRIPTION_ID] = subscription_id
     return message
 
 
 def listen_acknowledgement(agreed: dict[str, Any], subscription_id: Any) -> dict[str, Any]:
     """The first message of a listen stream: the filter the server agreed to honour."""
-    message = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {"notifications": agreed}}
+    message = {
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"notifications": agreed},
+    }
     return tag_subscription(message, subscription_id)

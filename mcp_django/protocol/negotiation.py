@@ -108,7 +108,10 @@ def accepts(accept: str | None, media_type: str) -> bool:
 def check_post_accept(accept: str | None) -> None:
     """Require a POST to accept both JSON and SSE answers, as the transport spec says (406)."""
     if not (accepts(accept, JSON) and accepts(accept, SSE)):
-        raise TransportError(406, "Not Acceptable: the client must accept both application/json and text/event-stream")
+        raise TransportError(
+            406,
+            "Not Acceptable: the client must accept both application/json and text/event-stream",
+        )
 
 
 def check_get_accept(accept: str | None) -> None:

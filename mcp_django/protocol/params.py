@@ -57,7 +57,11 @@ def non_empty_string(value: Any, label: str) -> str:
 
 def no_control_characters(value: Any, label: str) -> Any:
     """A string, or every string field of a parsed object, free of control characters."""
-    texts = [value] if isinstance(value, str) else [v for v in _field_values(value) if isinstance(v, str)]
+    texts = (
+        [value]
+        if isinstance(value, str)
+        else [v for v in _field_values(value) if isinstance(v, str)]
+    )
     if any(CONTROL_CHARACTERS.search(text) for text in texts):
         raise invalid(label, "must not contain control characters")
     return value
@@ -139,7 +143,9 @@ def strings(requirement: str) -> Check:
     """An array of strings, or nothing (absent or null) kept as None."""
 
     def check(value: Any, label: str) -> list[str] | None:
-        if value is not None and (not isinstance(value, list) or not all(isinstance(item, str) for item in value)):
+        if value is not None and (
+            not isinstance(value, list) or not all(isinstance(item, str) for item in value)
+        ):
             raise invalid(label, requirement)
         return value
 
@@ -199,7 +205,10 @@ IDENTIFIER: Final = (non_empty_string, no_control_characters)
 
 
 def param(
-    path: str, *checks: Check | Supplied | tuple[Check, ...], missing: Any = None, label: str | None = None
+    path: str,
+    *checks: Check | Supplied | tuple[Check, ...],
+    missing: Any = None,
+    label: str | None = None,
 ) -> Any:
     """Declare a params field: where it sits (dotted), its checks in order, the value an absent
     member stands for, and the name its errors use (the path's last part unless given)."""
@@ -207,7 +216,14 @@ def param(
     for check in checks:
         flat.extend(check if isinstance(check, tuple) else (check,))
     keys = tuple(path.split("."))
-    return field(metadata={"path": keys, "checks": tuple(flat), "missing": missing, "label": label or keys[-1]})
+    return field(
+        metadata={
+            "path": keys,
+            "checks": tuple(flat),
+            "missing": missing,
+            "label": label or keys[-1],
+        }
+    )
 
 
 def fresh_object() -> dict[str, Any]:
@@ -308,10 +324,16 @@ class CompleteParams:
     # ``ref`` is checked twice, first as an object and last for what it names: a client has
     # always been told about a malformed argument or context before an unknown ref type.
     ref_object: dict[str, Any] = param("ref", optional_object)
-    argument: CompletionArgument = param("argument", optional_object, nested(CompletionArgument), no_control_characters)
+    argument: CompletionArgument = param(
+        "argument", optional_object, nested(CompletionArgument), no_control_characters
+    )
     context: dict[str, Any] = param("context", optional_object)
     context_arguments: dict[str, Any] = param("context.arguments", optional_object)
-    ref: PromptRef | ResourceRef = param("ref", optional_object, tagged("type", {"ref/prompt": PromptRef, "ref/resource": ResourceRef}))
+    ref: PromptRef | ResourceRef = param(
+        "ref",
+        optional_object,
+        tagged("type", {"ref/prompt": PromptRef, "ref/resource": ResourceRef}),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,11 +357,16 @@ class ListenParams:
 
     notifications: dict[str, Any] = param("notifications", required_object, missing=fresh_object)
     task_ids: list[str] | None = param(
-        "notifications.taskIds", strings("must be an array of task ids"), supplied("max_task_ids"), supplied("tasks_declared"),
+        "notifications.taskIds",
+        strings("must be an array of task ids"),
+        supplied("max_task_ids"),
+        supplied("tasks_declared"),
         label="notifications.taskIds",
     )
     resource_subscriptions: list[str] | None = param(
-        "notifications.resourceSubscriptions", strings("must be an array of URIs"), supplied("max_uris"),
+        "notifications.resourceSubscriptions",
+        strings("must be an array of URIs"),
+        supplied("max_uris"),
         label="notifications.resourceSubscriptions",
     )
 
@@ -363,10 +390,16 @@ class InitializeRequestParams:
     protocol_version: str = param("protocolVersion", non_empty_string)
     capabilities: dict[str, Any] = param("capabilities", required_object, missing=fresh_object)
     client_info: dict[str, Any] = param(
-        "clientInfo", required_object, client_info_strings, supplied("bound_client_info"), missing=fresh_object
+        "clientInfo",
+        required_object,
+        client_info_strings,
+        supplied("bound_client_info"),
+        missing=fresh_object,
     )
     # Checked again, last, for its size: a client has always heard of a malformed clientInfo first.
-    bounded_capabilities: dict[str, Any] = param("capabilities", supplied("bound_capabilities"), missing=fresh_object)
+    bounded_capabilities: dict[str, Any] = param(
+        "capabilities", supplied("bound_capabilities"), missing=fresh_object
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,11 +496,15 @@ def parse_initialize(
     session cache), so their size and nesting are bounded here, before anything is stored.
     """
     parsed = parse_as(
-        InitializeRequestParams, params,
-        bound_client_info=bounded(max_client_info_bytes, max_depth), bound_capabilities=bounded(max_capabilities_bytes, max_depth),
+        InitializeRequestParams,
+        params,
+        bound_client_info=bounded(max_client_info_bytes, max_depth),
+        bound_capabilities=bounded(max_capabilities_bytes, max_depth),
     )
     version = parsed.protocol_version
-    return InitializeParams(version, negotiate_version(version), parsed.capabilities, parsed.client_info)
+    return InitializeParams(
+        version, negotiate_version(version), parsed.capabilities, parsed.client_info
+    )
 
 
 def parse(method: str, params: dict[str, Any]) -> Any:

@@ -38,7 +38,12 @@ def parse_event_id(value: str) -> tuple[str, int]:
     return stream, int(seq)
 
 
-def encode_event(data: bytes | str, event_id: str | None = None, retry_ms: int | None = None, event: str | None = None) -> bytes:
+def encode_event(
+    data: bytes | str,
+    event_id: str | None = None,
+    retry_ms: int | None = None,
+    event: str | None = None,
+) -> bytes:
     """Frame one SSE event. Multi-line data is split over several ``data:`` lines."""
     if isinstance(data, bytes):
         data = data.decode("utf-8")
@@ -125,8 +130,18 @@ class SSEParser:
         if line == "":
             # WHATWG: a block without any data line dispatches nothing (an id-only block
             # only moves the browser's last event id), so neither does this parser.
-            event = SSEEvent("\n".join(self._data), self._id, self._event, self._retry) if self._has_data else None
-            self._data, self._id, self._event, self._retry, self._has_data = [], None, None, None, False
+            event = (
+                SSEEvent("\n".join(self._data), self._id, self._event, self._retry)
+                if self._has_data
+                else None
+            )
+            self._data, self._id, self._event, self._retry, self._has_data = (
+                [],
+                None,
+                None,
+                None,
+                False,
+            )
             return event
         if line.startswith(":"):
             return SSEComment(line[1:].removeprefix(" "))

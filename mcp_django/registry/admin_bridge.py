@@ -61,7 +61,9 @@ NEVER_EXPOSED_APPS = frozenset({"mcp_django"})
 # Credential-bearing models an admin commonly registers: left out of register_admin() unless
 # named in its ``models=``. Lower-case ``app_label.model_name`` labels or whole app labels;
 # the swappable user and django-oauth-toolkit models are added by :func:`default_excluded`.
-DEFAULT_EXCLUDED_MODELS = frozenset({"auth.user", "auth.group", "auth.permission", "admin.logentry", "sessions.session"})
+DEFAULT_EXCLUDED_MODELS = frozenset(
+    {"auth.user", "auth.group", "auth.permission", "admin.logentry", "sessions.session"}
+)
 DEFAULT_EXCLUDED_APPS = frozenset({"oauth2_provider"})
 _OAUTH2_SWAPPABLE = ("APPLICATION", "ACCESS_TOKEN", "REFRESH_TOKEN", "ID_TOKEN", "GRANT")
 
@@ -85,7 +87,9 @@ def is_excluded_by_default(model: type[models.Model]) -> bool:
     if opts.app_label in DEFAULT_EXCLUDED_APPS or opts.label_lower in DEFAULT_EXCLUDED_MODELS:
         return True
     swapped = {settings.AUTH_USER_MODEL.lower()}
-    swapped |= {getattr(settings, f"OAUTH2_PROVIDER_{name}_MODEL", "").lower() for name in _OAUTH2_SWAPPABLE}
+    swapped |= {
+        getattr(settings, f"OAUTH2_PROVIDER_{name}_MODEL", "").lower() for name in _OAUTH2_SWAPPABLE
+    }
     return opts.label_lower in swapped
 
 
@@ -99,11 +103,17 @@ def answers_with_response(func: Any) -> bool:
         tree = ast.parse(source)
     except (OSError, TypeError, SyntaxError):
         return False
-    function = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    function = next(
+        (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None
+    )
     if function is None:
         return False
     for node in ast.walk(function):
-        if isinstance(node, ast.Return) and node.value is not None and not (isinstance(node.value, ast.Constant) and node.value.value is None):
+        if (
+            isinstance(node, ast.Return)
+            and node.value is not None
+            and not (isinstance(node.value, ast.Constant) and node.value.value is None)
+        ):
             return True
     return False
 
@@ -143,7 +153,9 @@ def mcp_action(
 def admits(model_admin: ModelAdmin[Any], request: HttpRequest) -> bool:
     """Whether the admin site of ``model_admin`` lets the request's user in at all:
     ``AdminSite.has_permission`` (active staff, unless the site overrides it)."""
-    return getattr(request, "user", None) is not None and bool(model_admin.admin_site.has_permission(request))
+    return getattr(request, "user", None) is not None and bool(
+        model_admin.admin_site.has_permission(request)
+    )
 
 
 @dataclass(frozen=True)
@@ -273,7 +285,11 @@ class AdminModelMCP(ModelMCP):
         self.write_scopes = write_scopes
         self.search_fields = tuple(str(f).lstrip("^=@") for f in model_admin.search_fields or ())
         field_names = {f.name for f in model._meta.concrete_fields}
-        shown = [name for name in model_admin.list_display if isinstance(name, str) and name in field_names]
+        shown = [
+            name
+            for name in model_admin.list_display
+            if isinstance(name, str) and name in field_names
+        ]
         self.fields = shown or None
         self.display_columns, self.left_out_columns = display_columns(model_admin)
         ordering = model_admin.ordering or model._meta.ordering
@@ -281,7 +297,9 @@ class AdminModelMCP(ModelMCP):
         names = tuple(o for o in ordering or () if isinstance(o, str))
         self.ordering = names or None
         list_select_related = model_admin.list_select_related
-        self.list_select_related = tuple(list_select_related) if isinstance(list_select_related, (list, tuple)) else ()
+        self.list_select_related = (
+            tuple(list_select_related) if isinstance(list_select_related, (list, tuple)) else ()
+        )
         super().__init__(model, site)
 
     def get_queryset(self, request: HttpRequest) -> Any:
@@ -361,16 +379,22 @@ class AdminModelMCP(ModelMCP):
     # not let in (not staff, by default) sees none of its models, rows or tools over MCP either.
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return admits(self.model_admin, request) and self.model_admin.has_view_or_change_permission(request, obj)
+        return admits(self.model_admin, request) and self.model_admin.has_view_or_change_permission(
+            request, obj
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return admits(self.model_admin, request) and self.model_admin.has_add_permission(request)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return admits(self.model_admin, request) and self.model_admin.has_change_permission(request, obj)
+        return admits(self.model_admin, request) and self.model_admin.has_change_permission(
+            request, obj
+        )
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return admits(self.model_admin, request) and self.model_admin.has_delete_permission(request, obj)
+        return admits(self.model_admin, request) and self.model_admin.has_delete_permission(
+            request, obj
+        )
 
 
 def action_annotations(action_name: str, func: Any) -> dict[str, Any]:
@@ -411,8 +435,15 @@ class AdminActionTool(ToolEntry):
     permissions = ("admin action",)  # always checked against ModelAdmin.get_actions(request)
 
     def __init__(
-        self, model_admin: ModelAdmin[Any], action_name: str, func: Any, description: str, scopes: tuple[str, ...] = (),
-        task_support: TaskSupport = "forbidden", rows: str = "admin", site: Any = None,
+        self,
+        model_admin: ModelAdmin[Any],
+        action_name: str,
+        func: Any,
+        description: str,
+        scopes: tuple[str, ...] = (),
+        task_support: TaskSupport = "forbidden",
+        rows: str = "admin",
+        site: Any = None,
     ) -> None:
         self.model_admin = model_admin
         #: Which rows the action may act on (register_admin's ``action_rows``), and the MCP site
@@ -426,10 +457,19 @@ class AdminActionTool(ToolEntry):
         self.func = func
         opts = model_admin.model._meta
         self.name = _safe_name(f"{opts.app_label}_{opts.model_name}_{action_name}")
-        self.description = f"{description} (admin action on {opts.verbose_name_plural}; give the primary keys)."
+        self.description = (
+            f"{description} (admin action on {opts.verbose_name_plural}; give the primary keys)."
+        )
         self.input_schema = {
             "type": "object",
-            "properties": {"pks": {"type": "array", "items": pk_schema(model_admin.model), "minItems": 1, "maxItems": MAX_ACTION_OBJECTS}},
+            "properties": {
+                "pks": {
+                    "type": "array",
+                    "items": pk_schema(model_admin.model),
+                    "minItems": 1,
+                    "maxItems": MAX_ACTION_OBJECTS,
+                }
+            },
             "required": ["pks"],
             "additionalProperties": False,
         }
@@ -440,7 +480,12 @@ class AdminActionTool(ToolEntry):
         return self._scopes
 
     def definition(self) -> dict[str, Any]:
-        definition = {"name": self.name, "description": self.description, "inputSchema": self.input_schema, "annotations": self.annotations}
+        definition = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "annotations": self.annotations,
+        }
         return with_task_support(definition, self.task_support)
 
     def has_permission(self, request: HttpRequest) -> bool:
@@ -454,7 +499,9 @@ class AdminActionTool(ToolEntry):
 
     async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
         # The engine always gives tools the request (only unit tests build contexts without one).
-        return await sync_to_async(in_healthy_thread(self._call), thread_sensitive=True)(arguments, cast("HttpRequest", ctx.request), ctx)
+        return await sync_to_async(in_healthy_thread(self._call), thread_sensitive=True)(
+            arguments, cast("HttpRequest", ctx.request), ctx
+        )
 
     def get_queryset(self, request: HttpRequest, pks: list[Any]) -> Any:
         """The selected rows the action acts on: the ModelAdmin's, as its changelist selects them,
@@ -478,22 +525,39 @@ class AdminActionTool(ToolEntry):
         ]
         return queryset.filter(pk__in=visible)
 
-    async def check_arguments(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
+    async def check_arguments(
+        self, arguments: dict[str, Any], ctx: Context
+    ) -> dict[str, Any] | None:
         """The ``isError`` result :meth:`call` answers to invalid ``arguments``, or None."""
         return await sync_to_async(in_healthy_thread(self._check), thread_sensitive=True)(arguments)
 
     def _check(self, arguments: dict[str, Any]) -> dict[str, Any] | None:
-        errors = [argument_error(e) for e in sorted(Draft202012Validator(self.input_schema).iter_errors(arguments), key=lambda e: list(e.path))]
+        errors = [
+            argument_error(e)
+            for e in sorted(
+                Draft202012Validator(self.input_schema).iter_errors(arguments),
+                key=lambda e: list(e.path),
+            )
+        ]
         if not errors:
             # Keys of the right JSON type may still be no keys ("not-a-uuid"): said like the
             # schema's complaints, as the generated tools say a malformed pk.
             model = self.model_admin.model
-            errors = [f"pks.{i}: {problem}" for i, pk in enumerate(arguments["pks"]) if (problem := malformed_pk(model, pk)) is not None]
+            errors = [
+                f"pks.{i}: {problem}"
+                for i, pk in enumerate(arguments["pks"])
+                if (problem := malformed_pk(model, pk)) is not None
+            ]
         if errors:
-            return {"content": [{"type": "text", "text": invalid_arguments(errors)}], "isError": True}
+            return {
+                "content": [{"type": "text", "text": invalid_arguments(errors)}],
+                "isError": True,
+            }
         return None
 
-    def _call(self, arguments: dict[str, Any], request: HttpRequest, ctx: Context | None = None) -> dict[str, Any]:
+    def _call(
+        self, arguments: dict[str, Any], request: HttpRequest, ctx: Context | None = None
+    ) -> dict[str, Any]:
         if not self.is_visible(request):
             raise InvalidParamsError(f"Unknown tool: {self.name}")
         invalid = self._check(arguments)
@@ -502,12 +566,22 @@ class AdminActionTool(ToolEntry):
         queryset = self.get_queryset(request, arguments["pks"])
         count = queryset.count()
         if count == 0:
-            return {"content": [{"type": "text", "text": "None of those objects exist (or you may not see them)."}], "isError": True}
+            return {
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "None of those objects exist (or you may not see them).",
+                    }
+                ],
+                "isError": True,
+            }
         if ctx is not None and ctx.task_phase == "task":
             # The task's statusMessage while the action runs: written now, before the action's
             # transaction, so that a tasks/get on another connection sees it.
             plural = self.model_admin.model._meta.verbose_name_plural
-            async_to_sync(ctx.report_progress)(0, count, f"Running {self.action_name} on {count} {plural}")
+            async_to_sync(ctx.report_progress)(
+                0, count, f"Running {self.action_name} on {count} {plural}"
+            )
         # message_user() needs the messages framework: its messages become the answer (a
         # request built for a task, or by a transport without middleware, has none).
         request._messages = _CapturedMessages(request)  # type: ignore[attr-defined]
@@ -516,20 +590,32 @@ class AdminActionTool(ToolEntry):
             if isinstance(response, HttpResponseBase):
                 transaction.set_rollback(True)
                 return {
-                    "content": [{"type": "text", "text": "This action answers with a web page or a download; use the admin for it."}],
+                    "content": [
+                        {
+                            "type": "text",
+                            "text": "This action answers with a web page or a download; use the admin for it.",
+                        }
+                    ],
                     "isError": True,
                 }
         messages = [str(m) for m in request._messages._queued_messages]  # type: ignore[attr-defined]
         text = "\n".join(messages) or f"Ran {self.action_name} on {count} object(s)."
-        return {"content": [{"type": "text", "text": text}], "structuredContent": {"affected": count, "messages": messages}}
+        return {
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": {"affected": count, "messages": messages},
+        }
 
     def __repr__(self) -> str:
         return f"<AdminActionTool {self.name}>"
 
 
 def admin_actions(
-    model_admin: ModelAdmin[Any], include_delete_selected: bool, scopes: tuple[str, ...] = (), task_actions: TaskActions | None = None,
-    rows: str = "admin", site: Any = None,
+    model_admin: ModelAdmin[Any],
+    include_delete_selected: bool,
+    scopes: tuple[str, ...] = (),
+    task_actions: TaskActions | None = None,
+    rows: str = "admin",
+    site: Any = None,
 ) -> tuple[list[AdminActionTool], list[str]]:
     """The exposable actions of a ModelAdmin, and the names of those that are not (responses)."""
     task_actions = task_actions or TaskActions(None)
@@ -612,7 +698,9 @@ def action_parts(action: Any) -> tuple[Any, str, Any]:
     )
 
 
-def _delete_selected_without_confirmation(model_admin: ModelAdmin[Any], request: HttpRequest, queryset: Any) -> None:
+def _delete_selected_without_confirmation(
+    model_admin: ModelAdmin[Any], request: HttpRequest, queryset: Any
+) -> None:
     """delete_selected, minus its confirmation page: the MCP client asks its user instead
     (the tool is marked destructive) and only exists when the site opts in."""
     # App loading: admin's models; this module imports before apps are ready (sites imports it).
@@ -622,9 +710,13 @@ def _delete_selected_without_confirmation(model_admin: ModelAdmin[Any], request:
     for obj in objects:
         if not model_admin.has_delete_permission(request, obj):
             raise PermissionError(f"You may not delete {obj}")
-    LogEntry.objects.log_actions(cast("int", request.user.pk), objects, DELETION, change_message="Deleted through MCP.")
+    LogEntry.objects.log_actions(
+        cast("int", request.user.pk), objects, DELETION, change_message="Deleted through MCP."
+    )
     model_admin.delete_queryset(request, queryset)
-    model_admin.message_user(request, f"Deleted {len(objects)} {model_admin.model._meta.verbose_name_plural}.")
+    model_admin.message_user(
+        request, f"Deleted {len(objects)} {model_admin.model._meta.verbose_name_plural}."
+    )
 
 
 class TaskActions:
@@ -651,7 +743,10 @@ class TaskActions:
                     f"register_admin(task_actions=...) gives {name!r} the value {support!r}: "
                     f"use one of {', '.join(map(repr, TASK_SUPPORT))}."
                 )
-        self.names = {name: next(known for known in TASK_SUPPORT if known == support) for name, support in option.items()}
+        self.names = {
+            name: next(known for known in TASK_SUPPORT if known == support)
+            for name, support in option.items()
+        }
 
     def support(self, action_name: str) -> TaskSupport:
         return "optional" if self.all else self.names.get(action_name, "forbidden")
@@ -769,8 +864,12 @@ def model_labels(models_option: Any) -> frozenset[str] | None:
             labels.add(model._meta.label_lower)
         elif isinstance(item, str) and item.count(".") == 1:
             if item.split(".")[0] in NEVER_EXPOSED_APPS:
-                raise ImproperlyConfigured(f"{item} is one of mcp_django's own models: it cannot be exposed over MCP.")
+                raise ImproperlyConfigured(
+                    f"{item} is one of mcp_django's own models: it cannot be exposed over MCP."
+                )
             labels.add(item.lower())
         else:
-            raise ImproperlyConfigured(f"register_admin(models=...) takes model classes or 'app_label.Model' labels, not {item!r}.")
+            raise ImproperlyConfigured(
+                f"register_admin(models=...) takes model classes or 'app_label.Model' labels, not {item!r}."
+            )
     return frozenset(labels)

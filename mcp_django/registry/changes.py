@@ -38,7 +38,9 @@ async def anotify_resource_updated(site: ServedSite, uri: str) -> int:
     """Send ``notifications/resources/updated`` to the sessions subscribed to ``uri``."""
     pairs = await _still_readable(site, await sync_to_async(_subscriptions_to)(site.name, [uri]))
     for session_id, _ in pairs:
-        await send_to_session(session_id, notification_message("notifications/resources/updated", {"uri": uri}))
+        await send_to_session(
+            session_id, notification_message("notifications/resources/updated", {"uri": uri})
+        )
     await tell_listeners(site=site.name, uri=uri)
     return len(pairs)
 
@@ -56,7 +58,9 @@ class ModelChanges:
     def __init__(self, site: ChangedSite) -> None:
         self.site = site
 
-    def __call__(self, sender: Any, instance: Any, created: bool | None = None, **kwargs: Any) -> None:
+    def __call__(
+        self, sender: Any, instance: Any, created: bool | None = None, **kwargs: Any
+    ) -> None:
         if is_never_exposed(sender):
             return  # an announcement writes these rows: announcing them would loop
         try:
@@ -64,16 +68,25 @@ class ModelChanges:
         except NotRegistered:
             return  # unregistered since its signals were connected
         # A bulk import or an admin action over many rows: one batch of URIs, one list_changed.
-        schedule(("updated", self.site), _announce_updated, (self.site,), item=model_mcp.uri_for(instance))
+        schedule(
+            ("updated", self.site),
+            _announce_updated,
+            (self.site,),
+            item=model_mcp.uri_for(instance),
+        )
         if created or _is_delete(kwargs):
             announce_soon(list_changed, self.site, "resources")
 
 
 async def _announce_updated(site: ServedSite, uris: frozenset[str]) -> int:
     """``resources/updated`` for each subscriber of each URI, found with one query."""
-    pairs = await _still_readable(site, await sync_to_async(_subscriptions_to)(site.name, sorted(uris)))
+    pairs = await _still_readable(
+        site, await sync_to_async(_subscriptions_to)(site.name, sorted(uris))
+    )
     for session_id, uri in pairs:
-        await send_to_session(session_id, notification_message("notifications/resources/updated", {"uri": uri}))
+        await send_to_session(
+            session_id, notification_message("notifications/resources/updated", {"uri": uri})
+        )
     for uri in sorted(uris):
         await tell_listeners(site=site.name, uri=uri)
     return len(pairs)
@@ -83,12 +96,17 @@ def _subscriptions_to(site_name: str, uris: list[str]) -> list[tuple[str, str, A
     """(session, URI, user id) of each live subscription to one of ``uris``."""
     return list(
         Subscription.objects.filter(
-            uri__in=uris, session__site_name=site_name, session__terminated_at__isnull=True, session__expires_at__gt=timezone.now()
+            uri__in=uris,
+            session__site_name=site_name,
+            session__terminated_at__isnull=True,
+            session__expires_at__gt=timezone.now(),
         ).values_list("session_id", "uri", "session__user_id")
     )
 
 
-async def _still_readable(site: ServedSite, subscriptions: list[tuple[str, str, Any]]) -> list[tuple[str, str]]:
+async def _still_readable(
+    site: ServedSite, subscriptions: list[tuple[str, str, Any]]
+) -> list[tuple[str, str]]:
     """The subscriptions whose user may still read the URI.
 
     A subscription is checked when made; a permission or row lost since then must stop the
@@ -121,5 +139,3 @@ def _request_as(user_id: Any) -> Any:
 
 def _is_delete(kwargs: dict[str, Any]) -> bool:
     return kwargs.get("signal") is post_delete
-
-

@@ -25,7 +25,14 @@ from django.db.models import Model, QuerySet
 from django.http import Http404
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PydanticUserError,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+)
 
 from ..conf import mcp_settings
 from ..db import in_healthy_thread
@@ -39,8 +46,22 @@ from ..protocol.errors import (
 from ..protocol.modern import mcp_header_params
 from ..server.content import CONTENT_TYPES, EmbeddedResource, Message, ToolResult, to_content_block
 from ..server.context import Completions, Context, current_context
-from ..server.entries import TASK_SUPPORT, PromptEntry, ResourceEntry, TaskSupport, TemplateEntry, ToolEntry, with_task_support
-from .schemas import argument_error, ecma_patterns, invalid_arguments, result_schema, unresolvable_refs
+from ..server.entries import (
+    TASK_SUPPORT,
+    PromptEntry,
+    ResourceEntry,
+    TaskSupport,
+    TemplateEntry,
+    ToolEntry,
+    with_task_support,
+)
+from .schemas import (
+    argument_error,
+    ecma_patterns,
+    invalid_arguments,
+    result_schema,
+    unresolvable_refs,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +114,9 @@ def _serialize_rows(value: Any, ctx: Context | None, tool: str) -> Any:
         raise ImproperlyConfigured(f"Tool {tool!r} returned a list mixing models and other values")
     model, rows, many = found
     site = getattr(ctx, "site", None)
-    model_mcp = site.get_model_mcp(model) if site is not None and site.is_registered(model) else None
+    model_mcp = (
+        site.get_model_mcp(model) if site is not None and site.is_registered(model) else None
+    )
     if model_mcp is None:
         raise ImproperlyConfigured(
             f"Tool {tool!r} returned {model.__name__} rows, but {model.__name__} has no ModelMCP on "
@@ -121,9 +144,15 @@ def _annotated_model(annotation: Any) -> tuple[type[Model] | None, bool]:
     if inspect.isclass(annotation) and issubclass(annotation, Model):
         return annotation, False
     origin, args = get_origin(annotation), get_args(annotation)
-    if origin in (list, tuple, QuerySet) or (inspect.isclass(origin) and issubclass(origin, QuerySet)):
+    if origin in (list, tuple, QuerySet) or (
+        inspect.isclass(origin) and issubclass(origin, QuerySet)
+    ):
         item = args[0] if args else None
-        if inspect.isclass(item) and issubclass(item, Model) and all(a in (item, ...) for a in args):
+        if (
+            inspect.isclass(item)
+            and issubclass(item, Model)
+            and all(a in (item, ...) for a in args)
+        ):
             return item, True
     return None, False
 
@@ -185,7 +214,9 @@ def _type_hints(func: Callable[..., Any], owner: str) -> dict[str, Any]:
         raise ImproperlyConfigured(f"Cannot read the type hints of {owner}: {exc}") from exc
 
 
-def context_parameter(func: Callable[..., Any], hints: dict[str, Any], *, by_name: str | None = None) -> str | None:
+def context_parameter(
+    func: Callable[..., Any], hints: dict[str, Any], *, by_name: str | None = None
+) -> str | None:
     """The parameter that receives the request's :class:`Context`: the one annotated ``Context``
     (tools, resources, prompts and completers alike), or, given ``by_name``, an unannotated
     parameter of that name (completers are often lambdas, which cannot be annotated)."""
@@ -209,11 +240,15 @@ class Signature:
             if name == self.context_param:
                 continue
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-                raise ImproperlyConfigured(f"{owner}: parameter {name!r} must be an ordinary named parameter")
+                raise ImproperlyConfigured(
+                    f"{owner}: parameter {name!r} must be an ordinary named parameter"
+                )
             fields[name] = (annotation, ... if param.default is param.empty else param.default)
         self.names = list(fields)
         self.model: type[BaseModel] = create_model(
-            f"{owner}_arguments", __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True), **fields
+            f"{owner}_arguments",
+            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+            **fields,
         )
         self.return_annotation = hints.get("return", inspect.Signature.empty)
 
@@ -221,14 +256,18 @@ class Signature:
         try:
             schema = self.model.model_json_schema()
         except PydanticUserError as exc:  # a parameter type with no JSON Schema form
-            raise ImproperlyConfigured(f"Cannot describe the parameters of {self.owner} in JSON Schema: {exc}") from exc
+            raise ImproperlyConfigured(
+                f"Cannot describe the parameters of {self.owner} in JSON Schema: {exc}"
+            ) from exc
         schema.pop("title", None)
         for name, prop in schema.get("properties", {}).items():
             # pydantic invents a title from the name; it only adds noise for a model.
             if prop.get("title") == name.replace("_", " ").title():
                 prop.pop("title")
         schema.setdefault("properties", {})
-        return cast("dict[str, Any]", ecma_patterns(schema))  # pydantic copies Python patterns (constr, Field(pattern=)) as they are
+        return cast(
+            "dict[str, Any]", ecma_patterns(schema)
+        )  # pydantic copies Python patterns (constr, Field(pattern=)) as they are
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         instance = self.model.model_validate(arguments)
@@ -256,7 +295,9 @@ def _error_result(text: str) -> dict[str, Any]:
 def _cache_ttl(value: int | None, uri: str) -> int | None:
     """A resource's own ``ttlMs`` for 2026-07-28 clients (None: READ_CACHE_TTL_MS)."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise ImproperlyConfigured(f"Resource {uri!r}: cache_ttl_ms must be a non-negative integer (milliseconds), not {value!r}")
+        raise ImproperlyConfigured(
+            f"Resource {uri!r}: cache_ttl_ms must be a non-negative integer (milliseconds), not {value!r}"
+        )
     return value
 
 
@@ -266,7 +307,9 @@ class PermissionGated:
     permissions: tuple[str, ...] = ()
     scopes: tuple[str, ...] = ()
 
-    def set_permissions(self, permission: str | list[str] | tuple[str, ...] | None, scopes: Any = None) -> None:
+    def set_permissions(
+        self, permission: str | list[str] | tuple[str, ...] | None, scopes: Any = None
+    ) -> None:
         self.permissions = (permission,) if isinstance(permission, str) else tuple(permission or ())
         self.scopes = (scopes,) if isinstance(scopes, str) else tuple(scopes or ())
 
@@ -284,9 +327,14 @@ class PermissionGated:
 
     def set_completers(self, complete: dict[str, Completer] | None, owner: str) -> None:
         self.complete = dict(complete or {})
-        self.completers = {name: CompleterCall(func, f"the completer of {name!r} of {owner}") for name, func in self.complete.items()}
+        self.completers = {
+            name: CompleterCall(func, f"the completer of {name!r} of {owner}")
+            for name, func in self.complete.items()
+        }
 
-    async def completions(self, ctx: Context, argument: str, value: str, context: dict[str, str]) -> Completions:
+    async def completions(
+        self, ctx: Context, argument: str, value: str, context: dict[str, str]
+    ) -> Completions:
         """Values for ``argument`` starting from ``value`` (``completion/complete``)."""
         completer = self.completers.get(argument)
         values = await completer(value, context, ctx) if completer is not None else []
@@ -327,9 +375,13 @@ class FunctionTool(PermissionGated, ToolEntry):
         #: Its MCP App (``_meta.ui.resourceUri`` when listed), served by the site as a UIResource.
         self.ui = ui
         if task not in TASK_SUPPORT:
-            raise ImproperlyConfigured(f"Tool {self.name!r}: task must be 'forbidden', 'optional' or 'required', not {task!r}")
+            raise ImproperlyConfigured(
+                f"Tool {self.name!r}: task must be 'forbidden', 'optional' or 'required', not {task!r}"
+            )
         if prelude and task == "forbidden":
-            raise ImproperlyConfigured(f"Tool {self.name!r}: prelude=True is for task tools (task='optional' or 'required')")
+            raise ImproperlyConfigured(
+                f"Tool {self.name!r}: prelude=True is for task tools (task='optional' or 'required')"
+            )
         #: Whether a call may (or must) run as a durable task (2026-07-28 tasks extension).
         self.task_support = task
         #: Whether it runs in the request until ``ctx.start_task()`` (see Context.start_task).
@@ -339,7 +391,9 @@ class FunctionTool(PermissionGated, ToolEntry):
                 f"Invalid tool name {self.name!r}: use 1-128 characters from A-Z, a-z, 0-9, '_', '-' and '.'"
             )
         if isinstance(sensitive, str) or not all(isinstance(n, str) and n for n in sensitive or ()):
-            raise ImproperlyConfigured(f"Tool {self.name!r}: sensitive must be a list of argument names")
+            raise ImproperlyConfigured(
+                f"Tool {self.name!r}: sensitive must be a list of argument names"
+            )
         #: Argument names whose values the audit trail never stores (at any depth).
         self.sensitive: tuple[str, ...] = tuple(sensitive or ())
         self.title = title
@@ -353,10 +407,14 @@ class FunctionTool(PermissionGated, ToolEntry):
             try:
                 Draft202012Validator.check_schema(input_schema)
             except SchemaError as exc:
-                raise ImproperlyConfigured(f"Tool {self.name!r} has an invalid input_schema: {exc.message}") from exc
+                raise ImproperlyConfigured(
+                    f"Tool {self.name!r} has an invalid input_schema: {exc.message}"
+                ) from exc
             # MCP's Tool.inputSchema is always an object schema: arguments are named.
             if input_schema.get("type") != "object":
-                raise ImproperlyConfigured(f"Tool {self.name!r}: input_schema must have \"type\": \"object\"")
+                raise ImproperlyConfigured(
+                    f'Tool {self.name!r}: input_schema must have "type": "object"'
+                )
             # A $ref that leads nowhere fails every call, here and in clients that check arguments.
             nowhere = unresolvable_refs(input_schema)
             if nowhere:
@@ -364,7 +422,9 @@ class FunctionTool(PermissionGated, ToolEntry):
                     f"Tool {self.name!r}: input_schema has a $ref that does not resolve inside it: {', '.join(nowhere)}"
                 )
             self._validator = Draft202012Validator(input_schema)
-        self.input_schema = input_schema if input_schema is not None else self.signature.json_schema()
+        self.input_schema = (
+            input_schema if input_schema is not None else self.signature.json_schema()
+        )
         try:
             # Clients drop a tool whose x-mcp-header annotations break the rules: refuse it here.
             mcp_header_params(self.input_schema)
@@ -379,7 +439,10 @@ class FunctionTool(PermissionGated, ToolEntry):
 
     def _output(self) -> tuple[TypeAdapter[Any] | None, dict[str, Any] | None, bool]:
         annotation = self.signature.return_annotation
-        if annotation in (inspect.Signature.empty, None, type(None), str, Any) or annotation is ToolResult:
+        if (
+            annotation in (inspect.Signature.empty, None, type(None), str, Any)
+            or annotation is ToolResult
+        ):
             return None, None, False
         if inspect.isclass(annotation) and issubclass(annotation, CONTENT_TYPES):
             return None, None, False
@@ -406,13 +469,23 @@ class FunctionTool(PermissionGated, ToolEntry):
         row = {"type": "object", "properties": fields["properties"]}
         if not self.result_many:
             return row
-        return {"type": "object", "properties": {"result": {"type": "array", "items": row}}, "required": ["result"]}
+        return {
+            "type": "object",
+            "properties": {"result": {"type": "array", "items": row}},
+            "required": ["result"],
+        }
 
     def definition(self) -> dict[str, Any]:
-        tool: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
+        tool: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        }
         if self.title:
             tool["title"] = self.title
-        output_schema = self.output_schema if self.result_model is None else self.model_output_schema()
+        output_schema = (
+            self.output_schema if self.result_model is None else self.model_output_schema()
+        )
         if output_schema is not None:
             tool["outputSchema"] = output_schema
         if self.annotations:
@@ -420,7 +493,10 @@ class FunctionTool(PermissionGated, ToolEntry):
         if self.icons:
             tool["icons"] = self.icons
         if self.meta or self.ui is not None:
-            tool["_meta"] = {**(self.meta or {}), **(self.ui.tool_meta() if self.ui is not None else {})}
+            tool["_meta"] = {
+                **(self.meta or {}),
+                **(self.ui.tool_meta() if self.ui is not None else {}),
+            }
         return with_task_support(tool, self.task_support)
 
     def _arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -432,9 +508,13 @@ class FunctionTool(PermissionGated, ToolEntry):
         try:
             return self.signature.validate(arguments)
         except ValidationError as exc:
-            raise ToolError(f"Invalid arguments for tool {self.name!r}:\n{format_validation_error(exc)}") from None
+            raise ToolError(
+                f"Invalid arguments for tool {self.name!r}:\n{format_validation_error(exc)}"
+            ) from None
 
-    async def check_arguments(self, arguments: dict[str, Any], ctx: Context | None) -> dict[str, Any] | None:
+    async def check_arguments(
+        self, arguments: dict[str, Any], ctx: Context | None
+    ) -> dict[str, Any] | None:
         """The ``isError`` result :meth:`call` answers to invalid ``arguments``, or None."""
         try:
             self._arguments(arguments)
@@ -491,13 +571,18 @@ class FunctionTool(PermissionGated, ToolEntry):
             data = self.output_adapter.dump_python(value, mode="json")
             structured = {"result": data} if self.wrap_output else data
             # Older clients read text; newer ones read structuredContent (2025-06-18 tools spec).
-            return {"content": [{"type": "text", "text": orjson.dumps(data).decode()}], "structuredContent": structured}
+            return {
+                "content": [{"type": "text", "text": orjson.dumps(data).decode()}],
+                "structuredContent": structured,
+            }
         if value is None:
             return {"content": []}
         if isinstance(value, CONTENT_TYPES):
             # Content helpers are dataclasses too: they must not fall to the structured branch.
             return {"content": [to_content_block(value)]}
-        if isinstance(value, (list, tuple)) and all(isinstance(v, (str, *CONTENT_TYPES)) for v in value):
+        if isinstance(value, (list, tuple)) and all(
+            isinstance(v, (str, *CONTENT_TYPES)) for v in value
+        ):
             return {"content": [to_content_block(v) for v in value]}
         if isinstance(value, BaseModel):
             data = value.model_dump(mode="json")
@@ -505,13 +590,20 @@ class FunctionTool(PermissionGated, ToolEntry):
             data = TypeAdapter(type(value)).dump_python(value, mode="json")
         else:
             return {"content": [to_content_block(value)]}
-        return {"content": [{"type": "text", "text": orjson.dumps(data).decode()}], "structuredContent": data}
+        return {
+            "content": [{"type": "text", "text": orjson.dumps(data).decode()}],
+            "structuredContent": data,
+        }
 
 
 def _resource_contents(value: Any, uri: str, mime_type: str | None) -> list[dict[str, Any]]:
     if isinstance(value, EmbeddedResource):
         return [value.contents()]
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, EmbeddedResource) for v in value):
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(v, EmbeddedResource) for v in value)
+    ):
         return [v.contents() for v in value]
     item: dict[str, Any] = {"uri": uri}
     if isinstance(value, bytes):
@@ -566,7 +658,11 @@ class FunctionResource(PermissionGated, ResourceEntry):
 
     def definition(self) -> dict[str, Any]:
         resource: dict[str, Any] = {"uri": self.uri, "name": self.name}
-        for key, value in (("title", self.title), ("description", self.description), ("mimeType", self.mime_type)):
+        for key, value in (
+            ("title", self.title),
+            ("description", self.description),
+            ("mimeType", self.mime_type),
+        ):
             if value:
                 resource[key] = value
         if self.icons:
@@ -599,7 +695,10 @@ def template_regex(template: str) -> re.Pattern[str]:
     last = 0
     for match in _EXPRESSION_RE.finditer(template):
         parts.append(re.escape(template[last : match.start()]))
-        operator, names = match.group(1), [n.strip().rstrip("*").split(":")[0] for n in match.group(2).split(",")]
+        operator, names = (
+            match.group(1),
+            [n.strip().rstrip("*").split(":")[0] for n in match.group(2).split(",")],
+        )
         value = _OPERATOR_PATTERNS[operator]
         if operator in ("?", "&"):
             lead = re.escape(operator)
@@ -656,11 +755,17 @@ class FunctionResourceTemplate(PermissionGated, TemplateEntry):
             )
         for variable in self.complete:
             if variable not in self.variables:
-                raise ImproperlyConfigured(f"Completer for unknown variable {variable!r} of template {uri_template!r}")
+                raise ImproperlyConfigured(
+                    f"Completer for unknown variable {variable!r} of template {uri_template!r}"
+                )
 
     def definition(self) -> dict[str, Any]:
         template: dict[str, Any] = {"uriTemplate": self.uri_template, "name": self.name}
-        for key, value in (("title", self.title), ("description", self.description), ("mimeType", self.mime_type)):
+        for key, value in (
+            ("title", self.title),
+            ("description", self.description),
+            ("mimeType", self.mime_type),
+        ):
             if value:
                 template[key] = value
         if self.icons:
@@ -673,11 +778,15 @@ class FunctionResourceTemplate(PermissionGated, TemplateEntry):
             return None
         return {k: unquote(v) for k, v in found.groupdict().items() if v is not None}
 
-    async def read(self, uri: str, variables: dict[str, str], ctx: Context | None) -> list[dict[str, Any]]:
+    async def read(
+        self, uri: str, variables: dict[str, str], ctx: Context | None
+    ) -> list[dict[str, Any]]:
         try:
             kwargs = self.signature.validate(variables)
         except ValidationError as exc:
-            raise InvalidParamsError(f"Invalid params: {format_validation_error(exc)}", data={"uri": uri}) from None
+            raise InvalidParamsError(
+                f"Invalid params: {format_validation_error(exc)}", data={"uri": uri}
+            ) from None
         value = await read_answer(self.func, self.signature.bind(kwargs, ctx), uri)
         return _resource_contents(value, uri, self.mime_type)
 
@@ -709,7 +818,9 @@ class FunctionPrompt(PermissionGated, PromptEntry):
         self.signature = Signature(func, f"prompt {self.name!r}")
         for argument in self.complete:
             if argument not in self.signature.names:
-                raise ImproperlyConfigured(f"Completer for unknown argument {argument!r} of prompt {self.name!r}")
+                raise ImproperlyConfigured(
+                    f"Completer for unknown argument {argument!r} of prompt {self.name!r}"
+                )
         self.arguments()  # fail at registration, not at prompts/list, on undescribable types
 
     def arguments(self) -> list[dict[str, Any]]:
@@ -725,7 +836,11 @@ class FunctionPrompt(PermissionGated, PromptEntry):
         return arguments
 
     def definition(self) -> dict[str, Any]:
-        prompt: dict[str, Any] = {"name": self.name, "description": self.description, "arguments": self.arguments()}
+        prompt: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "arguments": self.arguments(),
+        }
         if self.title:
             prompt["title"] = self.title
         if self.icons:
@@ -736,13 +851,19 @@ class FunctionPrompt(PermissionGated, PromptEntry):
         try:
             kwargs = self.signature.validate(arguments)
         except ValidationError as exc:
-            raise InvalidParamsError(f"Invalid arguments for prompt {self.name!r}: {format_validation_error(exc)}") from None
+            raise InvalidParamsError(
+                f"Invalid arguments for prompt {self.name!r}: {format_validation_error(exc)}"
+            ) from None
         try:
             value = await acall_with_data(self.func, self.signature.bind(kwargs, ctx))
         except ToolError as exc:
-            raise InvalidParamsError(str(exc) or f"Invalid arguments for prompt {self.name!r}") from None
+            raise InvalidParamsError(
+                str(exc) or f"Invalid arguments for prompt {self.name!r}"
+            ) from None
         except (Http404, ObjectDoesNotExist):
-            raise InvalidParamsError(f"Invalid params: prompt {self.name!r} found nothing for these arguments") from None
+            raise InvalidParamsError(
+                f"Invalid params: prompt {self.name!r} found nothing for these arguments"
+            ) from None
         except DjangoValidationError as exc:
             raise InvalidParamsError(f"Invalid params: {data_error_message(exc)}") from None
         if isinstance(value, (str, Message, *CONTENT_TYPES)):
@@ -773,12 +894,18 @@ class CompleterCall:
         except (TypeError, ValueError) as exc:
             raise ImproperlyConfigured(f"Cannot read the signature of {owner}: {exc}") from exc
         # A partial or a callable object has no hints to read: it takes the value and arguments.
-        hints = _type_hints(func, owner) if inspect.isfunction(func) or inspect.ismethod(func) else {}
+        hints = (
+            _type_hints(func, owner) if inspect.isfunction(func) or inspect.ismethod(func) else {}
+        )
         self.context_param = context_parameter(func, hints, by_name="ctx")
         self.positional = [name for name in parameters if name != self.context_param][:2]
 
-    async def __call__(self, value: str, arguments: dict[str, str], ctx: Context | None) -> list[str]:
-        kwargs: dict[str, Any] = dict(zip(self.positional, (value, arguments), strict=False))  # it may take fewer
+    async def __call__(
+        self, value: str, arguments: dict[str, str], ctx: Context | None
+    ) -> list[str]:
+        kwargs: dict[str, Any] = dict(
+            zip(self.positional, (value, arguments), strict=False)
+        )  # it may take fewer
         if self.context_param is not None:
             kwargs[self.context_param] = ctx
         return [str(v) for v in await acall(self.func, kwargs)]

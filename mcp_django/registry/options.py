@@ -44,7 +44,15 @@ from ..protocol.pagination import decode_cursor, encode_cursor
 from ..server.context import Completions
 from ..server.entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
 from .functions import TOOL_NAME_RE
-from .schemas import ISODurationField, argument_error, error_message, invalid_arguments, nullable, pk_schema, serializer_schema
+from .schemas import (
+    ISODurationField,
+    argument_error,
+    error_message,
+    invalid_arguments,
+    nullable,
+    pk_schema,
+    serializer_schema,
+)
 
 if TYPE_CHECKING:
     from ..server.context import Context
@@ -64,6 +72,8 @@ M = TypeVar("M", bound=models.Model, default=models.Model)
 def uri_scheme() -> str:
     """The scheme of model resource URIs (``MCP_DJANGO["MODEL_URI_SCHEME"]``, "django" by default)."""
     return str(mcp_settings.model_uri_scheme)
+
+
 class ModelMCPChecks:
     """System checks for a ``ModelMCP``; each ``_check_*`` returns a list of errors."""
 
@@ -86,7 +96,14 @@ class ModelMCPChecks:
         if value is None or value == "__all__":
             return []
         if not isinstance(value, (list, tuple)):
-            return [self._error(model_mcp, f"'{attr}' must be a list or tuple.", "Use a list of field names.", "mcp_django.E101")]
+            return [
+                self._error(
+                    model_mcp,
+                    f"'{attr}' must be a list or tuple.",
+                    "Use a list of field names.",
+                    "mcp_django.E101",
+                )
+            ]
         errors: list[checks.CheckMessage] = []
         for name in value:
             try:
@@ -105,7 +122,14 @@ class ModelMCPChecks:
     def _check_lookups(self, model_mcp: ModelMCP[Any], attr: str) -> list[checks.CheckMessage]:
         value = getattr(model_mcp, attr) or []
         if not isinstance(value, (list, tuple)):
-            return [self._error(model_mcp, f"'{attr}' must be a list or tuple.", "Use a list of field lookups.", "mcp_django.E101")]
+            return [
+                self._error(
+                    model_mcp,
+                    f"'{attr}' must be a list or tuple.",
+                    "Use a list of field lookups.",
+                    "mcp_django.E101",
+                )
+            ]
         errors: list[checks.CheckMessage] = []
         for lookup in value:
             path = str(lookup).lstrip("-^=@").split("__")
@@ -114,7 +138,9 @@ class ModelMCPChecks:
                 try:
                     field = model._meta.get_field(part)
                 except FieldDoesNotExist:
-                    if part in ("pk",) or (part == path[-1] and part in ("iexact", "icontains", "istartswith", "exact")):
+                    if part in ("pk",) or (
+                        part == path[-1] and part in ("iexact", "icontains", "istartswith", "exact")
+                    ):
                         break
                     errors.append(
                         self._error(
@@ -134,30 +160,47 @@ class ModelMCPChecks:
         for tool in model_mcp.tools:
             if tool not in GENERATED_TOOLS:
                 errors.append(
-                    self._error(model_mcp, f"'tools' has {tool!r}, which is not a generated tool.",
-                                f"Choose from {', '.join(GENERATED_TOOLS)}.", "mcp_django.E104")
+                    self._error(
+                        model_mcp,
+                        f"'tools' has {tool!r}, which is not a generated tool.",
+                        f"Choose from {', '.join(GENERATED_TOOLS)}.",
+                        "mcp_django.E104",
+                    )
                 )
         return errors
-
 
     def _check_task_tools(self, model_mcp: ModelMCP[Any]) -> list[checks.CheckMessage]:
         value = model_mcp.task_tools
         if value == "__all__":
             return []
         if not isinstance(value, dict):
-            return [self._error(model_mcp, "'task_tools' must be a dict or '__all__'.",
-                                'Map generated tools to "optional" or "required", e.g. {"update": "optional"}.', "mcp_django.E106")]
+            return [
+                self._error(
+                    model_mcp,
+                    "'task_tools' must be a dict or '__all__'.",
+                    'Map generated tools to "optional" or "required", e.g. {"update": "optional"}.',
+                    "mcp_django.E106",
+                )
+            ]
         errors: list[checks.CheckMessage] = []
         for tool, support in value.items():
             if support not in TASK_SUPPORT:
                 errors.append(
-                    self._error(model_mcp, f"'task_tools' gives {tool!r} the value {support!r}.",
-                                f"Use one of {', '.join(map(repr, TASK_SUPPORT))}.", "mcp_django.E106")
+                    self._error(
+                        model_mcp,
+                        f"'task_tools' gives {tool!r} the value {support!r}.",
+                        f"Use one of {', '.join(map(repr, TASK_SUPPORT))}.",
+                        "mcp_django.E106",
+                    )
                 )
             if tool not in model_mcp.tools:
                 errors.append(
-                    self._error(model_mcp, f"'task_tools' names {tool!r}, which is not one of the tools in 'tools'.",
-                                f"Add {tool!r} to 'tools', or leave it out of 'task_tools'.", "mcp_django.E107")
+                    self._error(
+                        model_mcp,
+                        f"'task_tools' names {tool!r}, which is not one of the tools in 'tools'.",
+                        f"Add {tool!r} to 'tools', or leave it out of 'task_tools'.",
+                        "mcp_django.E107",
+                    )
                 )
         return errors
 
@@ -220,7 +263,9 @@ class ModelMCP(Generic[M]):
         """Rows this request may see; every read, list, search and write starts here."""
         return self.model._default_manager.get_queryset()
 
-    def get_related_queryset(self, request: HttpRequest, field: models.Field[Any, Any]) -> QuerySet[Any]:
+    def get_related_queryset(
+        self, request: HttpRequest, field: models.Field[Any, Any]
+    ) -> QuerySet[Any]:
         """Rows a foreign key, one-to-one or many-to-many argument (``field``) may point at,
         like the admin's ``formfield_for_foreignkey``: the related model's ``get_queryset`` where
         it is registered on this site, else its default manager; ``limit_choices_to`` applies.
@@ -237,7 +282,9 @@ class ModelMCP(Generic[M]):
         limit = field.get_limit_choices_to()  # type: ignore[attr-defined]
         return queryset.complex_filter(limit) if limit else queryset
 
-    def get_serializer(self, request: HttpRequest, *args: Any, **kwargs: Any) -> serializers.ModelSerializer:
+    def get_serializer(
+        self, request: HttpRequest, *args: Any, **kwargs: Any
+    ) -> serializers.ModelSerializer:
         """The serializer that writes rows for ``request``: related keys limited to the rows
         :meth:`get_related_queryset` gives, whatever the serializer's own querysets."""
         serializer = self.get_serializer_class()(*args, context={"request": request}, **kwargs)
@@ -260,7 +307,10 @@ class ModelMCP(Generic[M]):
 
     def _has_perm(self, request: HttpRequest, action: str) -> bool:
         user = getattr(request, "user", None)
-        return bool(user is not None and user.has_perm(f"{self.opts.app_label}.{action}_{self.opts.model_name}"))
+        return bool(
+            user is not None
+            and user.has_perm(f"{self.opts.app_label}.{action}_{self.opts.model_name}")
+        )
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         """Whether the user may read rows: Django's view or change permission on the model."""
@@ -298,7 +348,11 @@ class ModelMCP(Generic[M]):
         """Whether the generated tool ``action`` may run as a task: its ``task_tools`` value."""
         if self.task_tools == "__all__":
             return "optional"
-        support = self.task_tools.get(action, "forbidden") if isinstance(self.task_tools, dict) else "forbidden"
+        support = (
+            self.task_tools.get(action, "forbidden")
+            if isinstance(self.task_tools, dict)
+            else "forbidden"
+        )
         # A wrong value is reported by check() (E106); until fixed, the tool is called plainly.
         return next((known for known in TASK_SUPPORT if known == support), "forbidden")
 
@@ -313,19 +367,24 @@ class ModelMCP(Generic[M]):
 
     def build_serializer_class(self) -> type[serializers.ModelSerializer]:
         """A ModelSerializer over ``fields`` / ``exclude`` / ``read_only_fields``."""
-        meta_attrs: dict[str, Any] = {"model": self.model, "read_only_fields": tuple(self.read_only_fields)}
+        meta_attrs: dict[str, Any] = {
+            "model": self.model,
+            "read_only_fields": tuple(self.read_only_fields),
+        }
         if self.exclude:
             meta_attrs["exclude"] = tuple(self.exclude)
         else:
             pk_name = self.opts.pk.name
             meta_attrs["fields"] = (
-                "__all__" if self.fields in (None, "__all__")
+                "__all__"
+                if self.fields in (None, "__all__")
                 else tuple(self.fields if pk_name in self.fields else [pk_name, *self.fields])
             )
         meta = type("Meta", (), meta_attrs)
         # Durations travel as ISO 8601, as their schema says (DRF's default is Django's form).
         mapping = {
-            **serializers.ModelSerializer.serializer_field_mapping, models.DurationField: ISODurationField,
+            **serializers.ModelSerializer.serializer_field_mapping,
+            models.DurationField: ISODurationField,
         }
         attrs = {"Meta": meta, "serializer_field_mapping": mapping}
         return type(f"{self.model.__name__}MCPSerializer", (serializers.ModelSerializer,), attrs)
@@ -334,7 +393,9 @@ class ModelMCP(Generic[M]):
         """The name of a row in ``resources/list``: ``str(obj)``."""
         return str(obj)
 
-    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], term: str) -> QuerySet[Any]:
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], term: str
+    ) -> QuerySet[Any]:
         """Filter ``queryset`` by ``term`` (``icontains`` on any of ``search_fields``)."""
         if not term or not self.search_fields:
             return queryset
@@ -361,7 +422,11 @@ class ModelMCP(Generic[M]):
         return definition
 
     def resource_definition(self, obj: Any) -> dict[str, Any]:
-        return {"uri": self.uri_for(obj), "name": self.get_resource_name(obj), "mimeType": "application/json"}
+        return {
+            "uri": self.uri_for(obj),
+            "name": self.get_resource_name(obj),
+            "mimeType": "application/json",
+        }
 
     # -- sync work (runs in Django's thread) -------------------------------------------------
 
@@ -393,7 +458,9 @@ class ModelMCP(Generic[M]):
         """One row as the JSON a client reads."""
         return dict(self.get_serializer_class()(obj).data)
 
-    def list_page(self, request: HttpRequest, after: Any, limit: int) -> list[tuple[Any, dict[str, Any]]]:
+    def list_page(
+        self, request: HttpRequest, after: Any, limit: int
+    ) -> list[tuple[Any, dict[str, Any]]]:
         """Up to ``limit`` ``(pk, resource entry)`` pairs with pk greater than ``after``: keyset,
         not offset, so a deep page costs what the first one costs."""
         if not self.has_read_scopes(request) or not self.has_view_permission(request):
@@ -405,11 +472,15 @@ class ModelMCP(Generic[M]):
             queryset = queryset.filter(pk__gt=after)
         return [(obj.pk, self.resource_definition(obj)) for obj in queryset[:limit]]
 
-    async def completions(self, ctx: Context, argument: str, value: str, context: dict[str, str]) -> Completions:
+    async def completions(
+        self, ctx: Context, argument: str, value: str, context: dict[str, str]
+    ) -> Completions:
         """Primary keys of rows this request may see, for ``{pk}`` (counting stops past a page)."""
         if argument != "pk":
             return Completions([], 0)
-        values = await sync_to_async(self.complete_pk)(cast("HttpRequest", ctx.request), value, COMPLETION_PAGE + 1)
+        values = await sync_to_async(self.complete_pk)(
+            cast("HttpRequest", ctx.request), value, COMPLETION_PAGE + 1
+        )
         return Completions(values, None if len(values) > COMPLETION_PAGE else len(values))
 
     def complete_pk(self, request: HttpRequest, value: str, limit: int = 100) -> list[str]:
@@ -421,14 +492,22 @@ class ModelMCP(Generic[M]):
             matches = Q(pk__startswith=value)
             for field in self.search_fields:
                 matches |= Q(**{f"{field}__icontains": value})
-        return [str(pk) for pk in queryset.filter(matches).order_by("pk").values_list("pk", flat=True).distinct()[:limit]]
+        return [
+            str(pk)
+            for pk in queryset.filter(matches)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+            .distinct()[:limit]
+        ]
 
     # -- generated tools --------------------------------------------------------------------
 
     def get_generated_tools(self) -> list[ModelTool]:
         # Built once per ModelMCP: tools/list and every tools/call look them up.
         if self._generated_tools is None:
-            self._generated_tools = [ModelTool(self, action) for action in self.tools if action in GENERATED_TOOLS]
+            self._generated_tools = [
+                ModelTool(self, action) for action in self.tools if action in GENERATED_TOOLS
+            ]
         return self._generated_tools
 
     def field_schemas(self, *, writable: bool, output: bool = False) -> dict[str, Any]:
@@ -460,7 +539,9 @@ class ModelTool(ToolEntry):
             raise ValueError(f"Generated tool name {self.name!r} is not a valid tool name")
         verbose, plural = str(opts.verbose_name), str(opts.verbose_name_plural)
         self.description = {
-            "search": f"Search {plural}" + (f" by {', '.join(model_mcp.search_fields)}" if model_mcp.search_fields else "") + ".",
+            "search": f"Search {plural}"
+            + (f" by {', '.join(model_mcp.search_fields)}" if model_mcp.search_fields else "")
+            + ".",
             "get": f"Get one {verbose} by primary key.",
             # "one", not "a": "a order", "an user" read badly, and a verbose name says nothing
             # of how it sounds.
@@ -471,27 +552,58 @@ class ModelTool(ToolEntry):
         self.annotations = {
             "search": {"readOnlyHint": True, "openWorldHint": False},
             "get": {"readOnlyHint": True, "openWorldHint": False},
-            "create": {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False},
-            "update": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False},
-            "delete": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False},
+            "create": {
+                "readOnlyHint": False,
+                "destructiveHint": False,
+                "idempotentHint": False,
+                "openWorldHint": False,
+            },
+            "update": {
+                "readOnlyHint": False,
+                "destructiveHint": True,
+                "idempotentHint": True,
+                "openWorldHint": False,
+            },
+            "delete": {
+                "readOnlyHint": False,
+                "destructiveHint": True,
+                "idempotentHint": True,
+                "openWorldHint": False,
+            },
         }[action]
 
     # -- schemas ------------------------------------------------------------------------------
 
     def _pk_schema(self) -> dict[str, Any]:
-        return {**pk_schema(self.model_mcp.model), "description": f"Primary key of the {self.model_mcp.opts.verbose_name}."}
+        return {
+            **pk_schema(self.model_mcp.model),
+            "description": f"Primary key of the {self.model_mcp.opts.verbose_name}.",
+        }
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
         mm = self.model_mcp
         if self.action == "search":
             properties: dict[str, Any] = {
-                "query": {"type": "string", "description": "Text matched against " + (", ".join(mm.search_fields) or "nothing")},
-                "limit": {"type": "integer", "minimum": 1, "maximum": mm.search_limit, "default": min(20, mm.search_limit)},
+                "query": {
+                    "type": "string",
+                    "description": "Text matched against "
+                    + (", ".join(mm.search_fields) or "nothing"),
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": mm.search_limit,
+                    "default": min(20, mm.search_limit),
+                },
                 "cursor": {"type": "string", "description": "nextCursor of a previous page."},
             }
             if mm.ordering:
-                properties["ordering"] = {"type": "string", "enum": list(mm.ordering), "default": mm.ordering[0]}
+                properties["ordering"] = {
+                    "type": "string",
+                    "enum": list(mm.ordering),
+                    "default": mm.ordering[0],
+                }
             fields = mm.field_schemas(writable=False)["properties"]
             for name in mm.filter_fields:
                 # A filter is sent, whatever the field: readOnly would tell clients not to send it.
@@ -499,7 +611,12 @@ class ModelTool(ToolEntry):
                 properties[name] = {k: v for k, v in schema.items() if k != "readOnly"}
             return {"type": "object", "properties": properties, "additionalProperties": False}
         if self.action in ("get", "delete"):
-            return {"type": "object", "properties": {"pk": self._pk_schema()}, "required": ["pk"], "additionalProperties": False}
+            return {
+                "type": "object",
+                "properties": {"pk": self._pk_schema()},
+                "required": ["pk"],
+                "additionalProperties": False,
+            }
         writable = mm.field_schemas(writable=True)
         if self.action == "create":
             return {**writable, "additionalProperties": False}
@@ -515,10 +632,17 @@ class ModelTool(ToolEntry):
         item = self.model_mcp.field_schemas(writable=False, output=True)
         item = {"type": "object", "properties": item["properties"]}
         if self.action == "search":
-            page = {"items": {"type": "array", "items": item}, "nextCursor": nullable({"type": "string"})}
+            page = {
+                "items": {"type": "array", "items": item},
+                "nextCursor": nullable({"type": "string"}),
+            }
             return {"type": "object", "properties": page, "required": ["items"]}
         if self.action == "delete":
-            return {"type": "object", "properties": {"deleted": {"type": "boolean"}, "pk": self._pk_schema()}, "required": ["deleted"]}
+            return {
+                "type": "object",
+                "properties": {"deleted": {"type": "boolean"}, "pk": self._pk_schema()},
+                "required": ["deleted"],
+            }
         return item
 
     def definition(self) -> dict[str, Any]:
@@ -536,7 +660,11 @@ class ModelTool(ToolEntry):
     @property
     def scopes(self) -> tuple[str, ...]:
         mm = self.model_mcp
-        return tuple(mm.read_scopes) if self.action in ("search", "get") else tuple(mm.read_scopes) + tuple(mm.write_scopes)
+        return (
+            tuple(mm.read_scopes)
+            if self.action in ("search", "get")
+            else tuple(mm.read_scopes) + tuple(mm.write_scopes)
+        )
 
     def has_permission(self, request: HttpRequest) -> bool:
         """Whether the user holds the model permission this action needs (view for reads)."""
@@ -553,20 +681,29 @@ class ModelTool(ToolEntry):
 
     async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
         # The engine always gives tools the request (only unit tests build contexts without one).
-        return await sync_to_async(in_healthy_thread(self._call), thread_sensitive=True)(arguments, cast("HttpRequest", ctx.request))
+        return await sync_to_async(in_healthy_thread(self._call), thread_sensitive=True)(
+            arguments, cast("HttpRequest", ctx.request)
+        )
 
     def _result(self, data: dict[str, Any]) -> dict[str, Any]:
-        return {"content": [{"type": "text", "text": orjson.dumps(data, default=str).decode()}], "structuredContent": data}
+        return {
+            "content": [{"type": "text", "text": orjson.dumps(data, default=str).decode()}],
+            "structuredContent": data,
+        }
 
     def _error(self, text: str) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": text}], "isError": True}
 
     def _not_found(self, pk: Any) -> dict[str, Any]:
-        return self._error(f"No {self.model_mcp.opts.verbose_name} with pk {pk!r} (or you may not see it).")
+        return self._error(
+            f"No {self.model_mcp.opts.verbose_name} with pk {pk!r} (or you may not see it)."
+        )
 
     def _validation_error(self, errors: Any) -> dict[str, Any]:
         lines = []
-        for field, messages in (errors.items() if isinstance(errors, dict) else [("non_field_errors", errors)]):
+        for field, messages in (
+            errors.items() if isinstance(errors, dict) else [("non_field_errors", errors)]
+        ):
             for message in messages if isinstance(messages, list) else [messages]:
                 lines.append(f"{field}: {message}")
         return self._error("Invalid data:\n" + "\n".join(lines))
@@ -575,10 +712,14 @@ class ModelTool(ToolEntry):
     def validator(self) -> Any:
         return Draft202012Validator(self.input_schema)
 
-    async def check_arguments(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
+    async def check_arguments(
+        self, arguments: dict[str, Any], ctx: Context
+    ) -> dict[str, Any] | None:
         """The ``isError`` result :meth:`call` answers to invalid ``arguments``, or None."""
         request = cast("HttpRequest", ctx.request)
-        return await sync_to_async(in_healthy_thread(self._check), thread_sensitive=True)(arguments, request)
+        return await sync_to_async(in_healthy_thread(self._check), thread_sensitive=True)(
+            arguments, request
+        )
 
     def _check(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any] | None:
         schema_errors = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
@@ -598,10 +739,14 @@ class ModelTool(ToolEntry):
         invalid = self._check(arguments, request)
         if invalid is not None:
             return invalid
-        action: Callable[[dict[str, Any], HttpRequest], dict[str, Any]] = getattr(self, f"_{self.action}")
+        action: Callable[[dict[str, Any], HttpRequest], dict[str, Any]] = getattr(
+            self, f"_{self.action}"
+        )
         return action(dict(arguments), request)
 
-    def _invalid(self, schema_errors: list[Any], arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
+    def _invalid(
+        self, schema_errors: list[Any], arguments: dict[str, Any], request: HttpRequest
+    ) -> dict[str, Any]:
         """Every argument's problem in one answer: the schema's, then (for writes) what the
         serializer says of the arguments the schema let through, so an agent fixes all at once.
 
@@ -621,7 +766,11 @@ class ModelTool(ToolEntry):
                 continue
             if field is not None:
                 refused.add(field)
-            lines.append(argument_error(error) if error.path else f"{field or 'arguments'}: {error_message(error)}")
+            lines.append(
+                argument_error(error)
+                if error.path
+                else f"{field or 'arguments'}: {error_message(error)}"
+            )
         if "pk" in arguments and "pk" not in refused:
             problem = malformed_pk(self.model_mcp.model, arguments["pk"])
             if problem is not None:
@@ -633,7 +782,10 @@ class ModelTool(ToolEntry):
             if not serializer.is_valid():
                 for field, messages in serializer.errors.items():
                     said.add(field)
-                    lines.extend(f"{field}: {m}" for m in (messages if isinstance(messages, list) else [messages]))
+                    lines.extend(
+                        f"{field}: {m}"
+                        for m in (messages if isinstance(messages, list) else [messages])
+                    )
         for field, errors in vague.items():
             if field not in said:
                 lines.extend(f"{field}: {error_message(error)}" for error in errors)
@@ -643,7 +795,9 @@ class ModelTool(ToolEntry):
         mm = self.model_mcp
         limit = arguments.pop("limit", min(20, mm.search_limit))
         ordering = arguments.pop("ordering", None) or (mm.ordering[0] if mm.ordering else "pk")
-        queryset = mm.get_search_results(request, mm.get_queryset(request), arguments.pop("query", ""))
+        queryset = mm.get_search_results(
+            request, mm.get_queryset(request), arguments.pop("query", "")
+        )
         filters = {}
         for name in mm.filter_fields:
             if name in arguments:
@@ -654,7 +808,9 @@ class ModelTool(ToolEntry):
                     return self._error(f"{name}: {' '.join(exc.messages)}")
                 if field.is_relation and not field.auto_created:
                     # A related row the user may not see matches nothing, as one that does not exist.
-                    related = mm.get_related_queryset(request, cast("models.Field[Any, Any]", field))
+                    related = mm.get_related_queryset(
+                        request, cast("models.Field[Any, Any]", field)
+                    )
                     related_model = cast("type[models.Model]", field.related_model)
                     target = getattr(field, "target_field", None) or related_model._meta.pk
                     filters[f"{name}__in"] = related.values(target.attname)
@@ -672,10 +828,16 @@ class ModelTool(ToolEntry):
                     queryset = queryset.filter(keyset.after(position))
                 else:
                     offset = position["o"]
-                    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_OFFSET:
+                    if (
+                        not isinstance(offset, int)
+                        or isinstance(offset, bool)
+                        or not 0 <= offset <= MAX_OFFSET
+                    ):
                         raise ValueError(offset)
             except (InvalidParamsError, DjangoValidationError, KeyError, TypeError, ValueError):
-                return self._error("cursor: invalid cursor (it belongs to a search with the same ordering)")
+                return self._error(
+                    "cursor: invalid cursor (it belongs to a search with the same ordering)"
+                )
         queryset = queryset.order_by(*(keyset.order_by if keyset is not None else [ordering, "pk"]))
         if mm.list_select_related:
             queryset = queryset.select_related(*mm.list_select_related)
@@ -683,7 +845,9 @@ class ModelTool(ToolEntry):
         serializer = mm.get_serializer_class()(rows[:limit], many=True)
         next_cursor = None
         if len(rows) > limit:
-            next_cursor = encode_cursor(keyset.position(rows[limit - 1]) if keyset is not None else {"o": offset + limit})
+            next_cursor = encode_cursor(
+                keyset.position(rows[limit - 1]) if keyset is not None else {"o": offset + limit}
+            )
         return self._result({"items": list(serializer.data), "nextCursor": next_cursor})
 
     def _get(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
@@ -741,7 +905,9 @@ class KeysetOrdering:
         self.field = None if name == "pk" else opts.get_field(name)
         if self.field is not None and self.field.null:
             # NULLs sort differently per database; a nullable key cannot be a reliable keyset.
-            raise ValueError(f"ordering on nullable field {name!r} is not supported by keyset pagination")
+            raise ValueError(
+                f"ordering on nullable field {name!r} is not supported by keyset pagination"
+            )
         # The column compared after "pk" (only used when ordering on a field).
         self.name: str = "pk" if self.field is None else self.field.attname
         self.order_by = ["pk"] if self.field is None else [ordering.replace(name, self.name), "pk"]
@@ -777,7 +943,11 @@ def db_value(field: Any, value: Any) -> Any:
         target = getattr(field, "target_field", None) or field.related_model._meta.pk
     if value is None or isinstance(value, (dict, list)):
         raise DjangoValidationError("Enter a single value.")
-    if isinstance(value, float) and not value.is_integer() and isinstance(target, models.IntegerField):
+    if (
+        isinstance(value, float)
+        and not value.is_integer()
+        and isinstance(target, models.IntegerField)
+    ):
         raise DjangoValidationError("Enter a whole number.")
     try:
         python = target.to_python(value)

@@ -42,11 +42,30 @@ from rest_framework.settings import api_settings
 from ..protocol.ecma import ecma_pattern
 
 # Keys whose value is a schema, a list of schemas, or a name → schema mapping.
-_SCHEMA_KEYS = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+_SCHEMA_KEYS = (
+    "items",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
 _SCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 # Annotations stay beside an ``anyOf`` when a schema becomes nullable; the rest moves inside.
-_ANNOTATIONS = ("title", "description", "default", "examples", "readOnly", "writeOnly", "deprecated")
+_ANNOTATIONS = (
+    "title",
+    "description",
+    "default",
+    "examples",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+)
 
 
 def ecma_patterns(schema: Any) -> Any:
@@ -104,7 +123,12 @@ def result_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     schema = dict(schema)
     defs = schema.pop("$defs", None)
     ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/") and isinstance(defs, dict) and set(schema) <= {"$ref", *_ANNOTATIONS}:
+    if (
+        isinstance(ref, str)
+        and ref.startswith("#/$defs/")
+        and isinstance(defs, dict)
+        and set(schema) <= {"$ref", *_ANNOTATIONS}
+    ):
         target = defs.get(ref.removeprefix("#/$defs/"))
         if isinstance(target, dict) and target.get("type") == "object":
             schema = {**target, **{key: value for key, value in schema.items() if key != "$ref"}}
@@ -178,7 +202,9 @@ def decimal_string_pattern(max_digits: int | None, decimal_places: int | None) -
     return rf"^-?(?=\.?\d)\d{whole}{fraction}$"
 
 
-def decimal_description(low: Decimal | None, high: Decimal | None, decimal_places: int | None) -> str:
+def decimal_description(
+    low: Decimal | None, high: Decimal | None, decimal_places: int | None
+) -> str:
     """What a decimal input takes, in words: the schema cannot say "at most 2 places" of a
     JSON number without a float ``multipleOf``, which clients compute inexactly."""
     if low is not None and high is not None:
@@ -207,9 +233,14 @@ class FieldSchemas(AutoSchema):  # type: ignore[misc]  # DRF ships no type infor
     def map_field(self, field: serializers.Field) -> dict[str, Any]:
         if isinstance(field, serializers.DecimalField):
             return self.map_decimal(field)
-        if isinstance(field, (serializers.JSONField, serializers.ReadOnlyField, serializers.SerializerMethodField)):
+        if isinstance(
+            field,
+            (serializers.JSONField, serializers.ReadOnlyField, serializers.SerializerMethodField),
+        ):
             return {}  # any JSON value: DRF's "object" or "string" would refuse lists and numbers
-        if isinstance(field, serializers.PrimaryKeyRelatedField) and not getattr(field, "pk_field", None):
+        if isinstance(field, serializers.PrimaryKeyRelatedField) and not getattr(
+            field, "pk_field", None
+        ):
             return self.map_related_pk(field)
         if isinstance(field, serializers.DurationField):
             # In: ISO 8601 (parse_duration takes it, and Django's own form too). Out: said only
@@ -229,11 +260,18 @@ class FieldSchemas(AutoSchema):  # type: ignore[misc]  # DRF ships no type infor
 
     def map_decimal(self, field: serializers.DecimalField) -> dict[str, Any]:
         bound = decimal_bound(field.max_digits, field.decimal_places)
-        as_string = {"type": "string", "pattern": decimal_string_pattern(field.max_digits, field.decimal_places)}
+        as_string = {
+            "type": "string",
+            "pattern": decimal_string_pattern(field.max_digits, field.decimal_places),
+        }
         number: dict[str, Any] = {"type": "number"}
         low, high = (None, None) if bound is None else (-bound, bound)
-        lows = [field.min_value] + [v.limit_value for v in field.validators if isinstance(v, MinValueValidator)]
-        highs = [field.max_value] + [v.limit_value for v in field.validators if isinstance(v, MaxValueValidator)]
+        lows = [field.min_value] + [
+            v.limit_value for v in field.validators if isinstance(v, MinValueValidator)
+        ]
+        highs = [field.max_value] + [
+            v.limit_value for v in field.validators if isinstance(v, MaxValueValidator)
+        ]
         for limit in lows:
             if isinstance(limit, (int, float, Decimal)):
                 low = Decimal(str(limit)) if low is None else max(low, Decimal(str(limit)))
@@ -247,8 +285,13 @@ class FieldSchemas(AutoSchema):  # type: ignore[misc]  # DRF ships no type infor
         if self.output:
             # What DRF's to_representation does: a string unless told otherwise. The string's
             # shape is DRF's (quantized to the places); bounds are validators', left out.
-            return as_string if getattr(field, "coerce_to_string", _coerces()) else {"type": "number"}
-        return {"anyOf": [number, as_string], "description": decimal_description(low, high, field.decimal_places)}
+            return (
+                as_string if getattr(field, "coerce_to_string", _coerces()) else {"type": "number"}
+            )
+        return {
+            "anyOf": [number, as_string],
+            "description": decimal_description(low, high, field.decimal_places),
+        }
 
     def map_field_validators(self, field: serializers.Field, schema: dict[str, Any]) -> None:
         """DRF's validator mapping, with patterns made ECMA-262 (or dropped) and limits kept
@@ -264,16 +307,24 @@ class FieldSchemas(AutoSchema):  # type: ignore[misc]  # DRF ships no type infor
             elif isinstance(validator, RegexValidator):
                 # Compiled by the validator's __init__ (a str only on a class definition).
                 regex = cast(re.Pattern[str], validator.regex)
-                translated = None if validator.inverse_match else ecma_pattern(regex.pattern, regex.flags)
+                translated = (
+                    None if validator.inverse_match else ecma_pattern(regex.pattern, regex.flags)
+                )
                 patterns.append(translated)
             elif isinstance(validator, MaxLengthValidator):
-                schema["maxItems" if isinstance(field, serializers.ListField) else "maxLength"] = validator.limit_value
+                schema["maxItems" if isinstance(field, serializers.ListField) else "maxLength"] = (
+                    validator.limit_value
+                )
             elif isinstance(validator, MinLengthValidator):
-                schema["minItems" if isinstance(field, serializers.ListField) else "minLength"] = validator.limit_value
+                schema["minItems" if isinstance(field, serializers.ListField) else "minLength"] = (
+                    validator.limit_value
+                )
             elif isinstance(validator, (MaxValueValidator, MinValueValidator)):
                 limit = _json_number(validator.limit_value)
                 if limit is not None and schema.get("type") in ("integer", "number"):
-                    schema["maximum" if isinstance(validator, MaxValueValidator) else "minimum"] = limit
+                    schema["maximum" if isinstance(validator, MaxValueValidator) else "minimum"] = (
+                        limit
+                    )
             elif isinstance(validator, DecimalValidator):
                 continue
         # One pattern says it; two or more would need allOf, and one we cannot say spoils none.
@@ -312,13 +363,19 @@ class FieldSchemas(AutoSchema):  # type: ignore[misc]  # DRF ships no type infor
             schema["writeOnly"] = True
         if field.allow_null:
             schema["nullable"] = True
-        if field.default is not None and field.default != serializers.empty and not callable(field.default):
+        if (
+            field.default is not None
+            and field.default != serializers.empty
+            and not callable(field.default)
+        ):
             default = field.default
             if isinstance(default, (str, bool, int, float)) or default is None:
                 schema["default"] = default
         if field.help_text:
             # The field's own words first; a decimal's note on places and range stays.
-            schema["description"] = " ".join(filter(None, [str(field.help_text), schema.get("description")]))
+            schema["description"] = " ".join(
+                filter(None, [str(field.help_text), schema.get("description")])
+            )
         self.map_field_validators(field, schema)
         return clean(schema)
 
@@ -336,7 +393,9 @@ class ISODurationField(serializers.DurationField):  # type: ignore[misc]  # DRF 
 
     # DRF's words name only Django's form; the schema names ISO 8601.
     default_error_messages = {
-        "invalid": _("Duration has wrong format. Use ISO 8601 (P1DT2H30M) or [DD] [HH:[MM:]]ss[.uuuuuu]."),
+        "invalid": _(
+            "Duration has wrong format. Use ISO 8601 (P1DT2H30M) or [DD] [HH:[MM:]]ss[.uuuuuu]."
+        ),
     }
 
     def __init__(self, **kwargs: Any) -> None:
@@ -345,7 +404,7 @@ class ISODurationField(serializers.DurationField):  # type: ignore[misc]  # DRF 
 
 
 def pk_json_type(model: type[models.Model]) -> str:
-    """"integer" or "string": how ``model``'s primary key travels in JSON. A one-to-one primary
+    """ "integer" or "string": how ``model``'s primary key travels in JSON. A one-to-one primary
     key (a profile keyed on its user) is its target's."""
     pk: Any = model._meta.pk
     while pk is not None and pk.is_relation:
@@ -363,7 +422,11 @@ def pk_schema(model: type[models.Model]) -> dict[str, Any]:
         pk = pk.target_field
     field_class, kwargs = serializers.ModelSerializer().build_standard_field(pk.name, pk)
     # An AutoField is read-only in a serializer, and a key is never null: only its shape counts.
-    kwargs = {k: v for k, v in kwargs.items() if k not in ("read_only", "required", "allow_null", "default")}
+    kwargs = {
+        k: v
+        for k, v in kwargs.items()
+        if k not in ("read_only", "required", "allow_null", "default")
+    }
     schema = FieldSchemas().field_schema(field_class(**kwargs))
     schema = {key: value for key, value in schema.items() if key not in _ANNOTATIONS}
     return schema if "type" in schema or "anyOf" in schema else {"type": pk_json_type(model)}
@@ -394,10 +457,23 @@ def error_message(error: ValidationError) -> str:
 
 # Keywords a stored value may break: validators and choices bind what a client sends, not
 # what is in the table (rows saved from code, or before a validator was added).
-_CONSTRAINTS = frozenset({
-    "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    "minLength", "maxLength", "pattern", "minItems", "maxItems", "uniqueItems",
-})
+_CONSTRAINTS = frozenset(
+    {
+        "enum",
+        "const",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+    }
+)
 
 
 def types_only(schema: dict[str, Any]) -> dict[str, Any]:
@@ -410,7 +486,9 @@ def types_only(schema: dict[str, Any]) -> dict[str, Any]:
     if isinstance(result.get("items"), dict):
         result["items"] = types_only(result["items"])
     if isinstance(result.get("anyOf"), list):
-        result["anyOf"] = [types_only(branch) if isinstance(branch, dict) else branch for branch in result["anyOf"]]
+        result["anyOf"] = [
+            types_only(branch) if isinstance(branch, dict) else branch for branch in result["anyOf"]
+        ]
     return result
 
 
@@ -427,7 +505,10 @@ def _coerces() -> bool:
 def clean(schema: dict[str, Any]) -> dict[str, Any]:
     """OpenAPI 3.0 leftovers out, JSON Schema 2020-12 in: ``nullable`` → ``anyOf`` with null,
     integer ``format``s dropped, array items cleaned too."""
-    schema = {key: _json_values(value) if key in ("enum", "default", "const") else value for key, value in schema.items()}
+    schema = {
+        key: _json_values(value) if key in ("enum", "default", "const") else value
+        for key, value in schema.items()
+    }
     is_nullable = schema.pop("nullable", False)
     if schema.get("format") in ("int64", "int32"):
         schema.pop("format")
@@ -436,7 +517,9 @@ def clean(schema: dict[str, Any]) -> dict[str, Any]:
     return nullable(schema) if is_nullable else schema
 
 
-def serializer_schema(serializer: serializers.Serializer, *, writable: bool, output: bool = False) -> dict[str, Any]:
+def serializer_schema(
+    serializer: serializers.Serializer, *, writable: bool, output: bool = False
+) -> dict[str, Any]:
     """``{"type": "object", "properties": ..., "required": ...}`` for a serializer's fields
     (only those a client may write when ``writable``)."""
     mapper = FieldSchemas(output=output)

@@ -49,7 +49,13 @@ from .admin_bridge import (
     model_labels,
     refuse_own_model,
 )
-from .functions import Completer, FunctionPrompt, FunctionResource, FunctionResourceTemplate, FunctionTool
+from .functions import (
+    Completer,
+    FunctionPrompt,
+    FunctionResource,
+    FunctionResourceTemplate,
+    FunctionTool,
+)
 from .options import ModelMCP, uri_scheme
 
 # changes, notifications, handlers and engine reach the models: the methods that need them import
@@ -72,11 +78,19 @@ MC = TypeVar("MC", bound="type[ModelMCP[Any]]")
 all_sites: WeakSet[MCPSite] = WeakSet()
 
 
-Entry = FunctionTool | FunctionResource | FunctionResourceTemplate | FunctionPrompt | UIResource | Skill
+Entry = (
+    FunctionTool | FunctionResource | FunctionResourceTemplate | FunctionPrompt | UIResource | Skill
+)
 
 _CAPABILITY_METHODS = {
     "tools": ("tools/list", "tools/call"),
-    "resources": ("resources/list", "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe"),
+    "resources": (
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+    ),
     "prompts": ("prompts/list", "prompts/get"),
 }
 
@@ -123,7 +137,6 @@ class MCPSite:
     def _registry(self, value: dict[Any, Any]) -> None:
         self._entries = value  # autodiscover_modules() rolls a failed mcp.py back this way
 
-
     @staticmethod
     def _key(entry: Entry) -> tuple[str, str]:
         if isinstance(entry, (FunctionResource, UIResource)):
@@ -141,7 +154,9 @@ class MCPSite:
             existing = self._registry[key]
             func = getattr(existing, "func", None)
             where = f"{func.__module__}.{func.__qualname__}" if func is not None else repr(existing)
-            raise AlreadyRegistered(f"The {key[0]} {key[1]!r} is already registered on {self!r} (by {where}).")
+            raise AlreadyRegistered(
+                f"The {key[0]} {key[1]!r} is already registered on {self!r} (by {where})."
+            )
         self._registry[key] = entry
         self._changed(entry.kind)
         return entry
@@ -157,7 +172,11 @@ class MCPSite:
         ``site.register(Book)`` and ``site.register(Book, BookMCP)`` register at once;
         ``@site.register(Book)`` on a ``ModelMCP`` subclass registers with that class.
         """
-        candidates = [model_or_iterable] if isinstance(model_or_iterable, ModelBase) else list(model_or_iterable)
+        candidates = (
+            [model_or_iterable]
+            if isinstance(model_or_iterable, ModelBase)
+            else list(model_or_iterable)
+        )
         for candidate in candidates:
             if not isinstance(candidate, ModelBase):
                 raise ImproperlyConfigured(f"{candidate!r} is not a Django model class.")
@@ -165,12 +184,16 @@ class MCPSite:
         for model in models:
             refuse_own_model(model)
             if model._meta.abstract:
-                raise ImproperlyConfigured(f"The model {model.__name__} is abstract, so it cannot be registered with MCP.")
+                raise ImproperlyConfigured(
+                    f"The model {model.__name__} is abstract, so it cannot be registered with MCP."
+                )
             if model._meta.swapped:
                 continue
             # An explicit registration wins over the admin bridge, whichever came first.
             if model in self._registry and not isinstance(self._registry[model], AdminModelMCP):
-                raise AlreadyRegistered(f"The model {model.__name__} is already registered with {self._registry[model].__class__.__name__} on {self!r}.")
+                raise AlreadyRegistered(
+                    f"The model {model.__name__} is already registered with {self._registry[model].__class__.__name__} on {self!r}."
+                )
             cls = model_mcp_class or ModelMCP
             if options:
                 cls = type(f"{model.__name__}ModelMCP", (cls,), {"__module__": __name__, **options})
@@ -233,13 +256,22 @@ class MCPSite:
         ``list_display`` columns, computed ones included.
         """
         bridge = AdminBridge(
-            admin_site, model_labels(models), tuple(tools), actions, include_delete_selected, tuple(read_scopes), tuple(write_scopes),
-            TaskActions(task_actions), action_rows,
+            admin_site,
+            model_labels(models),
+            tuple(tools),
+            actions,
+            include_delete_selected,
+            tuple(read_scopes),
+            tuple(write_scopes),
+            TaskActions(task_actions),
+            action_rows,
         )
         with self._bridge_lock:
             # Earlier calls with the same admin site (not rolled back with a failed mcp.py).
             earlier = [
-                b for i, b in enumerate(self._bridges) if self._entries.get(("admin", i)) is b and b.admin_site is admin_site
+                b
+                for i, b in enumerate(self._bridges)
+                if self._entries.get(("admin", i)) is b and b.admin_site is admin_site
             ]
             for other in earlier:
                 shared = other.shared_with(bridge)
@@ -279,7 +311,12 @@ class MCPSite:
                     changed = True
                     if model not in self._entries:
                         self._entries[model] = AdminModelMCP(
-                            model, self, model_admin, tools=bridge.tools, read_scopes=bridge.read_scopes, write_scopes=bridge.write_scopes
+                            model,
+                            self,
+                            model_admin,
+                            tools=bridge.tools,
+                            read_scopes=bridge.read_scopes,
+                            write_scopes=bridge.write_scopes,
                         )
                         self._connect_signals(model)
                     if bridge.actions:
@@ -320,7 +357,9 @@ class MCPSite:
         if existing is None:
             return None
         if not isinstance(existing, UIResource):
-            raise AlreadyRegistered(f"The resource {ui.resource_uri!r} is already registered on {self!r} ({existing!r}), so it cannot be a tool's UI.")
+            raise AlreadyRegistered(
+                f"The resource {ui.resource_uri!r} is already registered on {self!r} ({existing!r}), so it cannot be a tool's UI."
+            )
         if existing.ui != ui:
             raise ImproperlyConfigured(
                 f"The UI {ui.resource_uri!r} is declared twice on {self!r} with different options: tools that share a UI "
@@ -332,16 +371,22 @@ class MCPSite:
         """Remove models (``unregister(Book)``) or a function entry (``unregister("tool", "add")``):
         kinds are "tool", "prompt", "resource" (by URI) and "template" (by URI template)."""
         if name is None:
-            models = [model_or_kind] if isinstance(model_or_kind, ModelBase) else list(model_or_kind)
+            models = (
+                [model_or_kind] if isinstance(model_or_kind, ModelBase) else list(model_or_kind)
+            )
             for model in models:
                 if model not in self._registry:
-                    raise NotRegistered(f"The model {model.__name__} is not registered on {self!r}.")
+                    raise NotRegistered(
+                        f"The model {model.__name__} is not registered on {self!r}."
+                    )
                 del self._registry[model]
         else:
             try:
                 removed = self._registry.pop((model_or_kind, name))
             except KeyError:
-                raise NotRegistered(f"No {model_or_kind} {name!r} is registered on {self!r}.") from None
+                raise NotRegistered(
+                    f"No {model_or_kind} {name!r} is registered on {self!r}."
+                ) from None
             ui = getattr(removed, "ui", None)
             # A UI goes with the last tool that named it.
             if (
@@ -360,10 +405,17 @@ class MCPSite:
         self._handlers = None
         if not self.serving:
             return  # still starting (autodiscover) or never served: nobody to tell
-        lists = {"tool": ("tools",), "prompt": ("prompts",), "resource": ("resources",), "template": ("resources",), "skill": ("resources",)}.get(
-            kind, LIST_KINDS
-        )
-        from ..server.notifications import announce_soon, anotify_list_changed  # app loading: notifications imports models (see the imports above)
+        lists = {
+            "tool": ("tools",),
+            "prompt": ("prompts",),
+            "resource": ("resources",),
+            "template": ("resources",),
+            "skill": ("resources",),
+        }.get(kind, LIST_KINDS)
+        from ..server.notifications import (
+            announce_soon,
+            anotify_list_changed,
+        )  # app loading: notifications imports models (see the imports above)
 
         for list_kind in lists:
             announce_soon(anotify_list_changed, self, list_kind)
@@ -377,7 +429,9 @@ class MCPSite:
         try:
             return cast("ModelMCP", self._registry[model])
         except KeyError:
-            raise NotRegistered(f"The model {model.__name__} is not registered on {self!r}.") from None
+            raise NotRegistered(
+                f"The model {model.__name__} is not registered on {self!r}."
+            ) from None
 
     def get_model_mcps(self) -> list[ModelMCP[Any]]:
         """Every registered ``ModelMCP``."""
@@ -388,7 +442,7 @@ class MCPSite:
         prefix = f"{uri_scheme()}://"
         if not uri.startswith(prefix):
             return None
-        parts = uri[len(prefix):].split("/")
+        parts = uri[len(prefix) :].split("/")
         if len(parts) != 3 or not parts[2]:
             return None
         for model_mcp in self.get_model_mcps():
@@ -397,7 +451,9 @@ class MCPSite:
         return None
 
     def _connect_signals(self, model: Any) -> None:
-        from .changes import ModelChanges  # app loading: changes imports models (see the imports above)
+        from .changes import (
+            ModelChanges,
+        )  # app loading: changes imports models (see the imports above)
 
         if is_never_exposed(model):
             return  # its rows are written by announcements themselves: never announce them
@@ -484,9 +540,20 @@ class MCPSite:
 
         def decorator(f: F) -> F:
             tool = FunctionTool(
-                f, name=name, title=title, description=description, input_schema=input_schema,
-                annotations=annotations, icons=icons, meta=meta, permission=permission, scopes=scopes,
-                sensitive=sensitive, task=task, prelude=prelude, ui=app,
+                f,
+                name=name,
+                title=title,
+                description=description,
+                input_schema=input_schema,
+                annotations=annotations,
+                icons=icons,
+                meta=meta,
+                permission=permission,
+                scopes=scopes,
+                sensitive=sensitive,
+                task=task,
+                prelude=prelude,
+                ui=app,
             )
             # Model rows it returns are described and read by this site's ModelMCPs.
             tool.site = self
@@ -521,15 +588,34 @@ class MCPSite:
             entry: Entry
             if "{" in uri:
                 entry = FunctionResourceTemplate(
-                    f, uri, name=name, title=title, description=description, mime_type=mime_type, icons=icons,
-                    complete=complete, permission=permission, scopes=scopes, cache_ttl_ms=cache_ttl_ms,
+                    f,
+                    uri,
+                    name=name,
+                    title=title,
+                    description=description,
+                    mime_type=mime_type,
+                    icons=icons,
+                    complete=complete,
+                    permission=permission,
+                    scopes=scopes,
+                    cache_ttl_ms=cache_ttl_ms,
                 )
             else:
                 if complete:
-                    raise ImproperlyConfigured(f"Resource {uri!r} has no template variables to complete")
+                    raise ImproperlyConfigured(
+                        f"Resource {uri!r} has no template variables to complete"
+                    )
                 entry = FunctionResource(
-                    f, uri, name=name, title=title, description=description, mime_type=mime_type, icons=icons,
-                    permission=permission, scopes=scopes, cache_ttl_ms=cache_ttl_ms,
+                    f,
+                    uri,
+                    name=name,
+                    title=title,
+                    description=description,
+                    mime_type=mime_type,
+                    icons=icons,
+                    permission=permission,
+                    scopes=scopes,
+                    cache_ttl_ms=cache_ttl_ms,
                 )
             self.register_entry(entry)
             return f
@@ -579,7 +665,16 @@ class MCPSite:
 
         def decorator(f: F) -> F:
             self.register_entry(
-                FunctionPrompt(f, name=name, title=title, description=description, icons=icons, complete=complete, permission=permission, scopes=scopes)
+                FunctionPrompt(
+                    f,
+                    name=name,
+                    title=title,
+                    description=description,
+                    icons=icons,
+                    complete=complete,
+                    permission=permission,
+                    scopes=scopes,
+                )
             )
             return f
 
@@ -610,7 +705,9 @@ class MCPSite:
 
     def get_tools(self) -> list[ToolEntry]:
         """Function and admin-action tools, then each registered model's generated tools."""
-        tools: list[ToolEntry] = [e for k, e in self._registry.items() if isinstance(k, tuple) and k[0] == "tool"]
+        tools: list[ToolEntry] = [
+            e for k, e in self._registry.items() if isinstance(k, tuple) and k[0] == "tool"
+        ]
         for model_mcp in self.get_model_mcps():
             tools.extend(model_mcp.get_generated_tools())
         return tools
@@ -673,9 +770,18 @@ class MCPSite:
         """Every OAuth scope an entry of this site declares, in registration order: what the
         protected-resource metadata and the 401 challenge advertise, so a client can ask up front."""
         entries: list[Any] = [
-            *self.get_tools(), *self.get_resources(), *self.get_resource_templates(), *self.get_prompts(), *self.get_model_mcps(), *self.get_skills(),
+            *self.get_tools(),
+            *self.get_resources(),
+            *self.get_resource_templates(),
+            *self.get_prompts(),
+            *self.get_model_mcps(),
+            *self.get_skills(),
         ]
-        return list(dict.fromkeys(scope for entry in entries for scope in getattr(entry, "scopes", None) or ()))
+        return list(
+            dict.fromkeys(
+                scope for entry in entries for scope in getattr(entry, "scopes", None) or ()
+            )
+        )
 
     # -- change announcements -------------------------------------------------------------
 
@@ -684,25 +790,33 @@ class MCPSite:
 
         Callable from sync code anywhere; async code uses :meth:`anotify_resource_updated`.
         """
-        from .changes import notify_resource_updated  # app loading: changes imports models (see the imports above)
+        from .changes import (
+            notify_resource_updated,
+        )  # app loading: changes imports models (see the imports above)
 
         return notify_resource_updated(self, uri)
 
     async def anotify_resource_updated(self, uri: str) -> int:
         """The async twin of :meth:`notify_resource_updated`."""
-        from .changes import anotify_resource_updated  # app loading: changes imports models (see the imports above)
+        from .changes import (
+            anotify_resource_updated,
+        )  # app loading: changes imports models (see the imports above)
 
         return await anotify_resource_updated(self, uri)
 
     def notify_list_changed(self, kind: str) -> int:
         """Tell every live session that the ``"tools"``, ``"resources"`` or ``"prompts"`` list changed."""
-        from ..server.notifications import notify_list_changed  # app loading: notifications imports models (see the imports above)
+        from ..server.notifications import (
+            notify_list_changed,
+        )  # app loading: notifications imports models (see the imports above)
 
         return notify_list_changed(self, kind)
 
     async def anotify_list_changed(self, kind: str) -> int:
         """The async twin of :meth:`notify_list_changed`."""
-        from ..server.notifications import anotify_list_changed  # app loading: notifications imports models (see the imports above)
+        from ..server.notifications import (
+            anotify_list_changed,
+        )  # app loading: notifications imports models (see the imports above)
 
         return await anotify_list_changed(self, kind)
 
@@ -720,7 +834,10 @@ class MCPSite:
         if self.get_prompts():
             capabilities["prompts"] = {"listChanged": True}
         if skills:
-            capabilities["extensions"] = {**capabilities.get("extensions", {}), **skills_capability()}
+            capabilities["extensions"] = {
+                **capabilities.get("extensions", {}),
+                **skills_capability(),
+            }
         if self._of(UIResource):
             # SEP-1724: a server names the extensions it serves; MCP Apps defines no server settings.
             capabilities["extensions"] = {**capabilities.get("extensions", {}), UI_EXTENSION: {}}
@@ -730,10 +847,17 @@ class MCPSite:
         """The method table for the dispatcher: only methods of offered capabilities."""
         self._registry  # noqa: B018 - applies pending register_admin() calls, which reset the table
         if self._handlers is None:
-            from ..server.handlers import STANDARD_HANDLERS  # app loading: handlers imports models (see the imports above)
+            from ..server.handlers import (
+                STANDARD_HANDLERS,
+            )  # app loading: handlers imports models (see the imports above)
 
             offered = self.get_capabilities()
-            hidden = {m for cap, methods in _CAPABILITY_METHODS.items() if cap not in offered for m in methods}
+            hidden = {
+                m
+                for cap, methods in _CAPABILITY_METHODS.items()
+                if cap not in offered
+                for m in methods
+            }
             self._capabilities = offered
             self._handlers = {m: h for m, h in STANDARD_HANDLERS.items() if m not in hidden}
             if SKILLS_EXTENSION in offered.get("extensions", {}):
@@ -752,14 +876,19 @@ class MCPSite:
     def engine(self) -> Engine:
         """The protocol engine under every transport of this site."""
         if self._engine is None:
-            from ..server.engine import Engine  # app loading: engine imports models (see the imports above)
+            from ..server.engine import (
+                Engine,
+            )  # app loading: engine imports models (see the imports above)
 
             self._engine = Engine(self)
         return self._engine
 
     def get_server_info(self) -> dict[str, Any]:
         """``serverInfo``: ``SERVER_NAME``, ``SERVER_VERSION`` and ``SERVER_TITLE``."""
-        info: dict[str, Any] = {"name": mcp_settings.server_name, "version": mcp_settings.server_version}
+        info: dict[str, Any] = {
+            "name": mcp_settings.server_name,
+            "version": mcp_settings.server_version,
+        }
         title = mcp_settings.server_title
         if title:
             info["title"] = title
@@ -779,7 +908,9 @@ class MCPSite:
         """The endpoint and the URL-elicitation pages, built on demand like ``AdminSite.get_urls``."""
         builder = type(self).urlpatterns_builder
         if builder is None:
-            raise ImproperlyConfigured("MCPSite.urls needs 'mcp_django' in INSTALLED_APPS (its AppConfig provides the views).")
+            raise ImproperlyConfigured(
+                "MCPSite.urls needs 'mcp_django' in INSTALLED_APPS (its AppConfig provides the views)."
+            )
         return builder(self)
 
     @property
@@ -857,7 +988,13 @@ class MCPSite:
         errors.extend(check_ui_resources(self._of(UIResource)))
         tool_names = [t.name for t in self.get_tools()]
         for name in sorted({n for n in tool_names if tool_names.count(n) > 1}):
-            errors.append(Error(f"Two tools are named {name!r} on {self!r}.", hint="Rename one; tool names must be unique.", id="mcp_django.E105"))
+            errors.append(
+                Error(
+                    f"Two tools are named {name!r} on {self!r}.",
+                    hint="Rename one; tool names must be unique.",
+                    id="mcp_django.E105",
+                )
+            )
         return errors
 
     def _check_action_rows(self, bridge: AdminBridge) -> list[Any]:

@@ -24,7 +24,9 @@ from ..exceptions import ClientRequestError
 from ..protocol.errors import MissingRequiredClientCapabilityError, URLElicitationRequiredError
 from ..protocol.jsonrpc import RequestId, notification_message
 from ..protocol.lifecycle import LOG_LEVELS, level_enabled
-from .entries import Completions as Completions  # defined with the entries that offer them; kept importable here
+from .entries import (
+    Completions as Completions,
+)  # defined with the entries that offer them; kept importable here
 from .rounds import StartTask
 
 if TYPE_CHECKING:
@@ -38,7 +40,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: The Context of the tool call running in this task (or in the thread of a sync tool).
-current_context: contextvars.ContextVar[Context | None] = contextvars.ContextVar("mcp_django_context", default=None)
+current_context: contextvars.ContextVar[Context | None] = contextvars.ContextVar(
+    "mcp_django_context", default=None
+)
 
 T = TypeVar("T")
 
@@ -50,7 +54,9 @@ class Emitter(Protocol):
 
     async def close_connection(self) -> None: ...
 
-    async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]: ...
+    async def request(
+        self, method: str, params: dict[str, Any], timeout: float
+    ) -> dict[str, Any]: ...
 
 
 ElicitationAction = Literal["accept", "decline", "cancel"]
@@ -63,7 +69,9 @@ def _elicitation_action(result: dict[str, Any]) -> ElicitationAction:
     for known in ELICITATION_ACTIONS:
         if action == known:
             return known
-    raise ClientRequestError(f"The client answered elicitation/create with an unknown action {str(action)[:64]!r}")
+    raise ClientRequestError(
+        f"The client answered elicitation/create with an unknown action {str(action)[:64]!r}"
+    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -95,7 +103,11 @@ _PRIMITIVES = {"string", "number", "integer", "boolean"}
 
 def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
     if isinstance(schema, dict):
-        if "$ref" in schema and isinstance(schema["$ref"], str) and schema["$ref"].startswith("#/$defs/"):
+        if (
+            "$ref" in schema
+            and isinstance(schema["$ref"], str)
+            and schema["$ref"].startswith("#/$defs/")
+        ):
             return _inline_refs(defs[schema["$ref"].split("/")[-1]], defs)
         return {k: _inline_refs(v, defs) for k, v in schema.items() if k != "$defs"}
     if isinstance(schema, list):
@@ -122,10 +134,17 @@ def elicitation_schema(schema: Any) -> tuple[dict[str, Any], Any]:
         kind = prop.get("type")
         if kind == "array":
             items = prop.get("items", {})
-            if not (isinstance(items, dict) and ("enum" in items or "anyOf" in items or "oneOf" in items)):
-                raise ValueError(f"Elicitation property {name!r}: arrays must be multi-select enums")
+            if not (
+                isinstance(items, dict)
+                and ("enum" in items or "anyOf" in items or "oneOf" in items)
+            ):
+                raise ValueError(
+                    f"Elicitation property {name!r}: arrays must be multi-select enums"
+                )
         elif kind not in _PRIMITIVES:
-            raise ValueError(f"Elicitation property {name!r} must be a string, number, integer, boolean or enum, not {kind!r}")
+            raise ValueError(
+                f"Elicitation property {name!r} must be a string, number, integer, boolean or enum, not {kind!r}"
+            )
     return result, model
 
 
@@ -283,7 +302,9 @@ class Context:
             return
         await self._emitter.send(notification_message(method, params))
 
-    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
         """Send ``notifications/progress`` with the client's token; nothing if it gave none."""
         token = self.progress_token
         if token is None:
@@ -323,28 +344,41 @@ class Context:
         if not isinstance(capability, dict) and self.request_meta is not None:
             # 2026-07-28 names this refusal: the client learns which capability to declare.
             raise MissingRequiredClientCapabilityError(
-                f"This request needs the client capability {name!r}", data={"requiredCapabilities": {name: {}}}
+                f"This request needs the client capability {name!r}",
+                data={"requiredCapabilities": {name: {}}},
             )
         if not isinstance(capability, dict):
-            raise ClientRequestError(f"The client did not declare the {name!r} capability, so it cannot be asked for it")
+            raise ClientRequestError(
+                f"The client did not declare the {name!r} capability, so it cannot be asked for it"
+            )
         return capability
 
-    async def _request(self, method: str, params: dict[str, Any], timeout: float | None, key: str | None = None) -> dict[str, Any]:
+    async def _request(
+        self, method: str, params: dict[str, Any], timeout: float | None, key: str | None = None
+    ) -> dict[str, Any]:
         if self._rounds is not None:
             response = await self._rounds.ask(method, params, key)
         elif self._emitter is None:
-            raise ClientRequestError(f"{method} needs a streamed answer; this request is answered as JSON")
+            raise ClientRequestError(
+                f"{method} needs a streamed answer; this request is answered as JSON"
+            )
         else:
-            response = await self._send_request(method, params, timeout or mcp_settings.client_request_timeout)
+            response = await self._send_request(
+                method, params, timeout or mcp_settings.client_request_timeout
+            )
         if "error" in response:
             error = response["error"]
-            raise ClientRequestError(f"The client refused {method}: {error.get('message', 'error')} ({error.get('code')})")
+            raise ClientRequestError(
+                f"The client refused {method}: {error.get('message', 'error')} ({error.get('code')})"
+            )
         result = response.get("result") or {}
         if not isinstance(result, dict):
             raise ClientRequestError(f"The client's answer to {method} is not an object")
         return result
 
-    async def _send_request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def _send_request(
+        self, method: str, params: dict[str, Any], timeout: float
+    ) -> dict[str, Any]:
         assert self._emitter is not None
         try:
             return await self._emitter.request(method, params, timeout)
@@ -376,14 +410,20 @@ class Context:
             messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
         params: dict[str, Any] = {"messages": messages, "maxTokens": max_tokens}
         for field, value in (
-            ("systemPrompt", system_prompt), ("temperature", temperature), ("stopSequences", stop_sequences),
-            ("modelPreferences", model_preferences), ("includeContext", include_context), ("metadata", metadata),
+            ("systemPrompt", system_prompt),
+            ("temperature", temperature),
+            ("stopSequences", stop_sequences),
+            ("modelPreferences", model_preferences),
+            ("includeContext", include_context),
+            ("metadata", metadata),
         ):
             if value is not None:
                 params[field] = value
         return await self._request("sampling/createMessage", params, timeout, key)
 
-    async def elicit(self, message: str, schema: Any, *, timeout: float | None = None, key: str | None = None) -> ElicitationResult:
+    async def elicit(
+        self, message: str, schema: Any, *, timeout: float | None = None, key: str | None = None
+    ) -> ElicitationResult:
         """Ask the user to fill a form (form-mode ``elicitation/create``).
 
         ``schema`` is a flat JSON Schema object, a pydantic model or a dataclass. An accepted
@@ -403,12 +443,16 @@ class Context:
         if action == "accept":
             errors = [e.message for e in Draft202012Validator(requested).iter_errors(content or {})]
             if errors:
-                raise ClientRequestError("The elicitation answer does not match the form: " + "; ".join(errors))
+                raise ClientRequestError(
+                    "The elicitation answer does not match the form: " + "; ".join(errors)
+                )
             if model is not None:
                 data = TypeAdapter(model).validate_python(content or {})
         return ElicitationResult(action, content, data)
 
-    async def list_roots(self, *, timeout: float | None = None, key: str | None = None) -> list[dict[str, Any]]:
+    async def list_roots(
+        self, *, timeout: float | None = None, key: str | None = None
+    ) -> list[dict[str, Any]]:
         """Ask the client for its roots (``roots/list``); ``key`` as for :meth:`sample`."""
         self._require_capability("roots")
         result = await self._request("roots/list", {}, timeout, key)
@@ -444,11 +488,15 @@ class Context:
         capability). In 2026-07-28 the question is an input request (``key`` as for
         :meth:`sample`) and the page is kept in ``requestState``: the retry finds it, done or not.
         """
-        from ..elicitation import services  # app loading: its models; this module imports before apps are ready
+        from ..elicitation import (
+            services,
+        )  # app loading: its models; this module imports before apps are ready
 
         user_id = getattr(self.user, "pk", None)
         if user_id is None:
-            raise ClientRequestError("URL elicitation needs an authenticated user: the page must know who may open it")
+            raise ClientRequestError(
+                "URL elicitation needs an authenticated user: the page must know who may open it"
+            )
         rounds = self._rounds
         if rounds is not None and not self._supports_url_elicitation():
             raise MissingRequiredClientCapabilityError(
@@ -463,47 +511,72 @@ class Context:
                 elicitation = await sync_to_async(services.of_user)(page, user_id)
         if elicitation is None:
             elicitation = await sync_to_async(services.create)(
-                user_id=user_id, session_id=self.session_id, request_id=self.request_id, message=message, view_name=view, params=params or {}
+                user_id=user_id,
+                session_id=self.session_id,
+                request_id=self.request_id,
+                message=message,
+                view_name=view,
+                params=params or {},
             )
             if rounds is not None:
                 rounds.notes[f"page:{key}"] = elicitation.pk
         url = services.page_url(elicitation, self.request)
         request: dict[str, Any] = {"mode": "url", "message": message, "url": url}
         if rounds is None:
-            request["elicitationId"] = elicitation.pk  # 2025-11-25; the 2026 retry carries it in requestState
+            request["elicitationId"] = (
+                elicitation.pk
+            )  # 2025-11-25; the 2026 retry carries it in requestState
             if not self._supports_url_elicitation() or self._emitter is None:
                 raise URLElicitationRequiredError(
-                    "This request needs you to complete an action in your browser first.", data={"elicitations": [request]}
+                    "This request needs you to complete an action in your browser first.",
+                    data={"elicitations": [request]},
                 )
         result = await self._request("elicitation/create", request, timeout, key)
         action = _elicitation_action(result)
         if action != "accept":
-            await sync_to_async(services.finish)(elicitation, "declined" if action == "decline" else "cancelled", announce_to_client=False)
+            await sync_to_async(services.finish)(
+                elicitation,
+                "declined" if action == "decline" else "cancelled",
+                announce_to_client=False,
+            )
         return URLElicitation(elicitation.pk, url, action)
 
-    async def wait_for_elicitation(self, elicitation: URLElicitation | str, timeout: float | None = None) -> str:
+    async def wait_for_elicitation(
+        self, elicitation: URLElicitation | str, timeout: float | None = None
+    ) -> str:
         """Wait until the page is finished; return "completed", "declined", "cancelled" or "expired"."""
-        from ..elicitation import services  # app loading: its models; this module imports before apps are ready
+        from ..elicitation import (
+            services,
+        )  # app loading: its models; this module imports before apps are ready
 
         elicitation_id = elicitation if isinstance(elicitation, str) else elicitation.id
         return await services.wait(elicitation_id, timeout or float(mcp_settings.elicitation_ttl))
 
     async def get_secret(self, service: str) -> str | None:
         """The calling user's secret for ``service``, entered on a secret page; None if absent."""
-        from ..elicitation import services  # app loading: its models; this module imports before apps are ready
+        from ..elicitation import (
+            services,
+        )  # app loading: its models; this module imports before apps are ready
 
         user_id = getattr(self.user, "pk", None)
         if user_id is None:
             return None
         return await sync_to_async(services.read_secret)(user_id, service)
 
-    async def require_secret(self, service: str, message: str, *, label: str | None = None, timeout: float | None = None) -> str:
+    async def require_secret(
+        self, service: str, message: str, *, label: str | None = None, timeout: float | None = None
+    ) -> str:
         """The user's secret for ``service``; if there is none, ask for it on a page and wait."""
         params = {"service": service, **({"label": label} if label else {})}
         name = label or service
         return await self._get_or_elicit(
-            lambda: self.get_secret(service), message, "mcp_django:elicit-secret", params, timeout,
-            refused=f"The user did not open the page to connect {name}", missing=f"No secret for {name} was given",
+            lambda: self.get_secret(service),
+            message,
+            "mcp_django:elicit-secret",
+            params,
+            timeout,
+            refused=f"The user did not open the page to connect {name}",
+            missing=f"No secret for {name} was given",
         )
 
     async def get_connection(self, provider: str) -> dict[str, Any] | None:
@@ -511,17 +584,31 @@ class Context:
         stored = await self.get_secret(f"connect:{provider}")
         return json.loads(stored) if stored else None
 
-    async def require_connection(self, provider: str, message: str, *, timeout: float | None = None) -> dict[str, Any]:
+    async def require_connection(
+        self, provider: str, message: str, *, timeout: float | None = None
+    ) -> dict[str, Any]:
         """The user's tokens for ``provider``; if not connected, send them to the connect page
         (which logs them in to the provider) and wait."""
         return await self._get_or_elicit(
-            lambda: self.get_connection(provider), message, "mcp_django:elicit-connect", {"provider": provider}, timeout,
-            refused=f"The user did not open the page to connect {provider}", missing=f"{provider} was not connected",
+            lambda: self.get_connection(provider),
+            message,
+            "mcp_django:elicit-connect",
+            {"provider": provider},
+            timeout,
+            refused=f"The user did not open the page to connect {provider}",
+            missing=f"{provider} was not connected",
         )
 
     async def _get_or_elicit(
-        self, read: Callable[[], Awaitable[T | None]], message: str, view: str, params: dict[str, Any], timeout: float | None,
-        *, refused: str, missing: str,
+        self,
+        read: Callable[[], Awaitable[T | None]],
+        message: str,
+        view: str,
+        params: dict[str, Any],
+        timeout: float | None,
+        *,
+        refused: str,
+        missing: str,
     ) -> T:
         """Return ``await read()``; when it gives None, send the user to ``view``, wait, read again."""
         value = await read()
@@ -539,17 +626,23 @@ class Context:
     @property
     def user_state(self) -> Any:
         """A persisted key-value store for the calling user on this site (outlives sessions)."""
-        from ..stores.state import UserStateStore  # app loading: its models; this module imports before apps are ready
+        from ..stores.state import (
+            UserStateStore,
+        )  # app loading: its models; this module imports before apps are ready
 
         return UserStateStore(getattr(self.user, "pk", None), self.site.name)
 
     @property
     def session_state(self) -> Any:
         """A persisted key-value store that dies with the session."""
-        from ..stores.state import SessionStateStore  # app loading: its models; this module imports before apps are ready
+        from ..stores.state import (
+            SessionStateStore,
+        )  # app loading: its models; this module imports before apps are ready
 
         if self.session_id is None:
-            raise ClientRequestError("There is no session to keep state in (2026-07-28 requests have none: use ctx.user_state)")
+            raise ClientRequestError(
+                "There is no session to keep state in (2026-07-28 requests have none: use ctx.user_state)"
+            )
         return SessionStateStore(self.session_id)
 
     async def close_stream(self) -> None:

@@ -23,7 +23,13 @@ from ..exceptions import InvalidSessionId
 from ..extensions.tasks import runner as taskrun
 from ..ops import audit
 from ..ops.observation import Observation, Observer, active_observers
-from ..ops.quotas.limits import LeasedSlot, RunningSlot, StreamSlot, acheck_tool_calls, areserve_session
+from ..ops.quotas.limits import (
+    LeasedSlot,
+    RunningSlot,
+    StreamSlot,
+    acheck_tool_calls,
+    areserve_session,
+)
 from ..protocol import modern, negotiation
 from ..protocol.dispatcher import Handler, dispatch
 from ..protocol.errors import (
@@ -37,7 +43,16 @@ from ..protocol.errors import (
     QuotaExceededError,
     TransportError,
 )
-from ..protocol.jsonrpc import Decoded, Invalid, Notification, Request, Response, error_message, notification_message, result_message
+from ..protocol.jsonrpc import (
+    Decoded,
+    Invalid,
+    Notification,
+    Request,
+    Response,
+    error_message,
+    notification_message,
+    result_message,
+)
 from ..protocol.lifecycle import InitializeParams, initialize_result
 from ..protocol.limits import check_progress_token, check_request_id
 from ..protocol.params import (
@@ -56,12 +71,20 @@ from ..protocol.params import (
 from ..signals import session_closed, session_created
 from ..stores import RunningRequestStore, SessionStore
 from ..transport.layers import get_layer, session_group
-from ..transport.process import RUNNING, cancel_request, cancel_session, process_channel, request_key
+from ..transport.process import (
+    RUNNING,
+    cancel_request,
+    cancel_session,
+    process_channel,
+    request_key,
+)
 from ..transport.streams import StreamEmitter, deliver_response
 from . import handlers, request_state
 from .context import Context, Emitter
 from .entries import Access, agate
-from .principal import Principal as Principal  # re-exported: transports and projects import it from here
+from .principal import (
+    Principal as Principal,
+)  # re-exported: transports and projects import it from here
 from .rounds import ROUND_PARAMS, InputRequired, InputRounds
 
 if TYPE_CHECKING:
@@ -69,11 +92,24 @@ if TYPE_CHECKING:
     from .entries import ServedSite
 
 #: subscriptions/listen filter flags, and the list each one follows.
-LISTEN_FLAGS = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
+LISTEN_FLAGS = {
+    "toolsListChanged": "tools",
+    "promptsListChanged": "prompts",
+    "resourcesListChanged": "resources",
+}
 
 #: 2026-07-28 results that carry cache hints (caching spec).
 CACHEABLE_METHODS = frozenset(
-    {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "skills/list", "skills/get"}
+    {
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "skills/list",
+        "skills/get",
+    }
 )
 
 logger = logging.getLogger("mcp_django.server.engine")
@@ -94,7 +130,9 @@ class StreamedRequests:
     """Requests answered on one stream, each in its own task, registered for cancellation
     before the client hears of the stream; none runs before :meth:`start`."""
 
-    def __init__(self, engine: Engine, principal: Principal, session: Session, emitter: StreamEmitter) -> None:
+    def __init__(
+        self, engine: Engine, principal: Principal, session: Session, emitter: StreamEmitter
+    ) -> None:
         self.engine = engine
         self.principal = principal
         self.session = session
@@ -113,7 +151,9 @@ class StreamedRequests:
         loop = asyncio.get_running_loop()
         for message in requests:
             task = loop.create_task(self._answer(message))
-            await process_channel.watch(request_key(self.session.pk, message.id), task, self.emitter.stream)
+            await process_channel.watch(
+                request_key(self.session.pk, message.id), task, self.emitter.stream
+            )
 
     async def start(self, replies: list[dict[str, Any]]) -> None:
         """Send the refusals first, then let the requests run."""
@@ -127,7 +167,9 @@ class StreamedRequests:
         try:
             await self._started.wait()
             ctx = self.engine.context(self.principal, self.session, message, self.emitter)
-            response = await self.engine.run(self.principal, message, self.engine.site.get_handlers(), ctx)
+            response = await self.engine.run(
+                self.principal, message, self.engine.site.get_handlers(), ctx
+            )
         except asyncio.CancelledError:
             response = None  # cancelled by the client: no response is sent (cancellation spec)
         finally:
@@ -149,7 +191,10 @@ class StreamedRequests:
 
 
 async def _within(
-    observers: list[Observer], index: int, observation: Observation, answer: Callable[[], Awaitable[dict[str, Any]]]
+    observers: list[Observer],
+    index: int,
+    observation: Observation,
+    answer: Callable[[], Awaitable[dict[str, Any]]],
 ) -> None:
     """``answer()`` inside ``observers[index:]``, each made and entered in turn, as nested
     ``async with`` blocks (an AsyncExitStack cost as much as the audit trail's record)."""
@@ -171,10 +216,21 @@ class Engine:
         #: Running slots taken by check_quotas for calls that have not run yet, by id(request).
         self._held: dict[int, LeasedSlot] = {}
 
-    def context(self, principal: Principal, session: Session | None, message: Request, emitter: Emitter | None = None) -> Context:
+    def context(
+        self,
+        principal: Principal,
+        session: Session | None,
+        message: Request,
+        emitter: Emitter | None = None,
+    ) -> Context:
         return Context(
-            site=self.site, request=principal.request, user=principal.user, session=session,
-            request_id=message.id, meta=request_meta(message.params), emitter=emitter,
+            site=self.site,
+            request=principal.request,
+            user=principal.user,
+            session=session,
+            request_id=message.id,
+            meta=request_meta(message.params),
+            emitter=emitter,
         )
 
     # -- sessions -------------------------------------------------------------------------
@@ -193,10 +249,18 @@ class Engine:
             return response
 
         version = peek(InitializeRequestParams, "protocol_version", message.params)
-        response = await self._observed(principal, message, self.context(principal, None, message), answer, revision=version or "")
+        response = await self._observed(
+            principal,
+            message,
+            self.context(principal, None, message),
+            answer,
+            revision=version or "",
+        )
         return response, created[0] if created else None
 
-    async def _initialize(self, principal: Principal, message: Request, *, transport: str) -> tuple[dict[str, Any], Session | None]:
+    async def _initialize(
+        self, principal: Principal, message: Request, *, transport: str
+    ) -> tuple[dict[str, Any], Session | None]:
         try:
             params = self._initialize_params(message)
             reservation = await self.reserve_session(principal, message)
@@ -215,7 +279,9 @@ class Engine:
         finally:
             if reservation is not None:
                 await reservation.release()  # the row counts from now on
-        await session_created.asend(sender=self.site.__class__, site=self.site, session=session, request=principal.request)
+        await session_created.asend(
+            sender=self.site.__class__, site=self.site, session=session, request=principal.request
+        )
         return self._initialize_result(message, params.version), session
 
     def _initialize_params(self, message: Request) -> InitializeParams:
@@ -228,7 +294,12 @@ class Engine:
         )
 
     def _initialize_result(self, message: Request, version: str) -> dict[str, Any]:
-        result = initialize_result(version, self.site.offered_capabilities(), self.site.get_server_info(), self.site.get_instructions())
+        result = initialize_result(
+            version,
+            self.site.offered_capabilities(),
+            self.site.get_server_info(),
+            self.site.get_instructions(),
+        )
         return result_message(message.id, result)
 
     async def open_session(self, principal: Principal, *, transport: str) -> Session:
@@ -237,31 +308,46 @@ class Engine:
         reservation = await self.reserve_session(principal)
         try:
             return await self.sessions.acreate(
-                site_name=self.site.name, user_id=principal.user_id, protocol_version=negotiation.V2024_11_05,
-                client_info={}, capabilities={}, transport=transport, client_address=principal.caller.address,
+                site_name=self.site.name,
+                user_id=principal.user_id,
+                protocol_version=negotiation.V2024_11_05,
+                client_info={},
+                capabilities={},
+                transport=transport,
+                client_address=principal.caller.address,
             )
         finally:
             if reservation is not None:
                 await reservation.release()
 
-    async def initialize_session(self, principal: Principal, session: Session, message: Request) -> dict[str, Any]:
+    async def initialize_session(
+        self, principal: Principal, session: Session, message: Request
+    ) -> dict[str, Any]:
         """Answer ``initialize`` for a session :meth:`open_session` made: the negotiated version,
         the client's info and capabilities are recorded on it."""
         if session.client_info or session.initialized:
-            return error_message(message.id, InvalidRequestError("Invalid Request: this session is already initialized"))
+            return error_message(
+                message.id,
+                InvalidRequestError("Invalid Request: this session is already initialized"),
+            )
         try:
             params = self._initialize_params(message)
         except MCPError as exc:
             return error_message(message.id, exc)
         client_info = params.client_info or {"name": "", "version": ""}
         fields = {
-            "protocol_version": params.version, "client_info": client_info, "client_capabilities": params.capabilities,
-            "client_name": str(client_info.get("name", ""))[:200], "client_version": str(client_info.get("version", ""))[:100],
+            "protocol_version": params.version,
+            "client_info": client_info,
+            "client_capabilities": params.capabilities,
+            "client_name": str(client_info.get("name", ""))[:200],
+            "client_version": str(client_info.get("version", ""))[:100],
         }
         await self.sessions.aupdate(session.pk, **fields)
         for name, value in fields.items():
             setattr(session, name, value)
-        await session_created.asend(sender=self.site.__class__, site=self.site, session=session, request=principal.request)
+        await session_created.asend(
+            sender=self.site.__class__, site=self.site, session=session, request=principal.request
+        )
         return self._initialize_result(message, params.version)
 
     async def load_session(self, principal: Principal, session_id: str) -> Session:
@@ -269,12 +355,18 @@ class Engine:
         if not negotiation.is_valid_session_id(session_id):
             # Never issued by any server: a guess or a forgery, logged like Django's
             # SuspiciousOperations (django.security.InvalidSessionId), answered 400.
-            invalid_session_logger.warning("%s", InvalidSessionId(f"Malformed Mcp-Session-Id ({len(session_id)} characters)"))
+            invalid_session_logger.warning(
+                "%s", InvalidSessionId(f"Malformed Mcp-Session-Id ({len(session_id)} characters)")
+            )
             raise TransportError(400, "Bad Request: malformed Mcp-Session-Id")
-        session = await self.sessions.aload(session_id, site_name=self.site.name, user_id=principal.user_id)
+        session = await self.sessions.aload(
+            session_id, site_name=self.site.name, user_id=principal.user_id
+        )
         if session is None:
             # Unknown, expired, terminated and someone else's: the same answer for all.
-            raise TransportError(404, "Not Found: session not found or terminated; initialize a new session")
+            raise TransportError(
+                404, "Not Found: session not found or terminated; initialize a new session"
+            )
         return session
 
     async def terminate(self, session: Session, reason: str = "deleted") -> None:
@@ -282,7 +374,9 @@ class Engine:
         await self.sessions.aterminate(session.pk)
         await cancel_session(session.pk)
         await get_layer().group_send(session_group(session.pk), {"type": "mcp.terminate"})
-        await session_closed.asend(sender=self.site.__class__, site=self.site, session=session, reason=reason)
+        await session_closed.asend(
+            sender=self.site.__class__, site=self.site, session=session, reason=reason
+        )
 
     # -- messages -------------------------------------------------------------------------
 
@@ -291,10 +385,14 @@ class Engine:
             return
         if not negotiation.supports_batches(session.protocol_version):
             raise TransportError(
-                400, f"Invalid Request: JSON-RPC batches are not supported in protocol revision {session.protocol_version}"
+                400,
+                f"Invalid Request: JSON-RPC batches are not supported in protocol revision {session.protocol_version}",
             )
         if len(decoded.messages) > self.settings.max_batch_size:
-            raise TransportError(400, f"Invalid Request: a batch may hold at most {self.settings.max_batch_size} messages")
+            raise TransportError(
+                400,
+                f"Invalid Request: a batch may hold at most {self.settings.max_batch_size} messages",
+            )
 
     async def receive(self, principal: Principal, session: Session, decoded: Decoded) -> Received:
         """Act on the notifications and responses of a body, and sort its requests into those
@@ -308,9 +406,15 @@ class Engine:
             elif isinstance(message, Notification):
                 await self.notification(session, message)
             elif isinstance(message, Response):
-                answer = {"result": message.result} if message.error is None else {"error": message.error}
+                answer = (
+                    {"result": message.result}
+                    if message.error is None
+                    else {"error": message.error}
+                )
                 if not await deliver_response(session.pk, message.id, answer):
-                    logger.debug("Response %r from the client matches no pending request", message.id)
+                    logger.debug(
+                        "Response %r from the client matches no pending request", message.id
+                    )
             else:
                 refusal = self.refuse(message, session, seen)
                 if refusal is not None:
@@ -318,7 +422,9 @@ class Engine:
                 else:
                     received.requests.append(message)
         await self.check_scopes(principal, received.requests, session)
-        received.requests, refused = await self.check_quotas(principal, received.requests, session=session)
+        received.requests, refused = await self.check_quotas(
+            principal, received.requests, session=session
+        )
         received.replies += refused
         return received
 
@@ -335,7 +441,9 @@ class Engine:
             return error_message(message.id, exc)
         key = request_key(session.pk, message.id)
         if key[1] in seen or key in RUNNING:
-            return error_message(message.id, InvalidRequestError("Invalid Request: request id already in use"))
+            return error_message(
+                message.id, InvalidRequestError("Invalid Request: request id already in use")
+            )
         seen.add(key[1])
         return None
 
@@ -350,7 +458,9 @@ class Engine:
                 await cancel_request(session.pk, request_id)
         # Other notifications (progress, roots/list_changed) need no action here.
 
-    async def check_scopes(self, principal: Principal, requests: list[Request], session: Session | None = None) -> None:
+    async def check_scopes(
+        self, principal: Principal, requests: list[Request], session: Session | None = None
+    ) -> None:
         """Refuse, before anything runs, an operation the OAuth token lacks scopes for: 403 with
         a step-up challenge naming every scope it needs (2025-11-25 authorization spec).
 
@@ -363,19 +473,36 @@ class Engine:
             return
         needed: list[str] = []
         for message in requests:
-            entry, access = await handlers.target(self.site, request, message.method, message.params)
+            entry, access = await handlers.target(
+                self.site, request, message.method, message.params
+            )
             if access is Access.MISSING_SCOPES:
-                needed += [scope for scope in entry.scopes if scope not in granted and scope not in needed]
+                needed += [
+                    scope for scope in entry.scopes if scope not in granted and scope not in needed
+                ]
         if needed:
             base = [s for s in self.settings.required_scopes if s not in needed]
             for message in requests:  # the whole body is refused: each call in it is denied
-                await audit.arecord_refused(principal, session, message, f"insufficient scope: needs {' '.join(needed)}", site=self.site)
-            raise InsufficientScope(resource_url(request, getattr(request, "mcp_endpoint_path", None)), base + needed)
+                await audit.arecord_refused(
+                    principal,
+                    session,
+                    message,
+                    f"insufficient scope: needs {' '.join(needed)}",
+                    site=self.site,
+                )
+            raise InsufficientScope(
+                resource_url(request, getattr(request, "mcp_endpoint_path", None)), base + needed
+            )
 
     # -- quotas (mcp_django.ops.quotas.limits) --------------------------------------------------------
 
     async def check_quotas(
-        self, principal: Principal, requests: list[Request], *, raise_first: bool = False, session: Session | None = None
+        self,
+        principal: Principal,
+        requests: list[Request],
+        *,
+        raise_first: bool = False,
+        session: Session | None = None,
     ) -> tuple[list[Request], list[dict[str, Any]]]:
         """Count each ``tools/call`` of ``requests`` against the rate limits: the requests that
         may run, and the error answers (-32029) of those refused, each with ``data.limit`` and
@@ -384,14 +511,18 @@ class Engine:
         calls = [m for m in requests if m.method == "tools/call"]
         if not calls:
             return requests, []
-        errors = await acheck_tool_calls(principal.caller, [peek(CallToolParams, "name", m.params) for m in calls])
+        errors = await acheck_tool_calls(
+            principal.caller, [peek(CallToolParams, "name", m.params) for m in calls]
+        )
         refusals = {id(m): e for m, e in zip(calls, errors, strict=True) if e is not None}
         for message in calls:
             if id(message) in refusals:
                 continue
             # Taken here, before anything runs, and held until the call ends (Engine.run).
             try:
-                slot = await RunningSlot.acquire(principal.caller, session.pk if session is not None else None)
+                slot = await RunningSlot.acquire(
+                    principal.caller, session.pk if session is not None else None
+                )
             except QuotaExceededError as cap:
                 refusals[id(message)] = cap
                 continue
@@ -413,7 +544,9 @@ class Engine:
             refused.append(error_message(message.id, error))
         return allowed, refused
 
-    async def reserve_session(self, principal: Principal, message: Request | None = None) -> LeasedSlot | None:
+    async def reserve_session(
+        self, principal: Principal, message: Request | None = None
+    ) -> LeasedSlot | None:
         """Reserve a new session, to release once its row is written; refused (-32029, HTTP 429)
         to a user at ``SESSIONS_PER_USER``, or an anonymous caller's address at
         ``SESSIONS_PER_ADDRESS``."""
@@ -445,18 +578,32 @@ class Engine:
             raise
 
     async def quota_refused(
-        self, principal: Principal, error: QuotaExceededError, message: Request | None = None, session: Session | None = None
+        self,
+        principal: Principal,
+        error: QuotaExceededError,
+        message: Request | None = None,
+        session: Session | None = None,
     ) -> None:
         """Called with every refusal by a quota (rate limit or cap) before it is answered:
         ``error.limit`` names the limit, ``error.retry_after`` the seconds to wait (or None),
         ``message`` the request refused, if one was. A refused ``tools/call`` is recorded in the
         audit trail as denied."""
         logger.info(
-            "Quota %s refused %s for %s (%s)", error.limit, message.method if message is not None else "a stream or session",
-            principal.caller.key, principal.transport,
+            "Quota %s refused %s for %s (%s)",
+            error.limit,
+            message.method if message is not None else "a stream or session",
+            principal.caller.key,
+            principal.transport,
         )
         if message is not None:
-            await audit.arecord_refused(principal, session, message, f"quota: {error.limit}", site=self.site, error_code=error.code)
+            await audit.arecord_refused(
+                principal,
+                session,
+                message,
+                f"quota: {error.limit}",
+                site=self.site,
+                error_code=error.code,
+            )
 
     def needs_stream(self, requests: list[Request]) -> bool:
         """Whether the answers go on a stream: the setting, or a tool that streams."""
@@ -471,47 +618,83 @@ class Engine:
     def _tool_called(self, message: Request) -> Any:
         """The tool a ``tools/call`` names (None for other methods and names of no tool), for
         routing before its handler parses the call and answers for what is malformed."""
-        name = peek(CallToolParams, "name", message.params) if message.method == "tools/call" else None
+        name = (
+            peek(CallToolParams, "name", message.params) if message.method == "tools/call" else None
+        )
         return self.site.get_tool(name) if name is not None else None
 
     async def answer(
-        self, principal: Principal, session: Session | None, requests: list[Request], emitter: Emitter | None = None
+        self,
+        principal: Principal,
+        session: Session | None,
+        requests: list[Request],
+        emitter: Emitter | None = None,
     ) -> list[dict[str, Any]]:
         """Run ``requests`` concurrently and return their responses, in order (``emitter``: where
         progress, logs and questions to the client go, for a transport that writes them at once)."""
         table = self.site.get_handlers()
         if len(requests) == 1:
             # Most bodies hold one request: awaited here, without gather's task around it.
-            return [await self.run(principal, requests[0], table, self.context(principal, session, requests[0], emitter))]
+            return [
+                await self.run(
+                    principal,
+                    requests[0],
+                    table,
+                    self.context(principal, session, requests[0], emitter),
+                )
+            ]
         return list(
-            await asyncio.gather(*(self.run(principal, r, table, self.context(principal, session, r, emitter)) for r in requests))
+            await asyncio.gather(
+                *(
+                    self.run(principal, r, table, self.context(principal, session, r, emitter))
+                    for r in requests
+                )
+            )
         )
 
-    async def run(self, principal: Principal, message: Request, table: Mapping[str, Handler], ctx: Context) -> dict[str, Any]:
+    async def run(
+        self, principal: Principal, message: Request, table: Mapping[str, Handler], ctx: Context
+    ) -> dict[str, Any]:
         """Dispatch one request inside the enabled observers (audit trail, tracing): every
         request of every transport and revision comes through here (``initialize`` too)."""
         slot = self._held.pop(id(message), None)
         try:
-            return await self._observed(principal, message, ctx, lambda: dispatch(message, table, ctx))
+            return await self._observed(
+                principal, message, ctx, lambda: dispatch(message, table, ctx)
+            )
         finally:
             if slot is not None:
                 await slot.release()
 
     async def _observed(
-        self, principal: Principal, message: Request, ctx: Context, answer: Callable[[], Awaitable[dict[str, Any]]],
-        *, revision: str | None = None,
+        self,
+        principal: Principal,
+        message: Request,
+        ctx: Context,
+        answer: Callable[[], Awaitable[dict[str, Any]]],
+        *,
+        revision: str | None = None,
     ) -> dict[str, Any]:
         observers = active_observers()
         if not observers:
             return await answer()
         observation = Observation(
-            message=message, ctx=ctx, transport=principal.transport, revision=_revision(ctx) if revision is None else revision
+            message=message,
+            ctx=ctx,
+            transport=principal.transport,
+            revision=_revision(ctx) if revision is None else revision,
         )
         await _within(observers, 0, observation, answer)
         # Read after every observer exited, as before: None only if one swallowed the error.
         return cast("dict[str, Any]", observation.response)
 
-    async def stream(self, principal: Principal, session: Session, requests: list[Request], emitter: StreamEmitter) -> StreamedRequests:
+    async def stream(
+        self,
+        principal: Principal,
+        session: Session,
+        requests: list[Request],
+        emitter: StreamEmitter,
+    ) -> StreamedRequests:
         """Register ``requests`` to be answered through ``emitter``; they run after ``start``."""
         streamed = StreamedRequests(self, principal, session, emitter)
         await streamed.register(requests)
@@ -537,7 +720,10 @@ class Engine:
         """What ``server/discover`` declares: the site's capabilities, and the extensions served."""
         capabilities = self.site.offered_capabilities()
         if "tasks/get" in self.stateless_handlers():
-            capabilities["extensions"] = {**capabilities.get("extensions", {}), taskrun.TASKS_EXTENSION: {}}
+            capabilities["extensions"] = {
+                **capabilities.get("extensions", {}),
+                taskrun.TASKS_EXTENSION: {},
+            }
         return capabilities
 
     async def _discover(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -549,7 +735,9 @@ class Engine:
             cache=self.cache_hint(ctx.request, "server/discover"),
         )
 
-    def cache_hint(self, request: Any, method: str, ttl_ms: int | None = None) -> modern.CacheHint | None:
+    def cache_hint(
+        self, request: Any, method: str, ttl_ms: int | None = None
+    ) -> modern.CacheHint | None:
         """How long a client may keep the answer to ``method``, and for whom (caching spec).
 
         Lists and reads depend on the user whenever authentication is on (permissions, scopes,
@@ -557,17 +745,31 @@ class Engine:
         """
         if method not in CACHEABLE_METHODS:
             return None
-        ttl = ttl_ms if ttl_ms is not None else self.settings.cache_ttl_ms if method != "resources/read" else self.settings.read_cache_ttl_ms
-        if method.endswith("/list") and self.settings.unscoped_entries == "hide" and getattr(request, "auth_scopes", None) is not None:
+        ttl = (
+            ttl_ms
+            if ttl_ms is not None
+            else self.settings.cache_ttl_ms
+            if method != "resources/read"
+            else self.settings.read_cache_ttl_ms
+        )
+        if (
+            method.endswith("/list")
+            and self.settings.unscoped_entries == "hide"
+            and getattr(request, "auth_scopes", None) is not None
+        ):
             # Hidden entries make a list depend on the token's scopes, not only on the user, and
             # a client may keep a private answer per user across a token change (a step-up): a
             # list kept for a moment would hide what the new token allows. "list" (the default)
             # lists the same entries for every token of a user, so its lists keep CACHE_TTL_MS.
             ttl = 0
-        personal = method != "server/discover" and not issubclass(self.settings.authentication_class, NoAuthentication)
+        personal = method != "server/discover" and not issubclass(
+            self.settings.authentication_class, NoAuthentication
+        )
         return modern.CacheHint(ttl_ms=ttl, scope="private" if personal else "public")
 
-    async def stateless_meta(self, principal: Principal, message: Request, headers: Mapping[str, str]) -> modern.RequestMeta:
+    async def stateless_meta(
+        self, principal: Principal, message: Request, headers: Mapping[str, str]
+    ) -> modern.RequestMeta:
         """Check a 2026-07-28 request before it runs: its ``_meta``, the headers that mirror the
         body (HTTP transports pass them; others an empty mapping), the bounds of its id and
         progress token, and the OAuth scopes of what it names (403 with a step-up challenge)."""
@@ -595,7 +797,9 @@ class Engine:
         await self.check_quotas(principal, [message], raise_first=True)
         return meta
 
-    async def check_param_headers(self, principal: Principal, message: Request, headers: Mapping[str, str]) -> None:
+    async def check_param_headers(
+        self, principal: Principal, message: Request, headers: Mapping[str, str]
+    ) -> None:
         """``Mcp-Param-*`` headers of a call against its arguments, for a tool this user may use
         (an unknown or hidden tool is refused by its handler, revealing nothing here)."""
         tool = self._tool_called(message)
@@ -603,7 +807,9 @@ class Engine:
             return
         paths = modern.mcp_header_params(tool.definition().get("inputSchema") or {})
         if paths:
-            modern.check_param_headers(paths, peek(CallToolParams, "arguments", message.params) or {}, headers)
+            modern.check_param_headers(
+                paths, peek(CallToolParams, "arguments", message.params) or {}, headers
+            )
 
     async def listen_filter(self, principal: Principal, message: Request) -> dict[str, Any]:
         """The part of a ``subscriptions/listen`` filter this server honours for this user: list
@@ -611,8 +817,11 @@ class Engine:
         others are left out, as unsupported, revealing nothing)."""
         limit = self.settings.max_listen_uris
         params = parse_as(
-            ListenParams, message.params, max_task_ids=at_most(limit, "taskIds per stream"),
-            tasks_declared=_tasks_declared(message), max_uris=at_most(limit, "resourceSubscriptions per stream"),
+            ListenParams,
+            message.params,
+            max_task_ids=at_most(limit, "taskIds per stream"),
+            tasks_declared=_tasks_declared(message),
+            max_uris=at_most(limit, "resourceSubscriptions per stream"),
         )
         offered = self.site.offered_capabilities()
         agreed: dict[str, Any] = {}
@@ -624,7 +833,9 @@ class Engine:
         uris = params.resource_subscriptions
         if uris is not None and offered.get("resources", {}).get("subscribe"):
             agreed["resourceSubscriptions"] = [
-                u for u in dict.fromkeys(uris) if len(u) <= 2000 and await handlers.readable(self.site, principal.request, u)
+                u
+                for u in dict.fromkeys(uris)
+                if len(u) <= 2000 and await handlers.readable(self.site, principal.request, u)
             ]
         return agreed
 
@@ -632,9 +843,15 @@ class Engine:
         """The tasks of ``task_ids`` this user's listen stream may follow (notifications/tasks)."""
         if "tasks/get" not in self.stateless_handlers():
             return []
-        return [t for t in dict.fromkeys(task_ids) if await taskrun.afind(self.site, principal.request, principal.user, t) is not None]
+        return [
+            t
+            for t in dict.fromkeys(task_ids)
+            if await taskrun.afind(self.site, principal.request, principal.user, t) is not None
+        ]
 
-    async def listen_notification(self, principal: Principal, agreed: dict[str, Any], event: dict[str, Any]) -> dict[str, Any] | None:
+    async def listen_notification(
+        self, principal: Principal, agreed: dict[str, Any], event: dict[str, Any]
+    ) -> dict[str, Any] | None:
         """What a listen stream with filter ``agreed`` sends for a change announced on the bus
         (see notifications.tell_listeners), or None: another site, another user, unasked, or
         a resource this user may no longer read."""
@@ -648,13 +865,25 @@ class Engine:
             if task_id not in agreed.get("taskIds", ()):
                 return None
             task = await taskrun.afind(self.site, principal.request, principal.user, task_id)
-            return notification_message("notifications/tasks", taskrun.wire(task)) if task is not None else None
+            return (
+                notification_message("notifications/tasks", taskrun.wire(task))
+                if task is not None
+                else None
+            )
         kind = event.get("kind")
         if kind is not None:
             flag = next((f for f, k in LISTEN_FLAGS.items() if k == kind), None)
-            return notification_message(f"notifications/{kind}/list_changed") if flag and agreed.get(flag) else None
+            return (
+                notification_message(f"notifications/{kind}/list_changed")
+                if flag and agreed.get(flag)
+                else None
+            )
         uri = event.get("uri")
-        if isinstance(uri, str) and uri in agreed.get("resourceSubscriptions", ()) and await handlers.readable(self.site, principal.request, uri):
+        if (
+            isinstance(uri, str)
+            and uri in agreed.get("resourceSubscriptions", ())
+            and await handlers.readable(self.site, principal.request, uri)
+        ):
             return notification_message("notifications/resources/updated", {"uri": uri})
         return None
 
@@ -674,9 +903,13 @@ class Engine:
             if state is None:
                 return {}
             try:
-                return request_state.unseal(state, principal=principal.key, binding=_binding(message))
+                return request_state.unseal(
+                    state, principal=principal.key, binding=_binding(message)
+                )
             except request_state.InvalidRequestState as exc:
-                raise InvalidParamsError(f"Invalid params: requestState is not valid for this request ({exc.reason})") from None
+                raise InvalidParamsError(
+                    f"Invalid params: requestState is not valid for this request ({exc.reason})"
+                ) from None
 
         params = parse_as(RoundParams, message.params, unseal=unseal)
         sealed: dict[str, Any] = params.request_state
@@ -686,7 +919,11 @@ class Engine:
         return InputRounds(answers, notes if isinstance(notes, dict) else None)
 
     async def answer_stateless(
-        self, principal: Principal, message: Request, meta: modern.RequestMeta, emitter: Emitter | None = None
+        self,
+        principal: Principal,
+        message: Request,
+        meta: modern.RequestMeta,
+        emitter: Emitter | None = None,
     ) -> dict[str, Any]:
         """Answer one 2026-07-28 request: its response, with ``resultType`` and ``serverInfo``
         on a result, or an input-required result when a tool asks the client something."""
@@ -699,21 +936,44 @@ class Engine:
                 await slot.release()
 
     async def _answer_stateless(
-        self, principal: Principal, message: Request, meta: modern.RequestMeta, emitter: Emitter | None
+        self,
+        principal: Principal,
+        message: Request,
+        meta: modern.RequestMeta,
+        emitter: Emitter | None,
     ) -> dict[str, Any]:
         table = self.stateless_handlers()
         if message.method not in table:
-            return error_message(message.id, MethodNotFoundError(f"Method not found: {message.method[:100]}"))
+            return error_message(
+                message.id, MethodNotFoundError(f"Method not found: {message.method[:100]}")
+            )
         try:
-            rounds = self.rounds_for(principal, message) if message.method in modern.INPUT_METHODS else None
+            rounds = (
+                self.rounds_for(principal, message)
+                if message.method in modern.INPUT_METHODS
+                else None
+            )
         except MCPError as exc:
             return error_message(message.id, exc)
-        request = message if rounds is None else Request(
-            message.id, message.method, {k: v for k, v in message.params.items() if k not in ROUND_PARAMS}
+        request = (
+            message
+            if rounds is None
+            else Request(
+                message.id,
+                message.method,
+                {k: v for k, v in message.params.items() if k not in ROUND_PARAMS},
+            )
         )
         ctx = Context(
-            site=self.site, request=principal.request, user=principal.user, session=None, request_id=message.id,
-            meta=request_meta(message.params), emitter=emitter, request_meta=meta, rounds=rounds,
+            site=self.site,
+            request=principal.request,
+            user=principal.user,
+            session=None,
+            request_id=message.id,
+            meta=request_meta(message.params),
+            emitter=emitter,
+            request_meta=meta,
+            rounds=rounds,
         )
         server_info = self.site.get_server_info()
         try:
@@ -722,13 +982,23 @@ class Engine:
             assert rounds is not None
             # Always sealed, even with no answers yet: the retry proves it continues this request.
             state = request_state.seal(
-                {"answers": rounds.answers, "notes": rounds.notes}, principal=principal.key, binding=_binding(message)
+                {"answers": rounds.answers, "notes": rounds.notes},
+                principal=principal.key,
+                binding=_binding(message),
             )
-            result: dict[str, Any] = {"resultType": "input_required", "inputRequests": rounds.asked, "requestState": state}
-            return result_message(message.id, modern.complete_result(result, server_info=server_info))
+            result: dict[str, Any] = {
+                "resultType": "input_required",
+                "inputRequests": rounds.asked,
+                "requestState": state,
+            }
+            return result_message(
+                message.id, modern.complete_result(result, server_info=server_info)
+            )
         if "result" in response:
             cache = self.cache_hint(principal.request, message.method, ctx.cache_ttl_ms)
-            response["result"] = modern.complete_result(response["result"], server_info=server_info, cache=cache)
+            response["result"] = modern.complete_result(
+                response["result"], server_info=server_info, cache=cache
+            )
         elif response["error"].get("code") == RESOURCE_NOT_FOUND:
             # Retired in 2026-07-28: a missing resource is invalid params there.
             response["error"]["code"] = INVALID_PARAMS
@@ -748,9 +1018,12 @@ def _tasks_declared(message: Request) -> Check:
     def check(task_ids: list[str] | None, label: str) -> list[str] | None:
         meta = request_meta(message.params)
         capabilities = meta.get(modern.META_CLIENT_CAPABILITIES) if meta is not None else None
-        if task_ids is not None and not taskrun.declares_tasks_in(capabilities if isinstance(capabilities, dict) else {}):
+        if task_ids is not None and not taskrun.declares_tasks_in(
+            capabilities if isinstance(capabilities, dict) else {}
+        ):
             raise MissingRequiredClientCapabilityError(
-                f"Declare the {taskrun.TASKS_EXTENSION} extension to follow tasks", required_capabilities=taskrun.required_capability()
+                f"Declare the {taskrun.TASKS_EXTENSION} extension to follow tasks",
+                required_capabilities=taskrun.required_capability(),
             )
         return task_ids
 
@@ -760,6 +1033,12 @@ def _tasks_declared(message: Request) -> Check:
 def _binding(message: Request) -> str:
     """What a sealed requestState is bound to: this method, on this tool, prompt or resource,
     with these arguments (a state cannot be replayed on another request)."""
-    target = message.params.get("uri") if message.method == "resources/read" else message.params.get("name")
+    target = (
+        message.params.get("uri")
+        if message.method == "resources/read"
+        else message.params.get("name")
+    )
     arguments = message.params.get("arguments")
-    return request_state.request_binding(message.method, str(target), arguments if isinstance(arguments, dict) else None)
+    return request_state.request_binding(
+        message.method, str(target), arguments if isinstance(arguments, dict) else None
+    )

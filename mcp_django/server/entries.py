@@ -11,7 +11,18 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NamedTuple, Protocol, TypeAlias, TypedDict, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Final,
+    Literal,
+    NamedTuple,
+    Protocol,
+    TypeAlias,
+    TypedDict,
+    runtime_checkable,
+)
 
 from asgiref.sync import sync_to_async
 
@@ -76,7 +87,9 @@ class Gated(Protocol):
 class Completable(Gated, Protocol):
     """What ``completion/complete`` can ask: prompts, templates and models' row templates."""
 
-    async def completions(self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]) -> Completions: ...
+    async def completions(
+        self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]
+    ) -> Completions: ...
 
 
 class Entry(Gated, Protocol):
@@ -115,7 +128,9 @@ class ToolEntry(Entry, Protocol):
         """The ``CallToolResult``; a tool's own failure is a result with ``isError``."""
         ...
 
-    async def check_arguments(self, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any] | None:
+    async def check_arguments(
+        self, arguments: dict[str, Any], ctx: RequestContext
+    ) -> dict[str, Any] | None:
         """The ``isError`` result :meth:`call` answers to invalid ``arguments`` (the same
         validation, run alone), or None when they are valid: a task is made only of valid ones."""
         ...
@@ -126,7 +141,9 @@ class ResourceEntry(Entry, Protocol):
 
     async def read(self, uri: str, ctx: RequestContext) -> list[dict[str, Any]]: ...
 
-    async def completions(self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]) -> Completions: ...
+    async def completions(
+        self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]
+    ) -> Completions: ...
 
 
 class TemplateEntry(Entry, Protocol):
@@ -136,9 +153,13 @@ class TemplateEntry(Entry, Protocol):
         """The template's variables in ``uri``, or None when it does not match."""
         ...
 
-    async def read(self, uri: str, variables: dict[str, str], ctx: RequestContext) -> list[dict[str, Any]]: ...
+    async def read(
+        self, uri: str, variables: dict[str, str], ctx: RequestContext
+    ) -> list[dict[str, Any]]: ...
 
-    async def completions(self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]) -> Completions: ...
+    async def completions(
+        self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]
+    ) -> Completions: ...
 
 
 class PromptEntry(Entry, Protocol):
@@ -146,7 +167,9 @@ class PromptEntry(Entry, Protocol):
 
     async def get(self, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any]: ...
 
-    async def completions(self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]) -> Completions: ...
+    async def completions(
+        self, ctx: RequestContext, argument: str, value: str, context: dict[str, str]
+    ) -> Completions: ...
 
 
 class SkillEntry(Gated, Protocol):
@@ -198,7 +221,9 @@ class ModelRows(Completable, Protocol):
 
     def serialize(self, obj: Any) -> dict[str, Any]: ...
 
-    def list_page(self, request: Any, after: Any, limit: int) -> list[tuple[Any, dict[str, Any]]]: ...
+    def list_page(
+        self, request: Any, after: Any, limit: int
+    ) -> list[tuple[Any, dict[str, Any]]]: ...
 
 
 class ServedSite(Protocol):
@@ -275,7 +300,9 @@ def gate(entry: Gated | None, request: Any) -> Access:
 def listed(access: Access) -> bool:
     """Whether lists show an entry with ``access``. A MISSING_SCOPES entry is listed by default:
     a client that only calls what it sees must see it to reach the 403 that makes it step up."""
-    return access is Access.VISIBLE or (access is Access.MISSING_SCOPES and mcp_settings.unscoped_entries == "list")
+    return access is Access.VISIBLE or (
+        access is Access.MISSING_SCOPES and mcp_settings.unscoped_entries == "list"
+    )
 
 
 def queries(entry: Gated) -> bool:

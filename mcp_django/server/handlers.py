@@ -115,7 +115,9 @@ _TARGETS: dict[str, tuple[type[Any], str]] = {
 }
 
 
-async def target(site: ServedSite, request: Any, method: str, params: dict[str, Any]) -> tuple[Any, Access]:
+async def target(
+    site: ServedSite, request: Any, method: str, params: dict[str, Any]
+) -> tuple[Any, Access]:
     """The entry a ``tools/call``, ``prompts/get``, ``resources/read`` or skills method names
     (for ``tasks/update``, the tool of the task it answers), and the request's access to it;
     ``(None, HIDDEN)`` for other methods and for names the handler will refuse."""
@@ -152,7 +154,10 @@ def _without_task_support(tool: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(execution, dict) or "taskSupport" not in execution:
         return tool
     rest = {k: v for k, v in execution.items() if k != "taskSupport"}
-    return {**{k: v for k, v in tool.items() if k != "execution"}, **({"execution": rest} if rest else {})}
+    return {
+        **{k: v for k, v in tool.items() if k != "execution"},
+        **({"execution": rest} if rest else {}),
+    }
 
 
 @takes("tools/call")
@@ -168,7 +173,13 @@ async def call_tool(params: CallToolParams, ctx: Context) -> dict[str, Any]:
     return await tool.call(arguments, ctx)
 
 
-def _list_resources_page(site: ServedSite, request: Any, cursor: str | None, page_size: int, extra: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def _list_resources_page(
+    site: ServedSite,
+    request: Any,
+    cursor: str | None,
+    page_size: int,
+    extra: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
     """Function resources first (then ``extra``: the skills' SKILL.md), then each model's rows by primary key.
 
     The cursor holds the section and the last primary key seen (keyset pagination): page 1,000
@@ -181,7 +192,11 @@ def _list_resources_page(site: ServedSite, request: Any, cursor: str | None, pag
     if cursor is not None:
         position = decode_cursor(cursor)
         section, key = position.get("s"), position.get("k")
-        if not isinstance(section, int) or isinstance(section, bool) or not 0 <= section < len(sections):
+        if (
+            not isinstance(section, int)
+            or isinstance(section, bool)
+            or not 0 <= section < len(sections)
+        ):
             raise InvalidParamsError("Invalid params: invalid cursor")
     items: list[dict[str, Any]] = []
     while section < len(sections) and len(items) < page_size:
@@ -190,16 +205,26 @@ def _list_resources_page(site: ServedSite, request: Any, cursor: str | None, pag
             offset = key if isinstance(key, int) and not isinstance(key, bool) and key >= 0 else 0
             items += statics[offset : offset + want]
             if offset + want < len(statics):
-                return {"resources": items, "nextCursor": encode_cursor({"s": section, "k": offset + want})}
+                return {
+                    "resources": items,
+                    "nextCursor": encode_cursor({"s": section, "k": offset + want}),
+                }
         else:
             model_mcp = sections[section]
             after = model_mcp.coerce_pk(key) if key is not None else None
-            page = model_mcp.list_page(request, after, want + 1) if listed(gate(model_mcp, request)) else []
+            page = (
+                model_mcp.list_page(request, after, want + 1)
+                if listed(gate(model_mcp, request))
+                else []
+            )
             items += [definition for _pk, definition in page[:want]]
             if len(page) > want:
                 last_pk = page[want - 1][0]
                 last_pk = last_pk if isinstance(last_pk, int) else str(last_pk)
-                return {"resources": items, "nextCursor": encode_cursor({"s": section, "k": last_pk})}
+                return {
+                    "resources": items,
+                    "nextCursor": encode_cursor({"s": section, "k": last_pk}),
+                }
         section, key = section + 1, None
     return {"resources": items}
 
@@ -207,10 +232,20 @@ def _list_resources_page(site: ServedSite, request: Any, cursor: str | None, pag
 @takes("resources/list")
 async def list_resources(params: ListParams, ctx: Context) -> dict[str, Any]:
     # Each skill's SKILL.md is listed, named and described by its frontmatter (SEP-2640).
-    manifests = [skill.definition(loaded) for skill, loaded in await skills.served(ctx)] if ctx.site.get_skills() else []
+    manifests = (
+        [skill.definition(loaded) for skill, loaded in await skills.served(ctx)]
+        if ctx.site.get_skills()
+        else []
+    )
     if not ctx.site.get_model_mcps():
-        return _page([*(r.definition() for r in await visible(ctx.site.get_resources(), ctx)), *manifests], params, "resources")
-    return await sync_to_async(_list_resources_page)(ctx.site, ctx.request, params.cursor, mcp_settings.page_size, manifests)
+        return _page(
+            [*(r.definition() for r in await visible(ctx.site.get_resources(), ctx)), *manifests],
+            params,
+            "resources",
+        )
+    return await sync_to_async(_list_resources_page)(
+        ctx.site, ctx.request, params.cursor, mcp_settings.page_size, manifests
+    )
 
 
 @takes("resources/templates/list")
@@ -225,7 +260,15 @@ def _read_model(model_mcp: Any, request: Any, pk: str, uri: str) -> dict[str, An
     obj = model_mcp.get_object(request, pk)
     if obj is None:
         raise ResourceNotFoundError(uri)  # missing and forbidden look the same
-    return {"contents": [{"uri": uri, "mimeType": "application/json", "text": orjson.dumps(model_mcp.serialize(obj), default=str).decode()}]}
+    return {
+        "contents": [
+            {
+                "uri": uri,
+                "mimeType": "application/json",
+                "text": orjson.dumps(model_mcp.serialize(obj), default=str).decode(),
+            }
+        ]
+    }
 
 
 @takes("resources/read")
@@ -254,7 +297,9 @@ async def readable(site: ServedSite, request: Any, uri: str) -> bool:
     if found.pk is not None:
         return await sync_to_async(found.entry.get_object)(request, found.pk) is not None
     if found.entry is not None and found.entry.kind == "skill":
-        return bool(await sync_to_async(found.entry.has_file)(uri))  # a made-up path under it is not
+        return bool(
+            await sync_to_async(found.entry.has_file)(uri)
+        )  # a made-up path under it is not
     return True
 
 
@@ -280,7 +325,9 @@ async def unsubscribe(params: ResourceParams, ctx: Context) -> dict[str, Any]:
 
 @takes("prompts/list")
 async def list_prompts(params: ListParams, ctx: Context) -> dict[str, Any]:
-    return _page([p.definition() for p in await visible(ctx.site.get_prompts(), ctx)], params, "prompts")
+    return _page(
+        [p.definition() for p in await visible(ctx.site.get_prompts(), ctx)], params, "prompts"
+    )
 
 
 @takes("prompts/get")
@@ -312,7 +359,10 @@ async def complete(params: CompleteParams, ctx: Context) -> dict[str, Any]:
     # The entry gets the whole Context: model row templates read ctx.request.user, and a
     # function's completer may ask for ctx to filter by the user, as any read path must.
     values, total = await entry.completions(ctx, name, value, params.context_arguments)
-    completion: dict[str, Any] = {"values": values[:MAX_COMPLETIONS], "hasMore": len(values) > MAX_COMPLETIONS}
+    completion: dict[str, Any] = {
+        "values": values[:MAX_COMPLETIONS],
+        "hasMore": len(values) > MAX_COMPLETIONS,
+    }
     if total is not None:
         completion["total"] = total
     return {"completion": completion}

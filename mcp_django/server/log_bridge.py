@@ -13,7 +13,12 @@ import logging
 from .context import current_context
 
 # Python levels to RFC 5424 names used by MCP.
-_LEVELS = [(logging.CRITICAL, "critical"), (logging.ERROR, "error"), (logging.WARNING, "warning"), (logging.INFO, "info")]
+_LEVELS = [
+    (logging.CRITICAL, "critical"),
+    (logging.ERROR, "error"),
+    (logging.WARNING, "warning"),
+    (logging.INFO, "info"),
+]
 
 
 def mcp_level(levelno: int) -> str:

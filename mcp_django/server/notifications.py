@@ -52,17 +52,25 @@ LISTEN_GROUP = "mcp.listen"
 
 
 async def tell_listeners(
-    *, site: str | None, kind: str | None = None, uri: str | None = None, task: str | None = None, users: list[Any] | None = None
+    *,
+    site: str | None,
+    kind: str | None = None,
+    uri: str | None = None,
+    task: str | None = None,
+    users: list[Any] | None = None,
 ) -> None:
     """Tell 2026-07-28 listen streams that ``site``'s (every site's when None) ``kind`` list
     changed (for ``users`` only, when given), that resource ``uri`` was updated, or that
     ``task`` changed."""
     event = {
-        "type": "mcp.listen", "site": site, "kind": kind, "uri": uri, "task": task,
+        "type": "mcp.listen",
+        "site": site,
+        "kind": kind,
+        "uri": uri,
+        "task": task,
         "users": None if users is None else [str(u) for u in users],
     }
     await get_layer().group_send(LISTEN_GROUP, event)
-
 
 
 async def anotify_list_changed(site: NamedSite, kind: str) -> int:
@@ -71,7 +79,9 @@ async def anotify_list_changed(site: NamedSite, kind: str) -> int:
         raise ValueError(f"kind must be one of {', '.join(LIST_KINDS)}, not {kind!r}")
     session_ids = await sync_to_async(live_session_ids)(site.name)
     for session_id in session_ids:
-        await send_to_session(session_id, notification_message(f"notifications/{kind}/list_changed"))
+        await send_to_session(
+            session_id, notification_message(f"notifications/{kind}/list_changed")
+        )
     await tell_listeners(site=site.name, kind=kind)
     return len(session_ids)
 
@@ -84,7 +94,9 @@ async def list_changed(site: NamedSite, kind: str, created_before: Any = None) -
         sessions = sessions.filter(created_at__lte=created_before)
     session_ids = [pk async for pk in sessions.values_list("pk", flat=True)]
     for session_id in session_ids:
-        await send_to_session(session_id, notification_message(f"notifications/{kind}/list_changed"))
+        await send_to_session(
+            session_id, notification_message(f"notifications/{kind}/list_changed")
+        )
     await tell_listeners(site=site.name, kind=kind)
     return len(session_ids)
 
@@ -105,7 +117,9 @@ def announce_soon(coroutine_function: Any, *args: Any) -> None:
     function and arguments) is sent at most once per :data:`WINDOW`; see :class:`Coalescer`.
     """
     if coroutine_function is anotify_list_changed:
-        coroutine_function = list_changed  # the same, and it skips sessions newer than a delayed change
+        coroutine_function = (
+            list_changed  # the same, and it skips sessions newer than a delayed change
+        )
     try:
         key: Hashable = (coroutine_function, args)
         hash(key)
@@ -144,7 +158,13 @@ def _threads_can_start() -> bool:
 class _Pending:
     __slots__ = ("args", "changed_at", "due", "function", "items", "loop")
 
-    def __init__(self, function: Any, args: tuple[Any, ...], loop: asyncio.AbstractEventLoop | None, due: float) -> None:
+    def __init__(
+        self,
+        function: Any,
+        args: tuple[Any, ...],
+        loop: asyncio.AbstractEventLoop | None,
+        due: float,
+    ) -> None:
         self.function = function
         self.args = args
         self.items: set[Any] | None = None  # merged arguments (URIs, user ids), passed last
@@ -178,7 +198,15 @@ class Coalescer:
         self._dropped_logged_at = -math.inf  # monotonic() may be under WINDOW just after boot
         self._exit_hooked = False
 
-    def submit(self, key: Hashable, function: Any, args: tuple[Any, ...], item: Any = None, *, loop: asyncio.AbstractEventLoop | None) -> None:
+    def submit(
+        self,
+        key: Hashable,
+        function: Any,
+        args: tuple[Any, ...],
+        item: Any = None,
+        *,
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> None:
         now = time.monotonic()
         with self._lock:
             entry = self._pending.get(key)
@@ -192,7 +220,11 @@ class Coalescer:
                 return  # merged into the one already waiting
             self._forget_old(now)
             last = self._sent.get(key)
-            run_now = (last is None or now - last >= WINDOW) and self._running < MAX_PENDING and len(self._sent) < MAX_PENDING
+            run_now = (
+                (last is None or now - last >= WINDOW)
+                and self._running < MAX_PENDING
+                and len(self._sent) < MAX_PENDING
+            )
             if not run_now and len(self._pending) >= MAX_PENDING:
                 self._drop(now)
                 return
@@ -217,7 +249,11 @@ class Coalescer:
         self._dropped += 1
         if now - self._dropped_logged_at >= WINDOW:
             self._dropped_logged_at = now
-            logger.warning("Too many change announcements at once: dropped %d (at most %d are held).", self._dropped, MAX_PENDING)
+            logger.warning(
+                "Too many change announcements at once: dropped %d (at most %d are held).",
+                self._dropped,
+                MAX_PENDING,
+            )
             self._dropped = 0
 
     def _arm(self, loop: asyncio.AbstractEventLoop | None, delay: float) -> None:
@@ -234,7 +270,9 @@ class Coalescer:
                 _before_executors_stop(self._flush_at_exit)
             timer.start()
         else:
-            self._timers[loop] = loop.call_later(delay, self._flush, loop, context=contextvars.Context())
+            self._timers[loop] = loop.call_later(
+                delay, self._flush, loop, context=contextvars.Context()
+            )
 
     def _flush_at_exit(self) -> None:
         """Send what sync code left waiting (a management command's last saves) now, while
@@ -290,10 +328,20 @@ class Coalescer:
     def _run_due(self, due: list[_Pending], loop: asyncio.AbstractEventLoop | None) -> None:
         for entry in due:
             args = entry.args + ((frozenset(entry.items),) if entry.items is not None else ())
-            kwargs = {"created_before": entry.changed_at} if getattr(entry.function, "takes_created_before", False) else {}
+            kwargs = (
+                {"created_before": entry.changed_at}
+                if getattr(entry.function, "takes_created_before", False)
+                else {}
+            )
             self._start(entry.function, args, loop, kwargs)
 
-    def _start(self, function: Any, args: tuple[Any, ...], loop: asyncio.AbstractEventLoop | None, kwargs: dict[str, Any] | None = None) -> None:
+    def _start(
+        self,
+        function: Any,
+        args: tuple[Any, ...],
+        loop: asyncio.AbstractEventLoop | None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
         kwargs = kwargs or {}
         if loop is None:
             try:
@@ -360,9 +408,14 @@ def schedule(key: Hashable, function: Any, args: tuple[Any, ...], item: Any = No
     def run() -> None:
         # In a thread of an async server (a sync view), run on the server's loop as before.
         main = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
-        if main is not None and getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) == os.getpid() and main.is_running():
+        if (
+            main is not None
+            and getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) == os.getpid()
+            and main.is_running()
+        ):
             main.call_soon_threadsafe(
-                lambda: coalescer.submit(key, function, args, item, loop=main), context=contextvars.Context()
+                lambda: coalescer.submit(key, function, args, item, loop=main),
+                context=contextvars.Context(),
             )
         else:
             coalescer.submit(key, function, args, item, loop=None)
@@ -379,13 +432,17 @@ async def anotify_user_lists_changed(user_ids: list[Any], created_before: Any = 
     sessions = [s async for s in queryset.values_list("pk", flat=True)]
     for session_id in sessions:
         for kind in LIST_KINDS:
-            await send_to_session(session_id, notification_message(f"notifications/{kind}/list_changed"))
+            await send_to_session(
+                session_id, notification_message(f"notifications/{kind}/list_changed")
+            )
     for kind in LIST_KINDS:
         await tell_listeners(site=None, kind=kind, users=user_ids)
     return len(sessions)
 
 
-def permissions_changed(sender: Any, instance: Any, action: str, reverse: bool, model: Any, pk_set: Any, **kwargs: Any) -> None:
+def permissions_changed(
+    sender: Any, instance: Any, action: str, reverse: bool, model: Any, pk_set: Any, **kwargs: Any
+) -> None:
     """m2m_changed on user permissions, user groups and group permissions: the tools, resources
     and prompts those users may see changed, so their sessions hear list_changed."""
     if action not in ("post_add", "post_remove", "post_clear"):
@@ -396,7 +453,9 @@ def permissions_changed(sender: Any, instance: Any, action: str, reverse: bool, 
     elif isinstance(instance, Group):
         user_ids = list(instance.user_set.values_list("pk", flat=True))
     elif model is Group and pk_set:
-        user_ids = list(User.objects.filter(groups__in=pk_set).values_list("pk", flat=True).distinct())
+        user_ids = list(
+            User.objects.filter(groups__in=pk_set).values_list("pk", flat=True).distinct()
+        )
     elif model is User and pk_set:
         user_ids = list(pk_set)
     else:
@@ -406,7 +465,9 @@ def permissions_changed(sender: Any, instance: Any, action: str, reverse: bool, 
         schedule(("user lists",), _announce_user_lists, (), item=frozenset(user_ids))
 
 
-async def _announce_user_lists(changes: frozenset[frozenset[Any]], created_before: Any = None) -> int:
+async def _announce_user_lists(
+    changes: frozenset[frozenset[Any]], created_before: Any = None
+) -> int:
     user_ids = set().union(*changes)
     return await anotify_user_lists_changed(list(user_ids), created_before=created_before)
 

@@ -83,9 +83,16 @@ class _Key:
 
     def __init__(self, material: str) -> None:
         # Own salt and info: never the same key as crypto.py's Fernet keys from the same secret.
-        key = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"mcp_django.request_state", info=b"aes-256-gcm v1").derive(material.encode("utf-8"))
+        key = HKDF(
+            algorithm=hashes.SHA256(),
+            length=32,
+            salt=b"mcp_django.request_state",
+            info=b"aes-256-gcm v1",
+        ).derive(material.encode("utf-8"))
         # A digest of the derived key, not of the material: it tells nothing about SECRET_KEY.
-        self.key_id = hashlib.sha256(b"mcp_django.request_state key id\x00" + key).digest()[:_KEY_ID_SIZE]
+        self.key_id = hashlib.sha256(b"mcp_django.request_state key id\x00" + key).digest()[
+            :_KEY_ID_SIZE
+        ]
         self.aead = AESGCM(key)
 
 
@@ -97,7 +104,10 @@ def _derive(material: str) -> _Key:
 
 def _keys() -> list[_Key]:
     """The configured keys, the sealing one first."""
-    materials = mcp_settings.request_state_keys or [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+    materials = mcp_settings.request_state_keys or [
+        settings.SECRET_KEY,
+        *getattr(settings, "SECRET_KEY_FALLBACKS", []),
+    ]
     return [_derive(str(m)) for m in materials]
 
 
@@ -138,7 +148,9 @@ def seal(payload: dict[str, Any], *, principal: str, binding: str, compress: boo
     limit = mcp_settings.max_request_state_bytes
     body = orjson.dumps(payload)
     if len(body) > limit:
-        raise ValueError(f"requestState payload is {len(body)} bytes as JSON, more than MAX_REQUEST_STATE_BYTES ({limit})")
+        raise ValueError(
+            f"requestState payload is {len(body)} bytes as JSON, more than MAX_REQUEST_STATE_BYTES ({limit})"
+        )
     flags = 0
     if compress:
         deflated = zlib.compress(body, 6)
@@ -148,10 +160,14 @@ def seal(payload: dict[str, Any], *, principal: str, binding: str, compress: boo
     header = _HEADER.pack(VERSION, key.key_id)
     expires_ms = min(int((_now() + mcp_settings.request_state_ttl) * 1000), _MAX_EXPIRY_MS)
     nonce = os.urandom(_NONCE_SIZE)  # random: safe for far more tokens per key than a server seals
-    sealed = key.aead.encrypt(nonce, _INNER.pack(expires_ms, flags) + body, _associated_data(header, principal, binding))
+    sealed = key.aead.encrypt(
+        nonce, _INNER.pack(expires_ms, flags) + body, _associated_data(header, principal, binding)
+    )
     token = base64.urlsafe_b64encode(header + nonce + sealed).rstrip(b"=").decode("ascii")
     if len(token) > limit:
-        raise ValueError(f"requestState would be {len(token)} characters, more than MAX_REQUEST_STATE_BYTES ({limit})")
+        raise ValueError(
+            f"requestState would be {len(token)} characters, more than MAX_REQUEST_STATE_BYTES ({limit})"
+        )
     return token
 
 
@@ -176,7 +192,9 @@ def _inflate(body: bytes, limit: int) -> bytes:
     """Decompress at most ``limit`` bytes: a small token must not expand without bound."""
     inflater = zlib.decompressobj()
     try:
-        out = inflater.decompress(body, limit + 1)  # one byte more tells "too large" from "exactly the limit"
+        out = inflater.decompress(
+            body, limit + 1
+        )  # one byte more tells "too large" from "exactly the limit"
     except zlib.error as exc:
         raise InvalidRequestState("malformed") from exc
     if len(out) > limit:
@@ -197,9 +215,14 @@ def unseal(token: object, *, principal: str, binding: str) -> dict[str, Any]:
     version, key_id = _HEADER.unpack_from(raw)
     if version != VERSION:
         raise InvalidRequestState("malformed")
-    candidates = [k for k in _keys() if k.key_id == key_id]  # more than one only on a 32-bit id collision
+    candidates = [
+        k for k in _keys() if k.key_id == key_id
+    ]  # more than one only on a 32-bit id collision
     if not candidates:
-        raise InvalidRequestState("foreign", "Invalid requestState: sealed with a key this server does not have (rotated out?).")
+        raise InvalidRequestState(
+            "foreign",
+            "Invalid requestState: sealed with a key this server does not have (rotated out?).",
+        )
     header = raw[: _HEADER.size]
     nonce = raw[_HEADER.size : _HEADER.size + _NONCE_SIZE]
     sealed = raw[_HEADER.size + _NONCE_SIZE :]

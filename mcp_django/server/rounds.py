@@ -29,7 +29,9 @@ class InputRequired(BaseException):
 class InputRounds:
     """The answers a retried request brings, and the questions this round asks."""
 
-    def __init__(self, answers: dict[str, Any] | None = None, notes: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, answers: dict[str, Any] | None = None, notes: dict[str, Any] | None = None
+    ) -> None:
         #: Every answer so far, by question key (from requestState and inputResponses).
         self.answers: dict[str, Any] = dict(answers or {})
         #: What the server keeps between rounds besides answers (a URL elicitation's page),
@@ -39,7 +41,9 @@ class InputRounds:
         self.asked: dict[str, dict[str, Any]] = {}
         self._count = 0
 
-    async def ask(self, method: str, params: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+    async def ask(
+        self, method: str, params: dict[str, Any], key: str | None = None
+    ) -> dict[str, Any]:
         """The client's answer to ``method`` as a JSON-RPC response body (``result``), or raise
         :class:`InputRequired` once the questions asked beside this one are known too.
 

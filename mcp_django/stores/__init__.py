@@ -15,7 +15,13 @@ from .events import BaseEventStore, DatabaseEventStore, StoredEvent, cut_page, g
 from .grouped import GroupWrite
 from .requests import ORPHAN_MESSAGE, RunningRequestStore, ServerRequestStore
 from .rows import RawJSON, column, insert_rows, insert_values, prepare_row, update_row
-from .sessions import InitializedMarks, SessionStore, announce_session_changed, initialized_marks, live_session_ids
+from .sessions import (
+    InitializedMarks,
+    SessionStore,
+    announce_session_changed,
+    initialized_marks,
+    live_session_ids,
+)
 from .subscriptions import SubscriptionStore
 
 __all__ = [

@@ -35,11 +35,17 @@ class SessionCache:
 
     @property
     def max_entries(self) -> int:
-        return self._max_entries if self._max_entries is not None else mcp_settings.session_cache_max_entries
+        return (
+            self._max_entries
+            if self._max_entries is not None
+            else mcp_settings.session_cache_max_entries
+        )
 
     @property
     def max_bytes(self) -> int:
-        return self._max_bytes if self._max_bytes is not None else mcp_settings.session_cache_max_bytes
+        return (
+            self._max_bytes if self._max_bytes is not None else mcp_settings.session_cache_max_bytes
+        )
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -75,7 +81,11 @@ class SessionCache:
         # Expired entries are at the front (oldest loads first); then evict to the bounds.
         while self._entries:
             _, (_, loaded, _) = next(iter(self._entries.items()))
-            if now - loaded <= ttl and len(self._entries) <= self.max_entries and self.size <= self.max_bytes:
+            if (
+                now - loaded <= ttl
+                and len(self._entries) <= self.max_entries
+                and self.size <= self.max_bytes
+            ):
                 break
             _, (_, _, evicted) = self._entries.popitem(last=False)
             self.size -= evicted

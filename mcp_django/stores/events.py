@@ -36,9 +36,19 @@ class BaseEventStore:
 
     # -- subclass implementation --------------------------------------------------------
 
-    def append(self, session_id: str, stream: str, payload: str, *, seq: int | None = None, closes_stream: bool = False) -> int:
+    def append(
+        self,
+        session_id: str,
+        stream: str,
+        payload: str,
+        *,
+        seq: int | None = None,
+        closes_stream: bool = False,
+    ) -> int:
         """Store one event and return its sequence number (allocated when ``seq`` is None)."""
-        raise NotImplementedError("Event stores must implement append(session_id, stream, payload, seq=, closes_stream=)")
+        raise NotImplementedError(
+            "Event stores must implement append(session_id, stream, payload, seq=, closes_stream=)"
+        )
 
     def replay(self, session_id: str, stream: str, after: int) -> list[StoredEvent]:
         """Return the events of one stream of one session after sequence ``after``, in order."""
@@ -55,7 +65,9 @@ class BaseEventStore:
     def append_many(self, session_id: str, stream: str, events: list[StoredEvent]) -> None:
         """Store several numbered events of one stream at once (override to batch the writes)."""
         for event in events:
-            self.append(session_id, stream, event.payload, seq=event.seq, closes_stream=event.closes_stream)
+            self.append(
+                session_id, stream, event.payload, seq=event.seq, closes_stream=event.closes_stream
+            )
 
     def append_streams(self, batches: list[tuple[str, str, list[StoredEvent]]]) -> None:
         """Store the numbered events of several streams, ``(session_id, stream, events)`` each
@@ -63,7 +75,9 @@ class BaseEventStore:
         for session_id, stream, events in batches:
             self.append_many(session_id, stream, events)
 
-    def replay_page(self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int) -> list[StoredEvent]:
+    def replay_page(
+        self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int
+    ) -> list[StoredEvent]:
         """Return the next events after ``after``: at most ``max_events``, and at most
         ``max_bytes`` of payload unless the first event alone is larger.
 
@@ -77,22 +91,45 @@ class BaseEventStore:
     async def aappend_many(self, session_id: str, stream: str, events: list[StoredEvent]) -> None:
         await sync_to_async(self.append_many)(session_id, stream, events)
 
-    async def aappend(self, session_id: str, stream: str, payload: str, *, seq: int | None = None, closes_stream: bool = False) -> int:
-        return await sync_to_async(self.append)(session_id, stream, payload, seq=seq, closes_stream=closes_stream)
+    async def aappend(
+        self,
+        session_id: str,
+        stream: str,
+        payload: str,
+        *,
+        seq: int | None = None,
+        closes_stream: bool = False,
+    ) -> int:
+        return await sync_to_async(self.append)(
+            session_id, stream, payload, seq=seq, closes_stream=closes_stream
+        )
 
     async def areplay(self, session_id: str, stream: str, after: int) -> list[StoredEvent]:
         return await sync_to_async(self.replay)(session_id, stream, after)
 
-    async def areplay_page(self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int) -> list[StoredEvent]:
-        return await sync_to_async(self.replay_page)(session_id, stream, after, max_events=max_events, max_bytes=max_bytes)
+    async def areplay_page(
+        self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int
+    ) -> list[StoredEvent]:
+        return await sync_to_async(self.replay_page)(
+            session_id, stream, after, max_events=max_events, max_bytes=max_bytes
+        )
 
     async def areplay_pages(
-        self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int, until: int | None = None
+        self,
+        session_id: str,
+        stream: str,
+        after: int,
+        *,
+        max_events: int,
+        max_bytes: int,
+        until: int | None = None,
     ) -> AsyncIterator[list[StoredEvent]]:
         """Yield the events after ``after`` (up to ``until``) page by page, keyset on seq: the
         caller writes each page out before the next one is read."""
         while True:
-            page = await self.areplay_page(session_id, stream, after, max_events=max_events, max_bytes=max_bytes)
+            page = await self.areplay_page(
+                session_id, stream, after, max_events=max_events, max_bytes=max_bytes
+            )
             if until is not None:
                 page = [e for e in page if e.seq < until]
             if not page:
@@ -119,10 +156,24 @@ def cut_page(events: list[StoredEvent], max_events: int, max_bytes: int) -> list
 class DatabaseEventStore(BaseEventStore):
     """Events as rows of :class:`~mcp_django.models.Event` in the default database."""
 
-    def append(self, session_id: str, stream: str, payload: str, *, seq: int | None = None, closes_stream: bool = False) -> int:
+    def append(
+        self,
+        session_id: str,
+        stream: str,
+        payload: str,
+        *,
+        seq: int | None = None,
+        closes_stream: bool = False,
+    ) -> int:
         if seq is not None:
             # A POST stream has a single writer (the task answering the request): no race.
-            Event.objects.create(session_id=session_id, stream=stream, seq=seq, payload=payload, closes_stream=closes_stream)
+            Event.objects.create(
+                session_id=session_id,
+                stream=stream,
+                seq=seq,
+                payload=payload,
+                closes_stream=closes_stream,
+            )
             return seq
         # Shared streams (the session's GET stream) may be written by several processes at
         # once: take the next number and let the unique constraint settle collisions.
@@ -133,7 +184,11 @@ class DatabaseEventStore(BaseEventStore):
                     events = Event.objects.using(alias).filter(session_id=session_id, stream=stream)
                     last = events.aggregate(m=Max("seq"))["m"] or 0
                     Event.objects.using(alias).create(
-                        session_id=session_id, stream=stream, seq=last + 1, payload=payload, closes_stream=closes_stream
+                        session_id=session_id,
+                        stream=stream,
+                        seq=last + 1,
+                        payload=payload,
+                        closes_stream=closes_stream,
                     )
                     return last + 1
             except IntegrityError:
@@ -162,16 +217,35 @@ class DatabaseEventStore(BaseEventStore):
         now = timezone.now()
         insert_rows(
             Event,
-            [{"session_id": session_id, "stream": stream, "seq": e.seq, "payload": e.payload, "closes_stream": e.closes_stream, "created_at": now}
-             for session_id, stream, events in batches for e in events],
+            [
+                {
+                    "session_id": session_id,
+                    "stream": stream,
+                    "seq": e.seq,
+                    "payload": e.payload,
+                    "closes_stream": e.closes_stream,
+                    "created_at": now,
+                }
+                for session_id, stream, events in batches
+                for e in events
+            ],
         )
 
     def replay(self, session_id: str, stream: str, after: int) -> list[StoredEvent]:
-        rows = Event.objects.filter(session_id=session_id, stream=stream, seq__gt=after).order_by("seq")
-        return [StoredEvent(seq, payload, closes) for seq, payload, closes in rows.values_list("seq", "payload", "closes_stream")]
+        rows = Event.objects.filter(session_id=session_id, stream=stream, seq__gt=after).order_by(
+            "seq"
+        )
+        return [
+            StoredEvent(seq, payload, closes)
+            for seq, payload, closes in rows.values_list("seq", "payload", "closes_stream")
+        ]
 
-    def replay_page(self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int) -> list[StoredEvent]:
-        rows = Event.objects.filter(session_id=session_id, stream=stream, seq__gt=after).order_by("seq")
+    def replay_page(
+        self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int
+    ) -> list[StoredEvent]:
+        rows = Event.objects.filter(session_id=session_id, stream=stream, seq__gt=after).order_by(
+            "seq"
+        )
         # Sizes first (characters, close enough to bytes for a bound), so that a page of large
         # events never loads more than about max_bytes of payload.
         sizes = list(rows.annotate(size=Length("payload")).values_list("seq", "size")[:max_events])
@@ -187,7 +261,10 @@ class DatabaseEventStore(BaseEventStore):
         return [StoredEvent(seq, payload, closes) for seq, payload, closes in page]
 
     def last_seq(self, session_id: str, stream: str) -> int:
-        return Event.objects.filter(session_id=session_id, stream=stream).aggregate(m=Max("seq"))["m"] or 0
+        return (
+            Event.objects.filter(session_id=session_id, stream=stream).aggregate(m=Max("seq"))["m"]
+            or 0
+        )
 
     def clear_expired(self, before: datetime) -> int:
         deleted, _ = Event.objects.filter(created_at__lt=before).delete()

@@ -44,7 +44,9 @@ class GroupWrite(Generic[T, R]):
 
     def __init__(self, write_many: Callable[[list[T]], Awaitable[Sequence[R] | None]]) -> None:
         self._write_many = write_many
-        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue[T, R]] = weakref.WeakKeyDictionary()
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue[T, R]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def write(self, item: T) -> R | None:
         """Return ``item``'s result once it is written (raise what its write raised)."""
@@ -97,7 +99,9 @@ class GroupWrite(Generic[T, R]):
             queue.busy = False
 
 
-def _settle(done: asyncio.Future[R | None], result: R | None, failure: BaseException | None) -> None:
+def _settle(
+    done: asyncio.Future[R | None], result: R | None, failure: BaseException | None
+) -> None:
     if done.done():
         return  # its task was cancelled meanwhile
     if failure is None:

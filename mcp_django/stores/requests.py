@@ -27,32 +27,50 @@ logger = logging.getLogger(__name__)
 class ServerRequestStore:
     """Pending server-to-client requests: who waits for which answer."""
 
-    def create(self, *, session_id: str, request_id: str, method: str, params: dict[str, Any], channel_name: str) -> None:
+    def create(
+        self,
+        *,
+        session_id: str,
+        request_id: str,
+        method: str,
+        params: dict[str, Any],
+        channel_name: str,
+    ) -> None:
         ServerRequest.objects.create(
-            session_id=session_id, request_id=request_id, method=method, params=params, channel_name=channel_name
+            session_id=session_id,
+            request_id=request_id,
+            method=method,
+            params=params,
+            channel_name=channel_name,
         )
 
     def answer(self, session_id: str, request_id: str, response: dict[str, Any]) -> str | None:
         """Record the client's answer; return the waiting channel, or None when nobody waits
         (unknown id, another session's id, already answered or timed out)."""
-        pending = ServerRequest.objects.filter(session_id=session_id, request_id=request_id, state=ServerRequest.State.PENDING)
+        pending = ServerRequest.objects.filter(
+            session_id=session_id, request_id=request_id, state=ServerRequest.State.PENDING
+        )
         channel = pending.values_list("channel_name", flat=True).first()
         if channel is None:
             return None
         # Only the first answer wins, even when two arrive at two processes at once.
-        if not pending.update(state=ServerRequest.State.ANSWERED, response=response, answered_at=timezone.now()):
+        if not pending.update(
+            state=ServerRequest.State.ANSWERED, response=response, answered_at=timezone.now()
+        ):
             return None
         return channel
 
     def cancel(self, session_id: str, request_id: str) -> None:
-        ServerRequest.objects.filter(session_id=session_id, request_id=request_id, state=ServerRequest.State.PENDING).update(
-            state=ServerRequest.State.CANCELLED, answered_at=timezone.now()
-        )
+        ServerRequest.objects.filter(
+            session_id=session_id, request_id=request_id, state=ServerRequest.State.PENDING
+        ).update(state=ServerRequest.State.CANCELLED, answered_at=timezone.now())
 
     async def acreate(self, **kwargs: Any) -> None:
         await sync_to_async(self.create)(**kwargs)
 
-    async def aanswer(self, session_id: str, request_id: str, response: dict[str, Any]) -> str | None:
+    async def aanswer(
+        self, session_id: str, request_id: str, response: dict[str, Any]
+    ) -> str | None:
         return await sync_to_async(self.answer)(session_id, request_id, response)
 
     async def acancel(self, session_id: str, request_id: str) -> None:
@@ -62,9 +80,9 @@ class ServerRequestStore:
         """Mark requests pending longer than ``ttl_seconds`` expired: whoever waited for them
         is gone (its own timeout is shorter), so a late answer finds nobody. Return how many."""
         cutoff = timezone.now() - timedelta(seconds=ttl_seconds)
-        return ServerRequest.objects.filter(state=ServerRequest.State.PENDING, created_at__lt=cutoff).update(
-            state=ServerRequest.State.EXPIRED, answered_at=timezone.now()
-        )
+        return ServerRequest.objects.filter(
+            state=ServerRequest.State.PENDING, created_at__lt=cutoff
+        ).update(state=ServerRequest.State.EXPIRED, answered_at=timezone.now())
 
     async def aexpire_stale(self, ttl_seconds: float) -> int:
         return await sync_to_async(self.expire_stale)(ttl_seconds)
@@ -81,18 +99,39 @@ class RunningRequestStore:
     process answering a request is gone, and end that request's stream with an error.
     """
 
-    def start(self, *, session_id: str, stream: str, request_id: str, owner: str, lease_seconds: float, tool_call: Any = None) -> None:
-        fields = {"stream": stream, "owner": owner, "lease_until": timezone.now() + timedelta(seconds=lease_seconds), "tool_call": tool_call}
+    def start(
+        self,
+        *,
+        session_id: str,
+        stream: str,
+        request_id: str,
+        owner: str,
+        lease_seconds: float,
+        tool_call: Any = None,
+    ) -> None:
+        fields = {
+            "stream": stream,
+            "owner": owner,
+            "lease_until": timezone.now() + timedelta(seconds=lease_seconds),
+            "tool_call": tool_call,
+        }
         # One INSERT on the hot path of every streamed request (update_or_create spent a
         # transaction, a SELECT and a savepoint on it: bench/profile.py found it the top cost).
         # A row left by a dead process under the same id is the rare case, taken over.
         try:
             RunningRequest.objects.create(session_id=session_id, request_id=request_id, **fields)
         except IntegrityError:
-            RunningRequest.objects.filter(session_id=session_id, request_id=request_id).update(**fields)
+            RunningRequest.objects.filter(session_id=session_id, request_id=request_id).update(
+                **fields
+            )
 
     def start_many(
-        self, claims: list[tuple[str, str, str]], *, owner: str, lease_seconds: float, tool_calls: dict[tuple[str, str], Any] | None = None
+        self,
+        claims: list[tuple[str, str, str]],
+        *,
+        owner: str,
+        lease_seconds: float,
+        tool_calls: dict[tuple[str, str], Any] | None = None,
     ) -> None:
         """Claim several requests, each ``(session id, stream, request id)``, with one INSERT; a
         row a dead process left under the same id is taken over. ``tool_calls``: the audit
@@ -101,8 +140,15 @@ class RunningRequestStore:
         lease_until = now + timedelta(seconds=lease_seconds)
         records = tool_calls or {}
         rows = [
-            {"session_id": session_id, "stream": stream, "request_id": request_id, "owner": owner, "lease_until": lease_until, "created_at": now,
-             "tool_call": records.get((session_id, request_id))}
+            {
+                "session_id": session_id,
+                "stream": stream,
+                "request_id": request_id,
+                "owner": owner,
+                "lease_until": lease_until,
+                "created_at": now,
+                "tool_call": records.get((session_id, request_id)),
+            }
             for session_id, stream, request_id in claims
         ]
         try:
@@ -115,8 +161,14 @@ class RunningRequestStore:
             # the whole batch (rare): claim them one by one, taking such rows over.
             for session_id, stream, request_id in claims:
                 with contextlib.suppress(IntegrityError):
-                    self.start(session_id=session_id, stream=stream, request_id=request_id, owner=owner, lease_seconds=lease_seconds,
-                               tool_call=records.get((session_id, request_id)))
+                    self.start(
+                        session_id=session_id,
+                        stream=stream,
+                        request_id=request_id,
+                        owner=owner,
+                        lease_seconds=lease_seconds,
+                        tool_call=records.get((session_id, request_id)),
+                    )
 
     def finish(self, session_id: str, request_id: str) -> None:
         self.finish_many([(session_id, request_id)])
@@ -141,13 +193,22 @@ class RunningRequestStore:
         with connection.cursor() as cursor:
             for session_id, request_ids in by_session.items():
                 marks = ", ".join(["%s"] * len(request_ids))
-                cursor.execute(f"DELETE FROM {table} WHERE {session_column} = %s AND {request_column} IN ({marks})", [session_id, *request_ids])
+                cursor.execute(
+                    f"DELETE FROM {table} WHERE {session_column} = %s AND {request_column} IN ({marks})",
+                    [session_id, *request_ids],
+                )
 
     def renew(self, owner: str, lease_seconds: float) -> int:
-        return RunningRequest.objects.filter(owner=owner).update(lease_until=timezone.now() + timedelta(seconds=lease_seconds))
+        return RunningRequest.objects.filter(owner=owner).update(
+            lease_until=timezone.now() + timedelta(seconds=lease_seconds)
+        )
 
     def close_orphans(
-        self, *, session_id: str | None = None, stream: str | None = None, store: BaseEventStore | None = None
+        self,
+        *,
+        session_id: str | None = None,
+        stream: str | None = None,
+        store: BaseEventStore | None = None,
     ) -> list[tuple[str, StoredEvent]]:
         """End the streams of requests whose lease lapsed with a -32603 error response each,
         the last one closing the stream; return the events stored, by stream.
@@ -163,17 +224,30 @@ class RunningRequestStore:
             lapsed = lapsed.filter(stream=stream)
         stored: list[tuple[str, StoredEvent]] = []
         for row in list(lapsed.order_by("session_id", "stream", "created_at")):
-            if not RunningRequest.objects.filter(pk=row.pk, lease_until__lt=timezone.now()).delete()[0]:
+            if not RunningRequest.objects.filter(
+                pk=row.pk, lease_until__lt=timezone.now()
+            ).delete()[0]:
                 continue  # renewed or claimed by another process meanwhile
             last = store.last_seq(row.session_id, row.stream)
-            if last and any(e.closes_stream for e in store.replay(row.session_id, row.stream, last - 1)):
+            if last and any(
+                e.closes_stream for e in store.replay(row.session_id, row.stream, last - 1)
+            ):
                 continue  # the stream already ended (the row outlived its request)
-            closes = not RunningRequest.objects.filter(session_id=row.session_id, stream=row.stream).exists()
-            payload = encode(error_message(orjson.loads(row.request_id), InternalError(ORPHAN_MESSAGE))).decode()
+            closes = not RunningRequest.objects.filter(
+                session_id=row.session_id, stream=row.stream
+            ).exists()
+            payload = encode(
+                error_message(orjson.loads(row.request_id), InternalError(ORPHAN_MESSAGE))
+            ).decode()
             seq = store.append(row.session_id, row.stream, payload, closes_stream=closes)
             stored.append((row.stream, StoredEvent(seq, payload, closes)))
             try:
-                request_orphaned.send(sender=RunningRequest, session_id=row.session_id, request_id=row.request_id, tool_call=row.tool_call)
+                request_orphaned.send(
+                    sender=RunningRequest,
+                    session_id=row.session_id,
+                    request_id=row.request_id,
+                    tool_call=row.tool_call,
+                )
             except Exception:
                 # A project's receiver must not stop the sweep of the other requests.
                 logger.exception("A receiver of request_orphaned failed")
@@ -186,9 +260,16 @@ class RunningRequestStore:
         await sync_to_async(self.finish)(session_id, request_id)
 
     async def astart_many(
-        self, claims: list[tuple[str, str, str]], *, owner: str, lease_seconds: float, tool_calls: dict[tuple[str, str], Any] | None = None
+        self,
+        claims: list[tuple[str, str, str]],
+        *,
+        owner: str,
+        lease_seconds: float,
+        tool_calls: dict[tuple[str, str], Any] | None = None,
     ) -> None:
-        await sync_to_async(self.start_many)(claims, owner=owner, lease_seconds=lease_seconds, tool_calls=tool_calls)
+        await sync_to_async(self.start_many)(
+            claims, owner=owner, lease_seconds=lease_seconds, tool_calls=tool_calls
+        )
 
     async def arenew(self, owner: str, lease_seconds: float) -> int:
         return await sync_to_async(self.renew)(owner, lease_seconds)

@@ -32,13 +32,20 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         return
     alias = router.db_for_write(model)
     connection = connections[alias]
-    plan = _plan(model, connection.vendor, model._meta.pk is not None and model._meta.pk.attname in rows[0], settings.USE_TZ)
+    plan = _plan(
+        model,
+        connection.vendor,
+        model._meta.pk is not None and model._meta.pk.attname in rows[0],
+        settings.USE_TZ,
+    )
     if len(rows) == 1 and connection.get_autocommit():
         # One statement is atomic by itself: BEGIN, COMMIT and atomic()'s bookkeeping around it
         # were 8 % of a streamed call's CPU (bench/profile.py). Inside a transaction the block
         # stays, as the savepoint callers that catch IntegrityError rely on.
         with connection.cursor() as cursor:
-            cursor.execute(plan.sql(connection), plan.values(rows[0], connection, _moments(connection)))
+            cursor.execute(
+                plan.sql(connection), plan.values(rows[0], connection, _moments(connection))
+            )
         return
     adapt = _moments(connection)
     with transaction.atomic(using=alias), connection.cursor() as cursor:
@@ -55,13 +62,19 @@ def prepare_row(model: type[models.Model], row: dict[str, Any]) -> list[Any]:
 
 
 @functools.lru_cache(maxsize=16)
-def _preparer(model: type[models.Model], alias: str, use_tz: bool) -> Callable[[dict[str, Any]], list[Any]]:
+def _preparer(
+    model: type[models.Model], alias: str, use_tz: bool
+) -> Callable[[dict[str, Any]], list[Any]]:
     """:func:`prepare_row` for one model, database and USE_TZ, worked out once. Its connection
     object never connects: it only says how the database takes dates and JSON.
     ``connections[alias]`` on the event loop makes a new one in each asyncio context: 9 us, and
     60 us of a tools/call's CPU at concurrency 1 (bench/, same run)."""
     connection = connections.create_connection(alias)
-    return functools.partial(_plan(model, connection.vendor, False, use_tz).values, connection=connection, adapt=_moments(connection))
+    return functools.partial(
+        _plan(model, connection.vendor, False, use_tz).values,
+        connection=connection,
+        adapt=_moments(connection),
+    )
 
 
 def column(model: type[models.Model], attname: str) -> int:
@@ -95,8 +108,10 @@ def _insert(cursor: Any, connection: Any, plan: _Plan, rows: list[list[Any]]) ->
     # and the event loop, wanting it too, paid for each handover.
     size = _rows_per_statement(connection, plan, rows)
     for start in range(0, len(rows), size):
-        chunk = rows[start:start + size]
-        cursor.execute(plan.sql(connection, len(chunk)), [value for values in chunk for value in values])
+        chunk = rows[start : start + size]
+        cursor.execute(
+            plan.sql(connection, len(chunk)), [value for values in chunk for value in values]
+        )
 
 
 def _json_rows(plan: _Plan, rows: list[list[Any]]) -> tuple[str, tuple[int, ...]] | None:
@@ -114,12 +129,17 @@ def _json_rows(plan: _Plan, rows: list[list[Any]]) -> tuple[str, tuple[int, ...]
         if index in shared:
             continue  # bound as it is
         for value in columns[index]:
-            if (type(value) is float and not math.isfinite(value)) or (type(value) is int and not -_INT64 <= value < _INT64):
+            if (type(value) is float and not math.isfinite(value)) or (
+                type(value) is int and not -_INT64 <= value < _INT64
+            ):
                 return None
     try:
         # Dates and times must not become orjson's ISO text (Django's SQLite writes its own);
         # bytes, Decimal and other objects raise, and go the bound way.
-        text = orjson.dumps(list(zip(*varying, strict=True)), option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS)
+        text = orjson.dumps(
+            list(zip(*varying, strict=True)),
+            option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS,
+        )
     except orjson.JSONEncodeError:
         return None
     if b"\\u0000" in text and _NUL.search(text):
@@ -145,7 +165,9 @@ def _rows_per_statement(connection: Any, plan: _Plan, rows: list[list[Any]]) -> 
         # 3.32 it is 32,766 unless the build lowers it, so ask the connection (Python 3.11+).
         getlimit = getattr(connection.connection, "getlimit", None)
         if getlimit is not None and plan.fields:
-            size = max(size, int(getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)) // len(plan.fields))
+            size = max(
+                size, int(getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)) // len(plan.fields)
+            )
     return max(1, size)
 
 
@@ -157,14 +179,22 @@ class _Plan:
 
     def __init__(self, model: type[models.Model], with_pk: bool, use_tz: bool) -> None:
         self.model = model
-        self.fields = [f for f in model._meta.concrete_fields if f.column and not (f.primary_key and not with_pk)]
+        self.fields = [
+            f
+            for f in model._meta.concrete_fields
+            if f.column and not (f.primary_key and not with_pk)
+        ]
         self.attnames = [f.attname for f in self.fields]
         self._get = operator.itemgetter(*self.attnames)
         self.plain = [_PLAIN_TYPES.get(type(_target(f)), ()) for f in self.fields]
         # An aware datetime for a DateTimeField is what its get_prep_value returns unchanged.
         self.moments = [type(f) is models.DateTimeField and use_tz for f in self.fields]
         # The columns whose values may be numbers JSON would not carry exactly (see _json_rows).
-        self.numbers = [n for n, f in enumerate(self.fields) if isinstance(_target(f), (models.IntegerField, models.FloatField))]
+        self.numbers = [
+            n
+            for n, f in enumerate(self.fields)
+            if isinstance(_target(f), (models.IntegerField, models.FloatField))
+        ]
         self._sql: dict[tuple[str, int | tuple[int, ...], str], str] = {}
 
     def sql(self, connection: Any, rows: int = 1) -> str:
@@ -180,9 +210,14 @@ class _Plan:
         if sql is None:
             quote = connection.ops.quote_name
             one = "({})".format(", ".join([mark] * len(self.fields)))
-            sql = self._remember(key, "INSERT INTO {} ({}) VALUES {}".format(
-                quote(self.model._meta.db_table), ", ".join(quote(str(f.column)) for f in self.fields), ", ".join([one] * rows)
-            ))
+            sql = self._remember(
+                key,
+                "INSERT INTO {} ({}) VALUES {}".format(
+                    quote(self.model._meta.db_table),
+                    ", ".join(quote(str(f.column)) for f in self.fields),
+                    ", ".join([one] * rows),
+                ),
+            )
         return sql
 
     def json_sql(self, connection: Any, shared: tuple[int, ...] = ()) -> str:
@@ -194,11 +229,18 @@ class _Plan:
         if sql is None:
             quote = connection.ops.quote_name
             varying = iter(range(len(self.fields)))
-            sql = self._remember(key, "INSERT INTO {} ({}) SELECT {} FROM json_each({}) ORDER BY key".format(
-                quote(self.model._meta.db_table), ", ".join(quote(str(f.column)) for f in self.fields),
-                ", ".join(mark if n in shared else f"json_extract(value, '$[{next(varying)}]')" for n in range(len(self.fields))),
-                mark,
-            ))
+            sql = self._remember(
+                key,
+                "INSERT INTO {} ({}) SELECT {} FROM json_each({}) ORDER BY key".format(
+                    quote(self.model._meta.db_table),
+                    ", ".join(quote(str(f.column)) for f in self.fields),
+                    ", ".join(
+                        mark if n in shared else f"json_extract(value, '$[{next(varying)}]')"
+                        for n in range(len(self.fields))
+                    ),
+                    mark,
+                ),
+            )
         return sql
 
     def _remember(self, key: tuple[str, int | tuple[int, ...], str], sql: str) -> str:
@@ -209,17 +251,32 @@ class _Plan:
         self._sql[key] = sql
         return sql
 
-    def values(self, row: dict[str, Any], connection: Any, adapt: Callable[[datetime], Any]) -> list[Any]:
+    def values(
+        self, row: dict[str, Any], connection: Any, adapt: Callable[[datetime], Any]
+    ) -> list[Any]:
         """``row``'s values as the INSERT takes them; ``adapt`` is :func:`_moments` of ``connection``."""
         try:
             given = self._get(row)
         except KeyError:  # a field left to its default
-            given = self._get({**{name: f.get_default() for name, f in zip(self.attnames, self.fields, strict=True) if name not in row}, **row})
+            given = self._get(
+                {
+                    **{
+                        name: f.get_default()
+                        for name, f in zip(self.attnames, self.fields, strict=True)
+                        if name not in row
+                    },
+                    **row,
+                }
+            )
         return [
-            value if type(value) in same
-            else adapt(value) if moment and type(value) is datetime and value.tzinfo is not None
+            value
+            if type(value) in same
+            else adapt(value)
+            if moment and type(value) is datetime and value.tzinfo is not None
             else _prepare(f, value, connection)
-            for value, same, f, moment in zip(given, self.plain, self.fields, self.moments, strict=True)
+            for value, same, f, moment in zip(
+                given, self.plain, self.fields, self.moments, strict=True
+            )
         ]
 
 
@@ -227,7 +284,11 @@ def _moments(connection: Any) -> Callable[[datetime], Any]:
     """How ``connection`` takes an aware datetime: its operations' adapt_datetimefield_value,
     or on SQLite with USE_TZ and no TIME_ZONE of its own (UTC, naive, as text) the same done
     directly, which was a quarter of the audit row's making."""
-    if connection.vendor == "sqlite" and settings.USE_TZ and connection.settings_dict.get("TIME_ZONE") is None:
+    if (
+        connection.vendor == "sqlite"
+        and settings.USE_TZ
+        and connection.settings_dict.get("TIME_ZONE") is None
+    ):
         return _utc_text
     return connection.ops.adapt_datetimefield_value  # type: ignore[no-any-return]
 
@@ -260,12 +321,18 @@ def update_row(model: type[models.Model], pk: Any, values: dict[str, Any]) -> in
     connection = connections[alias]
     quote = connection.ops.quote_name
     meta = model._meta
-    fields: list[Any] = [meta.get_field(name) for name in values]  # concrete fields, by name or attname
+    fields: list[Any] = [
+        meta.get_field(name) for name in values
+    ]  # concrete fields, by name or attname
     assert meta.pk is not None
     sql = "UPDATE {} SET {} WHERE {} = %s".format(
-        quote(meta.db_table), ", ".join(f"{quote(str(f.column))} = %s" for f in fields), quote(str(meta.pk.column))
+        quote(meta.db_table),
+        ", ".join(f"{quote(str(f.column))} = %s" for f in fields),
+        quote(str(meta.pk.column)),
     )
-    params = [f.get_db_prep_save(values[name], connection) for name, f in zip(values, fields, strict=True)]
+    params = [
+        f.get_db_prep_save(values[name], connection) for name, f in zip(values, fields, strict=True)
+    ]
     params.append(meta.pk.get_db_prep_value(pk, connection))
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -279,8 +346,16 @@ def update_row(model: type[models.Model], pk: Any, values: dict[str, Any]) -> in
 _PLAIN_TYPES: dict[type, tuple[type, ...]] = {
     **dict.fromkeys((models.CharField, models.TextField), (str, type(None))),
     **dict.fromkeys(
-        (models.IntegerField, models.BigIntegerField, models.SmallIntegerField, models.PositiveIntegerField,
-         models.PositiveBigIntegerField, models.PositiveSmallIntegerField, models.AutoField, models.BigAutoField),
+        (
+            models.IntegerField,
+            models.BigIntegerField,
+            models.SmallIntegerField,
+            models.PositiveIntegerField,
+            models.PositiveBigIntegerField,
+            models.PositiveSmallIntegerField,
+            models.AutoField,
+            models.BigAutoField,
+        ),
         (int, type(None)),
     ),
     models.BooleanField: (bool, type(None)),
@@ -313,11 +388,16 @@ def _json_param(field: Any, value: RawJSON, connection: Any) -> Any:
         from django.db.backends.postgresql.psycopg_any import Jsonb
 
         return Jsonb(str(value), dumps=_as_is)
-    return field.get_db_prep_save(orjson.loads(str(value)), connection)  # a backend of its own: its way
+    return field.get_db_prep_save(
+        orjson.loads(str(value)), connection
+    )  # a backend of its own: its way
 
 
 def _target(field: Any) -> Any:
     """The field whose values a column holds: a foreign key's target field, else ``field``."""
-    while getattr(field, "remote_field", None) is not None and getattr(field, "target_field", None) is not None:
+    while (
+        getattr(field, "remote_field", None) is not None
+        and getattr(field, "target_field", None) is not None
+    ):
         field = field.target_field
     return field

@@ -33,7 +33,9 @@ def _insert(sessions: list[Session]) -> None:
     # A plain INSERT, not save(): Model.save was 12 % of a session set-up (bench/profile.py).
     # So no pre_save/post_save for sessions; session_created is the signal to hook.
     fields = Session._meta.concrete_fields
-    insert_rows(Session, [{f.attname: getattr(session, f.attname) for f in fields} for session in sessions])
+    insert_rows(
+        Session, [{f.attname: getattr(session, f.attname) for f in fields} for session in sessions]
+    )
     alias = router.db_for_write(Session)
     for session in sessions:
         session._state.adding = False
@@ -53,8 +55,15 @@ class SessionStore:
     TOUCH_INTERVAL = timedelta(seconds=60)
 
     def create(
-        self, *, site_name: str, user_id: Any, protocol_version: str, client_info: dict[str, Any], capabilities: dict[str, Any],
-        transport: str = "streamable-http", client_address: str | None = None,
+        self,
+        *,
+        site_name: str,
+        user_id: Any,
+        protocol_version: str,
+        client_info: dict[str, Any],
+        capabilities: dict[str, Any],
+        transport: str = "streamable-http",
+        client_address: str | None = None,
     ) -> Session:
         session = self._new(
             site_name=site_name, user_id=user_id, protocol_version=protocol_version, client_info=client_info,
@@ -65,8 +74,14 @@ class SessionStore:
 
     @staticmethod
     def _new(
-        *, site_name: str, user_id: Any, protocol_version: str, client_info: dict[str, Any], capabilities: dict[str, Any],
-        transport: str = "streamable-http", client_address: str | None = None,
+        *,
+        site_name: str,
+        user_id: Any,
+        protocol_version: str,
+        client_info: dict[str, Any],
+        capabilities: dict[str, Any],
+        transport: str = "streamable-http",
+        client_address: str | None = None,
     ) -> Session:
         """The unsaved row of a new session (no query: made on the event loop by :meth:`acreate`)."""
         now = timezone.now()
@@ -89,7 +104,12 @@ class SessionStore:
     def _usable(session: Session | None, site_name: str, user_id: Any) -> bool:
         # Unknown, expired, terminated and foreign sessions all fail alike, so callers answer
         # them the same way (404) and nothing tells them apart.
-        return session is not None and session.site_name == site_name and session.user_id == user_id and session.is_live()
+        return (
+            session is not None
+            and session.site_name == site_name
+            and session.user_id == user_id
+            and session.is_live()
+        )
 
     def load(self, session_id: str, *, site_name: str, user_id: Any) -> Session | None:
         """Return the live session with that id owned by ``user_id``, or None (always a query)."""
@@ -108,13 +128,19 @@ class SessionStore:
         now = timezone.now()
         session.last_active_at = now
         session.expires_at = Session.expiry_from(now, mcp_settings.session_ttl)
-        Session.objects.filter(pk=session.pk).update(last_active_at=now, expires_at=session.expires_at)
+        Session.objects.filter(pk=session.pk).update(
+            last_active_at=now, expires_at=session.expires_at
+        )
 
     def update(self, session_id: str, **fields: Any) -> None:
         update_row(Session, session_id, fields)
 
     def terminate(self, session_id: str) -> bool:
-        return bool(Session.objects.filter(pk=session_id, terminated_at__isnull=True).update(terminated_at=timezone.now()))
+        return bool(
+            Session.objects.filter(pk=session_id, terminated_at__isnull=True).update(
+                terminated_at=timezone.now()
+            )
+        )
 
     async def acreate(self, **kwargs: Any) -> Session:
         # Group-committed: the initializes that come while one session is written share the next
@@ -128,7 +154,9 @@ class SessionStore:
     async def aload(self, session_id: str, *, site_name: str, user_id: Any) -> Session | None:
         session = session_cache.get(session_id)
         if session is None:
-            session = await sync_to_async(self.load)(session_id, site_name=site_name, user_id=user_id)
+            session = await sync_to_async(self.load)(
+                session_id, site_name=site_name, user_id=user_id
+            )
             if session is not None:
                 session_cache.put(session)
             return session
@@ -179,7 +207,11 @@ class InitializedMarks:
 
     async def flush(self) -> None:
         """Wait until every mark made so far on this loop is written (for tests)."""
-        while self._writer is not None and not self._writer.done() and self._writer.get_loop() is asyncio.get_running_loop():
+        while (
+            self._writer is not None
+            and not self._writer.done()
+            and self._writer.get_loop() is asyncio.get_running_loop()
+        ):
             await asyncio.shield(self._writer)
 
     async def _write(self) -> None:

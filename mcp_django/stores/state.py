@@ -49,7 +49,9 @@ class _Store:
             updated = self._rows().filter(key=key).update(value=value, updated_at=timezone.now())
             if not updated:
                 if self._rows().count() >= int(mcp_settings.state_max_keys):
-                    raise StateLimitError(f"At most {mcp_settings.state_max_keys} keys may be stored")
+                    raise StateLimitError(
+                        f"At most {mcp_settings.state_max_keys} keys may be stored"
+                    )
                 self._create(key, value)
 
     def delete_sync(self, key: str) -> None:
@@ -80,7 +82,9 @@ class _Store:
 class UserStateStore(_Store):
     def __init__(self, user_id: Any, site_name: str) -> None:
         if user_id is None:
-            raise StateLimitError("user_state needs an authenticated user (the server runs without authentication)")
+            raise StateLimitError(
+                "user_state needs an authenticated user (the server runs without authentication)"
+            )
         self.user_id = user_id
         self.site_name = site_name
 
@@ -88,7 +92,9 @@ class UserStateStore(_Store):
         return UserState.objects.filter(user_id=self.user_id, site_name=self.site_name)
 
     def _create(self, key: str, value: Any) -> None:
-        UserState.objects.create(user_id=self.user_id, site_name=self.site_name, key=key, value=value)
+        UserState.objects.create(
+            user_id=self.user_id, site_name=self.site_name, key=key, value=value
+        )
 
 
 class SessionStateStore(_Store):

@@ -22,7 +22,10 @@ class SubscriptionStore:
         now = timezone.now()
         return list(
             Subscription.objects.filter(
-                uri=uri, session__site_name=site_name, session__terminated_at__isnull=True, session__expires_at__gt=now
+                uri=uri,
+                session__site_name=site_name,
+                session__terminated_at__isnull=True,
+                session__expires_at__gt=now,
             ).values_list("session_id", flat=True)
         )
 

@@ -28,17 +28,23 @@ _STYLE_END = re.compile(r"</(style)", re.IGNORECASE)
 def _read(path: str) -> str:
     found = finders.find(path)
     if not isinstance(found, str):
-        raise template.TemplateSyntaxError(f"The static file {path!r} was not found by the staticfiles finders.")
+        raise template.TemplateSyntaxError(
+            f"The static file {path!r} was not found by the staticfiles finders."
+        )
     return Path(found).read_text(encoding="utf-8")
 
 
 @register.simple_tag
 def inline_script(path: str) -> SafeString:
     """The static file ``path`` as an inline ``<script>``."""
-    return format_html("<script>{}</script>", mark_safe(_SCRIPT_END.sub(r"<\\/\1", _read(path))))  # the project's own file, as it is
+    return format_html(
+        "<script>{}</script>", mark_safe(_SCRIPT_END.sub(r"<\\/\1", _read(path)))
+    )  # the project's own file, as it is
 
 
 @register.simple_tag
 def inline_style(path: str) -> SafeString:
     """The static file ``path`` as an inline ``<style>``."""
-    return format_html("<style>{}</style>", mark_safe(_STYLE_END.sub(r"<\\/\1", _read(path))))  # the project's own file, as it is
+    return format_html(
+        "<style>{}</style>", mark_safe(_STYLE_END.sub(r"<\\/\1", _read(path)))
+    )  # the project's own file, as it is

@@ -27,7 +27,9 @@ def build_request(scope: dict[str, Any], body: bytes = b"") -> ASGIRequest:
     return request
 
 
-async def authenticate(request: ASGIRequest, settings: MCPSettings, *, transport: str = "streamable-http") -> Principal:
+async def authenticate(
+    request: ASGIRequest, settings: MCPSettings, *, transport: str = "streamable-http"
+) -> Principal:
     """Run the policy; raises :class:`AuthenticationFailed` (401/403 with a challenge)."""
     user = await settings.authentication_class().authenticate(request)
     # Hooks (get_queryset(request), has_*_permission(request)) read request.user, as in the admin.

@@ -23,14 +23,34 @@ from django.db import DatabaseError
 from ..auth.base import AuthenticationFailed
 from ..conf import mcp_settings
 from ..db import aclose_broken_connections, is_unreachable
-from ..protocol.errors import INTERNAL_ERROR, QUOTA_EXCEEDED, InvalidRequestError, MCPError, TransportError
+from ..protocol.errors import (
+    INTERNAL_ERROR,
+    QUOTA_EXCEEDED,
+    InvalidRequestError,
+    MCPError,
+    TransportError,
+)
 from ..protocol.jsonrpc import encode, error_message
 from ..protocol.limits import body_too_large
 from ..server.engine import Engine, Principal
-from ..tables import missing_tables_message, names_missing_table, sessions_database, unapplied_migrations
+from ..tables import (
+    missing_tables_message,
+    names_missing_table,
+    sessions_database,
+    unapplied_migrations,
+)
 from . import headers as checks
 from .dispatch import dispatch_many
-from .layers import GET_STREAM, Inbox, InMemoryChannelLayer, close_inbox, get_layer, group_add_many, group_discard_many, open_inbox
+from .layers import (
+    GET_STREAM,
+    Inbox,
+    InMemoryChannelLayer,
+    close_inbox,
+    get_layer,
+    group_add_many,
+    group_discard_many,
+    open_inbox,
+)
 from .process import stream_dropped
 from .sse import ListenStream, SSEStream
 
@@ -110,7 +130,11 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
         layer, name = self.channel_layer, self.channel_name
         assert name is not None, "a stream joins its groups on a channel of its own"
         # On the in-memory layer, a bare future while nothing comes, not a task (dispatch.py).
-        channel = layer.source(name) if isinstance(layer, InMemoryChannelLayer) else functools.partial(layer.receive, name)
+        channel = (
+            layer.source(name)
+            if isinstance(layer, InMemoryChannelLayer)
+            else functools.partial(layer.receive, name)
+        )
         return [receive, channel, *([self.inbox.get] if self.inbox is not None else [])]
 
     async def dispatch(self, message: dict[str, Any]) -> None:
@@ -143,7 +167,9 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
         except TransportError as exc:
             await self.send_transport_error(exc)
         except AuthenticationFailed as exc:
-            await self.send_json(exc.status, error_message(None, InvalidRequestError(exc.message)), exc.headers)
+            await self.send_json(
+                exc.status, error_message(None, InvalidRequestError(exc.message)), exc.headers
+            )
         except MCPError as exc:
             # Refused before any request could be answered (a cap on sessions or streams).
             await self.send_answer(exc.http_status or 400, error_message(None, exc))
@@ -158,12 +184,17 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
             if unmigrated is not None:
                 await self.send_transport_error(unmigrated)
             elif is_unreachable(exc):
-                logger.warning("Could not answer a request to the MCP endpoint: a backing service is unreachable (%r)", exc)
+                logger.warning(
+                    "Could not answer a request to the MCP endpoint: a backing service is unreachable (%r)",
+                    exc,
+                )
                 await self.send_transport_error(UNAVAILABLE)
                 await aclose_broken_connections()  # the next request reconnects
             else:
                 logger.exception("Could not answer a request to the MCP endpoint")
-                await self.send_transport_error(TransportError(500, "Internal error", code=INTERNAL_ERROR))
+                await self.send_transport_error(
+                    TransportError(500, "Internal error", code=INTERNAL_ERROR)
+                )
         if not self.streaming:
             raise StopConsumer()
 
@@ -178,7 +209,12 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
         if self.sse is not None:
             self.sse.close()
             stream = self.sse.stream
-            if stream is not None and stream != GET_STREAM and not self.sse.finished and not self.handed_over:
+            if (
+                stream is not None
+                and stream != GET_STREAM
+                and not self.sse.finished
+                and not self.handed_over
+            ):
                 # No connection left on a POST stream whose requests may still run: they are
                 # cancelled after DISCONNECT_GRACE_SECONDS unless the client resumes it.
                 await stream_dropped(stream)
@@ -207,7 +243,9 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
         self.answered = True
         await super().send_headers(status=status, headers=raw + self.cors_headers)
 
-    async def send_answer(self, status: int, answer: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+    async def send_answer(
+        self, status: int, answer: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         """Send one JSON-RPC answer as the whole HTTP response: 429 with Retry-After when a quota
         refused it, else ``status``."""
         status, extra = http_answer(answer, status)
@@ -217,7 +255,9 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
         """Count this connection against the stream caps until it ends (429 when one is reached)."""
         self.slot = await self.engine.stream_slot(principal, session_id)
 
-    async def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+    async def send_json(
+        self, status: int, body: Any, headers: dict[str, str] | None = None
+    ) -> None:
         raw = [(b"content-type", b"application/json")]
         raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
         await self.send_response(status, encode(body), headers=raw)
@@ -242,11 +282,15 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
     # -- channel-layer messages to an open stream -----------------------------------------
 
     async def mcp_event(self, message: dict[str, Any]) -> None:
-        await self.stream.write_events([(message["seq"], message["payload"], bool(message.get("closes")))])
+        await self.stream.write_events(
+            [(message["seq"], message["payload"], bool(message.get("closes")))]
+        )
 
     async def mcp_events(self, message: dict[str, Any]) -> None:
         """A batch of stored events of this stream, in order (see StreamEmitter)."""
-        await self.stream.write_events([(seq, payload, bool(closes)) for seq, payload, closes in message["events"]])
+        await self.stream.write_events(
+            [(seq, payload, bool(closes)) for seq, payload, closes in message["events"]]
+        )
 
     async def mcp_start(self, message: dict[str, Any]) -> None:
         """A POST stream's first events did not come soon: send its headers and priming event."""
@@ -295,7 +339,9 @@ async def unmigrated_error(exc: DatabaseError) -> TransportError | None:
         return None
     if not pending:
         return None
-    logger.error("An MCP request failed on a missing table: %s", missing_tables_message(pending, using))
+    logger.error(
+        "An MCP request failed on a missing table: %s", missing_tables_message(pending, using)
+    )
     return TransportError(503, missing_tables_message(pending, using), code=INTERNAL_ERROR)
 
 
@@ -307,4 +353,8 @@ def http_answer(answer: dict[str, Any], status: int) -> tuple[int, dict[str, str
         return status, {}
     data = error.get("data")
     retry = data.get("retryAfter") if isinstance(data, dict) else None
-    return 429, ({"Retry-After": str(retry)} if isinstance(retry, int) and not isinstance(retry, bool) else {})
+    return 429, (
+        {"Retry-After": str(retry)}
+        if isinstance(retry, int) and not isinstance(retry, bool)
+        else {}
+    )

@@ -65,7 +65,9 @@ class MCPConsumer(BaseMCPConsumer):
     async def session(self, principal: Principal) -> Session:
         session_id = self.headers.get("mcp-session-id")
         if session_id is None:
-            raise TransportError(400, "Bad Request: Mcp-Session-Id header is required; send initialize first")
+            raise TransportError(
+                400, "Bad Request: Mcp-Session-Id header is required; send initialize first"
+            )
         return await self.engine.load_session(principal, session_id)
 
     async def post(self, principal: Principal, body: bytes) -> None:
@@ -87,7 +89,10 @@ class MCPConsumer(BaseMCPConsumer):
             await stateless.post(self, principal, first)
             return
         if decoded.is_batch:
-            checks.refuse_modern_batch(self.headers, (m.params for m in decoded.messages if isinstance(m, (Request, Notification))))
+            checks.refuse_modern_batch(
+                self.headers,
+                (m.params for m in decoded.messages if isinstance(m, (Request, Notification))),
+            )
         checks.check_version(self.headers)
         if any(isinstance(m, Request) and m.method == "initialize" for m in decoded.messages):
             await self.initialize(principal, decoded)
@@ -104,7 +109,9 @@ class MCPConsumer(BaseMCPConsumer):
         finally:
             await self.engine.release_held(received.requests)  # those that never ran
 
-    async def answer_received(self, principal: Principal, session: Session, decoded: Decoded, received: Received) -> None:
+    async def answer_received(
+        self, principal: Principal, session: Session, decoded: Decoded, received: Received
+    ) -> None:
         if not received.requests:
             if not received.replies:
                 await self.send_empty(202)
@@ -116,7 +123,9 @@ class MCPConsumer(BaseMCPConsumer):
             await self.answer_as_stream(principal, session, received.requests, received.replies)
         else:
             # A JSON answer has nowhere to go once the client is gone: the requests are cancelled.
-            answered = await until_disconnect(self.engine.answer(principal, session, received.requests), self.base_receive)
+            answered = await until_disconnect(
+                self.engine.answer(principal, session, received.requests), self.base_receive
+            )
             if answered is None:
                 raise StopConsumer()
             answers = received.replies + answered
@@ -129,18 +138,28 @@ class MCPConsumer(BaseMCPConsumer):
         if decoded.is_batch:
             raise TransportError(400, "Invalid Request: initialize must not be part of a batch")
         if self.headers.get("mcp-session-id") is not None:
-            raise TransportError(400, "Invalid Request: initialize must be sent without Mcp-Session-Id")
+            raise TransportError(
+                400, "Invalid Request: initialize must be sent without Mcp-Session-Id"
+            )
         answer, session = await self.engine.initialize(principal, decoded.messages[0])  # type: ignore[arg-type]
-        await self.send_answer(200, answer, {"mcp-session-id": session.pk} if session is not None else None)
+        await self.send_answer(
+            200, answer, {"mcp-session-id": session.pk} if session is not None else None
+        )
 
     async def answer_as_stream(
-        self, principal: Principal, session: Session, requests: list[Request], replies: list[dict[str, Any]]
+        self,
+        principal: Principal,
+        session: Session,
+        requests: list[Request],
+        replies: list[dict[str, Any]],
     ) -> None:
         await self.hold_stream_slot(principal, session.pk)
         self.sse = SSEStream(self, session.pk, principal.user_id, self.settings)
         stream = new_stream_token(session.pk)
         await self.sse.open_post_stream(stream)
-        streamed = await self.engine.stream(principal, session, requests, StreamEmitter(session.pk, stream))
+        streamed = await self.engine.stream(
+            principal, session, requests, StreamEmitter(session.pk, stream)
+        )
         await self.sse.start_post_stream()
         await streamed.start(replies)
 
@@ -165,7 +184,9 @@ class MCPConsumer(BaseMCPConsumer):
         sse.take_resume_slot()
         self.sse = sse
         if stream != GET_STREAM:
-            await stream_resumed(stream)  # its requests are not cancelled for the dropped connection
+            await stream_resumed(
+                stream
+            )  # its requests are not cancelled for the dropped connection
         await sse.resume(stream, after)
 
     async def delete(self, principal: Principal) -> None:
@@ -176,4 +197,8 @@ class MCPConsumer(BaseMCPConsumer):
 
 def lone_ping(decoded: Decoded) -> Request | None:
     first = decoded.messages[0]
-    return first if not decoded.is_batch and isinstance(first, Request) and first.method == "ping" else None
+    return (
+        first
+        if not decoded.is_batch and isinstance(first, Request) and first.method == "ping"
+        else None
+    )

@@ -41,7 +41,9 @@ class _Sources:
         future.add_done_callback(self.wake, context=self.context)
 
 
-async def dispatch_many(sources: list[Callable[[], Awaitable[Message]]], dispatch: Callable[[Message], Awaitable[None]]) -> None:
+async def dispatch_many(
+    sources: list[Callable[[], Awaitable[Message]]], dispatch: Callable[[Message], Awaitable[None]]
+) -> None:
     """Receive from every source at once and await ``dispatch`` for each message, in the order
     of ``sources`` when several are ready, one message per source at a time, until ``dispatch``
     (or a source) raises. A source with a ``discard`` method (a bare future of the channel

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 WITHOUT_ROUTER_MESSAGE = (
     "This MCP endpoint was reached without mcp_django's ASGI router, so it cannot answer: the "
     "project is served by WSGI (runserver without daphne, gunicorn) or its ASGI application does "
-    "not wrap Django's. Put \"daphne\" first in INSTALLED_APPS for runserver (or serve asgi.py "
+    'not wrap Django\'s. Put "daphne" first in INSTALLED_APPS for runserver (or serve asgi.py '
     "with an ASGI server), and in asgi.py use "
     "application = mcp_django.routing.MCPRouter(get_asgi_application()). manage.py check says what is missing."
 )

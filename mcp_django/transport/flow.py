@@ -24,7 +24,10 @@ from ..protocol.limits import SERVER_BUSY
 def twisted_request(send: Any) -> Any:
     """The Twisted request behind Daphne's ``send`` callable, or None under another server."""
     func = getattr(send, "func", None)
-    if not isinstance(send, functools.partial) or type(getattr(func, "__self__", None)).__module__ != "daphne.server":
+    if (
+        not isinstance(send, functools.partial)
+        or type(getattr(func, "__self__", None)).__module__ != "daphne.server"
+    ):
         return None
     request = send.args[0] if send.args else None
     return request if hasattr(request, "registerProducer") and hasattr(request, "channel") else None
@@ -102,16 +105,25 @@ class ResumeSlots:
         retry = {"Retry-After": str(max(1, math.ceil(settings.sse_retry_ms / 1000)))}
         if self.sessions[session_id] >= settings.max_resumes_per_session:
             raise TransportError(
-                429, f"Too Many Requests: this session already has {settings.max_resumes_per_session} resumes replaying",
-                code=SERVER_BUSY, headers=retry,
+                429,
+                f"Too Many Requests: this session already has {settings.max_resumes_per_session} resumes replaying",
+                code=SERVER_BUSY,
+                headers=retry,
             )
         if user_key is not None and self.users[user_key] >= settings.max_resumes_per_user:
             raise TransportError(
-                429, f"Too Many Requests: this user already has {settings.max_resumes_per_user} resumes replaying",
-                code=SERVER_BUSY, headers=retry,
+                429,
+                f"Too Many Requests: this user already has {settings.max_resumes_per_user} resumes replaying",
+                code=SERVER_BUSY,
+                headers=retry,
             )
         if self.total >= settings.max_resumes:
-            raise TransportError(503, "Service Unavailable: too many resumes replaying; retry later", code=SERVER_BUSY, headers=retry)
+            raise TransportError(
+                503,
+                "Service Unavailable: too many resumes replaying; retry later",
+                code=SERVER_BUSY,
+                headers=retry,
+            )
         self.sessions[session_id] += 1
         if user_key is not None:
             self.users[user_key] += 1

@@ -29,9 +29,7 @@ security_logger = logging.getLogger("django.security.DisallowedHost")
 
 #: The request headers a browser-based client may send, in every revision: 2026-07-28 requests
 #: also carry ``Mcp-Method``, ``Mcp-Name`` and one ``Mcp-Param-{Name}`` per mirrored argument.
-ALLOWED_REQUEST_HEADERS = (
-    "Accept, Authorization, Content-Type, Last-Event-ID, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name"
-)
+ALLOWED_REQUEST_HEADERS = "Accept, Authorization, Content-Type, Last-Event-ID, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name"
 
 #: What a CORS preflight from an allowed origin is told, besides the headers it may send.
 PREFLIGHT_HEADERS = {
@@ -69,7 +67,9 @@ class Headers(Mapping[str, str]):
         return len(self._headers)
 
 
-def cors_headers(scope: dict[str, Any], headers: Headers, settings: MCPSettings) -> list[tuple[bytes, bytes]]:
+def cors_headers(
+    scope: dict[str, Any], headers: Headers, settings: MCPSettings
+) -> list[tuple[bytes, bytes]]:
     """The CORS headers for an explicitly allowed cross-origin caller (a browser-based client);
     none for a same-origin or non-browser request, or an origin not in ``ALLOWED_ORIGINS``."""
     origin = headers.get("origin")
@@ -104,7 +104,10 @@ def preflight_headers(headers: Headers) -> dict[str, str]:
                 break
     if not params:
         return PREFLIGHT_HEADERS
-    return {**PREFLIGHT_HEADERS, "Access-Control-Allow-Headers": ", ".join([ALLOWED_REQUEST_HEADERS, *params])}
+    return {
+        **PREFLIGHT_HEADERS,
+        "Access-Control-Allow-Headers": ", ".join([ALLOWED_REQUEST_HEADERS, *params]),
+    }
 
 
 def check_declared_length(headers: Headers, settings: MCPSettings) -> None:
@@ -122,7 +125,9 @@ def check_origin_and_host(request: HttpRequest, headers: Headers, settings: MCPS
     except DisallowedHost as exc:
         security_logger.error(str(exc))
         raise TransportError(400, "Bad Request: invalid Host header") from None
-    negotiation.check_origin(headers.get("origin"), host, request.scheme or "http", settings.allowed_origins)
+    negotiation.check_origin(
+        headers.get("origin"), host, request.scheme or "http", settings.allowed_origins
+    )
 
 
 def check_post(headers: Headers) -> None:
@@ -136,7 +141,9 @@ def refuse_modern_batch(headers: Headers, params: Iterable[dict[str, Any]]) -> N
     that revision takes one message per request (batches were removed in 2025-06-18; only a
     2025-03-26 session takes them)."""
     version = headers.get("mcp-protocol-version")
-    if modern.is_modern_version(version) or any(modern.is_modern_request(version, each) for each in params):
+    if modern.is_modern_version(version) or any(
+        modern.is_modern_request(version, each) for each in params
+    ):
         raise TransportError(
             HTTPStatus.BAD_REQUEST,
             "Invalid Request: MCP 2026-07-28 takes one JSON-RPC message per request, not a batch "
@@ -159,7 +166,11 @@ def refuse_stateless(headers: Headers, method: str) -> None:
     """405 for a GET or DELETE of 2026-07-28: no session, so no standalone stream and nothing
     to delete (transports spec, "Earlier Streamable HTTP Revisions")."""
     if modern.is_modern_version(headers.get("mcp-protocol-version")):
-        raise TransportError(405, f"Method Not Allowed: {method} is not part of MCP 2026-07-28", headers={"Allow": "POST"})
+        raise TransportError(
+            405,
+            f"Method Not Allowed: {method} is not part of MCP 2026-07-28",
+            headers={"Allow": "POST"},
+        )
 
 
 def method_not_allowed() -> TransportError:

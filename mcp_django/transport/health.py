@@ -78,7 +78,9 @@ class HealthView(View):
     timeout: float = 2.0
 
     async def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-        database, channel_layer = await asyncio.gather(self.check_database(), self.check_channel_layer())
+        database, channel_layer = await asyncio.gather(
+            self.check_database(), self.check_channel_layer()
+        )
         pending: list[str] = []
         migrations = ERROR
         if database == OK:
@@ -96,14 +98,20 @@ class HealthView(View):
     async def check_database(self) -> str:
         # Not thread_sensitive: a database that hangs holds a pool thread, not the request's
         # (whose executor Django waits for when the request ends).
-        return await self._check("database", sync_to_async(_ping_database, thread_sensitive=False)())
+        return await self._check(
+            "database", sync_to_async(_ping_database, thread_sensitive=False)()
+        )
 
     async def check_migrations(self) -> tuple[str, list[str]]:
         """``(OK, [])``, ``(UNAPPLIED, names)``, or ``(ERROR, [])`` when they cannot be read."""
         try:
-            pending = await asyncio.wait_for(sync_to_async(_unapplied_migrations, thread_sensitive=False)(), self.timeout)
+            pending = await asyncio.wait_for(
+                sync_to_async(_unapplied_migrations, thread_sensitive=False)(), self.timeout
+            )
         except Exception:  # a health check's top level, as in _check
-            logger.warning("Health check: the migrations of mcp_django cannot be read", exc_info=True)
+            logger.warning(
+                "Health check: the migrations of mcp_django cannot be read", exc_info=True
+            )
             return ERROR, []
         if pending:
             logger.warning("Health check: unapplied migrations %s", ", ".join(pending))

@@ -77,8 +77,17 @@ class InMemoryChannelLayer(BaseChannelLayer):  # type: ignore[misc]  # channels 
     sweep_interval = 1.0
     group_sweep_interval = 60.0
 
-    def __init__(self, expiry: int = 60, group_expiry: int = 86400, capacity: int = 100, channel_capacity: Any = None, **kwargs: Any) -> None:
-        super().__init__(expiry=expiry, capacity=capacity, channel_capacity=channel_capacity, **kwargs)
+    def __init__(
+        self,
+        expiry: int = 60,
+        group_expiry: int = 86400,
+        capacity: int = 100,
+        channel_capacity: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            expiry=expiry, capacity=capacity, channel_capacity=channel_capacity, **kwargs
+        )
         self.group_expiry = group_expiry
         self.channels: dict[str, _Channel] = {}
         self.groups: dict[str, dict[str, float]] = {}
@@ -285,7 +294,13 @@ return full
 def _redis_layer(layer: Any) -> bool:
     """Whether ``layer`` is channels_redis's core layer as these helpers know it (4.x)."""
     return type(layer).__module__ == "channels_redis.core" and all(
-        hasattr(layer, name) for name in ("_group_key", "consistent_hash", "connection", "_map_channel_keys_to_connection")
+        hasattr(layer, name)
+        for name in (
+            "_group_key",
+            "consistent_hash",
+            "connection",
+            "_map_channel_keys_to_connection",
+        )
     )
 
 
@@ -311,7 +326,11 @@ def _wire(layer: Any, index: int) -> RedisWire | None:
 
 
 def _host_wires(host: Any) -> Wires:
-    options = {k: v for k, v in host.items() if k != "address"} if isinstance(host, dict) else {"unknown": host}
+    options = (
+        {k: v for k, v in host.items() if k != "address"}
+        if isinstance(host, dict)
+        else {"unknown": host}
+    )
     address = host.get("address") if isinstance(host, dict) else None
     return Wires(address if isinstance(address, str) else "", options)
 
@@ -335,7 +354,9 @@ async def _execute(layer: Any, index: int, commands: list[list[Any]]) -> list[An
     return list(await pipe.execute())
 
 
-async def _pipelined(layer: Any, groups: list[str], channel: str, commands: Callable[[bytes], list[list[Any]]]) -> None:
+async def _pipelined(
+    layer: Any, groups: list[str], channel: str, commands: Callable[[bytes], list[list[Any]]]
+) -> None:
     """One round trip per shard, ``commands(group_key)`` giving each group's commands."""
     layer.require_valid_channel_name(channel)
     for index, keys in _by_shard(layer, groups).items():
@@ -349,7 +370,12 @@ async def group_add_many(layer: Any, groups: list[str], channel: str) -> None:
             await layer.group_add(group, channel)
         return
     at = time.time()
-    await _pipelined(layer, groups, channel, lambda key: [["ZADD", key, at, channel], ["EXPIRE", key, layer.group_expiry]])
+    await _pipelined(
+        layer,
+        groups,
+        channel,
+        lambda key: [["ZADD", key, at, channel], ["EXPIRE", key, layer.group_expiry]],
+    )
     if channel in _inboxes:
         for group in groups:
             _local_members.setdefault(group, set()).add(channel)
@@ -438,7 +464,9 @@ def _forget_local(channel: str, groups: list[str]) -> None:
                 del _local_members[group]
 
 
-async def group_send(layer: Any, group: str, message: dict[str, Any], *, last: bool = False) -> None:
+async def group_send(
+    layer: Any, group: str, message: dict[str, Any], *, last: bool = False
+) -> None:
     """``layer.group_send``; on channels_redis in two round trips instead of four, with its
     semantics: expired members dropped, expired messages trimmed, full channels skipped and
     logged; a member with an inbox in this process is handed its copy in memory.
@@ -451,7 +479,10 @@ async def group_send(layer: Any, group: str, message: dict[str, Any], *, last: b
         await layer.group_send(group, message)
         return
     ((index, (key,)),) = _by_shard(layer, [group]).items()
-    commands: list[list[Any]] = [["ZREMRANGEBYSCORE", key, 0, int(time.time()) - layer.group_expiry], ["ZRANGE", key, 0, -1]]
+    commands: list[list[Any]] = [
+        ["ZREMRANGEBYSCORE", key, 0, int(time.time()) - layer.group_expiry],
+        ["ZRANGE", key, 0, -1],
+    ]
     leaving = _leaving(layer, group, index) if last else []
     # After the ZRANGE: the members read still include the ones leaving, who get the message.
     commands += [["ZREM", layer._group_key(joined), channel] for channel, joined in leaving]
@@ -475,9 +506,22 @@ async def group_send(layer: Any, group: str, message: dict[str, Any], *, last: b
         return
     keys_by_shard, payloads, capacities = layer._map_channel_keys_to_connection(names, message)
     for shard, channel_keys in keys_by_shard.items():
-        trims = [["ZREMRANGEBYSCORE", channel_key, 0, int(time.time()) - int(layer.expiry)] for channel_key in channel_keys]
-        args = [payloads[k] for k in channel_keys] + [capacities[k] for k in channel_keys] + [time.time(), layer.expiry]
-        full = (await _execute(layer, shard, [*trims, ["EVAL", _SEND_TO_KEYS, len(channel_keys), *channel_keys, *args]]))[-1]
+        trims = [
+            ["ZREMRANGEBYSCORE", channel_key, 0, int(time.time()) - int(layer.expiry)]
+            for channel_key in channel_keys
+        ]
+        args = (
+            [payloads[k] for k in channel_keys]
+            + [capacities[k] for k in channel_keys]
+            + [time.time(), layer.expiry]
+        )
+        full = (
+            await _execute(
+                layer,
+                shard,
+                [*trims, ["EVAL", _SEND_TO_KEYS, len(channel_keys), *channel_keys, *args]],
+            )
+        )[-1]
         if full:
             logger.info("%s of %s channels over capacity in group %s", full, len(names), group)
 
@@ -489,7 +533,11 @@ def _leaving(layer: Any, group: str, index: int) -> list[tuple[str, str]]:
     for channel in _local_members.get(group, ()):
         inbox = _inboxes.get(channel)
         if inbox is not None:
-            leaving += [(channel, joined) for joined in inbox.joined if layer.consistent_hash(joined) == index]
+            leaving += [
+                (channel, joined)
+                for joined in inbox.joined
+                if layer.consistent_hash(joined) == index
+            ]
     return leaving
 
 

@@ -35,7 +35,13 @@ class SessionStreamEmitter(StreamEmitter):
     def __init__(self, session_id: str) -> None:
         super().__init__(session_id, GET_STREAM)
 
-    async def send(self, message: dict[str, Any], *, closes: bool = False, finishes: tuple[str, str] | None = None) -> int:
+    async def send(
+        self,
+        message: dict[str, Any],
+        *,
+        closes: bool = False,
+        finishes: tuple[str, str] | None = None,
+    ) -> int:
         seq = await send_to_session(self.session_id, message, self.store)
         if finishes is not None:
             await RunningRequestStore().afinish(*finishes)
@@ -60,7 +66,10 @@ class HTTPSSEConsumer(MCPConsumer):
 
     async def handle(self, body: bytes) -> None:
         if not self.settings.http_sse:
-            raise TransportError(404, "Not Found: the 2024-11-05 HTTP+SSE transport is turned off (MCP_DJANGO['HTTP_SSE'])")
+            raise TransportError(
+                404,
+                "Not Found: the 2024-11-05 HTTP+SSE transport is turned off (MCP_DJANGO['HTTP_SSE'])",
+            )
         await super().handle(body)
 
     async def get(self, principal: Principal) -> None:
@@ -72,16 +81,26 @@ class HTTPSSEConsumer(MCPConsumer):
         # Refused at a stream cap, the session just opened ends with the connection (cleanup).
         await self.hold_stream_slot(principal, session.pk)
         self.sse = SSEStream(self, session.pk, principal.user_id, self.settings)
-        messages = self.scope.get("root_path", "") + self.scope["path"].rstrip("/").removesuffix("/sse") + "/messages/"
-        await self.sse.open_session_stream(encode_event(f"{messages}?session_id={session.pk}", event="endpoint"))
+        messages = (
+            self.scope.get("root_path", "")
+            + self.scope["path"].rstrip("/").removesuffix("/sse")
+            + "/messages/"
+        )
+        await self.sse.open_session_stream(
+            encode_event(f"{messages}?session_id={session.pk}", event="endpoint")
+        )
 
     async def post(self, principal: Principal, body: bytes) -> None:
         if self.kind != "messages":
             raise TransportError(405, "Method Not Allowed", headers={"Allow": "GET"})
         negotiation.check_content_type(self.headers.get("content-type"))
-        session_id = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("session_id", [""])[0]
+        session_id = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get(
+            "session_id", [""]
+        )[0]
         if not session_id:
-            raise TransportError(400, "Bad Request: session_id is required; open the stream with GET .../sse first")
+            raise TransportError(
+                400, "Bad Request: session_id is required; open the stream with GET .../sse first"
+            )
         session = await self.engine.load_session(principal, session_id)
         try:
             decoded = decode(body)
@@ -107,7 +126,11 @@ class HTTPSSEConsumer(MCPConsumer):
                 await emitter.send(reply)
 
     async def delete(self, principal: Principal) -> None:
-        raise TransportError(405, "Method Not Allowed: closing the stream ends the session", headers={"Allow": "GET, POST"})
+        raise TransportError(
+            405,
+            "Method Not Allowed: closing the stream ends the session",
+            headers={"Allow": "GET, POST"},
+        )
 
     def check_accepts_events(self) -> None:
         # 2024-11-05 clients may send no Accept at all; one that is sent must admit the stream.
@@ -121,4 +144,3 @@ class HTTPSSEConsumer(MCPConsumer):
             # In this transport the stream is the session: when it closes, the session ends.
             await self.engine.terminate(self.opened, reason="stream closed")
             self.opened = None
-

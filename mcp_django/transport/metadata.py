@@ -29,10 +29,17 @@ class MetadataConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # channels shi
 
     async def handle(self, body: bytes) -> None:
         # Public metadata that browser-based clients must be able to read from any origin.
-        cors = [(b"access-control-allow-origin", b"*"), (b"access-control-allow-methods", b"GET, OPTIONS")]
+        cors = [
+            (b"access-control-allow-origin", b"*"),
+            (b"access-control-allow-methods", b"GET, OPTIONS"),
+        ]
         method = self.scope["method"]
         if method == "OPTIONS":
-            await self.send_response(204, b"", headers=[*cors, (b"access-control-allow-headers", b"MCP-Protocol-Version")])
+            await self.send_response(
+                204,
+                b"",
+                headers=[*cors, (b"access-control-allow-headers", b"MCP-Protocol-Version")],
+            )
             return
         if method not in ("GET", "HEAD"):
             await self.send_response(405, b"", headers=[(b"allow", b"GET, HEAD, OPTIONS")])
@@ -41,9 +48,15 @@ class MetadataConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # channels shi
         try:
             resource = resource_url(request, self.endpoint_path)
         except DisallowedHost:
-            await self.send_response(400, b"Bad Request: invalid Host header", headers=[(b"content-type", b"text/plain")])
+            await self.send_response(
+                400, b"Bad Request: invalid Host header", headers=[(b"content-type", b"text/plain")]
+            )
             return
         declared = self.site.get_scopes() if self.site is not None else []
         document = encode(protected_resource_metadata(resource, declared))
-        headers = [(b"content-type", b"application/json"), (b"cache-control", b"public, max-age=3600"), *cors]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"cache-control", b"public, max-age=3600"),
+            *cors,
+        ]
         await self.send_response(200, b"" if method == "HEAD" else document, headers=headers)

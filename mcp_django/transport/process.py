@@ -77,9 +77,13 @@ class ProcessChannel:
                 self.sweeper = loop.create_task(sweep())
         if self.joined_at is None or time.monotonic() - self.joined_at > REJOIN_SECONDS:
             try:
-                await asyncio.wait_for(get_layer().group_add(SESSIONS_GROUP, self.channel), self.JOIN_TIMEOUT)
+                await asyncio.wait_for(
+                    get_layer().group_add(SESSIONS_GROUP, self.channel), self.JOIN_TIMEOUT
+                )
             except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
-                raise TimeoutError(f"the channel layer did not answer within {self.JOIN_TIMEOUT:g} s") from None
+                raise TimeoutError(
+                    f"the channel layer did not answer within {self.JOIN_TIMEOUT:g} s"
+                ) from None
             # Only once joined: a join that failed is tried again by the next request.
             self.joined_at = time.monotonic()
         return self.channel
@@ -98,8 +102,14 @@ class ProcessChannel:
                 # forgotten it).
                 failures += 1
                 self.joined_at = None
-                logger.warning("The process channel could not receive (failure %d in a row); listening again", failures, exc_info=True)
-                await asyncio.sleep(min(self.RETRY_MAX_SECONDS, self.RETRY_SECONDS * 2 ** min(failures - 1, 8)))
+                logger.warning(
+                    "The process channel could not receive (failure %d in a row); listening again",
+                    failures,
+                    exc_info=True,
+                )
+                await asyncio.sleep(
+                    min(self.RETRY_MAX_SECONDS, self.RETRY_SECONDS * 2 ** min(failures - 1, 8))
+                )
                 continue
             failures = 0
             if message.get("type") == "mcp.session.changed":
@@ -117,7 +127,7 @@ class ProcessChannel:
 
     async def renew_leases(self) -> None:
         """Keep this process's claim on its running requests while it lives (see RunningRequest),
-    and sweep up after dead processes on every beat."""
+        and sweep up after dead processes on every beat."""
         while True:
             lease = mcp_settings.request_lease_seconds
             await asyncio.sleep(lease / 3)
@@ -130,7 +140,9 @@ class ProcessChannel:
             # for a resume.
             await sweep()
 
-    async def watch(self, key: tuple[str, str], task: asyncio.Task[Any], stream: str | None = None) -> None:
+    async def watch(
+        self, key: tuple[str, str], task: asyncio.Task[Any], stream: str | None = None
+    ) -> None:
         """Register a running request so a cancel POSTed to any process reaches it, and (with
         its ``stream``) claim it in the database so a resume elsewhere can tell if it died."""
         RUNNING[key] = task
@@ -193,7 +205,10 @@ class Leases:
             if claims:
                 tool_calls = self.tool_calls(list(batch)) if self.tool_calls is not None else None
                 await RunningRequestStore().astart_many(
-                    claims, owner=PROCESS_ID, lease_seconds=mcp_settings.request_lease_seconds, tool_calls=tool_calls
+                    claims,
+                    owner=PROCESS_ID,
+                    lease_seconds=mcp_settings.request_lease_seconds,
+                    tool_calls=tool_calls,
                 )
             self._written.update(batch)
         except Exception:
@@ -261,7 +276,11 @@ class Orphans:
         for key in self.streams.get(stream, ()):
             task = RUNNING.get(key)
             if task is not None and not task.done():
-                logger.info("Cancelling request %s of session %s: its stream lost its connection", key[1], key[0])
+                logger.info(
+                    "Cancelling request %s of session %s: its stream lost its connection",
+                    key[1],
+                    key[0],
+                )
                 task.cancel()
 
 
@@ -274,13 +293,17 @@ async def stream_dropped(stream: str) -> None:
     """The connection of POST stream ``stream`` is gone (no other took it over): its requests
     are cancelled after the grace period unless a client resumes it, wherever they run."""
     if not orphans.dropped(stream):
-        await get_layer().group_send(SESSIONS_GROUP, {"type": "mcp.stream.dropped", "stream": stream})
+        await get_layer().group_send(
+            SESSIONS_GROUP, {"type": "mcp.stream.dropped", "stream": stream}
+        )
 
 
 async def stream_resumed(stream: str) -> None:
     """A client resumed POST stream ``stream``: its requests are not cancelled, wherever they run."""
     if not orphans.resumed(stream):
-        await get_layer().group_send(SESSIONS_GROUP, {"type": "mcp.stream.resumed", "stream": stream})
+        await get_layer().group_send(
+            SESSIONS_GROUP, {"type": "mcp.stream.resumed", "stream": stream}
+        )
 
 
 async def cancel_request(session_id: str, request_id: Any) -> None:
@@ -292,7 +315,9 @@ async def cancel_request(session_id: str, request_id: Any) -> None:
         return
     # Every process hears it and the one running the request acts: cancels are rare, so this
     # costs less than a group per request (two channel-layer round trips on every request).
-    await get_layer().group_send(SESSIONS_GROUP, {"type": "mcp.cancel", "session": key[0], "request": key[1]})
+    await get_layer().group_send(
+        SESSIONS_GROUP, {"type": "mcp.cancel", "session": key[0], "request": key[1]}
+    )
 
 
 def cancel_local(session_id: str) -> int:
@@ -306,7 +331,9 @@ def cancel_local(session_id: str) -> int:
 async def cancel_session(session_id: str) -> None:
     """Cancel every running request of a session, on every process (DELETE)."""
     cancel_local(session_id)
-    await get_layer().group_send(SESSIONS_GROUP, {"type": "mcp.cancel.session", "session": session_id})
+    await get_layer().group_send(
+        SESSIONS_GROUP, {"type": "mcp.cancel.session", "session": session_id}
+    )
 
 
 async def sweep() -> None:
@@ -327,7 +354,9 @@ async def sweep() -> None:
 
 async def broadcast_session_changed(session_id: str) -> None:
     """Tell every process to forget its cached copy of a session."""
-    await get_layer().group_send(SESSIONS_GROUP, {"type": "mcp.session.changed", "session": session_id})
+    await get_layer().group_send(
+        SESSIONS_GROUP, {"type": "mcp.session.changed", "session": session_id}
+    )
 
 
 async def on_session_changed(sender: Any, session_id: str, **kwargs: Any) -> None:

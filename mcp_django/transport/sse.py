@@ -68,7 +68,9 @@ class Connection(Protocol):
 class SSEStream:
     """The SSE stream written on one connection: a POST's answers, the GET stream, or a resume."""
 
-    def __init__(self, connection: Connection, session_id: str, user_id: Any, settings: MCPSettings) -> None:
+    def __init__(
+        self, connection: Connection, session_id: str, user_id: Any, settings: MCPSettings
+    ) -> None:
         self.connection = connection
         # Ids, not the rows: an idle stream holds as little as it can (one per open session).
         self.session_id = session_id
@@ -94,12 +96,19 @@ class SSEStream:
     # -- opening --------------------------------------------------------------------------
 
     async def _send_headers(self) -> None:
-        await self.connection.send_headers(status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", self.session_id.encode())])
+        await self.connection.send_headers(
+            status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", self.session_id.encode())]
+        )
 
     async def _prime(self, seq: int) -> None:
         # An id with empty data, so the client can resume even before the first event.
         await self.connection.send_body(
-            encode_event("", event_id=make_event_id(self.stream or "", seq), retry_ms=self.settings.sse_retry_ms), more_body=True
+            encode_event(
+                "",
+                event_id=make_event_id(self.stream or "", seq),
+                retry_ms=self.settings.sse_retry_ms,
+            ),
+            more_body=True,
         )
 
     async def open_post_stream(self, stream: str) -> None:
@@ -119,7 +128,9 @@ class SSEStream:
         # in order with the events.
         if self._unstarted and not self.closed:
             self._start_task = loop.create_task(
-                self.connection.channel_layer.send(self.connection.channel_name, {"type": "mcp.start"})
+                self.connection.channel_layer.send(
+                    self.connection.channel_name, {"type": "mcp.start"}
+                )
             )
 
     async def start(self) -> None:
@@ -139,15 +150,23 @@ class SSEStream:
             self._start_timer = None
         await self._send_headers()
         self.start_timers()
-        return encode_event("", event_id=make_event_id(self.stream or "", 0), retry_ms=self.settings.sse_retry_ms)
+        return encode_event(
+            "", event_id=make_event_id(self.stream or "", 0), retry_ms=self.settings.sse_retry_ms
+        )
 
     async def open_get_stream(self) -> None:
         # One connection holds the standalone stream: a new GET takes it over, so that every
         # message goes out on exactly one connection (transports spec, "no broadcast").
-        await group_send(self.connection.channel_layer, get_stream_group(self.session_id), {"type": "mcp.takeover"})
+        await group_send(
+            self.connection.channel_layer,
+            get_stream_group(self.session_id),
+            {"type": "mcp.takeover"},
+        )
         self.stream = GET_STREAM
         # Join before reading the last number: an event stored in between then arrives live.
-        await self.connection.join(get_stream_group(self.session_id), session_group(self.session_id))
+        await self.connection.join(
+            get_stream_group(self.session_id), session_group(self.session_id)
+        )
         self.last_seq = await self.store.alast_seq(self.session_id, GET_STREAM)
         await self._send_headers()
         await self._prime(self.last_seq)
@@ -157,7 +176,9 @@ class SSEStream:
         """The 2024-11-05 HTTP+SSE stream: the session's GET stream, opened with ``first`` (its
         ``endpoint`` event); later messages of the session follow on it."""
         self.stream = GET_STREAM
-        await self.connection.join(get_stream_group(self.session_id), session_group(self.session_id))
+        await self.connection.join(
+            get_stream_group(self.session_id), session_group(self.session_id)
+        )
         self.last_seq = await self.store.alast_seq(self.session_id, GET_STREAM)
         await self.connection.send_headers(status=200, headers=SSE_HEADERS)
         await self.connection.send_body(first, more_body=True)
@@ -203,15 +224,20 @@ class SSEStream:
         # Reading from one event earlier shows whether the client already has the final one.
         try:
             pages = self.store.areplay_pages(
-                session_id, stream, max(after - 1, 0),
-                max_events=self.settings.replay_page_events, max_bytes=self.settings.replay_page_bytes,
+                session_id,
+                stream,
+                max(after - 1, 0),
+                max_events=self.settings.replay_page_events,
+                max_bytes=self.settings.replay_page_bytes,
             )
             async for page in pages:
                 chunk: list[bytes] = []
                 ends = False
                 for event in page:
                     if event.seq > after and event.payload:  # a closing marker has no payload
-                        chunk.append(encode_event(event.payload, event_id=make_event_id(stream, event.seq)))
+                        chunk.append(
+                            encode_event(event.payload, event_id=make_event_id(stream, event.seq))
+                        )
                         self.last_seq = event.seq
                     if event.closes_stream:
                         ends = self.finished = True
@@ -241,11 +267,19 @@ class SSEStream:
                 continue  # already written (replayed before this arrived live)
             if seq > self.last_seq + 1:
                 pages = self.store.areplay_pages(
-                    self.session_id, stream, self.last_seq, until=seq,
-                    max_events=self.settings.replay_page_events, max_bytes=self.settings.replay_page_bytes,
+                    self.session_id,
+                    stream,
+                    self.last_seq,
+                    until=seq,
+                    max_events=self.settings.replay_page_events,
+                    max_bytes=self.settings.replay_page_bytes,
                 )
                 async for page in pages:
-                    chunk.extend(encode_event(e.payload, event_id=make_event_id(stream, e.seq)) for e in page if e.payload)
+                    chunk.extend(
+                        encode_event(e.payload, event_id=make_event_id(stream, e.seq))
+                        for e in page
+                        if e.payload
+                    )
                     self.last_seq = page[-1].seq
                     await self.connection.send_body(b"".join(chunk), more_body=True)
                     chunk.clear()
@@ -301,7 +335,9 @@ class SSEStream:
 
     async def disconnect(self) -> None:
         # Through the consumer's own channel, so the close runs in its dispatch loop.
-        await self.connection.channel_layer.send(self.connection.channel_name, {"type": "mcp.disconnect"})
+        await self.connection.channel_layer.send(
+            self.connection.channel_name, {"type": "mcp.disconnect"}
+        )
 
     def close(self) -> None:
         """Release what the connection held; called once it is over, however it ended."""
@@ -338,10 +374,14 @@ class ResponseStream:
         """Nothing to resume in this revision: the request goes on until it answers."""
 
     async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
-        raise RuntimeError("2026-07-28 sends no requests to the client; questions are input-required results")
+        raise RuntimeError(
+            "2026-07-28 sends no requests to the client; questions are input-required results"
+        )
 
     async def run(
-        self, answer: Callable[[], Coroutine[Any, Any, dict[str, Any]]], receive: Callable[[], Awaitable[Any]]
+        self,
+        answer: Callable[[], Coroutine[Any, Any, dict[str, Any]]],
+        receive: Callable[[], Awaitable[Any]],
     ) -> dict[str, Any] | None:
         """The response of ``answer()``, or None when the client closed the connection first:
         closing the response stream is the cancellation in this revision, so it is cancelled."""
@@ -353,7 +393,9 @@ class ResponseStream:
         await self.connection.send_body(b"", more_body=False)
 
 
-async def until_disconnect(answer: Coroutine[Any, Any, T], receive: Callable[[], Awaitable[Any]]) -> T | None:
+async def until_disconnect(
+    answer: Coroutine[Any, Any, T], receive: Callable[[], Awaitable[Any]]
+) -> T | None:
     """The result of ``answer``, or None when the client disconnected first (``receive`` gave
     ``http.disconnect``: the request body is read by then), in which case it is cancelled."""
     task = asyncio.get_running_loop().create_task(answer)
@@ -397,7 +439,9 @@ class ListenStream:
         await self.send(listen_acknowledgement(agreed, self.subscription_id))
         loop = asyncio.get_running_loop()
         if self.settings.sse_keepalive_seconds > 0:
-            self.timers.append(loop.create_task(self._keepalive(self.settings.sse_keepalive_seconds)))
+            self.timers.append(
+                loop.create_task(self._keepalive(self.settings.sse_keepalive_seconds))
+            )
         limit = self.settings.sse_max_connection_seconds
         if limit is not None:
             self.timers.append(loop.create_task(self._end_after(limit)))

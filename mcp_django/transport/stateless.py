@@ -18,7 +18,9 @@ from .base import BaseMCPConsumer
 from .sse import ListenStream, ResponseStream, until_disconnect
 
 
-async def post(consumer: BaseMCPConsumer, principal: Principal, message: Request | Notification) -> None:
+async def post(
+    consumer: BaseMCPConsumer, principal: Principal, message: Request | Notification
+) -> None:
     """Answer one 2026-07-28 message on ``consumer``'s connection."""
     if isinstance(message, Notification):
         await consumer.send_empty(202)  # none is defined over HTTP in this revision; accepted
@@ -38,11 +40,15 @@ async def post(consumer: BaseMCPConsumer, principal: Principal, message: Request
         await engine.release_held([message])  # when it never ran
 
 
-async def answer(consumer: BaseMCPConsumer, principal: Principal, message: Request, meta: modern.RequestMeta) -> None:
+async def answer(
+    consumer: BaseMCPConsumer, principal: Principal, message: Request, meta: modern.RequestMeta
+) -> None:
     """Answer ``message`` as JSON, or as its own SSE stream when it may send events first."""
     engine = consumer.engine
     if not engine.needs_stream_stateless(message):
-        response = await until_disconnect(engine.answer_stateless(principal, message, meta), consumer.base_receive)
+        response = await until_disconnect(
+            engine.answer_stateless(principal, message, meta), consumer.base_receive
+        )
         if response is None:
             raise StopConsumer()  # the client left, and with it the request
         await consumer.send_answer(modern.http_status(response), response)
@@ -53,7 +59,9 @@ async def answer(consumer: BaseMCPConsumer, principal: Principal, message: Reque
         await consumer.send_answer(exc.http_status or 400, error_message(message.id, exc))
         return
     stream = ResponseStream(consumer)
-    streamed = await stream.run(lambda: engine.answer_stateless(principal, message, meta, stream), consumer.base_receive)
+    streamed = await stream.run(
+        lambda: engine.answer_stateless(principal, message, meta, stream), consumer.base_receive
+    )
     if streamed is None:
         raise StopConsumer()  # the client left, and with it the request
     if stream.started:
@@ -69,7 +77,9 @@ async def open_listen(consumer: BaseMCPConsumer, principal: Principal, message: 
         agreed = await consumer.engine.listen_filter(principal, message)
         await consumer.hold_stream_slot(principal, None)
     except MCPError as exc:
-        await consumer.send_answer(modern.http_status(error_message(message.id, exc)), error_message(message.id, exc))
+        await consumer.send_answer(
+            modern.http_status(error_message(message.id, exc)), error_message(message.id, exc)
+        )
         return
     consumer.listening = (principal, agreed)
     consumer.listen = ListenStream(consumer, message.id, consumer.settings)

@@ -64,7 +64,9 @@ class StdioServer:
     """One stdio conversation: its session (handshake era), its running requests, and the
     requests it sent the client that wait for an answer."""
 
-    def __init__(self, engine: Engine, principal: Principal, write: Callable[[bytes], Any], *, max_line: int) -> None:
+    def __init__(
+        self, engine: Engine, principal: Principal, write: Callable[[bytes], Any], *, max_line: int
+    ) -> None:
         self.engine = engine
         self.principal = principal
         self._write = write
@@ -96,7 +98,13 @@ class StdioServer:
         except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
             # Tell the client to stop asking its user or model (cancellation, both directions).
             reason = "timed out" if isinstance(exc, asyncio.TimeoutError) else "cancelled"
-            await asyncio.shield(self.write(notification_message("notifications/cancelled", {"requestId": request_id, "reason": reason})))
+            await asyncio.shield(
+                self.write(
+                    notification_message(
+                        "notifications/cancelled", {"requestId": request_id, "reason": reason}
+                    )
+                )
+            )
             if isinstance(exc, asyncio.TimeoutError):
                 raise TimeoutError(method) from None
             raise
@@ -117,7 +125,14 @@ class StdioServer:
                 break
             except asyncio.LimitOverrunError:
                 # A line longer than MAX_BODY_SIZE: refused whole, then skipped to its end.
-                await self.write(error_message(None, InvalidRequestError(f"Invalid Request: a message exceeds {self.max_line} bytes")))
+                await self.write(
+                    error_message(
+                        None,
+                        InvalidRequestError(
+                            f"Invalid Request: a message exceeds {self.max_line} bytes"
+                        ),
+                    )
+                )
                 await _skip_line(reader)
                 continue
             if line.strip():
@@ -137,7 +152,10 @@ class StdioServer:
             if self.session is not None:
                 self.engine.check_batch(decoded, self.session)
             elif decoded.is_batch:
-                raise TransportError(400, "Invalid Request: JSON-RPC batches are only allowed in a 2025-03-26 session")
+                raise TransportError(
+                    400,
+                    "Invalid Request: JSON-RPC batches are only allowed in a 2025-03-26 session",
+                )
         except TransportError as exc:
             await self.write(error_message(None, InvalidRequestError(exc.message)))
             return
@@ -148,17 +166,25 @@ class StdioServer:
             try:
                 await self.message(message, decoded)
             except Exception:  # a top-level handler, as a view's 500: the next line is served
-                logger.exception("stdio: could not handle a %s message", getattr(message, "method", "response"))
+                logger.exception(
+                    "stdio: could not handle a %s message", getattr(message, "method", "response")
+                )
                 if isinstance(message, Request):
                     await self.write(error_message(message.id, InternalError()))
 
-    async def message(self, message: Request | Notification | Response | Invalid, decoded: Decoded) -> None:
+    async def message(
+        self, message: Request | Notification | Response | Invalid, decoded: Decoded
+    ) -> None:
         if isinstance(message, Invalid):
             await self.write(error_message(message.id, message.error))
         elif isinstance(message, Response):
             future = self.waiting.get(message.id) if isinstance(message.id, str) else None
             if future is not None and not future.done():
-                future.set_result({"result": message.result} if message.error is None else {"error": message.error})
+                future.set_result(
+                    {"result": message.result}
+                    if message.error is None
+                    else {"error": message.error}
+                )
         elif isinstance(message, Notification):
             await self.notification(message)
         elif modern.is_modern_request(None, message.params):
@@ -174,7 +200,9 @@ class StdioServer:
             if refusal is not None:
                 await self.write(refusal)
                 return
-            _, refused = await self.engine.check_quotas(self.principal, [message], session=self.session)
+            _, refused = await self.engine.check_quotas(
+                self.principal, [message], session=self.session
+            )
             if refused:
                 await self.write(refused[0])  # -32029 with data.limit and data.retryAfter
             else:
@@ -191,7 +219,11 @@ class StdioServer:
 
     async def initialize(self, message: Request) -> None:
         if self.session is not None:
-            await self.write(error_message(message.id, InvalidRequestError("Invalid Request: already initialized")))
+            await self.write(
+                error_message(
+                    message.id, InvalidRequestError("Invalid Request: already initialized")
+                )
+            )
             return
         answer, session = await self.engine.initialize(self.principal, message, transport="stdio")
         self.session = session
@@ -199,7 +231,9 @@ class StdioServer:
         if session is not None:
             # What the site announces to the session (list changes, resource updates, log
             # messages not tied to a request) is sent to its GET stream's group: follow it.
-            self.follower = asyncio.get_running_loop().create_task(self.follow(get_stream_group(session.pk)))
+            self.follower = asyncio.get_running_loop().create_task(
+                self.follow(get_stream_group(session.pk))
+            )
 
     # -- requests -------------------------------------------------------------------------
 
@@ -207,7 +241,14 @@ class StdioServer:
         key = _key(message.id)
         if key in self.running:
             work.close()
-            self.chore(self.write(error_message(message.id, InvalidRequestError("Invalid Request: request id already in use"))))
+            self.chore(
+                self.write(
+                    error_message(
+                        message.id,
+                        InvalidRequestError("Invalid Request: request id already in use"),
+                    )
+                )
+            )
             self.chore(self.engine.release_held([message]))
             return
         task = asyncio.get_running_loop().create_task(work)
@@ -244,12 +285,27 @@ class StdioServer:
                     else:
                         requests.append(message)
                 elif isinstance(message, Request):
-                    replies.append(error_message(message.id, InvalidRequestError("Invalid Request: initialize must not be part of a batch")))
+                    replies.append(
+                        error_message(
+                            message.id,
+                            InvalidRequestError(
+                                "Invalid Request: initialize must not be part of a batch"
+                            ),
+                        )
+                    )
                 else:
                     await self.message(message, decoded)
-            requests, refused = await self.engine.check_quotas(self.principal, requests, session=session)
+            requests, refused = await self.engine.check_quotas(
+                self.principal, requests, session=session
+            )
             replies += refused
-            answers = await self.engine.answer(self.principal, session, requests, emitter=StdioEmitter(self)) if requests else []
+            answers = (
+                await self.engine.answer(
+                    self.principal, session, requests, emitter=StdioEmitter(self)
+                )
+                if requests
+                else []
+            )
             if replies or answers:
                 await self.write([*replies, *answers])
 
@@ -259,7 +315,9 @@ class StdioServer:
         task.add_done_callback(lambda _: self.running.pop(key, None))
 
     async def answer(self, message: Request, session: Session) -> None:
-        (response,) = await self.engine.answer(self.principal, session, [message], emitter=StdioEmitter(self))
+        (response,) = await self.engine.answer(
+            self.principal, session, [message], emitter=StdioEmitter(self)
+        )
         await self.write(response)
 
     async def stateless(self, message: Request) -> None:
@@ -271,7 +329,9 @@ class StdioServer:
         except MCPError as exc:
             await self.write(error_message(message.id, exc))
             return
-        await self.write(await self.engine.answer_stateless(self.principal, message, meta, StdioEmitter(self)))
+        await self.write(
+            await self.engine.answer_stateless(self.principal, message, meta, StdioEmitter(self))
+        )
 
     async def listen(self, message: Request) -> None:
         """A 2026-07-28 subscription on the pipe: the acknowledgement, then the changes it asked

@@ -20,7 +20,14 @@ from ..exceptions import ClientRequestError
 from ..models import Event, RunningRequest
 from ..protocol.errors import InternalError
 from ..protocol.jsonrpc import encode, error_message, notification_message, request_message
-from ..stores import BaseEventStore, GroupWrite, RunningRequestStore, ServerRequestStore, StoredEvent, get_event_store
+from ..stores import (
+    BaseEventStore,
+    GroupWrite,
+    RunningRequestStore,
+    ServerRequestStore,
+    StoredEvent,
+    get_event_store,
+)
 from .layers import GET_STREAM, get_layer, get_stream_group, group_send, stream_group
 
 logger = logging.getLogger("mcp_django.transport")
@@ -58,9 +65,18 @@ class StreamEmitter:
         self.exceeded = False
 
     def _within_limits(self, payload: str) -> bool:
-        return self._seq + 1 <= mcp_settings.max_stream_events and self._bytes + len(payload) <= mcp_settings.max_stream_bytes
+        return (
+            self._seq + 1 <= mcp_settings.max_stream_events
+            and self._bytes + len(payload) <= mcp_settings.max_stream_bytes
+        )
 
-    async def send(self, message: dict[str, Any], *, closes: bool = False, finishes: tuple[str, str] | None = None) -> int:
+    async def send(
+        self,
+        message: dict[str, Any],
+        *,
+        closes: bool = False,
+        finishes: tuple[str, str] | None = None,
+    ) -> int:
         """Number ``message``, queue it for storing, and return its number. ``finishes``: the
         claim of the request this message answers, deleted in the same transaction."""
         if self._failure is not None:
@@ -75,7 +91,9 @@ class StreamEmitter:
             if self.exceeded or "result" in message:
                 # A response still goes out, as a small error: the stream ends with it.
                 self.exceeded = True
-                payload = encode(error_message(message["id"], InternalError(self.limit_message()))).decode()
+                payload = encode(
+                    error_message(message["id"], InternalError(self.limit_message()))
+                ).decode()
         self._seq += 1
         self._bytes += len(payload)
         self._pending.append(StoredEvent(self._seq, payload, closes))
@@ -109,10 +127,16 @@ class StreamEmitter:
             while self._pending:
                 batch, self._pending = self._pending, []
                 finished, self._finished = self._finished, []
-                await group_commit().store(self.store, self.session_id, self.stream, batch, finished)
+                await group_commit().store(
+                    self.store, self.session_id, self.stream, batch, finished
+                )
                 await group_send(
-                    self.layer, stream_group(self.stream),
-                    {"type": "mcp.events", "events": [[e.seq, e.payload, e.closes_stream] for e in batch]},
+                    self.layer,
+                    stream_group(self.stream),
+                    {
+                        "type": "mcp.events",
+                        "events": [[e.seq, e.payload, e.closes_stream] for e in batch],
+                    },
                     last=any(e.closes_stream for e in batch),
                 )
         except BaseException as exc:
@@ -131,21 +155,37 @@ class StreamEmitter:
         requests = ServerRequestStore()
         request_id = f"srv-{secrets.token_urlsafe(12)}"
         channel = await self.layer.new_channel()
-        await requests.acreate(session_id=self.session_id, request_id=request_id, method=method, params=params, channel_name=channel)
+        await requests.acreate(
+            session_id=self.session_id,
+            request_id=request_id,
+            method=method,
+            params=params,
+            channel_name=channel,
+        )
         await self.send(request_message(request_id, method, params))
         try:
             message = await asyncio.wait_for(self.layer.receive(channel), timeout)
         except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
             timed_out = isinstance(exc, asyncio.TimeoutError)
-            await asyncio.shield(self._cancel_request(requests, request_id, "timed out" if timed_out else "cancelled"))
+            await asyncio.shield(
+                self._cancel_request(
+                    requests, request_id, "timed out" if timed_out else "cancelled"
+                )
+            )
             if timed_out:  # the builtin on every Python (asyncio's is another class before 3.11)
                 raise TimeoutError(method) from None
             raise
         return cast(dict[str, Any], message["response"])  # as deliver_response sent it
 
-    async def _cancel_request(self, requests: ServerRequestStore, request_id: str, reason: str) -> None:
+    async def _cancel_request(
+        self, requests: ServerRequestStore, request_id: str, reason: str
+    ) -> None:
         await requests.acancel(self.session_id, request_id)
-        await self.send(notification_message("notifications/cancelled", {"requestId": request_id, "reason": reason}))
+        await self.send(
+            notification_message(
+                "notifications/cancelled", {"requestId": request_id, "reason": reason}
+            )
+        )
 
     async def close_connection(self) -> None:
         """Ask the process holding the connection to close it without ending the stream."""
@@ -192,14 +232,23 @@ class GroupCommit:
         self._writes: GroupWrite[_Batch, None] = GroupWrite(sync_to_async(write_batches))
 
     async def store(
-        self, store: BaseEventStore, session_id: str, stream: str, events: list[StoredEvent], finished: list[tuple[str, str]]
+        self,
+        store: BaseEventStore,
+        session_id: str,
+        stream: str,
+        events: list[StoredEvent],
+        finished: list[tuple[str, str]],
     ) -> None:
         """Return once ``events`` (and the deletion of the ``finished`` claims) are committed."""
         await self._writes.write(_Batch(store, session_id, stream, events, finished))
 
 
 def write_events(
-    store: BaseEventStore, session_id: str, stream: str, events: list[StoredEvent], finished: list[tuple[str, str]]
+    store: BaseEventStore,
+    session_id: str,
+    stream: str,
+    events: list[StoredEvent],
+    finished: list[tuple[str, str]],
 ) -> None:
     """Store one stream's ``events``, and delete its ``finished`` claims in the same transaction."""
     if not finished:
@@ -217,9 +266,13 @@ def write_batches(group: list[_Batch]) -> None:
         batch = group[0]
         write_events(batch.store, batch.session_id, batch.stream, batch.events, batch.finished)
         return
-    by_store: dict[type[BaseEventStore], tuple[BaseEventStore, list[tuple[str, str, list[StoredEvent]]]]] = {}
+    by_store: dict[
+        type[BaseEventStore], tuple[BaseEventStore, list[tuple[str, str, list[StoredEvent]]]]
+    ] = {}
     for batch in group:
-        by_store.setdefault(type(batch.store), (batch.store, []))[1].append((batch.session_id, batch.stream, batch.events))
+        by_store.setdefault(type(batch.store), (batch.store, []))[1].append(
+            (batch.session_id, batch.stream, batch.events)
+        )
     finished = [key for batch in group for key in batch.finished]
     # One transaction either way: a write that fails leaves nothing behind, and is retried
     # batch by batch.
@@ -250,13 +303,17 @@ async def deliver_response(session_id: str, request_id: Any, response: dict[str,
     return True
 
 
-async def send_to_session(session_id: str, message: dict[str, Any], store: BaseEventStore | None = None) -> int:
+async def send_to_session(
+    session_id: str, message: dict[str, Any], store: BaseEventStore | None = None
+) -> int:
     """Append a session-wide message to the session's GET stream and announce it."""
     store = store or get_event_store()
     payload = encode(message).decode()
     seq = await store.aappend(session_id, GET_STREAM, payload)
     await group_send(
-        get_layer(), get_stream_group(session_id), {"type": "mcp.event", "seq": seq, "payload": payload, "closes": False}
+        get_layer(),
+        get_stream_group(session_id),
+        {"type": "mcp.event", "seq": seq, "payload": payload, "closes": False},
     )
     return seq
 
@@ -267,6 +324,13 @@ async def close_orphaned_streams(**filters: Any) -> int:
     stored = await sync_to_async(RunningRequestStore().close_orphans)(**filters)
     for stream, event in stored:
         await group_send(
-            get_layer(), stream_group(stream), {"type": "mcp.event", "seq": event.seq, "payload": event.payload, "closes": event.closes_stream}
+            get_layer(),
+            stream_group(stream),
+            {
+                "type": "mcp.event",
+                "seq": event.seq,
+                "payload": event.payload,
+                "closes": event.closes_stream,
+            },
         )
     return len(stored)

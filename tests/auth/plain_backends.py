@@ -15,7 +15,9 @@ from django.http import HttpRequest
 class EmailBackend:
     """Sign in by email and password; grants no permissions."""
 
-    def authenticate(self, request: HttpRequest | None, email: str | None = None, password: str | None = None) -> Any:
+    def authenticate(
+        self, request: HttpRequest | None, email: str | None = None, password: str | None = None
+    ) -> Any:
         User = get_user_model()
         try:
             user = User._default_manager.get(email__iexact=email)

@@ -24,7 +24,13 @@ from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.common import Request
 from oauthlib.oauth2.rfc6749 import errors
 
-from mcp_django.auth.oauth_validator import MCPOAuth2Validator, MetadataFetcher, _refusal_key, mcp_resource, public_reason
+from mcp_django.auth.oauth_validator import (
+    MCPOAuth2Validator,
+    MetadataFetcher,
+    _refusal_key,
+    mcp_resource,
+    public_reason,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 ENDPOINT = {"AUTHENTICATION": "oauth", "RESOURCE_URL": "https://MCP.example.com/mcp/"}
@@ -45,13 +51,17 @@ def test_the_dotted_paths_the_docs_give_import_the_packaged_validator_and_fetche
     for key, path in paths:
         assert path.startswith("mcp_django."), (key, path)
         loaded = import_string(path)
-        assert issubclass(loaded, OAuth2Validator if key == "OAUTH2_VALIDATOR_CLASS" else MetadataFetcher)
+        assert issubclass(
+            loaded, OAuth2Validator if key == "OAUTH2_VALIDATOR_CLASS" else MetadataFetcher
+        )
 
 
 @override_settings(MCP_DJANGO=ENDPOINT)
 def test_a_token_for_another_resource_is_refused_with_invalid_target() -> None:
     validator = MCPOAuth2Validator()
-    validator._validate_resource_uris(token_request(), ["https://mcp.example.com/mcp"])  # the endpoint
+    validator._validate_resource_uris(
+        token_request(), ["https://mcp.example.com/mcp"]
+    )  # the endpoint
     with pytest.raises(errors.CustomOAuth2Error) as refused:
         validator._validate_resource_uris(token_request(), ["https://api.example.com/"])
     assert refused.value.error == "invalid_target"
@@ -68,7 +78,9 @@ def test_a_token_request_naming_no_resource_is_bound_to_the_endpoint() -> None:
 @override_settings(MCP_DJANGO=ENDPOINT)
 def test_http_redirects_elsewhere_than_loopback_and_other_grants_are_refused() -> None:
     validator = MCPOAuth2Validator()
-    assert not validator.validate_redirect_uri("client", "http://evil.example/callback", token_request())
+    assert not validator.validate_redirect_uri(
+        "client", "http://evil.example/callback", token_request()
+    )
     for grant in ("password", "client_credentials", "urn:ietf:params:oauth:grant-type:device_code"):
         assert not validator.validate_grant_type("client", grant, None, token_request())
 
@@ -93,7 +105,9 @@ def test_a_private_address_is_named_as_such_without_the_address() -> None:
     assert reason == "its host resolves to a non-public address"  # ...the page does not
 
 
-def test_a_host_that_does_not_resolve_says_so_without_the_resolver_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_host_that_does_not_resolve_says_so_without_the_resolver_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def no_such_host(*args: Any, **kwargs: Any) -> Any:
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
@@ -104,13 +118,19 @@ def test_a_host_that_does_not_resolve_says_so_without_the_resolver_error(monkeyp
 
 
 def test_a_fetch_that_failed_hides_the_network_error() -> None:
-    error = CIMDError("could not fetch client_id document: ConnectTimeoutError(<urllib3 ...>, 'timed out')")
+    error = CIMDError(
+        "could not fetch client_id document: ConnectTimeoutError(<urllib3 ...>, 'timed out')"
+    )
     assert public_reason(error) == "it could not be fetched"
 
 
 @pytest.mark.parametrize(
     "url",
-    ["http://clients.example.com/app.json", "https://clients.example.com/app.json#frag", "https://clients.example.com"],
+    [
+        "http://clients.example.com/app.json",
+        "https://clients.example.com/app.json#frag",
+        "https://clients.example.com",
+    ],
 )
 def test_the_documents_own_faults_are_shown_as_dot_words_them(url: str) -> None:
     message, reason = refusal(url)

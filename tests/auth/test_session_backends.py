@@ -30,25 +30,37 @@ def _signed_in_request(user: User, backend: str) -> HttpRequest:
     return request
 
 
-@override_settings(AUTHENTICATION_BACKENDS=[PLAIN, MODEL], SESSION_ENGINE="django.contrib.sessions.backends.db")
+@override_settings(
+    AUTHENTICATION_BACKENDS=[PLAIN, MODEL], SESSION_ENGINE="django.contrib.sessions.backends.db"
+)
 async def test_session_signed_in_through_a_plain_class_backend_authenticates_its_user():
-    user = await sync_to_async(User.objects.create_user)("u-8f3a", email="ann@example.com", password="pw")
+    user = await sync_to_async(User.objects.create_user)(
+        "u-8f3a", email="ann@example.com", password="pw"
+    )
     request = await sync_to_async(_signed_in_request)(user, PLAIN)
 
     assert (await DjangoAuthentication().authenticate(request)).pk == user.pk
 
 
-@override_settings(AUTHENTICATION_BACKENDS=[PLAIN, MODEL], SESSION_ENGINE="django.contrib.sessions.backends.db")
+@override_settings(
+    AUTHENTICATION_BACKENDS=[PLAIN, MODEL], SESSION_ENGINE="django.contrib.sessions.backends.db"
+)
 async def test_session_signed_in_through_model_backend_still_authenticates_its_user():
-    user = await sync_to_async(User.objects.create_user)("bob", email="bob@example.com", password="pw")
+    user = await sync_to_async(User.objects.create_user)(
+        "bob", email="bob@example.com", password="pw"
+    )
     request = await sync_to_async(_signed_in_request)(user, MODEL)
 
     assert (await DjangoAuthentication().authenticate(request)).pk == user.pk
 
 
-@override_settings(AUTHENTICATION_BACKENDS=[MODEL], SESSION_ENGINE="django.contrib.sessions.backends.db")
+@override_settings(
+    AUTHENTICATION_BACKENDS=[MODEL], SESSION_ENGINE="django.contrib.sessions.backends.db"
+)
 async def test_session_of_a_backend_no_longer_configured_is_refused():
-    user = await sync_to_async(User.objects.create_user)("cy", email="cy@example.com", password="pw")
+    user = await sync_to_async(User.objects.create_user)(
+        "cy", email="cy@example.com", password="pw"
+    )
     request = await sync_to_async(_signed_in_request)(user, PLAIN)
 
     with pytest.raises(AuthenticationFailed):
@@ -64,7 +76,9 @@ async def test_session_of_a_backend_no_longer_configured_is_refused():
 async def test_a_client_signed_in_through_a_plain_class_backend_lists_and_calls_tools():
     from mcp_django.testing import MCPTestClient
 
-    user = await sync_to_async(User.objects.create_user)("u-51c2", email="dee@example.com", password="pw")
+    user = await sync_to_async(User.objects.create_user)(
+        "u-51c2", email="dee@example.com", password="pw"
+    )
     client = MCPTestClient()
     await client.force_login(user, backend=PLAIN)
 

@@ -50,10 +50,20 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 WIDTH, HEIGHT = 1280, 900
 POLL = 0.05  # seconds between two looks at the page while waiting (Selenium's default is 0.5)
 FLAGS = [
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
     # Without these Chromium looks up Google's services at start, and hangs on a closed network.
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    f"--window-size={WIDTH},{HEIGHT}", "--force-device-scale-factor=1", "--hide-scrollbars", "--lang=en-US",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    f"--window-size={WIDTH},{HEIGHT}",
+    "--force-device-scale-factor=1",
+    "--hide-scrollbars",
+    "--lang=en-US",
 ]
 
 #: The users the example site gets besides its demo data (password ``<name>-pw``): one per test.
@@ -82,7 +92,9 @@ def browser_tools() -> None:
 @pytest.fixture
 def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Headless Chromium with a fresh profile, its viewport WIDTH x HEIGHT."""
-    monkeypatch.setenv("SE_OFFLINE", "true")  # the paths are given: Selenium Manager must not fetch anything
+    monkeypatch.setenv(
+        "SE_OFFLINE", "true"
+    )  # the paths are given: Selenium Manager must not fetch anything
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in [*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
@@ -91,7 +103,10 @@ def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     try:
         driver.set_page_load_timeout(WAIT)
         # The window size includes the (invisible) browser frame: pin the page's own viewport.
-        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+        driver.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False},
+        )
         yield driver
     finally:
         driver.quit()
@@ -120,7 +135,9 @@ def screenshot(browser: Any, screenshot_dir: Path) -> Callable[[str], Path]:
 
 
 @pytest.fixture(scope="session")
-def servers(browser_tools: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExampleServer, Provider]]:
+def servers(
+    browser_tools: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ExampleServer, Provider]]:
     with run_site_with_bookshelf(tmp_path_factory.mktemp("browser"), "daphne", USERS) as servers:
         yield servers
 
@@ -186,7 +203,9 @@ def oauth_site(site: ExampleServer, client_origin: str) -> Iterator[ExampleServe
 
 def find(driver: Any, css: str) -> Any:
     """The element matching ``css`` once the page shows it (WAIT seconds at most)."""
-    return WebDriverWait(driver, WAIT, poll_frequency=POLL).until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css)))
+    return WebDriverWait(driver, WAIT, poll_frequency=POLL).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css))
+    )
 
 
 def page_text(driver: Any) -> str:
@@ -233,4 +252,6 @@ def sign_in(driver: Any, username: str, password: str) -> None:
     form.find_element(By.NAME, "password").send_keys(password)
     click_and_wait(driver, form.find_element(By.CSS_SELECTOR, "[type=submit]"))
     # Signed in, the site redirects (to ?next=); refused, it shows the login page again.
-    assert driver.current_url != login_page, f"signing in as {username} failed:\n{page_text(driver)}"
+    assert driver.current_url != login_page, (
+        f"signing in as {username} failed:\n{page_text(driver)}"
+    )

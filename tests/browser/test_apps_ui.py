@@ -41,7 +41,15 @@ HERE = Path(__file__).parent
 PRINCESS = "9780001300026"  # The Princess and the Goblin: 2 copies, none on loan (demo data)
 MEMBER = "mary"  # one of conftest.USERS, a library member no other test uses
 #: The request headers a Streamable HTTP client sends that the relay passes on (and back: the session id).
-RELAYED = ("accept", "content-type", "mcp-protocol-version", "mcp-session-id", "mcp-method", "mcp-name", "last-event-id")
+RELAYED = (
+    "accept",
+    "content-type",
+    "mcp-protocol-version",
+    "mcp-session-id",
+    "mcp-method",
+    "mcp-name",
+    "last-event-id",
+)
 
 
 def csp_header(csp: dict[str, Any]) -> str:
@@ -49,7 +57,11 @@ def csp_header(csp: dict[str, Any]) -> str:
     ("CSP Construction from Metadata"): nothing from any origin the server did not declare."""
 
     def listed(key: str) -> str:
-        return " ".join(str(origin) for origin in csp.get(key) or [] if isinstance(origin, str) and ";" not in origin)
+        return " ".join(
+            str(origin)
+            for origin in csp.get(key) or []
+            if isinstance(origin, str) and ";" not in origin
+        )
 
     resources, connect = listed("resourceDomains"), listed("connectDomains")
     return "; ".join(
@@ -80,7 +92,11 @@ def serve_host(site: ExampleServer, cookies: dict[str, str]) -> Iterator[tuple[s
     class Host(BaseHTTPRequestHandler):
         def send_page(self, page: bytes, headers: dict[str, str]) -> None:
             self.send_response(200)
-            for name, value in {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store", **headers}.items():
+            for name, value in {
+                "Content-Type": "text/html; charset=utf-8",
+                "Cache-Control": "no-store",
+                **headers,
+            }.items():
                 self.send_header(name, value)
             self.send_header("Content-Length", str(len(page)))
             self.end_headers()
@@ -90,7 +106,10 @@ def serve_host(site: ExampleServer, cookies: dict[str, str]) -> Iterator[tuple[s
             url = urlsplit(self.path)
             if url.path == "/sandbox.html":
                 csp = json.loads(parse_qs(url.query).get("csp", ["{}"])[0])
-                self.send_page(sandbox_page, {"Content-Security-Policy": csp_header(csp if isinstance(csp, dict) else {})})
+                self.send_page(
+                    sandbox_page,
+                    {"Content-Security-Policy": csp_header(csp if isinstance(csp, dict) else {})},
+                )
             elif url.path == "/host.html":
                 self.send_page(host_page, {})
             else:
@@ -157,21 +176,38 @@ Loan.objects.filter(member__user__username={member!r}, returned_on__isnull=True)
 
 
 def rows(site: ExampleServer) -> dict[str, Any]:
-    answer: dict[str, Any] = json.loads(manage(site.env, "shell", "-v0", "-c", ROW_SCRIPT.format(member=MEMBER)).strip().splitlines()[-1])
+    answer: dict[str, Any] = json.loads(
+        manage(site.env, "shell", "-v0", "-c", ROW_SCRIPT.format(member=MEMBER))
+        .strip()
+        .splitlines()[-1]
+    )
     return answer
 
 
 @pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
-def test_the_availability_app_renders_the_result_and_borrows_through_the_host_as_the_user(site: ExampleServer, browser: Any, screenshot: Any, era: str) -> None:
-    assert not [isbn for isbn, open_ in rows(site)["loans"] if open_], "the member starts with no open loan"
+def test_the_availability_app_renders_the_result_and_borrows_through_the_host_as_the_user(
+    site: ExampleServer, browser: Any, screenshot: Any, era: str
+) -> None:
+    assert not [isbn for isbn, open_ in rows(site)["loans"] if open_], (
+        "the member starts with no open loan"
+    )
     try:
         with serve_host(site, site.login(MEMBER)) as (host_url, sandbox_url):
-            query = urlencode({"tool": "book_availability", "args": json.dumps({"isbn": PRINCESS}), "sandbox": sandbox_url, "era": era})
+            query = urlencode(
+                {
+                    "tool": "book_availability",
+                    "args": json.dumps({"isbn": PRINCESS}),
+                    "sandbox": sandbox_url,
+                    "era": era,
+                }
+            )
             browser.get(f"{host_url}?{query}")
 
             # The View rendered the tool's result, which the host sent after the app initialized.
             enter_app(browser)
-            app = shown(browser, "#app[data-state=shown]", "the app did not render the tool's result")
+            app = shown(
+                browser, "#app[data-state=shown]", "the app did not render the tool's result"
+            )
             assert browser.find_element(By.ID, "title").text == "The Princess and the Goblin"
             assert app.get_attribute("data-available") == "2"
             assert browser.find_element(By.ID, "available").text == "2"
@@ -179,7 +215,11 @@ def test_the_availability_app_renders_the_result_and_borrows_through_the_host_as
             # The person borrows from within the app: its tools/call goes through the host.
             browser.find_element(By.ID, "member").send_keys(MEMBER)
             browser.find_element(By.ID, "borrow-button").click()
-            wait_until(browser, lambda d: d.find_element(By.ID, "app").get_attribute("data-available") == "1", "the app did not refresh")
+            wait_until(
+                browser,
+                lambda d: d.find_element(By.ID, "app").get_attribute("data-available") == "1",
+                "the app did not refresh",
+            )
             message = browser.find_element(By.ID, "message").text
             assert message.startswith(f"Lent to {MEMBER}: loan "), message
             assert browser.find_element(By.ID, "borrow-button").is_enabled()  # one copy left
@@ -199,14 +239,26 @@ def test_the_availability_app_renders_the_result_and_borrows_through_the_host_as
             log = browser.find_element(By.ID, "log").text.splitlines()
             assert not browser.find_element(By.ID, "error").text
             # The protocol in its order: the handshake first, then what the host pushed, then the app's calls.
-            assert log[:4] == ["app ui/initialize library-availability 2026-01-26", "app initialized", "host tool-input sent", "host tool-result sent"]
-            assert f'app tools/call borrow_book {{"isbn":"{PRINCESS}","member_username":"{MEMBER}"}}' in log
+            assert log[:4] == [
+                "app ui/initialize library-availability 2026-01-26",
+                "app initialized",
+                "host tool-input sent",
+                "host tool-result sent",
+            ]
+            assert (
+                f'app tools/call borrow_book {{"isbn":"{PRINCESS}","member_username":"{MEMBER}"}}'
+                in log
+            )
             assert "server answered borrow_book" in log
 
         # The call reached the server as the signed-in user: the loan is theirs, and so is the audit
         # row (written in batches, AUDIT_FLUSH_INTERVAL: looked for until it is there).
         borrowed = ["borrow_book", "ok", {"isbn": PRINCESS, "member_username": MEMBER}]
-        found = until_sync(lambda: (lambda r: r if borrowed in r["calls"] else None)(rows(site)), interval=0.2, failure="no audit row for the app's call")
+        found = until_sync(
+            lambda: (lambda r: r if borrowed in r["calls"] else None)(rows(site)),
+            interval=0.2,
+            failure="no audit row for the app's call",
+        )
         assert [PRINCESS, True] in found["loans"]
     finally:
         manage(site.env, "shell", "-v0", "-c", RETURN_SCRIPT.format(member=MEMBER))

@@ -30,7 +30,9 @@ def until(browser: Any, condition: Callable[[Any], object], failure: str) -> Any
     try:
         return wait_until(browser, condition)
     except TimeoutException:
-        pytest.fail(f"{failure}; the page shows:\n{page_text(browser)}\nits console:\n{console(browser)}")
+        pytest.fail(
+            f"{failure}; the page shows:\n{page_text(browser)}\nits console:\n{console(browser)}"
+        )
 
 
 def open_client(browser: Any, origin: str, site: ExampleServer) -> None:
@@ -39,7 +41,15 @@ def open_client(browser: Any, origin: str, site: ExampleServer) -> None:
 
 def outcome(browser: Any) -> str:
     """What the page ends with: its tools once listed, or its error (WAIT seconds at most)."""
-    return str(until(browser, lambda driver: driver.find_elements(By.CSS_SELECTOR, "#tools[data-done], #error:not(:empty)"), "no outcome")[0].text)
+    return str(
+        until(
+            browser,
+            lambda driver: driver.find_elements(
+                By.CSS_SELECTOR, "#tools[data-done], #error:not(:empty)"
+            ),
+            "no outcome",
+        )[0].text
+    )
 
 
 def console(browser: Any) -> str:
@@ -49,25 +59,37 @@ def console(browser: Any) -> str:
         return f"(no console log: {error})"
 
 
-def test_a_page_on_an_allowed_origin_signs_in_with_oauth_and_lists_the_tools(oauth_site: ExampleServer, client_origin: str, browser: Any) -> None:
+def test_a_page_on_an_allowed_origin_signs_in_with_oauth_and_lists_the_tools(
+    oauth_site: ExampleServer, client_origin: str, browser: Any
+) -> None:
     open_client(browser, client_origin, oauth_site)
 
     # The page discovered and registered, and sent the window to the authorization endpoint,
     # which sends a person who is not signed in to the site's login page first.
     def on_login_or_failed(driver: Any) -> object:
-        return urlsplit(driver.current_url).path == "/accounts/login/" or driver.find_elements(By.CSS_SELECTOR, "#error:not(:empty)")
+        return urlsplit(driver.current_url).path == "/accounts/login/" or driver.find_elements(
+            By.CSS_SELECTOR, "#error:not(:empty)"
+        )
 
     until(browser, on_login_or_failed, "not sent to sign in")
-    assert urlsplit(browser.current_url).path == "/accounts/login/", f"{page_text(browser)}\n{console(browser)}"
+    assert urlsplit(browser.current_url).path == "/accounts/login/", (
+        f"{page_text(browser)}\n{console(browser)}"
+    )
     assert urlsplit(browser.current_url).netloc == urlsplit(oauth_site.base_url).netloc
     sign_in(browser, "reader", "reader")
     consent = find(browser, "form#consent")
     assert "Cross-origin page wants to use Example Library as you" in consent.text
     consent.find_element(By.NAME, "allow").click()
-    until(browser, lambda driver: driver.current_url.startswith(f"{client_origin}/callback?"), "not sent back to the page")
+    until(
+        browser,
+        lambda driver: driver.current_url.startswith(f"{client_origin}/callback?"),
+        "not sent back to the page",
+    )
 
     shown = outcome(browser)
-    assert not browser.find_element(By.ID, "error").text, f"{page_text(browser)}\n{console(browser)}"
+    assert not browser.find_element(By.ID, "error").text, (
+        f"{page_text(browser)}\n{console(browser)}"
+    )
     tools = shown.split("\n")
     assert "search_books" in tools and "member_loans" in tools, shown
     assert "session: yes" in page_text(browser)  # it read Mcp-Session-Id: an exposed header
@@ -75,13 +97,17 @@ def test_a_page_on_an_allowed_origin_signs_in_with_oauth_and_lists_the_tools(oau
     assert "2026-07-28 call: books in eu" in page_text(browser)
 
 
-def test_a_page_on_an_origin_not_allowed_fails_at_its_first_fetch(oauth_site: ExampleServer, client_origin: str, browser: Any) -> None:
+def test_a_page_on_an_origin_not_allowed_fails_at_its_first_fetch(
+    oauth_site: ExampleServer, client_origin: str, browser: Any
+) -> None:
     with serve_client_page() as stranger:
         assert stranger != client_origin
         open_client(browser, stranger, oauth_site)
         shown = outcome(browser)
 
     # The preflight of the first POST /mcp is refused: fetch() rejects, the page never gets further.
-    assert shown.startswith("Error: POST /mcp without a token: fetch failed: TypeError: Failed to fetch"), f"{shown}\n{console(browser)}"
+    assert shown.startswith(
+        "Error: POST /mcp without a token: fetch failed: TypeError: Failed to fetch"
+    ), f"{shown}\n{console(browser)}"
     assert urlsplit(browser.current_url).netloc == urlsplit(stranger).netloc
     assert not browser.find_elements(By.CSS_SELECTOR, "#tools li")

@@ -22,7 +22,13 @@ from mcp.shared.auth import OAuthClientMetadata
 
 from example_site.integrations.services import simulated_reviews
 from tests.e2e.conftest import ExampleServer
-from tests.e2e.elicitation_helpers import BOOKSHELF_PASSWORD, BOOKSHELF_USER, Recorder, call_while_browsing, mcp_client
+from tests.e2e.elicitation_helpers import (
+    BOOKSHELF_PASSWORD,
+    BOOKSHELF_USER,
+    Recorder,
+    call_while_browsing,
+    mcp_client,
+)
 from tests.e2e.oauth_helpers import BrowserHandlers, MemoryTokenStorage, query_of
 
 from .conftest import By, click_and_wait, find, page_text, sign_in, wait_until
@@ -78,7 +84,11 @@ async def test_the_user_signs_in_and_allows_the_client_then_the_client_calls_a_t
         assert "Read the catalogue and your loans" in text
         screenshot("consent.png")
         consent.find_element(By.NAME, "allow").click()
-        wait_until(browser, lambda driver: driver.current_url.startswith(REDIRECT_URI), "not sent back to the client")
+        wait_until(
+            browser,
+            lambda driver: driver.current_url.startswith(REDIRECT_URI),
+            "not sent back to the client",
+        )
         return str(browser.current_url)
 
     handlers = BrowserHandlers(InChromium(approve))  # type: ignore[arg-type]  # the same authorize() as oauth_helpers.Browser
@@ -86,8 +96,11 @@ async def test_the_user_signs_in_and_allows_the_client_then_the_client_calls_a_t
     auth = OAuthClientProvider(
         server_url=oauth_site.mcp_url,
         client_metadata=OAuthClientMetadata(
-            redirect_uris=[REDIRECT_URI], client_name=CLIENT_NAME, grant_types=["authorization_code", "refresh_token"],
-            response_types=["code"], token_endpoint_auth_method="none",
+            redirect_uris=[REDIRECT_URI],
+            client_name=CLIENT_NAME,
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
         ),
         storage=storage,
         redirect_handler=handlers.redirect_handler,
@@ -98,11 +111,17 @@ async def test_the_user_signs_in_and_allows_the_client_then_the_client_calls_a_t
         loans = await client.call_tool("member_loans", {"member_username": "reader"})
 
     assert_outcome(result)
-    assert {book["title"] for book in result.structured_content["books"]} >= {"The Time Machine", "The War of the Worlds"}
+    assert {book["title"] for book in result.structured_content["books"]} >= {
+        "The Time Machine",
+        "The War of the Worlds",
+    }
     assert_outcome(loans)  # the token acts for reader
     assert len(handlers.redirects) == 1 and query_of(handlers.redirects[0])["code"]
     # The challenge names every scope the endpoint uses, and the SDK asks for all of them.
-    assert storage.tokens is not None and set(storage.tokens.scope.split()) == {"library:read", "library:write"}
+    assert storage.tokens is not None and set(storage.tokens.scope.split()) == {
+        "library:read",
+        "library:write",
+    }
 
 
 # -- URL elicitation: a secret, a confirmation, a connection -------------------------------------------------
@@ -125,7 +144,9 @@ async def test_the_user_enters_a_secret_on_the_page_and_the_tool_uses_it(
 
     recorder = Recorder()
     async with mcp_client(site, site.login("grace"), recorder) as client:
-        result, request = await call_while_browsing(client, recorder, "book_reviews", {"isbn": PRIDE}, in_browser(enter_key))
+        result, request = await call_while_browsing(
+            client, recorder, "book_reviews", {"isbn": PRIDE}, in_browser(enter_key)
+        )
         await recorder.wait_completed(request.elicitation_id)
 
     assert_outcome(result)
@@ -146,7 +167,9 @@ async def test_the_user_declines_then_confirms_on_the_page_and_the_tool_acts_onl
             if browser.find_elements(By.ID, "login-form"):
                 sign_in(browser, "barbara", "barbara-pw")
             assert heading(browser) == "Confirm an action"
-            assert request.message in page_text(browser) and "2 returned loan(s) will be deleted" in page_text(browser)
+            assert request.message in page_text(
+                browser
+            ) and "2 returned loan(s) will be deleted" in page_text(browser)
             if button == "accept":
                 screenshot("elicitation-confirm.png")
             click_and_wait(browser, find(browser, f"button[name={button}]"))
@@ -156,12 +179,24 @@ async def test_the_user_declines_then_confirms_on_the_page_and_the_tool_acts_onl
 
     recorder = Recorder()
     async with mcp_client(site, site.login("barbara"), recorder) as client:
-        declined, _ = await call_while_browsing(client, recorder, "clear_reading_history", {}, in_browser(press("decline", "Declined.")))
-        confirmed, last = await call_while_browsing(client, recorder, "clear_reading_history", {}, in_browser(press("accept", "Done.")))
+        declined, _ = await call_while_browsing(
+            client, recorder, "clear_reading_history", {}, in_browser(press("decline", "Declined."))
+        )
+        confirmed, last = await call_while_browsing(
+            client, recorder, "clear_reading_history", {}, in_browser(press("accept", "Done."))
+        )
         await recorder.wait_completed(last.elicitation_id)
 
-    assert declined.structured_content == {"outcome": "kept (declined)", "deleted": 0, "kept_open_loans": 1}
-    assert confirmed.structured_content == {"outcome": "cleared", "deleted": 2, "kept_open_loans": 1}
+    assert declined.structured_content == {
+        "outcome": "kept (declined)",
+        "deleted": 0,
+        "kept_open_loans": 1,
+    }
+    assert confirmed.structured_content == {
+        "outcome": "cleared",
+        "deleted": 2,
+        "kept_open_loans": 1,
+    }
 
 
 async def test_the_user_connects_bookshelf_and_the_tool_reads_their_list(
@@ -183,19 +218,28 @@ async def test_the_user_connects_bookshelf_and_the_tool_reads_their_list(
 
     recorder = Recorder()
     async with mcp_client(site, site.login("ada"), recorder) as client:
-        result, request = await call_while_browsing(client, recorder, "sync_reading_list", {}, in_browser(connect))
+        result, request = await call_while_browsing(
+            client, recorder, "sync_reading_list", {}, in_browser(connect)
+        )
         await recorder.wait_completed(request.elicitation_id)
 
     assert_outcome(result)
-    assert result.structured_content["account"] == BOOKSHELF_USER  # Bookshelf's name for the user: its data
-    assert [item["title"] for item in result.structured_content["items"]][:2] == ["Pride and Prejudice", "The Hound of the Baskervilles"]
+    assert (
+        result.structured_content["account"] == BOOKSHELF_USER
+    )  # Bookshelf's name for the user: its data
+    assert [item["title"] for item in result.structured_content["items"]][:2] == [
+        "Pride and Prejudice",
+        "The Hound of the Baskervilles",
+    ]
 
 
 # -- the admin: the client's session and its tool calls ------------------------------------------------
 
 
 def session_id_of(recorder: Recorder) -> str:
-    found = re.search(rb"mcp-session-id: ([\x21-\x7e]+)", bytes(recorder.wire.received), re.IGNORECASE)
+    found = re.search(
+        rb"mcp-session-id: ([\x21-\x7e]+)", bytes(recorder.wire.received), re.IGNORECASE
+    )
     assert found, "the server gave the client no session"
     return found.group(1).decode()
 
@@ -210,7 +254,9 @@ async def test_staff_see_the_clients_session_and_its_tool_calls_in_the_admin(
 
         # The list: the client's session, its user, its client, still active.
         # The list shows the start of each session's id (the admin's URLs escape it: not those).
-        link = wait_until(browser, lambda driver: driver.find_element(By.PARTIAL_LINK_TEXT, session_id[:10]))
+        link = wait_until(
+            browser, lambda driver: driver.find_element(By.PARTIAL_LINK_TEXT, session_id[:10])
+        )
         row = link.find_element(By.XPATH, "./ancestor::tr")
         assert "ken" in row.text and "active" in row.text, row.text
         assert "2025-11-25" in row.text
@@ -235,12 +281,19 @@ async def test_staff_see_the_clients_session_and_its_tool_calls_in_the_admin(
         rows = [tr.text for tr in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")]
         assert len(rows) == 2, rows
         assert all("ken" in row and " ok " in f" {row} " for row in rows), rows
-        assert sorted(tool for tool in ("remember_reading_goal", "search_books") for row in rows if tool in row) == ["remember_reading_goal", "search_books"]
+        assert sorted(
+            tool
+            for tool in ("remember_reading_goal", "search_books")
+            for row in rows
+            if tool in row
+        ) == ["remember_reading_goal", "search_books"]
         screenshot("admin-toolcalls.png")
 
     recorder = Recorder()
     async with mcp_client(site, site.login("ken"), recorder) as client:
-        kept = await client.call_tool("remember_reading_goal", {"books_per_month": 4, "note": "the classics"})
+        kept = await client.call_tool(
+            "remember_reading_goal", {"books_per_month": 4, "note": "the classics"}
+        )
         found = await client.call_tool("search_books", {"query": "austen"})
         # The session stays open while staff look at it.
         await asyncio.to_thread(browse_admin, session_id_of(recorder))

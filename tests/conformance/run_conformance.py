@@ -104,20 +104,34 @@ ALPHA_EXPECTED_FAILURES: dict[str, dict[str, str]] = {
 # (tasks-status-notifications: 0.2.0-alpha.12 only ever reports SKIPPED for it).
 # The tasks-* scenarios test the io.modelcontextprotocol/tasks extension (docs/howto/tasks.md).
 TASKS_EXTENSION_SCENARIOS: tuple[str, ...] = (
-    "tasks-lifecycle", "tasks-capability-negotiation", "tasks-wire-fields", "tasks-request-state-removal",
-    "tasks-mrtr-input", "tasks-request-headers", "tasks-dispatch-and-envelope", "tasks-status-notifications",
-    "tasks-required-task-error", "tasks-mrtr-composition",
+    "tasks-lifecycle",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
+    "tasks-status-notifications",
+    "tasks-required-task-error",
+    "tasks-mrtr-composition",
 )
 ALPHA_REQUIRED_PENDING: dict[str, tuple[str, ...]] = {
     "2026-07-28": (
-        "http-header-validation", "http-custom-header-server-validation", "json-schema-2020-12", *TASKS_EXTENSION_SCENARIOS,
+        "http-header-validation",
+        "http-custom-header-server-validation",
+        "json-schema-2020-12",
+        *TASKS_EXTENSION_SCENARIOS,
     ),
 }
 
 # The io.modelcontextprotocol/skills extension (docs/howto/skills.md). 0.2.0-alpha.12 puts its
 # scenarios in no requirement set, so after the set the runner runs each on its own (--scenario,
 # on the revision's wire, --force) against the same server, and judges it as a scored one.
-SKILLS_EXTENSION_SCENARIOS: tuple[str, ...] = ("sep-2640-skills-enumeration", "sep-2640-skills-manifest", "sep-2640-skills-directory")
+SKILLS_EXTENSION_SCENARIOS: tuple[str, ...] = (
+    "sep-2640-skills-enumeration",
+    "sep-2640-skills-manifest",
+    "sep-2640-skills-directory",
+)
 ALPHA_EXTRA_SCENARIOS: dict[str, tuple[str, ...]] = {
     "2026-07-28": SKILLS_EXTENSION_SCENARIOS,
     "2025-11-25": SKILLS_EXTENSION_SCENARIOS,
@@ -125,7 +139,9 @@ ALPHA_EXTRA_SCENARIOS: dict[str, tuple[str, ...]] = {
 # Scenarios whose every check must run: a SKIPPED check fails the run, except the ones named,
 # which the suite defines as not applicable on that revision. The skills scenarios SKIP every
 # check of a server that does not declare the extension, or lists no skill: that would pass.
-_SKILLS_2026_ONLY = frozenset({"sep-2640-skills-list-cache-attributes", "sep-2640-skills-get-cache-attributes"})
+_SKILLS_2026_ONLY = frozenset(
+    {"sep-2640-skills-list-cache-attributes", "sep-2640-skills-get-cache-attributes"}
+)
 ALPHA_NO_SKIPS: dict[str, dict[str, frozenset[str]]] = {
     "2026-07-28": {name: frozenset() for name in SKILLS_EXTENSION_SCENARIOS},
     "2025-11-25": {name: _SKILLS_2026_ONLY for name in SKILLS_EXTENSION_SCENARIOS},
@@ -187,7 +203,9 @@ def _installed_version(suite: Suite = STABLE) -> str | None:
 
 def _node_major(suite: Suite = STABLE) -> int | None:
     try:
-        out = subprocess.run([str(suite.node), "--version"], capture_output=True, text=True, timeout=30, check=True).stdout
+        out = subprocess.run(
+            [str(suite.node), "--version"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     match = re.match(r"v(\d+)\.", out.strip())
@@ -202,13 +220,25 @@ def ensure_installed(suite: Suite = STABLE) -> None:
         return
     npm = shutil.which("npm")
     if npm is None:
-        raise RunnerError("npm is not installed: it is needed once to install the conformance suite")
+        raise RunnerError(
+            "npm is not installed: it is needed once to install the conformance suite"
+        )
     suite.install_dir.mkdir(parents=True, exist_ok=True)
-    command = [npm, "install", "--prefix", str(suite.install_dir), "--no-audit", "--no-fund",
-               f"{SUITE_PACKAGE}@{suite.version}", NODE_PACKAGE]
+    command = [
+        npm,
+        "install",
+        "--prefix",
+        str(suite.install_dir),
+        "--no-audit",
+        "--no-fund",
+        f"{SUITE_PACKAGE}@{suite.version}",
+        NODE_PACKAGE,
+    ]
     log("installing: " + " ".join(command[1:]))
     try:
-        done = subprocess.run(command, cwd=suite.install_dir, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
+        done = subprocess.run(
+            command, cwd=suite.install_dir, capture_output=True, text=True, timeout=INSTALL_TIMEOUT
+        )
     except subprocess.TimeoutExpired:
         raise RunnerError(f"npm install did not finish in {INSTALL_TIMEOUT} s") from None
     if done.returncode != 0:
@@ -218,7 +248,9 @@ def ensure_installed(suite: Suite = STABLE) -> None:
         raise RunnerError(f"after npm install, {SUITE_PACKAGE} is {version!r}, not {suite.version}")
     if (major or 0) < NODE_MIN_MAJOR:
         # The node@22 package fetches its binary in a preinstall script; npm may have skipped it.
-        raise RunnerError(f"{suite.node} is not a working Node >= {NODE_MIN_MAJOR} (got {major}); was its install script skipped?")
+        raise RunnerError(
+            f"{suite.node} is not a working Node >= {NODE_MIN_MAJOR} (got {major}); was its install script skipped?"
+        )
     log(f"installed {SUITE_PACKAGE}@{version} with node {major} in {where}/")
 
 
@@ -229,7 +261,12 @@ def server_env(sqlite_path: Path, response_mode: str) -> dict[str, str]:
     env = dict(os.environ)
     # Self-contained: the embedded defaults (SQLite, in-memory layer), whatever the caller's shell
     # points at; the default ALLOWED_HOSTS is what dns-rebinding-protection expects.
-    for name in ("DATABASE_URL", "REDIS_URL", "DJANGO_ALLOWED_HOSTS", "MCP_SSE_MAX_CONNECTION_SECONDS"):
+    for name in (
+        "DATABASE_URL",
+        "REDIS_URL",
+        "DJANGO_ALLOWED_HOSTS",
+        "MCP_SSE_MAX_CONNECTION_SECONDS",
+    ):
         env.pop(name, None)
     env.update(
         DJANGO_SETTINGS_MODULE="example_site.settings",
@@ -263,12 +300,18 @@ def _wait_ready(process: subprocess.Popen[bytes], url: str) -> bool:
 
 
 @contextmanager
-def running_server(workdir: Path, response_mode: str, server: str = "daphne") -> Iterator[tuple[str, Path]]:
+def running_server(
+    workdir: Path, response_mode: str, server: str = "daphne"
+) -> Iterator[tuple[str, Path]]:
     """Start the example site with ``server``; yield (endpoint URL, server log path); stop it."""
     env = server_env(workdir / f"db-{response_mode}.sqlite3", response_mode)
     migrate = subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=MIGRATE_TIMEOUT,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=MIGRATE_TIMEOUT,
     )
     if migrate.returncode != 0:
         raise RunnerError(f"manage.py migrate failed:\n{migrate.stdout}\n{migrate.stderr}")
@@ -306,7 +349,11 @@ def _tail(path: Path, lines: int = 60) -> str:
 def list_scenarios(suite: Suite = STABLE) -> list[str]:
     """Ask the suite for the names of all its server scenarios."""
     done = subprocess.run(
-        [str(suite.node), str(suite.entry), "list", "--server"], capture_output=True, text=True, timeout=60, check=True
+        [str(suite.node), str(suite.entry), "list", "--server"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     names = re.findall(r"^\s*-\s+(\S+)", done.stdout, re.MULTILINE)
     if not names:
@@ -331,10 +378,14 @@ def load_requirements(suite: Suite, revision: str) -> Requirements:
     """Read `conformance list --requirements REVISION`: its server scenarios, scored and not."""
     done = subprocess.run(
         [str(suite.node), str(suite.entry), "list", "--requirements", revision],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     if done.returncode != 0:
-        raise RunnerError(f"the suite does not know requirement set {revision!r}:\n{done.stdout}\n{done.stderr}")
+        raise RunnerError(
+            f"the suite does not know requirement set {revision!r}:\n{done.stdout}\n{done.stderr}"
+        )
     scored: list[str] = []
     not_scored: dict[str, str] = {}
     section, reason = "", ""
@@ -354,7 +405,9 @@ def load_requirements(suite: Suite, revision: str) -> Requirements:
         elif section == "not-scored" and (m := re.match(r"^\s+-\s+(\S+)\s+\[server\]\s*$", line)):
             not_scored[m.group(1)] = reason
     if not scored:
-        raise RunnerError(f"could not read requirement set {revision}:\n{done.stdout}\n{done.stderr}")
+        raise RunnerError(
+            f"could not read requirement set {revision}:\n{done.stdout}\n{done.stderr}"
+        )
     return Requirements(revision, scored, not_scored)
 
 
@@ -364,7 +417,7 @@ def suite_not_scored(output: str, revision: str) -> dict[str, str]:
     lines = output.splitlines()
     for i, line in enumerate(lines):
         if line.startswith(f"Not scored for {revision}:"):
-            for entry in lines[i + 1:]:
+            for entry in lines[i + 1 :]:
                 m = re.match(r"^\s+\S\s+(\S+)\s+\((.+)\)\s*$", entry)
                 if not m:
                     break
@@ -388,10 +441,14 @@ def run_suite(
         command += ["--requirements", args.requirements]
     log("running: conformance " + " ".join(command[2:]))
     try:
-        done = subprocess.run(command, cwd=suite.install_dir, capture_output=True, text=True, timeout=SUITE_TIMEOUT)
+        done = subprocess.run(
+            command, cwd=suite.install_dir, capture_output=True, text=True, timeout=SUITE_TIMEOUT
+        )
     except subprocess.TimeoutExpired:
         raise RunnerError(f"the suite did not finish in {SUITE_TIMEOUT} s") from None
-    (outdir / f"suite-output{'-' + scenario if scenario else ''}.txt").write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
+    (outdir / f"suite-output{'-' + scenario if scenario else ''}.txt").write_text(
+        done.stdout + "\n--- stderr ---\n" + done.stderr
+    )
     if args.verbose:
         print(done.stdout, done.stderr, sep="\n", flush=True)
     return done
@@ -406,7 +463,9 @@ class ScenarioResult:
 
     @property
     def failed(self) -> bool:
-        return any(n for status, n in self.counts.items() if status not in NEUTRAL and status != "SUCCESS")
+        return any(
+            n for status, n in self.counts.items() if status not in NEUTRAL and status != "SUCCESS"
+        )
 
     @property
     def passed(self) -> bool:
@@ -449,7 +508,9 @@ def _short(note: str, limit: int = 400) -> str:
 def _table(rows: list[tuple[str, object, object, object, object, str]]) -> list[str]:
     width = max([len(r[0]) for r in rows] + [8])
     lines = [f"{'scenario':<{width}}  SUCCESS  FAILURE  WARNING  INFO  result", "-" * (width + 44)]
-    lines += [f"{r[0]:<{width}}  {r[1]!s:>7}  {r[2]!s:>7}  {r[3]!s:>7}  {r[4]!s:>4}  {r[5]}" for r in rows]
+    lines += [
+        f"{r[0]:<{width}}  {r[1]!s:>7}  {r[2]!s:>7}  {r[3]!s:>7}  {r[4]!s:>4}  {r[5]}" for r in rows
+    ]
     return lines
 
 
@@ -476,7 +537,9 @@ def judge(
         if name in results:
             continue
         if name in not_scored:
-            unscored_rows.append((name, "-", "-", "-", "-", f"MISSING (not scored: {not_scored[name]})"))
+            unscored_rows.append(
+                (name, "-", "-", "-", "-", f"MISSING (not scored: {not_scored[name]})")
+            )
         elif name in expected:
             rows.append((name, "-", "-", "-", "-", "expected failure (no results)"))
         else:
@@ -485,9 +548,15 @@ def judge(
     for name, result in sorted(results.items()):
         c = result.counts
         counts = (c.get("SUCCESS", 0), c.get("FAILURE", 0), c.get("WARNING", 0), c.get("INFO", 0))
-        skipped = [i for i in result.skipped if i not in no_skips.get(name, frozenset())] if name in no_skips else []
+        skipped = (
+            [i for i in result.skipped if i not in no_skips.get(name, frozenset())]
+            if name in no_skips
+            else []
+        )
         if skipped:
-            problems.append(f"{name}: checks skipped where every one must run: {', '.join(skipped)}")
+            problems.append(
+                f"{name}: checks skipped where every one must run: {', '.join(skipped)}"
+            )
             rows.append((name, *counts, "SKIPPED CHECKS"))
             continue
         if name in not_scored:
@@ -501,7 +570,9 @@ def judge(
             problems.append(f"{name}: failed")
         elif name in expected:
             verdict = "UNEXPECTED PASS"
-            problems.append(f"{name}: passed but is listed as an expected failure; remove it from the list")
+            problems.append(
+                f"{name}: passed but is listed as an expected failure; remove it from the list"
+            )
         elif c.get("WARNING"):
             verdict = "ok (warnings)"
         elif c.get("SKIPPED") and not c.get("SUCCESS"):
@@ -511,7 +582,11 @@ def judge(
         rows.append((name, *counts, verdict))
     lines = _table(rows)
     if unscored_rows:
-        lines += ["", "Not scored (run and reported by the suite, never fail the run):", *_table(unscored_rows)]
+        lines += [
+            "",
+            "Not scored (run and reported by the suite, never fail the run):",
+            *_table(unscored_rows),
+        ]
     return problems, lines
 
 
@@ -523,10 +598,15 @@ def extra_scenarios(args: argparse.Namespace, requirements: Requirements | None)
 
 
 def run_mode(
-    response_mode: str, args: argparse.Namespace, scenarios: list[str], suite: Suite = STABLE,
+    response_mode: str,
+    args: argparse.Namespace,
+    scenarios: list[str],
+    suite: Suite = STABLE,
     requirements: Requirements | None = None,
 ) -> list[str]:
-    label = f"{suite.version}" + (f" --requirements {requirements.revision}" if requirements else "")
+    label = f"{suite.version}" + (
+        f" --requirements {requirements.revision}" if requirements else ""
+    )
     with tempfile.TemporaryDirectory(prefix="mcp-conformance-") as tmp:
         workdir = Path(tmp)
         with running_server(workdir, response_mode, args.server) as (url, server_log):
@@ -534,7 +614,11 @@ def run_mode(
             # mix results; it is removed after a clean run and kept for inspection otherwise.
             suite.results_dir.mkdir(parents=True, exist_ok=True)
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-            tag = f"{args.server}-{requirements.revision}-{response_mode}" if requirements else f"{args.server}-{response_mode}"
+            tag = (
+                f"{args.server}-{requirements.revision}-{response_mode}"
+                if requirements
+                else f"{args.server}-{response_mode}"
+            )
             outdir = Path(tempfile.mkdtemp(prefix=f"{stamp}-{tag}-", dir=suite.results_dir))
             done = run_suite(suite, url, outdir, args)
             output = done.stdout + "\n" + done.stderr
@@ -545,9 +629,13 @@ def run_mode(
     results = read_results(outdir)
     for name, message in crashed_scenarios(output).items():
         if name not in results:
-            results[name] = ScenarioResult(name, {"FAILURE": 1}, [f"FAILURE {name}: the scenario crashed: {message}"])
+            results[name] = ScenarioResult(
+                name, {"FAILURE": 1}, [f"FAILURE {name}: the scenario crashed: {message}"]
+            )
     if not results:
-        raise RunnerError(f"the suite produced no checks.json (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise RunnerError(
+            f"the suite produced no checks.json (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     if requirements is None:
         problems, lines = judge(results, scenarios)
     else:
@@ -558,8 +646,13 @@ def run_mode(
         for name in (*requirements.scored, *ALPHA_REQUIRED_PENDING.get(requirements.revision, ())):
             not_scored.pop(name, None)
         expected = ALPHA_EXPECTED_FAILURES.get(requirements.revision, {})
-        names = [*scenarios, *(n for n in extra_scenarios(args, requirements) if n not in scenarios)]
-        problems, lines = judge(results, names, expected, not_scored, ALPHA_NO_SKIPS.get(requirements.revision, {}))
+        names = [
+            *scenarios,
+            *(n for n in extra_scenarios(args, requirements) if n not in scenarios),
+        ]
+        problems, lines = judge(
+            results, names, expected, not_scored, ALPHA_NO_SKIPS.get(requirements.revision, {})
+        )
     print(f"\n=== MCP conformance {label}, {args.server}, MCP_RESPONSE_MODE={response_mode} ===")
     print("\n".join(lines))
     notes = [f"  {name}: {_short(note)}" for name, r in sorted(results.items()) for note in r.notes]
@@ -572,33 +665,64 @@ def run_mode(
         print(f"Results kept in {outdir.relative_to(REPO)}/", flush=True)
     else:
         shutil.rmtree(outdir, ignore_errors=True)
-    prefix = f"[{args.server} {requirements.revision} {response_mode}]" if requirements else f"[{args.server} {response_mode}]"
+    prefix = (
+        f"[{args.server} {requirements.revision} {response_mode}]"
+        if requirements
+        else f"[{args.server} {response_mode}]"
+    )
     return [f"{prefix} {p}" for p in problems]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--response-mode", default="json,sse", help="comma-separated MCP_RESPONSE_MODE values to run (default: json,sse)")
-    parser.add_argument("--suite", choices=("all", "active", "pending"),
-                        help="stable suite only: which scenarios to run (default: all)")
+    parser.add_argument(
+        "--response-mode",
+        default="json,sse",
+        help="comma-separated MCP_RESPONSE_MODE values to run (default: json,sse)",
+    )
+    parser.add_argument(
+        "--suite",
+        choices=("all", "active", "pending"),
+        help="stable suite only: which scenarios to run (default: all)",
+    )
     parser.add_argument("--scenario", help="run only this scenario")
-    parser.add_argument("--server", choices=asgi_servers.SERVERS, default="daphne",
-                        help="the ASGI server to serve the example site with (default: daphne, as make run)")
+    parser.add_argument(
+        "--server",
+        choices=asgi_servers.SERVERS,
+        default="daphne",
+        help="the ASGI server to serve the example site with (default: daphne, as make run)",
+    )
     parser.add_argument("--verbose", action="store_true", help="also print the suite's own output")
-    parser.add_argument("--keep", action="store_true", help="keep the results folder even when everything passed")
-    parser.add_argument("--suite-version", choices=sorted(SUITES),
-                        help=f"'stable' ({SUITE_VERSION}, the default) or 'alpha' ({ALPHA_SUITE_VERSION}, installed in "
-                             f"{ALPHA_INSTALL_DIR.relative_to(REPO)}/)")
-    parser.add_argument("--requirements", metavar="REVISION",
-                        help="alpha suite only: run the scenarios this spec revision requires, e.g. 2026-07-28 (the "
-                             "default with --suite-version alpha) or 2025-11-25; implies --suite-version alpha")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the results folder even when everything passed"
+    )
+    parser.add_argument(
+        "--suite-version",
+        choices=sorted(SUITES),
+        help=f"'stable' ({SUITE_VERSION}, the default) or 'alpha' ({ALPHA_SUITE_VERSION}, installed in "
+        f"{ALPHA_INSTALL_DIR.relative_to(REPO)}/)",
+    )
+    parser.add_argument(
+        "--requirements",
+        metavar="REVISION",
+        help="alpha suite only: run the scenarios this spec revision requires, e.g. 2026-07-28 (the "
+        "default with --suite-version alpha) or 2025-11-25; implies --suite-version alpha",
+    )
     args = parser.parse_args(argv)
-    suite = SUITES[args.suite_version] if args.suite_version else (ALPHA if args.requirements else STABLE)
+    suite = (
+        SUITES[args.suite_version]
+        if args.suite_version
+        else (ALPHA if args.requirements else STABLE)
+    )
     if suite is STABLE and args.requirements:
-        parser.error(f"--requirements needs the alpha suite (--suite-version alpha), not {SUITE_VERSION}")
+        parser.error(
+            f"--requirements needs the alpha suite (--suite-version alpha), not {SUITE_VERSION}"
+        )
     if suite is ALPHA:
         if args.suite:
-            parser.error("--suite is for the stable suite; the alpha runs a requirement set (--requirements)")
+            parser.error(
+                "--suite is for the stable suite; the alpha runs a requirement set (--requirements)"
+            )
         args.requirements = args.requirements or DEFAULT_REQUIREMENTS
 
     # Stop the server on SIGTERM/SIGINT too: turn them into SystemExit so the finally blocks run.

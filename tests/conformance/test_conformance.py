@@ -18,7 +18,14 @@ pytestmark = pytest.mark.conformance
 
 RUNNER = Path(__file__).with_name("run_conformance.py")
 REPO = RUNNER.parents[2]
-SUITE_PACKAGE_JSON = REPO / ".conformance" / "node_modules" / "@modelcontextprotocol" / "conformance" / "package.json"
+SUITE_PACKAGE_JSON = (
+    REPO
+    / ".conformance"
+    / "node_modules"
+    / "@modelcontextprotocol"
+    / "conformance"
+    / "package.json"
+)
 
 # Above the runner's own limits for a normal run (install once, then two short suite runs);
 # only reached if the runner itself hangs.
@@ -27,15 +34,24 @@ RUNNER_TIMEOUT = 1200
 
 VARIANTS = {
     "0.1.16-all": [],  # 0.1.16, --suite all, both answer modes
-    "alpha-2026-07-28": ["--requirements", "2026-07-28"],  # 0.2.0-alpha.12: the stateless revision, and its pending header/schema scenarios
-    "alpha-2025-11-25": ["--requirements", "2025-11-25"],  # 0.2.0-alpha.12: the handshake era, frozen at its release
+    "alpha-2026-07-28": [
+        "--requirements",
+        "2026-07-28",
+    ],  # 0.2.0-alpha.12: the stateless revision, and its pending header/schema scenarios
+    "alpha-2025-11-25": [
+        "--requirements",
+        "2025-11-25",
+    ],  # 0.2.0-alpha.12: the handshake era, frozen at its release
 }
 
 
 @pytest.mark.parametrize(
     ("server", "arguments"),
-    [pytest.param(server, arguments, id=f"{variant}-{server}")
-     for server in asgi_servers.servers_under_test() for variant, arguments in VARIANTS.items()],
+    [
+        pytest.param(server, arguments, id=f"{variant}-{server}")
+        for server in asgi_servers.servers_under_test()
+        for variant, arguments in VARIANTS.items()
+    ],
 )
 def test_example_site_passes_the_official_conformance_suite(
     capsys: pytest.CaptureFixture[str], server: str, arguments: list[str]
@@ -46,11 +62,18 @@ def test_example_site_passes_the_official_conformance_suite(
         if os.environ.get("CI") == "true":
             pytest.fail(message + "; CI must provide it")
         pytest.skip(message)
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}  # the runner picks its own
+    env = {
+        k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"
+    }  # the runner picks its own
     # Own session: on timeout the runner gets SIGTERM first, so it stops the server it started.
     process = subprocess.Popen(
-        [sys.executable, str(RUNNER), "--server", server, *arguments], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
+        [sys.executable, str(RUNNER), "--server", server, *arguments],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     try:
         output, _ = process.communicate(timeout=RUNNER_TIMEOUT)
@@ -65,7 +88,13 @@ def test_example_site_passes_the_official_conformance_suite(
     # Shown even on success, so the CI log always carries the per-scenario table.
     with capsys.disabled():
         print("\n" + output)
-    assert process.returncode == 0, f"run_conformance.py exited with {process.returncode} (see the table above)"
+    assert process.returncode == 0, (
+        f"run_conformance.py exited with {process.returncode} (see the table above)"
+    )
     if arguments:  # the alpha runs the skills extension's scenarios after each requirement set
-        for name in ("sep-2640-skills-enumeration", "sep-2640-skills-manifest", "sep-2640-skills-directory"):
+        for name in (
+            "sep-2640-skills-enumeration",
+            "sep-2640-skills-manifest",
+            "sep-2640-skills-directory",
+        ):
             assert f"\n{name} " in output, f"{name} did not run"

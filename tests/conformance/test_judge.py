@@ -8,13 +8,26 @@ SKILLS = "sep-2640-skills-enumeration"
 
 
 def _result(skipped: list[str], success: int = 3) -> ScenarioResult:
-    return ScenarioResult(SKILLS, {"SUCCESS": success, "SKIPPED": len(skipped)}, [f"SKIPPED {i}: n/a" for i in skipped], skipped)
+    return ScenarioResult(
+        SKILLS,
+        {"SUCCESS": success, "SKIPPED": len(skipped)},
+        [f"SKIPPED {i}: n/a" for i in skipped],
+        skipped,
+    )
 
 
 def test_a_skills_scenario_with_a_skipped_check_fails_the_run() -> None:
     # What a server that does not declare the extension gets: every check SKIPPED, nothing failed.
-    problems, lines = judge({SKILLS: _result(["sep-2640-entry-uri-required"])}, [SKILLS], {}, {}, ALPHA_NO_SKIPS["2026-07-28"])
-    assert problems == [f"{SKILLS}: checks skipped where every one must run: sep-2640-entry-uri-required"]
+    problems, lines = judge(
+        {SKILLS: _result(["sep-2640-entry-uri-required"])},
+        [SKILLS],
+        {},
+        {},
+        ALPHA_NO_SKIPS["2026-07-28"],
+    )
+    assert problems == [
+        f"{SKILLS}: checks skipped where every one must run: sep-2640-entry-uri-required"
+    ]
     assert "SKIPPED CHECKS" in "\n".join(lines)
 
 

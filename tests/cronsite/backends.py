@@ -10,7 +10,9 @@ from django.contrib.auth import get_user_model
 class EmailBackend:
     """Sign in by email; usernames are random. No aget_user, no has_perm."""
 
-    def authenticate(self, request: Any, username: str | None = None, password: str | None = None, **kwargs: Any) -> Any:
+    def authenticate(
+        self, request: Any, username: str | None = None, password: str | None = None, **kwargs: Any
+    ) -> Any:
         user = get_user_model()._default_manager.filter(email__iexact=username or "").first()
         if user is not None and password and user.check_password(password) and user.is_active:
             return user

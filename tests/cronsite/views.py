@@ -12,7 +12,9 @@ from django.utils.html import escape
 def login_view(request: HttpRequest) -> HttpResponse:
     error = ""
     if request.method == "POST":
-        user = authenticate(request, username=request.POST.get("email"), password=request.POST.get("password"))
+        user = authenticate(
+            request, username=request.POST.get("email"), password=request.POST.get("password")
+        )
         if user is not None:
             login(request, user)
             return redirect("/")

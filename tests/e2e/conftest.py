@@ -44,11 +44,27 @@ LISTENING_RE = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
 
 # The fixture pins the configuration, whatever the developer's shell has set.
 UNSET = (
-    "DATABASE_URL", "REDIS_URL", "MCP_RESPONSE_MODE", "MCP_SSE_MAX_CONNECTION_SECONDS", "DJANGO_SECRET_KEY",
-    "MCP_RESOURCE_URL", "OAUTH_ISSUER", "OAUTH_CIMD_ALLOW_LOOPBACK", "OAUTH_CIMD_LOOPBACK_CA_FILE", "OAUTH_DCR_RATE_LIMIT",
-    "MCP_ELICITATION_TTL", "MCP_CONNECT_PROVIDER_URL", "MCP_CONNECT_CLIENT_ID", "MCP_CONNECT_CLIENT_SECRET",
-    "MCP_RATE_LIMIT", "MCP_RATE_LIMIT_PER_CLIENT", "MCP_RATE_LIMIT_PER_TOOL", "MCP_MAX_SESSIONS_PER_USER",
-    "MCP_AUDIT_DURABLE", "MCP_REQUEST_LEASE_SECONDS", "MCP_TASKS_BACKEND",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "MCP_RESPONSE_MODE",
+    "MCP_SSE_MAX_CONNECTION_SECONDS",
+    "DJANGO_SECRET_KEY",
+    "MCP_RESOURCE_URL",
+    "OAUTH_ISSUER",
+    "OAUTH_CIMD_ALLOW_LOOPBACK",
+    "OAUTH_CIMD_LOOPBACK_CA_FILE",
+    "OAUTH_DCR_RATE_LIMIT",
+    "MCP_ELICITATION_TTL",
+    "MCP_CONNECT_PROVIDER_URL",
+    "MCP_CONNECT_CLIENT_ID",
+    "MCP_CONNECT_CLIENT_SECRET",
+    "MCP_RATE_LIMIT",
+    "MCP_RATE_LIMIT_PER_CLIENT",
+    "MCP_RATE_LIMIT_PER_TOOL",
+    "MCP_MAX_SESSIONS_PER_USER",
+    "MCP_AUDIT_DURABLE",
+    "MCP_REQUEST_LEASE_SECONDS",
+    "MCP_TASKS_BACKEND",
 )
 
 # Prints a session cookie value for a user, as django.test.Client.force_login builds it.
@@ -96,7 +112,9 @@ class ExampleServer:
 
     def login(self, username: str) -> dict[str, str]:
         """Cookies of a Django session logged in as ``username`` (for ``MCP_AUTH=django``)."""
-        session_key = manage(self.env, "shell", "-v0", "-c", LOGIN_SCRIPT.format(username=username)).strip()
+        session_key = manage(
+            self.env, "shell", "-v0", "-c", LOGIN_SCRIPT.format(username=username)
+        ).strip()
         return {"sessionid": session_key}
 
 
@@ -114,7 +132,12 @@ def server_env(sqlite_path: Path, auth: str) -> dict[str, str]:
 
 def manage(env: dict[str, str], *args: str) -> str:
     result = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if result.returncode != 0:
         pytest.fail(f"manage.py {args[0]} failed:\n{result.stdout}\n{result.stderr}", pytrace=False)
@@ -128,7 +151,10 @@ def _wait_until_ready(process: subprocess.Popen[bytes], log_path: Path, port: in
     base_url: str | None = f"http://127.0.0.1:{port}" if port else None
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"the server exited with {process.returncode}:\n{log_path.read_text(errors='replace')}", pytrace=False)
+            pytest.fail(
+                f"the server exited with {process.returncode}:\n{log_path.read_text(errors='replace')}",
+                pytrace=False,
+            )
         if base_url is None:
             found = LISTENING_RE.search(log_path.read_text(errors="replace"))
             if found:
@@ -147,12 +173,19 @@ def _wait_until_ready(process: subprocess.Popen[bytes], log_path: Path, port: in
             except httpx.TransportError:
                 pass
         time.sleep(0.05)  # bounded by the deadline above
-    pytest.fail(f"the server is not ready after {STARTUP_TIMEOUT}s:\n{log_path.read_text(errors='replace')}", pytrace=False)
+    pytest.fail(
+        f"the server is not ready after {STARTUP_TIMEOUT}s:\n{log_path.read_text(errors='replace')}",
+        pytrace=False,
+    )
 
 
 @contextmanager
 def run_server(
-    env: dict[str, str], log_path: Path, port: int = 0, server: str = "daphne", application: str = asgi_servers.APPLICATION
+    env: dict[str, str],
+    log_path: Path,
+    port: int = 0,
+    server: str = "daphne",
+    application: str = asgi_servers.APPLICATION,
 ) -> Iterator[ExampleServer]:
     """Run the example site (or another ``application``, such as tests/helpdesk's) under
     ``server`` (daphne, uvicorn or granian: tests/asgi_servers.py) until the block ends, whether
@@ -164,17 +197,25 @@ def run_server(
     process = asgi_servers.start(server, port, env, log_path, ROOT, application)
     try:
         base_url = _wait_until_ready(process, log_path, port)
-        yield ExampleServer(base_url=base_url, log_path=log_path, env=env, process=process, server=server)
+        yield ExampleServer(
+            base_url=base_url, log_path=log_path, env=env, process=process, server=server
+        )
     finally:
         asgi_servers.stop(process)
 
 
 @asynccontextmanager
-async def connect_as(server: ExampleServer, username: str, mode: str = "auto") -> AsyncIterator[Client]:
+async def connect_as(
+    server: ExampleServer, username: str, mode: str = "auto"
+) -> AsyncIterator[Client]:
     """The official SDK client, logged in as ``username`` through a Django session cookie; in its
     default mode it discovers the server and speaks 2026-07-28 (``mode="legacy"``: 2025-11-25)."""
     async with httpx2.AsyncClient(cookies=server.login(username), timeout=10) as http:
-        async with Client(streamable_http_client(server.mcp_url, http_client=http), read_timeout_seconds=10, mode=mode) as client:
+        async with Client(
+            streamable_http_client(server.mcp_url, http_client=http),
+            read_timeout_seconds=10,
+            mode=mode,
+        ) as client:
             yield client
 
 
@@ -214,14 +255,18 @@ def copy_database(source: Path, target: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def example_database(demo_database: Path, tmp_path_factory: pytest.TempPathFactory) -> ExampleDatabase:
+def example_database(
+    demo_database: Path, tmp_path_factory: pytest.TempPathFactory
+) -> ExampleDatabase:
     """The demo database for tests that run the site's commands (stdio) without any server."""
     path = copy_database(demo_database, tmp_path_factory.mktemp("e2e-commands") / "example.sqlite3")
     return ExampleDatabase(server_env(path, auth="none"))
 
 
 @pytest.fixture(scope="session")
-def example_server(asgi_server: str, demo_database: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleServer]:
+def example_server(
+    asgi_server: str, demo_database: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ExampleServer]:
     """The example site without authentication, on a free loopback port for the whole session,
     on a fresh copy of the demo database for each server."""
     workdir = tmp_path_factory.mktemp(f"e2e-{asgi_server}")

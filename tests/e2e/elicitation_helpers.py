@@ -44,7 +44,15 @@ from mcp.types import (
 
 from tests import asgi_servers
 
-from .conftest import LISTENING_RE, ROOT, STARTUP_TIMEOUT, ExampleServer, manage, run_server, server_env
+from .conftest import (
+    LISTENING_RE,
+    ROOT,
+    STARTUP_TIMEOUT,
+    ExampleServer,
+    manage,
+    run_server,
+    server_env,
+)
 from .oauth_helpers import form_fields
 
 WAIT = 20.0  # seconds: every wait in these tests is bounded by this
@@ -99,9 +107,15 @@ class Browser:
 
     async def _login(self, page: httpx.Response) -> httpx.Response:
         username, password = self.credentials[origin_of(str(page.url))]
-        fields = {**form_fields(page.text, "login-form"), "username": username, "password": password}
+        fields = {
+            **form_fields(page.text, "login-form"),
+            "username": username,
+            "password": password,
+        }
         response = await self.post(str(page.url), fields)
-        assert response.is_redirect, f"login as {username} failed: {response.status_code}\n{response.text[:1500]}"
+        assert response.is_redirect, (
+            f"login as {username} failed: {response.status_code}\n{response.text[:1500]}"
+        )
         self.logins.append(origin_of(str(page.url)))
         return response
 
@@ -116,13 +130,19 @@ class Browser:
                 if stop_at is not None and location.startswith(stop_at):
                     return response
                 response = await self.get(location)
-            elif response.status_code == 200 and 'id="login-form"' in response.text and origin_of(str(response.url)) in self.credentials:
+            elif (
+                response.status_code == 200
+                and 'id="login-form"' in response.text
+                and origin_of(str(response.url)) in self.credentials
+            ):
                 response = await self._login(response)
             else:
                 return response
         raise AssertionError(f"too many redirects from {url}: {self.history[-20:]}")
 
-    async def submit(self, page: httpx.Response, button: str, form_id: str = "", **values: str) -> httpx.Response:
+    async def submit(
+        self, page: httpx.Response, button: str, form_id: str = "", **values: str
+    ) -> httpx.Response:
         """Submit the form of ``page`` (to its own URL) with ``button`` pressed."""
         assert page.status_code == 200, f"{page.status_code}: {page.text[:1500]}"
         fields = {**form_fields(page.text, form_id), **values}
@@ -159,7 +179,9 @@ class WireTap(httpx2.AsyncBaseTransport):
         response = await self._inner.handle_async_request(request)
         self.received.extend(b"".join(k + b": " + v + b"\n" for k, v in response.headers.raw))
         return httpx2.Response(
-            status_code=response.status_code, headers=response.headers, stream=_Tee(response.stream, self.received),
+            status_code=response.status_code,
+            headers=response.headers,
+            stream=_Tee(response.stream, self.received),
             extensions=response.extensions,
         )
 
@@ -193,35 +215,53 @@ class Recorder:
         return await asyncio.wait_for(self._requests.get(), WAIT)
 
     def completed_ids(self) -> list[str]:
-        return [n.params.elicitation_id for n in self.notifications if isinstance(n, ElicitCompleteNotification)]
+        return [
+            n.params.elicitation_id
+            for n in self.notifications
+            if isinstance(n, ElicitCompleteNotification)
+        ]
 
     async def wait_completed(self, elicitation_id: str) -> None:
         deadline = time.monotonic() + WAIT
         while elicitation_id not in self.completed_ids():
-            assert time.monotonic() < deadline, f"no notifications/elicitation/complete for {elicitation_id}: {self.notifications}"
+            assert time.monotonic() < deadline, (
+                f"no notifications/elicitation/complete for {elicitation_id}: {self.notifications}"
+            )
             await asyncio.sleep(0.05)
 
     def everything_received(self) -> str:
         """Every byte the client read from the server, and every notification it surfaced."""
-        return self.wire.received.decode("utf-8", "replace") + "\n".join(repr(n) for n in self.notifications)
+        return self.wire.received.decode("utf-8", "replace") + "\n".join(
+            repr(n) for n in self.notifications
+        )
 
 
 @asynccontextmanager
 async def mcp_client(
-    server: ExampleServer, cookies: dict[str, str] | None, recorder: Recorder, *, url_mode: bool = True, auth: Any = None,
+    server: ExampleServer,
+    cookies: dict[str, str] | None,
+    recorder: Recorder,
+    *,
+    url_mode: bool = True,
+    auth: Any = None,
     mode: str = "legacy",
 ) -> AsyncIterator[Client]:
     """The official SDK client with the user's session cookie (or an OAuth ``auth``). With
     ``url_mode`` it has an elicitation callback, so it declares ``elicitation: {form: {}, url: {}}``;
     without, it declares no elicitation at all. These tests follow 2025-11-25's URL elicitation
     (elicitationId, the completion notification, -32042) unless ``mode`` says otherwise."""
-    async with httpx2.AsyncClient(cookies=cookies, auth=auth, timeout=WAIT, transport=recorder.wire) as http, Client(
-        streamable_http_client(server.mcp_url, http_client=http),
-        read_timeout_seconds=WAIT,
-        elicitation_callback=recorder.elicitation_callback if url_mode else None,
-        message_handler=recorder.message_handler,
-        mode=mode,
-    ) as client:
+    async with (
+        httpx2.AsyncClient(
+            cookies=cookies, auth=auth, timeout=WAIT, transport=recorder.wire
+        ) as http,
+        Client(
+            streamable_http_client(server.mcp_url, http_client=http),
+            read_timeout_seconds=WAIT,
+            elicitation_callback=recorder.elicitation_callback if url_mode else None,
+            message_handler=recorder.message_handler,
+            mode=mode,
+        ) as client,
+    ):
         yield client
 
 
@@ -236,16 +276,30 @@ class Provider:
     log_path: Path
 
     def access_log(self) -> str:
-        return self.access_log_path.read_text(errors="replace") if self.access_log_path.exists() else ""
+        return (
+            self.access_log_path.read_text(errors="replace")
+            if self.access_log_path.exists()
+            else ""
+        )
 
     def django(self, *args: str) -> str:
         return django_admin(self.env, *args)
 
 
 def django_admin(env: dict[str, str], *args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "django", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "django", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if result.returncode != 0:
-        pytest.fail(f"django-admin {args[0]} (provider) failed:\n{result.stdout}\n{result.stderr}", pytrace=False)
+        pytest.fail(
+            f"django-admin {args[0]} (provider) failed:\n{result.stdout}\n{result.stderr}",
+            pytrace=False,
+        )
     return result.stdout
 
 
@@ -254,15 +308,30 @@ def run_provider(env: dict[str, str], access_log: Path, log_path: Path) -> Itera
     """Serve tests/e2e/provider with daphne on a port the system chooses, until the block ends."""
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", "0", "tests.e2e.provider.asgi:application"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                "0",
+                "tests.e2e.provider.asgi:application",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT
         base_url = None
         while base_url is None or not _answers(base_url):
             if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the provider did not start:\n{log_path.read_text(errors='replace')}", pytrace=False)
+                pytest.fail(
+                    f"the provider did not start:\n{log_path.read_text(errors='replace')}",
+                    pytrace=False,
+                )
             found = LISTENING_RE.search(log_path.read_text(errors="replace"))
             base_url = f"http://127.0.0.1:{found.group(1)}" if found else None
             time.sleep(0.05)  # bounded by the deadline
@@ -316,7 +385,9 @@ Application.objects.create(
 
 
 @contextmanager
-def run_site_with_bookshelf(workdir: Path, server: str, users: list[str]) -> Iterator[tuple[ExampleServer, Provider]]:
+def run_site_with_bookshelf(
+    workdir: Path, server: str, users: list[str]
+) -> Iterator[tuple[ExampleServer, Provider]]:
     """Bookshelf on a free port, then the example site under ``server`` with ``MCP_AUTH=django``
     (at a port chosen first: Bookshelf must know its callback URL) and CONNECT_PROVIDERS pointing
     at Bookshelf, on a fresh database in ``workdir``: the demo data, and ``users`` (password
@@ -324,17 +395,30 @@ def run_site_with_bookshelf(workdir: Path, server: str, users: list[str]) -> Ite
     port = asgi_servers.free_port()
     site_url = f"http://127.0.0.1:{port}"
     provider_env = {
-        **server_env(workdir / "unused.sqlite3", auth="none"),  # the environment, less what the e2e tests pin
+        **server_env(
+            workdir / "unused.sqlite3", auth="none"
+        ),  # the environment, less what the e2e tests pin
         "DJANGO_SETTINGS_MODULE": "tests.e2e.provider.settings",
         "PROVIDER_SQLITE_PATH": str(workdir / "bookshelf.sqlite3"),
         "PROVIDER_ACCESS_LOG": str(workdir / "bookshelf-access.log"),
     }
     django_admin(provider_env, "migrate", "--noinput", "-v0")
-    django_admin(provider_env, "shell", "-v0", "-c", PROVIDER_SETUP.format(
-        username=BOOKSHELF_USER, password=BOOKSHELF_PASSWORD, client_id=CLIENT_ID, client_secret=CLIENT_SECRET,
-        redirect_uri=f"{site_url}/mcp/connect/callback/",
-    ))
-    with run_provider(provider_env, workdir / "bookshelf-access.log", workdir / "bookshelf-daphne.log") as provider:
+    django_admin(
+        provider_env,
+        "shell",
+        "-v0",
+        "-c",
+        PROVIDER_SETUP.format(
+            username=BOOKSHELF_USER,
+            password=BOOKSHELF_PASSWORD,
+            client_id=CLIENT_ID,
+            client_secret=CLIENT_SECRET,
+            redirect_uri=f"{site_url}/mcp/connect/callback/",
+        ),
+    )
+    with run_provider(
+        provider_env, workdir / "bookshelf-access.log", workdir / "bookshelf-daphne.log"
+    ) as provider:
         env = {
             **server_env(workdir / "example.sqlite3", auth="django"),
             "MCP_RESOURCE_URL": f"{site_url}/mcp",
@@ -354,7 +438,9 @@ def run_site_with_bookshelf(workdir: Path, server: str, users: list[str]) -> Ite
 # -- a tool call while the user is in their browser ------------------------------------------------------
 
 
-async def call_while_browsing(client: Any, recorder: Recorder, tool: str, arguments: dict[str, Any], browse: Any) -> tuple[Any, Any]:
+async def call_while_browsing(
+    client: Any, recorder: Recorder, tool: str, arguments: dict[str, Any], browse: Any
+) -> tuple[Any, Any]:
     """Call ``tool``; when the client is sent to a URL, run ``browse(request)`` (the user in
     their browser); return the tool's result and the URL request."""
     call = asyncio.ensure_future(client.call_tool(tool, arguments))

@@ -29,7 +29,10 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 
 def query_of(url: str) -> dict[str, str]:
-    return {key: values[-1] for key, values in parse_qs(urlsplit(url).query, keep_blank_values=True).items()}
+    return {
+        key: values[-1]
+        for key, values in parse_qs(urlsplit(url).query, keep_blank_values=True).items()
+    }
 
 
 # -- the user's browser ---------------------------------------------------------------------------
@@ -96,7 +99,9 @@ class Browser:
                 fields.update(username=self.username, password=self.password)
                 # The form posts to its own URL, which carries ?next=<the authorization URL>.
                 response = await self.http.post(str(response.url), data=fields)
-                assert response.is_redirect, f"login as {self.username} failed:\n{response.text[:2000]}"
+                assert response.is_redirect, (
+                    f"login as {self.username} failed:\n{response.text[:2000]}"
+                )
                 self.logins += 1
             else:
                 return response
@@ -135,7 +140,9 @@ class BrowserHandlers:
     async def callback_handler(self) -> AuthorizationCodeResult:
         params = query_of(self.redirects[-1])
         assert "code" in params, f"no code in the redirect: {self.redirects[-1]}"
-        return AuthorizationCodeResult(code=params["code"], state=params.get("state"), iss=params.get("iss"))
+        return AuthorizationCodeResult(
+            code=params["code"], state=params.get("state"), iss=params.get("iss")
+        )
 
 
 class MemoryTokenStorage:
@@ -169,35 +176,69 @@ def make_certificate_authority(directory: Path) -> tuple[Path, Path, Path]:
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     now = datetime.datetime.now(datetime.timezone.utc)
-    valid = {"not_valid_before": now - datetime.timedelta(hours=1), "not_valid_after": now + datetime.timedelta(days=1)}
+    valid = {
+        "not_valid_before": now - datetime.timedelta(hours=1),
+        "not_valid_after": now + datetime.timedelta(days=1),
+    }
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mcp_django e2e test CA")])
     ca = (
-        x509.CertificateBuilder(subject_name=ca_name, issuer_name=ca_name, public_key=ca_key.public_key(),
-                                serial_number=x509.random_serial_number(), **valid)
+        x509.CertificateBuilder(
+            subject_name=ca_name,
+            issuer_name=ca_name,
+            public_key=ca_key.public_key(),
+            serial_number=x509.random_serial_number(),
+            **valid,
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                                     encipher_only=False, decipher_only=False), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
-        x509.CertificateBuilder(subject_name=x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]),
-                                issuer_name=ca_name, public_key=key.public_key(),
-                                serial_number=x509.random_serial_number(), **valid)
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        x509.CertificateBuilder(
+            subject_name=x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]),
+            issuer_name=ca_name,
+            public_key=key.public_key(),
+            serial_number=x509.random_serial_number(),
+            **valid,
+        )
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
     paths = directory / "ca.pem", directory / "cert.pem", directory / "key.pem"
     paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     paths[2].write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
     )
     return paths
 
@@ -231,7 +272,9 @@ class DocumentHost:
         context.load_cert_chain(cert_file, key_file)
         self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.base_url = f"https://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, name="cimd-document-host", daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, name="cimd-document-host", daemon=True
+        )
 
     def __enter__(self) -> DocumentHost:
         self.thread.start()

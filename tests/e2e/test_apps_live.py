@@ -34,7 +34,12 @@ def era(request: pytest.FixtureRequest) -> str:
 
 def host(server: ExampleServer, era: str) -> Client:
     """A client that says it renders MCP Apps, as an Apps host does (ext-apps spec, capability negotiation)."""
-    return Client(server.mcp_url, read_timeout_seconds=10, mode=era, extensions=[advertise(UI_EXTENSION, {"mimeTypes": [MIME_TYPE]})])
+    return Client(
+        server.mcp_url,
+        read_timeout_seconds=10,
+        mode=era,
+        extensions=[advertise(UI_EXTENSION, {"mimeTypes": [MIME_TYPE]})],
+    )
 
 
 async def all_tools(client: Client) -> dict[str, Any]:
@@ -48,7 +53,9 @@ async def all_tools(client: Client) -> dict[str, Any]:
             return tools
 
 
-async def test_a_host_finds_reads_and_feeds_the_availability_app(example_server: ExampleServer, era: str) -> None:
+async def test_a_host_finds_reads_and_feeds_the_availability_app(
+    example_server: ExampleServer, era: str
+) -> None:
     async with host(example_server, era) as client:
         assert client.protocol_version == ("2025-11-25" if era == "legacy" else "2026-07-28")
         capabilities = client.server_capabilities
@@ -68,23 +75,31 @@ async def test_a_host_finds_reads_and_feeds_the_availability_app(example_server:
         html = contents.text
         assert html.startswith("<!DOCTYPE html>")
         assert '"ui/initialize"' in html and '"tools/call"' in html  # the app's own JSON-RPC client
-        assert "<script src" not in html and "<link" not in html  # inline: the host's CSP allows no origin
+        assert (
+            "<script src" not in html and "<link" not in html
+        )  # inline: the host's CSP allows no origin
 
         # What the host hands the app in ui/notifications/tool-result: the structured result.
         result = await client.call_tool("book_availability", {"isbn": PHANTASTES})
         assert not result.is_error
         assert result.structured_content is not None
         assert result.structured_content["isbn"] == PHANTASTES
-        assert {"title", "copies", "on_loan", "available", "next_due_on"} <= set(result.structured_content)
+        assert {"title", "copies", "on_loan", "available", "next_due_on"} <= set(
+            result.structured_content
+        )
 
 
 # "auto" discovers the server (server/discover), then speaks 2026-07-28 (see test_skills_live).
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_a_stdio_host_gets_the_same_app_as_the_given_user(example_database: ExampleDatabase, mode: str) -> None:
+async def test_a_stdio_host_gets_the_same_app_as_the_given_user(
+    example_database: ExampleDatabase, mode: str
+) -> None:
     # manage.py mcp_stdio: the same site, the same gate (reader may use book_availability), in each era.
     extensions = [advertise(UI_EXTENSION, {"mimeTypes": [MIME_TYPE]})]
     transport = stdio_client(command(example_database, "--user", "reader"))
-    async with Client(transport, mode=mode, read_timeout_seconds=20, extensions=extensions) as client:
+    async with Client(
+        transport, mode=mode, read_timeout_seconds=20, extensions=extensions
+    ) as client:
         assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         assert UI_EXTENSION in (client.server_capabilities.extensions or {})
         assert (await all_tools(client))["book_availability"].meta["ui"]["resourceUri"] == APP_URI

@@ -61,16 +61,26 @@ def crash(server: ExampleServer) -> None:
 async def test_a_crash_loses_no_answered_call_and_interrupts_the_running_one(
     asgi_server: str, demo_database: Path, tmp_path: Path
 ) -> None:
-    env = {**server_env(copy_database(demo_database, tmp_path / "crash.sqlite3"), auth="none"),
-           "MCP_AUDIT_DURABLE": "1", "MCP_REQUEST_LEASE_SECONDS": LEASE_SECONDS}
+    env = {
+        **server_env(copy_database(demo_database, tmp_path / "crash.sqlite3"), auth="none"),
+        "MCP_AUDIT_DURABLE": "1",
+        "MCP_REQUEST_LEASE_SECONDS": LEASE_SECONDS,
+    }
     answered = [marker() for _ in range(12)]
     with run_server(env, tmp_path / "before.log", server=asgi_server) as server:
-        async with connect_as(server, "librarian", mode="legacy") as long_client, connect_as(server, "librarian") as client:
+        async with (
+            connect_as(server, "librarian", mode="legacy") as long_client,
+            connect_as(server, "librarian") as client,
+        ):
             long_call = asyncio.ensure_future(long_client.call_tool("long_task", {"seconds": 600}))
             # Running, and claimed by its process: the TaskRun row and the lease are written.
             # (Read from a thread: the client's task must go on meanwhile.)
-            state = await asyncio.to_thread(wait_until, lambda: runs(env), lambda s: s["runs"] and s["claims"])
-            assert state["runs"] and state["runs"][0]["status"] == "running" and state["claims"] == 1, (state, server.log()[-3000:])
+            state = await asyncio.to_thread(
+                wait_until, lambda: runs(env), lambda s: s["runs"] and s["claims"]
+            )
+            assert (
+                state["runs"] and state["runs"][0]["status"] == "running" and state["claims"] == 1
+            ), (state, server.log()[-3000:])
             # Answered right before the crash: buffered, these rows would still be in memory.
             for query in answered:
                 assert not (await client.call_tool("search_books", {"query": query})).is_error
@@ -89,8 +99,13 @@ async def test_a_crash_loses_no_answered_call_and_interrupts_the_running_one(
 
     with run_server(env, tmp_path / "after.log", server=asgi_server) as server:
         # (b) The new process sweeps the dead one's lapsed leases: the call is interrupted.
-        calls = wait_until(lambda: [c for c in tool_calls(env) if c["tool"] == "long_task"], lambda c: c[0]["outcome"] != "running")
-        assert [(c["outcome"], c["error"]) for c in calls] == [("interrupted", "the server process stopped while the call ran")]
+        calls = wait_until(
+            lambda: [c for c in tool_calls(env) if c["tool"] == "long_task"],
+            lambda c: c[0]["outcome"] != "running",
+        )
+        assert [(c["outcome"], c["error"]) for c in calls] == [
+            ("interrupted", "the server process stopped while the call ran")
+        ]
         # (c) and the example site's TaskRun says so to a reader of live://runs/{id}.
         state = wait_until(lambda: runs(env), lambda s: s["runs"][0]["status"] != "running")
         assert state["runs"][0]["status"] == "interrupted" and state["claims"] == 0
@@ -104,21 +119,29 @@ async def test_in_the_buffered_default_a_streamed_call_a_crash_cut_off_is_interr
     asgi_server: str, demo_database: Path, tmp_path: Path
 ) -> None:
     # No AUDIT_DURABLE: the running call has no row, only its claim, which carries its record.
-    env = {**server_env(copy_database(demo_database, tmp_path / "buffered.sqlite3"), auth="none"), "MCP_REQUEST_LEASE_SECONDS": LEASE_SECONDS}
+    env = {
+        **server_env(copy_database(demo_database, tmp_path / "buffered.sqlite3"), auth="none"),
+        "MCP_REQUEST_LEASE_SECONDS": LEASE_SECONDS,
+    }
     with run_server(env, tmp_path / "before.log", server=asgi_server) as server:
         async with connect_as(server, "librarian", mode="legacy") as long_client:
             long_call = asyncio.ensure_future(long_client.call_tool("long_task", {"seconds": 600}))
-            state = await asyncio.to_thread(wait_until, lambda: runs(env), lambda s: s["runs"] and s["claims"])
+            state = await asyncio.to_thread(
+                wait_until, lambda: runs(env), lambda s: s["runs"] and s["claims"]
+            )
             assert state["runs"] and state["claims"] == 1, (state, server.log()[-3000:])
             crash(server)
             long_call.cancel()
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(long_call, WAIT)
         (run,) = state["runs"]
-    assert [c for c in tool_calls(env) if c["tool"] == "long_task"] == []  # buffered: nothing on record yet
+    assert [
+        c for c in tool_calls(env) if c["tool"] == "long_task"
+    ] == []  # buffered: nothing on record yet
 
     with run_server(env, tmp_path / "after.log", server=asgi_server):
         calls = wait_until(lambda: [c for c in tool_calls(env) if c["tool"] == "long_task"], bool)
         assert [(c["outcome"], c["error"], c["request_id"]) for c in calls] == [
-            ("interrupted", "the server process stopped while the call ran", run["request_id"])]
+            ("interrupted", "the server process stopped while the call ran", run["request_id"])
+        ]
         assert wait_until(lambda: runs(env), lambda s: s["claims"] == 0)["claims"] == 0

@@ -49,7 +49,9 @@ def tool_calls(env: dict[str, str], marker: str = "") -> list[dict[str, Any]]:
     return list(json.loads(manage(env, "shell", "-v0", "-c", ROWS.format(marker=marker))))
 
 
-def wait_for_calls(env: dict[str, str], marker: str, done: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
+def wait_for_calls(
+    env: dict[str, str], marker: str, done: Callable[[list[dict[str, Any]]], bool]
+) -> list[dict[str, Any]]:
     """The rows for ``marker`` once ``done(rows)``: the server writes its trail in batches, about a
     second after the calls (each read is a ``manage.py shell``, so the loop needs no pause)."""
     deadline = time.monotonic() + WAIT
@@ -67,7 +69,9 @@ def cookie_header(server: ExampleServer, username: str) -> dict[str, str]:
     return {"Cookie": "; ".join(f"{k}={v}" for k, v in server.login(username).items())}
 
 
-async def test_streamable_http_calls_are_audited_in_both_eras_with_the_denied_ones(example_server_django_auth: ExampleServer) -> None:
+async def test_streamable_http_calls_are_audited_in_both_eras_with_the_denied_ones(
+    example_server_django_auth: ExampleServer,
+) -> None:
     server = example_server_django_auth
     legacy, modern, refused = marker(), marker(), marker()
     async with connect_as(server, "librarian", mode="legacy") as client:
@@ -82,37 +86,67 @@ async def test_streamable_http_calls_are_audited_in_both_eras_with_the_denied_on
     assert not found.is_error
 
     (old,) = wait_for_calls(server.env, legacy, lambda rows: len(rows) == 1)
-    assert (old["tool"], old["outcome"], old["user"], old["transport"]) == ("search_books", "ok", "librarian", "streamable-http")
-    assert old["revision"] == session_revision == "2025-11-25" and old["session"] and old["arguments"] == {"query": legacy}
+    assert (old["tool"], old["outcome"], old["user"], old["transport"]) == (
+        "search_books",
+        "ok",
+        "librarian",
+        "streamable-http",
+    )
+    assert (
+        old["revision"] == session_revision == "2025-11-25"
+        and old["session"]
+        and old["arguments"] == {"query": legacy}
+    )
     assert old["request_id"] and old["duration_ms"] > 0
 
     (new,) = wait_for_calls(server.env, modern, lambda rows: len(rows) == 1)
-    assert (new["outcome"], new["user"], new["revision"], new["session"]) == ("ok", "librarian", "2026-07-28", "")
+    assert (new["outcome"], new["user"], new["revision"], new["session"]) == (
+        "ok",
+        "librarian",
+        "2026-07-28",
+        "",
+    )
 
     (denied,) = wait_for_calls(server.env, refused, lambda rows: len(rows) == 1)
-    assert (denied["tool"], denied["outcome"], denied["user"]) == ("library_book_create", "denied", "reader")
+    assert (denied["tool"], denied["outcome"], denied["user"]) == (
+        "library_book_create",
+        "denied",
+        "reader",
+    )
     assert denied["error"] == "not permitted: the user may not use this tool"
 
 
 def stdio(database: ExampleDatabase, username: str) -> StdioServerParameters:
     return StdioServerParameters(
-        command=sys.executable, args=["manage.py", "mcp_stdio", "--user", username], env={**database.env, "MCP_AUTH": "django"},
+        command=sys.executable,
+        args=["manage.py", "mcp_stdio", "--user", username],
+        env={**database.env, "MCP_AUTH": "django"},
         cwd=str(ROOT),
     )
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_a_stdio_call_is_audited_when_the_process_ends(example_database: ExampleDatabase, mode: str, tmp_path: Path) -> None:
+async def test_a_stdio_call_is_audited_when_the_process_ends(
+    example_database: ExampleDatabase, mode: str, tmp_path: Path
+) -> None:
     query = marker()
     with (tmp_path / "stderr.log").open("w") as errlog:
-        async with Client(stdio_client(stdio(example_database, "librarian"), errlog=errlog), mode=mode, read_timeout_seconds=WAIT) as client:
+        async with Client(
+            stdio_client(stdio(example_database, "librarian"), errlog=errlog),
+            mode=mode,
+            read_timeout_seconds=WAIT,
+        ) as client:
             result = await client.call_tool("search_books", {"query": query})
             revision = client.protocol_version
     assert not result.is_error
     # The process wrote its buffer when it exited (or earlier): the row is there already.
     (call,) = tool_calls(example_database.env, query)
     assert (call["tool"], call["outcome"], call["user"], call["transport"], call["revision"]) == (
-        "search_books", "ok", "librarian", "stdio", revision,
+        "search_books",
+        "ok",
+        "librarian",
+        "stdio",
+        revision,
     )
     assert bool(call["session"]) == (mode == "legacy")  # 2026-07-28 has no session
 
@@ -126,7 +160,12 @@ async def test_an_http_sse_call_is_audited(example_server_django_auth: ExampleSe
         revision = client.protocol_version
     assert not result.is_error
     (call,) = wait_for_calls(server.env, query, lambda rows: len(rows) == 1)
-    assert (call["outcome"], call["user"], call["transport"], call["revision"]) == ("ok", "librarian", "sse", revision)
+    assert (call["outcome"], call["user"], call["transport"], call["revision"]) == (
+        "ok",
+        "librarian",
+        "sse",
+        revision,
+    )
     assert call["session"]
 
 
@@ -149,7 +188,10 @@ def elicitation_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Examp
     built from MCP_RESOURCE_URL), on a database of its own."""
     workdir = tmp_path_factory.mktemp("audit-elicitation")
     port = free_port()
-    env = {**server_env(workdir / "example.sqlite3", auth="django"), "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp"}
+    env = {
+        **server_env(workdir / "example.sqlite3", auth="django"),
+        "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp",
+    }
     manage(env, "migrate", "--noinput")
     manage(env, "load_demo_data")
     manage(env, "shell", "-v0", "-c", SETUP.format(users=list(USERS.values())))
@@ -158,7 +200,9 @@ def elicitation_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Examp
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_a_secret_typed_into_a_url_elicitation_page_appears_in_no_tool_call(elicitation_site: ExampleServer, mode: str) -> None:
+async def test_a_secret_typed_into_a_url_elicitation_page_appears_in_no_tool_call(
+    elicitation_site: ExampleServer, mode: str
+) -> None:
     site = elicitation_site
     username = USERS[mode]
     secret = f"rv-audit-{mode}-" + secrets.token_hex(16)
@@ -179,17 +223,35 @@ async def test_a_secret_typed_into_a_url_elicitation_page_appears_in_no_tool_cal
     assert not result.is_error and not again.is_error
 
     def recorded(rows: list[dict[str, Any]]) -> bool:
-        mine = [r for r in rows if r["tool"] == "book_reviews" and r["user"] == username and r["revision"] == client_revision]
+        mine = [
+            r
+            for r in rows
+            if r["tool"] == "book_reviews"
+            and r["user"] == username
+            and r["revision"] == client_revision
+        ]
         return len([r for r in mine if r["outcome"] == "ok"]) >= 2
 
     client_revision = "2025-11-25" if mode == "legacy" else mode
     rows = wait_for_calls(site.env, "", recorded)
     assert recorded(rows), rows
-    mine = [r for r in rows if r["tool"] == "book_reviews" and r["user"] == username and r["revision"] == client_revision]
+    mine = [
+        r
+        for r in rows
+        if r["tool"] == "book_reviews"
+        and r["user"] == username
+        and r["revision"] == client_revision
+    ]
     assert all(r["arguments"] == {"isbn": PRIDE} for r in mine)
     if mode != "legacy":  # the page was an input request; the SDK's retry is a call of its own
         assert [r["outcome"] for r in mine][:1] == ["input_required"]
     # Every column of every row of the trail, and the whole database file: the secret is in none.
     assert secret not in json.dumps(rows)
-    dumped = manage(site.env, "shell", "-v0", "-c", "from mcp_django.models import ToolCall; print(list(ToolCall.objects.values()))")
+    dumped = manage(
+        site.env,
+        "shell",
+        "-v0",
+        "-c",
+        "from mcp_django.models import ToolCall; print(list(ToolCall.objects.values()))",
+    )
     assert "book_reviews" in dumped and secret not in dumped

@@ -37,7 +37,11 @@ class Answers:
 
     async def sample(self, context: Any, params: Any) -> CreateMessageResult:
         self.asked.append("sample")
-        return CreateMessageResult(role="assistant", content=TextContent(type="text", text="Hello there!"), model="test-model")
+        return CreateMessageResult(
+            role="assistant",
+            content=TextContent(type="text", text="Hello there!"),
+            model="test-model",
+        )
 
     async def roots(self, context: Any) -> ListRootsResult:
         self.asked.append("roots")
@@ -46,8 +50,13 @@ class Answers:
 
 def client(server: ExampleServer, http: Any, mode: str, answers: Answers, **kwargs: Any) -> Client:
     return Client(
-        streamable_http_client(server.mcp_url, http_client=http), read_timeout_seconds=10, mode=mode,
-        elicitation_callback=answers.elicit, sampling_callback=answers.sample, list_roots_callback=answers.roots, **kwargs,
+        streamable_http_client(server.mcp_url, http_client=http),
+        read_timeout_seconds=10,
+        mode=mode,
+        elicitation_callback=answers.elicit,
+        sampling_callback=answers.sample,
+        list_roots_callback=answers.roots,
+        **kwargs,
     )
 
 
@@ -56,47 +65,82 @@ def text_of(result: Any) -> str:
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_a_form_elicitation_is_answered_in_both_eras(example_server: ExampleServer, mode: str) -> None:
+async def test_a_form_elicitation_is_answered_in_both_eras(
+    example_server: ExampleServer, mode: str
+) -> None:
     answers = Answers()
-    async with httpx2.AsyncClient(timeout=10) as http, client(example_server, http, mode, answers) as session:
+    async with (
+        httpx2.AsyncClient(timeout=10) as http,
+        client(example_server, http, mode, answers) as session,
+    ):
         result = await session.call_tool("confirm_reservation", {"title": "Emma"})
         assert session.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
     assert not result.is_error, text_of(result)
-    assert result.structured_content == {"title": "Emma", "action": "accept", "confirmed": True, "note": "Alice"}
+    assert result.structured_content == {
+        "title": "Emma",
+        "action": "accept",
+        "confirmed": True,
+        "note": "Alice",
+    }
     assert answers.asked == ["elicit:Reserve Emma?"]
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_questions_asked_at_once_and_one_after_another(example_server: ExampleServer, mode: str) -> None:
+async def test_questions_asked_at_once_and_one_after_another(
+    example_server: ExampleServer, mode: str
+) -> None:
     answers = Answers()
-    async with httpx2.AsyncClient(timeout=10) as http, client(example_server, http, mode, answers) as session:
+    async with (
+        httpx2.AsyncClient(timeout=10) as http,
+        client(example_server, http, mode, answers) as session,
+    ):
         together = await session.call_tool("test_input_required_result_multiple_inputs", {})
         rounds = await session.call_tool("test_input_required_result_multi_round", {})
     assert text_of(together) == "name=Alice, greeting=Hello there!, roots=file:///work/library"
     assert text_of(rounds) == "Alice likes Alice"
     assert sorted(answers.asked[:3]) == ["elicit:What is your name?", "roots", "sample"]
-    assert answers.asked[3:] == ["elicit:Step 1: What is your name?", "elicit:Step 2: What is your favorite color?"]
+    assert answers.asked[3:] == [
+        "elicit:Step 1: What is your name?",
+        "elicit:Step 2: What is your favorite color?",
+    ]
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_progress_reaches_the_caller_in_both_eras(example_server: ExampleServer, mode: str) -> None:
+async def test_progress_reaches_the_caller_in_both_eras(
+    example_server: ExampleServer, mode: str
+) -> None:
     seen: list[float] = []
 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         seen.append(value)
 
-    async with httpx2.AsyncClient(timeout=10) as http, client(example_server, http, mode, Answers()) as session:
-        result = await session.call_tool("test_tool_with_progress", {}, progress_callback=on_progress)
+    async with (
+        httpx2.AsyncClient(timeout=10) as http,
+        client(example_server, http, mode, Answers()) as session,
+    ):
+        result = await session.call_tool(
+            "test_tool_with_progress", {}, progress_callback=on_progress
+        )
     assert not result.is_error, text_of(result)
     assert len(seen) >= 3 and seen == sorted(seen)
 
 
-async def test_listen_hears_a_list_change_made_by_another_call(example_server: ExampleServer) -> None:
+async def test_listen_hears_a_list_change_made_by_another_call(
+    example_server: ExampleServer,
+) -> None:
     import asyncio
 
-    async with httpx2.AsyncClient(timeout=10) as http, client(example_server, http, "2026-07-28", Answers()) as session:
-        async with session.listen(tools_list_changed=True, prompts_list_changed=True) as subscription:
-            assert subscription.honored.tools_list_changed and subscription.honored.prompts_list_changed
+    async with (
+        httpx2.AsyncClient(timeout=10) as http,
+        client(example_server, http, "2026-07-28", Answers()) as session,
+    ):
+        async with session.listen(
+            tools_list_changed=True, prompts_list_changed=True
+        ) as subscription:
+            assert (
+                subscription.honored.tools_list_changed
+                and subscription.honored.prompts_list_changed
+            )
             await session.call_tool("test_trigger_prompt_change", {})
             event = await asyncio.wait_for(anext(aiter(subscription)), 10)
     assert "prompt" in type(event).__name__.lower() or "prompts" in repr(event)

@@ -41,10 +41,14 @@ def cronsite_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cronsite_server(asgi_server: str, cronsite_database: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleServer]:
+def cronsite_server(
+    asgi_server: str, cronsite_database: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ExampleServer]:
     workdir = tmp_path_factory.mktemp(f"e2e-cronsite-{asgi_server}")
     env = cronsite_env(copy_database(cronsite_database, workdir / "cronsite.sqlite3"))
-    with run_server(env, workdir / f"{asgi_server}.log", server=asgi_server, application=APPLICATION) as server:
+    with run_server(
+        env, workdir / f"{asgi_server}.log", server=asgi_server, application=APPLICATION
+    ) as server:
         yield server
 
 
@@ -53,17 +57,28 @@ def sign_in(server: ExampleServer, email: str, password: str = seed.PASSWORD) ->
     with httpx.Client(base_url=server.base_url, timeout=10) as browser:
         browser.get("/login/")
         response = browser.post(
-            "/login/", data={"email": email, "password": password, "csrfmiddlewaretoken": browser.cookies["csrftoken"]}
+            "/login/",
+            data={
+                "email": email,
+                "password": password,
+                "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+            },
         )
         assert response.status_code == 302, response.text
         return {"sessionid": browser.cookies["sessionid"]}
 
 
 @asynccontextmanager
-async def connect(server: ExampleServer, cookies: dict[str, str], era: str) -> AsyncIterator[Client]:
+async def connect(
+    server: ExampleServer, cookies: dict[str, str], era: str
+) -> AsyncIterator[Client]:
     async with (
         httpx2.AsyncClient(cookies=cookies, timeout=10) as http,
-        Client(streamable_http_client(server.mcp_url, http_client=http), read_timeout_seconds=10, mode=era) as client,
+        Client(
+            streamable_http_client(server.mcp_url, http_client=http),
+            read_timeout_seconds=10,
+            mode=era,
+        ) as client,
     ):
         yield client
 
@@ -85,14 +100,22 @@ async def test_a_member_signed_in_by_email_through_a_plain_backend_lists_and_cal
     assert [row["name"] for row in found.structured_content["items"]] == [f"backup of {seed.ANN}"]
 
 
-async def test_a_wrong_password_gets_no_session_and_the_endpoint_answers_401(cronsite_server: ExampleServer) -> None:
+async def test_a_wrong_password_gets_no_session_and_the_endpoint_answers_401(
+    cronsite_server: ExampleServer,
+) -> None:
     with httpx.Client(base_url=cronsite_server.base_url, timeout=10) as browser:
         browser.get("/login/")
         response = browser.post(
-            "/login/", data={"email": seed.ANN, "password": "wrong", "csrfmiddlewaretoken": browser.cookies["csrftoken"]}
+            "/login/",
+            data={
+                "email": seed.ANN,
+                "password": "wrong",
+                "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+            },
         )
         answer = browser.post(
-            "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
             headers={"Accept": "application/json, text/event-stream"},
         )
     assert response.status_code == 200 and "Wrong email or password" in response.text
@@ -109,7 +132,12 @@ async def test_a_stdio_client_acts_as_a_member_with_permissions_from_a_plain_bac
 ) -> None:
     # By the member's email, as the project signs people in (its usernames are random).
     env = cronsite_env(copy_database(cronsite_database, tmp_path / "cronsite.sqlite3"))
-    params = StdioServerParameters(command=sys.executable, args=["manage.py", "mcp_stdio", "--user", seed.ANN], env=env, cwd=str(ROOT))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["manage.py", "mcp_stdio", "--user", seed.ANN],
+        env=env,
+        cwd=str(ROOT),
+    )
     async with Client(stdio_client(params), mode=era, read_timeout_seconds=20) as client:
         names = await tool_names(client)
         found = await client.call_tool("monitor_check_search", {"query": "backup"})

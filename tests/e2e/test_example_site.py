@@ -72,16 +72,24 @@ def text_of(result: Any) -> str:
 # -- connecting ---------------------------------------------------------------------------------
 
 
-async def test_client_in_auto_mode_discovers_and_speaks_2026_07_28(example_server: ExampleServer) -> None:
+async def test_client_in_auto_mode_discovers_and_speaks_2026_07_28(
+    example_server: ExampleServer,
+) -> None:
     async with connect(example_server, "auto") as client:
         assert client.protocol_version == MODERN
         assert client.server_info is not None and client.server_info.name == "example-library"
         capabilities = client.server_capabilities
-        assert capabilities.tools is not None and capabilities.resources is not None and capabilities.prompts is not None
+        assert (
+            capabilities.tools is not None
+            and capabilities.resources is not None
+            and capabilities.prompts is not None
+        )
         assert (await client.call_tool("search_books", {"query": "Austen"})).structured_content
 
 
-async def test_client_in_legacy_mode_gets_the_initialize_handshake(example_server: ExampleServer) -> None:
+async def test_client_in_legacy_mode_gets_the_initialize_handshake(
+    example_server: ExampleServer,
+) -> None:
     async with connect(example_server, "legacy") as client:
         assert client.protocol_version == "2025-11-25"
         assert client.server_info is not None
@@ -102,14 +110,22 @@ async def test_ping_is_answered(example_server: ExampleServer) -> None:
         assert result.model_dump(exclude_none=True) == {}
 
 
-async def test_session_is_kept_across_requests_and_deleted_when_the_client_exits(example_server: ExampleServer) -> None:
+async def test_session_is_kept_across_requests_and_deleted_when_the_client_exits(
+    example_server: ExampleServer,
+) -> None:
     seen: list[tuple[str, int, str | None]] = []
 
     async def remember(response: httpx2.Response) -> None:
-        seen.append((response.request.method, response.status_code, response.headers.get("mcp-session-id")))
+        seen.append(
+            (response.request.method, response.status_code, response.headers.get("mcp-session-id"))
+        )
 
     async with httpx2.AsyncClient(event_hooks={"response": [remember]}, timeout=10) as http:
-        async with Client(streamable_http_client(example_server.mcp_url, http_client=http), read_timeout_seconds=10, mode="legacy") as client:
+        async with Client(
+            streamable_http_client(example_server.mcp_url, http_client=http),
+            read_timeout_seconds=10,
+            mode="legacy",
+        ) as client:
             await client.list_tools()
             await client.call_tool("search_books", {"query": "Austen"})
             await client.read_resource("library://catalogue/stats")
@@ -122,7 +138,11 @@ async def test_session_is_kept_across_requests_and_deleted_when_the_client_exits
         response = await raw.post(
             example_server.mcp_url,
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-            headers={**ACCEPT_BOTH, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"},
+            headers={
+                **ACCEPT_BOTH,
+                "Mcp-Session-Id": session_id,
+                "MCP-Protocol-Version": "2025-11-25",
+            },
         )
     assert response.status_code == 404
 
@@ -130,10 +150,19 @@ async def test_session_is_kept_across_requests_and_deleted_when_the_client_exits
 # -- tools ----------------------------------------------------------------------------------------
 
 
-async def test_tools_are_listed_with_input_and_output_schemas(example_server: ExampleServer, era: str) -> None:
+async def test_tools_are_listed_with_input_and_output_schemas(
+    example_server: ExampleServer, era: str
+) -> None:
     async with connect(example_server, era) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert {"search_books", "book_availability", "member_loans", "borrow_book", "return_book", "renew_loan"} <= set(tools)
+    assert {
+        "search_books",
+        "book_availability",
+        "member_loans",
+        "borrow_book",
+        "return_book",
+        "renew_loan",
+    } <= set(tools)
     search = tools["search_books"]
     assert search.title == "Search the catalogue"
     assert search.annotations is not None and search.annotations.read_only_hint is True
@@ -145,19 +174,25 @@ async def test_tools_are_listed_with_input_and_output_schemas(example_server: Ex
     assert "ctx" not in renew.input_schema["properties"]
 
 
-async def test_search_books_returns_structured_content_matching_its_text(example_server: ExampleServer, era: str) -> None:
+async def test_search_books_returns_structured_content_matching_its_text(
+    example_server: ExampleServer, era: str
+) -> None:
     async with connect(example_server, era) as client:
         result = await client.call_tool("search_books", {"query": "wells"})
     assert not result.is_error
     assert result.structured_content is not None
     assert result.structured_content["total"] == 3
     assert {b["title"] for b in result.structured_content["books"]} == {
-        "The Time Machine", "The War of the Worlds", "The Invisible Man",
+        "The Time Machine",
+        "The War of the Worlds",
+        "The Invisible Man",
     }
     assert json.loads(text_of(result)) == result.structured_content
 
 
-async def test_search_books_filters_by_genre_and_limits(example_server: ExampleServer, era: str) -> None:
+async def test_search_books_filters_by_genre_and_limits(
+    example_server: ExampleServer, era: str
+) -> None:
     async with connect(example_server, era) as client:
         result = await client.call_tool("search_books", {"genre": "mystery", "limit": 2})
     assert result.structured_content is not None
@@ -166,7 +201,9 @@ async def test_search_books_filters_by_genre_and_limits(example_server: ExampleS
     assert {b["genre"] for b in result.structured_content["books"]} == {"mystery"}
 
 
-async def test_search_books_refuses_an_overlong_query_as_invalid_arguments(example_server: ExampleServer, era: str) -> None:
+async def test_search_books_refuses_an_overlong_query_as_invalid_arguments(
+    example_server: ExampleServer, era: str
+) -> None:
     async with connect(example_server, era) as client:
         schema = {t.name: t for t in (await client.list_tools()).tools}["search_books"].input_schema
         result = await client.call_tool("search_books", {"query": "a " * 50_000})
@@ -175,7 +212,9 @@ async def test_search_books_refuses_an_overlong_query_as_invalid_arguments(examp
     assert text_of(result).startswith("Invalid arguments for tool 'search_books'")
 
 
-async def test_book_availability_counts_copies_on_loan(example_server: ExampleServer, era: str) -> None:
+async def test_book_availability_counts_copies_on_loan(
+    example_server: ExampleServer, era: str
+) -> None:
     async with connect(example_server, era) as client:
         result = await client.call_tool("book_availability", {"isbn": HOUND})
     assert result.structured_content is not None
@@ -187,7 +226,9 @@ async def test_book_availability_counts_copies_on_loan(example_server: ExampleSe
 async def test_tool_error_is_an_is_error_result(example_server: ExampleServer, era: str) -> None:
     async with connect(example_server, era) as client:
         unknown = await client.call_tool("book_availability", {"isbn": "9999999999999"})
-        no_copies = await client.call_tool("borrow_book", {"isbn": HOUND, "member_username": "carol"})
+        no_copies = await client.call_tool(
+            "borrow_book", {"isbn": HOUND, "member_username": "carol"}
+        )
     assert unknown.is_error
     assert "No book with ISBN 9999999999999" in text_of(unknown)
     assert no_copies.is_error
@@ -215,7 +256,9 @@ async def test_invalid_arguments_are_an_is_error_result(
 
 
 @ignore_logging_deprecation
-async def test_loan_lifecycle_reports_progress_and_logs(example_server: ExampleServer, era: str) -> None:
+async def test_loan_lifecycle_reports_progress_and_logs(
+    example_server: ExampleServer, era: str
+) -> None:
     progress: list[tuple[float, float | None, str | None]] = []
     logs: list[LoggingMessageNotificationParams] = []
 
@@ -229,7 +272,9 @@ async def test_loan_lifecycle_reports_progress_and_logs(example_server: ExampleS
     async with connect(example_server, era, logging_callback=on_log, log_level="info") as client:
         if era != MODERN:
             await client.set_logging_level("info")
-        borrowed = await client.call_tool("borrow_book", {"isbn": PHANTASTES, "member_username": "carol"})
+        borrowed = await client.call_tool(
+            "borrow_book", {"isbn": PHANTASTES, "member_username": "carol"}
+        )
         assert not borrowed.is_error, text_of(borrowed)
         loan = borrowed.structured_content
         assert loan is not None and loan["title"] == "Phantastes" and loan["returned_on"] is None
@@ -240,14 +285,21 @@ async def test_loan_lifecycle_reports_progress_and_logs(example_server: ExampleS
             assert not renewed.is_error, text_of(renewed)
             assert renewed.structured_content is not None
             due_on = date.fromisoformat(loan["due_on"])
-            assert date.fromisoformat(renewed.structured_content["due_on"]) == due_on + timedelta(days=7)
+            assert date.fromisoformat(renewed.structured_content["due_on"]) == due_on + timedelta(
+                days=7
+            )
             loans = await client.call_tool("member_loans", {"member_username": "carol"})
             assert loans.structured_content is not None
-            assert loan["loan_id"] in {item["loan_id"] for item in loans.structured_content["loans"]}
+            assert loan["loan_id"] in {
+                item["loan_id"] for item in loans.structured_content["loans"]
+            }
         finally:
             returned = await client.call_tool("return_book", {"loan_id": loan["loan_id"]})
         assert not returned.is_error, text_of(returned)
-        assert returned.structured_content is not None and returned.structured_content["returned_on"] is not None
+        assert (
+            returned.structured_content is not None
+            and returned.structured_content["returned_on"] is not None
+        )
         again = await client.call_tool("return_book", {"loan_id": loan["loan_id"]})
         assert again.is_error and "already returned" in text_of(again)
 
@@ -264,7 +316,9 @@ async def test_loan_lifecycle_reports_progress_and_logs(example_server: ExampleS
 
 
 @ignore_logging_deprecation
-async def test_log_messages_below_the_requested_level_are_not_sent(example_server: ExampleServer, era: str) -> None:
+async def test_log_messages_below_the_requested_level_are_not_sent(
+    example_server: ExampleServer, era: str
+) -> None:
     logs: list[LoggingMessageNotificationParams] = []
 
     async def on_log(params: LoggingMessageNotificationParams) -> None:
@@ -288,7 +342,9 @@ async def test_resources_and_templates_are_listed(example_server: ExampleServer,
         resources = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
     # Other apps of the example site register resources too: look for the library's own.
-    assert ("library://catalogue/stats", "application/json") in [(r.uri, r.mime_type) for r in resources]
+    assert ("library://catalogue/stats", "application/json") in [
+        (r.uri, r.mime_type) for r in resources
+    ]
     assert ("library://books/{isbn}", "book") in [(t.uri_template, t.name) for t in templates]
 
 
@@ -316,7 +372,9 @@ async def test_template_resource_is_read(example_server: ExampleServer, era: str
     assert record["available"] == 0
 
 
-async def test_reading_an_unknown_book_is_resource_not_found(example_server: ExampleServer, era: str) -> None:
+async def test_reading_an_unknown_book_is_resource_not_found(
+    example_server: ExampleServer, era: str
+) -> None:
     async with connect(example_server, era) as client:
         with pytest.raises(MCPError) as caught:
             await client.read_resource("library://books/9999999999999")
@@ -328,13 +386,16 @@ async def test_reading_an_unknown_book_is_resource_not_found(example_server: Exa
 async def test_isbn_is_completed_from_its_prefix(example_server: ExampleServer, era: str) -> None:
     async with connect(example_server, era) as client:
         result = await client.complete(
-            ResourceTemplateReference(uri="library://books/{isbn}"), {"name": "isbn", "value": "978000050"}
+            ResourceTemplateReference(uri="library://books/{isbn}"),
+            {"name": "isbn", "value": "978000050"},
         )
     assert set(result.completion.values) == DOYLE
     assert result.completion.has_more is False
 
 
-async def test_authors_are_exposed_through_model_mcp(example_server: ExampleServer, era: str) -> None:
+async def test_authors_are_exposed_through_model_mcp(
+    example_server: ExampleServer, era: str
+) -> None:
     async with connect(example_server, era) as client:
         templates = (await client.list_resource_templates()).resource_templates
         found = await client.call_tool("library_author_search", {"query": "Austen"})
@@ -354,10 +415,14 @@ async def test_authors_are_exposed_through_model_mcp(example_server: ExampleServ
 # -- prompts --------------------------------------------------------------------------------------
 
 
-async def test_prompt_is_listed_and_rendered_from_the_catalogue(example_server: ExampleServer, era: str) -> None:
+async def test_prompt_is_listed_and_rendered_from_the_catalogue(
+    example_server: ExampleServer, era: str
+) -> None:
     async with connect(example_server, era) as client:
         prompts = {p.name: p for p in (await client.list_prompts()).prompts}
-        result = await client.get_prompt("recommend_books", {"interest": "mystery", "level": "enthusiast"})
+        result = await client.get_prompt(
+            "recommend_books", {"interest": "mystery", "level": "enthusiast"}
+        )
     arguments = {a.name: a.required for a in prompts["recommend_books"].arguments or []}
     assert arguments == {"interest": True, "level": False}
     (message,) = result.messages
@@ -368,10 +433,16 @@ async def test_prompt_is_listed_and_rendered_from_the_catalogue(example_server: 
     assert "Frankenstein" not in message.content.text
 
 
-async def test_prompt_interest_is_completed_with_genres(example_server: ExampleServer, era: str) -> None:
+async def test_prompt_interest_is_completed_with_genres(
+    example_server: ExampleServer, era: str
+) -> None:
     async with connect(example_server, era) as client:
-        interest = await client.complete(PromptReference(name="recommend_books"), {"name": "interest", "value": "sci"})
-        level = await client.complete(PromptReference(name="recommend_books"), {"name": "level", "value": "s"})
+        interest = await client.complete(
+            PromptReference(name="recommend_books"), {"name": "interest", "value": "sci"}
+        )
+        level = await client.complete(
+            PromptReference(name="recommend_books"), {"name": "level", "value": "s"}
+        )
     assert interest.completion.values == ["science-fiction", "science"]
     assert level.completion.values == ["scholar"]
 
@@ -379,17 +450,25 @@ async def test_prompt_interest_is_completed_with_genres(example_server: ExampleS
 # -- MCP_AUTH=django: the session cookie decides who calls ----------------------------------------
 
 
-async def test_django_auth_refuses_a_client_that_is_not_logged_in(example_server_django_auth: ExampleServer) -> None:
+async def test_django_auth_refuses_a_client_that_is_not_logged_in(
+    example_server_django_auth: ExampleServer,
+) -> None:
     async with httpx.AsyncClient(timeout=10) as http:
-        response = await http.post(example_server_django_auth.mcp_url, json=INITIALIZE, headers=ACCEPT_BOTH)
+        response = await http.post(
+            example_server_django_auth.mcp_url, json=INITIALIZE, headers=ACCEPT_BOTH
+        )
     assert response.status_code == 401
 
 
-async def test_django_auth_lets_a_member_manage_only_their_own_loans(example_server_django_auth: ExampleServer) -> None:
+async def test_django_auth_lets_a_member_manage_only_their_own_loans(
+    example_server_django_auth: ExampleServer,
+) -> None:
     async with connect_as(example_server_django_auth, "reader") as client:
         own = await client.call_tool("member_loans", {"member_username": "reader"})
         others = await client.call_tool("member_loans", {"member_username": "alice"})
-        borrow_for_other = await client.call_tool("borrow_book", {"isbn": PRINCESS, "member_username": "alice"})
+        borrow_for_other = await client.call_tool(
+            "borrow_book", {"isbn": PRINCESS, "member_username": "alice"}
+        )
     assert not own.is_error, text_of(own)
     assert own.structured_content is not None
     assert [loan["title"] for loan in own.structured_content["loans"]] == ["The Time Machine"]
@@ -399,31 +478,51 @@ async def test_django_auth_lets_a_member_manage_only_their_own_loans(example_ser
 
 
 @pytest.mark.parametrize("mode", ["legacy", MODERN])
-async def test_loan_ids_are_completed_and_read_only_from_the_users_own_loans(example_server_django_auth: ExampleServer, mode: str) -> None:
+async def test_loan_ids_are_completed_and_read_only_from_the_users_own_loans(
+    example_server_django_auth: ExampleServer, mode: str
+) -> None:
     async with connect_as(example_server_django_auth, "admin") as admin:
-        alices = (await admin.call_tool("member_loans", {"member_username": "alice"})).structured_content
+        alices = (
+            await admin.call_tool("member_loans", {"member_username": "alice"})
+        ).structured_content
     assert alices is not None
     alice_loan = alices["loans"][0]["loan_id"]
     async with connect_as(example_server_django_auth, "reader", mode=mode) as client:
-        own = (await client.call_tool("member_loans", {"member_username": "reader", "include_returned": True})).structured_content
+        own = (
+            await client.call_tool(
+                "member_loans", {"member_username": "reader", "include_returned": True}
+            )
+        ).structured_content
         # The completer takes ctx and filters by ctx.user: only the reader's loans are offered.
-        completed = await client.complete(ResourceTemplateReference(uri="library://loans/{loan_id}"), {"name": "loan_id", "value": ""})
+        completed = await client.complete(
+            ResourceTemplateReference(uri="library://loans/{loan_id}"),
+            {"name": "loan_id", "value": ""},
+        )
         assert own is not None
         read = await client.read_resource(f"library://loans/{own['loans'][0]['loan_id']}")
         with pytest.raises(MCPError) as theirs:
             await client.read_resource(f"library://loans/{alice_loan}")
-    assert sorted(completed.completion.values, key=int) == sorted(str(loan["loan_id"]) for loan in own["loans"])
+    assert sorted(completed.completion.values, key=int) == sorted(
+        str(loan["loan_id"]) for loan in own["loans"]
+    )
     assert str(alice_loan) not in completed.completion.values
     (contents,) = read.contents
-    assert isinstance(contents, TextResourceContents) and json.loads(contents.text)["member"] == "reader"
+    assert (
+        isinstance(contents, TextResourceContents)
+        and json.loads(contents.text)["member"] == "reader"
+    )
     # Loan.DoesNotExist from the resource is "not found", never "Internal error".
     assert theirs.value.code == (INVALID_PARAMS if mode == MODERN else RESOURCE_NOT_FOUND)
     assert theirs.value.error.data == {"uri": f"library://loans/{alice_loan}"}
 
 
-async def test_a_missing_loan_and_someone_elses_get_the_same_answer(example_server_django_auth: ExampleServer) -> None:
+async def test_a_missing_loan_and_someone_elses_get_the_same_answer(
+    example_server_django_auth: ExampleServer,
+) -> None:
     async with connect_as(example_server_django_auth, "admin") as admin:
-        alices = (await admin.call_tool("member_loans", {"member_username": "alice"})).structured_content
+        alices = (
+            await admin.call_tool("member_loans", {"member_username": "alice"})
+        ).structured_content
     assert alices is not None
     alice_loan = alices["loans"][0]["loan_id"]
     answers = []
@@ -432,12 +531,19 @@ async def test_a_missing_loan_and_someone_elses_get_the_same_answer(example_serv
             theirs = await client.call_tool(tool, {"loan_id": alice_loan, **arguments})
             missing = await client.call_tool(tool, {"loan_id": 987654, **arguments})
             assert theirs.is_error and missing.is_error
-            answers.append((text_of(theirs).replace(str(alice_loan), "N"), text_of(missing).replace("987654", "N")))
+            answers.append(
+                (
+                    text_of(theirs).replace(str(alice_loan), "N"),
+                    text_of(missing).replace("987654", "N"),
+                )
+            )
     for theirs_text, missing_text in answers:
         assert theirs_text == missing_text, (theirs_text, missing_text)
 
 
-async def test_announcements_to_every_session_are_for_staff_only(example_server_django_auth: ExampleServer) -> None:
+async def test_announcements_to_every_session_are_for_staff_only(
+    example_server_django_auth: ExampleServer,
+) -> None:
     announce = {"announce_list_changed", "announce_resource_updated"}
     async with connect_as(example_server_django_auth, "reader") as client:
         offered = {tool.name for tool in (await client.list_tools()).tools}
@@ -456,12 +562,16 @@ async def test_announcements_to_every_session_are_for_staff_only(example_server_
     assert not allowed.is_error, text_of(allowed)
 
 
-async def test_django_auth_lets_staff_act_for_any_member(example_server_django_auth: ExampleServer) -> None:
+async def test_django_auth_lets_staff_act_for_any_member(
+    example_server_django_auth: ExampleServer,
+) -> None:
     async with connect_as(example_server_django_auth, "admin") as client:
         loans = await client.call_tool("member_loans", {"member_username": "alice"})
     assert not loans.is_error, text_of(loans)
     assert loans.structured_content is not None
-    assert "The Hound of the Baskervilles" in [loan["title"] for loan in loans.structured_content["loans"]]
+    assert "The Hound of the Baskervilles" in [
+        loan["title"] for loan in loans.structured_content["loans"]
+    ]
 
 
 # -- raw HTTP against the live server -------------------------------------------------------------
@@ -471,38 +581,61 @@ INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "e2e-raw", "version": "0"}},
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "e2e-raw", "version": "0"},
+    },
 }
 
 
 @asynccontextmanager
-async def raw_session(server: ExampleServer, path: str = "/mcp") -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
+async def raw_session(
+    server: ExampleServer, path: str = "/mcp"
+) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
     """Initialize over plain HTTP; yield the client and the headers later requests need."""
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=10, follow_redirects=False) as http:
+    async with httpx.AsyncClient(
+        base_url=server.base_url, timeout=10, follow_redirects=False
+    ) as http:
         response = await http.post(path, json=INITIALIZE, headers=ACCEPT_BOTH)
         assert response.status_code == 200, response.text
-        headers = {"Mcp-Session-Id": response.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+        headers = {
+            "Mcp-Session-Id": response.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-11-25",
+        }
         yield http, headers
 
 
 @pytest.mark.parametrize("path", ["/mcp", "/mcp/"])
-async def test_endpoint_answers_initialize_with_or_without_trailing_slash(example_server: ExampleServer, path: str) -> None:
-    async with httpx.AsyncClient(base_url=example_server.base_url, timeout=10, follow_redirects=False) as http:
+async def test_endpoint_answers_initialize_with_or_without_trailing_slash(
+    example_server: ExampleServer, path: str
+) -> None:
+    async with httpx.AsyncClient(
+        base_url=example_server.base_url, timeout=10, follow_redirects=False
+    ) as http:
         response = await http.post(path, json=INITIALIZE, headers=ACCEPT_BOTH)
         assert response.status_code == 200, response.text
         assert response.json()["result"]["protocolVersion"] == "2025-11-25"
         session_id = response.headers["mcp-session-id"]
-        deleted = await http.delete(path, headers={"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"})
+        deleted = await http.delete(
+            path, headers={"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
+        )
         assert deleted.status_code == 204
 
 
-async def test_get_stream_is_primed_and_held_open_until_the_session_is_deleted(example_server: ExampleServer) -> None:
+async def test_get_stream_is_primed_and_held_open_until_the_session_is_deleted(
+    example_server: ExampleServer,
+) -> None:
     async with raw_session(example_server) as (http, headers):
         initialized = await http.post(
-            "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers={**ACCEPT_BOTH, **headers}
+            "/mcp",
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+            headers={**ACCEPT_BOTH, **headers},
         )
         assert initialized.status_code == 202
-        async with http.stream("GET", "/mcp", headers={"Accept": "text/event-stream", **headers}) as stream:
+        async with http.stream(
+            "GET", "/mcp", headers={"Accept": "text/event-stream", **headers}
+        ) as stream:
             assert stream.status_code == 200
             assert stream.headers["content-type"].startswith("text/event-stream")
             assert stream.headers["cache-control"] == "no-cache"
@@ -534,7 +667,9 @@ ERROR_LINE = re.compile(r" (ERROR|CRITICAL) |^(ERROR|CRITICAL):|\[(ERROR|CRITICA
 
 
 @pytest.mark.parametrize("server", ["example_server", "example_server_django_auth"])
-def test_server_logged_no_errors(request: pytest.FixtureRequest, asgi_server: str, server: str) -> None:
+def test_server_logged_no_errors(
+    request: pytest.FixtureRequest, asgi_server: str, server: str
+) -> None:
     # Runs last (file order) for each server: a tool that crashed, or a consumer that raised,
     # shows up here even when the client saw a well-formed answer.
     log = request.getfixturevalue(server).log()

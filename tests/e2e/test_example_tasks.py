@@ -59,29 +59,52 @@ class Asked:
 
 
 @pytest.mark.parametrize("mode", ["legacy", MODERN])
-async def test_export_catalogue_asks_the_format_and_reports_progress_in_both_eras(example_server: ExampleServer, mode: str) -> None:
+async def test_export_catalogue_asks_the_format_and_reports_progress_in_both_eras(
+    example_server: ExampleServer, mode: str
+) -> None:
     asked = Asked("json")
     progress: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         progress.append((value, total, message))
 
-    async with httpx2.AsyncClient(timeout=10) as http, Client(
-        streamable_http_client(example_server.mcp_url, http_client=http), read_timeout_seconds=10, mode=mode,
-        elicitation_callback=asked.elicit,
-    ) as client:
-        result = await client.call_tool("export_catalogue", {"genre": "mystery"}, progress_callback=on_progress)
+    async with (
+        httpx2.AsyncClient(timeout=10) as http,
+        Client(
+            streamable_http_client(example_server.mcp_url, http_client=http),
+            read_timeout_seconds=10,
+            mode=mode,
+            elicitation_callback=asked.elicit,
+        ) as client,
+    ):
+        result = await client.call_tool(
+            "export_catalogue", {"genre": "mystery"}, progress_callback=on_progress
+        )
     assert not result.is_error, result
     assert asked.questions == [f"Export {MYSTERY} books: in which format?"]
     assert result.structured_content is not None
-    assert result.structured_content["exported"] == MYSTERY and result.structured_content["format"] == "json"
-    assert result.structured_content["genres"] == {"mystery": MYSTERY} and not result.structured_content["truncated"]
-    resource = next(block.resource for block in result.content if isinstance(block, EmbeddedResource))
+    assert (
+        result.structured_content["exported"] == MYSTERY
+        and result.structured_content["format"] == "json"
+    )
+    assert (
+        result.structured_content["genres"] == {"mystery": MYSTERY}
+        and not result.structured_content["truncated"]
+    )
+    resource = next(
+        block.resource for block in result.content if isinstance(block, EmbeddedResource)
+    )
     assert isinstance(resource, TextResourceContents)
-    assert str(resource.uri) == "library://exports/catalogue-mystery.json" and resource.mime_type == "application/json"
+    assert (
+        str(resource.uri) == "library://exports/catalogue-mystery.json"
+        and resource.mime_type == "application/json"
+    )
     exported = json.loads(resource.text)
     assert len(exported) == MYSTERY and {row["genre"] for row in exported} == {"mystery"}
-    assert any(isinstance(block, TextContent) and "Exported 5 of 5 books as JSON" in block.text for block in result.content)
+    assert any(
+        isinstance(block, TextContent) and "Exported 5 of 5 books as JSON" in block.text
+        for block in result.content
+    )
     # Progress reaches the caller in both eras (in the session on the call's stream, at
     # 2026-07-28 on the request's own SSE answer); the last one says the export is complete.
     assert progress and progress[-1][:2] == (MYSTERY, MYSTERY), progress
@@ -92,7 +115,9 @@ async def test_a_declined_export_exports_nothing(example_server: ExampleServer) 
     async def decline(context: Any, params: Any) -> ElicitResult:
         return ElicitResult(action="decline")
 
-    async with Client(example_server.mcp_url, read_timeout_seconds=10, mode="legacy", elicitation_callback=decline) as client:
+    async with Client(
+        example_server.mcp_url, read_timeout_seconds=10, mode="legacy", elicitation_callback=decline
+    ) as client:
         result = await client.call_tool("export_catalogue", {})
     assert not result.is_error
     assert result.structured_content == {"exported": 0, "matching": BOOKS, "format": None}
@@ -104,10 +129,18 @@ async def test_a_declined_export_exports_nothing(example_server: ExampleServer) 
 def message(method: str, params: dict[str, Any]) -> dict[str, Any]:
     meta = {
         "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}, "extensions": {TASKS: {}}},
+        "io.modelcontextprotocol/clientCapabilities": {
+            "elicitation": {"form": {}},
+            "extensions": {TASKS: {}},
+        },
         "io.modelcontextprotocol/clientInfo": {"name": "example-tasks-tests", "version": "1"},
     }
-    return {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": {**params, "_meta": meta}}
+    return {
+        "jsonrpc": "2.0",
+        "id": next(_ids),
+        "method": method,
+        "params": {**params, "_meta": meta},
+    }
 
 
 async def rpc(http: httpx.AsyncClient, url: str, method: str, **params: Any) -> dict[str, Any]:
@@ -115,13 +148,19 @@ async def rpc(http: httpx.AsyncClient, url: str, method: str, **params: Any) -> 
     body = message(method, params)
     name = params.get("name") if method == "tools/call" else params.get("taskId")
     headers = {
-        "accept": "application/json, text/event-stream", "mcp-protocol-version": MODERN, "mcp-method": method,
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": method,
         "mcp-name": str(name),
     }
     response = await http.post(url, json=body, headers=headers)
     assert response.status_code == 200, response.text
     if response.headers["content-type"].startswith("text/event-stream"):
-        answers = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+        answers = [
+            json.loads(line[5:])
+            for line in response.text.splitlines()
+            if line.startswith("data:") and line[5:].strip()
+        ]
         answer = next(a for a in answers if a.get("id") == body["id"])
     else:
         answer = response.json()
@@ -129,7 +168,9 @@ async def rpc(http: httpx.AsyncClient, url: str, method: str, **params: Any) -> 
     return dict(answer["result"])
 
 
-async def poll(http: httpx.AsyncClient, url: str, task_id: str, until: set[str], seen: list[dict[str, Any]]) -> dict[str, Any]:
+async def poll(
+    http: httpx.AsyncClient, url: str, task_id: str, until: set[str], seen: list[dict[str, Any]]
+) -> dict[str, Any]:
     """tasks/get until the task's status is one of ``until`` (bounded by WAIT)."""
     deadline = time.monotonic() + WAIT
     while time.monotonic() < deadline:
@@ -153,8 +194,16 @@ async def export_as_task(url: str, fmt: str) -> tuple[str, dict[str, Any], list[
         ((key, request),) = waiting["inputRequests"].items()
         assert request["method"] == "elicitation/create"
         assert request["params"]["message"] == f"Export {BOOKS} books: in which format?"
-        assert waiting["statusMessage"] == f"{BOOKS} books to export"  # progress before the question
-        await rpc(http, url, "tasks/update", taskId=task_id, inputResponses={key: {"action": "accept", "content": {"format": fmt}}})
+        assert (
+            waiting["statusMessage"] == f"{BOOKS} books to export"
+        )  # progress before the question
+        await rpc(
+            http,
+            url,
+            "tasks/update",
+            taskId=task_id,
+            inputResponses={key: {"action": "accept", "content": {"format": fmt}}},
+        )
         done = await poll(http, url, task_id, {"completed", "failed", "cancelled"}, seen)
     return task_id, done, seen
 
@@ -163,14 +212,21 @@ def assert_complete_export(done: dict[str, Any], fmt: str) -> None:
     assert done["status"] == "completed", done
     result = done["result"]
     assert not result.get("isError"), result
-    assert result["structuredContent"]["exported"] == BOOKS and result["structuredContent"]["format"] == fmt
+    assert (
+        result["structuredContent"]["exported"] == BOOKS
+        and result["structuredContent"]["format"] == fmt
+    )
     (resource,) = [block["resource"] for block in result["content"] if block["type"] == "resource"]
     assert resource["uri"] == f"library://exports/catalogue.{fmt}"
     lines = resource["text"].splitlines()
-    assert lines[0] == "isbn,title,author,published,genre,copies,available" and len(lines) == BOOKS + 1
+    assert (
+        lines[0] == "isbn,title,author,published,genre,copies,available" and len(lines) == BOOKS + 1
+    )
 
 
-async def test_export_catalogue_as_a_task_asks_through_the_task(example_server: ExampleServer) -> None:
+async def test_export_catalogue_as_a_task_asks_through_the_task(
+    example_server: ExampleServer,
+) -> None:
     _, done, seen = await export_as_task(example_server.mcp_url, "csv")
     assert_complete_export(done, "csv")
     assert {task["status"] for task in seen} <= {"working", "input_required", "completed"}
@@ -180,13 +236,25 @@ async def test_export_catalogue_as_a_task_asks_through_the_task(example_server: 
 
 
 @contextlib.contextmanager
-def site_with_worker(env: dict[str, str], log_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def site_with_worker(
+    env: dict[str, str], log_path: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """Daphne and db_worker under example_site/with_worker.py (what `make run` runs), in a
     process group of their own that is killed at the end whatever happens."""
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "example_site.with_worker", "--", *asgi_servers.server_command("daphne", 0)],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "example_site.with_worker",
+                "--",
+                *asgi_servers.server_command("daphne", 0),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         yield process, _wait_until_ready(process, log_path)
@@ -211,14 +279,25 @@ print(json.dumps({{"status": task.status, "backend": task.backend, "worker": tas
 """
 
 
-async def test_a_db_worker_runs_the_export_task_that_daphne_made(demo_database: Path, tmp_path: Path) -> None:
-    env = {**server_env(copy_database(demo_database, tmp_path / "example.sqlite3"), auth="none"), "MCP_TASKS_BACKEND": "database"}
+async def test_a_db_worker_runs_the_export_task_that_daphne_made(
+    demo_database: Path, tmp_path: Path
+) -> None:
+    env = {
+        **server_env(copy_database(demo_database, tmp_path / "example.sqlite3"), auth="none"),
+        "MCP_TASKS_BACKEND": "database",
+    }
     manage(env, "migrate", "--noinput")  # django_tasks_db's tables, as `make run` does first
     with site_with_worker(env, tmp_path / "site.log") as (process, base_url):
         task_id, done, _ = await export_as_task(f"{base_url}/mcp", "csv")
         assert_complete_export(done, "csv")
-        row = json.loads(manage(env, "shell", "-v0", "-c", TASK_ROW.format(task_id=task_id)).strip().splitlines()[-1])
-        assert row["status"] == "completed" and row["finished"] and row["tool"] == "export_catalogue"
+        row = json.loads(
+            manage(env, "shell", "-v0", "-c", TASK_ROW.format(task_id=task_id))
+            .strip()
+            .splitlines()[-1]
+        )
+        assert (
+            row["status"] == "completed" and row["finished"] and row["tool"] == "export_catalogue"
+        )
         assert row["backend"] == "default" and row["job"] == "SUCCESSFUL"
         # The task ran in the worker, not in Daphne: the row names the db_worker process.
         children = asgi_servers.children(process.pid)  # Linux (/proc); empty elsewhere

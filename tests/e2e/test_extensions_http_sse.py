@@ -23,7 +23,9 @@ pytestmark = pytest.mark.e2e
 async def test_an_sse_client_gets_the_skills_and_the_app(example_server: ExampleServer) -> None:
     transport = sse_client(f"{example_server.mcp_url}/sse")
     extensions = [advertise(UI_EXTENSION, {"mimeTypes": [MIME_TYPE]})]
-    async with Client(transport, mode="legacy", read_timeout_seconds=20, extensions=extensions) as client:
+    async with Client(
+        transport, mode="legacy", read_timeout_seconds=20, extensions=extensions
+    ) as client:
         capabilities = client.server_capabilities
         assert capabilities is not None and capabilities.extensions is not None
         assert capabilities.extensions[SKILLS_EXTENSION] == {"directoryRead": True}
@@ -35,12 +37,19 @@ async def test_an_sse_client_gets_the_skills_and_the_app(example_server: Example
         for resource in entry["resources"]:
             (contents,) = (await client.read_resource(resource["uri"])).contents
             data = file_bytes(contents)
-            assert len(data) == resource["size"] and "sha256:" + hashlib.sha256(data).hexdigest() == resource["digest"]
+            assert (
+                len(data) == resource["size"]
+                and "sha256:" + hashlib.sha256(data).hexdigest() == resource["digest"]
+            )
 
         tool = (await all_tools(client))["book_availability"]
         assert tool.meta is not None and tool.meta["ui"]["resourceUri"] == APP_URI
         (page,) = (await client.read_resource(APP_URI)).contents
-        assert isinstance(page, TextResourceContents) and page.mime_type == MIME_TYPE and '"ui/initialize"' in page.text
+        assert (
+            isinstance(page, TextResourceContents)
+            and page.mime_type == MIME_TYPE
+            and '"ui/initialize"' in page.text
+        )
         result = await client.call_tool("book_availability", {"isbn": PHANTASTES})
         assert not result.is_error and result.structured_content is not None
         assert result.structured_content["isbn"] == PHANTASTES

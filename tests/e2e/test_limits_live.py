@@ -66,10 +66,14 @@ def server(asgi_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 def _initialize(http: httpx.Client, url: str, client_info: dict[str, str]) -> httpx.Response:
     body = {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client_info},
     }
-    return http.post(url, content=json.dumps(body), headers={**HEADERS, "Content-Type": "application/json"})
+    return http.post(
+        url, content=json.dumps(body), headers={**HEADERS, "Content-Type": "application/json"}
+    )
 
 
 def _session(http: httpx.Client, url: str) -> str:
@@ -78,7 +82,9 @@ def _session(http: httpx.Client, url: str) -> str:
     return response.headers["mcp-session-id"]
 
 
-def test_oversized_client_info_is_refused_and_leaves_no_memory_behind(server: MeasuredServer) -> None:
+def test_oversized_client_info_is_refused_and_leaves_no_memory_behind(
+    server: MeasuredServer,
+) -> None:
     # Unbounded, each of these was parsed, stored and cached: 50 of them took the site from
     # 109 MB to 581 MB for good. Measured here: +188 MB before the limits, +14 MB after.
     url = f"{server.base_url}/mcp"
@@ -86,7 +92,9 @@ def test_oversized_client_info_is_refused_and_leaves_no_memory_behind(server: Me
         _session(http, url)  # warm up the code paths
         before = server.rss()
         for _ in range(20):
-            response = _initialize(http, url, {"name": "hostile", "version": "1", "title": "t" * 4_000_000})
+            response = _initialize(
+                http, url, {"name": "hostile", "version": "1", "title": "t" * 4_000_000}
+            )
             assert response.json()["error"]["code"] == INVALID_PARAMS
             assert "clientInfo" in response.json()["error"]["message"]
             assert "mcp-session-id" not in response.headers
@@ -149,7 +157,13 @@ def test_resumes_from_clients_that_never_read_keep_memory_bounded(server: Measur
     url = f"{server.base_url}/mcp"
     with httpx.Client(timeout=30) as http:
         sessions = [_session(http, url) for _ in range(STREAMS)]
-    out = manage(server.env, "shell", "-v0", "-c", STORE_SCRIPT.format(sessions=sessions, events=EVENTS, size=EVENT_BYTES))
+    out = manage(
+        server.env,
+        "shell",
+        "-v0",
+        "-c",
+        STORE_SCRIPT.format(sessions=sessions, events=EVENTS, size=EVENT_BYTES),
+    )
     tokens = out.split()
     assert len(tokens) == STREAMS
     before = server.rss()
@@ -158,7 +172,9 @@ def test_resumes_from_clients_that_never_read_keep_memory_bounded(server: Measur
         peak = server.settled_rss()
         # The server still serves others meanwhile.
         with httpx.Client(timeout=30) as http:
-            ping = http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=HEADERS)
+            ping = http.post(
+                url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=HEADERS
+            )
         assert ping.json()["result"] == {}
     finally:
         for sock in sockets:

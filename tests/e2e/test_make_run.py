@@ -19,7 +19,14 @@ README = (ROOT / "README.md").read_text()
 
 
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_load_demo_data_matches_the_readme_and_exits_cleanly(tmp_path: Path) -> None:
@@ -34,15 +41,24 @@ def test_load_demo_data_matches_the_readme_and_exits_cleanly(tmp_path: Path) -> 
     named = set(re.findall(r"`(\w+)`", described))
     assert len(named) == users, (named, users)
     again = _run(env, "load_demo_data")
-    assert again.returncode == 0 and again.stderr == "" and "created 0 authors, 0 books, 0 users" in again.stdout
+    assert (
+        again.returncode == 0
+        and again.stderr == ""
+        and "created 0 authors, 0 books, 0 users" in again.stdout
+    )
 
 
-@pytest.mark.parametrize(("auth", "present", "absent"), [
-    ("oauth", "OAuth clients: users sign in as reader / reader", "No sign-in"),
-    ("none", "No sign-in", "OAuth"),
-    ("django", "/accounts/login/", "OAuth"),
-])
-def test_the_banner_follows_the_authentication(tmp_path: Path, auth: str, present: str, absent: str) -> None:
+@pytest.mark.parametrize(
+    ("auth", "present", "absent"),
+    [
+        ("oauth", "OAuth clients: users sign in as reader / reader", "No sign-in"),
+        ("none", "No sign-in", "OAuth"),
+        ("django", "/accounts/login/", "OAuth"),
+    ],
+)
+def test_the_banner_follows_the_authentication(
+    tmp_path: Path, auth: str, present: str, absent: str
+) -> None:
     env = server_env(tmp_path / "example.sqlite3", auth=auth)
     out = _run(env, "demo_banner", "--port", "8123")
     assert out.returncode == 0, out.stderr
@@ -57,10 +73,13 @@ def test_the_banner_says_daphne_alone_is_for_local_use(tmp_path: Path) -> None:
     assert "docs/howto/deploy.md" in out.stdout and "In front of the server" in out.stdout
 
 
-@pytest.mark.parametrize(("backend", "said"), [
-    ("", "Durable tasks: run in the Daphne process"),
-    ("database", "Durable tasks: run by `manage.py db_worker`"),
-])
+@pytest.mark.parametrize(
+    ("backend", "said"),
+    [
+        ("", "Durable tasks: run in the Daphne process"),
+        ("database", "Durable tasks: run by `manage.py db_worker`"),
+    ],
+)
 def test_the_banner_says_where_durable_tasks_run(tmp_path: Path, backend: str, said: str) -> None:
     env = {**server_env(tmp_path / "example.sqlite3", auth="none"), "MCP_TASKS_BACKEND": backend}
     out = _run(env, "demo_banner")
@@ -73,5 +92,7 @@ def test_the_readme_shows_the_banner_make_run_prints(tmp_path: Path) -> None:
     env = {**server_env(tmp_path / "example.sqlite3", auth="oauth"), "MCP_TASKS_BACKEND": ""}
     out = _run(env, "demo_banner", "--port", "8000")
     assert out.returncode == 0, out.stderr
-    missing = [line for line in out.stdout.splitlines() if line.strip() and line not in README.splitlines()]
+    missing = [
+        line for line in out.stdout.splitlines() if line.strip() and line not in README.splitlines()
+    ]
     assert missing == []

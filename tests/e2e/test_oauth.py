@@ -38,11 +38,20 @@ from tests.e2e.test_example_tasks import WAIT, poll, rpc
 from tests.polling import until
 
 from .conftest import ExampleServer, manage, run_server
-from .oauth_helpers import Browser, BrowserHandlers, DocumentHost, MemoryTokenStorage, form_fields, query_of
+from .oauth_helpers import (
+    Browser,
+    BrowserHandlers,
+    DocumentHost,
+    MemoryTokenStorage,
+    form_fields,
+    query_of,
+)
 
 pytestmark = pytest.mark.e2e
 
-REDIRECT_URI = "http://127.0.0.1:33418/callback"  # a native client's loopback listener (never contacted)
+REDIRECT_URI = (
+    "http://127.0.0.1:33418/callback"  # a native client's loopback listener (never contacted)
+)
 ACCEPT_BOTH = {"Accept": "application/json, text/event-stream"}
 DCR_RATE_LIMIT = 20
 INSPECTOR = "http://localhost:6274"  # the MCP Inspector's web UI, a browser-based client
@@ -50,7 +59,11 @@ INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "e2e-oauth", "version": "0"}},
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "e2e-oauth", "version": "0"},
+    },
 }
 
 
@@ -72,7 +85,9 @@ def document_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Document
 
 
 @pytest.fixture(scope="session")
-def oauth_server(example_server: ExampleServer, document_host: DocumentHost) -> Iterator[ExampleServer]:
+def oauth_server(
+    example_server: ExampleServer, document_host: DocumentHost
+) -> Iterator[ExampleServer]:
     """The example site with OAuth on, on the e2e database, at a URL it knows in advance."""
     port = free_port()
     env = {
@@ -94,11 +109,15 @@ def oauth_server(example_server: ExampleServer, document_host: DocumentHost) -> 
 
 @pytest.fixture
 async def http(oauth_server: ExampleServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=oauth_server.base_url, timeout=20, follow_redirects=False) as client:
+    async with httpx.AsyncClient(
+        base_url=oauth_server.base_url, timeout=20, follow_redirects=False
+    ) as client:
         yield client
 
 
-def client_metadata(scope: str | None = None, name: str = "E2E registered client") -> OAuthClientMetadata:
+def client_metadata(
+    scope: str | None = None, name: str = "E2E registered client"
+) -> OAuthClientMetadata:
     return OAuthClientMetadata(
         redirect_uris=[REDIRECT_URI],
         client_name=name,
@@ -111,7 +130,12 @@ def client_metadata(scope: str | None = None, name: str = "E2E registered client
 
 @asynccontextmanager
 async def sdk_client(
-    server: ExampleServer, username: str, *, client_metadata_url: str | None = None, scope: str | None = None, mode: str = "auto",
+    server: ExampleServer,
+    username: str,
+    *,
+    client_metadata_url: str | None = None,
+    scope: str | None = None,
+    mode: str = "auto",
     storage: MemoryTokenStorage | None = None,
 ) -> AsyncIterator[tuple[Client, OAuthClientProvider, BrowserHandlers, MemoryTokenStorage]]:
     """The official SDK client with OAuth, its user played by a ``Browser`` signed in as ``username``;
@@ -152,7 +176,9 @@ def challenge_params(header: str) -> dict[str, str]:
 
 def pkce() -> tuple[str, str]:
     verifier = secrets.token_urlsafe(64)
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    challenge = (
+        base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    )
     return verifier, challenge
 
 
@@ -172,14 +198,20 @@ def raw_client_id(oauth_server: ExampleServer) -> str:
     """One dynamically registered public client for the raw-HTTP tests."""
     response = httpx.post(
         f"{oauth_server.base_url}/o/register/",
-        json={"client_name": "E2E raw client", "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"},
+        json={
+            "client_name": "E2E raw client",
+            "redirect_uris": [REDIRECT_URI],
+            "token_endpoint_auth_method": "none",
+        },
         timeout=20,
     )
     assert response.status_code == 201, response.text
     return response.json()["client_id"]
 
 
-def authorization_url(server: ExampleServer, client_id: str, challenge: str, **overrides: str) -> str:
+def authorization_url(
+    server: ExampleServer, client_id: str, challenge: str, **overrides: str
+) -> str:
     params = {
         "response_type": "code",
         "client_id": client_id,
@@ -195,14 +227,20 @@ def authorization_url(server: ExampleServer, client_id: str, challenge: str, **o
 
 
 async def obtain_tokens(
-    server: ExampleServer, http: httpx.AsyncClient, client_id: str, username: str = "reader", scope: str = "library:read",
+    server: ExampleServer,
+    http: httpx.AsyncClient,
+    client_id: str,
+    username: str = "reader",
+    scope: str = "library:read",
     consent_pages: list[str] | None = None,
 ) -> dict[str, Any]:
     """Authorization code + PKCE by hand, as ``username``: the token response (and the consent
     pages the person saw, added to ``consent_pages``)."""
     verifier, challenge = pkce()
     async with Browser(server.base_url, username) as browser:
-        location = await browser.authorize(authorization_url(server, client_id, challenge, scope=scope))
+        location = await browser.authorize(
+            authorization_url(server, client_id, challenge, scope=scope)
+        )
     if consent_pages is not None:
         consent_pages += browser.consent_pages
     params = query_of(location)
@@ -233,7 +271,9 @@ def forget_approvals(server: ExampleServer, username: str, client_id: str) -> No
     manage(server.env, "shell", "-v0", "-c", script)
 
 
-async def mcp_post(http: httpx.AsyncClient, token: str | None, message: dict[str, Any], **headers: str) -> httpx.Response:
+async def mcp_post(
+    http: httpx.AsyncClient, token: str | None, message: dict[str, Any], **headers: str
+) -> httpx.Response:
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     return await http.post("/mcp", json=message, headers={**ACCEPT_BOTH, **headers})
@@ -266,7 +306,10 @@ async def test_unauthenticated_request_gets_a_challenge_naming_the_metadata(
     params = challenge_params(response.headers["www-authenticate"])
     # RFC 6750 section 3: no error code when the request carried no credentials.
     assert "error" not in params
-    assert params["resource_metadata"] == f"{oauth_server.base_url}/.well-known/oauth-protected-resource/mcp"
+    assert (
+        params["resource_metadata"]
+        == f"{oauth_server.base_url}/.well-known/oauth-protected-resource/mcp"
+    )
     # Every scope the resource uses, so that a client can ask for them up front.
     assert params["scope"] == "library:read library:write"
 
@@ -274,7 +317,10 @@ async def test_unauthenticated_request_gets_a_challenge_naming_the_metadata(
 async def test_protected_resource_and_authorization_server_metadata(
     oauth_server: ExampleServer, http: httpx.AsyncClient
 ) -> None:
-    for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
+    for path in (
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ):
         prm = (await http.get(path)).json()
         assert prm["resource"] == oauth_server.mcp_url
         assert prm["authorization_servers"] == [oauth_server.base_url]
@@ -303,15 +349,24 @@ async def test_protected_resource_and_authorization_server_metadata(
 # -- a browser-based client on another origin (CORS) ---------------------------------------------------
 
 
-async def browser_preflight(http: httpx.AsyncClient, path: str, method: str, headers: str, origin: str = INSPECTOR) -> httpx.Response:
+async def browser_preflight(
+    http: httpx.AsyncClient, path: str, method: str, headers: str, origin: str = INSPECTOR
+) -> httpx.Response:
     """What a browser sends before a cross-origin fetch() with non-simple headers."""
     return await http.options(
-        path, headers={"Origin": origin, "Access-Control-Request-Method": method, "Access-Control-Request-Headers": headers}
+        path,
+        headers={
+            "Origin": origin,
+            "Access-Control-Request-Method": method,
+            "Access-Control-Request-Headers": headers,
+        },
     )
 
 
 def header_set(response: httpx.Response, name: str) -> set[str]:
-    return {item.strip().lower() for item in response.headers.get(name, "").split(",") if item.strip()}
+    return {
+        item.strip().lower() for item in response.headers.get(name, "").split(",") if item.strip()
+    }
 
 
 async def test_browser_client_on_an_allowed_origin_gets_cors_through_the_whole_flow(
@@ -320,21 +375,33 @@ async def test_browser_client_on_an_allowed_origin_gets_cors_through_the_whole_f
     origin = {"Origin": INSPECTOR}
     # The MCP endpoint: preflight, then the 401 challenge, readable by the page.
     preflight = await browser_preflight(
-        http, "/mcp", "POST", "authorization, content-type, mcp-protocol-version, mcp-session-id, last-event-id"
+        http,
+        "/mcp",
+        "POST",
+        "authorization, content-type, mcp-protocol-version, mcp-session-id, last-event-id",
     )
     assert preflight.status_code in (200, 204), preflight.text
     assert preflight.headers["access-control-allow-origin"] == INSPECTOR
     assert {"post", "get", "delete"} <= header_set(preflight, "access-control-allow-methods")
-    assert {"authorization", "content-type", "mcp-protocol-version", "mcp-session-id", "last-event-id"} <= header_set(
-        preflight, "access-control-allow-headers"
-    )
+    assert {
+        "authorization",
+        "content-type",
+        "mcp-protocol-version",
+        "mcp-session-id",
+        "last-event-id",
+    } <= header_set(preflight, "access-control-allow-headers")
     challenge = await mcp_post(http, None, INITIALIZE, **origin)
     assert challenge.status_code == 401
     assert challenge.headers["access-control-allow-origin"] == INSPECTOR
-    assert {"mcp-session-id", "www-authenticate"} <= header_set(challenge, "access-control-expose-headers")
+    assert {"mcp-session-id", "www-authenticate"} <= header_set(
+        challenge, "access-control-expose-headers"
+    )
 
     # Discovery: both metadata documents, preflight and fetch.
-    for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server"):
+    for path in (
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+    ):
         preflight = await browser_preflight(http, path, "GET", "mcp-protocol-version")
         assert preflight.status_code in (200, 204), path
         assert preflight.headers["access-control-allow-origin"] in ("*", INSPECTOR), path
@@ -349,7 +416,11 @@ async def test_browser_client_on_an_allowed_origin_gets_cors_through_the_whole_f
     assert preflight.headers["access-control-allow-origin"] == INSPECTOR
     registered = await http.post(
         "/o/register/",
-        json={"client_name": "Browser client", "redirect_uris": [callback], "token_endpoint_auth_method": "none"},
+        json={
+            "client_name": "Browser client",
+            "redirect_uris": [callback],
+            "token_endpoint_auth_method": "none",
+        },
         headers=origin,
     )
     assert registered.status_code == 201, registered.text
@@ -359,7 +430,9 @@ async def test_browser_client_on_an_allowed_origin_gets_cors_through_the_whole_f
     # The code comes back through a navigation (no CORS); the token exchange is a fetch().
     verifier, code_challenge = pkce()
     async with Browser(oauth_server.base_url, "reader") as browser:
-        location = await browser.authorize(authorization_url(oauth_server, client_id, code_challenge, redirect_uri=callback))
+        location = await browser.authorize(
+            authorization_url(oauth_server, client_id, code_challenge, redirect_uri=callback)
+        )
     code = query_of(location)["code"]
     preflight = await browser_preflight(http, "/o/token/", "POST", "content-type")
     assert preflight.headers["access-control-allow-origin"] == INSPECTOR
@@ -387,11 +460,17 @@ async def test_browser_client_on_an_allowed_origin_gets_cors_through_the_whole_f
 
 async def test_browser_client_on_another_origin_gets_no_cors(http: httpx.AsyncClient) -> None:
     stranger = "http://evil.example"
-    assert (await browser_preflight(http, "/mcp", "POST", "content-type", origin=stranger)).status_code == 403
+    assert (
+        await browser_preflight(http, "/mcp", "POST", "content-type", origin=stranger)
+    ).status_code == 403
     for path in ("/o/token/", "/o/register/"):
         preflight = await browser_preflight(http, path, "POST", "content-type", origin=stranger)
         assert "access-control-allow-origin" not in preflight.headers, path
-    token = await http.post("/o/token/", data={"grant_type": "authorization_code", "code": "x"}, headers={"Origin": stranger})
+    token = await http.post(
+        "/o/token/",
+        data={"grant_type": "authorization_code", "code": "x"},
+        headers={"Origin": stranger},
+    )
     assert "access-control-allow-origin" not in token.headers
 
 
@@ -399,8 +478,15 @@ async def test_browser_client_on_another_origin_gets_no_cors(http: httpx.AsyncCl
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_sdk_client_registers_dynamically_and_calls_tools(oauth_server: ExampleServer, mode: str) -> None:
-    async with sdk_client(oauth_server, "reader", mode=mode) as (client, provider, handlers, storage):
+async def test_sdk_client_registers_dynamically_and_calls_tools(
+    oauth_server: ExampleServer, mode: str
+) -> None:
+    async with sdk_client(oauth_server, "reader", mode=mode) as (
+        client,
+        provider,
+        handlers,
+        storage,
+    ):
         assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
         tools = await client.list_tools()
         result = await client.call_tool("search_books", {"query": "wells"})
@@ -454,7 +540,12 @@ async def test_sdk_client_identified_by_a_metadata_document(
             "token_endpoint_auth_method": "none",
         },
     )
-    async with sdk_client(oauth_server, "reader", client_metadata_url=url) as (client, provider, handlers, storage):
+    async with sdk_client(oauth_server, "reader", client_metadata_url=url) as (
+        client,
+        provider,
+        handlers,
+        storage,
+    ):
         result = await client.call_tool("book_availability", {"isbn": POEMS})
 
     assert not result.is_error, text_of(result)
@@ -489,7 +580,11 @@ async def test_refresh_rotates_and_a_replayed_refresh_token_revokes_the_family(
     assert storage.client_info is not None
     replay = await http.post(
         "/o/token/",
-        data={"grant_type": "refresh_token", "refresh_token": first.refresh_token, "client_id": storage.client_info.client_id},
+        data={
+            "grant_type": "refresh_token",
+            "refresh_token": first.refresh_token,
+            "client_id": storage.client_info.client_id,
+        },
     )
     assert replay.status_code == 400
     assert replay.json()["error"] == "invalid_grant"
@@ -503,8 +598,11 @@ def read_only_storage(tokens: dict[str, Any], client_id: str) -> MemoryTokenStor
     """What an SDK client holds after a read-only authorization: its registration and tokens."""
     storage = MemoryTokenStorage()
     storage.client_info = OAuthClientInformationFull(
-        client_id=client_id, redirect_uris=[REDIRECT_URI], token_endpoint_auth_method="none",
-        grant_types=["authorization_code", "refresh_token"], response_types=["code"],
+        client_id=client_id,
+        redirect_uris=[REDIRECT_URI],
+        token_endpoint_auth_method="none",
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
     )
     storage.tokens = OAuthToken.model_validate(tokens)
     return storage
@@ -518,7 +616,9 @@ async def list_borrow_list_return(client: Any) -> tuple[set[str], set[str]]:
     assert not borrowed.is_error, text_of(borrowed)
     assert borrowed.structured_content is not None
     after = {tool.name for tool in (await client.list_tools()).tools}
-    returned = await client.call_tool("return_book", {"loan_id": borrowed.structured_content["loan_id"]})
+    returned = await client.call_tool(
+        "return_book", {"loan_id": borrowed.structured_content["loan_id"]}
+    )
     assert not returned.is_error, text_of(returned)
     return before, after
 
@@ -538,33 +638,62 @@ async def test_read_only_token_lists_the_write_tools_and_the_sdk_steps_up_on_use
     # Raw: the read-only token's call of a write tool gets 403 with the step-up challenge.
     init = await mcp_post(http, tokens["access_token"], INITIALIZE)
     assert init.status_code == 200
-    session = {"Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "borrow_book", "arguments": {"isbn": POEMS, "member_username": "reader"}}}
+    session = {
+        "Mcp-Session-Id": init.headers["mcp-session-id"],
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {
+            "name": "borrow_book",
+            "arguments": {"isbn": POEMS, "member_username": "reader"},
+        },
+    }
     refused = await mcp_post(http, tokens["access_token"], call, **session)
     assert refused.status_code == 403
     params = challenge_params(refused.headers["www-authenticate"])
     assert params["error"] == "insufficient_scope"
     assert "library:write" in params["scope"].split()
-    assert params["resource_metadata"] == f"{oauth_server.base_url}/.well-known/oauth-protected-resource/mcp"
+    assert (
+        params["resource_metadata"]
+        == f"{oauth_server.base_url}/.well-known/oauth-protected-resource/mcp"
+    )
 
     storage = read_only_storage(tokens, raw_client_id)
-    async with sdk_client(oauth_server, "reader", mode=mode, storage=storage) as (client, provider, handlers, storage):
+    async with sdk_client(oauth_server, "reader", mode=mode, storage=storage) as (
+        client,
+        provider,
+        handlers,
+        storage,
+    ):
         assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
         # The SDK answers the 403 by authorizing again for the union of the scopes, then retries.
         before, after = await list_borrow_list_return(client)
     assert WRITE_TOOLS <= before
     assert after == before
     assert len(handlers.authorization_urls) == 1  # the step-up, and only it
-    assert query_of(handlers.authorization_urls[0])["scope"].split() == ["library:read", "library:write"]
+    assert query_of(handlers.authorization_urls[0])["scope"].split() == [
+        "library:read",
+        "library:write",
+    ]
     assert "Borrow, return and renew books, edit the catalogue" in handlers.browser.consent_pages[0]
-    assert storage.tokens is not None and set(storage.tokens.scope.split()) == {"library:read", "library:write"}
+    assert storage.tokens is not None and set(storage.tokens.scope.split()) == {
+        "library:read",
+        "library:write",
+    }
 
 
 @pytest.fixture(scope="module")
 def hiding_oauth_server(oauth_server: ExampleServer) -> Iterator[ExampleServer]:
     """The example site with OAuth, hiding what the token's scopes do not allow (UNSCOPED_ENTRIES)."""
     port = free_port()
-    env = {**oauth_server.env, "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp", "MCP_UNSCOPED_ENTRIES": "hide"}
+    env = {
+        **oauth_server.env,
+        "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp",
+        "MCP_UNSCOPED_ENTRIES": "hide",
+    }
     log_path = oauth_server.log_path.with_name(f"{oauth_server.server}-oauth-hide.log")
     with run_server(env, log_path, port=port, server=oauth_server.server) as server:
         yield server
@@ -580,7 +709,12 @@ async def test_when_hidden_the_list_after_a_step_up_is_complete_at_once(
     async with httpx.AsyncClient(base_url=hiding_oauth_server.base_url, timeout=20) as http:
         tokens = await obtain_tokens(hiding_oauth_server, http, raw_client_id)
     storage = read_only_storage(tokens, raw_client_id)
-    async with sdk_client(hiding_oauth_server, "reader", mode=mode, storage=storage) as (client, provider, handlers, storage):
+    async with sdk_client(hiding_oauth_server, "reader", mode=mode, storage=storage) as (
+        client,
+        provider,
+        handlers,
+        storage,
+    ):
         before, after = await list_borrow_list_return(client)
     assert not WRITE_TOOLS & before
     assert WRITE_TOOLS <= after
@@ -590,22 +724,35 @@ async def test_when_hidden_the_list_after_a_step_up_is_complete_at_once(
 # -- tokens the server must refuse ------------------------------------------------------------------
 
 
-async def test_revoked_token_is_refused(oauth_server: ExampleServer, http: httpx.AsyncClient, raw_client_id: str) -> None:
+async def test_revoked_token_is_refused(
+    oauth_server: ExampleServer, http: httpx.AsyncClient, raw_client_id: str
+) -> None:
     tokens = await obtain_tokens(oauth_server, http, raw_client_id)
     assert (await mcp_post(http, tokens["access_token"], INITIALIZE)).status_code == 200
-    revoked = await http.post("/o/revoke_token/", data={"token": tokens["access_token"], "client_id": raw_client_id})
+    revoked = await http.post(
+        "/o/revoke_token/", data={"token": tokens["access_token"], "client_id": raw_client_id}
+    )
     assert revoked.status_code == 200
     response = await mcp_post(http, tokens["access_token"], INITIALIZE)
     assert response.status_code == 401
     assert challenge_params(response.headers["www-authenticate"])["error"] == "invalid_token"
     # RFC 7009 section 2.1: its refresh token went with it.
     refresh = await http.post(
-        "/o/token/", data={"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"], "client_id": raw_client_id}
+        "/o/token/",
+        data={
+            "grant_type": "refresh_token",
+            "refresh_token": tokens["refresh_token"],
+            "client_id": raw_client_id,
+        },
     )
     assert refresh.status_code == 400
 
 
-@pytest.mark.parametrize("resource", [["http://127.0.0.1:1/mcp"], ["https://mcp.example.com/mcp"], []], ids=["other-port", "other-host", "none"])
+@pytest.mark.parametrize(
+    "resource",
+    [["http://127.0.0.1:1/mcp"], ["https://mcp.example.com/mcp"], []],
+    ids=["other-port", "other-host", "none"],
+)
 async def test_token_for_another_resource_is_refused(
     oauth_server: ExampleServer, http: httpx.AsyncClient, raw_client_id: str, resource: list[str]
 ) -> None:
@@ -618,7 +765,9 @@ async def test_token_for_another_resource_is_refused(
     assert challenge_params(response.headers["www-authenticate"])["error"] == "invalid_token"
 
 
-async def test_registration_access_token_is_not_an_access_token_for_mcp(http: httpx.AsyncClient) -> None:
+async def test_registration_access_token_is_not_an_access_token_for_mcp(
+    http: httpx.AsyncClient,
+) -> None:
     # RFC 7592's token manages the client's registration; it acts for nobody and has no audience.
     registered = await register(http)
     assert registered.status_code == 201
@@ -632,7 +781,9 @@ async def test_token_in_the_query_string_is_refused(
     oauth_server: ExampleServer, http: httpx.AsyncClient, raw_client_id: str
 ) -> None:
     tokens = await obtain_tokens(oauth_server, http, raw_client_id)
-    response = await http.post(f"/mcp?access_token={tokens['access_token']}", json=INITIALIZE, headers=ACCEPT_BOTH)
+    response = await http.post(
+        f"/mcp?access_token={tokens['access_token']}", json=INITIALIZE, headers=ACCEPT_BOTH
+    )
     assert response.status_code in (400, 401), response.text
     assert "mcp-session-id" not in response.headers
     assert response.headers["www-authenticate"].startswith("Bearer ")
@@ -644,7 +795,9 @@ async def test_bearer_garbage_is_refused(http: httpx.AsyncClient) -> None:
     assert challenge_params(response.headers["www-authenticate"])["error"] == "invalid_token"
 
 
-async def test_expired_token_is_refused(oauth_server: ExampleServer, http: httpx.AsyncClient, raw_client_id: str) -> None:
+async def test_expired_token_is_refused(
+    oauth_server: ExampleServer, http: httpx.AsyncClient, raw_client_id: str
+) -> None:
     tokens = await obtain_tokens(oauth_server, http, raw_client_id)
     assert (await mcp_post(http, tokens["access_token"], INITIALIZE)).status_code == 200
     set_token(oauth_server, tokens["access_token"], expires="timezone.now() - timedelta(minutes=1)")
@@ -660,12 +813,14 @@ async def test_another_users_session_id_is_not_found(
     librarian = await obtain_tokens(oauth_server, http, raw_client_id, "librarian")
     init = await mcp_post(http, reader["access_token"], INITIALIZE)
     assert init.status_code == 200
-    session = {"Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+    session = {
+        "Mcp-Session-Id": init.headers["mcp-session-id"],
+        "MCP-Protocol-Version": "2025-11-25",
+    }
     ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
     assert (await mcp_post(http, reader["access_token"], ping, **session)).status_code == 200
     # A valid token of someone else does not open reader's session: it does not exist for them.
     assert (await mcp_post(http, librarian["access_token"], ping, **session)).status_code == 404
-
 
 
 async def test_a_durable_task_waiting_for_input_fails_when_its_token_is_revoked(
@@ -674,22 +829,33 @@ async def test_a_durable_task_waiting_for_input_fails_when_its_token_is_revoked(
     # A client of its own: no other test's live token of the same client keeps the task going.
     client_id = (await register(http, client_name="E2E tasks client")).json()["client_id"]
     token = (await obtain_tokens(oauth_server, http, client_id))["access_token"]
-    async with httpx.AsyncClient(timeout=10, headers={"Authorization": f"Bearer {token}"}) as as_reader:
-        created = await rpc(as_reader, oauth_server.mcp_url, "tools/call", name="export_catalogue", arguments={})
+    async with httpx.AsyncClient(
+        timeout=10, headers={"Authorization": f"Bearer {token}"}
+    ) as as_reader:
+        created = await rpc(
+            as_reader, oauth_server.mcp_url, "tools/call", name="export_catalogue", arguments={}
+        )
         task_id = created["taskId"]
-        await poll(as_reader, oauth_server.mcp_url, task_id, {"input_required"}, [])  # parked, waiting for its answer
+        await poll(
+            as_reader, oauth_server.mcp_url, task_id, {"input_required"}, []
+        )  # parked, waiting for its answer
 
     revoked = await http.post("/o/revoke_token/", data={"token": token, "client_id": client_id})
     assert revoked.status_code == 200
 
     def row() -> tuple[str, str | None] | None:
         with sqlite3.connect(oauth_server.env["SQLITE_PATH"]) as db:
-            status, error = db.execute("SELECT status, error FROM mcp_django_task WHERE id = ?", (task_id,)).fetchone()
+            status, error = db.execute(
+                "SELECT status, error FROM mcp_django_task WHERE id = ?", (task_id,)
+            ).fetchone()
         return (status, error) if status not in ("working", "input_required") else None
 
-    status, error = await until(row, WAIT, interval=0.2, failure=f"task {task_id} still runs after its token was revoked")
+    status, error = await until(
+        row, WAIT, interval=0.2, failure=f"task {task_id} still runs after its token was revoked"
+    )
     assert status == "failed"
     assert error is not None and '"authorization revoked"' in error
+
 
 # -- authorization requests the server must refuse ------------------------------------------------------
 
@@ -701,7 +867,9 @@ async def test_resource_pointing_elsewhere_is_refused(
     verifier, challenge = pkce()
     async with Browser(oauth_server.base_url, "reader") as browser:
         # At the authorization endpoint: back to the client before the user is even asked.
-        location = await browser.authorize(authorization_url(oauth_server, raw_client_id, challenge, resource=elsewhere))
+        location = await browser.authorize(
+            authorization_url(oauth_server, raw_client_id, challenge, resource=elsewhere)
+        )
         assert not browser.consent_pages
         answer = query_of(location)
         assert location.startswith(REDIRECT_URI)
@@ -711,13 +879,19 @@ async def test_resource_pointing_elsewhere_is_refused(
         assert "code" not in answer
 
         # At the token endpoint, after an authorization for this server.
-        location = await browser.authorize(authorization_url(oauth_server, raw_client_id, challenge))
+        location = await browser.authorize(
+            authorization_url(oauth_server, raw_client_id, challenge)
+        )
     code = query_of(location)["code"]
     response = await http.post(
         "/o/token/",
         data={
-            "grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT_URI,
-            "client_id": raw_client_id, "code_verifier": verifier, "resource": elsewhere,
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": REDIRECT_URI,
+            "client_id": raw_client_id,
+            "code_verifier": verifier,
+            "resource": elsewhere,
         },
     )
     assert response.status_code == 400
@@ -737,7 +911,13 @@ async def test_token_request_without_resource_is_bound_to_this_server(
         code = query_of(await browser.authorize(url))["code"]
     response = await http.post(
         "/o/token/",
-        data={"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT_URI, "client_id": raw_client_id, "code_verifier": verifier},
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": REDIRECT_URI,
+            "client_id": raw_client_id,
+            "code_verifier": verifier,
+        },
     )
     assert response.status_code == 200, response.text
     assert (await mcp_post(http, response.json()["access_token"], INITIALIZE)).status_code == 200
@@ -763,8 +943,14 @@ async def test_redirect_uri_not_matching_the_registration_is_refused(
 ) -> None:
     verifier, challenge = pkce()
     async with Browser(oauth_server.base_url, "reader") as browser:
-        for other in ("https://attacker.example/callback", "http://127.0.0.1:33418/callback/other", "http://evil.example:33418/callback"):
-            page = await browser.open(authorization_url(oauth_server, raw_client_id, challenge, redirect_uri=other))
+        for other in (
+            "https://attacker.example/callback",
+            "http://127.0.0.1:33418/callback/other",
+            "http://evil.example:33418/callback",
+        ):
+            page = await browser.open(
+                authorization_url(oauth_server, raw_client_id, challenge, redirect_uri=other)
+            )
             # Never redirected to an unregistered URI: an error page on this site instead.
             assert not page.is_redirect, page.headers.get("location")
             assert page.status_code == 400
@@ -780,15 +966,22 @@ async def test_http_redirect_to_a_host_other_than_loopback_is_refused(
     registered = await register(http, redirect_uris=["http://app.example/callback"])
     assert registered.status_code == 400 and registered.json()["error"] == "invalid_redirect_uri"
     client_id = "e2e-http-redirect-" + secrets.token_hex(4)
-    manage(oauth_server.env, "shell", "-c", (
-        "from oauth2_provider.models import Application; "
-        f"Application.objects.create(client_id={client_id!r}, name='made in the admin', client_type='public', "
-        "authorization_grant_type='authorization-code', redirect_uris='http://app.example/callback')"
-    ))
+    manage(
+        oauth_server.env,
+        "shell",
+        "-c",
+        (
+            "from oauth2_provider.models import Application; "
+            f"Application.objects.create(client_id={client_id!r}, name='made in the admin', client_type='public', "
+            "authorization_grant_type='authorization-code', redirect_uris='http://app.example/callback')"
+        ),
+    )
     verifier, challenge = pkce()
     async with Browser(oauth_server.base_url, "reader") as browser:
         page = await browser.open(
-            authorization_url(oauth_server, client_id, challenge, redirect_uri="http://app.example/callback")
+            authorization_url(
+                oauth_server, client_id, challenge, redirect_uri="http://app.example/callback"
+            )
         )
     assert not page.is_redirect
     assert page.status_code == 400
@@ -817,7 +1010,9 @@ async def test_metadata_document_whose_client_id_differs_from_its_url_is_refused
         assert not browser.consent_pages
 
 
-async def test_metadata_document_on_a_private_address_is_refused_saying_why(oauth_server: ExampleServer) -> None:
+async def test_metadata_document_on_a_private_address_is_refused_saying_why(
+    oauth_server: ExampleServer,
+) -> None:
     client_id = "https://10.0.0.7/clients/e2e.json"  # refused before any connection is tried
     verifier, challenge = pkce()
     async with Browser(oauth_server.base_url, "reader") as browser:
@@ -827,28 +1022,40 @@ async def test_metadata_document_on_a_private_address_is_refused_saying_why(oaut
             assert not page.is_redirect, page.headers.get("location")
             assert page.status_code in (400, 401)
             assert "invalid_request" in page.text
-            assert "metadata document was refused: its host resolves to a non-public address." in page.text
-            assert "address (10.0.0.7)" not in page.text  # DOT's log line names the address; the page does not
+            assert (
+                "metadata document was refused: its host resolves to a non-public address."
+                in page.text
+            )
+            assert (
+                "address (10.0.0.7)" not in page.text
+            )  # DOT's log line names the address; the page does not
             assert "Traceback" not in page.text
         assert not browser.consent_pages
 
 
-async def test_empty_scope_is_read_as_no_scope(oauth_server: ExampleServer, raw_client_id: str) -> None:
+async def test_empty_scope_is_read_as_no_scope(
+    oauth_server: ExampleServer, raw_client_id: str
+) -> None:
     verifier, challenge = pkce()
     async with Browser(oauth_server.base_url, "reader") as browser:
         # Forced: an earlier test may have approved this client already (remembered consent).
         location = await browser.authorize(
-            authorization_url(oauth_server, raw_client_id, challenge, scope="", approval_prompt="force")
+            authorization_url(
+                oauth_server, raw_client_id, challenge, scope="", approval_prompt="force"
+            )
         )
         assert "code" in query_of(location), location
         assert "Read the catalogue and your loans" in browser.consent_pages[0]
 
 
-async def test_denied_consent_returns_access_denied(oauth_server: ExampleServer, raw_client_id: str) -> None:
+async def test_denied_consent_returns_access_denied(
+    oauth_server: ExampleServer, raw_client_id: str
+) -> None:
     verifier, challenge = pkce()
     async with Browser(oauth_server.base_url, "reader") as browser:
         location = await browser.authorize(
-            authorization_url(oauth_server, raw_client_id, challenge, approval_prompt="force"), allow=False
+            authorization_url(oauth_server, raw_client_id, challenge, approval_prompt="force"),
+            allow=False,
         )
     answer = query_of(location)
     assert answer["error"] == "access_denied"
@@ -859,29 +1066,45 @@ async def test_denied_consent_returns_access_denied(oauth_server: ExampleServer,
 # -- registration ---------------------------------------------------------------------------------------
 
 
-async def test_registration_is_limited_to_the_authorization_code_grant(http: httpx.AsyncClient) -> None:
+async def test_registration_is_limited_to_the_authorization_code_grant(
+    http: httpx.AsyncClient,
+) -> None:
     for grant_types in (["client_credentials"], ["password"], ["implicit"]):
         response = await register(http, grant_types=grant_types)
         assert response.status_code == 400, response.text
         assert response.json()["error"] == "invalid_client_metadata"
 
 
-async def test_registration_refuses_http_redirects_off_loopback(oauth_server: ExampleServer) -> None:
+async def test_registration_refuses_http_redirects_off_loopback(
+    oauth_server: ExampleServer,
+) -> None:
     # From its own loopback address: the registration budget of 127.0.0.1 stays for the others.
     transport = httpx.AsyncHTTPTransport(local_address="127.0.0.3")
-    async with httpx.AsyncClient(base_url=oauth_server.base_url, transport=transport, timeout=20) as http:
-        for uris in (["http://evil.example/cb"], ["https://ok.example/cb", "http://10.0.0.1/cb"], ["javascript:alert(1)"]):
+    async with httpx.AsyncClient(
+        base_url=oauth_server.base_url, transport=transport, timeout=20
+    ) as http:
+        for uris in (
+            ["http://evil.example/cb"],
+            ["https://ok.example/cb", "http://10.0.0.1/cb"],
+            ["javascript:alert(1)"],
+        ):
             response = await register(http, redirect_uris=uris)
             assert response.status_code == 400, response.text
             assert response.json()["error"] == "invalid_redirect_uri"
-        for uris in (["http://127.0.0.1:9999/cb"], ["http://localhost/cb", "https://app.example/cb"], ["http://[::1]:1234/cb"]):
+        for uris in (
+            ["http://127.0.0.1:9999/cb"],
+            ["http://localhost/cb", "https://app.example/cb"],
+            ["http://[::1]:1234/cb"],
+        ):
             assert (await register(http, redirect_uris=uris)).status_code == 201
 
 
 async def test_registration_is_rate_limited_per_address(oauth_server: ExampleServer) -> None:
     # From another loopback address, so the budget of 127.0.0.1 (the other tests) is untouched.
     transport = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
-    async with httpx.AsyncClient(base_url=oauth_server.base_url, transport=transport, timeout=20) as other:
+    async with httpx.AsyncClient(
+        base_url=oauth_server.base_url, transport=transport, timeout=20
+    ) as other:
         statuses = [(await register(other)).status_code for _ in range(DCR_RATE_LIMIT + 1)]
         limited = await register(other)
     assert statuses[:DCR_RATE_LIMIT] == [201] * DCR_RATE_LIMIT
@@ -928,7 +1151,10 @@ async def test_staff_see_and_revoke_only_their_own_tokens_in_the_admin(
             },
         )
         assert done.status_code == 302, done.text[:2000]
-        assert not re.findall(r'name="_selected_action"', (await admin_page(librarian, "/admin/oauth2_provider/accesstoken/")).text)
+        assert not re.findall(
+            r'name="_selected_action"',
+            (await admin_page(librarian, "/admin/oauth2_provider/accesstoken/")).text,
+        )
 
     assert (await mcp_post(http, mine["access_token"], INITIALIZE)).status_code == 401
     assert (await mcp_post(http, theirs["access_token"], INITIALIZE)).status_code == 200
@@ -969,21 +1195,34 @@ async def test_consent_is_asked_once_per_client_and_scopes_until_revoked(
     name = "E2E remembering client"
     url = document_host.publish(
         "/clients/e2e-remembered.json",
-        {"client_id": document_host.base_url + "/clients/e2e-remembered.json", "client_name": name,
-         "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none"},
+        {
+            "client_id": document_host.base_url + "/clients/e2e-remembered.json",
+            "client_name": name,
+            "redirect_uris": [REDIRECT_URI],
+            "token_endpoint_auth_method": "none",
+        },
     )
 
     issued: list[str] = []
 
     async def session(*, write: bool = False) -> BrowserHandlers:
-        async with sdk_client(oauth_server, "reader", client_metadata_url=url) as (client, provider, handlers, storage):
+        async with sdk_client(oauth_server, "reader", client_metadata_url=url) as (
+            client,
+            provider,
+            handlers,
+            storage,
+        ):
             result = await client.call_tool("book_availability", {"isbn": POEMS})
             assert not result.is_error, text_of(result)
             if write:
-                borrowed = await client.call_tool("borrow_book", {"isbn": POEMS, "member_username": "reader"})
+                borrowed = await client.call_tool(
+                    "borrow_book", {"isbn": POEMS, "member_username": "reader"}
+                )
                 assert not borrowed.is_error, text_of(borrowed)
                 assert borrowed.structured_content is not None
-                returned = await client.call_tool("return_book", {"loan_id": borrowed.structured_content["loan_id"]})
+                returned = await client.call_tool(
+                    "return_book", {"loan_id": borrowed.structured_content["loan_id"]}
+                )
                 assert not returned.is_error, text_of(returned)
             assert storage.tokens is not None
             issued.append(storage.tokens.access_token)
@@ -992,7 +1231,9 @@ async def test_consent_is_asked_once_per_client_and_scopes_until_revoked(
     # By hand for library:read alone (the SDK asks for every scope the challenge names).
     async def read_only() -> list[str]:
         pages: list[str] = []
-        tokens = await obtain_tokens(oauth_server, http, url, scope="library:read", consent_pages=pages)
+        tokens = await obtain_tokens(
+            oauth_server, http, url, scope="library:read", consent_pages=pages
+        )
         issued.append(tokens["access_token"])
         return pages
 
@@ -1032,7 +1273,10 @@ async def test_prune_dcr_clients_deletes_only_unused_registrations(
     output = manage(oauth_server.env, "prune_dcr_clients", "--days", "0")
     assert output.startswith("Deleted "), output
     exists = manage(
-        oauth_server.env, "shell", "-v0", "-c",
+        oauth_server.env,
+        "shell",
+        "-v0",
+        "-c",
         "from oauth2_provider.models import Application\n"
         f"print(*(Application.objects.filter(client_id=c).exists() for c in ({unused!r}, {raw_client_id!r})))",
     )
@@ -1046,4 +1290,3 @@ def test_oauth_server_logged_no_errors(oauth_server: ExampleServer) -> None:
     log = oauth_server.log()
     assert "Traceback" not in log, log
     assert not [line for line in log.splitlines() if " ERROR " in line or " CRITICAL " in line], log
-

@@ -33,9 +33,14 @@ COUNT_EVENTS = (
 
 
 @pytest.fixture(scope="module")
-def whole_admin_server(asgi_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleServer]:
+def whole_admin_server(
+    asgi_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ExampleServer]:
     workdir = tmp_path_factory.mktemp("e2e-whole-admin")
-    env = {**server_env(workdir / "example.sqlite3", auth="none"), "DJANGO_SETTINGS_MODULE": "tests.e2e.settings_whole_admin"}
+    env = {
+        **server_env(workdir / "example.sqlite3", auth="none"),
+        "DJANGO_SETTINGS_MODULE": "tests.e2e.settings_whole_admin",
+    }
     manage(env, "migrate", "--noinput")
     manage(env, "load_demo_data")
     with run_server(env, workdir / f"{asgi_server}.log", server=asgi_server) as server:
@@ -47,23 +52,34 @@ async def _list_tools(server: ExampleServer) -> list[str]:
         return [tool.name for tool in (await client.list_tools()).tools]
 
 
-async def test_two_clients_connect_one_after_the_other_and_the_event_table_stays_small(whole_admin_server: ExampleServer) -> None:
+async def test_two_clients_connect_one_after_the_other_and_the_event_table_stays_small(
+    whole_admin_server: ExampleServer,
+) -> None:
     first = await asyncio.wait_for(_list_tools(whole_admin_server), timeout=30)
     second = await asyncio.wait_for(_list_tools(whole_admin_server), timeout=30)
     assert first == second and "search_books" in first
-    assert not [name for name in first if name.startswith(("mcp_django_", "oauth2_provider_", "auth_"))]
-    events, announcements = map(int, manage(whole_admin_server.env, "shell", "-v0", "-c", COUNT_EVENTS).split())
+    assert not [
+        name for name in first if name.startswith(("mcp_django_", "oauth2_provider_", "auth_"))
+    ]
+    events, announcements = map(
+        int, manage(whole_admin_server.env, "shell", "-v0", "-c", COUNT_EVENTS).split()
+    )
     assert announcements == 0  # creating a session announced a change of the (exposed) Session list
     assert events <= 4  # at most a priming event or two per session
     log = whole_admin_server.log()
     assert "RecursionError" not in log and "Could not announce" not in log
 
 
-async def test_the_server_stops_on_sigterm_with_a_client_connected(asgi_server: str, tmp_path: Path) -> None:
+async def test_the_server_stops_on_sigterm_with_a_client_connected(
+    asgi_server: str, tmp_path: Path
+) -> None:
     """The announcement loop kept Daphne's reactor busy: it ignored SIGTERM. It must stop, and
     so must uvicorn and granian, which wait for open responses: the legacy client's GET SSE
     stream never ends by itself (their graceful timeout flags in tests/asgi_servers.py)."""
-    env = {**server_env(tmp_path / "example.sqlite3", auth="none"), "DJANGO_SETTINGS_MODULE": "tests.e2e.settings_whole_admin"}
+    env = {
+        **server_env(tmp_path / "example.sqlite3", auth="none"),
+        "DJANGO_SETTINGS_MODULE": "tests.e2e.settings_whole_admin",
+    }
     manage(env, "migrate", "--noinput")
     manage(env, "load_demo_data")
     with run_server(env, tmp_path / f"{asgi_server}.log", server=asgi_server) as server:
@@ -78,11 +94,15 @@ async def test_the_server_stops_on_sigterm_with_a_client_connected(asgi_server: 
     assert "RecursionError" not in server.log()
 
 
-async def _what_the_volunteer_gets(server: ExampleServer, *, staff: bool) -> tuple[set[str], set[str], Any]:
+async def _what_the_volunteer_gets(
+    server: ExampleServer, *, staff: bool
+) -> tuple[set[str], set[str], Any]:
     manage(server.env, "shell", "-v0", "-c", DESK_VOLUNTEER.format(staff=staff))
     async with connect_as(server, "volunteer") as client:
         tools = await tool_names(client) & BRIDGED
-        templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+        templates = {
+            t.uri_template for t in (await client.list_resource_templates()).resource_templates
+        }
         try:
             answer: Any = await client.call_tool("library_loan_search", {"limit": 1})
         except MCPError as exc:
@@ -90,15 +110,25 @@ async def _what_the_volunteer_gets(server: ExampleServer, *, staff: bool) -> tup
     return tools, templates, answer
 
 
-async def test_only_users_the_admin_site_lets_in_get_the_bridge_entries(example_server_django_auth: ExampleServer) -> None:
-    tools, templates, answer = await _what_the_volunteer_gets(example_server_django_auth, staff=False)
+async def test_only_users_the_admin_site_lets_in_get_the_bridge_entries(
+    example_server_django_auth: ExampleServer,
+) -> None:
+    tools, templates, answer = await _what_the_volunteer_gets(
+        example_server_django_auth, staff=False
+    )
     assert tools == set()
     assert not {"django://library/loan/{pk}", "django://library/member/{pk}"} & templates
     assert isinstance(answer, MCPError) and "Unknown tool: library_loan_search" in str(answer)
-    tools, templates, answer = await _what_the_volunteer_gets(example_server_django_auth, staff=True)
+    tools, templates, answer = await _what_the_volunteer_gets(
+        example_server_django_auth, staff=True
+    )
     assert tools == BRIDGED
     assert {"django://library/loan/{pk}", "django://library/member/{pk}"} <= templates
-    assert not isinstance(answer, MCPError) and not answer.is_error and answer.structured_content["items"]
+    assert (
+        not isinstance(answer, MCPError)
+        and not answer.is_error
+        and answer.structured_content["items"]
+    )
 
 
 # What the changelist computes per row: each member's open loans (the ModelAdmin's annotation)
@@ -146,4 +176,6 @@ async def test_bridged_rows_carry_the_changelists_display_columns(
     # The annotation's counts, not a default: some member has a loan open in the demo data.
     assert any(item["open_loans"] for item in members.structured_content["items"])
     overdue = expected["overdue"]
-    assert all(loan["overdue"] is overdue[str(loan["id"])] for loan in loans.structured_content["items"])
+    assert all(
+        loan["overdue"] is overdue[str(loan["id"])] for loan in loans.structured_content["items"]
+    )

@@ -22,20 +22,31 @@ print(Specimen.objects.create(char='their row', owner=theirs).pk)
 
 
 @pytest.fixture(scope="module")
-def projects_server(asgi_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExampleServer, int]]:
+def projects_server(
+    asgi_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ExampleServer, int]]:
     workdir = tmp_path_factory.mktemp("e2e-related-keys")
-    env = {**server_env(workdir / "example.sqlite3", auth="django"), "DJANGO_SETTINGS_MODULE": "tests.e2e.settings_projects"}
+    env = {
+        **server_env(workdir / "example.sqlite3", auth="django"),
+        "DJANGO_SETTINGS_MODULE": "tests.e2e.settings_projects",
+    }
     manage(env, "migrate", "--noinput")
     their_pk = int(manage(env, "shell", "-v0", "-c", SETUP).strip().splitlines()[-1])
     with run_server(env, workdir / f"{asgi_server}.log", server=asgi_server) as server:
         yield server, their_pk
 
 
-async def test_a_new_row_cannot_point_at_another_users_row(projects_server: tuple[ExampleServer, int]) -> None:
+async def test_a_new_row_cannot_point_at_another_users_row(
+    projects_server: tuple[ExampleServer, int],
+) -> None:
     server, their_pk = projects_server
     async with connect_as(server, "mine") as client:
-        hidden = await client.call_tool("testapp_specimen_create", {"char": "mine", "twin": their_pk})
-        missing = await client.call_tool("testapp_specimen_create", {"char": "mine", "twin": 987654})
+        hidden = await client.call_tool(
+            "testapp_specimen_create", {"char": "mine", "twin": their_pk}
+        )
+        missing = await client.call_tool(
+            "testapp_specimen_create", {"char": "mine", "twin": 987654}
+        )
         mine = await client.call_tool("testapp_specimen_search", {})
     texts = [result.content[0].text for result in (hidden, missing)]  # type: ignore[union-attr]
     assert hidden.is_error and missing.is_error

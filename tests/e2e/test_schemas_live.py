@@ -19,9 +19,14 @@ MAKE_USER = "from django.contrib.auth.models import User; User.objects.create_us
 
 
 @pytest.fixture(scope="module")
-def schemas_server(asgi_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleServer]:
+def schemas_server(
+    asgi_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ExampleServer]:
     workdir = tmp_path_factory.mktemp("e2e-schemas")
-    env = {**server_env(workdir / "example.sqlite3", auth="none"), "DJANGO_SETTINGS_MODULE": "tests.e2e.settings_schemas"}
+    env = {
+        **server_env(workdir / "example.sqlite3", auth="none"),
+        "DJANGO_SETTINGS_MODULE": "tests.e2e.settings_schemas",
+    }
     manage(env, "migrate", "--noinput")
     manage(env, "shell", "-c", MAKE_USER)
     with run_server(env, workdir / f"{asgi_server}.log", server=asgi_server) as server:
@@ -45,9 +50,15 @@ print(count)
 """
 
 
-def test_every_schema_of_the_example_site_is_valid_for_clients(schemas_server: ExampleServer) -> None:
+def test_every_schema_of_the_example_site_is_valid_for_clients(
+    schemas_server: ExampleServer,
+) -> None:
     # The example site's own settings and registrations, plus every field type (settings_schemas).
-    checked = int(manage(schemas_server.env, "shell", "-v0", "-c", CHECK_EVERY_SCHEMA).strip().splitlines()[-1])
+    checked = int(
+        manage(schemas_server.env, "shell", "-v0", "-c", CHECK_EVERY_SCHEMA)
+        .strip()
+        .splitlines()[-1]
+    )
     assert checked > 60
 
 
@@ -63,7 +74,9 @@ async def every_tool(client: Client) -> dict[str, Tool]:
             return tools
 
 
-async def test_the_client_accepts_every_tool_and_every_result(schemas_server: ExampleServer) -> None:
+async def test_the_client_accepts_every_tool_and_every_result(
+    schemas_server: ExampleServer,
+) -> None:
     async with Client(schemas_server.mcp_url, read_timeout_seconds=10) as client:
         tools = await every_tool(client)
         assert {"testapp_specimen_create", "auth_user_search"} <= set(tools)
@@ -80,7 +93,14 @@ async def test_the_client_accepts_every_tool_and_every_result(schemas_server: Ex
         for price in (3.5, "3.50"):
             result = await client.call_tool(
                 "testapp_specimen_create",
-                {"char": "x", "price": price, "code": "AB-1234", "ascii_name": "ada.l", "rate": None, "period": "2024-10"},
+                {
+                    "char": "x",
+                    "price": price,
+                    "code": "AB-1234",
+                    "ascii_name": "ada.l",
+                    "rate": None,
+                    "period": "2024-10",
+                },
             )
             assert not result.is_error, result
             assert result.structured_content["price"] == "3.50"
@@ -91,13 +111,17 @@ async def test_the_client_accepts_every_tool_and_every_result(schemas_server: Ex
         found = await client.call_tool("testapp_specimen_search", {"price": "3.50"})
         assert [item["id"] for item in found.structured_content["items"]] == created
 
-        refused = await client.call_tool("testapp_specimen_create", {"char": "x", "price": "0.125", "code": "nope"})
+        refused = await client.call_tool(
+            "testapp_specimen_create", {"char": "x", "price": "0.125", "code": "nope"}
+        )
         assert refused.is_error
         text = refused.content[0].text  # type: ignore[union-attr]
         assert "price" in text and "code" in text  # both in one answer
         refused = await client.call_tool("testapp_specimen_create", {"char": "x", "price": "3.555"})
         assert refused.is_error
-        assert "price: Ensure that there are no more than 2 decimal places." in refused.content[0].text  # type: ignore[union-attr]
+        assert (
+            "price: Ensure that there are no more than 2 decimal places." in refused.content[0].text
+        )  # type: ignore[union-attr]
 
         crafted = await client.call_tool("testapp_specimen_search", {"cursor": "eyJvIjogLTV9"})
         assert crafted.is_error
@@ -115,7 +139,11 @@ SHAPES = [
     ("shapes_book_or_magazine", {"magazine": True}, {"result": {"issue": 7}}),
     ("shapes_book", {}, DUNE),
     ("shapes_tree", {"depth": 1}, {"name": "level 0", "children": [LEAF]}),
-    ("shapes_forest", {"tree": {"name": "root", "children": [LEAF]}}, {"result": [{"name": "root", "children": [LEAF]}]}),
+    (
+        "shapes_forest",
+        {"tree": {"name": "root", "children": [LEAF]}},
+        {"result": [{"name": "root", "children": [LEAF]}]},
+    ),
     ("shapes_shelf", {"label": "SF"}, {"label": "SF", "books": [DUNE]}),
     ("shapes_loans", {"days": 14}, {"result": [{"book": DUNE, "days": 14}]}),
     ("shapes_loan", {"days": 7}, {"book": DUNE, "days": 7}),
@@ -123,13 +151,19 @@ SHAPES = [
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_the_client_accepts_results_wrapped_around_models_in_both_eras(schemas_server: ExampleServer, mode: str) -> None:
+async def test_the_client_accepts_results_wrapped_around_models_in_both_eras(
+    schemas_server: ExampleServer, mode: str
+) -> None:
     # call_tool validates each result against the tool's outputSchema: a $ref that leads
     # nowhere is a RuntimeError ("PointerToNowhere"), a result that does not match one too.
     async with Client(schemas_server.mcp_url, read_timeout_seconds=10, mode=mode) as client:
         assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         # The client validates only the tools it has listed (it lists just the first page itself).
-        tools = {name: tool for name, tool in (await every_tool(client)).items() if name.startswith("shapes_")}
+        tools = {
+            name: tool
+            for name, tool in (await every_tool(client)).items()
+            if name.startswith("shapes_")
+        }
         assert len(tools) == len({name for name, _, _ in SHAPES})
         for name, arguments, expected in SHAPES:
             result = await client.call_tool(name, arguments)

@@ -47,10 +47,16 @@ def file_bytes(contents: Any) -> bytes:
 # "auto" discovers the server (server/discover) and speaks 2026-07-28; "2026-07-28" alone would
 # skip discover, so the client would not know the server's capabilities.
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_a_host_lists_gets_and_reads_the_example_skills_and_their_digests_hold(example_server: ExampleServer, mode: str) -> None:
+async def test_a_host_lists_gets_and_reads_the_example_skills_and_their_digests_hold(
+    example_server: ExampleServer, mode: str
+) -> None:
     async with (
         httpx2.AsyncClient(timeout=10) as http,
-        Client(streamable_http_client(example_server.mcp_url, http_client=http), read_timeout_seconds=10, mode=mode) as client,
+        Client(
+            streamable_http_client(example_server.mcp_url, http_client=http),
+            read_timeout_seconds=10,
+            mode=mode,
+        ) as client,
     ):
         assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         assert client.server_capabilities.extensions[EXTENSION] == {"directoryRead": True}  # type: ignore[index]
@@ -58,18 +64,30 @@ async def test_a_host_lists_gets_and_reads_the_example_skills_and_their_digests_
         by_uri = {entry["uri"]: entry for entry in listed["skills"]}
         assert set(by_uri) == {"skill://find-a-book/SKILL.md", "skill://lend-and-renew/SKILL.md"}
         lend = by_uri["skill://lend-and-renew/SKILL.md"]
-        assert lend["frontmatter"]["name"] == "lend-and-renew" and "borrow" in lend["frontmatter"]["description"]
+        assert (
+            lend["frontmatter"]["name"] == "lend-and-renew"
+            and "borrow" in lend["frontmatter"]["description"]
+        )
         assert (await raw(client, "skills/get", {"uri": lend["uri"]}))["skill"] == lend
         for resource in lend["resources"]:
             (contents,) = (await client.read_resource(resource["uri"])).contents
             data = file_bytes(contents)
-            assert len(data) == resource["size"] and "sha256:" + hashlib.sha256(data).hexdigest() == resource["digest"]
-        children = (await raw(client, "resources/directory/read", {"uri": "skill://lend-and-renew"}))["resources"]
+            assert (
+                len(data) == resource["size"]
+                and "sha256:" + hashlib.sha256(data).hexdigest() == resource["digest"]
+            )
+        children = (
+            await raw(client, "resources/directory/read", {"uri": "skill://lend-and-renew"})
+        )["resources"]
         assert [(c["uri"], c["mimeType"]) for c in children] == [
             ("skill://lend-and-renew/references", "inode/directory"),
             ("skill://lend-and-renew/SKILL.md", "text/markdown"),
         ]
-        references = (await raw(client, "resources/directory/read", {"uri": "skill://lend-and-renew/references"}))["resources"]
+        references = (
+            await raw(
+                client, "resources/directory/read", {"uri": "skill://lend-and-renew/references"}
+            )
+        )["resources"]
         assert [c["uri"] for c in references] == ["skill://lend-and-renew/references/loan-rules.md"]
         with pytest.raises(MCPError) as unknown:
             await raw(client, "skills/get", {"uri": "skill://no-such-skill/SKILL.md"})
@@ -77,12 +95,21 @@ async def test_a_host_lists_gets_and_reads_the_example_skills_and_their_digests_
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_a_stdio_client_gets_the_same_skills_through_the_same_engine(example_database: ExampleDatabase, mode: str, tmp_path: Path) -> None:
+async def test_a_stdio_client_gets_the_same_skills_through_the_same_engine(
+    example_database: ExampleDatabase, mode: str, tmp_path: Path
+) -> None:
     with (tmp_path / "stderr.log").open("w") as errlog:
-        async with Client(stdio_client(command(example_database, "--user", "librarian"), errlog=errlog), mode=mode, read_timeout_seconds=20) as client:
+        async with Client(
+            stdio_client(command(example_database, "--user", "librarian"), errlog=errlog),
+            mode=mode,
+            read_timeout_seconds=20,
+        ) as client:
             assert client.server_capabilities.extensions[EXTENSION] == {"directoryRead": True}  # type: ignore[index]
             listed = {entry["uri"]: entry for entry in (await raw(client, "skills/list"))["skills"]}
             entry = listed["skill://find-a-book/SKILL.md"]
             (contents,) = (await client.read_resource(entry["uri"])).contents
-    assert "sha256:" + hashlib.sha256(file_bytes(contents)).hexdigest() == entry["resources"][0]["digest"]
+    assert (
+        "sha256:" + hashlib.sha256(file_bytes(contents)).hexdigest()
+        == entry["resources"][0]["digest"]
+    )
     assert entry["frontmatter"]["name"] == "find-a-book"

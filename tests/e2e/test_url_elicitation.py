@@ -82,8 +82,12 @@ assert Elicitation.objects.filter(pk={pk!r}).update(expires_at=timezone.now() - 
 
 
 @pytest.fixture(scope="module")
-def servers(asgi_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ExampleServer, Provider]]:
-    with run_site_with_bookshelf(tmp_path_factory.mktemp("url-elicitation"), asgi_server, USERS) as servers:
+def servers(
+    asgi_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ExampleServer, Provider]]:
+    with run_site_with_bookshelf(
+        tmp_path_factory.mktemp("url-elicitation"), asgi_server, USERS
+    ) as servers:
         yield servers
 
 
@@ -107,7 +111,9 @@ def browser_for(site: ExampleServer, username: str, provider: Provider | None = 
 def stored_bytes(site: ExampleServer) -> bytes:
     """The example site's whole SQLite database as it is on disk (with its WAL)."""
     path = Path(site.env["SQLITE_PATH"])
-    return b"".join(p.read_bytes() for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+    return b"".join(
+        p.read_bytes() for p in (path, path.with_name(path.name + "-wal")) if p.exists()
+    )
 
 
 def text_of(result: Any) -> str:
@@ -125,7 +131,9 @@ def assert_clean_url(url: str, site: ExampleServer, username: str, suffix: str) 
 # -- a secret for another service ------------------------------------------------------------------------
 
 
-async def test_secret_page_then_the_tool_uses_the_key_and_a_new_session_reuses_it(site: ExampleServer) -> None:
+async def test_secret_page_then_the_tool_uses_the_key_and_a_new_session_reuses_it(
+    site: ExampleServer,
+) -> None:
     recorder = Recorder()
     cookies = site.login("grace")
     async with browser_for(site, "grace") as browser:
@@ -138,17 +146,26 @@ async def test_secret_page_then_the_tool_uses_the_key_and_a_new_session_reuses_i
             assert done.status_code == 200 and "Done." in done.text
 
         async with mcp_client(site, cookies, recorder) as client:
-            result, request = await call_while_browsing(client, recorder, "book_reviews", {"isbn": PRIDE}, enter_key)
+            result, request = await call_while_browsing(
+                client, recorder, "book_reviews", {"isbn": PRIDE}, enter_key
+            )
             await recorder.wait_completed(request.elicitation_id)
             assert client.session.protocol_version == "2025-11-25"
 
     assert not result.is_error, text_of(result)
     expected = simulated_reviews(SECRET, PRIDE)
     assert result.structured_content == {
-        "isbn": PRIDE, "title": "Pride and Prejudice", "reviews": expected.count,
-        "average_rating": expected.average_rating, "source": "reviews service (simulated)",
+        "isbn": PRIDE,
+        "title": "Pride and Prejudice",
+        "reviews": expected.count,
+        "average_rating": expected.average_rating,
+        "source": "reviews service (simulated)",
     }
-    assert request.mode == "url" and request.elicitation_id and request.message == "Connect the reviews service: enter your API key."
+    assert (
+        request.mode == "url"
+        and request.elicitation_id
+        and request.message == "Connect the reviews service: enter your API key."
+    )
     assert_clean_url(request.url, site, "grace", "/secret/")
     assert recorder.completed_ids() == [request.elicitation_id]
 
@@ -167,7 +184,9 @@ async def test_secret_page_then_the_tool_uses_the_key_and_a_new_session_reuses_i
     assert SECRET.encode() not in stored_bytes(site)
 
 
-async def test_in_2026_07_28_the_page_is_an_input_request_and_the_retry_finds_it_done(site: ExampleServer) -> None:
+async def test_in_2026_07_28_the_page_is_an_input_request_and_the_retry_finds_it_done(
+    site: ExampleServer,
+) -> None:
     """No elicitationId, no completion notification, no -32042: the client is sent to the page by an
     input-required result, and its retry (another POST, no session) continues once the page is done."""
     recorder = Recorder()
@@ -181,7 +200,9 @@ async def test_in_2026_07_28_the_page_is_an_input_request_and_the_retry_finds_it
             assert "Done." in (await browser.submit(page, "accept", secret=key)).text
 
         async with mcp_client(site, site.login("ada"), recorder, mode="2026-07-28") as client:
-            result, request = await call_while_browsing(client, recorder, "book_reviews", {"isbn": PRIDE}, enter_key)
+            result, request = await call_while_browsing(
+                client, recorder, "book_reviews", {"isbn": PRIDE}, enter_key
+            )
             assert client.protocol_version == "2026-07-28"
             # The key is kept for the user: the next call asks nothing.
             again = await client.call_tool("book_reviews", {"isbn": HOUND})
@@ -204,8 +225,10 @@ async def test_over_stdio_the_page_opens_for_the_given_user(site: ExampleServer)
     recorder = Recorder()
     key = "rv-linus-" + secrets.token_hex(12)
     params = StdioServerParameters(
-        command=sys.executable, args=["manage.py", "mcp_stdio", "--user", "linus", "--base-url", site.base_url],
-        env=site.env, cwd=str(Path(__file__).resolve().parents[2]),
+        command=sys.executable,
+        args=["manage.py", "mcp_stdio", "--user", "linus", "--base-url", site.base_url],
+        env=site.env,
+        cwd=str(Path(__file__).resolve().parents[2]),
     )
     async with browser_for(site, "linus") as browser:
         await browser.sign_in(site.base_url)
@@ -214,15 +237,23 @@ async def test_over_stdio_the_page_opens_for_the_given_user(site: ExampleServer)
             page = await browser.visit(request.url)
             assert "Done." in (await browser.submit(page, "accept", secret=key)).text
 
-        async with Client(stdio_client(params), read_timeout_seconds=WAIT, mode="legacy",
-                          elicitation_callback=recorder.elicitation_callback) as client:
-            result, request = await call_while_browsing(client, recorder, "book_reviews", {"isbn": PRIDE}, enter_key)
+        async with Client(
+            stdio_client(params),
+            read_timeout_seconds=WAIT,
+            mode="legacy",
+            elicitation_callback=recorder.elicitation_callback,
+        ) as client:
+            result, request = await call_while_browsing(
+                client, recorder, "book_reviews", {"isbn": PRIDE}, enter_key
+            )
     assert not result.is_error, text_of(result)
     assert result.structured_content["reviews"] == simulated_reviews(key, PRIDE).count
     assert_clean_url(request.url, site, "linus", "/secret/")
 
 
-async def test_client_without_url_mode_gets_32042_then_retries_after_the_page(site: ExampleServer) -> None:
+async def test_client_without_url_mode_gets_32042_then_retries_after_the_page(
+    site: ExampleServer,
+) -> None:
     recorder = Recorder()
     key = "rv-alan-" + secrets.token_hex(12)
     async with mcp_client(site, site.login("alan"), recorder, url_mode=False) as client:
@@ -250,26 +281,43 @@ async def test_client_without_url_mode_gets_32042_then_retries_after_the_page(si
     assert key not in recorder.everything_received() and key not in site.log()
 
 
-async def test_a_page_opens_only_for_its_user_while_pending_and_unexpired(site: ExampleServer) -> None:
+async def test_a_page_opens_only_for_its_user_while_pending_and_unexpired(
+    site: ExampleServer,
+) -> None:
     recorder = Recorder()
     urls = []
     async with mcp_client(site, site.login("edsger"), recorder, url_mode=False) as client:
         for _ in range(2):
             with pytest.raises(MCPError) as refused:
                 await client.call_tool("book_reviews", {"isbn": PRIDE})
-            urls.append((refused.value.error.data["elicitations"][0]["url"], refused.value.error.data["elicitations"][0]["elicitationId"]))
+            urls.append(
+                (
+                    refused.value.error.data["elicitations"][0]["url"],
+                    refused.value.error.data["elicitations"][0]["elicitationId"],
+                )
+            )
     (completed_url, _), (expired_url, expired_id) = urls
 
-    async with browser_for(site, "grace") as other, browser_for(site, "edsger") as owner, Browser({}) as anonymous:
+    async with (
+        browser_for(site, "grace") as other,
+        browser_for(site, "edsger") as owner,
+        Browser({}) as anonymous,
+    ):
         await other.sign_in(site.base_url)
         # Not signed in: sent to the login page, never shown the page (not pre-authenticated).
         response = await anonymous.get(completed_url)
-        assert response.status_code == 302 and response.headers["location"].startswith("/accounts/login/?next=")
+        assert response.status_code == 302 and response.headers["location"].startswith(
+            "/accounts/login/?next="
+        )
         # Another user, signed in: the same 404 as an unknown id, for GET and POST alike.
         assert (await other.get(completed_url)).status_code == 404
         csrf = other.cookies(site.base_url)["csrftoken"]  # a valid token of their own session
-        assert (await other.post(completed_url, {"secret": "stolen", "csrfmiddlewaretoken": csrf})).status_code == 404
-        assert (await other.get(completed_url.replace("/elicitations/", "/elicitations/x"))).status_code == 404
+        assert (
+            await other.post(completed_url, {"secret": "stolen", "csrfmiddlewaretoken": csrf})
+        ).status_code == 404
+        assert (
+            await other.get(completed_url.replace("/elicitations/", "/elicitations/x"))
+        ).status_code == 404
         # The user it belongs to: the page, once.
         page = await owner.visit(completed_url)
         assert page.status_code == 200
@@ -281,11 +329,17 @@ async def test_a_page_opens_only_for_its_user_while_pending_and_unexpired(site: 
         assert (await owner.get(expired_url)).status_code == 404
 
 
-async def test_a_page_left_alone_expires_after_elicitation_ttl(site: ExampleServer, tmp_path: Path) -> None:
+async def test_a_page_left_alone_expires_after_elicitation_ttl(
+    site: ExampleServer, tmp_path: Path
+) -> None:
     """A second process on the same database, with MCP_ELICITATION_TTL=2: the tool stops
     waiting after two seconds, and the page is gone."""
     port = free_port()
-    env = {**site.env, "MCP_ELICITATION_TTL": "2", "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp"}
+    env = {
+        **site.env,
+        "MCP_ELICITATION_TTL": "2",
+        "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp",
+    }
     with run_server(env, tmp_path / "server-ttl.log", port=port, server=site.server) as short:
         recorder = Recorder()
         async with mcp_client(short, short.login("ken"), recorder) as client:
@@ -295,7 +349,9 @@ async def test_a_page_left_alone_expires_after_elicitation_ttl(site: ExampleServ
         (request,) = recorder.url_requests
         async with browser_for(short, "ken") as browser:
             page = await browser.visit(request.url)
-    assert result.is_error and "No secret for Book reviews was given (expired)" in text_of(result), text_of(result)
+    assert result.is_error and "No secret for Book reviews was given (expired)" in text_of(
+        result
+    ), text_of(result)
     assert 2 <= waited < WAIT
     assert page.status_code == 404
 
@@ -304,39 +360,63 @@ async def test_a_page_left_alone_expires_after_elicitation_ttl(site: ExampleServ
 
 
 async def loans_of(client: Any, username: str) -> list[dict[str, Any]]:
-    result = await client.call_tool("member_loans", {"member_username": username, "include_returned": True})
+    result = await client.call_tool(
+        "member_loans", {"member_username": username, "include_returned": True}
+    )
     assert not result.is_error, text_of(result)
     return result.structured_content["loans"]
 
 
-async def test_destructive_tool_acts_only_after_confirmation_on_the_page(site: ExampleServer) -> None:
+async def test_destructive_tool_acts_only_after_confirmation_on_the_page(
+    site: ExampleServer,
+) -> None:
     recorder = Recorder()
-    async with browser_for(site, "barbara") as browser, mcp_client(site, site.login("barbara"), recorder) as client:
+    async with (
+        browser_for(site, "barbara") as browser,
+        mcp_client(site, site.login("barbara"), recorder) as client,
+    ):
         before = await loans_of(client, "barbara")
         assert sorted(loan["returned_on"] is None for loan in before) == [False, False, True]
 
         def press(button: str, outcome: str) -> Any:
             async def browse(request: Any) -> None:
                 page = await browser.visit(request.url)
-                assert "Delete your reading history?" in page.text and "2 returned loan(s) will be deleted" in page.text
+                assert (
+                    "Delete your reading history?" in page.text
+                    and "2 returned loan(s) will be deleted" in page.text
+                )
                 assert outcome in (await browser.submit(page, button)).text
 
             return browse
 
-        declined, first = await call_while_browsing(client, recorder, "clear_reading_history", {}, press("decline", "Declined."))
-        assert declined.structured_content == {"outcome": "kept (declined)", "deleted": 0, "kept_open_loans": 1}
+        declined, first = await call_while_browsing(
+            client, recorder, "clear_reading_history", {}, press("decline", "Declined.")
+        )
+        assert declined.structured_content == {
+            "outcome": "kept (declined)",
+            "deleted": 0,
+            "kept_open_loans": 1,
+        }
         assert len(await loans_of(client, "barbara")) == 3
         assert_clean_url(first.url, site, "barbara", "/confirm/")
 
         # The client itself declines to open the URL: nothing happens either.
         recorder.answer = "decline"
-        refused, _ = await call_while_browsing(client, recorder, "clear_reading_history", {}, lambda request: asyncio.sleep(0))
+        refused, _ = await call_while_browsing(
+            client, recorder, "clear_reading_history", {}, lambda request: asyncio.sleep(0)
+        )
         assert refused.structured_content["outcome"] == "kept (you chose decline)"
         assert len(await loans_of(client, "barbara")) == 3
         recorder.answer = "accept"
 
-        confirmed, last = await call_while_browsing(client, recorder, "clear_reading_history", {}, press("accept", "Done."))
-        assert confirmed.structured_content == {"outcome": "cleared", "deleted": 2, "kept_open_loans": 1}
+        confirmed, last = await call_while_browsing(
+            client, recorder, "clear_reading_history", {}, press("accept", "Done.")
+        )
+        assert confirmed.structured_content == {
+            "outcome": "cleared",
+            "deleted": 2,
+            "kept_open_loans": 1,
+        }
         after = await loans_of(client, "barbara")
         await recorder.wait_completed(last.elicitation_id)
     assert [loan["returned_on"] for loan in after] == [None]
@@ -350,7 +430,9 @@ async def test_destructive_tool_acts_only_after_confirmation_on_the_page(site: E
 async def test_user_state_outlives_the_session_and_belongs_to_its_user(site: ExampleServer) -> None:
     async with mcp_client(site, site.login("ken"), Recorder()) as client:
         unset = await client.call_tool("reading_goal", {})
-        kept = await client.call_tool("remember_reading_goal", {"books_per_month": 4, "note": "the classics"})
+        kept = await client.call_tool(
+            "remember_reading_goal", {"books_per_month": 4, "note": "the classics"}
+        )
     assert unset.structured_content == {"goal": None, "borrowed_this_month": 0, "on_track": None}
     assert kept.structured_content["books_per_month"] == 4
 
@@ -366,25 +448,38 @@ async def test_user_state_outlives_the_session_and_belongs_to_its_user(site: Exa
 # -- third-party OAuth: connect Bookshelf --------------------------------------------------------------------
 
 
-async def test_denying_at_bookshelf_leaves_the_user_unconnected(site: ExampleServer, provider: Provider) -> None:
+async def test_denying_at_bookshelf_leaves_the_user_unconnected(
+    site: ExampleServer, provider: Provider
+) -> None:
     recorder = Recorder()
-    async with browser_for(site, "alan", provider) as browser, mcp_client(site, site.login("alan"), recorder) as client:
+    async with (
+        browser_for(site, "alan", provider) as browser,
+        mcp_client(site, site.login("alan"), recorder) as client,
+    ):
         await browser.sign_in(site.base_url)
         pages: dict[str, Any] = {}
 
         async def deny(request: Any) -> None:
-            consent = await browser.visit(request.url, stop_at=f"{site.base_url}/mcp/connect/callback/")
-            back = await browser.submit(consent, "cancel=Cancel", form_id="authorizationForm")  # not "allow"
+            consent = await browser.visit(
+                request.url, stop_at=f"{site.base_url}/mcp/connect/callback/"
+            )
+            back = await browser.submit(
+                consent, "cancel=Cancel", form_id="authorizationForm"
+            )  # not "allow"
             assert back.is_redirect and "error=access_denied" in back.headers["location"]
             pages["done"] = await browser.visit(back.headers["location"])
 
         result, request = await call_while_browsing(client, recorder, "sync_reading_list", {}, deny)
         await recorder.wait_completed(request.elicitation_id)
     assert "Bookshelf: not connected" in pages["done"].text
-    assert result.is_error and "bookshelf was not connected (declined)" in text_of(result), text_of(result)
+    assert result.is_error and "bookshelf was not connected (declined)" in text_of(result), text_of(
+        result
+    )
 
 
-async def test_connect_bookshelf_then_the_tool_reads_the_list_with_the_token_on_the_server(site: ExampleServer, provider: Provider) -> None:
+async def test_connect_bookshelf_then_the_tool_reads_the_list_with_the_token_on_the_server(
+    site: ExampleServer, provider: Provider
+) -> None:
     recorder = Recorder()
     mcp_cookies = site.login("ada")
     pages: dict[str, Any] = {}
@@ -400,12 +495,16 @@ async def test_connect_bookshelf_then_the_tool_reads_the_list_with_the_token_on_
             consent = await browser.visit(authorize_url)
             assert "Example Library" in consent.text and "Read your reading list" in consent.text
             back = await browser.submit(consent, "allow=Authorize", form_id="authorizationForm")
-            assert back.is_redirect and back.headers["location"].startswith(f"{site.base_url}/mcp/connect/callback/?")
+            assert back.is_redirect and back.headers["location"].startswith(
+                f"{site.base_url}/mcp/connect/callback/?"
+            )
             # Back on the example site: it exchanges the code itself and keeps the tokens.
             pages["done"] = await browser.visit(back.headers["location"])
 
         async with mcp_client(site, mcp_cookies, recorder) as client:
-            result, request = await call_while_browsing(client, recorder, "sync_reading_list", {}, connect)
+            result, request = await call_while_browsing(
+                client, recorder, "sync_reading_list", {}, connect
+            )
             await recorder.wait_completed(request.elicitation_id)
         browser_site_cookies = browser.cookies(site.base_url)
         assert browser.logins == [site.base_url, provider.base_url]
@@ -414,16 +513,34 @@ async def test_connect_bookshelf_then_the_tool_reads_the_list_with_the_token_on_
     assert_clean_url(request.url, site, "ada", "/connect/")
     query = {k: v[0] for k, v in parse_qs(urlsplit(pages["authorize_url"]).query).items()}
     assert pages["authorize_url"].startswith(f"{provider.base_url}/o/authorize/?")
-    assert query["client_id"] == CLIENT_ID and query["redirect_uri"] == f"{site.base_url}/mcp/connect/callback/"
-    assert query["code_challenge_method"] == "S256" and query["code_challenge"] and query["state"] and query["scope"] == "reading-list"
+    assert (
+        query["client_id"] == CLIENT_ID
+        and query["redirect_uri"] == f"{site.base_url}/mcp/connect/callback/"
+    )
+    assert (
+        query["code_challenge_method"] == "S256"
+        and query["code_challenge"]
+        and query["state"]
+        and query["scope"] == "reading-list"
+    )
 
     assert not result.is_error, text_of(result)
     assert result.structured_content == {
         "account": BOOKSHELF_USER,  # Bookshelf's name for the user: the data came from Bookshelf
         "items": [
             {"isbn": PRIDE, "title": "Pride and Prejudice", "in_catalogue": True, "available": 2},
-            {"isbn": HOUND, "title": "The Hound of the Baskervilles", "in_catalogue": True, "available": 0},
-            {"isbn": UNKNOWN_ISBN, "title": "A Book No Library Has", "in_catalogue": False, "available": None},
+            {
+                "isbn": HOUND,
+                "title": "The Hound of the Baskervilles",
+                "in_catalogue": True,
+                "available": 0,
+            },
+            {
+                "isbn": UNKNOWN_ISBN,
+                "title": "A Book No Library Has",
+                "in_catalogue": False,
+                "available": None,
+            },
         ],
     }
 
@@ -453,9 +570,15 @@ async def test_connect_bookshelf_then_the_tool_reads_the_list_with_the_token_on_
     exchanges = [e for e in log if e["path"] == "/o/token/"]
     for exchange in exchanges:
         form = {k: v[0] for k, v in parse_qs(exchange["body"]).items()}
-        assert form["grant_type"] == "authorization_code" and form["code_verifier"] and form["client_id"] == CLIENT_ID
+        assert (
+            form["grant_type"] == "authorization_code"
+            and form["code_verifier"]
+            and form["client_id"] == CLIENT_ID
+        )
     api_calls = [e for e in log if e["path"] == "/api/reading-list/"]
-    assert len(api_calls) >= 2 and {e["headers"].get("Authorization") for e in api_calls} <= {f"Bearer {t}" for t in tokens["access"]}
+    assert len(api_calls) >= 2 and {e["headers"].get("Authorization") for e in api_calls} <= {
+        f"Bearer {t}" for t in tokens["access"]
+    }
     assert exchanges and all("Cookie" not in e["headers"] for e in api_calls + exchanges)
 
 
@@ -467,7 +590,14 @@ async def test_with_oauth_the_page_is_bound_to_the_token_user_and_no_bearer_reac
     the token's user; neither that token nor its refresh token ever reaches Bookshelf."""
     port = free_port()
     oauth_url = f"http://127.0.0.1:{port}"
-    provider.django("shell", "-v0", "-c", ALLOW_REDIRECT.format(client_id=CLIENT_ID, redirect_uri=f"{oauth_url}/mcp/connect/callback/"))
+    provider.django(
+        "shell",
+        "-v0",
+        "-c",
+        ALLOW_REDIRECT.format(
+            client_id=CLIENT_ID, redirect_uri=f"{oauth_url}/mcp/connect/callback/"
+        ),
+    )
     env = {**site.env, "MCP_AUTH": "oauth", "MCP_RESOURCE_URL": f"{oauth_url}/mcp"}
     recorder = Recorder()
     storage = MemoryTokenStorage()
@@ -476,30 +606,43 @@ async def test_with_oauth_the_page_is_bound_to_the_token_user_and_no_bearer_reac
             auth = OAuthClientProvider(
                 server_url=server.mcp_url,
                 client_metadata=OAuthClientMetadata(
-                    redirect_uris=["http://127.0.0.1:33419/callback"], client_name="E2E URL elicitation",
-                    grant_types=["authorization_code", "refresh_token"], response_types=["code"], token_endpoint_auth_method="none",
+                    redirect_uris=["http://127.0.0.1:33419/callback"],
+                    client_name="E2E URL elicitation",
+                    grant_types=["authorization_code", "refresh_token"],
+                    response_types=["code"],
+                    token_endpoint_auth_method="none",
                 ),
                 storage=storage,
                 redirect_handler=(handlers := BrowserHandlers(consent_browser)).redirect_handler,
                 callback_handler=handlers.callback_handler,
             )
-            async with browser_for(server, "grace") as other, browser_for(server, "ken", provider) as browser:
+            async with (
+                browser_for(server, "grace") as other,
+                browser_for(server, "ken", provider) as browser,
+            ):
                 await other.sign_in(server.base_url)
 
                 async def connect(request: Any) -> None:
                     assert (await other.get(request.url)).status_code == 404  # not the token's user
                     consent = await browser.visit(request.url)  # signs in as ken, then at Bookshelf
-                    back = await browser.submit(consent, "allow=Authorize", form_id="authorizationForm")
+                    back = await browser.submit(
+                        consent, "allow=Authorize", form_id="authorizationForm"
+                    )
                     done = await browser.visit(back.headers["location"])
                     assert "Bookshelf: connected" in done.text
 
                 async with mcp_client(server, None, recorder, auth=auth) as client:
-                    result, request = await call_while_browsing(client, recorder, "sync_reading_list", {}, connect)
+                    result, request = await call_while_browsing(
+                        client, recorder, "sync_reading_list", {}, connect
+                    )
                     await recorder.wait_completed(request.elicitation_id)
         server_log = server.log()
 
     assert not result.is_error, text_of(result)
-    assert result.structured_content["account"] == BOOKSHELF_USER and len(result.structured_content["items"]) == 3
+    assert (
+        result.structured_content["account"] == BOOKSHELF_USER
+        and len(result.structured_content["items"]) == 3
+    )
     assert storage.tokens is not None and handlers.redirects
     mcp_credentials = [storage.tokens.access_token, storage.tokens.refresh_token]
     log = provider.access_log()

@@ -23,5 +23,7 @@ async def test_uvicorn_serves_mcp_with_lifespan_answered(tmp_path: Path) -> None
         assert httpx.get(f"{server.base_url}/admin/login/", timeout=5).status_code == 200
     log = server.log()
     assert "Application startup complete" in log
-    assert "ASGI 'lifespan' protocol appears unsupported" not in log, log  # uvicorn's words without the router's answer
+    assert "ASGI 'lifespan' protocol appears unsupported" not in log, (
+        log
+    )  # uvicorn's words without the router's answer
     assert "Waiting for application shutdown" in log and "Application shutdown complete" in log

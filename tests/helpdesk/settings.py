@@ -60,7 +60,11 @@ DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ.get("SQLITE_PATH", str(BASE_DIR / "helpdesk.sqlite3")),
-        "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL;", "timeout": 20, "transaction_mode": "IMMEDIATE"},
+        "OPTIONS": {
+            "init_command": "PRAGMA journal_mode=WAL;",
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+        },
     }
 }
 

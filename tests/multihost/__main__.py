@@ -75,18 +75,31 @@ async def run_scenarios(run: Run, only: list[str], outcomes: dict[str, str]) -> 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.multihost", description=__doc__)
-    parser.add_argument("--cleanup", action="store_true", help="remove what an earlier run left (namespaces, links, directories), then exit")
-    parser.add_argument("--only", default=",".join(SCENARIOS), help="scenarios to run, e.g. 1,2 (default: all)")
     parser.add_argument(
-        "--lease", type=float, default=None,
+        "--cleanup",
+        action="store_true",
+        help="remove what an earlier run left (namespaces, links, directories), then exit",
+    )
+    parser.add_argument(
+        "--only", default=",".join(SCENARIOS), help="scenarios to run, e.g. 1,2 (default: all)"
+    )
+    parser.add_argument(
+        "--lease",
+        type=float,
+        default=None,
         help="MCP_REQUEST_LEASE_SECONDS on the app hosts (default: the setting's own, 10 s, so a streamed call that died with its host ends within about 13 s)",
     )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         if os.environ.get("CI", "").lower() == "true":
-            print("multihost: must run as root (it makes network namespaces); CI=true, so this is a failure", file=sys.stderr)
+            print(
+                "multihost: must run as root (it makes network namespaces); CI=true, so this is a failure",
+                file=sys.stderr,
+            )
             return 1
-        print("multihost: skipped: it makes network namespaces, so it needs root. Run: sudo make multihost")
+        print(
+            "multihost: skipped: it makes network namespaces, so it needs root. Run: sudo make multihost"
+        )
         return 0
     if args.cleanup:
         cleanup()
@@ -103,7 +116,9 @@ def main(argv: list[str]) -> int:
     failed = False
     try:
         cluster.start()
-        print(f"multihost: hosts up in {time.monotonic() - started:.0f}s (logs: {LOGS})", flush=True)
+        print(
+            f"multihost: hosts up in {time.monotonic() - started:.0f}s (logs: {LOGS})", flush=True
+        )
         asyncio.run(run_scenarios(run, only, outcomes))
     except (Exception, Stopped) as exc:
         failed = True
@@ -119,7 +134,12 @@ def main(argv: list[str]) -> int:
         print(f"multihost: scenario {key} ({SCENARIOS[key][0]}): {outcome}")
     print(f"multihost: {time.monotonic() - started:.0f}s in all")
     tally = run.tally
-    failed = failed or tally.lost > 0 or tally.duplicated > 0 or any(o.startswith(("FAILED", "INTERRUPTED", "NOT")) for o in outcomes.values())
+    failed = (
+        failed
+        or tally.lost > 0
+        or tally.duplicated > 0
+        or any(o.startswith(("FAILED", "INTERRUPTED", "NOT")) for o in outcomes.values())
+    )
     print(summary(tally))
     return 1 if failed else 0
 

@@ -79,12 +79,14 @@ class Run:
 
     def http(self, read: float = 60.0) -> httpx.AsyncClient:
         return httpx.AsyncClient(
-            timeout=httpx.Timeout(30.0, read=read), event_hooks={"request": [self._on_request], "response": [self._on_response]},
+            timeout=httpx.Timeout(30.0, read=read),
+            event_hooks={"request": [self._on_request], "response": [self._on_response]},
         )
 
     def http2(self, read: float = 60.0) -> httpx2.AsyncClient:
         return httpx2.AsyncClient(
-            timeout=httpx2.Timeout(30.0, read=read), event_hooks={"request": [self._on_request], "response": [self._on_response]},
+            timeout=httpx2.Timeout(30.0, read=read),
+            event_hooks={"request": [self._on_request], "response": [self._on_response]},
         )
 
     def hosts_since(self, mark: int) -> Counter[str]:
@@ -125,7 +127,9 @@ class Run:
                     health[app.name] = f"{response.status_code} {response.text[:200]}"
                 except httpx.HTTPError as exc:
                     health[app.name] = repr(exc)
-        raise AssertionError(f"the balancer did not send to every app host within {timeout}s; their health/: {health}")
+        raise AssertionError(
+            f"the balancer did not send to every app host within {timeout}s; their health/: {health}"
+        )
 
 
 class Answers:
@@ -153,25 +157,48 @@ async def both_eras(run: Run) -> None:
     # Handshake era (2025-11-25): one session, its requests spread over both hosts.
     answers = Answers()
     mark = len(run.served)
-    async with run.http2() as http, mcp.Client(
-        streamable_http_client(run.url, http_client=http), read_timeout_seconds=30, mode="legacy", elicitation_callback=answers.elicit,
-    ) as client:
+    async with (
+        run.http2() as http,
+        mcp.Client(
+            streamable_http_client(run.url, http_client=http),
+            read_timeout_seconds=30,
+            mode="legacy",
+            elicitation_callback=answers.elicit,
+        ) as client,
+    ):
         assert client.protocol_version == "2025-11-25", client.protocol_version
         for n in range(6):
-            result = await client.call_tool("greet" if n % 2 else "search_books", {"name": f"n{n}"} if n % 2 else {"query": "a"})
+            result = await client.call_tool(
+                "greet" if n % 2 else "search_books", {"name": f"n{n}"} if n % 2 else {"query": "a"}
+            )
             assert not result.is_error, text_of(result)
         reserved = await client.call_tool("confirm_reservation", {"title": "Dune"})
-        assert reserved.structured_content == {"title": "Dune", "action": "accept", "confirmed": True, "note": "Alice"}, reserved
+        assert reserved.structured_content == {
+            "title": "Dune",
+            "action": "accept",
+            "confirmed": True,
+            "note": "Alice",
+        }, reserved
     hosts = run.hosts_since(mark)
-    assert set(hosts) >= {"app1", "app2"}, f"one handshake-era session should be served by both hosts: {hosts}"
-    run.note(f"handshake era: one session, requests served by {dict(hosts)}; elicitation answered across hosts")
+    assert set(hosts) >= {"app1", "app2"}, (
+        f"one handshake-era session should be served by both hosts: {hosts}"
+    )
+    run.note(
+        f"handshake era: one session, requests served by {dict(hosts)}; elicitation answered across hosts"
+    )
 
     # 2026-07-28: input-required rounds, each retry a new POST the balancer sends anywhere.
     answers = Answers()
     mark = len(run.served)
-    async with run.http2() as http, mcp.Client(
-        streamable_http_client(run.url, http_client=http), read_timeout_seconds=30, mode="2026-07-28", elicitation_callback=answers.elicit,
-    ) as client:
+    async with (
+        run.http2() as http,
+        mcp.Client(
+            streamable_http_client(run.url, http_client=http),
+            read_timeout_seconds=30,
+            mode="2026-07-28",
+            elicitation_callback=answers.elicit,
+        ) as client,
+    ):
         assert client.protocol_version == "2026-07-28", client.protocol_version
         for _ in range(3):
             rounds = await client.call_tool("test_input_required_result_multi_round", {})
@@ -181,9 +208,15 @@ async def both_eras(run: Run) -> None:
     run.note(f"2026-07-28: 3 calls of two requestState rounds each, POSTs served by {dict(hosts)}")
 
     # subscriptions/listen hears a change made through the other host and by a command on the data host.
-    async with run.http2(read=120) as http, mcp.Client(
-        streamable_http_client(run.url, http_client=http), read_timeout_seconds=30, mode="2026-07-28",
-    ) as client, client.listen(tools_list_changed=True, prompts_list_changed=True) as subscription:
+    async with (
+        run.http2(read=120) as http,
+        mcp.Client(
+            streamable_http_client(run.url, http_client=http),
+            read_timeout_seconds=30,
+            mode="2026-07-28",
+        ) as client,
+        client.listen(tools_list_changed=True, prompts_list_changed=True) as subscription,
+    ):
         listen_host = run.served[-1][1]
         for _ in range(6):  # until a trigger lands on the other host than the listener's
             mark = len(run.served)
@@ -196,18 +229,29 @@ async def both_eras(run: Run) -> None:
         await asyncio.to_thread(run.cluster.manage, "announce_change", "tools")
         event = await asyncio.wait_for(anext(aiter(subscription)), WAIT)
         assert "tool" in repr(event).lower(), event
-    run.note(f"subscriptions/listen (held by {listen_host}) heard a change made on the other host and announce_change on mh-data")
+    run.note(
+        f"subscriptions/listen (held by {listen_host}) heard a change made on the other host and announce_change on mh-data"
+    )
 
     # The handshake era's GET stream hears the same.
-    async with run.http2(read=120) as http, streamable_http_client(run.url, http_client=http) as (read, write):
+    async with (
+        run.http2(read=120) as http,
+        streamable_http_client(run.url, http_client=http) as (read, write),
+    ):
         inbox = Inbox()
-        async with mcp.ClientSession(read, write, message_handler=inbox, read_timeout_seconds=60) as session:
+        async with mcp.ClientSession(
+            read, write, message_handler=inbox, read_timeout_seconds=60
+        ) as session:
             await session.initialize()
             await wait_for_standalone_stream(session, inbox)
             get_host = next(host for method, host in reversed(run.served) if method == "GET")
             mark_inbox = inbox.mark()
             await asyncio.to_thread(run.cluster.manage, "announce_change", "tools")
-            await inbox.wait_for(lambda n: isinstance(n, mcp.types.ToolListChangedNotification), since=mark_inbox, timeout=WAIT)
+            await inbox.wait_for(
+                lambda n: isinstance(n, mcp.types.ToolListChangedNotification),
+                since=mark_inbox,
+                timeout=WAIT,
+            )
     run.note(f"handshake-era GET stream (held by {get_host}) heard announce_change run on mh-data")
 
 
@@ -223,14 +267,18 @@ async def host_killed(run: Run) -> None:
     await run.ensure_apps()
 
 
-def check_once(name: str, run: Run, stored: list[tuple[int, str, bool]], received: list[Any]) -> None:
+def check_once(
+    name: str, run: Run, stored: list[tuple[int, str, bool]], received: list[Any]
+) -> None:
     """Every stored event of a stream reached the client exactly once; count what did not."""
     seqs = [e.seq for e in received if e.data]
     dupes = [s for s, n in Counter(seqs).items() if n > 1]
     missing = [seq for seq, _, _ in stored if seq not in seqs]
     run.tally.duplicated += len(dupes)
     run.tally.lost += len(missing)
-    assert not dupes and not missing, f"{name}: duplicated {dupes}, lost {missing} (received {seqs}, stored {[s for s, _, _ in stored]})"
+    assert not dupes and not missing, (
+        f"{name}: duplicated {dupes}, lost {missing} (received {seqs}, stored {[s for s, _, _ in stored]})"
+    )
 
 
 async def streamed_call_survives_kill(run: Run) -> None:
@@ -239,7 +287,14 @@ async def streamed_call_survives_kill(run: Run) -> None:
     async with run.http(read=120) as http:
         raw = RawClient(http)
         session = await raw.initialize(run.url)
-        stream = await raw.call_stream(run.url, session, "countdown-1", "countdown", {"n": 60, "interval_ms": 500}, progress_token="p1")
+        stream = await raw.call_stream(
+            run.url,
+            session,
+            "countdown-1",
+            "countdown",
+            {"n": 60, "interval_ms": 500},
+            progress_token="p1",
+        )
         victim = run.app(stream.response.headers["x-served-by"])
         events = []
         while len([e for e in events if e.data]) < 4:
@@ -248,7 +303,9 @@ async def streamed_call_survives_kill(run: Run) -> None:
         # its events, which the client has to get from the other host once this one is dead.
         await stream.close()
         last = [e for e in events if e.id][-1]
-        await run.db.wait_events(session, last.stream, at_least=len([e for e in events if e.id]) + 3)
+        await run.db.wait_events(
+            session, last.stream, at_least=len([e for e in events if e.id]) + 3
+        )
         pids = await asyncio.to_thread(victim.kill)
         killed_at = time.monotonic()
         resumed = await raw.get_stream(run.url, session, last_event_id=last.id)
@@ -260,7 +317,11 @@ async def streamed_call_survives_kill(run: Run) -> None:
             while final is None:
                 event = await resumed.next_event(timeout=120)
                 after.append(event)
-                if event.data and "method" not in event.json() and event.json().get("id") == "countdown-1":
+                if (
+                    event.data
+                    and "method" not in event.json()
+                    and event.json().get("id") == "countdown-1"
+                ):
                     final = event.json()
         finally:
             await resumed.close()
@@ -274,19 +335,26 @@ async def streamed_call_survives_kill(run: Run) -> None:
 
         async def marked() -> bool:
             audit[:] = await run.db.arows(
-                "SELECT outcome FROM mcp_django_toolcall WHERE session_id = %s AND tool_name = 'countdown'", session
+                "SELECT outcome FROM mcp_django_toolcall WHERE session_id = %s AND tool_name = 'countdown'",
+                session,
             )
             return audit == [("interrupted",)]
 
-        await until(marked, WAIT, interval=0.2, failure=lambda: f"the killed call's ToolCall rows: {audit}")
+        await until(
+            marked, WAIT, interval=0.2, failure=lambda: f"the killed call's ToolCall rows: {audit}"
+        )
         run.note(
             f"streamed call: killed {victim.name} ({len(pids)} processes) after {len([e for e in events if e.data])} events; "
             f"resumed on {other}, {len([e for e in after if e.data]) - 1} missed events once each, then error "
             f"{final['error']['code']} \"{final['error']['message']}\" {error_after:.1f}s after the kill; its ToolCall row 'interrupted'"
         )
         if error_after > 15:
-            run.note(f"FINDING: the error came {error_after:.0f}s after the kill (issue asks for 15 s); see REQUEST_LEASE_SECONDS")
-            raise AssertionError(f"the streamed call's error came {error_after:.1f}s after the kill, not within 15 s")
+            run.note(
+                f"FINDING: the error came {error_after:.0f}s after the kill (issue asks for 15 s); see REQUEST_LEASE_SECONDS"
+            )
+            raise AssertionError(
+                f"the streamed call's error came {error_after:.1f}s after the kill, not within 15 s"
+            )
 
 
 async def get_stream_survives_kill(run: Run) -> None:
@@ -322,7 +390,9 @@ async def get_stream_survives_kill(run: Run) -> None:
         run.tally.resumed += 1
         stored = await run.db.events(session, "get")
         check_once("GET stream", run, stored, [*received, *resumed.received])
-        run.note(f"GET stream: held by {victim.name}, killed; resumed on {other}: {len(stored)} stored events, each received once")
+        run.note(
+            f"GET stream: held by {victim.name}, killed; resumed on {other}: {len(stored)} stored events, each received once"
+        )
 
 
 async def task_survives_kill(run: Run) -> None:
@@ -336,7 +406,9 @@ async def task_survives_kill(run: Run) -> None:
         os.kill(victim.tasks.pid, signal.SIGSTOP)
         for _ in range(4):  # round-robin: the second creation at the latest lands on app1
             mark = len(run.served)
-            task_id = await client.create(run.url, "slow_compute", {"seconds": 6, "label": "multihost"})
+            task_id = await client.create(
+                run.url, "slow_compute", {"seconds": 6, "label": "multihost"}
+            )
             created_on = run.served[mark][1]
             if created_on == victim.name:
                 break
@@ -344,14 +416,23 @@ async def task_survives_kill(run: Run) -> None:
             raise AssertionError(f"no task creation landed on {victim.name}")
         started = await run.db.wait_task_started(task_id)
         pid = int(started["worker"].rpartition(":")[2])
-        assert run.host_of_pid(pid) is runner, f"task {task_id} claimed by pid {pid}, not on {runner.name}"
+        assert run.host_of_pid(pid) is runner, (
+            f"task {task_id} claimed by pid {pid}, not on {runner.name}"
+        )
         await asyncio.to_thread(victim.kill)
-        done, seen = await client.wait(run.url, task_id, "completed", "failed", "cancelled", timeout=40)
+        done, seen = await client.wait(
+            run.url, task_id, "completed", "failed", "cancelled", timeout=40
+        )
         assert done["status"] == "completed", (done, seen)
-        assert done["result"]["content"] == [{"type": "text", "text": "Computed multihost in 6 s"}], done
+        assert done["result"]["content"] == [
+            {"type": "text", "text": "Computed multihost in 6 s"}
+        ], done
         # The audit trail has one row for the call, answered with the task (Outcome.TASK); the
         # task's own row says how it ended.
-        rows = await run.db.arows("SELECT outcome, tool_name, error_code FROM mcp_django_toolcall WHERE task_id = %s", task_id)
+        rows = await run.db.arows(
+            "SELECT outcome, tool_name, error_code FROM mcp_django_toolcall WHERE task_id = %s",
+            task_id,
+        )
         assert rows == [("task", "slow_compute", None)], f"ToolCall rows of task {task_id}: {rows}"
         row = await run.db.task(task_id)
         assert row["status"] == "completed" and row["finished_at"] is not None, row
@@ -378,14 +459,22 @@ class Outcomes:
     failed: Counter[str] = field(default_factory=Counter)
     slowest: float = 0.0
     by_host: Counter[str] = field(default_factory=Counter)
-    ok_since: dict[str, float] = field(default_factory=dict)  # host -> monotonic time of its last ok
+    ok_since: dict[str, float] = field(
+        default_factory=dict
+    )  # host -> monotonic time of its last ok
     failed_at: list[tuple[float, str]] = field(default_factory=list)  # (monotonic time, what)
-    answers: list[tuple[float, float, str, str]] = field(default_factory=list)  # (began, took, host, what) of every call
+    answers: list[tuple[float, float, str, str]] = field(
+        default_factory=list
+    )  # (began, took, host, what) of every call
 
     def slowest_of(self, host: str, since: float, until: float) -> tuple[float, str]:
         """How long ``host`` took to answer its slowest call in flight at some moment between
         ``since`` and ``until``, and what the answer was."""
-        during = [(took, what) for began, took, by, what in self.answers if by == host and began <= until and began + took >= since]
+        during = [
+            (took, what)
+            for began, took, by, what in self.answers
+            if by == host and began <= until and began + took >= since
+        ]
         return max(during, default=(0.0, "no call"))
 
     def not_ok_since(self, since: float) -> Counter[str]:
@@ -406,7 +495,15 @@ class Load:
     in count and time): greet on 2026-07-28 (no session) and search_books on one handshake-era
     session, alternately."""
 
-    def __init__(self, run: Run, *, concurrency: int = 3, max_calls: int = 3000, max_seconds: float = 90.0, bound: float = 20.0) -> None:
+    def __init__(
+        self,
+        run: Run,
+        *,
+        concurrency: int = 3,
+        max_calls: int = 3000,
+        max_seconds: float = 90.0,
+        bound: float = 20.0,
+    ) -> None:
         self.run = run
         self.concurrency = concurrency
         self.max_calls = max_calls
@@ -429,14 +526,22 @@ class Load:
 
     async def __aexit__(self, *exc: Any) -> None:
         self._stop.set()
-        await asyncio.wait_for(asyncio.gather(*self._tasks, return_exceptions=True), self.bound + 10)
+        await asyncio.wait_for(
+            asyncio.gather(*self._tasks, return_exceptions=True), self.bound + 10
+        )
         await self.http.__aexit__(*exc)
 
     async def _worker(self, n: int) -> None:
-        while not self._stop.is_set() and self._made < self.max_calls and time.monotonic() - self.started < self.max_seconds:
+        while (
+            not self._stop.is_set()
+            and self._made < self.max_calls
+            and time.monotonic() - self.started < self.max_seconds
+        ):
             self._made += 1
             await self._one(self._made)
-            await asyncio.sleep(0.02)  # steady, not flat out: 2 cores serve the hosts and the driver
+            await asyncio.sleep(
+                0.02
+            )  # steady, not flat out: 2 cores serve the hosts and the driver
 
     async def probe(self, app: AppHost) -> None:
         """One call of each era straight to ``app``, past the balancer (which stops sending it
@@ -459,8 +564,15 @@ class Load:
                 request = message("tools/call", body)
                 response = await self.http.post(url, json=request, headers=tasks_headers(request))
             else:
-                request = {"jsonrpc": "2.0", "id": k, "method": "tools/call", "params": {"name": "search_books", "arguments": {"query": "a"}}}
-                response = await self.http.post(url, json=request, headers=self.raw.headers(self.session))
+                request = {
+                    "jsonrpc": "2.0",
+                    "id": k,
+                    "method": "tools/call",
+                    "params": {"name": "search_books", "arguments": {"query": "a"}},
+                }
+                response = await self.http.post(
+                    url, json=request, headers=self.raw.headers(self.session)
+                )
             host = response.headers.get("x-served-by", "balancer" if app is None else app.name)
             verdict = self._judge(response, host)
         except httpx.TimeoutException:
@@ -470,7 +582,9 @@ class Load:
         took = time.monotonic() - began
         self.outcomes.slowest = max(self.outcomes.slowest, took)
         what, detail = verdict
-        self.outcomes.answers.append((began, took, host, f"{kind}: {what} {detail if what != 'ok' else ''}".strip()))
+        self.outcomes.answers.append(
+            (began, took, host, f"{kind}: {what} {detail if what != 'ok' else ''}".strip())
+        )
         if what == "ok":
             self.outcomes.ok += 1
             self.outcomes.by_host[host] += 1
@@ -483,23 +597,47 @@ class Load:
     def _judge(response: httpx.Response, host: str) -> tuple[str, str]:
         text = response.text
         try:
-            answer = json.loads(text) if response.headers.get("content-type", "").startswith("application/json") else None
+            answer = (
+                json.loads(text)
+                if response.headers.get("content-type", "").startswith("application/json")
+                else None
+            )
         except ValueError:
             answer = None
         if response.headers.get("content-type", "").startswith("text/event-stream"):
-            datas = [line[5:].strip() for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
+            datas = [
+                line[5:].strip()
+                for line in text.splitlines()
+                if line.startswith("data:") and line[5:].strip()
+            ]
             answer = json.loads(datas[-1]) if datas else None
-        if response.status_code == 200 and isinstance(answer, dict) and "result" in answer and not answer["result"].get("isError"):
+        if (
+            response.status_code == 200
+            and isinstance(answer, dict)
+            and "result" in answer
+            and not answer["result"].get("isError")
+        ):
             return "ok", host
         error = answer.get("error") if isinstance(answer, dict) else None
-        label = f"HTTP {response.status_code} from {host}" + (f" {error.get('code')} {str(error.get('message'))[:80]}" if error else "")
-        if isinstance(answer, dict) and isinstance(answer.get("result"), dict) and answer["result"].get("isError"):
-            label += " isError: " + " ".join(c.get("text", "") for c in answer["result"].get("content", []))[:100]
+        label = f"HTTP {response.status_code} from {host}" + (
+            f" {error.get('code')} {str(error.get('message'))[:80]}" if error else ""
+        )
+        if (
+            isinstance(answer, dict)
+            and isinstance(answer.get("result"), dict)
+            and answer["result"].get("isError")
+        ):
+            label += (
+                " isError: "
+                + " ".join(c.get("text", "") for c in answer["result"].get("content", []))[:100]
+            )
         elif not error:
             label += " " + text[:100].replace("\n", " ")
         if response.status_code in RETRYABLE_STATUS and host == "balancer":
             return "retryable", label
-        if response.status_code == 429 or (error and "send the request again" in str(error.get("message", ""))):
+        if response.status_code == 429 or (
+            error and "send the request again" in str(error.get("message", ""))
+        ):
             return "retryable", label
         if error or "isError" in label:
             return "clear", label
@@ -509,8 +647,12 @@ class Load:
         """Wait until each app host answered a call ok after ``since``; return how long it took."""
         names = {a.name for a in self.run.cluster.apps}
         await until(
-            lambda: all(self.outcomes.ok_since.get(n, 0) > since for n in names), timeout, interval=0.2,
-            failure=lambda: f"not every host answered ok again within {timeout}s: {self.outcomes.summary()}",
+            lambda: all(self.outcomes.ok_since.get(n, 0) > since for n in names),
+            timeout,
+            interval=0.2,
+            failure=lambda: (
+                f"not every host answered ok again within {timeout}s: {self.outcomes.summary()}"
+            ),
         )
         return time.monotonic() - since
 
@@ -563,7 +705,16 @@ async def redis_unreachable(run: Run) -> None:
                 # these announcements must reach the stream after.
                 nonlocal announced
                 try:
-                    response = await raw.post(run.url, session, {"jsonrpc": "2.0", "id": f"a{announced}", "method": "tools/call", "params": announce})
+                    response = await raw.post(
+                        run.url,
+                        session,
+                        {
+                            "jsonrpc": "2.0",
+                            "id": f"a{announced}",
+                            "method": "tools/call",
+                            "params": announce,
+                        },
+                    )
                     if response.status_code == 200:
                         announced += 1
                 except httpx.HTTPError:
@@ -572,17 +723,23 @@ async def redis_unreachable(run: Run) -> None:
             try:
                 while time.monotonic() - blocked_at < OUTAGE_SECONDS:
                     # Its health/, and calls straight to it: HAProxy sends it nothing once health/ fails.
-                    (status, layer, took), *_ = await asyncio.gather(timed_health(victim), load.probe(victim), announce_meanwhile())
+                    (status, layer, took), *_ = await asyncio.gather(
+                        timed_health(victim), load.probe(victim), announce_meanwhile()
+                    )
                     health_seen.append((status, layer))
                     health_slowest = max(health_slowest, took)
                     await asyncio.sleep(1)
             finally:
                 victim.host.unblock(cluster.data.redis_ip)
             restored_at = time.monotonic()
-            outage_slowest, slowest_what = load.outcomes.slowest_of(victim.name, blocked_at, restored_at)
+            outage_slowest, slowest_what = load.outcomes.slowest_of(
+                victim.name, blocked_at, restored_at
+            )
             recovered = await load.wait_ok_on_both(restored_at, timeout=40)
             status, body = await health_of(victim)
-        assert (503, "error") in health_seen, f"{victim.name}'s health/ never said the channel layer was down: {health_seen}"
+        assert (503, "error") in health_seen, (
+            f"{victim.name}'s health/ never said the channel layer was down: {health_seen}"
+        )
         assert status == 200, f"{victim.name}'s health/ after: {status} {body}"
         # Every announcement stored for the session reaches the stream: the one held on the
         # victim if it lived through, else resumed (Last-Event-ID) through the balancer.
@@ -607,7 +764,12 @@ async def redis_unreachable(run: Run) -> None:
             if resumed is not None:
                 await resumed.close()
                 run.tally.resumed += 1
-        check_once("GET stream across the Redis outage", run, stored_now, [*stream.received, *(resumed.received if resumed else [])])
+        check_once(
+            "GET stream across the Redis outage",
+            run,
+            stored_now,
+            [*stream.received, *(resumed.received if resumed else [])],
+        )
     outcomes = load.outcomes
     run.note(
         f"Redis cut off (DROP) from {victim.name} for {OUTAGE_SECONDS:.0f}s: its health/ said {sorted(set(health_seen))}, "
@@ -615,8 +777,12 @@ async def redis_unreachable(run: Run) -> None:
         f"both hosts answered ok again {recovered:.1f}s after; the GET stream it held "
         f"{'was resumed on another host' if resumed else 'lived through'}: {len(stored_now)} events, each once"
     )
-    assert health_slowest <= HEALTH_BOUND, f"{victim.name}'s health/ took {health_slowest:.1f}s (bound {HEALTH_BOUND:.0f}s)"
-    assert outage_slowest <= OUTAGE_BOUND, f"{victim.name} took {outage_slowest:.1f}s to answer a call while Redis was cut off (bound {OUTAGE_BOUND:.0f}s)"
+    assert health_slowest <= HEALTH_BOUND, (
+        f"{victim.name}'s health/ took {health_slowest:.1f}s (bound {HEALTH_BOUND:.0f}s)"
+    )
+    assert outage_slowest <= OUTAGE_BOUND, (
+        f"{victim.name} took {outage_slowest:.1f}s to answer a call while Redis was cut off (bound {OUTAGE_BOUND:.0f}s)"
+    )
     assert outcomes.slowest <= 25.0, f"a call took {outcomes.slowest:.1f}s"
     assert not outcomes.failed, f"calls that failed without a clear answer: {dict(outcomes.failed)}"
 
@@ -669,14 +835,20 @@ async def rolling_restart(run: Run) -> None:
         await asyncio.sleep(2)
         for app in run.cluster.apps:
             began = time.monotonic()
-            await asyncio.to_thread(app.stop)  # SIGTERM: uvicorn stops accepting, finishes what it has
+            await asyncio.to_thread(
+                app.stop
+            )  # SIGTERM: uvicorn stops accepting, finishes what it has
             await asyncio.to_thread(app.start)
             await run.wait_balanced()
             await load.wait_ok_on_both(time.monotonic(), timeout=30)
-            run.note(f"{app.name} restarted (SIGTERM, start, back in the balancer) in {time.monotonic() - began:.1f}s")
+            run.note(
+                f"{app.name} restarted (SIGTERM, start, back in the balancer) in {time.monotonic() - began:.1f}s"
+            )
         await asyncio.sleep(2)
     outcomes = load.outcomes
-    run.note(f"rolling restart under load: {outcomes.summary()}; ok by host {dict(outcomes.by_host)}")
+    run.note(
+        f"rolling restart under load: {outcomes.summary()}; ok by host {dict(outcomes.by_host)}"
+    )
     refused = outcomes.clear + outcomes.failed
     assert not refused, f"calls that failed without a retryable answer: {dict(refused)}"
 
@@ -692,7 +864,9 @@ def cpu_seconds(pids: list[int]) -> float:
             fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])  # utime stime cutime cstime
+        total += (
+            int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+        )  # utime stime cutime cstime
     return total / ticks
 
 
@@ -710,9 +884,19 @@ async def load(run: Run, url: str, sse: bool, calls: int) -> None:
         async def worker() -> None:
             for n in queue:
                 if sse:  # a tool taking a Context is always answered on SSE
-                    result = await raw.request(url, session, "tools/call", {"name": "countdown", "arguments": {"n": 1, "interval_ms": 0}})
+                    result = await raw.request(
+                        url,
+                        session,
+                        "tools/call",
+                        {"name": "countdown", "arguments": {"n": 1, "interval_ms": 0}},
+                    )
                 else:
-                    result = await raw.request(url, session, "tools/call", {"name": "greet", "arguments": {"name": f"n{n}"}})
+                    result = await raw.request(
+                        url,
+                        session,
+                        "tools/call",
+                        {"name": "greet", "arguments": {"name": f"n{n}"}},
+                    )
                 assert not result.get("isError"), result
 
         await asyncio.gather(*(worker() for _ in range(CPU_CONCURRENCY)))
@@ -750,7 +934,10 @@ async def cpu_per_call(run: Run) -> None:
 
 SCENARIOS: dict[str, Any] = {
     "1": ("both eras through the balancer", both_eras),
-    "2": ("a whole app host killed (kill -9) during a streamed call, a GET stream and a task", host_killed),
+    "2": (
+        "a whole app host killed (kill -9) during a streamed call, a GET stream and a task",
+        host_killed,
+    ),
     "3": ("Redis unreachable from one app host for 10 s", redis_unreachable),
     "4": ("a PostgreSQL restart under load", postgres_restart),
     "5": ("a rolling restart of both app hosts under steady load", rolling_restart),

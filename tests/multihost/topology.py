@@ -35,8 +35,11 @@ SUBNET = "10.231.0"
 DRIVER_IP = f"{SUBNET}.1"
 LB_IP = f"{SUBNET}.20"
 #: Debian's PostgreSQL server binaries, the newest installed version.
-PG_BIN = max(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
-             default=Path("/usr/lib/postgresql/15/bin"))
+PG_BIN = max(
+    Path("/usr/lib/postgresql").glob("*/bin"),
+    key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+    default=Path("/usr/lib/postgresql/15/bin"),
+)
 PORT = 8000
 PG_PORT = 5432
 REDIS_PORT = 6379
@@ -78,7 +81,11 @@ def cleanup(verbose: bool = True) -> list[str]:
     """Remove whatever an earlier run left: processes in mh-* namespaces, the namespaces, mh-*
     links, mh-run-* temporary directories. Idempotent."""
     removed: list[str] = []
-    namespaces = [line.split()[0] for line in run("ip", "netns", "list", check=False).stdout.splitlines() if line.strip()]
+    namespaces = [
+        line.split()[0]
+        for line in run("ip", "netns", "list", check=False).stdout.splitlines()
+        if line.strip()
+    ]
     for ns in namespaces:
         if not ns.startswith(PREFIX):
             continue
@@ -130,13 +137,21 @@ class Host:
     def exec(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return run("ip", "netns", "exec", self.name, *args, check=check)
 
-    def popen(self, args: list[str], log: Path, env: dict[str, str] | None = None, user: str | None = None) -> subprocess.Popen[bytes]:
+    def popen(
+        self, args: list[str], log: Path, env: dict[str, str] | None = None, user: str | None = None
+    ) -> subprocess.Popen[bytes]:
         prefix = ["ip", "netns", "exec", self.name]
         if user is not None:
             prefix += ["runuser", "-u", user, "--"]
         with open(log, "ab") as out:
             return subprocess.Popen(
-                prefix + args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                prefix + args,
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
 
     def pids(self) -> list[int]:
@@ -164,13 +179,17 @@ def make_bridge() -> None:
 # -- the processes on them --------------------------------------------------------------------
 
 
-def wait_http(url: str, timeout: float, alive: subprocess.Popen[bytes] | None = None, log: Path | None = None) -> None:
+def wait_http(
+    url: str, timeout: float, alive: subprocess.Popen[bytes] | None = None, log: Path | None = None
+) -> None:
     """Wait until ``url`` answers any HTTP status (bounded)."""
     deadline = time.monotonic() + timeout
     with httpx.Client(timeout=2.0) as client:
         while time.monotonic() < deadline:
             if alive is not None and alive.poll() is not None:
-                raise RuntimeError(f"{url}: the process exited with {alive.returncode}:\n{tail(log)}")
+                raise RuntimeError(
+                    f"{url}: the process exited with {alive.returncode}:\n{tail(log)}"
+                )
             try:
                 client.get(url)
                 return
@@ -214,8 +233,23 @@ class DataHost:
         shutil.chown(self.pgdata, "postgres", "postgres")
         # initdb refuses root; trust: the hosts are on a private bridge that only this run uses.
         result = subprocess.run(
-            ["runuser", "-u", "postgres", "--", str(PG_BIN / "initdb"), "-D", str(self.pgdata), "--auth=trust", "-U", "postgres", "-E", "UTF8"],
-            capture_output=True, text=True, timeout=120,
+            [
+                "runuser",
+                "-u",
+                "postgres",
+                "--",
+                str(PG_BIN / "initdb"),
+                "-D",
+                str(self.pgdata),
+                "--auth=trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         if result.returncode != 0:
             raise RuntimeError(f"initdb failed:\n{result.stdout}\n{result.stderr}")
@@ -224,9 +258,27 @@ class DataHost:
 
     def start_postgres(self) -> None:
         self.postgres = self.host.popen(
-            [str(PG_BIN / "postgres"), "-D", str(self.pgdata), "-h", self.host.ip, "-p", str(PG_PORT), "-k", str(self.pgdata),
-             "-c", "max_connections=200", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
-            self.log, user="postgres",
+            [
+                str(PG_BIN / "postgres"),
+                "-D",
+                str(self.pgdata),
+                "-h",
+                self.host.ip,
+                "-p",
+                str(PG_PORT),
+                "-k",
+                str(self.pgdata),
+                "-c",
+                "max_connections=200",
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+            ],
+            self.log,
+            user="postgres",
         )
         self.wait_postgres()
 
@@ -236,7 +288,11 @@ class DataHost:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                with psycopg.connect(f"postgres://postgres@{self.host.ip}:{PG_PORT}/postgres", connect_timeout=2, autocommit=True) as conn:
+                with psycopg.connect(
+                    f"postgres://postgres@{self.host.ip}:{PG_PORT}/postgres",
+                    connect_timeout=2,
+                    autocommit=True,
+                ) as conn:
                     conn.execute("SELECT 1")
                     return
             except psycopg.Error:
@@ -246,13 +302,33 @@ class DataHost:
     def create_database(self) -> None:
         import psycopg
 
-        with psycopg.connect(f"postgres://postgres@{self.host.ip}:{PG_PORT}/postgres", connect_timeout=5, autocommit=True) as conn:
+        with psycopg.connect(
+            f"postgres://postgres@{self.host.ip}:{PG_PORT}/postgres",
+            connect_timeout=5,
+            autocommit=True,
+        ) as conn:
             conn.execute("CREATE DATABASE mcp_multihost")
 
     def stop_postgres(self, mode: str = "fast") -> None:
         subprocess.run(
-            ["runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", str(self.pgdata), "-m", mode, "-w", "-t", "30", "stop"],
-            capture_output=True, text=True, timeout=60,
+            [
+                "runuser",
+                "-u",
+                "postgres",
+                "--",
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(self.pgdata),
+                "-m",
+                mode,
+                "-w",
+                "-t",
+                "30",
+                "stop",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         if self.postgres is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -261,15 +337,30 @@ class DataHost:
 
     def start_redis(self) -> None:
         self.redis = self.host.popen(
-            ["redis-server", "--bind", self.redis_ip, "--port", str(REDIS_PORT), "--save", "", "--appendonly", "no",
-             "--protected-mode", "no", "--dir", str(self.tmp)],
+            [
+                "redis-server",
+                "--bind",
+                self.redis_ip,
+                "--port",
+                str(REDIS_PORT),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--protected-mode",
+                "no",
+                "--dir",
+                str(self.tmp),
+            ],
             self.log,
         )
         import redis
 
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            client = redis.Redis(host=self.redis_ip, port=REDIS_PORT, socket_connect_timeout=1, socket_timeout=1)
+            client = redis.Redis(
+                host=self.redis_ip, port=REDIS_PORT, socket_connect_timeout=1, socket_timeout=1
+            )
             try:
                 client.ping()
                 return
@@ -306,10 +397,22 @@ class AppHost:
 
     def command(self) -> list[str]:
         return [
-            sys.executable, "-m", "uvicorn", "--host", self.host.ip, "--port", str(PORT), "--workers", str(self.workers),
-            "--timeout-graceful-shutdown", "5", "--no-access-log",
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--host",
+            self.host.ip,
+            "--port",
+            str(PORT),
+            "--workers",
+            str(self.workers),
+            "--timeout-graceful-shutdown",
+            "5",
+            "--no-access-log",
             # The client's address from HAProxy's X-Forwarded-For (quotas count anonymous callers by it).
-            "--proxy-headers", "--forwarded-allow-ips", LB_IP,
+            "--proxy-headers",
+            "--forwarded-allow-ips",
+            LB_IP,
             "example_site.asgi:application",
         ]
 
@@ -319,7 +422,11 @@ class AppHost:
             out.write(f"\n==== {self.name} start #{self.starts} ====\n".encode())
         self.web = self.host.popen(self.command(), self.log, self.env)
         if "MCP_TASKS_BACKEND" in self.env:
-            self.tasks = self.host.popen([sys.executable, "manage.py", "db_worker", "--no-reload", "--interval", "0.2"], self.log, self.env)
+            self.tasks = self.host.popen(
+                [sys.executable, "manage.py", "db_worker", "--no-reload", "--interval", "0.2"],
+                self.log,
+                self.env,
+            )
         if wait:
             self.wait_ready()
 
@@ -431,16 +538,24 @@ class Balancer:
 
     def config(self) -> str:
         servers = "\n".join(
-            f"    server {app.name} {app.host.ip}:{PORT} check inter 1s fall 2 rise 2" for app in self.apps
+            f"    server {app.name} {app.host.ip}:{PORT} check inter 1s fall 2 rise 2"
+            for app in self.apps
         )
         return HAPROXY_CONFIG.format(lb_ip=self.host.ip, port=PORT, servers=servers)
 
     def start(self) -> None:
         self.config_path.write_text(self.config())
         log = self.tmp / "haproxy.log"
-        check = subprocess.run(["haproxy", "-c", "-f", str(self.config_path)], capture_output=True, text=True, timeout=30)
+        check = subprocess.run(
+            ["haproxy", "-c", "-f", str(self.config_path)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if check.returncode != 0:
-            raise RuntimeError(f"haproxy refused its configuration:\n{check.stdout}\n{check.stderr}")
+            raise RuntimeError(
+                f"haproxy refused its configuration:\n{check.stdout}\n{check.stderr}"
+            )
         self.proc = self.host.popen(["haproxy", "-db", "-f", str(self.config_path)], log)
         wait_http(f"{self.url}/health/", 30, self.proc, log)
 
@@ -471,15 +586,25 @@ class Cluster:
         hosts = ",".join([f"{SUBNET}.{n}" for n in (11, 12, 20, 30)] + ["127.0.0.1", "localhost"])
         extra = {"MCP_REQUEST_LEASE_SECONDS": str(lease_seconds)} if lease_seconds else {}
         self.env = base_env(
-            DATABASE_URL=self.data.database_url, REDIS_URL=self.data.redis_url, MCP_TASKS_BACKEND="database",
-            DJANGO_ALLOWED_HOSTS=hosts, DJANGO_DEBUG="0", MCP_LOG_LEVEL="WARNING", **COMMON_ENV, **extra,
+            DATABASE_URL=self.data.database_url,
+            REDIS_URL=self.data.redis_url,
+            MCP_TASKS_BACKEND="database",
+            DJANGO_ALLOWED_HOSTS=hosts,
+            DJANGO_DEBUG="0",
+            MCP_LOG_LEVEL="WARNING",
+            **COMMON_ENV,
+            **extra,
         )
         self.apps = [
             AppHost(Host(f"{PREFIX}app{n}", f"{SUBNET}.1{n}"), self.env, self.tmp) for n in (1, 2)
         ]
         self.balancer = Balancer(self.lb_host, self.apps, self.tmp)
         self.solo_env = base_env(
-            SQLITE_PATH=str(self.tmp / "solo.sqlite3"), DJANGO_ALLOWED_HOSTS=hosts, DJANGO_DEBUG="0", MCP_LOG_LEVEL="WARNING", **COMMON_ENV,
+            SQLITE_PATH=str(self.tmp / "solo.sqlite3"),
+            DJANGO_ALLOWED_HOSTS=hosts,
+            DJANGO_DEBUG="0",
+            MCP_LOG_LEVEL="WARNING",
+            **COMMON_ENV,
         )
         self.solo = AppHost(self.solo_host, self.solo_env, self.tmp, workers=1)
         self.hosts = [self.data_host, self.lb_host, *(a.host for a in self.apps), self.solo_host]
@@ -500,15 +625,28 @@ class Cluster:
             app.wait_ready()
         self.balancer.start()
 
-    def manage(self, *args: str, env: dict[str, str] | None = None, host: Host | None = None, timeout: float = 180) -> str:
+    def manage(
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        host: Host | None = None,
+        timeout: float = 180,
+    ) -> str:
         """Run a management command on ``host`` (the data host by default)."""
         host = host or self.data_host
         result = subprocess.run(
-            ["ip", "netns", "exec", host.name, sys.executable, "manage.py", *args], cwd=ROOT, env=env or self.env,
-            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+            ["ip", "netns", "exec", host.name, sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=env or self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
         )
         if result.returncode != 0:
-            raise RuntimeError(f"manage.py {' '.join(args)} on {host.name} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+            raise RuntimeError(
+                f"manage.py {' '.join(args)} on {host.name} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+            )
         return result.stdout
 
     def stop(self, keep_logs: Path | None = None) -> None:

@@ -17,7 +17,16 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from .servers import HOW_TO_START, Deployment, Inspector, PostgresDatabase, RedisDatabase, Server, base_env, services_problem
+from .servers import (
+    HOW_TO_START,
+    Deployment,
+    Inspector,
+    PostgresDatabase,
+    RedisDatabase,
+    Server,
+    base_env,
+    services_problem,
+)
 from .wire import RawClient
 
 SHAPES = ["postgres-redis", "sqlite-memory"]
@@ -29,7 +38,9 @@ def services() -> None:
     problem = services_problem()
     if problem is None:
         return
-    message = f"The multi-process tests need PostgreSQL and Redis on 127.0.0.1: {problem}. {HOW_TO_START}"
+    message = (
+        f"The multi-process tests need PostgreSQL and Redis on 127.0.0.1: {problem}. {HOW_TO_START}"
+    )
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
@@ -40,7 +51,9 @@ def _migrate(env: dict[str, str]) -> None:
 
 
 @pytest.fixture(scope="session")
-def postgres_redis(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def postgres_redis(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
     request.getfixturevalue("services")
     log_dir = tmp_path_factory.mktemp("postgres-redis")
     database, layer = PostgresDatabase(), RedisDatabase()
@@ -50,7 +63,9 @@ def postgres_redis(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
         env = base_env(DATABASE_URL=database.url, REDIS_URL=layer.url)
         _migrate(env)
         deployment = Deployment(
-            "postgres-redis", env, Inspector(postgres_url=database.url),
+            "postgres-redis",
+            env,
+            Inspector(postgres_url=database.url),
             [Server("process-1", env, log_dir), Server("process-2", env, log_dir)],
         )
         try:
@@ -69,7 +84,9 @@ def sqlite_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployme
     path = log_dir / "example_site.sqlite3"
     env = base_env(SQLITE_PATH=str(path))
     _migrate(env)
-    deployment = Deployment("sqlite-memory", env, Inspector(sqlite_path=path), [Server("process", env, log_dir)])
+    deployment = Deployment(
+        "sqlite-memory", env, Inspector(sqlite_path=path), [Server("process", env, log_dir)]
+    )
     try:
         deployment.start()
         yield deployment
@@ -82,7 +99,9 @@ def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
     deployed: Deployment = request.getfixturevalue(request.param.replace("-", "_"))
     deployed.ensure_running()  # a test may have killed a process
     offsets = {server.name: server.log_size() for server in deployed.servers}
-    request.node.mcp_logs = lambda: {s.name: s.log_tail(offsets.get(s.name, 0)) for s in deployed.servers}
+    request.node.mcp_logs = lambda: {
+        s.name: s.log_tail(offsets.get(s.name, 0)) for s in deployed.servers
+    }
     yield deployed
     deployed.ensure_running()
 

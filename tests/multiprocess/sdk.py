@@ -34,7 +34,9 @@ class Inbox:
     def mark(self) -> int:
         return len(self.items)
 
-    async def wait_for(self, predicate: Callable[[Any], bool], *, since: int = 0, timeout: float = WAIT) -> Any:
+    async def wait_for(
+        self, predicate: Callable[[Any], bool], *, since: int = 0, timeout: float = WAIT
+    ) -> Any:
         """Return the first notification after index ``since`` that matches ``predicate``."""
         deadline = time.monotonic() + timeout
         while True:
@@ -43,7 +45,9 @@ class Inbox:
                     return item
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise AssertionError(f"no matching notification within {timeout}s; got {[type(i).__name__ for i in self.items[since:]]}")
+                raise AssertionError(
+                    f"no matching notification within {timeout}s; got {[type(i).__name__ for i in self.items[since:]]}"
+                )
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), remaining)
@@ -80,7 +84,9 @@ class SplitTransport(httpx2.AsyncHTTPTransport):
 
 
 def accept_reservation(note: str) -> ElicitationFnT:
-    async def answer(context: ClientRequestContext, params: mcp.types.ElicitRequestParams) -> mcp.types.ElicitResult:
+    async def answer(
+        context: ClientRequestContext, params: mcp.types.ElicitRequestParams
+    ) -> mcp.types.ElicitResult:
         assert params.message.startswith("Reserve ")
         return mcp.types.ElicitResult(action="accept", content={"confirm": True, "note": note})
 
@@ -89,18 +95,29 @@ def accept_reservation(note: str) -> ElicitationFnT:
 
 @asynccontextmanager
 async def sdk_session(
-    url: str, *, transport: httpx2.AsyncBaseTransport | None = None, elicitation: ElicitationFnT | None = None
+    url: str,
+    *,
+    transport: httpx2.AsyncBaseTransport | None = None,
+    elicitation: ElicitationFnT | None = None,
 ) -> AsyncIterator[tuple[mcp.ClientSession, Inbox]]:
     """An initialized SDK session on ``url`` (through ``transport`` if given), with its inbox."""
     inbox = Inbox()
     http = httpx2.AsyncClient(transport=transport, timeout=httpx2.Timeout(30.0, read=120.0))
     async with http, streamable_http_client(url, http_client=http) as (read, write):
-        async with mcp.ClientSession(read, write, message_handler=inbox, elicitation_callback=elicitation, read_timeout_seconds=60) as session:
+        async with mcp.ClientSession(
+            read,
+            write,
+            message_handler=inbox,
+            elicitation_callback=elicitation,
+            read_timeout_seconds=60,
+        ) as session:
             await session.initialize()
             yield session, inbox
 
 
-async def wait_for_standalone_stream(session: mcp.ClientSession, inbox: Inbox, attempts: int = 40) -> None:
+async def wait_for_standalone_stream(
+    session: mcp.ClientSession, inbox: Inbox, attempts: int = 40
+) -> None:
     """Wait until the SDK's GET stream is held by the server.
 
     The SDK opens it in the background; a GET without Last-Event-ID starts after the events
@@ -110,8 +127,14 @@ async def wait_for_standalone_stream(session: mcp.ClientSession, inbox: Inbox, a
         mark = inbox.mark()
         await session.call_tool("announce_list_changed", {"kind": "prompts"})
         try:
-            await inbox.wait_for(lambda n: isinstance(n, mcp.types.PromptListChangedNotification), since=mark, timeout=0.5)
+            await inbox.wait_for(
+                lambda n: isinstance(n, mcp.types.PromptListChangedNotification),
+                since=mark,
+                timeout=0.5,
+            )
             return
         except AssertionError:
             continue
-    raise AssertionError(f"the SDK's standalone stream did not come up after {attempts} announcements")
+    raise AssertionError(
+        f"the SDK's standalone stream did not come up after {attempts} announcements"
+    )

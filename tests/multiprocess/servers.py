@@ -26,7 +26,9 @@ from tests.polling import until, until_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 
-POSTGRES_URL = os.environ.get("MCP_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+POSTGRES_URL = os.environ.get(
+    "MCP_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"
+)
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 
 HOW_TO_START = (
@@ -41,10 +43,24 @@ COMMAND_TIMEOUT = 120.0
 
 # Variables that would point a server at some other database or layer than the test's own.
 _SCRUBBED = (
-    "DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "MCP_RESPONSE_MODE", "MCP_SSE_MAX_CONNECTION_SECONDS", "DJANGO_SETTINGS_MODULE",
-    "MCP_RATE_LIMIT", "MCP_RATE_LIMIT_PER_CLIENT", "MCP_RATE_LIMIT_PER_TOOL", "MCP_MAX_SESSIONS_PER_USER",
-    "MCP_MAX_SESSIONS_PER_ADDRESS", "MCP_MAX_RUNNING_PER_SESSION", "MCP_MAX_RUNNING_PER_USER", "MCP_DISCONNECT_GRACE_SECONDS",
-    "MCP_TASKS_BACKEND", "MCP_TASK_HEARTBEAT_SECONDS", "MCP_TASK_HEARTBEAT_TIMEOUT", "MCP_TASK_POLL_INTERVAL_MS",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "SQLITE_PATH",
+    "MCP_RESPONSE_MODE",
+    "MCP_SSE_MAX_CONNECTION_SECONDS",
+    "DJANGO_SETTINGS_MODULE",
+    "MCP_RATE_LIMIT",
+    "MCP_RATE_LIMIT_PER_CLIENT",
+    "MCP_RATE_LIMIT_PER_TOOL",
+    "MCP_MAX_SESSIONS_PER_USER",
+    "MCP_MAX_SESSIONS_PER_ADDRESS",
+    "MCP_MAX_RUNNING_PER_SESSION",
+    "MCP_MAX_RUNNING_PER_USER",
+    "MCP_DISCONNECT_GRACE_SECONDS",
+    "MCP_TASKS_BACKEND",
+    "MCP_TASK_HEARTBEAT_SECONDS",
+    "MCP_TASK_HEARTBEAT_TIMEOUT",
+    "MCP_TASK_POLL_INTERVAL_MS",
 )
 
 
@@ -74,12 +90,18 @@ def services_problem() -> str | None:
         with psycopg.connect(POSTGRES_URL, connect_timeout=3, autocommit=True) as conn:
             conn.execute("SELECT 1")
     except psycopg.Error as exc:
-        problems.append(f"PostgreSQL at {POSTGRES_URL} is unreachable ({type(exc).__name__}: {str(exc).strip()[:200]})")
-    client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, socket_connect_timeout=3, socket_timeout=3)
+        problems.append(
+            f"PostgreSQL at {POSTGRES_URL} is unreachable ({type(exc).__name__}: {str(exc).strip()[:200]})"
+        )
+    client = redis.Redis(
+        host=REDIS_HOST, port=REDIS_PORT, socket_connect_timeout=3, socket_timeout=3
+    )
     try:
         client.ping()
     except redis.RedisError as exc:
-        problems.append(f"Redis at {REDIS_HOST}:{REDIS_PORT} is unreachable ({type(exc).__name__}: {exc})")
+        problems.append(
+            f"Redis at {REDIS_HOST}:{REDIS_PORT} is unreachable ({type(exc).__name__}: {exc})"
+        )
     finally:
         client.close()
     return "; ".join(problems) or None
@@ -123,7 +145,9 @@ class RedisDatabase:
     def claim(self) -> None:
         import redis
 
-        admin = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, socket_connect_timeout=3, socket_timeout=3)
+        admin = redis.Redis(
+            host=REDIS_HOST, port=REDIS_PORT, socket_connect_timeout=3, socket_timeout=3
+        )
         try:
             count = int(admin.config_get("databases").get("databases", 16))
         finally:
@@ -131,7 +155,13 @@ class RedisDatabase:
         candidates = list(range(1, count))
         random.shuffle(candidates)
         for number in candidates:
-            client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=number, socket_connect_timeout=3, socket_timeout=3)
+            client = redis.Redis(
+                host=REDIS_HOST,
+                port=REDIS_PORT,
+                db=number,
+                socket_connect_timeout=3,
+                socket_timeout=3,
+            )
             try:
                 # Claim only an empty database; the marker is the only key we may find there.
                 if client.set(self.MARKER, self.token, nx=True, ex=6 * 3600):
@@ -141,14 +171,22 @@ class RedisDatabase:
                     client.delete(self.MARKER)
             finally:
                 client.close()
-        raise RuntimeError(f"No empty Redis database among 1..{count - 1} to run the multi-process tests in")
+        raise RuntimeError(
+            f"No empty Redis database among 1..{count - 1} to run the multi-process tests in"
+        )
 
     def release(self) -> None:
         import redis
 
         if self.number is None:
             return
-        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=self.number, socket_connect_timeout=3, socket_timeout=3)
+        client = redis.Redis(
+            host=REDIS_HOST,
+            port=REDIS_PORT,
+            db=self.number,
+            socket_connect_timeout=3,
+            socket_timeout=3,
+        )
         try:
             if client.get(self.MARKER) == self.token.encode():
                 client.flushdb()
@@ -200,11 +238,14 @@ class Inspector:
         """The stored events of one stream: (seq, payload, closes_stream), in order."""
         rows = await self.arows(
             "SELECT seq, payload, closes_stream FROM mcp_django_event WHERE session_id = %s AND stream = %s ORDER BY seq",
-            session_id, stream,
+            session_id,
+            stream,
         )
         return [(int(seq), payload, bool(closes)) for seq, payload, closes in rows]
 
-    async def wait_events(self, session_id: str, stream: str, *, at_least: int, timeout: float = 20.0) -> list[tuple[int, str, bool]]:
+    async def wait_events(
+        self, session_id: str, stream: str, *, at_least: int, timeout: float = 20.0
+    ) -> list[tuple[int, str, bool]]:
         """Poll until a stream has at least ``at_least`` stored events (bounded)."""
         events: list[tuple[int, str, bool]] = []
 
@@ -212,15 +253,25 @@ class Inspector:
             events[:] = await self.events(session_id, stream)
             return list(events) if len(events) >= at_least else None
 
-        return await until(enough, timeout, interval=0.05, failure=lambda: f"stream {stream} has {len(events)} events, expected {at_least}")
+        return await until(
+            enough,
+            timeout,
+            interval=0.05,
+            failure=lambda: f"stream {stream} has {len(events)} events, expected {at_least}",
+        )
 
     async def task_run(self, run_id: int) -> dict[str, Any]:
-        rows = await self.arows("SELECT status, steps_done, steps_total, finished_at FROM live_taskrun WHERE id = %s", run_id)
+        rows = await self.arows(
+            "SELECT status, steps_done, steps_total, finished_at FROM live_taskrun WHERE id = %s",
+            run_id,
+        )
         assert rows, f"no TaskRun {run_id}"
         status, done, total, finished = rows[0]
         return {"status": status, "steps_done": done, "steps_total": total, "finished_at": finished}
 
-    async def wait_task_run(self, run_id: int, *, until_not: str = "running", timeout: float = 20.0) -> dict[str, Any]:
+    async def wait_task_run(
+        self, run_id: int, *, until_not: str = "running", timeout: float = 20.0
+    ) -> dict[str, Any]:
         """Poll a TaskRun row until its status leaves ``until_not`` (bounded)."""
         run: dict[str, Any] = {}
 
@@ -228,14 +279,27 @@ class Inspector:
             run.update(await self.task_run(run_id))
             return dict(run) if run["status"] != until_not else None
 
-        return await until(left, timeout, interval=0.05, failure=lambda: f"TaskRun {run_id} still {until_not!r}: {run}")
+        return await until(
+            left,
+            timeout,
+            interval=0.05,
+            failure=lambda: f"TaskRun {run_id} still {until_not!r}: {run}",
+        )
 
     async def task(self, task_id: str) -> dict[str, Any]:
         """A durable task's row (mcp_django.models.Task): who runs it, and how it stands."""
-        rows = await self.arows("SELECT status, worker, heartbeat_at, finished_at FROM mcp_django_task WHERE id = %s", task_id)
+        rows = await self.arows(
+            "SELECT status, worker, heartbeat_at, finished_at FROM mcp_django_task WHERE id = %s",
+            task_id,
+        )
         assert rows, f"no Task {task_id}"
         status, worker, heartbeat, finished = rows[0]
-        return {"status": status, "worker": worker, "heartbeat_at": heartbeat, "finished_at": finished}
+        return {
+            "status": status,
+            "worker": worker,
+            "heartbeat_at": heartbeat,
+            "finished_at": finished,
+        }
 
     async def wait_task_started(self, task_id: str, *, timeout: float = 20.0) -> dict[str, Any]:
         """Poll a task's row until a process has claimed it (bounded)."""
@@ -245,11 +309,18 @@ class Inspector:
             task.update(await self.task(task_id))
             return dict(task) if task["worker"] else None
 
-        return await until(claimed, timeout, interval=0.05, failure=lambda: f"Task {task_id} not started by any process: {task}")
+        return await until(
+            claimed,
+            timeout,
+            interval=0.05,
+            failure=lambda: f"Task {task_id} not started by any process: {task}",
+        )
 
     async def server_request_state(self, session_id: str, request_id: str) -> str | None:
         rows = await self.arows(
-            "SELECT state FROM mcp_django_serverrequest WHERE session_id = %s AND request_id = %s", session_id, request_id
+            "SELECT state FROM mcp_django_serverrequest WHERE session_id = %s AND request_id = %s",
+            session_id,
+            request_id,
         )
         return rows[0][0] if rows else None
 
@@ -282,14 +353,30 @@ class Server:
         self.port = free_port()
         self.starts += 1
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed in _reap)
-        self._log.write(f"\n==== {self.name} start #{self.starts} on port {self.port} ====\n".encode())
+        self._log.write(
+            f"\n==== {self.name} start #{self.starts} on port {self.port} ====\n".encode()
+        )
         self._log.flush()
         self.proc = subprocess.Popen(
-            self.command(), cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            self.command(),
+            cwd=ROOT,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "example_site.asgi:application"]
+        return [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "example_site.asgi:application",
+        ]
 
     @property
     def pid(self) -> int:
@@ -301,19 +388,32 @@ class Server:
         proc = self.proc
         assert proc is not None
         ping = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
-        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+        }
         with httpx.Client(timeout=2.0) as client:
 
             def answers() -> bool:
                 if proc.poll() is not None:
-                    raise RuntimeError(f"{self.name} exited with {proc.returncode} while starting:\n{self.log_tail()}")
+                    raise RuntimeError(
+                        f"{self.name} exited with {proc.returncode} while starting:\n{self.log_tail()}"
+                    )
                 try:
                     # 401: the application answers, to a ping that signs in as nobody (MCP_AUTH=django).
-                    return client.post(self.url, json=ping, headers=headers).status_code in (200, 401)
+                    return client.post(self.url, json=ping, headers=headers).status_code in (
+                        200,
+                        401,
+                    )
                 except httpx.TransportError:
                     return False
 
-            until_sync(answers, timeout, interval=0.1, failure=lambda: f"{self.name} did not answer:\n{self.log_tail()}")
+            until_sync(
+                answers,
+                timeout,
+                interval=0.1,
+                failure=lambda: f"{self.name} did not answer:\n{self.log_tail()}",
+            )
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, no goodbye, as when a machine dies."""
@@ -374,7 +474,9 @@ class Worker(Server):
         # Jobs wait in the database until it polls: nothing to wait for but a clean start.
         assert self.proc is not None
         if self.proc.poll() is not None:
-            raise RuntimeError(f"{self.name} exited with {self.proc.returncode} while starting:\n{self.log_tail()}")
+            raise RuntimeError(
+                f"{self.name} exited with {self.proc.returncode} while starting:\n{self.log_tail()}"
+            )
 
 
 @dataclass
@@ -431,18 +533,31 @@ class Deployment:
     def manage(self, *args: str) -> str:
         """Run a management command against the servers' database (and layer), synchronously."""
         result = subprocess.run(
-            [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True,
-            timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL,
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT,
+            stdin=subprocess.DEVNULL,
         )
         if result.returncode != 0:
-            raise AssertionError(f"manage.py {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+            raise AssertionError(
+                f"manage.py {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+            )
         return result.stdout
 
     async def amanage(self, *args: str) -> str:
         """Run a management command in a subprocess without blocking the event loop."""
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "manage.py", *args, cwd=ROOT, env=self.env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+            sys.executable,
+            "manage.py",
+            *args,
+            cwd=ROOT,
+            env=self.env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL,
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(), COMMAND_TIMEOUT)
@@ -451,5 +566,7 @@ class Deployment:
             await proc.wait()
             raise
         if proc.returncode != 0:
-            raise AssertionError(f"manage.py {' '.join(args)} failed ({proc.returncode}):\n{out.decode()}\n{err.decode()}")
+            raise AssertionError(
+                f"manage.py {' '.join(args)} failed ({proc.returncode}):\n{out.decode()}\n{err.decode()}"
+            )
         return out.decode()

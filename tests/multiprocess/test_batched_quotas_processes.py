@@ -33,7 +33,9 @@ ENV = {
 
 
 @pytest.fixture(scope="module")
-def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def deployment(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
     yield from two_processes_on_postgres_and_redis(request, tmp_path_factory, "batched", ENV)
 
 
@@ -41,7 +43,9 @@ def test_these_limits_are_counted_in_batches() -> None:
     assert quota_batches.rate_batch(RATE) == 4 and quota_batches.cap_batch(RUNNING) == 2
 
 
-async def test_calls_raced_in_one_session_over_two_processes_never_run_past_the_cap(deployment: Deployment, http: httpx.AsyncClient) -> None:
+async def test_calls_raced_in_one_session_over_two_processes_never_run_past_the_cap(
+    deployment: Deployment, http: httpx.AsyncClient
+) -> None:
     urls = [deployment.p1.url, deployment.p2.url]
     session = await _session(http, urls[0])
     answers = await _race_calls(http, [(urls[n % 2], session) for n in range(RACERS)])
@@ -49,14 +53,20 @@ async def test_calls_raced_in_one_session_over_two_processes_never_run_past_the_
     # Every reservation but the last of each process was handed out: at most a batch less one
     # stays spare on each, and never one past the cap.
     assert RUNNING - 2 * (quota_batches.cap_batch(RUNNING) - 1) <= ran <= RUNNING
-    runs = await deployment.db.arows("SELECT COUNT(*) FROM live_taskrun WHERE session_id = %s", session)
+    runs = await deployment.db.arows(
+        "SELECT COUNT(*) FROM live_taskrun WHERE session_id = %s", session
+    )
     assert runs[0][0] == ran  # the refused ones never ran
     await _end_sessions(http, urls[0], [session])
 
 
-async def test_two_processes_hand_out_a_batched_rate_whole_and_never_past_it(deployment: Deployment, http: httpx.AsyncClient) -> None:
+async def test_two_processes_hand_out_a_batched_rate_whole_and_never_past_it(
+    deployment: Deployment, http: httpx.AsyncClient
+) -> None:
     urls = [deployment.p1.url, deployment.p2.url]
-    statuses = [(await _call(http, urls[n % 2], "test_simple_text")).status_code for n in range(RATE + 12)]
+    statuses = [
+        (await _call(http, urls[n % 2], "test_simple_text")).status_code for n in range(RATE + 12)
+    ]
     assert set(statuses) == {200, 429}
     # Alternating until both refuse: every unit of the day's rate went to a call, none more
     # (the earlier test's calls were counted too: they were tools/call).

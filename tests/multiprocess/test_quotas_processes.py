@@ -27,7 +27,10 @@ QUOTAS = {"MCP_RATE_LIMIT": f"{LIMIT}/day", "MCP_RATE_LIMIT_PER_TOOL": "test_sim
 
 
 def two_processes_on_postgres_and_redis(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, name: str, settings: dict[str, str]
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    settings: dict[str, str],
 ) -> Iterator[Deployment]:
     """Two processes of the example site on a new PostgreSQL database and Redis, with ``settings``
     (environment variables) on top: a module fixture's body."""
@@ -40,7 +43,10 @@ def two_processes_on_postgres_and_redis(
         env = base_env(DATABASE_URL=database.url, REDIS_URL=cache.url, **settings)
         _migrate(env)
         deployed = Deployment(
-            name, env, Inspector(postgres_url=database.url), [Server("process-1", env, log_dir), Server("process-2", env, log_dir)]
+            name,
+            env,
+            Inspector(postgres_url=database.url),
+            [Server("process-1", env, log_dir), Server("process-2", env, log_dir)],
         )
         try:
             deployed.start()
@@ -53,7 +59,9 @@ def two_processes_on_postgres_and_redis(
 
 
 @pytest.fixture(scope="module")
-def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def deployment(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
     yield from two_processes_on_postgres_and_redis(request, tmp_path_factory, "quotas", QUOTAS)
 
 
@@ -62,7 +70,9 @@ async def _call(http: httpx.AsyncClient, url: str, name: str, **arguments: Any) 
     return await http.post(url, json=body, headers=headers(body))
 
 
-async def test_two_processes_sharing_redis_hold_one_rate_limit_together(deployment: Deployment, http: httpx.AsyncClient) -> None:
+async def test_two_processes_sharing_redis_hold_one_rate_limit_together(
+    deployment: Deployment, http: httpx.AsyncClient
+) -> None:
     urls = [deployment.p1.url, deployment.p2.url]
     # The per-tool budget (2), spent one call on each process, is spent on both.
     for url in urls:
@@ -71,9 +81,15 @@ async def test_two_processes_sharing_redis_hold_one_rate_limit_together(deployme
     for url in urls:
         refused = await _call(http, url, "test_simple_text")
         assert refused.status_code == 429
-        assert refused.json()["error"]["data"]["limit"] == "PER_TOOL" and refused.json()["error"]["data"]["tool"] == "test_simple_text"
+        assert (
+            refused.json()["error"]["data"]["limit"] == "PER_TOOL"
+            and refused.json()["error"]["data"]["tool"] == "test_simple_text"
+        )
     # The overall budget: two calls counted already; the rest, alternating, then none anywhere.
-    statuses = [(await _call(http, urls[n % 2], "test_tool_with_logging")).status_code for n in range(LIMIT - 2)]
+    statuses = [
+        (await _call(http, urls[n % 2], "test_tool_with_logging")).status_code
+        for n in range(LIMIT - 2)
+    ]
     assert statuses == [200] * (LIMIT - 2)
     for url in urls:
         refused = await _call(http, url, "test_tool_with_logging")

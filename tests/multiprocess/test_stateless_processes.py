@@ -28,12 +28,21 @@ def message(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
         "io.modelcontextprotocol/clientInfo": {"name": "multiprocess-tests", "version": "1"},
     }
-    return {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": {**(params or {}), "_meta": meta}}
+    return {
+        "jsonrpc": "2.0",
+        "id": next(_ids),
+        "method": method,
+        "params": {**(params or {}), "_meta": meta},
+    }
 
 
 def headers(body: dict[str, Any]) -> dict[str, str]:
-    sent = {"accept": "application/json, text/event-stream", "content-type": "application/json",
-            "mcp-protocol-version": VERSION, "mcp-method": body["method"]}
+    sent = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": VERSION,
+        "mcp-method": body["method"],
+    }
     if body["method"] == "tools/call":
         sent["mcp-name"] = body["params"]["name"]
     return sent
@@ -47,22 +56,46 @@ async def call(http: httpx.AsyncClient, url: str, name: str, **params: Any) -> d
     return response.json()["result"]
 
 
-async def test_a_call_begun_on_one_process_is_continued_on_the_other(deployment: Deployment, http: httpx.AsyncClient) -> None:
+async def test_a_call_begun_on_one_process_is_continued_on_the_other(
+    deployment: Deployment, http: httpx.AsyncClient
+) -> None:
     tool = "test_input_required_result_multi_round"
     first = await call(http, deployment.p1.url, tool)
     assert first["resultType"] == "input_required" and list(first["inputRequests"]) == ["step1"]
-    second = await call(http, deployment.p2.url, tool, requestState=first["requestState"],
-                        inputResponses={"step1": {"action": "accept", "content": {"name": "Alice"}}})
+    second = await call(
+        http,
+        deployment.p2.url,
+        tool,
+        requestState=first["requestState"],
+        inputResponses={"step1": {"action": "accept", "content": {"name": "Alice"}}},
+    )
     assert second["resultType"] == "input_required" and list(second["inputRequests"]) == ["step2"]
     assert second["requestState"] != first["requestState"]
-    done = await call(http, deployment.p1.url, tool, requestState=second["requestState"],
-                      inputResponses={"step2": {"action": "accept", "content": {"color": "blue"}}})
+    done = await call(
+        http,
+        deployment.p1.url,
+        tool,
+        requestState=second["requestState"],
+        inputResponses={"step2": {"action": "accept", "content": {"color": "blue"}}},
+    )
     assert done["resultType"] == "complete"
     assert done["content"][0]["text"] == "Alice likes blue"
     # A state altered on the way is refused by every process alike.
-    refused = await http.post(deployment.p2.url, json=(body := message("tools/call", {
-        "name": tool, "arguments": {}, "requestState": second["requestState"][:-4] + "AAAA",
-        "inputResponses": {"step2": {"action": "accept", "content": {"color": "red"}}}})), headers=headers(body))
+    refused = await http.post(
+        deployment.p2.url,
+        json=(
+            body := message(
+                "tools/call",
+                {
+                    "name": tool,
+                    "arguments": {},
+                    "requestState": second["requestState"][:-4] + "AAAA",
+                    "inputResponses": {"step2": {"action": "accept", "content": {"color": "red"}}},
+                },
+            )
+        ),
+        headers=headers(body),
+    )
     assert refused.json()["error"]["code"] == -32602
 
 
@@ -85,10 +118,16 @@ async def test_a_listen_stream_on_one_process_hears_changes_made_on_the_other(
     assert changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == subscription
 
 
-async def test_a_listen_stream_hears_a_management_command(deployment: Deployment, raw: RawClient) -> None:
+async def test_a_listen_stream_hears_a_management_command(
+    deployment: Deployment, raw: RawClient
+) -> None:
     if not deployment.shared_layer:
-        pytest.skip("a management command reaches the servers only through a shared channel layer (Redis)")
-    stream, _ = await listen(raw, deployment.p2.url, {"promptsListChanged": True, "toolsListChanged": True})
+        pytest.skip(
+            "a management command reaches the servers only through a shared channel layer (Redis)"
+        )
+    stream, _ = await listen(
+        raw, deployment.p2.url, {"promptsListChanged": True, "toolsListChanged": True}
+    )
     async with stream:
         out = await deployment.amanage("announce_change", "prompts")
         assert "prompts" in out
@@ -105,12 +144,27 @@ async def test_an_http_sse_post_to_another_process_is_answered_on_the_stream(
         endpoint = await stream.next_event()  # the "endpoint" event: where to POST
         assert endpoint.data.startswith("/mcp/messages/?session_id="), endpoint
         messages = deployment.p2.url.rsplit("/mcp", 1)[0] + endpoint.data
-        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                "params": {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "sse", "version": "1"}}}
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2024-11-05",
+                "capabilities": {},
+                "clientInfo": {"name": "sse", "version": "1"},
+            },
+        }
         assert (await http.post(messages, json=init)).status_code == 202
         _, answer = await stream.next_message()
         assert answer["id"] == 1 and answer["result"]["protocolVersion"] == "2024-11-05"
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search_books", "arguments": {"query": "wells"}}}
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "search_books", "arguments": {"query": "wells"}},
+        }
         assert (await http.post(messages, json=call)).status_code == 202
         _, result = await stream.next_message()
-    assert result["id"] == 2 and "books" in result["result"]["structuredContent"]  # no demo data here
+    assert (
+        result["id"] == 2 and "books" in result["result"]["structuredContent"]
+    )  # no demo data here

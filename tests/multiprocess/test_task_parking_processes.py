@@ -37,7 +37,9 @@ async def test_with_one_worker_a_task_waiting_for_input_lets_the_next_task_run(
         ran_on = (await deployment.db.task(waiting_id))["worker"], runs_on(worker)
 
     assert list(waiting["inputRequests"]) == ["confirm_delete"]
-    assert quick["status"] == "completed" and quick["result"]["content"] == [{"type": "text", "text": "Computed meanwhile in 0 s"}]
+    assert quick["status"] == "completed" and quick["result"]["content"] == [
+        {"type": "text", "text": "Computed meanwhile in 0 s"}
+    ]
     assert still["status"] == "input_required"
     assert done["status"] == "completed", (done, seen)
     assert done["result"]["content"] == [{"type": "text", "text": "Deleted report.txt"}]

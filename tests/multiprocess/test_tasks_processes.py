@@ -29,7 +29,15 @@ import pytest
 from tests.polling import until
 from tests.tasks_wire import TasksClient
 
-from .servers import Deployment, Inspector, PostgresDatabase, RedisDatabase, Server, Worker, base_env
+from .servers import (
+    Deployment,
+    Inspector,
+    PostgresDatabase,
+    RedisDatabase,
+    Server,
+    Worker,
+    base_env,
+)
 
 pytestmark = pytest.mark.multiprocess
 
@@ -44,11 +52,17 @@ def runs_on(process: Server) -> str:
 
 
 @contextmanager
-def deployed(label: str, log_dir: Path, env: dict[str, str], db: Inspector, web: list[str], workers: int = 0) -> Iterator[Deployment]:
+def deployed(
+    label: str, log_dir: Path, env: dict[str, str], db: Inspector, web: list[str], workers: int = 0
+) -> Iterator[Deployment]:
     """Migrate, start the web processes named ``web`` (and ``workers`` db_workers), and stop
     every one of them at the end, also when the test failed or killed some itself."""
     deployment = Deployment(
-        label, env, db, [Server(name, env, log_dir) for name in web], [Worker(f"worker-{n}", env, log_dir) for n in range(1, workers + 1)]
+        label,
+        env,
+        db,
+        [Server(name, env, log_dir) for name in web],
+        [Worker(f"worker-{n}", env, log_dir) for n in range(1, workers + 1)],
     )
     deployment.manage("migrate", "--noinput", "-v", "0")
     try:
@@ -59,7 +73,9 @@ def deployed(label: str, log_dir: Path, env: dict[str, str], db: Inspector, web:
 
 
 @contextmanager
-def sqlite(label: str, tmp_path: Path, web: list[str], workers: int = 0, **extra: str) -> Iterator[Deployment]:
+def sqlite(
+    label: str, tmp_path: Path, web: list[str], workers: int = 0, **extra: str
+) -> Iterator[Deployment]:
     """A deployment on a fresh SQLite file (the in-memory channel layer in each process)."""
     path = tmp_path / f"{label}.sqlite3"
     env = base_env(SQLITE_PATH=str(path), **extra)
@@ -71,7 +87,9 @@ def sqlite(label: str, tmp_path: Path, web: list[str], workers: int = 0, **extra
 def logs(request: pytest.FixtureRequest) -> Iterator[list[Deployment]]:
     """Deployments the test made: their logs go into the report when it fails (conftest's hook)."""
     made: list[Deployment] = []
-    request.node.mcp_logs = lambda: {f"{d.label}/{p.name}": p.log_tail() for d in made for p in d.processes}
+    request.node.mcp_logs = lambda: {
+        f"{d.label}/{p.name}": p.log_tail() for d in made for p in d.processes
+    }
     yield made
 
 
@@ -84,9 +102,16 @@ async def client(http: httpx.AsyncClient) -> AsyncIterator[TasksClient]:
 
 
 @pytest.fixture(scope="module", params=["json", "sse"])
-def embedded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def embedded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
     mode = request.param
-    with sqlite(f"embedded-{mode}", tmp_path_factory.mktemp(f"tasks-{mode}"), ["web"], MCP_RESPONSE_MODE=mode) as deployment:
+    with sqlite(
+        f"embedded-{mode}",
+        tmp_path_factory.mktemp(f"tasks-{mode}"),
+        ["web"],
+        MCP_RESPONSE_MODE=mode,
+    ) as deployment:
         yield deployment
 
 
@@ -97,7 +122,9 @@ def single(embedded: Deployment, logs: list[Deployment]) -> Deployment:
     return embedded
 
 
-async def test_a_question_is_answered_with_tasks_update(single: Deployment, client: TasksClient) -> None:
+async def test_a_question_is_answered_with_tasks_update(
+    single: Deployment, client: TasksClient
+) -> None:
     url = single.p1.url
     task_id = await client.create(url, "confirm_delete", {"filename": "report.txt"})
     asking, seen = await client.wait(url, task_id, "input_required")
@@ -117,15 +144,21 @@ async def test_a_question_is_answered_with_tasks_update(single: Deployment, clie
     assert "inputRequests" not in done
 
 
-async def test_a_tool_error_completes_the_task_with_is_error(single: Deployment, client: TasksClient) -> None:
+async def test_a_tool_error_completes_the_task_with_is_error(
+    single: Deployment, client: TasksClient
+) -> None:
     task_id = await client.create(single.p1.url, "failing_job")
     done, _ = await client.wait(single.p1.url, task_id, "completed", "failed", "cancelled")
     assert done["status"] == "completed", done
     assert done["result"]["isError"] is True
-    assert done["result"]["content"] == [{"type": "text", "text": "The job failed: the input data is corrupt"}]
+    assert done["result"]["content"] == [
+        {"type": "text", "text": "The job failed: the input data is corrupt"}
+    ]
 
 
-async def test_a_protocol_error_fails_the_task_with_the_error(single: Deployment, client: TasksClient) -> None:
+async def test_a_protocol_error_fails_the_task_with_the_error(
+    single: Deployment, client: TasksClient
+) -> None:
     task_id = await client.create(single.p1.url, "protocol_error_job")
     done, _ = await client.wait(single.p1.url, task_id, "completed", "failed", "cancelled")
     assert done["status"] == "failed", done
@@ -134,7 +167,9 @@ async def test_a_protocol_error_fails_the_task_with_the_error(single: Deployment
     assert "result" not in done
 
 
-async def test_tasks_cancel_ends_a_running_task_cancelled(single: Deployment, client: TasksClient) -> None:
+async def test_tasks_cancel_ends_a_running_task_cancelled(
+    single: Deployment, client: TasksClient
+) -> None:
     url = single.p1.url
     task_id = await client.create(url, "slow_compute", {"seconds": 60, "label": "cancelled"})
     await single.db.wait_task_started(task_id)
@@ -153,7 +188,9 @@ async def test_tasks_cancel_ends_a_running_task_cancelled(single: Deployment, cl
 async def test_a_task_on_the_worker_outlives_the_web_process_that_made_it(
     tmp_path: Path, client: TasksClient, logs: list[Deployment]
 ) -> None:
-    with sqlite("outlives", tmp_path, ["web-a", "web-b"], workers=1, MCP_TASKS_BACKEND="database") as deployment:
+    with sqlite(
+        "outlives", tmp_path, ["web-a", "web-b"], workers=1, MCP_TASKS_BACKEND="database"
+    ) as deployment:
         logs.append(deployment)
         a, b = deployment.servers
         worker = deployment.workers[0]
@@ -168,7 +205,9 @@ async def test_a_task_on_the_worker_outlives_the_web_process_that_made_it(
 
         first = await client.get(b.url, task_id)
         assert first["status"] == "working", first
-        done, seen = await client.wait(b.url, task_id, "completed", "failed", "cancelled", timeout=30)
+        done, seen = await client.wait(
+            b.url, task_id, "completed", "failed", "cancelled", timeout=30
+        )
         assert seen == ["working", "completed"], (seen, done)
         assert done["result"]["content"] == [{"type": "text", "text": "Computed survivor in 10 s"}]
         assert not a.running
@@ -177,10 +216,18 @@ async def test_a_task_on_the_worker_outlives_the_web_process_that_made_it(
 # -- 3. a worker that dies fails its task -----------------------------------------------------------
 
 
-async def test_a_task_whose_worker_was_killed_ends_failed(tmp_path: Path, client: TasksClient, logs: list[Deployment]) -> None:
+async def test_a_task_whose_worker_was_killed_ends_failed(
+    tmp_path: Path, client: TasksClient, logs: list[Deployment]
+) -> None:
     with sqlite(
-        "worker-death", tmp_path, ["web"], workers=1, MCP_TASKS_BACKEND="database",
-        MCP_TASK_HEARTBEAT_SECONDS="0.5", MCP_TASK_HEARTBEAT_TIMEOUT="2", MCP_TASK_POLL_INTERVAL_MS="200",
+        "worker-death",
+        tmp_path,
+        ["web"],
+        workers=1,
+        MCP_TASKS_BACKEND="database",
+        MCP_TASK_HEARTBEAT_SECONDS="0.5",
+        MCP_TASK_HEARTBEAT_TIMEOUT="2",
+        MCP_TASK_POLL_INTERVAL_MS="200",
     ) as deployment:
         logs.append(deployment)
         url, worker = deployment.p1.url, deployment.workers[0]
@@ -188,7 +235,9 @@ async def test_a_task_whose_worker_was_killed_ends_failed(tmp_path: Path, client
         assert (await deployment.db.wait_task_started(task_id))["worker"] == runs_on(worker)
         worker.kill()
 
-        ended, seen = await client.wait(url, task_id, "completed", "failed", "cancelled", timeout=15)
+        ended, seen = await client.wait(
+            url, task_id, "completed", "failed", "cancelled", timeout=15
+        )
         assert ended["status"] == "failed", (ended, seen)
         assert ended["error"]["code"] == -32603
         assert "process running this task stopped" in ended["error"]["message"], ended["error"]
@@ -199,16 +248,25 @@ async def test_a_task_whose_worker_was_killed_ends_failed(tmp_path: Path, client
 # -- 4. tasks/cancel on one process stops the task running on another -------------------------------
 
 
-async def test_tasks_cancel_on_another_process_stops_the_work(tmp_path: Path, client: TasksClient, logs: list[Deployment]) -> None:
+async def test_tasks_cancel_on_another_process_stops_the_work(
+    tmp_path: Path, client: TasksClient, logs: list[Deployment]
+) -> None:
     # One running call per caller: while the task runs on A, A refuses the caller's other calls,
     # so A answering again shows its runner stopped (and gave its slot back).
-    with sqlite("cancel-elsewhere", tmp_path, ["web-a", "web-b"], MCP_MAX_RUNNING_PER_USER="1") as deployment:
+    with sqlite(
+        "cancel-elsewhere", tmp_path, ["web-a", "web-b"], MCP_MAX_RUNNING_PER_USER="1"
+    ) as deployment:
         logs.append(deployment)
         a, b = deployment.servers
         task_id = await client.create(a.url, "slow_compute", {"seconds": 60, "label": "stopped"})
         assert (await deployment.db.wait_task_started(task_id))["worker"] == runs_on(a)
-        status, refused = await client.send(a.url, "tools/call", {"name": "greet", "arguments": {"name": "A"}})
-        assert status == 429 and refused["error"]["data"]["limit"] == "RUNNING_PER_USER", (status, refused)
+        status, refused = await client.send(
+            a.url, "tools/call", {"name": "greet", "arguments": {"name": "A"}}
+        )
+        assert status == 429 and refused["error"]["data"]["limit"] == "RUNNING_PER_USER", (
+            status,
+            refused,
+        )
 
         await client.cancel(b.url, task_id)
         assert (await client.get(b.url, task_id))["status"] == "cancelled"
@@ -223,11 +281,18 @@ async def until_answered(client: TasksClient, url: str) -> dict[str, Any]:
     answer: dict[str, Any] = {}
 
     async def greeted() -> dict[str, Any] | None:
-        status, reply = await client.send(url, "tools/call", {"name": "greet", "arguments": {"name": "A"}})
+        status, reply = await client.send(
+            url, "tools/call", {"name": "greet", "arguments": {"name": "A"}}
+        )
         answer.update(reply)
         return dict(reply["result"]) if status == 200 else None
 
-    return await until(greeted, 15, interval=0.1, failure=lambda: f"A still refuses calls: its runner did not stop; last answer {answer}")
+    return await until(
+        greeted,
+        15,
+        interval=0.1,
+        failure=lambda: f"A still refuses calls: its runner did not stop; last answer {answer}",
+    )
 
 
 # -- 5. PostgreSQL + Redis: two web processes and a worker -------------------------------------------
@@ -241,7 +306,14 @@ async def test_postgres_redis_create_on_one_answer_on_another_read_on_the_first(
     try:
         layer.claim()
         env = base_env(DATABASE_URL=database.url, REDIS_URL=layer.url, MCP_TASKS_BACKEND="database")
-        with deployed("postgres-redis-tasks", tmp_path, env, Inspector(postgres_url=database.url), ["web-a", "web-b"], 1) as deployment:
+        with deployed(
+            "postgres-redis-tasks",
+            tmp_path,
+            env,
+            Inspector(postgres_url=database.url),
+            ["web-a", "web-b"],
+            1,
+        ) as deployment:
             logs.append(deployment)
             a, b = deployment.servers
             task_id = await client.create(a.url, "confirm_delete", {"filename": "ledger.csv"})
@@ -258,7 +330,6 @@ async def test_postgres_redis_create_on_one_answer_on_another_read_on_the_first(
         database.drop()
 
 
-
 LIVE_CAP, CREATES = 5, 40
 
 
@@ -267,10 +338,16 @@ async def create_at_once(deployment: Deployment, client: TasksClient) -> None:
     check that exactly LIVE_CAP tasks were made (and are live) and every other call refused."""
     a, b = deployment.servers
     # Every call asks a question, so each task it makes stays live (input_required).
-    answers = await asyncio.gather(*(
-        client.send((a if n % 2 else b).url, "tools/call", {"name": "confirm_delete", "arguments": {"filename": f"f{n}"}})
-        for n in range(CREATES)
-    ))
+    answers = await asyncio.gather(
+        *(
+            client.send(
+                (a if n % 2 else b).url,
+                "tools/call",
+                {"name": "confirm_delete", "arguments": {"filename": f"f{n}"}},
+            )
+            for n in range(CREATES)
+        )
+    )
 
     made = [answer["result"] for _, answer in answers if "result" in answer]
     refused = [answer["error"] for _, answer in answers if "error" in answer]
@@ -278,7 +355,9 @@ async def create_at_once(deployment: Deployment, client: TasksClient) -> None:
     assert all(task["resultType"] == "task" for task in made), made
     assert len(refused) == CREATES - LIVE_CAP, refused
     assert all(error["data"]["limit"] == "LIVE_TASKS_PER_USER" for error in refused), refused
-    live = await deployment.db.arows("SELECT count(*) FROM mcp_django_task WHERE status IN ('working', 'input_required')")
+    live = await deployment.db.arows(
+        "SELECT count(*) FROM mcp_django_task WHERE status IN ('working', 'input_required')"
+    )
     assert live[0][0] == LIVE_CAP
 
 
@@ -289,7 +368,13 @@ async def test_concurrent_creates_on_two_processes_on_postgresql_never_pass_the_
     database.create()
     try:
         env = base_env(DATABASE_URL=database.url, MCP_MAX_LIVE_TASKS_PER_USER=str(LIVE_CAP))
-        with deployed("postgres-live-cap", tmp_path, env, Inspector(postgres_url=database.url), ["web-a", "web-b"]) as deployment:
+        with deployed(
+            "postgres-live-cap",
+            tmp_path,
+            env,
+            Inspector(postgres_url=database.url),
+            ["web-a", "web-b"],
+        ) as deployment:
             logs.append(deployment)
             await create_at_once(deployment, client)
     finally:
@@ -299,6 +384,8 @@ async def test_concurrent_creates_on_two_processes_on_postgresql_never_pass_the_
 async def test_concurrent_creates_on_two_processes_on_sqlite_never_pass_the_live_task_cap(
     tmp_path: Path, client: TasksClient, logs: list[Deployment]
 ) -> None:
-    with sqlite("sqlite-live-cap", tmp_path, ["web-a", "web-b"], MCP_MAX_LIVE_TASKS_PER_USER=str(LIVE_CAP)) as deployment:
+    with sqlite(
+        "sqlite-live-cap", tmp_path, ["web-a", "web-b"], MCP_MAX_LIVE_TASKS_PER_USER=str(LIVE_CAP)
+    ) as deployment:
         logs.append(deployment)
         await create_at_once(deployment, client)

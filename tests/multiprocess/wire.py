@@ -102,7 +102,9 @@ class SSE:
         try:
             item = await asyncio.wait_for(self.queue.get(), timeout)
         except asyncio.TimeoutError:
-            raise AssertionError(f"no SSE event within {timeout}s; so far: {[e.data[:200] for e in self.received]}") from None
+            raise AssertionError(
+                f"no SSE event within {timeout}s; so far: {[e.data[:200] for e in self.received]}"
+            ) from None
         if isinstance(item, BaseException):
             self.ended = item
             raise item
@@ -116,7 +118,9 @@ class SSE:
             if event.data:
                 return event, event.json()
 
-    async def until_response(self, request_id: Any, timeout: float = WAIT) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def until_response(
+        self, request_id: Any, timeout: float = WAIT
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Read messages up to the response to ``request_id``; return (the ones before, it)."""
         before: list[dict[str, Any]] = []
         while True:
@@ -171,10 +175,14 @@ class RawClient:
     async def initialize(self, url: str, capabilities: dict[str, Any] | None = None) -> str:
         """Open a session on the server at ``url``; return its id."""
         body = {
-            "jsonrpc": "2.0", "id": next(_ids), "method": "initialize",
+            "jsonrpc": "2.0",
+            "id": next(_ids),
+            "method": "initialize",
             "params": {
                 "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": capabilities if capabilities is not None else {"elicitation": {"form": {}}},
+                "capabilities": capabilities
+                if capabilities is not None
+                else {"elicitation": {"form": {}}},
                 "clientInfo": {"name": "multiprocess-tests", "version": "1"},
             },
         }
@@ -190,17 +198,25 @@ class RawClient:
     async def post(self, url: str, session_id: str, message: dict[str, Any]) -> httpx.Response:
         return await self.http.post(url, json=message, headers=self.headers(session_id))
 
-    async def notify(self, url: str, session_id: str, method: str, params: dict[str, Any] | None = None) -> None:
+    async def notify(
+        self, url: str, session_id: str, method: str, params: dict[str, Any] | None = None
+    ) -> None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params
         response = await self.post(url, session_id, message)
         assert response.status_code == 202, (response.status_code, response.text)
 
-    async def request(self, url: str, session_id: str, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def request(
+        self, url: str, session_id: str, method: str, params: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Send a request answered with JSON or a short SSE stream; return the result."""
         request_id = next(_ids)
-        response = await self.post(url, session_id, {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}})
+        response = await self.post(
+            url,
+            session_id,
+            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}},
+        )
         assert response.status_code == 200, (response.status_code, response.text)
         if response.headers["content-type"].startswith("text/event-stream"):
             events, _ = parse_sse_lines(response.text)
@@ -219,15 +235,26 @@ class RawClient:
         if body is not None:
             kwargs["json"] = body
         response = await stack.enter_async_context(self.http.stream(method, url, **kwargs))
-        if response.status_code != 200 or not response.headers.get("content-type", "").startswith("text/event-stream"):
+        if response.status_code != 200 or not response.headers.get("content-type", "").startswith(
+            "text/event-stream"
+        ):
             await response.aread()
             text = response.text
             await stack.aclose()
-            raise AssertionError(f"{method} {url}: expected an SSE stream, got {response.status_code}: {text[:500]}")
+            raise AssertionError(
+                f"{method} {url}: expected an SSE stream, got {response.status_code}: {text[:500]}"
+            )
         return SSE(response, stack)
 
-    async def call_stream(self, url: str, session_id: str, request_id: Any, name: str, arguments: dict[str, Any],
-                          progress_token: Any = None) -> SSE:
+    async def call_stream(
+        self,
+        url: str,
+        session_id: str,
+        request_id: Any,
+        name: str,
+        arguments: dict[str, Any],
+        progress_token: Any = None,
+    ) -> SSE:
         """POST a tools/call and return its SSE answer, being read."""
         params: dict[str, Any] = {"name": name, "arguments": arguments}
         if progress_token is not None:

@@ -23,7 +23,10 @@ def json_values(max_leaves: int = 20) -> st.SearchStrategy[Any]:
     """Arbitrary JSON values (what ``orjson.loads`` can return), nested and bounded."""
     return st.recursive(
         json_scalars,
-        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(st.text(max_size=8), children, max_size=4)
+        ),
         max_leaves=max_leaves,
     )
 
@@ -88,7 +91,8 @@ def jsonrpc_ish(draw: st.DrawFn) -> Any:
         "method": methods | st.just("") | json_scalars,
         "params": json_objects | json_values(4),
         "result": json_objects | json_values(4),
-        "error": st.fixed_dictionaries({"code": json_scalars, "message": json_scalars}) | json_values(4),
+        "error": st.fixed_dictionaries({"code": json_scalars, "message": json_scalars})
+        | json_values(4),
     }
     for key, strategy in candidates.items():
         if draw(st.booleans()):
@@ -101,13 +105,39 @@ def jsonrpc_ish(draw: st.DrawFn) -> Any:
 arbitrary_bytes = st.binary(max_size=300)
 
 # Header values: mostly printable ASCII (what a header can carry), sometimes any text at all.
-header_text = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=60) | st.text(max_size=40)
+header_text = st.text(
+    alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=60
+) | st.text(max_size=40)
 
 accept_headers = (
     st.lists(
         st.tuples(
-            st.sampled_from(["application/json", "text/event-stream", "*/*", "application/*", "text/*", "text/html", "", "*"]),
-            st.sampled_from(["", ";q=0", ";q=1", ";q=0.5", ";q=abc", ";Q=0", ";q=", ";level=1", ";q=nan", ";q=-1"]),
+            st.sampled_from(
+                [
+                    "application/json",
+                    "text/event-stream",
+                    "*/*",
+                    "application/*",
+                    "text/*",
+                    "text/html",
+                    "",
+                    "*",
+                ]
+            ),
+            st.sampled_from(
+                [
+                    "",
+                    ";q=0",
+                    ";q=1",
+                    ";q=0.5",
+                    ";q=abc",
+                    ";Q=0",
+                    ";q=",
+                    ";level=1",
+                    ";q=nan",
+                    ";q=-1",
+                ]
+            ),
         ).map("".join),
         max_size=5,
     ).map(", ".join)
@@ -117,15 +147,38 @@ accept_headers = (
 origin_headers = (
     st.builds(
         lambda scheme, host, port: f"{scheme}{host}{port}",
-        st.sampled_from(["http://", "https://", "HTTP://", "file://", "javascript:", "ftp://", "", "//"]),
-        st.sampled_from(["example.com", "EXAMPLE.com", "[::1]", "[::1", "127.0.0.1", "localhost", "", "a@b", "null"]),
-        st.sampled_from(["", ":80", ":443", ":8000", ":", ":99999", ":-1", ":abc", "/path", "?q", "#f"]),
+        st.sampled_from(
+            ["http://", "https://", "HTTP://", "file://", "javascript:", "ftp://", "", "//"]
+        ),
+        st.sampled_from(
+            [
+                "example.com",
+                "EXAMPLE.com",
+                "[::1]",
+                "[::1",
+                "127.0.0.1",
+                "localhost",
+                "",
+                "a@b",
+                "null",
+            ]
+        ),
+        st.sampled_from(
+            ["", ":80", ":443", ":8000", ":", ":99999", ":-1", ":abc", "/path", "?q", "#f"]
+        ),
     )
     | st.sampled_from(["null", "file://", "http://", "javascript:alert(1)", "*", " "])
     | header_text
 )
 
 # Line terminators are over-weighted because they are what could break SSE framing.
-sse_text = st.lists(st.characters(codec="utf-8") | st.sampled_from(["\r", "\n", "\r\n", ":", " ", "data: x"]), max_size=40).map("".join)
-stream_tokens = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=64)
+sse_text = st.lists(
+    st.characters(codec="utf-8") | st.sampled_from(["\r", "\n", "\r\n", ":", " ", "data: x"]),
+    max_size=40,
+).map("".join)
+stream_tokens = st.text(
+    alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-",
+    min_size=1,
+    max_size=64,
+)
 sequences = st.integers(min_value=0, max_value=10**18 - 1)

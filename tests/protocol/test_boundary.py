@@ -10,7 +10,9 @@ import pytest
 # Located from this file so the check does not depend on the working directory.
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "mcp_django" / "protocol"
 PACKAGE = "mcp_django.protocol"
-FORBIDDEN_TOP_LEVEL = frozenset({"django", "channels", "asgiref", "daphne", "rest_framework", "oauth2_provider"})
+FORBIDDEN_TOP_LEVEL = frozenset(
+    {"django", "channels", "asgiref", "daphne", "rest_framework", "oauth2_provider"}
+)
 DYNAMIC_IMPORTERS = frozenset({"import_module", "__import__"})
 
 
@@ -46,13 +48,30 @@ def boundary_violations(source: str, filename: str = "<source>") -> list[str]:
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = resolve_relative(node.module, node.level, PACKAGE) if node.level else (node.module or "")
+            base = (
+                resolve_relative(node.module, node.level, PACKAGE)
+                if node.level
+                else (node.module or "")
+            )
             # "from mcp_django import x" may name a submodule, so judge each imported name too.
-            targets = [f"{base}.{alias.name}" if base == "mcp_django" else base for alias in node.names]
+            targets = [
+                f"{base}.{alias.name}" if base == "mcp_django" else base for alias in node.names
+            ]
         elif isinstance(node, ast.Call):
             func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-            if name in DYNAMIC_IMPORTERS and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            name = (
+                func.attr
+                if isinstance(func, ast.Attribute)
+                else func.id
+                if isinstance(func, ast.Name)
+                else None
+            )
+            if (
+                name in DYNAMIC_IMPORTERS
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 targets = [node.args[0].value]
         for target in targets:
             reason = forbidden_reason(target)
@@ -63,7 +82,16 @@ def boundary_violations(source: str, filename: str = "<source>") -> list[str]:
 
 def test_protocol_package_is_found_relative_to_this_file():
     names = {path.name for path in protocol_files()}
-    assert {"__init__.py", "errors.py", "jsonrpc.py", "negotiation.py", "sse.py", "lifecycle.py", "pagination.py", "dispatcher.py"} <= names
+    assert {
+        "__init__.py",
+        "errors.py",
+        "jsonrpc.py",
+        "negotiation.py",
+        "sse.py",
+        "lifecycle.py",
+        "pagination.py",
+        "dispatcher.py",
+    } <= names
 
 
 @pytest.mark.parametrize("path", protocol_files(), ids=lambda p: p.name)

@@ -74,11 +74,27 @@ async def test_dispatch_method_lookup_is_exact():
 @pytest.mark.parametrize(
     ("exc", "error"),
     [
-        (InvalidParamsError("Unknown tool: x", data={"tool": "x"}), {"code": INVALID_PARAMS, "message": "Unknown tool: x", "data": {"tool": "x"}}),
+        (
+            InvalidParamsError("Unknown tool: x", data={"tool": "x"}),
+            {"code": INVALID_PARAMS, "message": "Unknown tool: x", "data": {"tool": "x"}},
+        ),
         (InvalidParamsError(), {"code": INVALID_PARAMS, "message": "Invalid params"}),
-        (ResourceNotFoundError("file:///a"), {"code": RESOURCE_NOT_FOUND, "message": "Resource not found: file:///a", "data": {"uri": "file:///a"}}),
-        (URLElicitationRequiredError(data={"elicitations": []}),
-         {"code": URL_ELICITATION_REQUIRED, "message": "This request requires more information.", "data": {"elicitations": []}}),
+        (
+            ResourceNotFoundError("file:///a"),
+            {
+                "code": RESOURCE_NOT_FOUND,
+                "message": "Resource not found: file:///a",
+                "data": {"uri": "file:///a"},
+            },
+        ),
+        (
+            URLElicitationRequiredError(data={"elicitations": []}),
+            {
+                "code": URL_ELICITATION_REQUIRED,
+                "message": "This request requires more information.",
+                "data": {"elicitations": []},
+            },
+        ),
     ],
 )
 async def test_dispatch_mcp_error_becomes_its_code_message_and_data(exc, error):
@@ -110,14 +126,26 @@ async def test_dispatch_mcp_error_is_not_logged_as_an_exception(caplog):
     assert not [r for r in caplog.records if r.exc_info]
 
 
-@pytest.mark.parametrize("exc", [RuntimeError("db password=hunter2 at /srv/app.py"), KeyError("secret_key"), ValueError("boom"), ZeroDivisionError()])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RuntimeError("db password=hunter2 at /srv/app.py"),
+        KeyError("secret_key"),
+        ValueError("boom"),
+        ZeroDivisionError(),
+    ],
+)
 async def test_dispatch_unexpected_exception_is_internal_error_without_details(exc, caplog):
     async def handler(params, context):
         raise exc
 
     with caplog.at_level(logging.ERROR, logger=LOGGER):
         response = await dispatch(Request(9, "tools/call"), {"tools/call": handler}, None)
-    assert response == {"jsonrpc": "2.0", "id": 9, "error": {"code": INTERNAL_ERROR, "message": "Internal error"}}
+    assert response == {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "error": {"code": INTERNAL_ERROR, "message": "Internal error"},
+    }
     wire = orjson.dumps(response)
     for leak in (str(exc), type(exc).__name__, "Traceback", "hunter2", "secret_key"):
         if leak:

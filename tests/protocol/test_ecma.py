@@ -23,7 +23,11 @@ from .engines import compile_everywhere
         (r"^[\w.@+-]+\Z", re.UNICODE, None),  # \w means more letters in Python: left out
         # With re.ASCII, spelled as the ASCII sets (a Python client compiles without the flag).
         (r"^[\w.@+-]+\Z", re.ASCII, r"^[0-9A-Za-z_.@+-]+$"),
-        (r"^\w\W\d\D\s\S$", re.ASCII, r"^[0-9A-Za-z_][^0-9A-Za-z_][0-9][^0-9][ \t\n\r\f\v][^ \t\n\r\f\v]$"),
+        (
+            r"^\w\W\d\D\s\S$",
+            re.ASCII,
+            r"^[0-9A-Za-z_][^0-9A-Za-z_][0-9][^0-9][ \t\n\r\f\v][^ \t\n\r\f\v]$",
+        ),
         (r"[^\W]", re.ASCII, None),
         (r"\bword\b", re.ASCII, None),
         (r"[\b]", 0, r"[\x08]"),
@@ -60,11 +64,69 @@ def test_ecma_pattern_cases(pattern: str, flags: int, expected: str | None) -> N
 
 
 REGEX_TOKENS = [
-    "a", "b", "1", "-", "é", " ", ".", "@", "^", "$", "*", "+", "?", "*?", "|", "(", ")", "[", "]", "[^",
-    "{", "}", "{2}", "{,2}", "{1,}", "a{1,2}", "(?:", "(?P<n>", "(?=", "(?!", "(?<=", "(?<!", "(?i)",
-    r"\d", r"\D", r"\s", r"\S", r"\w", r"\W", r"\b", r"\B", r"\A", r"\Z", r"\1", r"\n", r"\0",
-    r"\x41", r"\u00e9", r"\-", r"\]", r"\.", r"\@", r"\{", r"\}", r"\/", r"\|", r"\$", r"\ ", r"\_",
-    "[a-c]", "&&", "--", "[:",
+    "a",
+    "b",
+    "1",
+    "-",
+    "é",
+    " ",
+    ".",
+    "@",
+    "^",
+    "$",
+    "*",
+    "+",
+    "?",
+    "*?",
+    "|",
+    "(",
+    ")",
+    "[",
+    "]",
+    "[^",
+    "{",
+    "}",
+    "{2}",
+    "{,2}",
+    "{1,}",
+    "a{1,2}",
+    "(?:",
+    "(?P<n>",
+    "(?=",
+    "(?!",
+    "(?<=",
+    "(?<!",
+    "(?i)",
+    r"\d",
+    r"\D",
+    r"\s",
+    r"\S",
+    r"\w",
+    r"\W",
+    r"\b",
+    r"\B",
+    r"\A",
+    r"\Z",
+    r"\1",
+    r"\n",
+    r"\0",
+    r"\x41",
+    r"\u00e9",
+    r"\-",
+    r"\]",
+    r"\.",
+    r"\@",
+    r"\{",
+    r"\}",
+    r"\/",
+    r"\|",
+    r"\$",
+    r"\ ",
+    r"\_",
+    "[a-c]",
+    "&&",
+    "--",
+    "[:",
 ]
 
 
@@ -74,7 +136,9 @@ REGEX_TOKENS = [
     flags=st.sampled_from([0, re.ASCII]),
     texts=st.lists(st.text(alphabet="ab1-é .@{}]A\t/|$^_\\&:", max_size=6), min_size=1, max_size=6),
 )
-def test_a_translated_pattern_compiles_and_matches_alike_in_every_engine(tokens: list[str], flags: int, texts: list[str]) -> None:
+def test_a_translated_pattern_compiles_and_matches_alike_in_every_engine(
+    tokens: list[str], flags: int, texts: list[str]
+) -> None:
     pattern = "".join(tokens)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -90,8 +154,6 @@ def test_a_translated_pattern_compiles_and_matches_alike_in_every_engine(tokens:
         assert (ecma.find(text) is not None) == expected, (pattern, translated, text)
         assert (ecma_u.find(text) is not None) == expected, (pattern, translated, text)
         assert (python.search(text) is not None) == expected, (pattern, translated, text)
-
-
 
 
 @pytest.mark.parametrize(
@@ -140,8 +202,9 @@ def test_a_translated_pattern_compiles_and_matches_alike_in_every_engine(tokens:
         ("", 0, ""),
     ],
 )
-def test_each_construct_is_translated_or_refused(pattern: str, flags: int, expected: str | None) -> None:
+def test_each_construct_is_translated_or_refused(
+    pattern: str, flags: int, expected: str | None
+) -> None:
     assert ecma_pattern(pattern, flags) == expected
     if expected is not None:
         compile_everywhere(expected)
-

@@ -45,8 +45,12 @@ from tests.fuzzing import examples
 from . import strategies as s
 from .sse_parser import parse_stream
 
-FUZZ = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-QUICK = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+QUICK = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def decode_or_documented_error(raw: bytes) -> Decoded | MCPError:
@@ -116,7 +120,9 @@ def test_decode_jsonrpc_like_messages_returns_decoded_or_documented_error(value)
 def test_parse_message_never_raises_and_only_attributes_valid_ids(value):
     message = parse_message(value)
     if isinstance(message, Invalid):
-        assert message.id is None or (isinstance(value, dict) and message.id == value.get("id") and is_valid_id(message.id))
+        assert message.id is None or (
+            isinstance(value, dict) and message.id == value.get("id") and is_valid_id(message.id)
+        )
     elif isinstance(message, (Request, Response)):
         assert message.id == value["id"]
 
@@ -180,14 +186,22 @@ def test_parse_event_id_raises_only_value_error(value):
 
 
 @FUZZ
-@given(s.sse_text, st.one_of(st.none(), s.stream_tokens.map(lambda t: t + ":1")), st.one_of(st.none(), st.integers(0, 10**6)))
+@given(
+    s.sse_text,
+    st.one_of(st.none(), s.stream_tokens.map(lambda t: t + ":1")),
+    st.one_of(st.none(), st.integers(0, 10**6)),
+)
 def test_encode_event_parses_back_to_exactly_the_original_data(data, event_id, retry):
     out = encode_event(data, event_id=event_id, retry_ms=retry)
     parsed = parse_stream(out)
     assert parsed.comments == []
     [event] = parsed.events
     assert event.data == data.replace("\r\n", "\n").replace("\r", "\n")
-    expected_fields = {"data"} | ({"id"} if event_id is not None else set()) | ({"retry"} if retry is not None else set())
+    expected_fields = (
+        {"data"}
+        | ({"id"} if event_id is not None else set())
+        | ({"retry"} if retry is not None else set())
+    )
     assert set(event.fields) == expected_fields
     assert event.id == event_id
     assert event.retry == retry
@@ -226,7 +240,12 @@ def test_accept_checks_raise_only_406(accept):
 
 
 @FUZZ
-@given(s.origin_headers, s.origin_headers, st.sampled_from(["http", "https"]), st.lists(s.origin_headers, max_size=3))
+@given(
+    s.origin_headers,
+    s.origin_headers,
+    st.sampled_from(["http", "https"]),
+    st.lists(s.origin_headers, max_size=3),
+)
 def test_origin_checks_raise_only_403(origin, host, scheme, allowed):
     normalized = normalize_origin(origin)
     assert normalized is None or normalized.startswith(("http://", "https://"))
@@ -271,7 +290,16 @@ def test_session_id_validity_matches_the_spec_rule(value):
 
 
 @FUZZ
-@given(st.one_of(s.header_text, st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=", max_size=80), s.json_values(4)))
+@given(
+    st.one_of(
+        s.header_text,
+        st.text(
+            alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=",
+            max_size=80,
+        ),
+        s.json_values(4),
+    )
+)
 def test_decode_cursor_raises_only_invalid_params(cursor):
     try:
         position = decode_cursor(cursor)

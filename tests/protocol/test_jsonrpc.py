@@ -63,7 +63,9 @@ def test_decode_request_with_integer_id():
 
 
 def test_decode_request_with_string_id_and_params():
-    message = decode_one({"jsonrpc": "2.0", "id": "abc", "method": "tools/call", "params": {"name": "x"}})
+    message = decode_one(
+        {"jsonrpc": "2.0", "id": "abc", "method": "tools/call", "params": {"name": "x"}}
+    )
     assert message == Request("abc", "tools/call", {"name": "x"})
 
 
@@ -91,7 +93,9 @@ def test_decode_notification():
 
 
 def test_decode_notification_with_params():
-    message = decode_one({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}})
+    message = decode_one(
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}
+    )
     assert message == Notification("notifications/cancelled", {"requestId": 3})
 
 
@@ -196,7 +200,9 @@ def test_decode_rejects_float_id_as_invalid_request(request_id):
     assert exc.value.code == INVALID_REQUEST
 
 
-@pytest.mark.parametrize("literal", [b"18446744073709551616", b"-9223372036854775809", b"123456789012345678901234567890"])
+@pytest.mark.parametrize(
+    "literal", [b"18446744073709551616", b"-9223372036854775809", b"123456789012345678901234567890"]
+)
 def test_decode_rejects_integer_id_beyond_64_bits_as_invalid_request(literal):
     # orjson reads such literals as floats, so the id is no longer an integer.
     raw = b'{"jsonrpc": "2.0", "id": ' + literal + b', "method": "ping"}'
@@ -254,7 +260,9 @@ def test_decode_rejects_message_without_method_result_or_error():
 
 def test_decode_rejects_response_with_both_result_and_error():
     with pytest.raises(InvalidRequestError) as exc:
-        decode(body({"jsonrpc": "2.0", "id": 1, "result": {}, "error": {"code": 1, "message": "m"}}))
+        decode(
+            body({"jsonrpc": "2.0", "id": 1, "result": {}, "error": {"code": 1, "message": "m"}})
+        )
     assert exc.value.code == INVALID_REQUEST
 
 
@@ -397,7 +405,9 @@ def test_decode_nested_batch_member_is_invalid():
 
 
 def test_decode_batch_member_with_huge_integer_id_is_invalid_without_id():
-    messages = decode(b'[{"jsonrpc": "2.0", "id": 99999999999999999999, "method": "ping"}]').messages
+    messages = decode(
+        b'[{"jsonrpc": "2.0", "id": 99999999999999999999, "method": "ping"}]'
+    ).messages
     assert isinstance(messages[0], Invalid)
     assert messages[0].id is None
 
@@ -413,9 +423,22 @@ def test_parse_message_of_non_object_is_invalid_without_id(value):
     assert message.error.code == INVALID_REQUEST
 
 
-@pytest.mark.parametrize(("value", "valid"), [(0, True), (-5, True), ("", True), ("a", True), (2**80, True),
-                                              (None, False), (True, False), (False, False), (1.0, False),
-                                              ([], False), ({}, False)])
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        (0, True),
+        (-5, True),
+        ("", True),
+        ("a", True),
+        (2**80, True),
+        (None, False),
+        (True, False),
+        (False, False),
+        (1.0, False),
+        ([], False),
+        ({}, False),
+    ],
+)
 def test_is_valid_id_accepts_only_strings_and_non_bool_integers(value, valid):
     assert is_valid_id(value) is valid
 
@@ -450,7 +473,12 @@ def test_notification_message_omits_params_when_none():
 
 def test_request_message_omits_params_when_none():
     assert request_message(3, "roots/list") == {"jsonrpc": "2.0", "id": 3, "method": "roots/list"}
-    assert request_message("r", "ping", {"a": 1}) == {"jsonrpc": "2.0", "id": "r", "method": "ping", "params": {"a": 1}}
+    assert request_message("r", "ping", {"a": 1}) == {
+        "jsonrpc": "2.0",
+        "id": "r",
+        "method": "ping",
+        "params": {"a": 1},
+    }
 
 
 def test_encode_is_compact_utf8_json():
@@ -463,12 +491,19 @@ def test_encode_is_compact_utf8_json():
     ("built", "expected"),
     [
         (request_message(1, "ping"), Request(1, "ping")),
-        (request_message("id", "tools/call", {"name": "n", "arguments": {"a": [1, 2]}}),
-         Request("id", "tools/call", {"name": "n", "arguments": {"a": [1, 2]}})),
-        (notification_message("notifications/progress", {"progress": 0.5}),
-         Notification("notifications/progress", {"progress": 0.5})),
+        (
+            request_message("id", "tools/call", {"name": "n", "arguments": {"a": [1, 2]}}),
+            Request("id", "tools/call", {"name": "n", "arguments": {"a": [1, 2]}}),
+        ),
+        (
+            notification_message("notifications/progress", {"progress": 0.5}),
+            Notification("notifications/progress", {"progress": 0.5}),
+        ),
         (result_message(2**64 - 1, {"x": None}), Response(2**64 - 1, result={"x": None})),
-        (error_message(-3, InvalidRequestError()), Response(-3, error={"code": INVALID_REQUEST, "message": "Invalid Request"})),
+        (
+            error_message(-3, InvalidRequestError()),
+            Response(-3, error={"code": INVALID_REQUEST, "message": "Invalid Request"}),
+        ),
     ],
 )
 def test_encode_then_decode_round_trips(built, expected):
@@ -500,7 +535,11 @@ def test_error_message_with_null_id_is_not_decodable_as_response():
         (MethodNotFoundError, METHOD_NOT_FOUND, "Method not found"),
         (InvalidParamsError, INVALID_PARAMS, "Invalid params"),
         (InternalError, INTERNAL_ERROR, "Internal error"),
-        (URLElicitationRequiredError, URL_ELICITATION_REQUIRED, "This request requires more information."),
+        (
+            URLElicitationRequiredError,
+            URL_ELICITATION_REQUIRED,
+            "This request requires more information.",
+        ),
         (MCPError, INTERNAL_ERROR, "Internal error"),
     ],
 )
@@ -513,24 +552,41 @@ def test_error_classes_carry_their_code_and_default_message(cls, code, message):
 
 def test_error_codes_are_the_json_rpc_and_mcp_values():
     assert (PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR) == (
-        -32700, -32600, -32601, -32602, -32603,
+        -32700,
+        -32600,
+        -32601,
+        -32602,
+        -32603,
     )
     assert (RESOURCE_NOT_FOUND, URL_ELICITATION_REQUIRED) == (-32002, -32042)
 
 
 def test_error_to_error_includes_falsy_but_present_data():
-    assert InvalidParamsError("m", data=0).to_error() == {"code": INVALID_PARAMS, "message": "m", "data": 0}
+    assert InvalidParamsError("m", data=0).to_error() == {
+        "code": INVALID_PARAMS,
+        "message": "m",
+        "data": 0,
+    }
     assert InvalidParamsError("m", data={}).to_error()["data"] == {}
 
 
 def test_resource_not_found_error_names_the_uri():
     exc = ResourceNotFoundError("file:///x")
     assert exc.code == RESOURCE_NOT_FOUND
-    assert exc.to_error() == {"code": RESOURCE_NOT_FOUND, "message": "Resource not found: file:///x", "data": {"uri": "file:///x"}}
+    assert exc.to_error() == {
+        "code": RESOURCE_NOT_FOUND,
+        "message": "Resource not found: file:///x",
+        "data": {"uri": "file:///x"},
+    }
 
 
 def test_error_code_http_status_mapping():
-    assert ERROR_CODE_HTTP_STATUS == {PARSE_ERROR: 400, INVALID_REQUEST: 400, INVALID_PARAMS: 400, METHOD_NOT_FOUND: 404}
+    assert ERROR_CODE_HTTP_STATUS == {
+        PARSE_ERROR: 400,
+        INVALID_REQUEST: 400,
+        INVALID_PARAMS: 400,
+        METHOD_NOT_FOUND: 404,
+    }
 
 
 def test_transport_error_body_is_an_id_less_json_rpc_error():
@@ -538,5 +594,9 @@ def test_transport_error_body_is_an_id_less_json_rpc_error():
     assert exc.status == 406
     assert exc.code == INVALID_REQUEST
     assert exc.headers == {"Allow": "GET"}
-    assert exc.to_body() == {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": "Not Acceptable"}}
+    assert exc.to_body() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": INVALID_REQUEST, "message": "Not Acceptable"},
+    }
     assert TransportError(400, "x").headers == {}

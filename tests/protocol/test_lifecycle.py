@@ -77,7 +77,9 @@ def test_parse_initialize_rejects_non_object_client_info(client_info):
     assert exc.value.code == INVALID_PARAMS
 
 
-@pytest.mark.parametrize("client_info", [{"name": 1}, {"name": None}, {"version": 1.0}, {"name": "c", "version": ["1"]}])
+@pytest.mark.parametrize(
+    "client_info", [{"name": 1}, {"name": None}, {"version": 1.0}, {"name": "c", "version": ["1"]}]
+)
 def test_parse_initialize_rejects_non_string_client_name_or_version(client_info):
     with pytest.raises(InvalidParamsError) as exc:
         parse_initialize({"protocolVersion": "2025-06-18", "clientInfo": client_info})
@@ -85,7 +87,9 @@ def test_parse_initialize_rejects_non_string_client_name_or_version(client_info)
 
 
 def test_initialize_result_shape():
-    result = initialize_result("2025-06-18", {"tools": {"listChanged": True}}, {"name": "srv", "version": "1"})
+    result = initialize_result(
+        "2025-06-18", {"tools": {"listChanged": True}}, {"name": "srv", "version": "1"}
+    )
     assert result == {
         "protocolVersion": "2025-06-18",
         "capabilities": {"tools": {"listChanged": True}},
@@ -103,7 +107,16 @@ def test_initialize_result_includes_instructions_only_when_non_empty():
 
 
 def test_log_levels_are_rfc5424_least_severe_first():
-    assert LOG_LEVELS == ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+    assert LOG_LEVELS == (
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    )
 
 
 @pytest.mark.parametrize("level", LOG_LEVELS)
@@ -111,7 +124,9 @@ def test_set_level_params_accept_every_level(level):
     assert parse("logging/setLevel", {"level": level}).level == level
 
 
-@pytest.mark.parametrize("level", [None, "", "DEBUG", "warn", "fatal", " info", 0, ["info"], {"l": 1}, True])
+@pytest.mark.parametrize(
+    "level", [None, "", "DEBUG", "warn", "fatal", " info", 0, ["info"], {"l": 1}, True]
+)
 def test_set_level_params_reject_unknown_level(level):
     with pytest.raises(InvalidParamsError) as exc:
         parse("logging/setLevel", {"level": level})
@@ -132,7 +147,9 @@ def test_level_enabled_without_threshold_passes_everything(level):
 @pytest.mark.parametrize("threshold", LOG_LEVELS)
 @pytest.mark.parametrize("level", LOG_LEVELS)
 def test_level_enabled_passes_messages_at_or_above_the_threshold(level, threshold):
-    assert level_enabled(level, threshold) is (LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold))
+    assert level_enabled(level, threshold) is (
+        LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)
+    )
 
 
 def test_level_enabled_examples():

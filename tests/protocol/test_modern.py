@@ -52,7 +52,9 @@ from tests.fuzzing import examples
 
 from . import strategies as s
 
-FUZZ = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 SERVER_INFO = {"name": "ExampleServer", "version": "1.0.0"}
 CLIENT_INFO = {"name": "ExampleClient", "version": "1.0.0"}
@@ -60,8 +62,17 @@ CLIENT_INFO = {"name": "ExampleClient", "version": "1.0.0"}
 
 def meta(**extra: Any) -> dict[str, Any]:
     """A valid modern ``_meta``; keyword arguments replace or add keys (None deletes one)."""
-    fields: dict[str, Any] = {META_PROTOCOL_VERSION: V2026_07_28, META_CLIENT_INFO: CLIENT_INFO, META_CLIENT_CAPABILITIES: {}}
-    keys = {"version": META_PROTOCOL_VERSION, "caps": META_CLIENT_CAPABILITIES, "info": META_CLIENT_INFO, "level": META_LOG_LEVEL}
+    fields: dict[str, Any] = {
+        META_PROTOCOL_VERSION: V2026_07_28,
+        META_CLIENT_INFO: CLIENT_INFO,
+        META_CLIENT_CAPABILITIES: {},
+    }
+    keys = {
+        "version": META_PROTOCOL_VERSION,
+        "caps": META_CLIENT_CAPABILITIES,
+        "info": META_CLIENT_INFO,
+        "level": META_LOG_LEVEL,
+    }
     for short, value in extra.items():
         key = keys.get(short, short)
         if value is None:
@@ -79,7 +90,11 @@ def parse(params: Any, header: str | None = V2026_07_28, **limits: int) -> Reque
 
 
 def test_new_error_codes_are_the_spec_s():
-    assert (HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION) == (-32020, -32021, -32022)
+    assert (HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION) == (
+        -32020,
+        -32021,
+        -32022,
+    )
     assert HeaderMismatchError().to_error() == {"code": -32020, "message": "Header mismatch"}
 
 
@@ -89,7 +104,15 @@ def test_existing_errors_leave_the_http_status_to_the_transport(cls):
     assert ResourceNotFoundError("x://y").http_status is None
 
 
-@pytest.mark.parametrize("cls", [HeaderMismatchError, MissingRequiredClientCapabilityError, UnsupportedProtocolVersionError, InvalidRequestMetaError])
+@pytest.mark.parametrize(
+    "cls",
+    [
+        HeaderMismatchError,
+        MissingRequiredClientCapabilityError,
+        UnsupportedProtocolVersionError,
+        InvalidRequestMetaError,
+    ],
+)
 def test_modern_errors_are_answered_with_http_400(cls):
     assert cls.http_status == 400
 
@@ -102,13 +125,21 @@ def test_invalid_request_meta_is_invalid_params():
 
 def test_missing_capability_data_is_required_capabilities():
     by_keyword = MissingRequiredClientCapabilityError(required_capabilities={"elicitation": {}})
-    assert by_keyword.to_error() == {"code": -32021, "message": "Missing required client capability", "data": {"requiredCapabilities": {"elicitation": {}}}}
-    by_data = MissingRequiredClientCapabilityError("needs sampling", data={"requiredCapabilities": {"sampling": {}}})
+    assert by_keyword.to_error() == {
+        "code": -32021,
+        "message": "Missing required client capability",
+        "data": {"requiredCapabilities": {"elicitation": {}}},
+    }
+    by_data = MissingRequiredClientCapabilityError(
+        "needs sampling", data={"requiredCapabilities": {"sampling": {}}}
+    )
     assert by_data.to_error()["data"] == {"requiredCapabilities": {"sampling": {}}}
 
 
 def test_unsupported_version_data_matches_the_versioning_example():
-    exc = UnsupportedProtocolVersionError(requested="1900-01-01", supported=["2026-07-28", "2025-11-25"])
+    exc = UnsupportedProtocolVersionError(
+        requested="1900-01-01", supported=["2026-07-28", "2025-11-25"]
+    )
     assert exc.to_error() == {
         "code": -32022,
         "message": "Unsupported protocol version",
@@ -123,9 +154,23 @@ def test_versions_and_removed_methods():
     assert MODERN_VERSIONS[0] == V2026_07_28 == "2026-07-28"
     assert ADVERTISED_VERSIONS[: len(MODERN_VERSIONS)] == MODERN_VERSIONS
     assert "2025-11-25" in ADVERTISED_VERSIONS
-    assert {"initialize", "notifications/initialized", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"} <= REMOVED_METHODS
+    assert {
+        "initialize",
+        "notifications/initialized",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+    } <= REMOVED_METHODS
     assert "notifications/roots/list_changed" in REMOVED_METHODS
-    assert not REMOVED_METHODS & {"server/discover", "subscriptions/listen", "tools/call", "tools/list", "completion/complete", "tasks/get"}
+    assert not REMOVED_METHODS & {
+        "server/discover",
+        "subscriptions/listen",
+        "tools/call",
+        "tools/list",
+        "completion/complete",
+        "tasks/get",
+    }
     assert sorted(modern.INPUT_METHODS) == ["prompts/get", "resources/read", "tools/call"]
 
 
@@ -162,7 +207,9 @@ def test_is_modern_version():
 
 def test_parse_minimal_and_full_meta():
     minimal = parse({"_meta": {META_PROTOCOL_VERSION: V2026_07_28, META_CLIENT_CAPABILITIES: {}}})
-    assert minimal == RequestMeta(version=V2026_07_28, client_capabilities={}, client_info=None, log_level=None)
+    assert minimal == RequestMeta(
+        version=V2026_07_28, client_capabilities={}, client_info=None, log_level=None
+    )
     caps = {"elicitation": {"form": {}}, "extensions": {"io.modelcontextprotocol/ui": {}}}
     full = parse({"name": "t", "_meta": meta(caps=caps, level="warning", traceparent="00-x")})
     assert full == RequestMeta(V2026_07_28, caps, CLIENT_INFO, "warning")
@@ -194,12 +241,16 @@ def test_missing_or_mistyped_required_fields_are_invalid_params_400(params):
 
 
 def test_missing_version_header_is_a_header_mismatch():
-    with pytest.raises(HeaderMismatchError, match="MCP-Protocol-Version header is required") as info:
+    with pytest.raises(
+        HeaderMismatchError, match="MCP-Protocol-Version header is required"
+    ) as info:
         parse({"_meta": meta()}, header=None)
     assert info.value.http_status == 400
 
 
-@pytest.mark.parametrize("header", ["2025-11-25", "2026-07-29", "2026-07-28x", "", "2026-07-28\r\n", "2026-07-28\x00"])
+@pytest.mark.parametrize(
+    "header", ["2025-11-25", "2026-07-29", "2026-07-28x", "", "2026-07-28\r\n", "2026-07-28\x00"]
+)
 def test_version_header_differing_from_meta_is_a_header_mismatch(header):
     with pytest.raises(HeaderMismatchError):
         parse({"_meta": meta()}, header=header)
@@ -213,7 +264,10 @@ def test_unsupported_version_lists_what_is_supported():
     with pytest.raises(UnsupportedProtocolVersionError) as info:
         parse({"_meta": meta(version="1900-01-01")}, header="1900-01-01")
     assert info.value.http_status == 400
-    assert info.value.to_error()["data"] == {"supported": list(ADVERTISED_VERSIONS), "requested": "1900-01-01"}
+    assert info.value.to_error()["data"] == {
+        "supported": list(ADVERTISED_VERSIONS),
+        "requested": "1900-01-01",
+    }
 
 
 def test_legacy_version_in_modern_meta_is_unsupported():
@@ -235,7 +289,15 @@ def test_header_is_checked_before_the_version():
 
 @pytest.mark.parametrize(
     "info",
-    [[], "client", 1, {"name": 1, "version": "1"}, {"name": "n", "version": None}, {"name": "n" * 201, "version": "1"}, {"name": "n", "version": "v" * 101}],
+    [
+        [],
+        "client",
+        1,
+        {"name": 1, "version": "1"},
+        {"name": "n", "version": None},
+        {"name": "n" * 201, "version": "1"},
+        {"name": "n", "version": "v" * 101},
+    ],
 )
 def test_client_info_must_be_a_bounded_object(info):
     with pytest.raises(InvalidRequestMetaError, match="clientInfo"):
@@ -250,7 +312,10 @@ def test_client_info_null_is_not_absent():
 def test_client_info_and_capabilities_size_and_depth_are_bounded():
     with pytest.raises(InvalidRequestMetaError, match="clientInfo"):
         parse({"_meta": meta(info={**CLIENT_INFO, "description": "d" * 5000})})
-    assert parse({"_meta": meta(info={**CLIENT_INFO, "description": "d" * 5000})}, max_client_info_bytes=10_000).client_info
+    assert parse(
+        {"_meta": meta(info={**CLIENT_INFO, "description": "d" * 5000})},
+        max_client_info_bytes=10_000,
+    ).client_info
     with pytest.raises(InvalidRequestMetaError, match="clientCapabilities"):
         parse({"_meta": meta(caps={"experimental": {"x": "y" * 70_000}})})
     deep: dict[str, Any] = {}
@@ -350,7 +415,10 @@ def test_encode_then_decode_is_the_identity(value):
     assert decode_header_value(encoded) == value
 
 
-base64ish = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_ ?\n\x00é", max_size=40)
+base64ish = st.text(
+    alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_ ?\n\x00é",
+    max_size=40,
+)
 header_values = (
     s.header_text
     | st.builds(lambda body: f"=?base64?{body}?=", base64ish)
@@ -384,7 +452,11 @@ def headers(method: str, name: str | None = None, **extra: str) -> dict[str, str
     [
         ("tools/call", {"name": "get_weather", "arguments": {}}, "get_weather"),
         ("prompts/get", {"name": "code_review"}, "code_review"),
-        ("resources/read", {"uri": "file:///projects/myapp/config.json"}, "file:///projects/myapp/config.json"),
+        (
+            "resources/read",
+            {"uri": "file:///projects/myapp/config.json"},
+            "file:///projects/myapp/config.json",
+        ),
         ("tools/call", {"name": "météo"}, "=?base64?bcOpdMOpbw==?="),
         ("resources/read", {"uri": "file:///a b "}, "=?base64?ZmlsZTovLy9hIGIg?="),
     ],
@@ -393,7 +465,9 @@ def test_standard_headers_matching_the_body_pass(method, params, name):
     check_request_headers(method, params, headers(method, name))
 
 
-@pytest.mark.parametrize("method", ["tools/list", "server/discover", "resources/list", "subscriptions/listen"])
+@pytest.mark.parametrize(
+    "method", ["tools/list", "server/discover", "resources/list", "subscriptions/listen"]
+)
 def test_methods_without_a_name_need_only_mcp_method(method):
     check_request_headers(method, {}, headers(method))
 
@@ -403,17 +477,52 @@ def test_methods_without_a_name_need_only_mcp_method(method):
     [
         ("tools/list", {}, {}, "Mcp-Method header is required"),
         ("tools/list", {}, {"mcp-method": "tools/call"}, "does not match"),
-        ("tools/list", {}, {"mcp-method": "Tools/List"}, "does not match"),  # values are case-sensitive
+        (
+            "tools/list",
+            {},
+            {"mcp-method": "Tools/List"},
+            "does not match",
+        ),  # values are case-sensitive
         ("tools/list", {}, {"mcp-method": "tools/list\r\n"}, "invalid characters"),
         ("tools/call", {"name": "a"}, {"mcp-method": "tools/call"}, "Mcp-Name header is required"),
-        ("tools/call", {"name": "a"}, {"mcp-method": "tools/call", "mcp-name": "b"}, "does not match"),
-        ("prompts/get", {"name": "a"}, {"mcp-method": "prompts/get", "mcp-name": "A"}, "does not match"),
-        ("resources/read", {"uri": "x:1"}, {"mcp-method": "resources/read", "mcp-name": "x:2"}, "does not match"),
-        ("resources/read", {"name": "x:1"}, {"mcp-method": "resources/read", "mcp-name": "x:1"}, "no string"),
+        (
+            "tools/call",
+            {"name": "a"},
+            {"mcp-method": "tools/call", "mcp-name": "b"},
+            "does not match",
+        ),
+        (
+            "prompts/get",
+            {"name": "a"},
+            {"mcp-method": "prompts/get", "mcp-name": "A"},
+            "does not match",
+        ),
+        (
+            "resources/read",
+            {"uri": "x:1"},
+            {"mcp-method": "resources/read", "mcp-name": "x:2"},
+            "does not match",
+        ),
+        (
+            "resources/read",
+            {"name": "x:1"},
+            {"mcp-method": "resources/read", "mcp-name": "x:1"},
+            "no string",
+        ),
         ("tools/call", {}, {"mcp-method": "tools/call", "mcp-name": "a"}, "no string"),
         ("tools/call", {"name": 5}, {"mcp-method": "tools/call", "mcp-name": "5"}, "no string"),
-        ("tools/call", {"name": "é"}, {"mcp-method": "tools/call", "mcp-name": "é"}, "invalid characters"),
-        ("tools/call", {"name": "a"}, {"mcp-method": "tools/call", "mcp-name": "=?base64?YQ?=", "x": "y"}, "malformed Base64"),
+        (
+            "tools/call",
+            {"name": "é"},
+            {"mcp-method": "tools/call", "mcp-name": "é"},
+            "invalid characters",
+        ),
+        (
+            "tools/call",
+            {"name": "a"},
+            {"mcp-method": "tools/call", "mcp-name": "=?base64?YQ?=", "x": "y"},
+            "malformed Base64",
+        ),
     ],
 )
 def test_standard_header_failures_are_header_mismatches(method, params, sent, match):
@@ -425,8 +534,14 @@ def test_standard_header_failures_are_header_mismatches(method, params, sent, ma
 def test_a_literal_sentinel_name_must_be_encoded():
     # A plain header that looks like the sentinel is decoded, so it cannot match the literal name.
     with pytest.raises(HeaderMismatchError):
-        check_request_headers("tools/call", {"name": "=?base64?YQ==?="}, headers("tools/call", "=?base64?YQ==?="))
-    check_request_headers("tools/call", {"name": "=?base64?YQ==?="}, headers("tools/call", encode_header_value("=?base64?YQ==?=")))
+        check_request_headers(
+            "tools/call", {"name": "=?base64?YQ==?="}, headers("tools/call", "=?base64?YQ==?=")
+        )
+    check_request_headers(
+        "tools/call",
+        {"name": "=?base64?YQ==?="},
+        headers("tools/call", encode_header_value("=?base64?YQ==?=")),
+    )
 
 
 # --- x-mcp-header --------------------------------------------------------------------------------
@@ -434,7 +549,11 @@ def test_a_literal_sentinel_name_must_be_encoded():
 EXECUTE_SQL_SCHEMA = {
     "type": "object",
     "properties": {
-        "region": {"type": "string", "description": "The region to execute the query in", "x-mcp-header": "Region"},
+        "region": {
+            "type": "string",
+            "description": "The region to execute the query in",
+            "x-mcp-header": "Region",
+        },
         "query": {"type": "string", "description": "The SQL query to execute"},
     },
     "required": ["region", "query"],
@@ -455,13 +574,20 @@ def test_nested_properties_and_all_primitive_types():
         "properties": {
             "target": {
                 "type": "object",
-                "properties": {"tenant": {"type": "string", "x-mcp-header": "Tenant-Id"}, "shard": {"type": "integer", "x-mcp-header": "Shard"}},
+                "properties": {
+                    "tenant": {"type": "string", "x-mcp-header": "Tenant-Id"},
+                    "shard": {"type": "integer", "x-mcp-header": "Shard"},
+                },
             },
             "dry": {"type": ["boolean", "null"], "x-mcp-header": "Dry_Run"},
             "plain": {"type": "string"},
         },
     }
-    assert mcp_header_params(schema) == {"Tenant-Id": ("target", "tenant"), "Shard": ("target", "shard"), "Dry_Run": ("dry",)}
+    assert mcp_header_params(schema) == {
+        "Tenant-Id": ("target", "tenant"),
+        "Shard": ("target", "shard"),
+        "Dry_Run": ("dry",),
+    }
 
 
 def test_schemas_without_annotations_and_annotation_look_alikes():
@@ -470,7 +596,14 @@ def test_schemas_without_annotations_and_annotation_look_alikes():
     # A property *named* x-mcp-header, and the key inside instance data, are not annotations.
     schema = {
         "type": "object",
-        "properties": {"x-mcp-header": {"type": "string"}, "o": {"type": "object", "default": {"x-mcp-header": "Nope"}, "enum": [{"x-mcp-header": "No"}]}},
+        "properties": {
+            "x-mcp-header": {"type": "string"},
+            "o": {
+                "type": "object",
+                "default": {"x-mcp-header": "Nope"},
+                "enum": [{"x-mcp-header": "No"}],
+            },
+        },
         "examples": [{"x-mcp-header": "No"}],
     }
     assert mcp_header_params(schema) == {}
@@ -503,7 +636,9 @@ def test_annotation_constraint_violations(annotated, match):
 
 
 def test_header_names_must_be_unique_case_insensitively():
-    schema = schema_with({"type": "string", "x-mcp-header": "Region"}, q={"type": "string", "x-mcp-header": "REGION"})
+    schema = schema_with(
+        {"type": "string", "x-mcp-header": "Region"}, q={"type": "string", "x-mcp-header": "REGION"}
+    )
     with pytest.raises(ValueError, match="duplicates"):
         mcp_header_params(schema)
 
@@ -528,7 +663,12 @@ ANNOTATED = {"type": "string", "x-mcp-header": "Hidden"}
         {"type": "object", "additionalProperties": ANNOTATED},
         {"type": "object", "patternProperties": {"^p": ANNOTATED}},
         {"type": "object", "dependentSchemas": {"p": {"properties": {"q": ANNOTATED}}}},
-        {"type": "object", "properties": {"o": {"type": "object", "additionalProperties": {"properties": {"p": ANNOTATED}}}}},
+        {
+            "type": "object",
+            "properties": {
+                "o": {"type": "object", "additionalProperties": {"properties": {"p": ANNOTATED}}}
+            },
+        },
     ],
 )
 def test_annotations_not_statically_reachable_are_refused(schema):
@@ -547,7 +687,12 @@ def test_non_object_schema_and_runaway_schemas_are_refused():
 
 # --- Mcp-Param-{Name} ------------------------------------------------------------------------------
 
-PATHS = {"Region": ("region",), "Shard": ("target", "shard"), "Dry": ("dry",), "Greeting": ("greeting",)}
+PATHS = {
+    "Region": ("region",),
+    "Shard": ("target", "shard"),
+    "Dry": ("dry",),
+    "Greeting": ("greeting",),
+}
 
 
 @pytest.mark.parametrize(
@@ -569,7 +714,10 @@ PATHS = {"Region": ("region",), "Shard": ("target", "shard"), "Dry": ("dry",), "
         ({"greeting": "Hello, 世界"}, {"mcp-param-greeting": "=?base64?SGVsbG8sIOS4lueVjA==?="}),
         ({"greeting": " padded "}, {"mcp-param-greeting": "=?base64?IHBhZGRlZCA=?="}),
         ({"greeting": ""}, {"mcp-param-greeting": ""}),
-        ({"region": "us-west1", "target": {"shard": 1}, "dry": True}, {"mcp-param-region": "us-west1", "mcp-param-shard": "1", "mcp-param-dry": "true"}),
+        (
+            {"region": "us-west1", "target": {"shard": 1}, "dry": True},
+            {"mcp-param-region": "us-west1", "mcp-param-shard": "1", "mcp-param-dry": "true"},
+        ),
     ],
 )
 def test_param_headers_matching_the_arguments_pass(arguments, sent):
@@ -594,12 +742,20 @@ def test_param_headers_matching_the_arguments_pass(arguments, sent):
         ({"dry": True}, {"mcp-param-dry": "True"}, "does not match"),
         ({"dry": True}, {"mcp-param-dry": "1"}, "does not match"),
         ({"dry": False}, {"mcp-param-dry": "true"}, "does not match"),
-        ({"region": "42"}, {"mcp-param-region": "42.0"}, "does not match"),  # strings compare exactly
+        (
+            {"region": "42"},
+            {"mcp-param-region": "42.0"},
+            "does not match",
+        ),  # strings compare exactly
         ({"region": ["us-west1"]}, {"mcp-param-region": "us-west1"}, "does not match"),
         ({"region": {"r": 1}}, {"mcp-param-region": "{}"}, "does not match"),
         ({"greeting": "Hello, 世界"}, {"mcp-param-greeting": "Hello, 世界"}, "invalid characters"),
         ({"greeting": "a\nb"}, {"mcp-param-greeting": "a\nb"}, "invalid characters"),
-        ({"greeting": "hi"}, {"mcp-param-greeting": "=?base64?aGk?=", "mcp-name": "x"}, "malformed Base64"),
+        (
+            {"greeting": "hi"},
+            {"mcp-param-greeting": "=?base64?aGk?=", "mcp-name": "x"},
+            "malformed Base64",
+        ),
     ],
 )
 def test_param_header_failures_are_header_mismatches(arguments, sent, match):
@@ -609,9 +765,15 @@ def test_param_header_failures_are_header_mismatches(arguments, sent, match):
 
 def test_param_headers_from_a_real_schema():
     paths = mcp_header_params(EXECUTE_SQL_SCHEMA)
-    check_param_headers(paths, {"region": "us-west1", "query": "SELECT * FROM users"}, {"mcp-param-region": "us-west1"})
+    check_param_headers(
+        paths,
+        {"region": "us-west1", "query": "SELECT * FROM users"},
+        {"mcp-param-region": "us-west1"},
+    )
     with pytest.raises(HeaderMismatchError):
-        check_param_headers(paths, {"region": "us-west1", "query": "SELECT 1"}, {"mcp-param-query": "SELECT 1"})
+        check_param_headers(
+            paths, {"region": "us-west1", "query": "SELECT 1"}, {"mcp-param-query": "SELECT 1"}
+        )
 
 
 # --- results ------------------------------------------------------------------------------------
@@ -620,24 +782,49 @@ def test_param_headers_from_a_real_schema():
 def test_complete_result_adds_result_type_and_server_info_without_mutating():
     original = {"tools": []}
     shaped = complete_result(original, server_info=SERVER_INFO)
-    assert shaped == {"tools": [], "resultType": "complete", "_meta": {META_SERVER_INFO: SERVER_INFO}}
+    assert shaped == {
+        "tools": [],
+        "resultType": "complete",
+        "_meta": {META_SERVER_INFO: SERVER_INFO},
+    }
     assert original == {"tools": []}
 
 
 def test_complete_result_only_fills_gaps():
-    result = {"resultType": "input_required", "inputRequests": {}, "_meta": {"com.example/trace": "t"}}
+    result = {
+        "resultType": "input_required",
+        "inputRequests": {},
+        "_meta": {"com.example/trace": "t"},
+    }
     shaped = complete_result(result, server_info=SERVER_INFO, cache=CacheHint(60_000, "public"))
     # Interim results are not cacheable, so they carry no hints.
-    assert shaped == {"resultType": "input_required", "inputRequests": {}, "_meta": {"com.example/trace": "t", META_SERVER_INFO: SERVER_INFO}}
+    assert shaped == {
+        "resultType": "input_required",
+        "inputRequests": {},
+        "_meta": {"com.example/trace": "t", META_SERVER_INFO: SERVER_INFO},
+    }
     assert result["_meta"] == {"com.example/trace": "t"}
     mine = {"_meta": {META_SERVER_INFO: {"name": "own", "version": "2"}}, "ttlMs": 5}
     own = complete_result(mine, server_info=SERVER_INFO, cache=CacheHint(60_000, "private"))
-    assert own == {"resultType": "complete", "_meta": {META_SERVER_INFO: {"name": "own", "version": "2"}}, "ttlMs": 5, "cacheScope": "private"}
+    assert own == {
+        "resultType": "complete",
+        "_meta": {META_SERVER_INFO: {"name": "own", "version": "2"}},
+        "ttlMs": 5,
+        "cacheScope": "private",
+    }
 
 
 def test_complete_result_puts_cache_hints_at_the_top_level():
-    shaped = complete_result({"contents": []}, server_info=SERVER_INFO, cache=CacheHint(ttl_ms=0, scope="private"))
-    assert shaped == {"contents": [], "resultType": "complete", "_meta": {META_SERVER_INFO: SERVER_INFO}, "ttlMs": 0, "cacheScope": "private"}
+    shaped = complete_result(
+        {"contents": []}, server_info=SERVER_INFO, cache=CacheHint(ttl_ms=0, scope="private")
+    )
+    assert shaped == {
+        "contents": [],
+        "resultType": "complete",
+        "_meta": {META_SERVER_INFO: SERVER_INFO},
+        "ttlMs": 0,
+        "cacheScope": "private",
+    }
 
 
 def test_complete_result_refuses_a_non_object_meta():
@@ -645,7 +832,17 @@ def test_complete_result_refuses_a_non_object_meta():
         complete_result({"_meta": []}, server_info=SERVER_INFO)
 
 
-@pytest.mark.parametrize(("ttl", "scope"), [(-1, "public"), (True, "public"), (1.5, "public"), (2**53, "public"), (0, "shared"), (0, "PUBLIC")])
+@pytest.mark.parametrize(
+    ("ttl", "scope"),
+    [
+        (-1, "public"),
+        (True, "public"),
+        (1.5, "public"),
+        (2**53, "public"),
+        (0, "shared"),
+        (0, "PUBLIC"),
+    ],
+)
 def test_cache_hint_is_validated(ttl, scope):
     with pytest.raises(ValueError):
         CacheHint(ttl, scope)
@@ -664,7 +861,9 @@ def test_discover_result_matches_the_spec_example():
         "resultType": "complete",
         "supportedVersions": ["2026-07-28"],
         "capabilities": {"tools": {}, "resources": {}},
-        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "ExampleServer", "version": "1.0.0"}},
+        "_meta": {
+            "io.modelcontextprotocol/serverInfo": {"name": "ExampleServer", "version": "1.0.0"}
+        },
         "instructions": "This server provides weather and resource utilities.",
         "ttlMs": 3600000,
         "cacheScope": "public",
@@ -672,7 +871,13 @@ def test_discover_result_matches_the_spec_example():
 
 
 def test_discover_result_without_instructions_or_hint():
-    result = discover_result(versions=ADVERTISED_VERSIONS, capabilities={}, server_info=SERVER_INFO, instructions=None, cache=None)
+    result = discover_result(
+        versions=ADVERTISED_VERSIONS,
+        capabilities={},
+        server_info=SERVER_INFO,
+        instructions=None,
+        cache=None,
+    )
     assert "instructions" not in result
     assert result["supportedVersions"] == list(ADVERTISED_VERSIONS)
     assert (result["ttlMs"], result["cacheScope"]) == (0, "private")
@@ -700,12 +905,19 @@ def test_http_status(response, status):
 
 META_ERRORS = (InvalidRequestMetaError, HeaderMismatchError, UnsupportedProtocolVersionError)
 
-versions = st.sampled_from([V2026_07_28, "2025-11-25", "1900-01-01", "", " 2026-07-28"]) | s.header_text
+versions = (
+    st.sampled_from([V2026_07_28, "2025-11-25", "1900-01-01", "", " 2026-07-28"]) | s.header_text
+)
 # Per key: (plausible values, anything at all); plausible ones are drawn three times in four.
 meta_values: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     META_PROTOCOL_VERSION: (st.just(V2026_07_28), versions | s.json_values(4)),
     META_CLIENT_CAPABILITIES: (s.json_objects, s.json_values(6) | st.just({"n": 2**70})),
-    META_CLIENT_INFO: (st.fixed_dictionaries({}, optional={"name": st.text(max_size=20), "version": st.text(max_size=5)}), s.json_values(6)),
+    META_CLIENT_INFO: (
+        st.fixed_dictionaries(
+            {}, optional={"name": st.text(max_size=20), "version": st.text(max_size=5)}
+        ),
+        s.json_values(6),
+    ),
     META_LOG_LEVEL: (st.sampled_from(LOG_LEVELS), st.sampled_from(["DEBUG", ""]) | s.json_scalars),
 }
 
@@ -745,7 +957,9 @@ def params_and_header(draw: st.DrawFn) -> tuple[Any, str | None]:
 def test_parse_request_meta_only_fails_with_documented_errors(case):
     params, header = case
     try:
-        parsed = parse(params, header, max_client_info_bytes=200, max_capabilities_bytes=400, max_depth=4)
+        parsed = parse(
+            params, header, max_client_info_bytes=200, max_capabilities_bytes=400, max_depth=4
+        )
     except META_ERRORS as exc:
         assert exc.http_status == 400
         return
@@ -762,15 +976,31 @@ def test_is_modern_request_never_raises(header, params):
     assert isinstance(is_modern_request(header, params), bool)
 
 
-methods = st.sampled_from(["tools/call", "prompts/get", "resources/read", "tools/list", "server/discover"]) | s.methods
+methods = (
+    st.sampled_from(
+        ["tools/call", "prompts/get", "resources/read", "tools/list", "server/discover"]
+    )
+    | s.methods
+)
 header_maps = st.dictionaries(
-    st.sampled_from(["mcp-method", "mcp-name", "mcp-protocol-version", "mcp-param-x"]) | st.text(max_size=10), header_values, max_size=4
+    st.sampled_from(["mcp-method", "mcp-name", "mcp-protocol-version", "mcp-param-x"])
+    | st.text(max_size=10),
+    header_values,
+    max_size=4,
 )
 
 
 @FUZZ
-@given(methods, s.json_objects | st.builds(lambda n, u: {"name": n, "uri": u}, s.json_scalars, s.json_scalars) | s.json_values(3), header_maps)
-@example("tools/call", {"name": "get_weather"}, {"mcp-method": "tools/call", "mcp-name": "get_weather"})
+@given(
+    methods,
+    s.json_objects
+    | st.builds(lambda n, u: {"name": n, "uri": u}, s.json_scalars, s.json_scalars)
+    | s.json_values(3),
+    header_maps,
+)
+@example(
+    "tools/call", {"name": "get_weather"}, {"mcp-method": "tools/call", "mcp-name": "get_weather"}
+)
 def test_check_request_headers_only_fails_with_header_mismatch(method, params, sent):
     try:
         check_request_headers(method, params, sent)
@@ -780,7 +1010,14 @@ def test_check_request_headers_only_fails_with_header_mismatch(method, params, s
 
 
 @FUZZ
-@given(s.json_objects | s.json_values(4), st.dictionaries(st.sampled_from(["mcp-param-region", "mcp-param-shard", "mcp-param-dry"]), header_values, max_size=3))
+@given(
+    s.json_objects | s.json_values(4),
+    st.dictionaries(
+        st.sampled_from(["mcp-param-region", "mcp-param-shard", "mcp-param-dry"]),
+        header_values,
+        max_size=3,
+    ),
+)
 def test_check_param_headers_only_fails_with_header_mismatch(arguments, sent):
     try:
         check_param_headers(PATHS, arguments, sent)

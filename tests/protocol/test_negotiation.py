@@ -41,7 +41,10 @@ def test_negotiate_version_echoes_a_supported_version(version):
     assert negotiate_version(version) == version
 
 
-@pytest.mark.parametrize("requested", ["2026-07-28", "2024-01-01", "", " 2025-06-18", "latest", None, 20250618, ["2025-06-18"]])
+@pytest.mark.parametrize(
+    "requested",
+    ["2026-07-28", "2024-01-01", "", " 2025-06-18", "latest", None, 20250618, ["2025-06-18"]],
+)
 def test_negotiate_version_answers_latest_for_anything_else(requested):
     assert negotiate_version(requested) == LATEST_VERSION
 
@@ -68,7 +71,10 @@ def test_protocol_version_header_surrounding_whitespace_is_ignored():
     assert check_protocol_version_header("  2025-06-18 ") == "2025-06-18"
 
 
-@pytest.mark.parametrize("value", ["2026-07-28", "2025-06-19", "", " ", "2025-06-18, 2025-03-26", "2025-06-18\x00", "x" * 500])
+@pytest.mark.parametrize(
+    "value",
+    ["2026-07-28", "2025-06-19", "", " ", "2025-06-18, 2025-03-26", "2025-06-18\x00", "x" * 500],
+)
 def test_unsupported_protocol_version_header_is_400(value):
     with pytest.raises(TransportError) as exc:
         check_protocol_version_header(value)
@@ -139,12 +145,24 @@ def test_post_accept_refuses_with_406(accept):
     assert exc.value.code == INVALID_REQUEST
 
 
-@pytest.mark.parametrize("accept", ["text/event-stream", "text/*", "*/*", "text/event-stream;q=0.1", None, "application/json, text/event-stream"])
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "text/event-stream",
+        "text/*",
+        "*/*",
+        "text/event-stream;q=0.1",
+        None,
+        "application/json, text/event-stream",
+    ],
+)
 def test_get_accept_admits_sse(accept):
     check_get_accept(accept)
 
 
-@pytest.mark.parametrize("accept", ["application/json", "text/event-stream;q=0", "text/html", "text/*;q=0", "*/*;q=0"])
+@pytest.mark.parametrize(
+    "accept", ["application/json", "text/event-stream;q=0", "text/html", "text/*;q=0", "*/*;q=0"]
+)
 def test_get_accept_refuses_with_406(accept):
     with pytest.raises(TransportError) as exc:
         check_get_accept(accept)
@@ -174,7 +192,13 @@ def test_accepts_missing_header_admits_everything():
 
 @pytest.mark.parametrize(
     "content_type",
-    ["application/json", "application/json; charset=utf-8", "application/json;charset=UTF-8", "Application/JSON", " application/json ; x=y"],
+    [
+        "application/json",
+        "application/json; charset=utf-8",
+        "application/json;charset=UTF-8",
+        "Application/JSON",
+        " application/json ; x=y",
+    ],
 )
 def test_content_type_json_is_accepted(content_type):
     check_content_type(content_type)
@@ -182,8 +206,21 @@ def test_content_type_json_is_accepted(content_type):
 
 @pytest.mark.parametrize(
     "content_type",
-    [None, "", "text/plain", "application/jsonl", "application/json-rpc", "application/vnd.api+json", "text/json",
-     "multipart/form-data", "application/x-www-form-urlencoded", "application", "json", "*/*", "application/*"],
+    [
+        None,
+        "",
+        "text/plain",
+        "application/jsonl",
+        "application/json-rpc",
+        "application/vnd.api+json",
+        "text/json",
+        "multipart/form-data",
+        "application/x-www-form-urlencoded",
+        "application",
+        "json",
+        "*/*",
+        "application/*",
+    ],
 )
 def test_content_type_other_than_json_is_415(content_type):
     with pytest.raises(TransportError) as exc:
@@ -210,7 +247,15 @@ def test_body_size_over_limit_is_413(length, limit):
 
 @pytest.mark.parametrize(
     "value",
-    ["a", "!", "~", "0123456789abcdef", "x" * 128, "".join(chr(c) for c in range(0x21, 0x7F)), "abc-DEF_123.~:/=+"],
+    [
+        "a",
+        "!",
+        "~",
+        "0123456789abcdef",
+        "x" * 128,
+        "".join(chr(c) for c in range(0x21, 0x7F)),
+        "abc-DEF_123.~:/=+",
+    ],
 )
 def test_session_id_of_visible_ascii_is_valid(value):
     assert is_valid_session_id(value) is True
@@ -267,9 +312,26 @@ def test_normalize_origin(origin, expected):
 
 @pytest.mark.parametrize(
     "origin",
-    ["null", "", " ", "file://", "file:///etc/passwd", "http://", "https://", "http://:80", "javascript:alert(1)",
-     "data:text/html,x", "ftp://example.com", "chrome-extension://abc", "example.com", "//example.com",
-     "http://[::1", "http://example.com:99999", "http://example.com:abc", "*"],
+    [
+        "null",
+        "",
+        " ",
+        "file://",
+        "file:///etc/passwd",
+        "http://",
+        "https://",
+        "http://:80",
+        "javascript:alert(1)",
+        "data:text/html,x",
+        "ftp://example.com",
+        "chrome-extension://abc",
+        "example.com",
+        "//example.com",
+        "http://[::1",
+        "http://example.com:99999",
+        "http://example.com:abc",
+        "*",
+    ],
 )
 def test_normalize_origin_rejects_unusable_values(origin):
     assert normalize_origin(origin) is None
@@ -318,7 +380,10 @@ def test_other_origins_are_refused_with_403(origin, host, scheme):
     assert exc.value.code == INVALID_REQUEST
 
 
-@pytest.mark.parametrize("origin", ["null", "file://", "http://", "javascript:", "javascript:alert(1)", "", "data:,x", "*"])
+@pytest.mark.parametrize(
+    "origin",
+    ["null", "file://", "http://", "javascript:", "javascript:alert(1)", "", "data:,x", "*"],
+)
 def test_garbage_origins_are_refused_with_403(origin):
     with pytest.raises(TransportError) as exc:
         check_origin(origin, "example.com", "http", [])
@@ -337,7 +402,9 @@ def test_missing_origin_is_allowed():
 def test_allow_list_admits_listed_origins_only():
     allowed = ["https://app.example.org", "http://localhost:3000"]
     assert origin_allowed("https://app.example.org", "api.example.com", "https", allowed) is True
-    assert origin_allowed("HTTPS://APP.example.org:443/", "api.example.com", "https", allowed) is True
+    assert (
+        origin_allowed("HTTPS://APP.example.org:443/", "api.example.com", "https", allowed) is True
+    )
     assert origin_allowed("http://localhost:3000", "api.example.com", "https", allowed) is True
     assert origin_allowed("http://app.example.org", "api.example.com", "https", allowed) is False
     assert origin_allowed("http://localhost:3001", "api.example.com", "https", allowed) is False
@@ -347,12 +414,18 @@ def test_allow_list_admits_listed_origins_only():
 
 
 def test_allow_list_entries_are_normalised():
-    assert origin_allowed("https://app.example.org", "h", "https", ["HTTPS://App.Example.org:443"]) is True
+    assert (
+        origin_allowed("https://app.example.org", "h", "https", ["HTTPS://App.Example.org:443"])
+        is True
+    )
     assert origin_allowed("http://[::1]:3000", "h", "https", ["http://[::1]:3000/"]) is True
 
 
 def test_allow_list_ignores_unusable_entries():
-    assert origin_allowed("http://evil.com", "example.com", "http", ["", "null", "garbage", "file://"]) is False
+    assert (
+        origin_allowed("http://evil.com", "example.com", "http", ["", "null", "garbage", "file://"])
+        is False
+    )
 
 
 def test_wildcard_allow_list_admits_any_usable_origin():
@@ -366,5 +439,10 @@ def test_wildcard_allow_list_still_refuses_unusable_origins():
 
 
 def test_allow_list_may_be_any_iterable():
-    assert origin_allowed("http://a.test", "example.com", "http", (o for o in ["http://a.test"])) is True
-    assert origin_allowed("http://a.test", "example.com", "http", frozenset({"http://a.test"})) is True
+    assert (
+        origin_allowed("http://a.test", "example.com", "http", (o for o in ["http://a.test"]))
+        is True
+    )
+    assert (
+        origin_allowed("http://a.test", "example.com", "http", frozenset({"http://a.test"})) is True
+    )

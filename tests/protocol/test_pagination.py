@@ -18,7 +18,10 @@ def raw_cursor(value) -> str:
 # --- cursors -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("position", [{}, {"o": 0}, {"o": 50}, {"o": 1, "k": "name", "nested": {"a": [1, None]}}, {"u": "ü✓"}])
+@pytest.mark.parametrize(
+    "position",
+    [{}, {"o": 0}, {"o": 50}, {"o": 1, "k": "name", "nested": {"a": [1, None]}}, {"u": "ü✓"}],
+)
 def test_cursor_round_trips(position):
     assert decode_cursor(encode_cursor(position)) == position
 
@@ -77,7 +80,9 @@ def test_page_offset_reads_the_cursor():
     assert page_offset({"cursor": encode_cursor({"o": 25})}) == 25
 
 
-@pytest.mark.parametrize("position", [{}, {"o": -1}, {"o": "5"}, {"o": 1.0}, {"o": True}, {"o": None}, {"x": 5}])
+@pytest.mark.parametrize(
+    "position", [{}, {"o": -1}, {"o": "5"}, {"o": 1.0}, {"o": True}, {"o": None}, {"x": 5}]
+)
 def test_page_offset_rejects_cursor_without_a_non_negative_integer_offset(position):
     with pytest.raises(InvalidParamsError) as exc:
         page_offset({"cursor": encode_cursor(position)})

@@ -75,22 +75,56 @@ def message(method: str, params: dict[str, Any]) -> str:
         ("resources/list", {"cursor": "not base64 json"}, CURSOR),
         ("prompts/list", {"cursor": "x" * 1025}, CURSOR),
         ("resources/templates/list", {"cursor": encode_cursor([1])}, CURSOR),  # type: ignore[arg-type]
-        ("completion/complete", {"ref": "p", "argument": ARG}, 'Invalid params: "ref" must be an object'),
-        ("completion/complete", {"ref": PROMPT, "argument": []}, 'Invalid params: "argument" must be an object'),
+        (
+            "completion/complete",
+            {"ref": "p", "argument": ARG},
+            'Invalid params: "ref" must be an object',
+        ),
+        (
+            "completion/complete",
+            {"ref": PROMPT, "argument": []},
+            'Invalid params: "argument" must be an object',
+        ),
         ("completion/complete", {"ref": PROMPT}, NAME_AND_VALUE),
-        ("completion/complete", {"ref": PROMPT, "argument": {"name": "a", "value": None}}, NAME_AND_VALUE),
-        ("completion/complete", {"ref": PROMPT, "argument": {"name": "a\x00", "value": ""}}, ARGUMENT_CONTROL),
-        ("completion/complete", {"ref": PROMPT, "argument": {"name": "a", "value": "\n"}}, ARGUMENT_CONTROL),
-        ("completion/complete", {"ref": PROMPT, "argument": ARG, "context": 1}, 'Invalid params: "context" must be an object'),
-        ("completion/complete", {"ref": PROMPT, "argument": ARG, "context": {"arguments": 1}}, ARGUMENTS),
+        (
+            "completion/complete",
+            {"ref": PROMPT, "argument": {"name": "a", "value": None}},
+            NAME_AND_VALUE,
+        ),
+        (
+            "completion/complete",
+            {"ref": PROMPT, "argument": {"name": "a\x00", "value": ""}},
+            ARGUMENT_CONTROL,
+        ),
+        (
+            "completion/complete",
+            {"ref": PROMPT, "argument": {"name": "a", "value": "\n"}},
+            ARGUMENT_CONTROL,
+        ),
+        (
+            "completion/complete",
+            {"ref": PROMPT, "argument": ARG, "context": 1},
+            'Invalid params: "context" must be an object',
+        ),
+        (
+            "completion/complete",
+            {"ref": PROMPT, "argument": ARG, "context": {"arguments": 1}},
+            ARGUMENTS,
+        ),
         ("completion/complete", {"argument": ARG}, REF_TYPE),
         ("completion/complete", {"ref": {"type": "ref/tool"}, "argument": ARG}, REF_TYPE),
         ("completion/complete", {"ref": {"type": "ref/prompt"}, "argument": ARG}, NAME),
-        ("completion/complete", {"ref": {"type": "ref/resource", "uri": "x://{a}\x00"}, "argument": ARG}, URI_CONTROL),
+        (
+            "completion/complete",
+            {"ref": {"type": "ref/resource", "uri": "x://{a}\x00"}, "argument": ARG},
+            URI_CONTROL,
+        ),
         ("tasks/update", {"taskId": "t"}, 'Invalid params: "inputResponses" must be an object'),
     ],
 )
-def test_malformed_params_answer_the_message_clients_have_always_had(method: str, params: dict[str, Any], expected: str) -> None:
+def test_malformed_params_answer_the_message_clients_have_always_had(
+    method: str, params: dict[str, Any], expected: str
+) -> None:
     assert message(method, params) == expected
 
 
@@ -105,7 +139,9 @@ def test_malformed_params_answer_the_message_clients_have_always_had(method: str
         ({"ref": PROMPT, "argument": {"name": "a\x00", "value": 1}}, NAME_AND_VALUE),
     ],
 )
-def test_completion_checks_run_in_the_order_clients_have_always_seen(params: dict[str, Any], expected: str) -> None:
+def test_completion_checks_run_in_the_order_clients_have_always_seen(
+    params: dict[str, Any], expected: str
+) -> None:
     assert message("completion/complete", params) == expected
 
 
@@ -114,12 +150,21 @@ def test_a_name_is_checked_before_the_arguments() -> None:
 
 
 def test_parse_returns_the_typed_params() -> None:
-    assert parse("tools/call", {"name": "add", "arguments": {"a": 1}}) == CallToolParams(name="add", arguments={"a": 1})
+    assert parse("tools/call", {"name": "add", "arguments": {"a": 1}}) == CallToolParams(
+        name="add", arguments={"a": 1}
+    )
     assert parse("tools/call", {"name": "add", "arguments": None}).arguments == {}
 
 
 def test_completion_params_read_the_ref_by_its_type() -> None:
-    parsed = parse("completion/complete", {"ref": {"type": "ref/resource", "uri": "x://{a}"}, "argument": {"name": "a"}, "context": {"arguments": {"b": "1"}}})
+    parsed = parse(
+        "completion/complete",
+        {
+            "ref": {"type": "ref/resource", "uri": "x://{a}"},
+            "argument": {"name": "a"},
+            "context": {"arguments": {"b": "1"}},
+        },
+    )
     assert isinstance(parsed, CompleteParams)
     assert parsed.ref == ResourceRef(uri="x://{a}")
     assert parsed.argument == CompletionArgument(name="a", value="")
@@ -140,10 +185,16 @@ def test_task_ids_are_taken_as_given() -> None:
 
 
 def test_unknown_members_are_ignored() -> None:
-    assert parse("resources/read", {"uri": "x://a", "_meta": {"progressToken": 1}, "extra": True}).uri == "x://a"
+    assert (
+        parse("resources/read", {"uri": "x://a", "_meta": {"progressToken": 1}, "extra": True}).uri
+        == "x://a"
+    )
 
 
-@pytest.mark.parametrize(("value", "expected"), [("a", True), ("", False), ("a\x00", False), ("a\x85", False), (1, False), (None, False)])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("a", True), ("", False), ("a\x00", False), ("a\x85", False), (1, False), (None, False)],
+)
 def test_is_identifier_matches_the_identifier_check(value: Any, expected: bool) -> None:
     assert is_identifier(value) is expected
     if not expected:
@@ -182,7 +233,10 @@ def _listen(params: dict[str, Any], *, declared: bool = True) -> ListenParams:
         return value
 
     return parse_as(
-        ListenParams, params, max_task_ids=at_most(2, "taskIds per stream"), tasks_declared=tasks_declared,
+        ListenParams,
+        params,
+        max_task_ids=at_most(2, "taskIds per stream"),
+        tasks_declared=tasks_declared,
         max_uris=at_most(2, "resourceSubscriptions per stream"),
     )
 
@@ -200,16 +254,36 @@ def _listen_message(params: dict[str, Any]) -> str:
     [
         ({"notifications": None}, 'Invalid params: "notifications" must be an object'),
         ({"notifications": []}, 'Invalid params: "notifications" must be an object'),
-        ({"notifications": {"taskIds": "t"}}, 'Invalid params: "notifications.taskIds" must be an array of task ids'),
-        ({"notifications": {"taskIds": [1]}}, 'Invalid params: "notifications.taskIds" must be an array of task ids'),
-        ({"notifications": {"taskIds": ["a", "b", "c"]}}, "Invalid params: at most 2 taskIds per stream"),
-        ({"notifications": {"resourceSubscriptions": {}}}, 'Invalid params: "notifications.resourceSubscriptions" must be an array of URIs'),
-        ({"notifications": {"resourceSubscriptions": ["a", "b", "c"]}}, "Invalid params: at most 2 resourceSubscriptions per stream"),
+        (
+            {"notifications": {"taskIds": "t"}},
+            'Invalid params: "notifications.taskIds" must be an array of task ids',
+        ),
+        (
+            {"notifications": {"taskIds": [1]}},
+            'Invalid params: "notifications.taskIds" must be an array of task ids',
+        ),
+        (
+            {"notifications": {"taskIds": ["a", "b", "c"]}},
+            "Invalid params: at most 2 taskIds per stream",
+        ),
+        (
+            {"notifications": {"resourceSubscriptions": {}}},
+            'Invalid params: "notifications.resourceSubscriptions" must be an array of URIs',
+        ),
+        (
+            {"notifications": {"resourceSubscriptions": ["a", "b", "c"]}},
+            "Invalid params: at most 2 resourceSubscriptions per stream",
+        ),
         # Task ids are checked before the URIs, as they always were.
-        ({"notifications": {"taskIds": 1, "resourceSubscriptions": 1}}, 'Invalid params: "notifications.taskIds" must be an array of task ids'),
+        (
+            {"notifications": {"taskIds": 1, "resourceSubscriptions": 1}},
+            'Invalid params: "notifications.taskIds" must be an array of task ids',
+        ),
     ],
 )
-def test_listen_params_answer_the_messages_clients_have_always_had(params: dict[str, Any], expected: str) -> None:
+def test_listen_params_answer_the_messages_clients_have_always_had(
+    params: dict[str, Any], expected: str
+) -> None:
     assert _listen_message(params) == expected
 
 
@@ -225,7 +299,9 @@ def test_listen_params_read_an_absent_filter_as_empty() -> None:
 
 def test_round_params_unseal_the_state_before_checking_the_answers() -> None:
     def refuse(value: Any, label: str) -> Any:
-        raise InvalidParamsError("Invalid params: requestState is not valid for this request (malformed)")
+        raise InvalidParamsError(
+            "Invalid params: requestState is not valid for this request (malformed)"
+        )
 
     with pytest.raises(InvalidParamsError) as exc:
         parse_as(RoundParams, {"requestState": "x", "inputResponses": []}, unseal=refuse)
@@ -233,12 +309,20 @@ def test_round_params_unseal_the_state_before_checking_the_answers() -> None:
     with pytest.raises(InvalidParamsError) as exc:
         parse_as(RoundParams, {"inputResponses": []}, unseal=lambda value, label: value)
     assert exc.value.message == 'Invalid params: "inputResponses" must be an object'
-    assert parse_as(RoundParams, {}, unseal=lambda value, label: value) == RoundParams(request_state=None, input_responses={})
+    assert parse_as(RoundParams, {}, unseal=lambda value, label: value) == RoundParams(
+        request_state=None, input_responses={}
+    )
 
 
 @pytest.mark.parametrize(
     ("params", "expected"),
-    [({"name": "add"}, "add"), ({}, None), ({"name": ""}, None), ({"name": 1}, None), ({"name": "a\x00"}, None)],
+    [
+        ({"name": "add"}, "add"),
+        ({}, None),
+        ({"name": ""}, None),
+        ({"name": 1}, None),
+        ({"name": "a\x00"}, None),
+    ],
 )
 def test_peek_reads_the_declared_field_or_none(params: dict[str, Any], expected: Any) -> None:
     assert peek(CallToolParams, "name", params) == expected
@@ -253,7 +337,10 @@ def test_peek_falls_back_to_none_where_the_handler_answers() -> None:
     assert request_meta({}) is None
 
 
-@pytest.mark.parametrize(("value", "expected"), [(1, 1), ("r", "r"), (True, None), (None, None), (1.5, None), ([1], None)])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(1, 1), ("r", "r"), (True, None), (None, None), (1.5, None), ([1], None)],
+)
 def test_a_cancellation_names_a_request_only_by_a_valid_id(value: Any, expected: Any) -> None:
     assert peek(CancelledParams, "request_id", {"requestId": value}) == expected
 
@@ -266,25 +353,55 @@ CLIENT_INFO_SIZE = 'Invalid params: "clientInfo" is 107 bytes as JSON; the limit
     ("params", "expected"),
     [
         ({"protocolVersion": ""}, 'Invalid params: "protocolVersion" must be a non-empty string'),
-        ({"protocolVersion": "v", "capabilities": None, "clientInfo": 1}, 'Invalid params: "capabilities" must be an object'),
-        ({"protocolVersion": "v", "clientInfo": None}, 'Invalid params: "clientInfo" must be an object'),
-        ({"protocolVersion": "v", "clientInfo": {"name": 1}}, 'Invalid params: "clientInfo.name" must be a string'),
-        ({"protocolVersion": "v", "clientInfo": {"version": "x" * 101}}, 'Invalid params: "clientInfo.version" is longer than 100 characters'),
+        (
+            {"protocolVersion": "v", "capabilities": None, "clientInfo": 1},
+            'Invalid params: "capabilities" must be an object',
+        ),
+        (
+            {"protocolVersion": "v", "clientInfo": None},
+            'Invalid params: "clientInfo" must be an object',
+        ),
+        (
+            {"protocolVersion": "v", "clientInfo": {"name": 1}},
+            'Invalid params: "clientInfo.name" must be a string',
+        ),
+        (
+            {"protocolVersion": "v", "clientInfo": {"version": "x" * 101}},
+            'Invalid params: "clientInfo.version" is longer than 100 characters',
+        ),
         ({"protocolVersion": "v", "clientInfo": {"a": "x" * 99}}, CLIENT_INFO_SIZE),
         # clientInfo's size is checked before the capabilities' (both too large).
-        ({"protocolVersion": "v", "clientInfo": {"a": "x" * 99}, "capabilities": {"a": "x" * 99}}, CLIENT_INFO_SIZE),
-        ({"protocolVersion": "v", "capabilities": {"a": "x" * 99}}, 'Invalid params: "capabilities" is 107 bytes as JSON; the limit is 100'),
-        ({"protocolVersion": "v", "capabilities": {"a": {"b": {"c": {}}}}}, 'Invalid params: "capabilities" nests deeper than 3 levels'),
+        (
+            {
+                "protocolVersion": "v",
+                "clientInfo": {"a": "x" * 99},
+                "capabilities": {"a": "x" * 99},
+            },
+            CLIENT_INFO_SIZE,
+        ),
+        (
+            {"protocolVersion": "v", "capabilities": {"a": "x" * 99}},
+            'Invalid params: "capabilities" is 107 bytes as JSON; the limit is 100',
+        ),
+        (
+            {"protocolVersion": "v", "capabilities": {"a": {"b": {"c": {}}}}},
+            'Invalid params: "capabilities" nests deeper than 3 levels',
+        ),
     ],
 )
-def test_initialize_params_answer_the_messages_clients_have_always_had(params: dict[str, Any], expected: str) -> None:
+def test_initialize_params_answer_the_messages_clients_have_always_had(
+    params: dict[str, Any], expected: str
+) -> None:
     with pytest.raises(InvalidParamsError) as exc:
         parse_initialize(params, max_client_info_bytes=100, max_capabilities_bytes=100, max_depth=3)
     assert exc.value.message == expected
 
 
 def test_initialize_params_give_each_session_its_own_empty_objects() -> None:
-    first, second = parse_initialize({"protocolVersion": "v"}), parse_initialize({"protocolVersion": "v"})
+    first, second = (
+        parse_initialize({"protocolVersion": "v"}),
+        parse_initialize({"protocolVersion": "v"}),
+    )
     assert first.capabilities == first.client_info == {}
     assert first.capabilities is not second.capabilities
     assert first.client_info is not second.client_info

@@ -150,7 +150,12 @@ def test_encode_comment_cannot_inject_fields_or_events(text):
 
 
 def test_keepalive_and_events_concatenate_into_one_stream():
-    stream = KEEPALIVE + encode_event("one", event_id="s:1") + KEEPALIVE + encode_event("two\nlines", event_id="s:2")
+    stream = (
+        KEEPALIVE
+        + encode_event("one", event_id="s:1")
+        + KEEPALIVE
+        + encode_event("two\nlines", event_id="s:2")
+    )
     parsed = parse_stream(stream)
     assert [(e.id, e.data) for e in parsed.events] == [("s:1", "one"), ("s:2", "two\nlines")]
     assert parsed.comments == ["keep-alive", "keep-alive"]
@@ -228,7 +233,7 @@ def test_parse_event_id_error_message_is_bounded():
 
 
 def test_parser_reads_events_comments_ids_and_retry():
-    raw = b"id: s:0\nretry: 1000\ndata:\n\n: keep-alive\n\nid: s:1\ndata: {\"a\": 1}\n\n"
+    raw = b'id: s:0\nretry: 1000\ndata:\n\n: keep-alive\n\nid: s:1\ndata: {"a": 1}\n\n'
     assert parse_sse(raw) == [
         SSEEvent("", "s:0", None, 1000),
         SSEComment("keep-alive"),
@@ -262,9 +267,14 @@ def test_parser_handles_utf8_split_across_chunks():
 
 
 @settings(max_examples=examples(100), deadline=None)
-@given(datas=st.lists(s.sse_text, min_size=1, max_size=4), cuts=st.lists(st.integers(0, 400), max_size=6))
+@given(
+    datas=st.lists(s.sse_text, min_size=1, max_size=4),
+    cuts=st.lists(st.integers(0, 400), max_size=6),
+)
 def test_parser_reads_what_the_server_encodes_whatever_the_chunking(datas, cuts):
-    raw = b"".join(encode_event(d, event_id=f"s:{i}") + encode_comment() for i, d in enumerate(datas))
+    raw = b"".join(
+        encode_event(d, event_id=f"s:{i}") + encode_comment() for i, d in enumerate(datas)
+    )
     parser = SSEParser()
     items = []
     last = 0

@@ -61,13 +61,19 @@ def hello() -> str:
     return "Hello!"
 
 
-@site.resource("test://items/{item_id}", name="item", complete={"item_id": lambda value: [v for v in ("1", "2", "12") if v.startswith(value)]})
+@site.resource(
+    "test://items/{item_id}",
+    name="item",
+    complete={"item_id": lambda value: [v for v in ("1", "2", "12") if v.startswith(value)]},
+)
 def item(item_id: int) -> dict:
     """One item by id."""
     return {"id": item_id}
 
 
-@site.prompt(complete={"topic": lambda value: [t for t in ("django", "databases") if t.startswith(value)]})
+@site.prompt(
+    complete={"topic": lambda value: [t for t in ("django", "databases") if t.startswith(value)]}
+)
 def explain(topic: str, level: str = "beginner") -> str:
     """Explain a topic."""
     return f"Explain {topic} at {level} level."
@@ -77,7 +83,10 @@ def explain(topic: str, level: str = "beginner") -> str:
 async def ask(ctx: Context, question: str) -> str:
     """Ask the client's LLM, then the user."""
     sampled = await ctx.sample(question, max_tokens=50)
-    answer = await ctx.elicit("Confirm?", {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})
+    answer = await ctx.elicit(
+        "Confirm?",
+        {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+    )
     return f"{sampled['content']['text']} / {answer.action} {answer.content}"
 
 
@@ -111,7 +120,9 @@ class NoteMCP(ModelMCP):
 @site.tool()
 async def weather(ctx: Context, city: str) -> str:
     """Use the user's weather-service key, asking for it on a page the first time."""
-    key = await ctx.require_secret("weather", "Connect your weather service: enter its API key.", label="Weather")
+    key = await ctx.require_secret(
+        "weather", "Connect your weather service: enter its API key.", label="Weather"
+    )
     # A real tool would call the service with the key; it never returns the key itself.
     return f"Sunny in {city} (key of {len(key)} characters used)"
 
@@ -119,7 +130,10 @@ async def weather(ctx: Context, city: str) -> str:
 @site.tool()
 async def purge_notes(ctx: Context) -> str:
     """Delete all of the user's notes, after they confirm on a page."""
-    elicitation = await ctx.elicit_url("Delete all your notes? This cannot be undone.", params={"summary": "All notes will be deleted."})
+    elicitation = await ctx.elicit_url(
+        "Delete all your notes? This cannot be undone.",
+        params={"summary": "All notes will be deleted."},
+    )
     if elicitation.action != "accept":
         return "Kept: the user did not open the page."
     state = await ctx.wait_for_elicitation(elicitation, timeout=10)

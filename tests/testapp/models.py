@@ -10,10 +10,14 @@ from django.db import models
 class Note(models.Model):
     """A note that belongs to one user: rows are filtered per user."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notes")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notes"
+    )
     title = models.CharField(max_length=100, help_text="A short title.")
     body = models.TextField(blank=True)
-    priority = models.CharField(max_length=10, choices=[("low", "Low"), ("high", "High")], default="low")
+    priority = models.CharField(
+        max_length=10, choices=[("low", "Low"), ("high", "High")], default="low"
+    )
 
     class Meta:
         ordering = ["pk"]
@@ -48,7 +52,9 @@ class Specimen(models.Model):
 
     char = models.CharField(max_length=50)
     char_null = models.CharField(max_length=50, null=True, blank=True)
-    char_choice = models.CharField(max_length=10, choices=[("new", "New"), ("paid", "Paid")], default="new")
+    char_choice = models.CharField(
+        max_length=10, choices=[("new", "New"), ("paid", "Paid")], default="new"
+    )
     text = models.TextField(blank=True)
     slug = models.SlugField(blank=True)
     unicode_slug = models.SlugField(allow_unicode=True, blank=True)
@@ -78,21 +84,41 @@ class Specimen(models.Model):
     upload = models.FileField(upload_to="specimens/", blank=True)
     path = models.FilePathField(path="/tmp", blank=True)
     data = models.JSONField(null=True, blank=True)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    twin = models.OneToOneField("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    twin = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     tags = models.ManyToManyField(Tag, blank=True)
     code = models.CharField(
         max_length=12,
         blank=True,
-        validators=[RegexValidator(r"\A[A-Z]{2}-\d{4}\Z"), RegexValidator(r"(?i)^x", inverse_match=True)],
+        validators=[
+            RegexValidator(r"\A[A-Z]{2}-\d{4}\Z"),
+            RegexValidator(r"(?i)^x", inverse_match=True),
+        ],
     )
-    username_like = models.CharField(max_length=150, blank=True, validators=[UnicodeUsernameValidator()])
+    username_like = models.CharField(
+        max_length=150, blank=True, validators=[UnicodeUsernameValidator()]
+    )
     ascii_name = models.CharField(max_length=150, blank=True, validators=[ASCIIUsernameValidator()])
     # Named groups and an escaped "-": translated word for word, Python's re refuses the
     # (?<year>...) spelling and ECMA-262's u mode refuses \-.
-    period = models.CharField(max_length=7, blank=True, validators=[RegexValidator(r"\A(?P<year>\d{4})\-(?P<month>\d{2})\Z")])
-    bounded = models.IntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(99)])
-    discount = models.DecimalField(max_digits=5, decimal_places=2, default=0, validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("50.5"))])
+    period = models.CharField(
+        max_length=7,
+        blank=True,
+        validators=[RegexValidator(r"\A(?P<year>\d{4})\-(?P<month>\d{2})\Z")],
+    )
+    bounded = models.IntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(99)]
+    )
+    discount = models.DecimalField(
+        max_digits=5,
+        decimal_places=2,
+        default=0,
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("50.5"))],
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

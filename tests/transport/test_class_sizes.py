@@ -17,4 +17,6 @@ LIMIT = 250
 @pytest.mark.parametrize("cls", [MCPConsumer, SSEStream], ids=lambda cls: cls.__name__)
 def test_the_class_body_stays_under_250_lines(cls: type) -> None:
     lines, _ = inspect.getsourcelines(cls)
-    assert len(lines) < LIMIT, f"{cls.__qualname__} is {len(lines)} lines; split a responsibility out"
+    assert len(lines) < LIMIT, (
+        f"{cls.__qualname__} is {len(lines)} lines; split a responsibility out"
+    )

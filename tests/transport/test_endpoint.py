@@ -89,7 +89,9 @@ async def test_post_with_non_json_content_type_is_refused_with_415(client):
 
 
 async def test_post_json_content_type_with_charset_is_served(client):
-    response = await client.post_raw(ping_body(), {"content-type": "application/json; charset=utf-8"})
+    response = await client.post_raw(
+        ping_body(), {"content-type": "application/json; charset=utf-8"}
+    )
     assert response.status == 200
 
 
@@ -136,7 +138,9 @@ async def test_unsupported_protocol_version_header_on_get_is_refused_with_400(cl
 
 
 async def test_request_without_session_id_after_initialize_is_refused_with_400(client):
-    response = await client.post_raw(orjson.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}), {"mcp-session-id": None})
+    response = await client.post_raw(
+        orjson.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}), {"mcp-session-id": None}
+    )
     assert_transport_error(response, 400)
 
 
@@ -147,14 +151,20 @@ async def test_unknown_session_id_is_answered_404(client):
 
 async def test_terminated_session_id_is_answered_404(client):
     await Session.objects.filter(pk=client.session_id).aupdate(terminated_at=timezone.now())
-    session_cache.drop(client.session_id)  # as the store's own writes announce (a queryset update does not)
+    session_cache.drop(
+        client.session_id
+    )  # as the store's own writes announce (a queryset update does not)
     response = await client.post_raw(ping_body())
     assert_transport_error(response, 404)
 
 
 async def test_expired_session_id_is_answered_404(client):
-    await Session.objects.filter(pk=client.session_id).aupdate(expires_at=timezone.now() - timedelta(seconds=1))
-    session_cache.drop(client.session_id)  # as the store's own writes announce (a queryset update does not)
+    await Session.objects.filter(pk=client.session_id).aupdate(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    session_cache.drop(
+        client.session_id
+    )  # as the store's own writes announce (a queryset update does not)
     response = await client.post_raw(ping_body())
     assert_transport_error(response, 404)
 
@@ -185,7 +195,12 @@ async def test_foreign_origin_is_refused_with_403(client):
 async def test_foreign_origin_is_refused_before_initialize():
     client = MCPTestClient()
     response = await client.post(
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": LATEST_VERSION, "capabilities": {}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": LATEST_VERSION, "capabilities": {}},
+        },
         {"origin": "http://evil.example"},
     )
     assert_transport_error(response, 403)
@@ -219,7 +234,9 @@ async def test_post_needs_no_csrf_token():
         assert "csrftoken" not in client.headers.get("cookie", "")
         result = await client.initialize()
         assert result["protocolVersion"] == LATEST_VERSION
-        assert (await client.call_tool("add", {"a": 2, "b": 3}))["structuredContent"] == {"result": 5}
+        assert (await client.call_tool("add", {"a": 2, "b": 3}))["structuredContent"] == {
+            "result": 5
+        }
 
 
 async def test_unsupported_method_is_answered_405_with_allow(client):
@@ -306,7 +323,9 @@ async def test_client_response_is_answered_202(client):
 
 
 async def test_client_error_response_is_answered_202(client):
-    response = await client.post({"jsonrpc": "2.0", "id": 9, "error": {"code": -1, "message": "no"}})
+    response = await client.post(
+        {"jsonrpc": "2.0", "id": 9, "error": {"code": -1, "message": "no"}}
+    )
     assert response.status == 202
 
 
@@ -332,7 +351,12 @@ async def test_batch_on_2025_03_26_session_is_answered_as_json_array(batch_clien
         [
             {"jsonrpc": "2.0", "id": 1, "method": "ping"},
             {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "add", "arguments": {"a": 1, "b": 1}},
+            },
         ]
     )
     assert response.status == 200
@@ -344,7 +368,9 @@ async def test_batch_on_2025_03_26_session_is_answered_as_json_array(batch_clien
 
 
 async def test_batch_of_notifications_only_is_answered_202(batch_client):
-    response = await batch_client.post([{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}])
+    response = await batch_client.post(
+        [{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}]
+    )
     assert response.status == 202
 
 
@@ -352,7 +378,12 @@ async def test_batch_with_streaming_tool_is_answered_as_sse(batch_client):
     response = await batch_client.post(
         [
             {"jsonrpc": "2.0", "id": 1, "method": "ping"},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "progress", "arguments": {"steps": 1}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "progress", "arguments": {"steps": 1}},
+            },
         ]
     )
     assert response.status == 200
@@ -363,7 +394,9 @@ async def test_batch_with_streaming_tool_is_answered_as_sse(batch_client):
 
 
 async def test_batch_with_invalid_member_answers_the_others(batch_client):
-    response = await batch_client.post([{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 2}])
+    response = await batch_client.post(
+        [{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 2}]
+    )
     answers = {a["id"]: a for a in response.json()}
     assert answers[1]["result"] == {}
     assert answers[2]["error"]["code"] == INVALID_REQUEST
@@ -376,9 +409,14 @@ async def test_batch_on_2025_11_25_session_is_refused_with_400(client):
 
 
 async def test_batch_sent_as_2026_07_28_is_refused_as_one_message_per_request():
-    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
 
-    response = await MCPTestClient().post_raw(orjson.dumps(batch), {"mcp-protocol-version": "2026-07-28"})
+    response = await MCPTestClient().post_raw(
+        orjson.dumps(batch), {"mcp-protocol-version": "2026-07-28"}
+    )
 
     error = assert_transport_error(response, 400)
     assert error["code"] == INVALID_REQUEST
@@ -387,7 +425,10 @@ async def test_batch_sent_as_2026_07_28_is_refused_as_one_message_per_request():
 
 
 async def test_batch_whose_messages_carry_2026_07_28_meta_is_refused_as_one_message_per_request():
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
     batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": meta}}]
 
     response = await MCPTestClient().post_raw(orjson.dumps(batch), {})
@@ -399,7 +440,14 @@ async def test_batch_whose_messages_carry_2026_07_28_meta_is_refused_as_one_mess
 async def test_initialize_in_a_batch_is_refused_with_400():
     client = MCPTestClient()
     response = await client.post(
-        [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-03-26", "capabilities": {}}}]
+        [
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {"protocolVersion": "2025-03-26", "capabilities": {}},
+            }
+        ]
     )
     assert_transport_error(response, 400)
     assert await Session.objects.acount() == 0
@@ -408,8 +456,18 @@ async def test_initialize_in_a_batch_is_refused_with_400():
 async def test_duplicate_ids_in_one_batch_answer_the_first_and_reject_the_second(batch_client):
     response = await batch_client.post(
         [
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "first"}}},
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "second"}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "first"}},
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "second"}},
+            },
         ]
     )
     answers = response.json()
@@ -423,7 +481,9 @@ async def test_duplicate_ids_in_one_batch_answer_the_first_and_reject_the_second
 
 async def test_batch_over_max_batch_size_is_refused_with_400(batch_client):
     with mcp_settings(MAX_BATCH_SIZE=2):
-        response = await batch_client.post([{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in range(3)])
+        response = await batch_client.post(
+            [{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in range(3)]
+        )
     assert_transport_error(response, 400)
 
 
@@ -459,7 +519,9 @@ async def test_initialize_answers_latest_for_an_unknown_version():
 
 async def test_initialize_sets_session_id_header_and_stores_client_info():
     client = MCPTestClient()
-    await client.initialize(client_info={"name": "probe", "version": "2.0"}, capabilities={"sampling": {}})
+    await client.initialize(
+        client_info={"name": "probe", "version": "2.0"}, capabilities={"sampling": {}}
+    )
     assert client.last_response is not None
     await initialized_marks.flush()  # notifications/initialized is written off the request's path
     session = await Session.objects.aget(pk=client.session_id)
@@ -470,7 +532,12 @@ async def test_initialize_sets_session_id_header_and_stores_client_info():
 
 async def test_initialize_with_session_id_header_is_refused(client):
     response = await client.post(
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": LATEST_VERSION, "capabilities": {}}}
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": LATEST_VERSION, "capabilities": {}},
+        }
     )
     assert_transport_error(response, 400)
 
@@ -493,7 +560,12 @@ async def test_capabilities_of_a_site_with_only_tools_leave_out_resources_and_pr
 
 
 async def test_server_info_and_instructions_come_from_settings():
-    with mcp_settings(SERVER_NAME="Library", SERVER_VERSION="9.1", SERVER_TITLE="The Library", INSTRUCTIONS="Search first."):
+    with mcp_settings(
+        SERVER_NAME="Library",
+        SERVER_VERSION="9.1",
+        SERVER_TITLE="The Library",
+        INSTRUCTIONS="Search first.",
+    ):
         result = await MCPTestClient().initialize()
     assert result["serverInfo"] == {"name": "Library", "version": "9.1", "title": "The Library"}
     assert result["instructions"] == "Search first."
@@ -506,7 +578,12 @@ async def test_no_instructions_by_default(client):
 
 @pytest.mark.parametrize(
     "params",
-    [{}, {"protocolVersion": 2025}, {"protocolVersion": LATEST_VERSION, "capabilities": []}, {"protocolVersion": LATEST_VERSION, "clientInfo": "x"}],
+    [
+        {},
+        {"protocolVersion": 2025},
+        {"protocolVersion": LATEST_VERSION, "capabilities": []},
+        {"protocolVersion": LATEST_VERSION, "clientInfo": "x"},
+    ],
 )
 async def test_initialize_with_bad_params_is_invalid_params(params):
     client = MCPTestClient()
@@ -592,7 +669,9 @@ async def test_invalid_cursor_is_invalid_params(client):
 
 async def test_read_static_resource(client):
     result = await client.call("resources/read", {"uri": "test://hello"})
-    assert result["contents"] == [{"uri": "test://hello", "text": "Hello!", "mimeType": "text/plain"}]
+    assert result["contents"] == [
+        {"uri": "test://hello", "text": "Hello!", "mimeType": "text/plain"}
+    ]
 
 
 async def test_read_resource_template(client):
@@ -617,7 +696,9 @@ async def test_resources_and_templates_are_listed(client):
 
 async def test_get_prompt(client):
     result = await client.call("prompts/get", {"name": "explain", "arguments": {"topic": "django"}})
-    assert result["messages"] == [{"role": "user", "content": {"type": "text", "text": "Explain django at beginner level."}}]
+    assert result["messages"] == [
+        {"role": "user", "content": {"type": "text", "text": "Explain django at beginner level."}}
+    ]
 
 
 async def test_get_prompt_without_required_argument_is_invalid_params(client):
@@ -632,7 +713,11 @@ async def test_get_unknown_prompt_is_invalid_params(client):
 
 async def test_completion_of_prompt_argument(client):
     result = await client.call(
-        "completion/complete", {"ref": {"type": "ref/prompt", "name": "explain"}, "argument": {"name": "topic", "value": "d"}}
+        "completion/complete",
+        {
+            "ref": {"type": "ref/prompt", "name": "explain"},
+            "argument": {"name": "topic", "value": "d"},
+        },
     )
     assert result["completion"] == {"values": ["django", "databases"], "total": 2, "hasMore": False}
 
@@ -640,7 +725,10 @@ async def test_completion_of_prompt_argument(client):
 async def test_completion_of_template_variable(client):
     result = await client.call(
         "completion/complete",
-        {"ref": {"type": "ref/resource", "uri": "test://items/{item_id}"}, "argument": {"name": "item_id", "value": "1"}},
+        {
+            "ref": {"type": "ref/resource", "uri": "test://items/{item_id}"},
+            "argument": {"name": "item_id", "value": "1"},
+        },
     )
     assert result["completion"]["values"] == ["1", "12"]
 
@@ -675,9 +763,13 @@ async def test_sse_answer_is_stored_as_events(client):
 
 
 async def test_a_quick_sse_answer_is_one_write_after_the_headers(client):
-    communicator = ApplicationCommunicator(client.application, client.scope("POST", client.build_headers("POST")))
+    communicator = ApplicationCommunicator(
+        client.application, client.scope("POST", client.build_headers("POST"))
+    )
     with mcp_settings(RESPONSE_MODE="sse"):
-        await communicator.send_input({"type": "http.request", "body": orjson.dumps(PING), "more_body": False})
+        await communicator.send_input(
+            {"type": "http.request", "body": orjson.dumps(PING), "more_body": False}
+        )
         start = await communicator.receive_output(5)
         body = await communicator.receive_output(5)
         await communicator.wait(5)
@@ -686,10 +778,16 @@ async def test_a_quick_sse_answer_is_one_write_after_the_headers(client):
     assert body["more_body"] is False
     priming, answer = SSEParser().feed(body["body"])
     assert isinstance(priming, SSEEvent) and priming.id.endswith(":0") and priming.data == ""
-    assert isinstance(answer, SSEEvent) and answer.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert isinstance(answer, SSEEvent) and answer.json() == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {},
+    }
 
 
-async def test_a_silent_streamed_call_gets_its_headers_and_priming_event_after_the_start_delay(client, held: Held):
+async def test_a_silent_streamed_call_gets_its_headers_and_priming_event_after_the_start_delay(
+    client, held: Held
+):
     exchange, stream = await open_call(client, hold_call("silent"))
     try:
         assert stream.status == 200 and stream.is_sse
@@ -711,8 +809,13 @@ async def test_context_tool_is_answered_as_sse_even_in_json_mode(client):
 
 @pytest.mark.parametrize("token", [7, "tok-7", 0])
 async def test_progress_token_is_echoed_unchanged(client, token):
-    await client.request("tools/call", {"name": "progress", "arguments": {"steps": 2}, "_meta": {"progressToken": token}})
-    progress = [n["params"] for n in client.last_notifications if n["method"] == "notifications/progress"]
+    await client.request(
+        "tools/call",
+        {"name": "progress", "arguments": {"steps": 2}, "_meta": {"progressToken": token}},
+    )
+    progress = [
+        n["params"] for n in client.last_notifications if n["method"] == "notifications/progress"
+    ]
     assert [p["progress"] for p in progress] == [1, 2]
     for params in progress:
         assert params["progressToken"] == token
@@ -726,13 +829,17 @@ async def test_no_progress_without_a_token(client):
 
 async def test_log_messages_arrive_by_default(client):
     await client.request("tools/call", {"name": "progress", "arguments": {"steps": 2}})
-    logs = [n["params"] for n in client.last_notifications if n["method"] == "notifications/message"]
+    logs = [
+        n["params"] for n in client.last_notifications if n["method"] == "notifications/message"
+    ]
     assert logs == [{"level": "info", "data": "step 1"}, {"level": "info", "data": "step 2"}]
 
 
 async def test_set_level_filters_messages_below_the_level(client):
     assert await client.call("logging/setLevel", {"level": "warning"}) == {}
-    await client.request("tools/call", {"name": "progress", "arguments": {"steps": 2}, "_meta": {"progressToken": 1}})
+    await client.request(
+        "tools/call", {"name": "progress", "arguments": {"steps": 2}, "_meta": {"progressToken": 1}}
+    )
     methods = [n["method"] for n in client.last_notifications]
     assert "notifications/message" not in methods
     assert methods.count("notifications/progress") == 2
@@ -747,7 +854,9 @@ async def test_set_level_with_unknown_level_is_invalid_params(client):
 
 
 async def test_reconnect_replays_exactly_the_missed_events_then_the_result(client):
-    response = await client.post({"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "reconnect"}})
+    response = await client.post(
+        {"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "reconnect"}}
+    )
     assert response.is_sse
     priming, before = response.events()
     assert before.json()["params"]["data"] == "before close"
@@ -760,11 +869,17 @@ async def test_reconnect_replays_exactly_the_missed_events_then_the_result(clien
     events = [i for i in items if isinstance(i, SSEEvent) and i.data]
     assert [e.id for e in events] == [f"{stream_token}:2", f"{stream_token}:3"]
     assert events[0].json()["params"]["data"] == "after close"
-    assert events[1].json() == {"jsonrpc": "2.0", "id": 11, "result": {"content": [{"type": "text", "text": "resumed"}]}}
+    assert events[1].json() == {
+        "jsonrpc": "2.0",
+        "id": 11,
+        "result": {"content": [{"type": "text", "text": "resumed"}]},
+    }
 
 
 async def test_resuming_from_the_priming_event_replays_the_whole_stream(client):
-    response = await client.post({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "reconnect"}})
+    response = await client.post(
+        {"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "reconnect"}}
+    )
     priming = response.events()[0]
     async with await client.open_stream(last_event_id=priming.id) as stream:
         items = await stream.read_until_closed()
@@ -777,7 +892,10 @@ async def test_resuming_from_the_priming_event_replays_the_whole_stream(client):
 async def test_client_request_resumes_transparently(client):
     response = await client.request("tools/call", {"name": "reconnect"})
     assert response["result"]["content"][0]["text"] == "resumed"
-    assert [n["params"]["data"] for n in client.last_notifications] == ["before close", "after close"]
+    assert [n["params"]["data"] for n in client.last_notifications] == [
+        "before close",
+        "after close",
+    ]
     ids = [e.id for e in client.last_events if e.data]
     assert len(ids) == len(set(ids)) == 3
 
@@ -789,7 +907,9 @@ async def test_malformed_last_event_id_is_refused_with_400(client):
 
 
 async def test_last_event_id_of_another_sessions_stream_is_refused_with_400(client):
-    response = await client.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "reconnect"}})
+    response = await client.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "reconnect"}}
+    )
     foreign_id = response.events()[-1].id
     other = MCPTestClient()
     await other.initialize()
@@ -842,7 +962,9 @@ async def test_session_notifications_reach_the_get_stream(client):
 
     async with await client.open_stream() as stream:
         await stream.next_event()
-        await send_to_session(client.session_id, {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        await send_to_session(
+            client.session_id, {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+        )
         message = await stream.next_message()
     assert message == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
     assert stream.last_event_id == "get:1"
@@ -876,7 +998,12 @@ async def test_delete_without_session_id_is_refused_with_400(client):
 async def test_anonymous_request_with_django_authentication_is_refused_with_401():
     with mcp_settings(AUTHENTICATION="django"):
         response = await MCPTestClient().post(
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": LATEST_VERSION, "capabilities": {}}}
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {"protocolVersion": LATEST_VERSION, "capabilities": {}},
+            }
         )
     assert response.status == 401
     assert response.json()["error"]["code"] == INVALID_REQUEST
@@ -893,7 +1020,9 @@ async def test_session_of_another_user_is_answered_404():
         session = await Session.objects.aget(pk=owner.session_id)
         assert session.user_id == alice.pk
 
-        intruder = MCPTestClient(session_id=owner.session_id, protocol_version=owner.protocol_version)
+        intruder = MCPTestClient(
+            session_id=owner.session_id, protocol_version=owner.protocol_version
+        )
         await intruder.force_login(bob)
         assert_transport_error(await intruder.post_raw(ping_body()), 404)
         assert (await intruder.open_stream()).status == 404
@@ -907,19 +1036,33 @@ async def test_session_of_another_user_is_answered_404():
 async def test_session_survives_a_new_application_instance(client):
     from tests.asgi import django_asgi_app
 
-    restarted = MCPTestClient(MCPRouter(django_asgi_app), session_id=client.session_id, protocol_version=client.protocol_version)
+    restarted = MCPTestClient(
+        MCPRouter(django_asgi_app),
+        session_id=client.session_id,
+        protocol_version=client.protocol_version,
+    )
     assert await restarted.ping() == {}
-    assert (await restarted.call_tool("add", {"a": 1, "b": 2}))["structuredContent"] == {"result": 3}
+    assert (await restarted.call_tool("add", {"a": 1, "b": 2}))["structuredContent"] == {
+        "result": 3
+    }
 
 
 async def test_stream_can_be_resumed_through_a_new_application_instance(client):
     from tests.asgi import django_asgi_app
 
-    response = await client.post({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "reconnect"}})
-    restarted = MCPTestClient(MCPRouter(django_asgi_app), session_id=client.session_id, protocol_version=client.protocol_version)
+    response = await client.post(
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "reconnect"}}
+    )
+    restarted = MCPTestClient(
+        MCPRouter(django_asgi_app),
+        session_id=client.session_id,
+        protocol_version=client.protocol_version,
+    )
     async with await restarted.open_stream(last_event_id=response.events()[-1].id) as stream:
         items = await stream.read_until_closed()
-    assert [i.json()["id"] for i in items if isinstance(i, SSEEvent) and i.data and "id" in i.json()] == [3]
+    assert [
+        i.json()["id"] for i in items if isinstance(i, SSEEvent) and i.data and "id" in i.json()
+    ] == [3]
 
 
 async def test_reading_a_closed_stream_raises_stream_closed(client):
@@ -945,7 +1088,9 @@ async def test_get_stream_resume_replays_missed_session_notifications_then_follo
     from mcp_django.transport.streams import send_to_session
 
     for i in range(3):
-        await send_to_session(client.session_id, {"jsonrpc": "2.0", "method": f"notifications/n{i}"})
+        await send_to_session(
+            client.session_id, {"jsonrpc": "2.0", "method": f"notifications/n{i}"}
+        )
     async with await client.open_stream(last_event_id="get:1") as stream:
         replayed = [await stream.next_message(), await stream.next_message()]
         await send_to_session(client.session_id, {"jsonrpc": "2.0", "method": "notifications/live"})
@@ -970,12 +1115,18 @@ async def test_cancelled_request_gets_no_response_and_its_client_request_is_canc
     await client.initialize(capabilities={"sampling": {}})
 
     async def cancel_instead_of_answering(params):
-        assert (await client.notify("notifications/cancelled", {"requestId": 99, "reason": "changed my mind"})).status == 202
+        assert (
+            await client.notify(
+                "notifications/cancelled", {"requestId": 99, "reason": "changed my mind"}
+            )
+        ).status == 202
         return {"role": "assistant", "content": {"type": "text", "text": "too late"}, "model": "m"}
 
     client.request_handlers["sampling/createMessage"] = cancel_instead_of_answering
     with pytest.raises(StreamClosed):
-        await client.request("tools/call", {"name": "ask", "arguments": {"question": "q"}}, id=99, resume=False)
+        await client.request(
+            "tools/call", {"name": "ask", "arguments": {"question": "q"}}, id=99, resume=False
+        )
     assert not [e for e in client.last_events if e.data and orjson.loads(e.data).get("id") == 99]
     assert [r.state async for r in ServerRequest.objects.all()] == [ServerRequest.State.CANCELLED]
 
@@ -988,7 +1139,11 @@ async def test_subscribed_resource_update_reaches_the_get_stream(client):
         await stream.next_event()
         assert await site.anotify_resource_updated("test://hello") == 1
         message = await stream.next_message()
-    assert message == {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "test://hello"}}
+    assert message == {
+        "jsonrpc": "2.0",
+        "method": "notifications/resources/updated",
+        "params": {"uri": "test://hello"},
+    }
 
 
 async def test_subscribe_to_unknown_resource_is_resource_not_found(client):
@@ -1019,11 +1174,24 @@ async def test_cors_preflight_from_an_allowed_origin_is_answered(client):
         response = await client.post_raw(ping_body(), {"origin": "https://app.example"})
     assert preflight.status in (200, 204)
     assert preflight.headers.get("access-control-allow-origin") == "https://app.example"
-    assert {"POST", "GET", "DELETE"} <= {m.strip() for m in preflight.headers["access-control-allow-methods"].split(",")}
-    allowed = {h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")}
-    assert {"authorization", "content-type", "mcp-protocol-version", "mcp-session-id", "last-event-id"} <= allowed
+    assert {"POST", "GET", "DELETE"} <= {
+        m.strip() for m in preflight.headers["access-control-allow-methods"].split(",")
+    }
+    allowed = {
+        h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")
+    }
+    assert {
+        "authorization",
+        "content-type",
+        "mcp-protocol-version",
+        "mcp-session-id",
+        "last-event-id",
+    } <= allowed
     assert response.headers.get("access-control-allow-origin") == "https://app.example"
-    exposed = {h.strip().lower() for h in response.headers.get("access-control-expose-headers", "").split(",")}
+    exposed = {
+        h.strip().lower()
+        for h in response.headers.get("access-control-expose-headers", "").split(",")
+    }
     assert {"mcp-session-id", "www-authenticate"} <= exposed
 
 
@@ -1031,18 +1199,32 @@ async def preflight_asking_for(client: MCPTestClient, requested: str):
     with mcp_settings(ALLOWED_ORIGINS=["https://app.example"]):
         return await client.send(
             "OPTIONS",
-            headers={"origin": "https://app.example", "access-control-request-method": "POST", "access-control-request-headers": requested},
+            headers={
+                "origin": "https://app.example",
+                "access-control-request-method": "POST",
+                "access-control-request-headers": requested,
+            },
         )
 
 
 async def test_cors_preflight_allows_the_headers_of_a_2026_07_28_request(client):
-    requested = "authorization, content-type, mcp-method, mcp-name, mcp-param-region, mcp-protocol-version"
+    requested = (
+        "authorization, content-type, mcp-method, mcp-name, mcp-param-region, mcp-protocol-version"
+    )
 
     preflight = await preflight_asking_for(client, requested)
 
     assert preflight.status == 204
-    allowed = {h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")}
-    assert {"mcp-method", "mcp-name", "mcp-param-region", "mcp-protocol-version", "authorization"} <= allowed
+    allowed = {
+        h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")
+    }
+    assert {
+        "mcp-method",
+        "mcp-name",
+        "mcp-param-region",
+        "mcp-protocol-version",
+        "authorization",
+    } <= allowed
 
 
 async def test_cors_preflight_echoes_only_well_formed_parameter_headers_up_to_a_bound(client):
@@ -1050,7 +1232,9 @@ async def test_cors_preflight_echoes_only_well_formed_parameter_headers_up_to_a_
 
     preflight = await preflight_asking_for(client, asked)
 
-    allowed = [h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")]
+    allowed = [
+        h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")
+    ]
     params = [h for h in allowed if h.startswith("mcp-param-")]
     assert len(params) == 64
     assert "x-other" not in allowed
@@ -1059,7 +1243,10 @@ async def test_cors_preflight_echoes_only_well_formed_parameter_headers_up_to_a_
 
 async def test_cors_preflight_from_a_foreign_origin_is_refused_with_403(client):
     with mcp_settings(ALLOWED_ORIGINS=["https://app.example"]):
-        preflight = await client.send("OPTIONS", headers={"origin": "https://evil.example", "access-control-request-method": "POST"})
+        preflight = await client.send(
+            "OPTIONS",
+            headers={"origin": "https://evil.example", "access-control-request-method": "POST"},
+        )
     assert_transport_error(preflight, 403)
     assert "access-control-allow-origin" not in preflight.headers
 
@@ -1082,14 +1269,21 @@ async def test_same_origin_answers_carry_no_cors_headers(client):
 
 async def test_cors_headers_are_on_a_413_for_an_allowed_origin(client):
     with mcp_settings(ALLOWED_ORIGINS=["https://app.example"], MAX_BODY_SIZE=64):
-        response = await client.post_raw(ping_body(), {"origin": "https://app.example", "content-length": "65"})
+        response = await client.post_raw(
+            ping_body(), {"origin": "https://app.example", "content-length": "65"}
+        )
     assert response.status == 413
     assert response.headers.get("access-control-allow-origin") == "https://app.example"
 
 
 async def test_resuming_after_the_final_event_ends_the_connection_at_once(client):
     response = await client.post(
-        {"jsonrpc": "2.0", "id": 50, "method": "tools/call", "params": {"name": "progress", "arguments": {"steps": 1}}}
+        {
+            "jsonrpc": "2.0",
+            "id": 50,
+            "method": "tools/call",
+            "params": {"name": "progress", "arguments": {"steps": 1}},
+        }
     )
     final = response.events()[-1]
     assert final.json()["id"] == 50
@@ -1100,7 +1294,9 @@ async def test_resuming_after_the_final_event_ends_the_connection_at_once(client
 
 async def test_activity_extends_the_session_expiry(client):
     soon = timezone.now() + timedelta(seconds=30)
-    await Session.objects.filter(pk=client.session_id).aupdate(last_active_at=timezone.now() - timedelta(minutes=5), expires_at=soon)
+    await Session.objects.filter(pk=client.session_id).aupdate(
+        last_active_at=timezone.now() - timedelta(minutes=5), expires_at=soon
+    )
     session_cache.drop(client.session_id)  # the row as another process left it
     assert await client.ping() == {}
     session = await Session.objects.aget(pk=client.session_id)
@@ -1111,7 +1307,11 @@ async def test_activity_extends_the_session_expiry(client):
 async def test_session_of_another_site_is_answered_404(client):
     other = MCPSite(name="other-site")
     other.tool(lambda: "x", name="t")
-    stranger = MCPTestClient(MCPConsumer.as_asgi(site=other), session_id=client.session_id, protocol_version=client.protocol_version)
+    stranger = MCPTestClient(
+        MCPConsumer.as_asgi(site=other),
+        session_id=client.session_id,
+        protocol_version=client.protocol_version,
+    )
     assert_transport_error(await stranger.post_raw(ping_body()), 404)
 
 
@@ -1119,10 +1319,14 @@ async def send_in_chunks(client: MCPTestClient, body: bytes, size: int) -> tuple
     """POST ``body`` as several ``http.request`` messages, as a server does for a streamed upload."""
     from channels.testing import ApplicationCommunicator
 
-    communicator = ApplicationCommunicator(client.application, client.scope("POST", client.build_headers("POST")))
+    communicator = ApplicationCommunicator(
+        client.application, client.scope("POST", client.build_headers("POST"))
+    )
     pieces = [body[i : i + size] for i in range(0, len(body), size)]
     for i, piece in enumerate(pieces):
-        await communicator.send_input({"type": "http.request", "body": piece, "more_body": i < len(pieces) - 1})
+        await communicator.send_input(
+            {"type": "http.request", "body": piece, "more_body": i < len(pieces) - 1}
+        )
     start = await communicator.receive_output(5)
     answer = b""
     while True:
@@ -1222,7 +1426,9 @@ async def test_the_endpoint_needs_no_channels_entry_in_installed_apps():
     from django.conf import settings
     from django.test import override_settings
 
-    with override_settings(INSTALLED_APPS=[app for app in settings.INSTALLED_APPS if app != "channels"]):
+    with override_settings(
+        INSTALLED_APPS=[app for app in settings.INSTALLED_APPS if app != "channels"]
+    ):
         client = MCPTestClient()
         await client.initialize()
         listed = await client.request("tools/list")
@@ -1232,11 +1438,16 @@ async def test_the_endpoint_needs_no_channels_entry_in_installed_apps():
 # --- A service the endpoint needs cannot be reached ------------------------------------------
 
 
-@pytest.mark.parametrize("raised", [
-    ConnectionError("Error 22 connecting to 10.231.0.13:6379. Invalid argument."),
-    TimeoutError("Timeout connecting to 10.231.0.13:6379"),
-])
-async def test_a_cache_that_cannot_be_reached_is_answered_503_retry_after(client, monkeypatch, caplog, raised):
+@pytest.mark.parametrize(
+    "raised",
+    [
+        ConnectionError("Error 22 connecting to 10.231.0.13:6379. Invalid argument."),
+        TimeoutError("Timeout connecting to 10.231.0.13:6379"),
+    ],
+)
+async def test_a_cache_that_cannot_be_reached_is_answered_503_retry_after(
+    client, monkeypatch, caplog, raised
+):
     """The running-calls quota counts in the cache (Redis, with several hosts): when it cannot be
     reached the call is answered 503 with Retry-After and an id-less -32603 saying to try again,
     the cause logged, not the ASGI server's bare 500 (tests/multihost scenario 3 saw those)."""
@@ -1246,7 +1457,14 @@ async def test_a_cache_that_cannot_be_reached_is_answered_503_retry_after(client
         raise raised
 
     monkeypatch.setattr(RunningSlot, "acquire", unreachable)
-    response = await client.post({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}})
+    response = await client.post(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 1}},
+        }
+    )
     error = assert_transport_error(response, 503)
     assert error["code"] == INTERNAL_ERROR and error["message"].startswith("Service Unavailable:")
     assert response.headers["retry-after"] == "1"
@@ -1254,7 +1472,9 @@ async def test_a_cache_that_cannot_be_reached_is_answered_503_retry_after(client
     assert "a backing service is unreachable" in caplog.text
 
 
-async def test_a_request_answered_503_closes_the_broken_connections_of_the_sync_thread(client, monkeypatch):
+async def test_a_request_answered_503_closes_the_broken_connections_of_the_sync_thread(
+    client, monkeypatch
+):
     # After a PostgreSQL restart, Django's sync thread kept its broken connection until a tool
     # happened to run there: every initialize and sweep before that failed (multihost scenario 5).
     import threading
@@ -1270,10 +1490,21 @@ async def test_a_request_answered_503_closes_the_broken_connections_of_the_sync_
         raise OperationalError("the connection is closed")
 
     monkeypatch.setattr(RunningSlot, "acquire", unreachable)
-    monkeypatch.setattr(db, "close_broken_connections", lambda: closed_in.append(threading.current_thread().name))
-    response = await client.post({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}})
+    monkeypatch.setattr(
+        db, "close_broken_connections", lambda: closed_in.append(threading.current_thread().name)
+    )
+    response = await client.post(
+        {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 1}},
+        }
+    )
     assert_transport_error(response, 503)
-    assert len(closed_in) == 1 and closed_in[0] != threading.current_thread().name  # in the sync thread, not on the loop
+    assert (
+        len(closed_in) == 1 and closed_in[0] != threading.current_thread().name
+    )  # in the sync thread, not on the loop
 
 
 async def test_a_failed_sweep_closes_the_broken_connections_of_the_sync_thread(monkeypatch):
@@ -1299,10 +1530,19 @@ async def test_redis_own_connection_errors_are_unreachable_too(client, monkeypat
     from mcp_django.ops.quotas.limits import RunningSlot
 
     async def unreachable(*args, **kwargs):
-        raise redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+        raise redis.exceptions.ConnectionError(
+            "Error 111 connecting to 127.0.0.1:6379. Connection refused."
+        )
 
     monkeypatch.setattr(RunningSlot, "acquire", unreachable)
-    response = await client.post({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}})
+    response = await client.post(
+        {
+            "jsonrpc": "2.0",
+            "id": 9,
+            "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 1}},
+        }
+    )
     assert_transport_error(response, 503)
 
 
@@ -1313,8 +1553,18 @@ async def test_a_bug_at_the_top_level_is_answered_500_and_logged(client, monkeyp
         raise KeyError("a bug")
 
     monkeypatch.setattr(RunningSlot, "acquire", broken)
-    response = await client.post({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}})
-    assert assert_transport_error(response, 500) == {"code": INTERNAL_ERROR, "message": "Internal error"}
+    response = await client.post(
+        {
+            "jsonrpc": "2.0",
+            "id": 10,
+            "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 1}},
+        }
+    )
+    assert assert_transport_error(response, 500) == {
+        "code": INTERNAL_ERROR,
+        "message": "Internal error",
+    }
     assert "Could not answer a request to the MCP endpoint" in caplog.text
 
 
@@ -1327,8 +1577,15 @@ async def test_the_endpoint_answers_again_once_the_cache_is_back(client, monkeyp
         raise ConnectionError("Connection refused")
 
     monkeypatch.setattr(RunningSlot, "acquire", unreachable)
-    call = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 2, "b": 2}}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 8,
+        "method": "tools/call",
+        "params": {"name": "add", "arguments": {"a": 2, "b": 2}},
+    }
     assert (await client.post(call)).status == 503
     monkeypatch.setattr(RunningSlot, "acquire", acquire)
     response = await client.post(call)
-    assert response.status == 200 and response.json()["result"]["structuredContent"] == {"result": 4}
+    assert response.status == 200 and response.json()["result"]["structuredContent"] == {
+        "result": 4
+    }

@@ -29,15 +29,29 @@ FUZZ = settings(
 
 # What a server hands the application: bytes without CR, LF or NUL, read as latin-1.
 raw_header_values = (
-    st.binary(max_size=80)
-    | s.header_text.map(lambda text: text.encode("utf-8"))
-).filter(lambda b: not any(c in b for c in b"\r\n\0")).map(lambda b: b.decode("latin-1"))
+    (st.binary(max_size=80) | s.header_text.map(lambda text: text.encode("utf-8")))
+    .filter(lambda b: not any(c in b for c in b"\r\n\0"))
+    .map(lambda b: b.decode("latin-1"))
+)
 
 # Methods the server knows, with tools that finish on their own (no client round trips).
 KNOWN_METHODS = [
-    "ping", "initialize", "logging/setLevel", "tools/list", "tools/call", "resources/list", "resources/templates/list",
-    "resources/read", "resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete",
-    "notifications/initialized", "notifications/cancelled", "notifications/progress",
+    "ping",
+    "initialize",
+    "logging/setLevel",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
 ]
 SAFE_TOOLS = ["add", "echo", "fail", "crash"]
 
@@ -51,7 +65,9 @@ def known_method_messages(draw: st.DrawFn) -> dict[str, Any]:
         params["name"] = draw(st.sampled_from(SAFE_TOOLS))
         params["arguments"] = draw(s.json_objects)
     elif method in ("resources/read", "resources/subscribe") and draw(st.booleans()):
-        params["uri"] = draw(st.sampled_from(["test://hello", "test://items/"]) .map(str) | s.header_text)
+        params["uri"] = draw(
+            st.sampled_from(["test://hello", "test://items/"]).map(str) | s.header_text
+        )
     message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
     if not method.startswith("notifications/"):
         message["id"] = draw(s.request_ids)
@@ -60,7 +76,10 @@ def known_method_messages(draw: st.DrawFn) -> dict[str, Any]:
 
 def check_answer(response: Response) -> None:
     """A 2xx or 4xx; JSON bodies parse; error statuses carry a JSON-RPC error."""
-    assert 200 <= response.status < 300 or 400 <= response.status < 500, (response.status, response.body[:300])
+    assert 200 <= response.status < 300 or 400 <= response.status < 500, (
+        response.status,
+        response.body[:300],
+    )
     if response.status in (202, 204):
         assert response.body == b""
         return
@@ -148,32 +167,50 @@ async def test_batches_of_known_methods_get_a_well_formed_answer(batch_client, m
 @example(value="")
 @example(value=" ")
 async def test_arbitrary_session_id_gets_a_well_formed_answer(client, value):
-    check_answer(await client.post_raw(b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}', {"mcp-session-id": value}))
+    check_answer(
+        await client.post_raw(
+            b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}', {"mcp-session-id": value}
+        )
+    )
 
 
 @FUZZ
 @given(value=raw_header_values)
 @example(value="2025-06-18 ")
 async def test_arbitrary_protocol_version_gets_a_well_formed_answer(client, value):
-    check_answer(await client.post_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping"}', {"mcp-protocol-version": value}))
+    check_answer(
+        await client.post_raw(
+            b'{"jsonrpc":"2.0","id":1,"method":"ping"}', {"mcp-protocol-version": value}
+        )
+    )
 
 
 @FUZZ
-@given(value=s.origin_headers.map(lambda o: o.encode("utf-8", "replace").decode("latin-1")) | raw_header_values)
+@given(
+    value=s.origin_headers.map(lambda o: o.encode("utf-8", "replace").decode("latin-1"))
+    | raw_header_values
+)
 @example(value="null")
 @example(value="http://[::1")
 async def test_arbitrary_origin_gets_a_well_formed_answer(client, value):
     if any(c in value for c in "\r\n\0"):
         return
-    check_answer(await client.post_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping"}', {"origin": value}))
+    check_answer(
+        await client.post_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping"}', {"origin": value})
+    )
 
 
 @FUZZ
-@given(value=s.accept_headers.map(lambda a: a.encode("utf-8", "replace").decode("latin-1")) | raw_header_values)
+@given(
+    value=s.accept_headers.map(lambda a: a.encode("utf-8", "replace").decode("latin-1"))
+    | raw_header_values
+)
 async def test_arbitrary_accept_on_post_gets_a_well_formed_answer(client, value):
     if any(c in value for c in "\r\n\0"):
         return
-    check_answer(await client.post_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping"}', {"accept": value}))
+    check_answer(
+        await client.post_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping"}', {"accept": value})
+    )
 
 
 async def open_and_check(client: MCPTestClient, headers: dict[str, str | None]) -> None:
@@ -206,9 +243,12 @@ async def test_arbitrary_last_event_id_gets_a_well_formed_answer(client, value):
 @given(
     session_id=st.none() | raw_header_values,
     version=st.none() | raw_header_values,
-    accept=st.none() | s.accept_headers.map(lambda a: a.encode("utf-8", "replace").decode("latin-1")),
+    accept=st.none()
+    | s.accept_headers.map(lambda a: a.encode("utf-8", "replace").decode("latin-1")),
 )
-async def test_arbitrary_headers_on_get_get_a_well_formed_answer(client, session_id, version, accept):
+async def test_arbitrary_headers_on_get_get_a_well_formed_answer(
+    client, session_id, version, accept
+):
     headers: dict[str, str | None] = {}
     if session_id is not None:
         headers["mcp-session-id"] = session_id
@@ -223,4 +263,6 @@ async def test_arbitrary_headers_on_get_get_a_well_formed_answer(client, session
 
 def test_check_answer_rejects_server_errors():
     with pytest.raises(AssertionError):
-        check_answer(Response(500, {"content-type": "application/json"}, orjson.dumps({"error": {}})))
+        check_answer(
+            Response(500, {"content-type": "application/json"}, orjson.dumps({"error": {}}))
+        )

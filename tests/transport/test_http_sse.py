@@ -18,7 +18,10 @@ from tests.test_running_caps import held as held  # the fixture
 
 from .conftest import mcp_settings
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_channel_layer"),
+]
 
 
 def client(kind: str) -> MCPTestClient:
@@ -41,7 +44,9 @@ async def test_refusals():
     assert (await client("sse").post({"jsonrpc": "2.0", "id": 1, "method": "ping"})).status == 405
     missing = await client("messages").post({"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert missing.status == 400 and "session_id" in missing.json()["error"]["message"]
-    unknown = await client("messages").post_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping"}', path="/mcp/messages/?session_id=nope")
+    unknown = await client("messages").post_raw(
+        b'{"jsonrpc":"2.0","id":1,"method":"ping"}', path="/mcp/messages/?session_id=nope"
+    )
     assert unknown.status in (400, 404)
 
 
@@ -58,14 +63,20 @@ async def test_a_malformed_post_is_refused_and_the_session_goes_on():
         messages = client("messages")
         bad = await messages.post_raw(b"{nope", path=endpoint)
         assert bad.status == 400 and bad.json()["error"]["code"] == -32700
-        wrong_type = await messages.post_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping"}', {"content-type": "text/plain"}, path=endpoint)
+        wrong_type = await messages.post_raw(
+            b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
+            {"content-type": "text/plain"},
+            path=endpoint,
+        )
         assert wrong_type.status == 415
         ping = await messages.post_raw(b'{"jsonrpc":"2.0","id":2,"method":"ping"}', path=endpoint)
         assert ping.status == 202
         assert (await stream.next_message()) == {"jsonrpc": "2.0", "id": 2, "result": {}}
 
 
-async def test_closing_the_stream_cancels_the_sessions_running_calls_and_gives_back_their_slots(held: Held) -> None:
+async def test_closing_the_stream_cancels_the_sessions_running_calls_and_gives_back_their_slots(
+    held: Held,
+) -> None:
     # The stream is the session: a client that drops it cannot resume it (this transport has no
     # Last-Event-ID), so its calls are cancelled at once and stop counting against the caps.
     with limits(RUNNING_PER_SESSION=2):
@@ -73,13 +84,18 @@ async def test_closing_the_stream_cancels_the_sessions_running_calls_and_gives_b
         endpoint = (await stream.next_event()).data
         session_id = endpoint.rpartition("=")[2]
         messages = client("messages")
-        for message in ({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE},
-                        {"jsonrpc": "2.0", "method": "notifications/initialized"}, hold_call("held", tool="hold", request_id=1)):
+        for message in (
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            hold_call("held", tool="hold", request_id=1),
+        ):
             assert (await messages.post_raw(orjson.dumps(message), path=endpoint)).status == 202
         await held.wait_for("started", 1)
         assert quotas.running_requests("RUNNING_PER_SESSION", f"session:{session_id}") == 1
         await stream.close()
         await held.wait_for("cancelled", 1)
-        await until(lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{session_id}") == 0)
+        await until(
+            lambda: quotas.running_requests("RUNNING_PER_SESSION", f"session:{session_id}") == 0
+        )
     assert held.cancelled == ["held"]
     assert (await Session.objects.aget(pk=session_id)).terminated_at is not None

@@ -17,7 +17,9 @@ def layer() -> InMemoryChannelLayer:
     return layer
 
 
-async def test_messages_reach_a_waiting_receiver_and_leave_no_backlog(layer: InMemoryChannelLayer) -> None:
+async def test_messages_reach_a_waiting_receiver_and_leave_no_backlog(
+    layer: InMemoryChannelLayer,
+) -> None:
     channels = [await layer.new_channel() for _ in range(50)]
     for name in channels:
         await layer.group_add("g", name)
@@ -29,7 +31,9 @@ async def test_messages_reach_a_waiting_receiver_and_leave_no_backlog(layer: InM
     assert layer.channels == {}
 
 
-async def test_a_message_handed_to_a_receiver_cancelled_at_that_moment_is_kept(layer: InMemoryChannelLayer) -> None:
+async def test_a_message_handed_to_a_receiver_cancelled_at_that_moment_is_kept(
+    layer: InMemoryChannelLayer,
+) -> None:
     name = await layer.new_channel()
     receiver = asyncio.ensure_future(layer.receive(name))
     await asyncio.sleep(0)
@@ -70,16 +74,24 @@ async def test_idle_receivers_are_not_in_the_backlog(layer: InMemoryChannelLayer
     await asyncio.gather(*waiting[1:], return_exceptions=True)
 
 
-async def test_an_expired_message_drops_its_channel_from_its_groups_only(layer: InMemoryChannelLayer) -> None:
+async def test_an_expired_message_drops_its_channel_from_its_groups_only(
+    layer: InMemoryChannelLayer,
+) -> None:
     stale, live = await layer.new_channel(), await layer.new_channel()
     for group in ("a", "b"):
         await layer.group_add(group, stale)
         await layer.group_add(group, live)
     await layer.send(stale, {"type": "old"})
-    layer.channels[stale].messages[0] = (0.0, layer.channels[stale].messages[0][1])  # expired long ago
+    layer.channels[stale].messages[0] = (
+        0.0,
+        layer.channels[stale].messages[0][1],
+    )  # expired long ago
     layer._clean_expired()
     assert stale not in layer.channels and stale not in layer._backlog
-    assert layer.groups == {"a": {live: layer.groups["a"][live]}, "b": {live: layer.groups["b"][live]}}
+    assert layer.groups == {
+        "a": {live: layer.groups["a"][live]},
+        "b": {live: layer.groups["b"][live]},
+    }
     assert stale not in layer._memberships and layer._memberships[live] == {"a", "b"}
 
 
@@ -100,10 +112,17 @@ async def test_discard_and_flush_keep_the_index_in_step(layer: InMemoryChannelLa
     assert layer._memberships == {name: {"h"}} and set(layer.groups) == {"h"}
     await layer.send(name, {"type": "x"})
     await layer.flush()
-    assert layer._memberships == {} and layer._backlog == {} and layer.groups == {} and layer.channels == {}
+    assert (
+        layer._memberships == {}
+        and layer._backlog == {}
+        and layer.groups == {}
+        and layer.channels == {}
+    )
 
 
-async def test_receive_later_is_a_bare_future_the_next_message_resolves(layer: InMemoryChannelLayer) -> None:
+async def test_receive_later_is_a_bare_future_the_next_message_resolves(
+    layer: InMemoryChannelLayer,
+) -> None:
     name = await layer.new_channel()
     waiter = layer.receive_later(name)
     assert not waiter.done()
@@ -115,7 +134,9 @@ async def test_receive_later_is_a_bare_future_the_next_message_resolves(layer: I
     assert layer.channels == {} and layer._backlog == {}
 
 
-async def test_a_discarded_receive_forgets_the_channel_and_keeps_a_message_it_was_handed(layer: InMemoryChannelLayer) -> None:
+async def test_a_discarded_receive_forgets_the_channel_and_keeps_a_message_it_was_handed(
+    layer: InMemoryChannelLayer,
+) -> None:
     name = await layer.new_channel()
     layer.discard_receive(name, layer.receive_later(name))
     assert layer.channels == {}

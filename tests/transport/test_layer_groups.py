@@ -13,11 +13,18 @@ from typing import Any
 import pytest
 
 from mcp_django.transport import layers
-from mcp_django.transport.layers import InMemoryChannelLayer, group_add_many, group_discard_many, group_send
+from mcp_django.transport.layers import (
+    InMemoryChannelLayer,
+    group_add_many,
+    group_discard_many,
+    group_send,
+)
 
 
 @pytest.fixture(params=["lean connection", "channels_redis's client"])
-async def redis_layer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
+async def redis_layer(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Any]:
     """channels_redis on a real Redis; the helpers' round trips on mcp_django.redis_wire's lean
     connection, or (where it cannot serve the host) on channels_redis's own client."""
     from channels_redis.core import RedisChannelLayer
@@ -31,7 +38,9 @@ async def redis_layer(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
     # A database of its own, claimed as the multi-process tests claim theirs (and flushed after).
     database = RedisDatabase()
     database.claim()
-    layer = RedisChannelLayer(hosts=[database.url], prefix=f"test-{secrets.token_hex(6)}", capacity=2)
+    layer = RedisChannelLayer(
+        hosts=[database.url], prefix=f"test-{secrets.token_hex(6)}", capacity=2
+    )
     try:
         yield layer
     finally:
@@ -92,7 +101,9 @@ async def receive(layer: Any, channel: str) -> dict[str, Any]:
     return message
 
 
-async def test_on_redis_joins_sends_and_leaves_like_the_layer_in_fewer_round_trips(redis_layer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_on_redis_joins_sends_and_leaves_like_the_layer_in_fewer_round_trips(
+    redis_layer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert layers._redis_layer(redis_layer)
     first, second = await redis_layer.new_channel(), await redis_layer.new_channel()
     counting = CountingPipelines(redis_layer, monkeypatch)
@@ -158,7 +169,9 @@ async def test_any_other_layer_gets_its_own_calls() -> None:
     assert layer.groups == {}
 
 
-async def test_on_redis_a_member_with_an_inbox_in_this_process_is_handed_its_message_in_memory(redis_layer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_on_redis_a_member_with_an_inbox_in_this_process_is_handed_its_message_in_memory(
+    redis_layer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     local, remote = await redis_layer.new_channel(), await redis_layer.new_channel()
     joined = ["mcp.stream.b"]
     inbox = layers.open_inbox(redis_layer, local, joined)

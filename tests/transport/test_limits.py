@@ -14,7 +14,12 @@ from django.test import override_settings
 from mcp_django.checks import check_settings
 from mcp_django.conf import mcp_settings
 from mcp_django.models import Event, Session
-from mcp_django.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, TransportError
+from mcp_django.protocol.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    TransportError,
+)
 from mcp_django.protocol.limits import MAX_SAFE_INTEGER, SERVER_BUSY, depth_exceeds
 from mcp_django.stores import DatabaseEventStore, SessionCache, StoredEvent
 from mcp_django.testing import MCPTestClient, SSEEvent
@@ -27,7 +32,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def _initialize(client_info: Any = None, capabilities: Any = None) -> dict[str, Any]:
     return {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
         "params": {
             "protocolVersion": "2025-11-25",
             "capabilities": {} if capabilities is None else capabilities,
@@ -49,7 +56,10 @@ def _nested(depth: int) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("params", "says"),
     [
-        ({"client_info": {"name": "c", "version": "1", "title": "t" * 5000}}, ['"clientInfo"', "4096"]),
+        (
+            {"client_info": {"name": "c", "version": "1", "title": "t" * 5000}},
+            ['"clientInfo"', "4096"],
+        ),
         ({"capabilities": {"experimental": {"blob": "b" * 70_000}}}, ['"capabilities"', "65536"]),
         ({"capabilities": {"experimental": _nested(17)}}, ['"capabilities"', "16 levels"]),
         ({"client_info": {"name": "n" * 201, "version": "1"}}, ['"clientInfo.name"', "200"]),
@@ -68,7 +78,10 @@ async def test_oversized_initialize_params_are_refused_and_nothing_is_stored(par
 
 async def test_initialize_within_the_limits_is_served() -> None:
     client = MCPTestClient()
-    await client.initialize(client_info={"name": "c", "version": "1", "title": "t" * 3000}, capabilities={"experimental": _nested(15)})
+    await client.initialize(
+        client_info={"name": "c", "version": "1", "title": "t" * 3000},
+        capabilities={"experimental": _nested(15)},
+    )
     assert await Session.objects.acount() == 1
 
 
@@ -96,7 +109,10 @@ def _call(request_id: Any, token: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
-@pytest.mark.parametrize("token", ["t" * 257, MAX_SAFE_INTEGER + 1, -MAX_SAFE_INTEGER - 1, 1.5, True, None, ["t"], {"t": 1}])
+@pytest.mark.parametrize(
+    "token",
+    ["t" * 257, MAX_SAFE_INTEGER + 1, -MAX_SAFE_INTEGER - 1, 1.5, True, None, ["t"], {"t": 1}],
+)
 async def test_an_unbounded_progress_token_is_refused_before_the_tool_runs(client, token) -> None:
     response = await client.post(_call(5, token))
     body = response.json()
@@ -110,7 +126,11 @@ async def test_an_unbounded_progress_token_is_refused_before_the_tool_runs(clien
 @pytest.mark.parametrize("token", ["t" * 256, MAX_SAFE_INTEGER, -MAX_SAFE_INTEGER])
 async def test_a_progress_token_at_the_limit_is_echoed(client, token) -> None:
     await client.request("tools/call", _call(1, token)["params"])
-    progress = [n["params"]["progressToken"] for n in client.last_notifications if n["method"] == "notifications/progress"]
+    progress = [
+        n["params"]["progressToken"]
+        for n in client.last_notifications
+        if n["method"] == "notifications/progress"
+    ]
     assert progress == [token, token]
 
 
@@ -124,7 +144,9 @@ async def test_an_overlong_request_id_is_refused_without_echoing_it(client) -> N
 
 
 async def test_a_batch_member_with_a_bad_token_fails_alone(batch_client) -> None:
-    response = await batch_client.post([_call(1, "t" * 300), {"jsonrpc": "2.0", "id": 2, "method": "ping"}])
+    response = await batch_client.post(
+        [_call(1, "t" * 300), {"jsonrpc": "2.0", "id": 2, "method": "ping"}]
+    )
     by_id = {m["id"]: m for m in response.json()}
     assert by_id[1]["error"]["code"] == INVALID_PARAMS
     assert by_id[2]["result"] == {}
@@ -141,7 +163,11 @@ async def batch_client() -> MCPTestClient:
 
 
 def _session(n: int, blob: int = 0) -> Session:
-    return Session(pk=f"s{n}", client_info={"name": "c"}, client_capabilities={"experimental": {"b": "x" * blob}})
+    return Session(
+        pk=f"s{n}",
+        client_info={"name": "c"},
+        client_capabilities={"experimental": {"b": "x" * blob}},
+    )
 
 
 def test_the_session_cache_is_bounded_by_entries() -> None:
@@ -202,7 +228,10 @@ async def _stream_of(client: MCPTestClient, sizes: list[int]) -> str:
     from mcp_django.transport.layers import new_stream_token
 
     stream = new_stream_token(client.session_id)
-    events = [StoredEvent(n + 1, '"' + "x" * (size - 2) + '"', n + 1 == len(sizes)) for n, size in enumerate(sizes)]
+    events = [
+        StoredEvent(n + 1, '"' + "x" * (size - 2) + '"', n + 1 == len(sizes))
+        for n, size in enumerate(sizes)
+    ]
     await DatabaseEventStore().aappend_many(client.session_id, stream, events)
     return stream
 
@@ -216,7 +245,9 @@ async def test_a_replay_page_is_bounded_by_events_and_bytes(client) -> None:
     assert [e.seq for e in page] == [1, 2]
     page = await store.areplay_page(client.session_id, stream, 3, max_events=10, max_bytes=250)
     assert [e.seq for e in page] == [4]  # one event larger than a page still comes alone
-    assert await store.areplay_page(client.session_id, stream, 5, max_events=10, max_bytes=250) == []
+    assert (
+        await store.areplay_page(client.session_id, stream, 5, max_events=10, max_bytes=250) == []
+    )
 
 
 class PagingStore(DatabaseEventStore):
@@ -227,8 +258,12 @@ class PagingStore(DatabaseEventStore):
     def replay(self, session_id: str, stream: str, after: int) -> list[StoredEvent]:
         raise AssertionError("a resume must not read the whole stream")
 
-    def replay_page(self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int) -> list[StoredEvent]:
-        page = super().replay_page(session_id, stream, after, max_events=max_events, max_bytes=max_bytes)
+    def replay_page(
+        self, session_id: str, stream: str, after: int, *, max_events: int, max_bytes: int
+    ) -> list[StoredEvent]:
+        page = super().replay_page(
+            session_id, stream, after, max_events=max_events, max_bytes=max_bytes
+        )
         self.reads.append(len(page))
         return page
 
@@ -239,7 +274,9 @@ async def test_a_resume_reads_the_stream_page_by_page(client) -> None:
     with settings_override(EVENT_STORE_CLASS=f"{__name__}.PagingStore", REPLAY_PAGE_EVENTS=3):
         async with await client.open_stream(last_event_id=f"{stream}:2") as resumed:
             items = await resumed.read_until_closed()
-    assert [i.id for i in items if isinstance(i, SSEEvent)] == [f"{stream}:{n}" for n in range(3, 11)]
+    assert [i.id for i in items if isinstance(i, SSEEvent)] == [
+        f"{stream}:{n}" for n in range(3, 11)
+    ]
     # From one event before the client's last: 2-4, 5-7, 8-10 (the final one ends it).
     assert PagingStore.reads == [3, 3, 3]
 
@@ -319,7 +356,11 @@ class FakeTwistedRequest:
         self.channel._requestProducer = producer
 
 
-FakeServer = type("Server", (), {"__module__": "daphne.server", "handle_reply": lambda self, protocol, message: None})
+FakeServer = type(
+    "Server",
+    (),
+    {"__module__": "daphne.server", "handle_reply": lambda self, protocol, message: None},
+)
 
 
 async def test_the_flow_waits_for_daphnes_socket_to_drain() -> None:
@@ -354,14 +395,18 @@ class StalledFlow:
     def close(self) -> None: ...
 
 
-async def test_a_resume_to_a_client_that_reads_nothing_stops_after_one_page(client, monkeypatch) -> None:
+async def test_a_resume_to_a_client_that_reads_nothing_stops_after_one_page(
+    client, monkeypatch
+) -> None:
     stream = await _stream_of(client, [50] * 10)
     monkeypatch.setattr("mcp_django.transport.sse.WriteFlow", StalledFlow)
     with settings_override(REPLAY_PAGE_EVENTS=4):
         async with await client.open_stream(last_event_id=f"{stream}:0") as resumed:
             items = await resumed.read_until_closed()
     # One page written, then the connection closed; the rest stays stored for a later resume.
-    assert [i.id for i in items if isinstance(i, SSEEvent)] == [f"{stream}:{n}" for n in range(1, 5)]
+    assert [i.id for i in items if isinstance(i, SSEEvent)] == [
+        f"{stream}:{n}" for n in range(1, 5)
+    ]
     assert resume_slots.total == 0
 
 
@@ -379,7 +424,9 @@ async def test_the_flow_is_a_no_op_under_other_servers() -> None:
 
 async def test_a_stream_that_would_exceed_its_cap_ends_with_an_error_response(client) -> None:
     with settings_override(MAX_STREAM_EVENTS=5):
-        response = await client.request("tools/call", {"name": "progress", "arguments": {"steps": 50}})
+        response = await client.request(
+            "tools/call", {"name": "progress", "arguments": {"steps": 50}}
+        )
     assert response["error"]["code"] == INTERNAL_ERROR
     assert "exceeded its limit (5 events" in response["error"]["message"]
     stored = await Event.objects.filter(session_id=client.session_id).acount()
@@ -388,7 +435,9 @@ async def test_a_stream_that_would_exceed_its_cap_ends_with_an_error_response(cl
 
 async def test_a_response_larger_than_the_stream_cap_is_replaced_by_an_error(client) -> None:
     with settings_override(MAX_STREAM_BYTES=200, RESPONSE_MODE="sse"):
-        response = await client.request("tools/call", {"name": "echo", "arguments": {"text": "e" * 500}})
+        response = await client.request(
+            "tools/call", {"name": "echo", "arguments": {"text": "e" * 500}}
+        )
     assert response["error"]["code"] == INTERNAL_ERROR
     assert "200 bytes" in response["error"]["message"]
 
@@ -398,7 +447,9 @@ async def test_a_response_larger_than_the_stream_cap_is_replaced_by_an_error(cli
 
 def _check(**overrides: Any) -> list[Any]:
     with override_settings(MCP_DJANGO={**BASE_SETTINGS, **overrides}):
-        return [m for m in check_settings() if m.id.startswith(("mcp_django.E15", "mcp_django.W15"))]
+        return [
+            m for m in check_settings() if m.id.startswith(("mcp_django.E15", "mcp_django.W15"))
+        ]
 
 
 def test_limits_must_be_positive_integers() -> None:
@@ -420,7 +471,9 @@ def test_a_replay_page_larger_than_a_stream_is_warned_about() -> None:
 
 
 def test_client_limits_above_the_body_size_are_warned_about() -> None:
-    messages = _check(MAX_BODY_SIZE=1000, MAX_CLIENT_INFO_BYTES=2000, MAX_CLIENT_CAPABILITIES_BYTES=500)
+    messages = _check(
+        MAX_BODY_SIZE=1000, MAX_CLIENT_INFO_BYTES=2000, MAX_CLIENT_CAPABILITIES_BYTES=500
+    )
     assert [(type(m), m.id) for m in messages] == [(Warning, "mcp_django.W151")]
     assert messages[0].hint
 

@@ -33,7 +33,9 @@ class FlakyLayer:
         raise AssertionError("unreachable")
 
 
-async def test_the_listener_logs_a_failed_receive_and_listens_again(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+async def test_the_listener_logs_a_failed_receive_and_listens_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     layer = FlakyLayer()
     dropped: list[str] = []
     monkeypatch.setattr(process, "get_layer", lambda: layer)
@@ -43,7 +45,9 @@ async def test_the_listener_logs_a_failed_receive_and_listens_again(monkeypatch:
     channel.joined_at = 1.0
     with caplog.at_level(logging.WARNING, logger="mcp_django.transport"):
         task = asyncio.get_running_loop().create_task(channel.listen("process-channel"))
-        await until(lambda: dropped, failure="the listener heard no change after the failed receive")  # it runs on this loop
+        await until(
+            lambda: dropped, failure="the listener heard no change after the failed receive"
+        )  # it runs on this loop
     try:
         assert dropped == ["s-1"]  # the change after the failure was heard
         assert not task.done()
@@ -67,14 +71,20 @@ class SilentLayer:
         self.joined.append(group)
 
 
-async def test_a_join_that_hangs_fails_the_request_within_its_bound_and_the_next_request_joins(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_join_that_hangs_fails_the_request_within_its_bound_and_the_next_request_joins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     layer = SilentLayer()
     monkeypatch.setattr(process, "get_layer", lambda: layer)
     monkeypatch.setattr(ProcessChannel, "JOIN_TIMEOUT", 0.05)
     channel = ProcessChannel()
     # A listener already running, as in a process that served requests before the partition.
     loop = asyncio.get_running_loop()
-    channel.channel, channel.loop, channel.task = "process-channel", loop, loop.create_task(asyncio.Event().wait())
+    channel.channel, channel.loop, channel.task = (
+        "process-channel",
+        loop,
+        loop.create_task(asyncio.Event().wait()),
+    )
     try:
         with pytest.raises(TimeoutError) as failed:
             await asyncio.wait_for(channel.ensure(), 5)
@@ -88,7 +98,9 @@ async def test_a_join_that_hangs_fails_the_request_within_its_bound_and_the_next
         channel.task.cancel()
 
 
-async def test_on_redis_an_idle_receive_outlasts_the_blocking_receive_with_a_longer_socket_timeout() -> None:
+async def test_on_redis_an_idle_receive_outlasts_the_blocking_receive_with_a_longer_socket_timeout() -> (
+    None
+):
     """The configuration mcp_django.W006 asks for: the socket timeout longer than channels_redis's
     blocking receive. (Scaled down: a 1 s receive and a 2 s timeout, idle for three seconds.)"""
     from channels_redis.core import RedisChannelLayer
@@ -98,7 +110,10 @@ async def test_on_redis_an_idle_receive_outlasts_the_blocking_receive_with_a_lon
     require_redis()
     database = RedisDatabase()
     database.claim()
-    layer = RedisChannelLayer(hosts=[{"address": database.url, "socket_timeout": 2}], prefix=f"test-{secrets.token_hex(6)}")
+    layer = RedisChannelLayer(
+        hosts=[{"address": database.url, "socket_timeout": 2}],
+        prefix=f"test-{secrets.token_hex(6)}",
+    )
     layer.brpop_timeout = 1
     try:
         channel = await layer.new_channel()

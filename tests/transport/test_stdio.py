@@ -15,8 +15,16 @@ from mcp_django.registry.sites import site
 from mcp_django.server.engine import Principal
 from mcp_django.transport.stdio import StdioServer
 
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -35,13 +43,22 @@ async def test_a_failure_while_handling_a_request_answers_internal_error_and_the
 
     request = HttpRequest()
     request.user = AnonymousUser()
-    server = StdioServer(site.engine, Principal(request=request, user=request.user, transport="stdio"), write, max_line=1 << 20)
+    server = StdioServer(
+        site.engine,
+        Principal(request=request, user=request.user, transport="stdio"),
+        write,
+        max_line=1 << 20,
+    )
     monkeypatch.setattr(server, "initialize", broken)
     with caplog.at_level(logging.ERROR, logger="mcp_django.transport"):
         await server.receive(orjson.dumps(INITIALIZE))
     monkeypatch.undo()
     await server.receive(orjson.dumps({**INITIALIZE, "id": 2}))
     await server.stop()
-    assert lines[0] == {"jsonrpc": "2.0", "id": 1, "error": {"code": INTERNAL_ERROR, "message": "Internal error"}}
+    assert lines[0] == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": INTERNAL_ERROR, "message": "Internal error"},
+    }
     assert lines[1]["id"] == 2 and "result" in lines[1]
     assert "the database went away" in caplog.text

@@ -39,7 +39,9 @@ async def asker() -> MCPTestClient:
 
 async def open_post_stream(client: MCPTestClient, message: dict[str, Any]) -> EventStream:
     """POST a request and keep its SSE answer open, to read it event by event."""
-    exchange = _Exchange(client.application, client.scope("POST", client.build_headers("POST")), client.timeout)
+    exchange = _Exchange(
+        client.application, client.scope("POST", client.build_headers("POST")), client.timeout
+    )
     await exchange.start(orjson.dumps(message))
     stream = EventStream(exchange)
     assert stream.status == 200 and stream.is_sse
@@ -49,7 +51,13 @@ async def open_post_stream(client: MCPTestClient, message: dict[str, Any]) -> Ev
 async def ask(client: MCPTestClient, request_id: int) -> tuple[EventStream, SSEEvent]:
     """Start the ``ask`` tool on a POST stream; return the stream and its sampling request."""
     stream = await open_post_stream(
-        client, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "ask", "arguments": {"question": "q"}}}
+        client,
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": "ask", "arguments": {"question": "q"}},
+        },
     )
     await stream.next_event(timeout=WAIT)  # priming
     sampling = await stream.next_event(timeout=WAIT)
@@ -79,11 +87,16 @@ async def test_resuming_a_cancelled_request_replays_and_then_ends(asker):
 # --- orphans: requests whose process died -------------------------------------------------
 
 
-async def write_orphan(session_id: str, request_id: Any, *, lease: timedelta = timedelta(seconds=-1)) -> str:
+async def write_orphan(
+    session_id: str, request_id: Any, *, lease: timedelta = timedelta(seconds=-1)
+) -> str:
     stream = new_stream_token(session_id)
     await RunningRequest.objects.acreate(
-        session_id=session_id, stream=stream, request_id=orjson.dumps(request_id).decode(),
-        owner="dead-process", lease_until=timezone.now() + lease,
+        session_id=session_id,
+        stream=stream,
+        request_id=orjson.dumps(request_id).decode(),
+        owner="dead-process",
+        lease_until=timezone.now() + lease,
     )
     return stream
 
@@ -135,9 +148,13 @@ async def test_a_request_answered_within_the_write_delay_is_never_claimed_in_the
     with mcp_settings(RESPONSE_MODE="sse"):
         assert await asker.call("ping", {}) == {}
     writer = leases._writer
-    assert writer is not None and writer.get_loop() is asyncio.get_running_loop()  # the ping was claimed ...
+    assert (
+        writer is not None and writer.get_loop() is asyncio.get_running_loop()
+    )  # the ping was claimed ...
     await asyncio.wait_for(writer, WAIT)  # ... and the batch that would have held it is written
-    assert await Event.objects.filter(session_id=asker.session_id).aexists()  # it was answered on a stream
+    assert await Event.objects.filter(
+        session_id=asker.session_id
+    ).aexists()  # it was answered on a stream
     assert not await RunningRequest.objects.aexists()
 
 
@@ -146,23 +163,44 @@ async def test_a_request_answered_within_the_write_delay_is_never_claimed_in_the
 
 async def test_stale_pending_server_requests_expire_and_old_ones_are_pruned(asker):
     old = timezone.now() - timedelta(hours=2)
-    stale = await ServerRequest.objects.acreate(session_id=asker.session_id, request_id="srv-old", method="ping", channel_name="x", created_at=old)
-    answered = await ServerRequest.objects.acreate(
-        session_id=asker.session_id, request_id="srv-done", method="ping", channel_name="x", created_at=old, state=ServerRequest.State.ANSWERED
+    stale = await ServerRequest.objects.acreate(
+        session_id=asker.session_id,
+        request_id="srv-old",
+        method="ping",
+        channel_name="x",
+        created_at=old,
     )
-    fresh = await ServerRequest.objects.acreate(session_id=asker.session_id, request_id="srv-new", method="ping", channel_name="x")
+    answered = await ServerRequest.objects.acreate(
+        session_id=asker.session_id,
+        request_id="srv-done",
+        method="ping",
+        channel_name="x",
+        created_at=old,
+        state=ServerRequest.State.ANSWERED,
+    )
+    fresh = await ServerRequest.objects.acreate(
+        session_id=asker.session_id, request_id="srv-new", method="ping", channel_name="x"
+    )
     with mcp_settings(SERVER_REQUEST_TTL=3600):
         await sync_to_async(call_command)("mcp_clearsessions", stdout=None)
     # The stale one was expired, then pruned with the old answered one; the fresh one waits on.
-    assert [(r.request_id, r.state) async for r in ServerRequest.objects.all()] == [(fresh.request_id, ServerRequest.State.PENDING)]
-    assert {stale.request_id, answered.request_id}.isdisjoint({r.request_id async for r in ServerRequest.objects.all()})
+    assert [(r.request_id, r.state) async for r in ServerRequest.objects.all()] == [
+        (fresh.request_id, ServerRequest.State.PENDING)
+    ]
+    assert {stale.request_id, answered.request_id}.isdisjoint(
+        {r.request_id async for r in ServerRequest.objects.all()}
+    )
 
 
 async def test_an_answer_to_an_expired_server_request_reaches_nobody(asker):
     from mcp_django.transport.streams import deliver_response
 
     await ServerRequest.objects.acreate(
-        session_id=asker.session_id, request_id="srv-late", method="ping", channel_name="x", created_at=timezone.now() - timedelta(hours=2)
+        session_id=asker.session_id,
+        request_id="srv-late",
+        method="ping",
+        channel_name="x",
+        created_at=timezone.now() - timedelta(hours=2),
     )
     with mcp_settings(SERVER_REQUEST_TTL=60):
         from mcp_django.transport.process import sweep
@@ -229,11 +267,15 @@ async def test_a_post_stream_ends_once_its_oauth_token_expires():
         await client.initialize(capabilities={"sampling": {}, "elicitation": {}})
         stream, _ = await ask(client, 11)
         async with stream:
-            await AccessToken.objects.filter(token=raw).aupdate(expires=timezone.now() - timedelta(seconds=1))
+            await AccessToken.objects.filter(token=raw).aupdate(
+                expires=timezone.now() - timedelta(seconds=1)
+            )
             await stream.read_until_closed(timeout=WAIT)
         assert stream.closed
         # The request goes on (a closed connection is no cancel); end it with the session.
-        await AccessToken.objects.filter(token=raw).aupdate(expires=timezone.now() + timedelta(hours=1))
+        await AccessToken.objects.filter(token=raw).aupdate(
+            expires=timezone.now() + timedelta(hours=1)
+        )
         task = RUNNING[(client.session_id, "11")]
         await client.delete()
         done, _ = await asyncio.wait({task}, timeout=WAIT)
@@ -273,7 +315,9 @@ async def test_a_session_cancel_reaches_running_requests_on_another_process():
     try:
         await process_channel.ensure()
         # What cancel_session sends from the process that answered the DELETE.
-        await get_layer().group_send(SESSIONS_GROUP, {"type": "mcp.cancel.session", "session": "other-session"})
+        await get_layer().group_send(
+            SESSIONS_GROUP, {"type": "mcp.cancel.session", "session": "other-session"}
+        )
         await asyncio.wait_for(cancelled.wait(), WAIT)
     finally:
         RUNNING.pop(("other-session", "1"), None)
@@ -292,8 +336,16 @@ async def test_a_resumed_post_stream_goes_out_on_the_newest_connection_only(aske
             second = await asker.open_stream(last_event_id=sampling.id)
             async with second:
                 await first.read_until_closed(timeout=WAIT)
-                answer = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
-                assert (await asker.post({"jsonrpc": "2.0", "id": sampling.json()["id"], "result": answer})).status == 202
+                answer = {
+                    "role": "assistant",
+                    "content": {"type": "text", "text": "hi"},
+                    "model": "m",
+                }
+                assert (
+                    await asker.post(
+                        {"jsonrpc": "2.0", "id": sampling.json()["id"], "result": answer}
+                    )
+                ).status == 202
                 later = await second.next_message(timeout=WAIT)
                 assert later["method"] == "elicitation/create"
     # Both older connections ended before the later event existed: it went out once.

@@ -44,11 +44,19 @@ async def test_events_a_full_channel_dropped_are_filled_from_the_store(client) -
     layer = get_channel_layer()
     async with await client.open_stream() as stream:
         await stream.next_event()  # priming at sequence 0
-        payloads = [encode(notification_message("notifications/message", {"level": "info", "data": n})).decode() for n in (1, 2, 3)]
+        payloads = [
+            encode(
+                notification_message("notifications/message", {"level": "info", "data": n})
+            ).decode()
+            for n in (1, 2, 3)
+        ]
         for payload in payloads:
             await store.aappend(client.session_id, GET_STREAM, payload)
         # Only the last announcement arrives, as if the first two were dropped by a full channel.
-        await layer.group_send(get_stream_group(client.session_id), {"type": "mcp.event", "seq": 3, "payload": payloads[2], "closes": False})
+        await layer.group_send(
+            get_stream_group(client.session_id),
+            {"type": "mcp.event", "seq": 3, "payload": payloads[2], "closes": False},
+        )
         received = [await stream.next_event() for _ in range(3)]
     assert [e.id for e in received] == [f"{GET_STREAM}:1", f"{GET_STREAM}:2", f"{GET_STREAM}:3"]
     assert [e.json()["params"]["data"] for e in received] == [1, 2, 3]
@@ -85,7 +93,11 @@ async def test_a_permission_change_tells_that_users_sessions_their_lists_changed
             permission = await Permission.objects.aget(codename="add_note")
             await sync_to_async(user.user_permissions.add)(permission)
             kinds = {(await stream.next_message(timeout=5))["method"] for _ in range(3)}
-    assert kinds == {"notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed"}
+    assert kinds == {
+        "notifications/tools/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/prompts/list_changed",
+    }
 
 
 class RecordingStore(DatabaseEventStore):
@@ -117,12 +129,21 @@ def _answer(n: int) -> list[StoredEvent]:
 
 
 async def _stored_streams(session_id: str) -> list[str]:
-    return sorted([stream async for stream in Event.objects.filter(session_id=session_id).values_list("stream", flat=True)])
+    return sorted(
+        [
+            stream
+            async for stream in Event.objects.filter(session_id=session_id).values_list(
+                "stream", flat=True
+            )
+        ]
+    )
 
 
 async def test_streams_stored_while_a_write_runs_share_the_next_write(client) -> None:
     store, commit = RecordingStore(), GroupCommit()
-    await asyncio.gather(*(commit.store(store, client.session_id, f"s{n}", _answer(n), []) for n in range(3)))
+    await asyncio.gather(
+        *(commit.store(store, client.session_id, f"s{n}", _answer(n), []) for n in range(3))
+    )
     # The first is written at once, the two that came while it ran in one write after it.
     assert store.writes == [["s0"], ["s1", "s2"]]
     assert await _stored_streams(client.session_id) == ["s0", "s1", "s2"]
@@ -131,7 +152,10 @@ async def test_streams_stored_while_a_write_runs_share_the_next_write(client) ->
 async def test_a_write_that_fails_fails_only_its_own_stream(client) -> None:
     commit = GroupCommit()
     results = await asyncio.gather(
-        *(commit.store(FailingStore(), client.session_id, stream, _answer(n), []) for n, stream in enumerate(["s0", "s1", "bad"])),
+        *(
+            commit.store(FailingStore(), client.session_id, stream, _answer(n), [])
+            for n, stream in enumerate(["s0", "s1", "bad"])
+        ),
         return_exceptions=True,
     )
     assert results[:2] == [None, None]

@@ -46,7 +46,9 @@ def misannotated() -> None: ...
 def misspelt_annotation() -> None: ...
 
 
-@site.tool(icons=[{"url": "https://example.com/i.png"}])  # error: typeddict-item, typeddict-unknown-key
+@site.tool(
+    icons=[{"url": "https://example.com/i.png"}]
+)  # error: typeddict-item, typeddict-unknown-key
 def iconless() -> None: ...
 
 

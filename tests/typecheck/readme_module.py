@@ -67,10 +67,17 @@ def loans_of(user: Any) -> QuerySet[Loan]:
 
 
 def complete_loan_id(typed: str, ctx: Context) -> list[str]:
-    return [str(pk) for pk in loans_of(ctx.user).filter(pk__startswith=typed).values_list("pk", flat=True)[:20]]
+    return [
+        str(pk)
+        for pk in loans_of(ctx.user).filter(pk__startswith=typed).values_list("pk", flat=True)[:20]
+    ]
 
 
-@site.resource("library://loans/{loan_id}", mime_type="application/json", complete={"loan_id": complete_loan_id})
+@site.resource(
+    "library://loans/{loan_id}",
+    mime_type="application/json",
+    complete={"loan_id": complete_loan_id},
+)
 def loan(ctx: Context, loan_id: int) -> dict[str, Any]:
     """One of your loans (an RFC 6570 template: its variables are the arguments)."""
     found = loans_of(ctx.user).filter(pk=loan_id).first()
@@ -85,7 +92,9 @@ def stats() -> dict[str, int]:
     return {"books": Book.objects.count()}
 
 
-@site.prompt(complete={"interest": lambda typed: [g for g in ("fantasy", "history") if g.startswith(typed)]})
+@site.prompt(
+    complete={"interest": lambda typed: [g for g in ("fantasy", "history") if g.startswith(typed)]}
+)
 def recommend_books(interest: str, level: str = "casual") -> list[Message]:
     """Ask for book recommendations."""
     return [Message(f"I am a {level} reader interested in {interest}. What should I read?")]
@@ -112,7 +121,10 @@ class LoanMCP(ModelMCP[Loan]):
         return super().get_queryset(request).select_related("book")
 
 
-@site.tool(annotations={"readOnlyHint": True, "openWorldHint": False}, icons=[{"src": "https://example.com/book.png", "sizes": ["48x48"]}])
+@site.tool(
+    annotations={"readOnlyHint": True, "openWorldHint": False},
+    icons=[{"src": "https://example.com/book.png", "sizes": ["48x48"]}],
+)
 def shelf_count() -> int:
     """How many books the library holds."""
     return Book.objects.count()
@@ -122,7 +134,9 @@ READ_ONLY: ToolAnnotations = {"readOnlyHint": True}
 BOOK_ICON: Icon = {"src": "data:image/png;base64,iVBORw0KGgo=", "theme": "light"}
 
 
-@site.tool(name="count_loans", annotations=READ_ONLY, icons=[BOOK_ICON], permission="library.view_loan")
+@site.tool(
+    name="count_loans", annotations=READ_ONLY, icons=[BOOK_ICON], permission="library.view_loan"
+)
 def count_loans() -> int:
     """How many loans are open."""
     return Loan.objects.count()

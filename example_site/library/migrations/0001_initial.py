@@ -8,7 +8,6 @@ import example_site.library.models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,68 +16,193 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Author',
+            name="Author",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, unique=True, verbose_name='name')),
-                ('born', models.PositiveSmallIntegerField(blank=True, null=True, verbose_name='year of birth')),
-                ('country', models.CharField(blank=True, max_length=100, verbose_name='country')),
-                ('bio', models.TextField(blank=True, verbose_name='biography')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200, unique=True, verbose_name="name")),
+                (
+                    "born",
+                    models.PositiveSmallIntegerField(
+                        blank=True, null=True, verbose_name="year of birth"
+                    ),
+                ),
+                ("country", models.CharField(blank=True, max_length=100, verbose_name="country")),
+                ("bio", models.TextField(blank=True, verbose_name="biography")),
             ],
             options={
-                'verbose_name': 'author',
-                'verbose_name_plural': 'authors',
-                'ordering': ['name'],
+                "verbose_name": "author",
+                "verbose_name_plural": "authors",
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Book',
+            name="Book",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('title', models.CharField(max_length=300, verbose_name='title')),
-                ('isbn', models.CharField(help_text='ISBN-13, digits only.', max_length=13, unique=True, verbose_name='ISBN')),
-                ('published', models.PositiveSmallIntegerField(verbose_name='year published')),
-                ('genre', models.CharField(choices=[('fiction', 'Fiction'), ('science-fiction', 'Science fiction'), ('fantasy', 'Fantasy'), ('mystery', 'Mystery'), ('history', 'History'), ('science', 'Science'), ('biography', 'Biography'), ('poetry', 'Poetry'), ('children', 'Children')], db_index=True, max_length=20, verbose_name='genre')),
-                ('summary', models.TextField(blank=True, verbose_name='summary')),
-                ('copies', models.PositiveSmallIntegerField(default=1, verbose_name='copies owned')),
-                ('author', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='books', to='library.author', verbose_name='author')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("title", models.CharField(max_length=300, verbose_name="title")),
+                (
+                    "isbn",
+                    models.CharField(
+                        help_text="ISBN-13, digits only.",
+                        max_length=13,
+                        unique=True,
+                        verbose_name="ISBN",
+                    ),
+                ),
+                ("published", models.PositiveSmallIntegerField(verbose_name="year published")),
+                (
+                    "genre",
+                    models.CharField(
+                        choices=[
+                            ("fiction", "Fiction"),
+                            ("science-fiction", "Science fiction"),
+                            ("fantasy", "Fantasy"),
+                            ("mystery", "Mystery"),
+                            ("history", "History"),
+                            ("science", "Science"),
+                            ("biography", "Biography"),
+                            ("poetry", "Poetry"),
+                            ("children", "Children"),
+                        ],
+                        db_index=True,
+                        max_length=20,
+                        verbose_name="genre",
+                    ),
+                ),
+                ("summary", models.TextField(blank=True, verbose_name="summary")),
+                (
+                    "copies",
+                    models.PositiveSmallIntegerField(default=1, verbose_name="copies owned"),
+                ),
+                (
+                    "author",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="books",
+                        to="library.author",
+                        verbose_name="author",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'book',
-                'verbose_name_plural': 'books',
-                'ordering': ['title'],
+                "verbose_name": "book",
+                "verbose_name_plural": "books",
+                "ordering": ["title"],
             },
         ),
         migrations.CreateModel(
-            name='Member',
+            name="Member",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('joined_on', models.DateField(default=example_site.library.models.today, verbose_name='joined on')),
-                ('max_loans', models.PositiveSmallIntegerField(default=5, verbose_name='maximum open loans')),
-                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='library_member', to=settings.AUTH_USER_MODEL, verbose_name='user')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "joined_on",
+                    models.DateField(
+                        default=example_site.library.models.today, verbose_name="joined on"
+                    ),
+                ),
+                (
+                    "max_loans",
+                    models.PositiveSmallIntegerField(default=5, verbose_name="maximum open loans"),
+                ),
+                (
+                    "user",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="library_member",
+                        to=settings.AUTH_USER_MODEL,
+                        verbose_name="user",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'member',
-                'verbose_name_plural': 'members',
-                'ordering': ['user__username'],
+                "verbose_name": "member",
+                "verbose_name_plural": "members",
+                "ordering": ["user__username"],
             },
         ),
         migrations.CreateModel(
-            name='Loan',
+            name="Loan",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('borrowed_on', models.DateField(default=example_site.library.models.today, verbose_name='borrowed on')),
-                ('due_on', models.DateField(default=example_site.library.models.default_due_on, verbose_name='due on')),
-                ('returned_on', models.DateField(blank=True, null=True, verbose_name='returned on')),
-                ('book', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='loans', to='library.book', verbose_name='book')),
-                ('member', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='loans', to='library.member', verbose_name='member')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "borrowed_on",
+                    models.DateField(
+                        default=example_site.library.models.today, verbose_name="borrowed on"
+                    ),
+                ),
+                (
+                    "due_on",
+                    models.DateField(
+                        default=example_site.library.models.default_due_on, verbose_name="due on"
+                    ),
+                ),
+                (
+                    "returned_on",
+                    models.DateField(blank=True, null=True, verbose_name="returned on"),
+                ),
+                (
+                    "book",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="loans",
+                        to="library.book",
+                        verbose_name="book",
+                    ),
+                ),
+                (
+                    "member",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="loans",
+                        to="library.member",
+                        verbose_name="member",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'loan',
-                'verbose_name_plural': 'loans',
-                'ordering': ['-borrowed_on', '-pk'],
-                'indexes': [models.Index(fields=['book', 'returned_on'], name='library_loa_book_id_464079_idx'), models.Index(fields=['due_on'], name='library_loa_due_on_ef41d2_idx')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('due_on__gte', models.F('borrowed_on'))), name='library_loan_due_after_borrowed'), models.CheckConstraint(condition=models.Q(('returned_on__isnull', True), ('returned_on__gte', models.F('borrowed_on')), _connector='OR'), name='library_loan_returned_after_borrowed')],
+                "verbose_name": "loan",
+                "verbose_name_plural": "loans",
+                "ordering": ["-borrowed_on", "-pk"],
+                "indexes": [
+                    models.Index(
+                        fields=["book", "returned_on"], name="library_loa_book_id_464079_idx"
+                    ),
+                    models.Index(fields=["due_on"], name="library_loa_due_on_ef41d2_idx"),
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("due_on__gte", models.F("borrowed_on"))),
+                        name="library_loan_due_after_borrowed",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("returned_on__isnull", True),
+                            ("returned_on__gte", models.F("borrowed_on")),
+                            _connector="OR",
+                        ),
+                        name="library_loan_returned_after_borrowed",
+                    ),
+                ],
             },
         ),
     ]

@@ -5,30 +5,63 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='TaskRun',
+            name="TaskRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tool', models.CharField(max_length=128, verbose_name='tool')),
-                ('session_id', models.CharField(blank=True, db_index=True, max_length=64, verbose_name='MCP session')),
-                ('request_id', models.CharField(blank=True, max_length=200, verbose_name='request id')),
-                ('status', models.CharField(choices=[('running', 'running'), ('done', 'done'), ('cancelled', 'cancelled'), ('failed', 'failed')], default='running', max_length=20, verbose_name='status')),
-                ('steps_done', models.PositiveIntegerField(default=0, verbose_name='steps done')),
-                ('steps_total', models.PositiveIntegerField(default=0, verbose_name='steps in all')),
-                ('started_at', models.DateTimeField(default=django.utils.timezone.now, verbose_name='started')),
-                ('finished_at', models.DateTimeField(blank=True, null=True, verbose_name='finished')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("tool", models.CharField(max_length=128, verbose_name="tool")),
+                (
+                    "session_id",
+                    models.CharField(
+                        blank=True, db_index=True, max_length=64, verbose_name="MCP session"
+                    ),
+                ),
+                (
+                    "request_id",
+                    models.CharField(blank=True, max_length=200, verbose_name="request id"),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("running", "running"),
+                            ("done", "done"),
+                            ("cancelled", "cancelled"),
+                            ("failed", "failed"),
+                        ],
+                        default="running",
+                        max_length=20,
+                        verbose_name="status",
+                    ),
+                ),
+                ("steps_done", models.PositiveIntegerField(default=0, verbose_name="steps done")),
+                (
+                    "steps_total",
+                    models.PositiveIntegerField(default=0, verbose_name="steps in all"),
+                ),
+                (
+                    "started_at",
+                    models.DateTimeField(default=django.utils.timezone.now, verbose_name="started"),
+                ),
+                (
+                    "finished_at",
+                    models.DateTimeField(blank=True, null=True, verbose_name="finished"),
+                ),
             ],
             options={
-                'verbose_name': 'task run',
-                'verbose_name_plural': 'task runs',
-                'ordering': ['-started_at'],
+                "verbose_name": "task run",
+                "verbose_name_plural": "task runs",
+                "ordering": ["-started_at"],
             },
         ),
     ]

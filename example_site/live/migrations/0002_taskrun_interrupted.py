@@ -4,23 +4,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('live', '0001_initial'),
+        ("live", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='taskrun',
-            name='reason',
-            field=models.CharField(blank=True, max_length=200, verbose_name='reason'),
+            model_name="taskrun",
+            name="reason",
+            field=models.CharField(blank=True, max_length=200, verbose_name="reason"),
         ),
         migrations.AlterField(
-            model_name='taskrun',
-            name='status',
+            model_name="taskrun",
+            name="status",
             field=models.CharField(
-                choices=[('running', 'running'), ('done', 'done'), ('cancelled', 'cancelled'), ('failed', 'failed'), ('interrupted', 'interrupted')],
-                default='running', max_length=20, verbose_name='status',
+                choices=[
+                    ("running", "running"),
+                    ("done", "done"),
+                    ("cancelled", "cancelled"),
+                    ("failed", "failed"),
+                    ("interrupted", "interrupted"),
+                ],
+                default="running",
+                max_length=20,
+                verbose_name="status",
             ),
         ),
     ]

@@ -47,7 +47,14 @@ from ...models import Task
 from ...ops import audit, tracing
 from ...ops.quotas import limits as quotas
 from ...ops.quotas.limits import Caller, RunningSlot, caller_of
-from ...protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsError, MCPError, MissingRequiredClientCapabilityError, QuotaExceededError
+from ...protocol.errors import (
+    INTERNAL_ERROR,
+    InternalError,
+    InvalidParamsError,
+    MCPError,
+    MissingRequiredClientCapabilityError,
+    QuotaExceededError,
+)
 from ...protocol.modern import RequestMeta
 from ...protocol.params import TaskParams, UpdateTaskParams, parse_as
 from ...server.context import Context
@@ -160,7 +167,11 @@ async def call(tool: ToolEntry, arguments: dict[str, Any], ctx: Context) -> dict
 
 
 async def create(
-    tool: ToolEntry, arguments: dict[str, Any], ctx: Context, answers: dict[str, Any], notes: dict[str, Any] | None = None
+    tool: ToolEntry,
+    arguments: dict[str, Any],
+    ctx: Context,
+    answers: dict[str, Any],
+    notes: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the task's row, start it, and return the ``CreateTaskResult`` (the row exists
     before the answer leaves: a tasks/get right after it finds the task)."""
@@ -171,9 +182,13 @@ async def create(
         "answers": answers,
         "notes": notes or {},
         "meta": {
-            "version": meta.version, "capabilities": meta.client_capabilities, "client_info": meta.client_info,
+            "version": meta.version,
+            "capabilities": meta.client_capabilities,
+            "client_info": meta.client_info,
             "log_level": meta.log_level,
-        } if meta is not None else None,
+        }
+        if meta is not None
+        else None,
     }
     try:
         # Bounded before anything is written: the payload stays in the row until the task ends.
@@ -188,15 +203,22 @@ async def create(
         cap = quotas.current().live_tasks_per_user
         task = taskstore.create_within_cap(
             cap,
-            site_name=ctx.site.name, user_id=getattr(ctx.user, "pk", None), owner=caller.key, client_id=_client_id(ctx.request),
-            scopes=_scopes(ctx.request), tool_name=tool.name, backend=backend,
+            site_name=ctx.site.name,
+            user_id=getattr(ctx.user, "pk", None),
+            owner=caller.key,
+            client_id=_client_id(ctx.request),
+            scopes=_scopes(ctx.request),
+            tool_name=tool.name,
+            backend=backend,
             arguments=audit.stored_arguments(arguments, audit.sensitive_names(tool)),
             payload=sealed,
-            heartbeat_at=None, trace_context=trace_context,
+            heartbeat_at=None,
+            trace_context=trace_context,
         )
         if task is None:
             raise QuotaExceededError(
-                f"Too many live tasks: at most {cap} per user; wait for one to finish or cancel one", limit="LIVE_TASKS_PER_USER"
+                f"Too many live tasks: at most {cap} per user; wait for one to finish or cancel one",
+                limit="LIVE_TASKS_PER_USER",
             )
         return task
 
@@ -213,7 +235,11 @@ async def _start_or_fail(site: ServedSite, task: Task, backend: str) -> None:
     except Exception as exc:
         # A task no worker will ever run must not answer "working" until its TTL.
         logger.exception("Could not start task %s on the TASKS backend %r", task.pk, backend)
-        await sync_to_async(taskstore.finish)(task.pk, Status.FAILED, error={"code": INTERNAL_ERROR, "message": "The task could not be started"})
+        await sync_to_async(taskstore.finish)(
+            task.pk,
+            Status.FAILED,
+            error={"code": INTERNAL_ERROR, "message": "The task could not be started"},
+        )
         raise InternalError(f"The task could not be started: {type(exc).__name__}") from None
 
 
@@ -272,7 +298,9 @@ async def on_sweep(sender: Any, **kwargs: Any) -> None:
     # "would deadlock".
     failed = await sync_to_async(_sweep, thread_sensitive=False)()
     if failed:
-        logger.warning("%d tasks were failed: their process stopped or their time ran out", len(failed))
+        logger.warning(
+            "%d tasks were failed: their process stopped or their time ran out", len(failed)
+        )
     for task_id, user_id in failed:
         await announce(task_id, user_id)
 
@@ -283,7 +311,11 @@ def on_token_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
     parked tasks of that user and client that no live token allows any more, and tell their
     listeners. Running tasks notice at their next heartbeat; a parked one has none."""
     user_id = getattr(instance, "user_id", None)
-    application = getattr(instance, "application", None) if getattr(instance, "application_id", None) else None
+    application = (
+        getattr(instance, "application", None)
+        if getattr(instance, "application_id", None)
+        else None
+    )
     client_id = str(getattr(application, "client_id", "") or "")
     if user_id is None or not client_id:
         return
@@ -292,8 +324,12 @@ def on_token_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
         for task_id in taskstore.fail_unauthorized_parked(user_id, client_id):
             try:
                 async_to_sync(announce)(task_id, user_id)
-            except RuntimeError:  # called on an event loop's own thread: the listeners see it on their next read
-                logger.debug("Task %s failed on revocation; not announced from this thread", task_id)
+            except (
+                RuntimeError
+            ):  # called on an event loop's own thread: the listeners see it on their next read
+                logger.debug(
+                    "Task %s failed on revocation; not announced from this thread", task_id
+                )
 
     # After the commit: a refresh deletes the old token in the transaction that saves the new one.
     transaction.on_commit(fail_parked, using=router.db_for_write(type(instance)))
@@ -303,7 +339,11 @@ def connect_revocations() -> None:
     """Connect :func:`on_token_deleted` to DOT's access tokens, when DOT is installed."""
     token_model = access_token_model()
     if token_model is not None:
-        post_delete.connect(on_token_deleted, sender=token_model, dispatch_uid="mcp_django.extensions.tasks.runner.on_token_deleted")
+        post_delete.connect(
+            on_token_deleted,
+            sender=token_model,
+            dispatch_uid="mcp_django.extensions.tasks.runner.on_token_deleted",
+        )
 
 
 # -- the running side ------------------------------------------------------------------------
@@ -326,8 +366,12 @@ class TaskEmitter:
             final = total is not None and value >= total
             if final or now - self._last >= 0.5:  # a row write at most twice a second
                 self._last = now
-                text = params.get("message") or (f"{value:g} of {total:g}" if total is not None else f"{value:g}")
-                await sync_to_async(taskstore.progress)(self.runner.task_id, value, total, str(text))
+                text = params.get("message") or (
+                    f"{value:g} of {total:g}" if total is not None else f"{value:g}"
+                )
+                await sync_to_async(taskstore.progress)(
+                    self.runner.task_id, value, total, str(text)
+                )
         elif method == "notifications/message":
             logger.info("Task %s: %s", self.runner.task_id, params.get("data"))
         return None
@@ -336,7 +380,9 @@ class TaskEmitter:
         return None
 
     async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
-        raise AssertionError("a task's questions go through its InputRounds")  # Context asks rounds first
+        raise AssertionError(
+            "a task's questions go through its InputRounds"
+        )  # Context asks rounds first
 
 
 class Runner:
@@ -361,20 +407,42 @@ class Runner:
             await self._run()
         except Exception:
             logger.exception("Task %s could not be run", self.task_id)
-            await self.end(Status.FAILED, error={"code": INTERNAL_ERROR, "message": "Internal error while running the task"})
+            await self.end(
+                Status.FAILED,
+                error={"code": INTERNAL_ERROR, "message": "Internal error while running the task"},
+            )
         finally:
-            if _local.get(self.task_id) is self:  # not the run that an answer started since it parked
+            if (
+                _local.get(self.task_id) is self
+            ):  # not the run that an answer started since it parked
                 del _local[self.task_id]
 
-    async def end(self, status: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> None:
+    async def end(
+        self,
+        status: str,
+        *,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> None:
         if result is not None:
             try:
-                taskstore.measured(result, mcp_settings.task_max_result_bytes, "TASK_MAX_RESULT_BYTES", "The task's result")
+                taskstore.measured(
+                    result,
+                    mcp_settings.task_max_result_bytes,
+                    "TASK_MAX_RESULT_BYTES",
+                    "The task's result",
+                )
             except taskstore.TooLarge as exc:
                 # Kept for the task's whole TTL and sent on every tasks/get: never unbounded.
-                status, result, error = Status.FAILED, None, {"code": INTERNAL_ERROR, "message": str(exc)}
+                status, result, error = (
+                    Status.FAILED,
+                    None,
+                    {"code": INTERNAL_ERROR, "message": str(exc)},
+                )
         message = error.get("message", "") if error else ""
-        if await sync_to_async(taskstore.finish)(self.task_id, status, result=result, error=error, message=str(message)):
+        if await sync_to_async(taskstore.finish)(
+            self.task_id, status, result=result, error=error, message=str(message)
+        ):
             self.status = status
             await self.changed()
 
@@ -430,14 +498,28 @@ class Runner:
         if tool is None or gate(tool, request) is not Access.VISIBLE:
             return {"code": -32602, "message": f"Unknown tool: {task.tool_name}"}
         meta = payload.get("meta")
-        request_meta = RequestMeta(
-            version=meta["version"], client_capabilities=meta["capabilities"], client_info=meta["client_info"], log_level=meta["log_level"]
-        ) if meta else None
+        request_meta = (
+            RequestMeta(
+                version=meta["version"],
+                client_capabilities=meta["capabilities"],
+                client_info=meta["client_info"],
+                log_level=meta["log_level"],
+            )
+            if meta
+            else None
+        )
         # The answers so far: a parked task replays the tool with them (as an input round does).
         rounds = InputRounds(payload.get("answers") or {}, payload.get("notes") or {})
         ctx = Context(
-            site=self.site, request=request, user=request.user, session=None, request_id=None, meta={"progressToken": task.pk},
-            emitter=TaskEmitter(self), request_meta=request_meta, rounds=rounds,
+            site=self.site,
+            request=request,
+            user=request.user,
+            session=None,
+            request_id=None,
+            meta={"progressToken": task.pk},
+            emitter=TaskEmitter(self),
+            request_meta=request_meta,
+            rounds=rounds,
         )
         ctx.task_phase = "task"
         ctx.task_id = task.pk
@@ -450,7 +532,9 @@ class Runner:
             try:
                 return await RunningSlot.acquire(caller, None)
             except QuotaExceededError:
-                await sync_to_async(taskstore.progress)(self.task_id, 0, None, "Waiting: the user's other calls use every running slot")
+                await sync_to_async(taskstore.progress)(
+                    self.task_id, 0, None, "Waiting: the user's other calls use every running slot"
+                )
                 state = await sync_to_async(taskstore.beat)(self.task_id, touch=True)
                 if state not in Task.LIVE:
                     return False
@@ -499,7 +583,10 @@ class Runner:
             await self.end(Status.FAILED, error=_error_object(exc))
         except Exception:
             logger.exception("Task %s (%s) failed", self.task_id, tool.name)
-            await self.end(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"Internal error running {tool.name!r}"})
+            await self.end(
+                Status.FAILED,
+                error={"code": INTERNAL_ERROR, "message": f"Internal error running {tool.name!r}"},
+            )
         else:
             await self.end(Status.COMPLETED, result=result)
 
@@ -508,11 +595,16 @@ class Runner:
         client holds no worker. The answer that completes them runs it again (tasks/update)."""
 
         def refused(cap: int) -> dict[str, Any]:
-            return _error_object(QuotaExceededError(
-                f"Too many tasks waiting for input: at most {cap} per user; answer or cancel one", limit="WAITING_TASKS_PER_USER"
-            ))
+            return _error_object(
+                QuotaExceededError(
+                    f"Too many tasks waiting for input: at most {cap} per user; answer or cancel one",
+                    limit="WAITING_TASKS_PER_USER",
+                )
+            )
 
-        parked = await sync_to_async(taskstore.park)(self.task_id, rounds.asked, rounds.answers, rounds.notes, refused)
+        parked = await sync_to_async(taskstore.park)(
+            self.task_id, rounds.asked, rounds.answers, rounds.notes, refused
+        )
         if parked:
             self.status = Status.INPUT_REQUIRED if parked == "parked" else Status.FAILED
             await self.changed()
@@ -520,7 +612,11 @@ class Runner:
 
 def _error_object(exc: MCPError) -> dict[str, Any]:
     """The JSON-RPC error object a failed task shows (``error``)."""
-    return {"code": exc.code, "message": exc.message, **({"data": exc.data} if exc.data is not None else {})}
+    return {
+        "code": exc.code,
+        "message": exc.message,
+        **({"data": exc.data} if exc.data is not None else {}),
+    }
 
 
 # -- tasks/get, tasks/update, tasks/cancel -----------------------------------------------------
@@ -531,7 +627,12 @@ async def afind(site: ServedSite, request: Any, user: Any, task_id: Any) -> Task
     other (unknown, someone else's, malformed)."""
 
     def find() -> Task | None:
-        return taskstore.find(task_id, site_name=site.name, user_id=getattr(user, "pk", None), client_id=_client_id(request))
+        return taskstore.find(
+            task_id,
+            site_name=site.name,
+            user_id=getattr(user, "pk", None),
+            client_id=_client_id(request),
+        )
 
     return await sync_to_async(find)()
 
@@ -554,7 +655,8 @@ async def _find(params: dict[str, Any], ctx: Context) -> Task:
     # "not found" whatever else is wrong.
     if not declares_tasks(ctx):
         raise MissingRequiredClientCapabilityError(
-            f"Declare the {TASKS_EXTENSION} extension to use tasks", required_capabilities=required_capability()
+            f"Declare the {TASKS_EXTENSION} extension to use tasks",
+            required_capabilities=required_capability(),
         )
     task = await afind(ctx.site, ctx.request, ctx.user, parse_as(TaskParams, params).task_id)
     if task is None:
@@ -575,7 +677,9 @@ async def update_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         raise _not_found()
     update = parse_as(UpdateTaskParams, params)
     try:
-        answered = await sync_to_async(taskstore.answer)(task.pk, update.input_responses, well_formed)
+        answered = await sync_to_async(taskstore.answer)(
+            task.pk, update.input_responses, well_formed
+        )
     except taskstore.TooLarge as exc:
         raise InvalidParamsError(f"Invalid params: {exc}") from None
     if answered == "resumed":
@@ -595,4 +699,8 @@ async def cancel_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 
 #: The extension's methods, in the 2026-07-28 method table of a site that has task tools.
-TASK_HANDLERS: Final = {"tasks/get": get_task, "tasks/update": update_task, "tasks/cancel": cancel_task}
+TASK_HANDLERS: Final = {
+    "tasks/get": get_task,
+    "tasks/update": update_task,
+    "tasks/cancel": cancel_task,
+}

@@ -49,14 +49,23 @@ def measured(value: Any, limit: int, setting: str, what: str) -> bytes:
     except (TypeError, orjson.JSONEncodeError) as exc:  # orjson stops at 255 levels of nesting
         raise TooLarge(f"{what} cannot be stored as JSON ({exc})") from None
     if len(encoded) > limit:
-        raise TooLarge(f"{what} would be {len(encoded)} bytes as JSON, more than {setting} ({limit}) allows")
+        raise TooLarge(
+            f"{what} would be {len(encoded)} bytes as JSON, more than {setting} ({limit}) allows"
+        )
     return encoded
 
 
 def seal(payload: dict[str, Any]) -> str:
     """The task's payload (arguments, answers so far, the client's _meta), encrypted and
     bounded by ``TASK_MAX_PAYLOAD_BYTES``."""
-    return crypto.encrypt(measured(payload, mcp_settings.task_max_payload_bytes, "TASK_MAX_PAYLOAD_BYTES", "the task's arguments and answers").decode())
+    return crypto.encrypt(
+        measured(
+            payload,
+            mcp_settings.task_max_payload_bytes,
+            "TASK_MAX_PAYLOAD_BYTES",
+            "the task's arguments and answers",
+        ).decode()
+    )
 
 
 def unseal(text: str) -> dict[str, Any]:
@@ -70,7 +79,9 @@ def create(**fields: Any) -> Task:
     ttl_ms = mcp_settings.task_ttl_ms
     fields.setdefault("ttl_ms", ttl_ms)
     fields.setdefault("poll_interval_ms", mcp_settings.task_poll_interval_ms)
-    fields.setdefault("expires_at", now + timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None)
+    fields.setdefault(
+        "expires_at", now + timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None
+    )
     return Task.objects.create(created_at=now, updated_at=now, **fields)
 
 
@@ -97,7 +108,11 @@ def _lock_owner(using: str, owner: str, user_id: Any) -> None:
     connection = connections[using]
     if connection.vendor == "postgresql":
         # A transaction-scoped advisory lock on the owner: other owners do not wait.
-        key = int.from_bytes(hashlib.blake2b(f"mcp_django.task:{owner}".encode(), digest_size=8).digest(), "big", signed=True)
+        key = int.from_bytes(
+            hashlib.blake2b(f"mcp_django.task:{owner}".encode(), digest_size=8).digest(),
+            "big",
+            signed=True,
+        )
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
     elif connection.vendor == "sqlite":
@@ -108,7 +123,13 @@ def _lock_owner(using: str, owner: str, user_id: Any) -> None:
     elif user_id is not None:
         # Elsewhere (MySQL, Oracle): lock the user's row. An anonymous caller's creates are
         # not serialized there, and may pass the cap by the few that race.
-        list(get_user_model()._default_manager.using(using).select_for_update().filter(pk=user_id).values_list("pk"))
+        list(
+            get_user_model()
+            ._default_manager.using(using)
+            .select_for_update()
+            .filter(pk=user_id)
+            .values_list("pk")
+        )
 
 
 def find(task_id: Any, *, site_name: str, user_id: Any, client_id: str) -> Task | None:
@@ -132,10 +153,18 @@ def settle(task: Task) -> Task:
     seconds = mcp_settings.task_heartbeat_timeout
     waited = mcp_settings.task_input_timeout
     if task.heartbeat_at is not None and task.heartbeat_at < now - timedelta(seconds=seconds):
-        finish(task.pk, Status.FAILED, error=_internal(f"The process running this task stopped (no heartbeat for {seconds:g} s)"))
+        finish(
+            task.pk,
+            Status.FAILED,
+            error=_internal(
+                f"The process running this task stopped (no heartbeat for {seconds:g} s)"
+            ),
+        )
     elif task.status == Status.INPUT_REQUIRED and task.updated_at < now - timedelta(seconds=waited):
         # Parked: no process holds it, and the client has not answered for TASK_INPUT_TIMEOUT.
-        finish(task.pk, Status.FAILED, error=_internal(f"Input timed out: no answer for {waited:g} s"))
+        finish(
+            task.pk, Status.FAILED, error=_internal(f"Input timed out: no answer for {waited:g} s")
+        )
     elif task.expires_at is not None and task.expires_at <= now:
         finish(task.pk, Status.FAILED, error=_internal("The task expired before it finished"))
     else:
@@ -159,7 +188,9 @@ def stale() -> QuerySet[Task]:
     timeout = timedelta(seconds=mcp_settings.task_heartbeat_timeout)
     waited = timedelta(seconds=mcp_settings.task_input_timeout)
     return Task.objects.live().filter(
-        Q(heartbeat_at__lt=now - timeout) | Q(status=Status.INPUT_REQUIRED, updated_at__lt=now - waited) | Q(expires_at__lte=now)
+        Q(heartbeat_at__lt=now - timeout)
+        | Q(status=Status.INPUT_REQUIRED, updated_at__lt=now - waited)
+        | Q(expires_at__lte=now)
     )
 
 
@@ -199,7 +230,9 @@ def _locked(task_id: str, *fields: str) -> Task | None:
 Answered = Literal["", "kept", "resumed"]
 
 
-def answer(task_id: str, responses: dict[str, Any], well_formed: Callable[[str, Any], bool]) -> Answered:
+def answer(
+    task_id: str, responses: dict[str, Any], well_formed: Callable[[str, Any], bool]
+) -> Answered:
     """Keep the client's answers to questions the parked task has outstanding, in its payload
     (encrypted, with the answers so far); others are ignored, as the extension says, and so are
     answers ``well_formed(method, answer)`` rejects (the question stays open, under its key).
@@ -211,8 +244,10 @@ def answer(task_id: str, responses: dict[str, Any], well_formed: Callable[[str, 
             return ""
         asked = task.input_requests
         taken = {
-            key: value for key, value in responses.items()
-            if isinstance(asked.get(key), dict) and well_formed(str(asked[key].get("method")), value)
+            key: value
+            for key, value in responses.items()
+            if isinstance(asked.get(key), dict)
+            and well_formed(str(asked[key].get("method")), value)
         }
         if not taken:
             return ""
@@ -231,9 +266,16 @@ def cancel(task_id: str) -> bool:
     """Cancel a live task; the process running it stops it at its next poll. Whether it was live."""
     now = _now()
     return bool(
-        Task.objects.live().filter(pk=task_id).update(
-            status=Status.CANCELLED, cancel_requested=True, input_requests={}, status_message="Cancelled by request",
-            finished_at=now, updated_at=now, payload="",
+        Task.objects.live()
+        .filter(pk=task_id)
+        .update(
+            status=Status.CANCELLED,
+            cancel_requested=True,
+            input_requests={},
+            status_message="Cancelled by request",
+            finished_at=now,
+            updated_at=now,
+            payload="",
         )
     )
 
@@ -261,8 +303,12 @@ def fail_unauthorized_parked(user_id: Any, client_id: str) -> list[str]:
     heartbeat to notice it, and no answer could come: only a token holding its scopes may send
     one. A refresh replaces the token before this runs, so the tasks it keeps go on."""
     failed = []
-    for task in Task.objects.filter(user_id=user_id, client_id=client_id, status=Status.INPUT_REQUIRED):
-        if not authorized(task) and finish(task.pk, Status.FAILED, error=_internal(REVOKED_MESSAGE), message=REVOKED_MESSAGE):
+    for task in Task.objects.filter(
+        user_id=user_id, client_id=client_id, status=Status.INPUT_REQUIRED
+    ):
+        if not authorized(task) and finish(
+            task.pk, Status.FAILED, error=_internal(REVOKED_MESSAGE), message=REVOKED_MESSAGE
+        ):
             failed.append(task.pk)
     return failed
 
@@ -272,7 +318,9 @@ def claim(task_id: str, worker: str) -> Task | None:
     (cancelled before it ran, say) or parked waiting for input."""
     now = _now()
     claimed = Task.objects.filter(pk=task_id, status=Status.WORKING).update(
-        worker=worker[:200], started_at=Coalesce(F("started_at"), Value(now)), heartbeat_at=now,
+        worker=worker[:200],
+        started_at=Coalesce(F("started_at"), Value(now)),
+        heartbeat_at=now,
     )
     return Task.objects.get(pk=task_id) if claimed else None
 
@@ -291,7 +339,13 @@ def beat(task_id: str, *, touch: bool) -> str | None:
 Parked = Literal["parked", "refused", ""]
 
 
-def park(task_id: str, asked: dict[str, Any], answers: dict[str, Any], notes: dict[str, Any], error: Callable[[int], dict[str, Any]]) -> Parked:
+def park(
+    task_id: str,
+    asked: dict[str, Any],
+    answers: dict[str, Any],
+    notes: dict[str, Any],
+    error: Callable[[int], dict[str, Any]],
+) -> Parked:
     """Put the questions ``asked`` on the working task and park it: no process holds it while
     its client answers (:func:`answer`), its answers so far and ``notes`` sealed in its payload.
     With ``QUOTAS["WAITING_TASKS_PER_USER"]`` tasks of its owner already parked, fail it with
@@ -302,11 +356,19 @@ def park(task_id: str, asked: dict[str, Any], answers: dict[str, Any], notes: di
         if task is None or task.status != Status.WORKING:
             return ""
         now = _now()
-        if cap is not None and Task.objects.filter(owner=task.owner, status=Status.INPUT_REQUIRED).count() >= cap:
+        if (
+            cap is not None
+            and Task.objects.filter(owner=task.owner, status=Status.INPUT_REQUIRED).count() >= cap
+        ):
             failure = error(cap)
             Task.objects.filter(pk=task_id).update(
-                status=Status.FAILED, error=failure, status_message=str(failure.get("message", ""))[:2000], input_requests={},
-                payload="", finished_at=now, updated_at=now,
+                status=Status.FAILED,
+                error=failure,
+                status_message=str(failure.get("message", ""))[:2000],
+                input_requests={},
+                payload="",
+                finished_at=now,
+                updated_at=now,
             )
             return "refused"
         payload = unseal(task.payload)
@@ -316,8 +378,13 @@ def park(task_id: str, asked: dict[str, Any], answers: dict[str, Any], notes: di
         except TooLarge as exc:
             # Answers were bounded as they came; only notes are new here.
             Task.objects.filter(pk=task_id).update(
-                status=Status.FAILED, error=_internal(str(exc)), status_message=str(exc)[:2000], input_requests={}, payload="",
-                finished_at=now, updated_at=now,
+                status=Status.FAILED,
+                error=_internal(str(exc)),
+                status_message=str(exc)[:2000],
+                input_requests={},
+                payload="",
+                finished_at=now,
+                updated_at=now,
             )
             return "refused"
         task.input_requests = asked
@@ -325,22 +392,49 @@ def park(task_id: str, asked: dict[str, Any], answers: dict[str, Any], notes: di
         task.status = Status.INPUT_REQUIRED
         task.heartbeat_at = None  # no process holds it: nothing to beat
         task.updated_at = now
-        task.save(update_fields=["payload", "input_requests", "asked_keys", "status", "heartbeat_at", "updated_at"])
+        task.save(
+            update_fields=[
+                "payload",
+                "input_requests",
+                "asked_keys",
+                "status",
+                "heartbeat_at",
+                "updated_at",
+            ]
+        )
         return "parked"
 
 
 def progress(task_id: str, value: float, total: float | None, message: str) -> None:
-    Task.objects.live().filter(pk=task_id).update(progress=value, total=total, status_message=message[:2000], updated_at=_now())
+    Task.objects.live().filter(pk=task_id).update(
+        progress=value, total=total, status_message=message[:2000], updated_at=_now()
+    )
 
 
-def finish(task_id: str, status: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None, message: str = "") -> bool:
+def finish(
+    task_id: str,
+    status: str,
+    *,
+    result: dict[str, Any] | None = None,
+    error: dict[str, Any] | None = None,
+    message: str = "",
+) -> bool:
     """End a live task (completed, failed or cancelled); False when it had ended already. The
     status message stays the last progress message unless ``message`` replaces it. Its payload
     (arguments and answers) goes: nothing runs it any more."""
     now = _now()
     fields: dict[str, Any] = {"status_message": message[:2000]} if message else {}
     return bool(
-        Task.objects.live().filter(pk=task_id).update(
-            status=status, result=result, error=error, input_requests={}, payload="", finished_at=now, updated_at=now, **fields,
+        Task.objects.live()
+        .filter(pk=task_id)
+        .update(
+            status=status,
+            result=result,
+            error=error,
+            input_requests={},
+            payload="",
+            finished_at=now,
+            updated_at=now,
+            **fields,
         )
     )

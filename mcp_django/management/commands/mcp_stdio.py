@@ -32,7 +32,9 @@ class PipeRequest(HttpRequest):
         super().__init__()
         parts = urlsplit(base_url or "http://localhost")
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise CommandError(f"--base-url must be an http(s) origin such as https://library.example.com, not {base_url!r}")
+            raise CommandError(
+                f"--base-url must be an http(s) origin such as https://library.example.com, not {base_url!r}"
+            )
         self._scheme = parts.scheme
         self.META["HTTP_HOST"] = parts.netloc
         self.META["SERVER_NAME"] = parts.hostname or "localhost"
@@ -102,25 +104,40 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument(
-            "--user", metavar="USER",
+            "--user",
+            metavar="USER",
             help="Run with this user's permissions (tools, rows, state): "
             "a username, else an email address.",
         )
         parser.add_argument(
-            "--user-field", metavar="FIELD", default=None,
+            "--user-field",
+            metavar="FIELD",
+            default=None,
             help="Find --user by this field of the user model only (e.g. email, or a field of your "
             "own) instead of the username, then the email.",
         )
-        parser.add_argument("--site", metavar="NAME", default=None, help="The MCP site to serve, by name (default: the default site).")
         parser.add_argument(
-            "--base-url", metavar="URL", default=None,
+            "--site",
+            metavar="NAME",
+            default=None,
+            help="The MCP site to serve, by name (default: the default site).",
+        )
+        parser.add_argument(
+            "--base-url",
+            metavar="URL",
+            default=None,
             help="The site's public origin (e.g. https://library.example.com), for the pages of URL elicitations "
             "(default: the origin of RESOURCE_URL, else http://localhost).",
         )
 
     def handle(
-        self, *args: Any, user: str | None = None, site: str | None = None,
-        base_url: str | None = None, user_field: str | None = None, **options: Any,
+        self,
+        *args: Any,
+        user: str | None = None,
+        site: str | None = None,
+        base_url: str | None = None,
+        user_field: str | None = None,
+        **options: Any,
     ) -> None:
         # Refused here, on stderr: a forgotten `migrate` would otherwise fail the client's first
         # request on a missing table (and a client of stdio sees no HTTP health page).

@@ -123,7 +123,9 @@ class BaseCounters:
 
     # -- held slots: built on the above, which a subclass shouldn't need to override ----------
 
-    async def ahold(self, scopes: Sequence[Scope], lease: float, buckets: Sequence[int]) -> list[int]:
+    async def ahold(
+        self, scopes: Sequence[Scope], lease: float, buckets: Sequence[int]
+    ) -> list[int]:
         """Hold one more slot in each of ``scopes``, registered in each of ``buckets``; each
         scope's count in the first bucket, this slot included."""
         keys = [slot_key(scope, lease, bucket) for scope in scopes for bucket in buckets]
@@ -132,7 +134,9 @@ class BaseCounters:
 
     async def arelease(self, scopes: Sequence[Scope], lease: float, buckets: Sequence[int]) -> None:
         """Give back the slot :meth:`ahold` registered in ``buckets`` of each of ``scopes``."""
-        await self.aunhit([slot_key(scope, lease, bucket) for bucket in buckets for scope in scopes])
+        await self.aunhit(
+            [slot_key(scope, lease, bucket) for bucket in buckets for scope in scopes]
+        )
 
     def holding(self, scope: Scope, lease: float, bucket: int) -> int:
         """How many slots ``scope`` holds in ``bucket``."""
@@ -226,7 +230,9 @@ class InProcessCounters(BaseCounters):
                 else:
                     self._held.pop(scope, None)
 
-    async def ahold(self, scopes: Sequence[Scope], lease: float, buckets: Sequence[int]) -> list[int]:
+    async def ahold(
+        self, scopes: Sequence[Scope], lease: float, buckets: Sequence[int]
+    ) -> list[int]:
         return self.hold(scopes)
 
     async def arelease(self, scopes: Sequence[Scope], lease: float, buckets: Sequence[int]) -> None:
@@ -262,7 +268,9 @@ class CacheCounters(BaseCounters):
     def __init__(self, cache: BaseCache) -> None:
         super().__init__(cache)
         self.atomic = has_atomic_incr(cache)
-        self._lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext() if self.atomic else threading.Lock()
+        self._lock: contextlib.AbstractContextManager[Any] = (
+            contextlib.nullcontext() if self.atomic else threading.Lock()
+        )
 
     def hit(self, keys: Sequence[str], timeout: float) -> list[int]:
         return self._add([(key, 1) for key in keys], timeout)
@@ -302,8 +310,12 @@ class CacheCounters(BaseCounters):
             try:
                 return int(self.cache.incr(key, amount))
             except ValueError:
-                self.cache.add(key, 0, timeout=timeout)  # new (or expired, or evicted): make it, count again
-        raise RuntimeError(f"The cache {self.cache!r} does not keep counters; QUOTAS needs one that does")
+                self.cache.add(
+                    key, 0, timeout=timeout
+                )  # new (or expired, or evicted): make it, count again
+        raise RuntimeError(
+            f"The cache {self.cache!r} does not keep counters; QUOTAS needs one that does"
+        )
 
 
 #: DECRBY ARGV[1] only a counter that is there (a lapsed one stays gone), in one round trip.
@@ -340,7 +352,10 @@ def read_django_redis_cache(cache: RedisCache) -> _DjangoRedis:
     # round trip (bench/profile.py). Any key: writes all go to the first server.
     client = private.get_client(None, write=True)
     options = dict(private._pool_options)
-    custom = options.pop("parser_class", None) is not redis.connection.DefaultParser or private._pool_class is not redis.ConnectionPool
+    custom = (
+        options.pop("parser_class", None) is not redis.connection.DefaultParser
+        or private._pool_class is not redis.ConnectionPool
+    )
     return _DjangoRedis(client, private._servers[0], None if custom else options, private._pools)
 
 
@@ -359,7 +374,11 @@ class RedisCounters(BaseCounters):
         super().__init__(cache)
         self.redis = read_django_redis_cache(cache)
         #: The lean connections of mcp_django.redis_wire, where the server allows them.
-        self.wires = Wires(self.redis.url, self.redis.async_options) if self.redis.async_options is not None else None
+        self.wires = (
+            Wires(self.redis.url, self.redis.async_options)
+            if self.redis.async_options is not None
+            else None
+        )
         # Not weak keys: a client that has connected holds its loop (through its connections'
         # streams), so a weak key would never go. Clients of closed loops are dropped instead.
         self.async_clients: dict[asyncio.AbstractEventLoop, Any] = {}
@@ -378,7 +397,9 @@ class RedisCounters(BaseCounters):
             # loop per test) would otherwise keep a client and its open socket for each.
             for closed in [other for other in self.async_clients if other.is_closed()]:
                 del self.async_clients[closed]
-            client = self.async_clients[loop] = redis.asyncio.Redis.from_url(self.redis.url, **self.redis.async_options)
+            client = self.async_clients[loop] = redis.asyncio.Redis.from_url(
+                self.redis.url, **self.redis.async_options
+            )
         return client
 
     def _queue_adds(self, pipe: Any, amounts: Sequence[tuple[str, int]], timeout: float) -> None:
@@ -423,7 +444,12 @@ class RedisCounters(BaseCounters):
     async def asubtract(self, amounts: Sequence[tuple[str, int]]) -> None:
         wire = self.wires.get() if self.wires is not None and amounts else None
         if wire is not None:
-            await wire.execute([["EVAL", _DECR_EXISTING, 1, self.cache.make_and_validate_key(key), amount] for key, amount in amounts])
+            await wire.execute(
+                [
+                    ["EVAL", _DECR_EXISTING, 1, self.cache.make_and_validate_key(key), amount]
+                    for key, amount in amounts
+                ]
+            )
             return
         client = self.async_client() if amounts else None
         if client is None:

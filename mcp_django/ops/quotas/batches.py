@@ -114,13 +114,17 @@ class SlotPool:
         at = self.batches.clock()
         current = int(at // self.lease)
         want = self.batch
-        targets = sorted({*buckets_for(at, self.lease), *(b for b in self.registered if b >= current)})
+        targets = sorted(
+            {*buckets_for(at, self.lease), *(b for b in self.registered if b >= current)}
+        )
         for bucket in targets:
             self.registered[bucket] = self.registered.get(bucket, 0) + want
         self.pending += want
         granted = 0
         try:
-            counts = await self.batches.backend.aadd([(self.key(b), want) for b in targets], 3 * self.lease)
+            counts = await self.batches.backend.aadd(
+                [(self.key(b), want) for b in targets], 3 * self.lease
+            )
             granted = max(0, min(want, self.cap - (counts[0] - want)))
         except BaseException:
             # If the cache counted them, they lapse with their buckets (erring on refusing).
@@ -133,7 +137,9 @@ class SlotPool:
         if granted < want:
             for bucket in targets:
                 self.registered[bucket] -= want - granted
-            self.batches.spawn(self.batches.backend.asubtract([(self.key(b), want - granted) for b in targets]))
+            self.batches.spawn(
+                self.batches.backend.asubtract([(self.key(b), want - granted) for b in targets])
+            )
         return granted
 
     def key(self, bucket: int) -> str:
@@ -154,7 +160,9 @@ class SlotPool:
         for bucket in changes:
             self.registered[bucket] = wanted
         adds = [(self.key(bucket), change) for bucket, change in changes.items() if change > 0]
-        subtracts = [(self.key(bucket), -change) for bucket, change in changes.items() if change < 0]
+        subtracts = [
+            (self.key(bucket), -change) for bucket, change in changes.items() if change < 0
+        ]
         try:
             if adds:
                 await self.batches.backend.aadd(adds, 3 * self.lease)
@@ -262,7 +270,10 @@ class Batches:
     def _spawned(self, task: asyncio.Task[Any]) -> None:
         self.tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            logger.warning("Could not give quota units back to the cache (they lapse on their own)", exc_info=task.exception())
+            logger.warning(
+                "Could not give quota units back to the cache (they lapse on their own)",
+                exc_info=task.exception(),
+            )
 
     async def _tick_while_pooled(self, step: float) -> None:
         while self.pools:
@@ -279,13 +290,20 @@ class Batches:
                 if pool.idle:
                     pool.reserved = 0
                     await pool.settle(at, renew=False)
-                    if pool.idle and not pool.reserved and pool not in self.inflight and self.pools.get(key) is pool:
+                    if (
+                        pool.idle
+                        and not pool.reserved
+                        and pool not in self.inflight
+                        and self.pools.get(key) is pool
+                    ):
                         del self.pools[key]
                     continue
                 pool.reserved = min(pool.reserved, pool.held + 2 * pool.batch)
                 await pool.settle(at, renew=True)
             except Exception:
-                logger.exception("Could not renew the %s slots reserved in the cache", pool.scope[0])
+                logger.exception(
+                    "Could not renew the %s slots reserved in the cache", pool.scope[0]
+                )
 
 
 _batches: weakref.WeakKeyDictionary[BaseCounters, Batches] = weakref.WeakKeyDictionary()

@@ -50,16 +50,33 @@ from .batches import SlotPool, batches_for, buckets_for, cap_batch, rate_batch
 #: The keys of ``MCP_DJANGO["QUOTAS"]`` (their defaults are in ``conf.DEFAULTS``).
 RATE_KEYS = ("TOOL_CALLS", "TOOL_CALLS_PER_CLIENT", "NEW_TASKS_PER_USER")
 CAP_KEYS = (
-    "SESSIONS_PER_USER", "SESSIONS_PER_ADDRESS", "STREAMS_PER_SESSION", "STREAMS_PER_USER", "RUNNING_PER_SESSION", "RUNNING_PER_USER",
-    "PENDING_ELICITATIONS_PER_USER", "LIVE_TASKS_PER_USER", "WAITING_TASKS_PER_USER",
+    "SESSIONS_PER_USER",
+    "SESSIONS_PER_ADDRESS",
+    "STREAMS_PER_SESSION",
+    "STREAMS_PER_USER",
+    "RUNNING_PER_SESSION",
+    "RUNNING_PER_USER",
+    "PENDING_ELICITATIONS_PER_USER",
+    "LIVE_TASKS_PER_USER",
+    "WAITING_TASKS_PER_USER",
 )
 QUOTA_KEYS = frozenset({"CACHE", "PER_TOOL", *RATE_KEYS, *CAP_KEYS})
 
 UNITS = {
-    "s": 1, "sec": 1, "second": 1, "seconds": 1,
-    "m": 60, "min": 60, "minute": 60, "minutes": 60,
-    "h": 3600, "hour": 3600, "hours": 3600,
-    "d": 86400, "day": 86400, "days": 86400,
+    "s": 1,
+    "sec": 1,
+    "second": 1,
+    "seconds": 1,
+    "m": 60,
+    "min": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
 }
 _RATE_RE = re.compile(r"\s*(\d+)\s*/\s*(\d*)\s*([a-z]+)\s*")
 
@@ -85,7 +102,9 @@ def parse_rate(value: Any) -> Rate:
     match = _RATE_RE.fullmatch(value) if isinstance(value, str) else None
     unit = UNITS.get(match.group(3).lower()) if match else None
     if match is None or unit is None:
-        raise ValueError(f"{value!r} is not a rate like '600/minute' (units: second, minute, hour, day)")
+        raise ValueError(
+            f"{value!r} is not a rate like '600/minute' (units: second, minute, hour, day)"
+        )
     count, multiple = int(match.group(1)), int(match.group(2) or 1)
     if count <= 0 or multiple <= 0:
         raise ValueError(f"{value!r} must allow at least one call per period of at least one unit")
@@ -122,12 +141,18 @@ class Quotas:
     pending_elicitations_per_user: int | None = None
     live_tasks_per_user: int | None = None
     #: The rate limits of each (caller, client, tool) seen, made once (see _limits).
-    limits_made: dict[tuple[str, str | None, str | None], list[_Limit]] = field(default_factory=dict, compare=False, repr=False)
+    limits_made: dict[tuple[str, str | None, str | None], list[_Limit]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Quotas:
         per_tool = raw.get("PER_TOOL")
-        rates = {str(k): _rate_or_none(v) for k, v in per_tool.items()} if isinstance(per_tool, dict) else {}
+        rates = (
+            {str(k): _rate_or_none(v) for k, v in per_tool.items()}
+            if isinstance(per_tool, dict)
+            else {}
+        )
         alias = raw.get("CACHE")
         return cls(
             cache_alias=alias if isinstance(alias, str) else "default",
@@ -147,7 +172,11 @@ class Quotas:
 
     @property
     def limits_calls(self) -> bool:
-        return self.tool_calls is not None or self.tool_calls_per_client is not None or bool(self.per_tool)
+        return (
+            self.tool_calls is not None
+            or self.tool_calls_per_client is not None
+            or bool(self.per_tool)
+        )
 
     @property
     def counters(self) -> BaseCounters:
@@ -219,7 +248,9 @@ def check_tool_calls(caller: Caller, names: list[str | None]) -> list[QuotaExcee
     return results
 
 
-async def acheck_tool_calls(caller: Caller, names: list[str | None]) -> list[QuotaExceededError | None]:
+async def acheck_tool_calls(
+    caller: Caller, names: list[str | None]
+) -> list[QuotaExceededError | None]:
     """:func:`check_tool_calls` without blocking the event loop (a shared cache is a network
     round trip)."""
     quotas = current()
@@ -244,7 +275,9 @@ async def _ahit(counters: BaseCounters, limit: _Limit, at: float) -> QuotaExceed
         return limit.refusal(counters.hit(keys, limit.rate.period + 1)[0], at)
     if rate_batch(limit.rate.count) > 1:
         # Units taken a batch at a time, handed out here (mcp_django.ops.quotas.batches).
-        admitted = await batches_for(counters, _clock).admit(keys[0], limit.rate.count, limit.rate.period + 1)
+        admitted = await batches_for(counters, _clock).admit(
+            keys[0], limit.rate.count, limit.rate.period + 1
+        )
         return None if admitted else limit.refused(at)
     return limit.refusal((await counters.ahit(keys, limit.rate.period + 1))[0], at)
 
@@ -283,7 +316,10 @@ class _Limit:
         window = int(at // self.rate.period)
         if self.last[0] != window:
             # The counter outlives its window by at most a period: no key is kept for long.
-            self.last = (window, cache_key("rate", self.name, self.who, str(self.rate.period), str(window)))
+            self.last = (
+                window,
+                cache_key("rate", self.name, self.who, str(self.rate.period), str(window)),
+            )
         return self.last[1]
 
     def refusal(self, count: int, at: float) -> QuotaExceededError | None:
@@ -292,10 +328,15 @@ class _Limit:
     def refused(self, at: float) -> QuotaExceededError:
         window = int(at // self.rate.period)
         retry = max(1, math.ceil((window + 1) * self.rate.period - at))
-        details: dict[str, Any] = {"rate": self.rate.text, **({"tool": self.tool} if self.name == "PER_TOOL" else {})}
+        details: dict[str, Any] = {
+            "rate": self.rate.text,
+            **({"tool": self.tool} if self.name == "PER_TOOL" else {}),
+        }
         return QuotaExceededError(
             f"Too many requests: {self.what} are limited to {self.rate.text} ({self.name}); retry in {retry} s",
-            limit=self.name, retry_after=retry, details=details,
+            limit=self.name,
+            retry_after=retry,
+            details=details,
         )
 
 
@@ -307,16 +348,34 @@ def _limits(quotas: Quotas, caller: Caller, name: str | None) -> list[_Limit]:
     if made is None:
         if len(quotas.limits_made) > 10_000:
             quotas.limits_made.clear()  # a bound on callers remembered, not on what is counted
-        made = quotas.limits_made[caller.key, caller.client, tool] = _make_limits(quotas, caller, tool)
+        made = quotas.limits_made[caller.key, caller.client, tool] = _make_limits(
+            quotas, caller, tool
+        )
     return made
 
 
 def _make_limits(quotas: Quotas, caller: Caller, name: str | None) -> list[_Limit]:
     limits: list[_Limit] = []
     if name is not None and name in quotas.per_tool:
-        limits.append(_Limit("PER_TOOL", f"{caller.key}\x1f{name}", quotas.per_tool[name], f"calls of the tool {name!r}", name))
+        limits.append(
+            _Limit(
+                "PER_TOOL",
+                f"{caller.key}\x1f{name}",
+                quotas.per_tool[name],
+                f"calls of the tool {name!r}",
+                name,
+            )
+        )
     if quotas.tool_calls_per_client is not None and caller.client is not None:
-        limits.append(_Limit("TOOL_CALLS_PER_CLIENT", caller.client, quotas.tool_calls_per_client, "tool calls by this OAuth client", name))
+        limits.append(
+            _Limit(
+                "TOOL_CALLS_PER_CLIENT",
+                caller.client,
+                quotas.tool_calls_per_client,
+                "tool calls by this OAuth client",
+                name,
+            )
+        )
     if quotas.tool_calls is not None:
         limits.append(_Limit("TOOL_CALLS", caller.key, quotas.tool_calls, "tool calls", name))
     return limits
@@ -330,7 +389,11 @@ def _session_cap(caller: Caller) -> tuple[str, str, int] | None:
     quotas = current()
     if caller.user_id is not None and quotas.sessions_per_user is not None:
         return "SESSIONS_PER_USER", caller.key, quotas.sessions_per_user
-    if caller.user_id is None and caller.address is not None and quotas.sessions_per_address is not None:
+    if (
+        caller.user_id is None
+        and caller.address is not None
+        and quotas.sessions_per_address is not None
+    ):
         return "SESSIONS_PER_ADDRESS", caller.key, quotas.sessions_per_address
     return None
 
@@ -339,7 +402,11 @@ def live_sessions(caller: Caller, most: int | None = None) -> int:
     """How many live sessions count against ``caller``'s session cap (on any site); counted
     only up to ``most`` + 1 when given, which is all a cap needs to know."""
     live = Session.objects.live()
-    by_caller = {"user_id": caller.user_id} if caller.user_id is not None else {"user__isnull": True, "client_address": caller.address}
+    by_caller = (
+        {"user_id": caller.user_id}
+        if caller.user_id is not None
+        else {"user__isnull": True, "client_address": caller.address}
+    )
     live = live.filter(**by_caller)
     # Every initialize counts: bounded, its cost does not grow with sessions a cap refuses anyway.
     return (live if most is None else live[: most + 1]).count()
@@ -374,7 +441,8 @@ async def areserve_session(caller: Caller) -> LeasedSlot | None:
     raise QuotaExceededError(
         f"Too many sessions: this {scope} already has {live} open, and {limit} is {most}; "
         "end one (HTTP DELETE) or let it expire",
-        limit=limit, details={"max": most},
+        limit=limit,
+        details={"max": most},
     )
 
 
@@ -385,7 +453,9 @@ def check_pending_elicitations(user_id: Any) -> QuotaExceededError | None:
     if cap is None or user_id is None:
         return None
     at = timezone.now()
-    pending = Elicitation.objects.filter(user_id=user_id, state=Elicitation.State.PENDING, expires_at__gt=at)
+    pending = Elicitation.objects.filter(
+        user_id=user_id, state=Elicitation.State.PENDING, expires_at__gt=at
+    )
     count = pending.count()
     if count < cap:
         return None
@@ -393,7 +463,9 @@ def check_pending_elicitations(user_id: Any) -> QuotaExceededError | None:
     retry = max(1, math.ceil((first - at).total_seconds())) if first is not None else None
     return QuotaExceededError(
         f"Too many URL elicitations: this user already has {count} pages waiting, and PENDING_ELICITATIONS_PER_USER is {cap}",
-        limit="PENDING_ELICITATIONS_PER_USER", retry_after=retry, details={"max": cap},
+        limit="PENDING_ELICITATIONS_PER_USER",
+        retry_after=retry,
+        details={"max": cap},
     )
 
 
@@ -427,7 +499,14 @@ class LeasedSlot:
     #: where every cap they count under is large enough for it.
     batched = False
 
-    def __init__(self, kind: str, counters: list[tuple[str, str, int | None]], *, lease: float, backend: BaseCounters) -> None:
+    def __init__(
+        self,
+        kind: str,
+        counters: list[tuple[str, str, int | None]],
+        *,
+        lease: float,
+        backend: BaseCounters,
+    ) -> None:
         #: What is counted: part of every key.
         self.kind = kind
         #: (limit, who, cap or None) for each scope this slot counts in.
@@ -460,7 +539,9 @@ class LeasedSlot:
         return slot
 
     @classmethod
-    def take_inline(cls, kind: str, counters: list[tuple[str, str, int | None]], backend: Any) -> LeasedSlot:
+    def take_inline(
+        cls, kind: str, counters: list[tuple[str, str, int | None]], backend: Any
+    ) -> LeasedSlot:
         """:meth:`take` on counters in this process's memory: nothing awaits, nothing is leased.
         Every tools/call takes a running slot, and the coroutines around this were most of it."""
         slot = cls(kind, counters, lease=0.0, backend=backend)
@@ -474,7 +555,12 @@ class LeasedSlot:
 
     @classmethod
     async def per_session_and_caller(
-        cls, kind: str, caller: Caller, session_id: str | None, per_session: tuple[str, int | None], per_caller: tuple[str, int | None]
+        cls,
+        kind: str,
+        caller: Caller,
+        session_id: str | None,
+        per_session: tuple[str, int | None],
+        per_caller: tuple[str, int | None],
     ) -> LeasedSlot | None:
         """Take a slot counted in ``session_id`` (when there is one) and for ``caller``, under
         each (limit, cap) whose cap is set; None when neither is."""
@@ -544,7 +630,9 @@ class LeasedSlot:
     async def _give_back(self, buckets: list[int]) -> None:
         current_bucket = int(now() // self.lease)
         # Older buckets count for nobody any more.
-        await self.backend.arelease(self.scopes, self.lease, [bucket for bucket in buckets if bucket >= current_bucket])
+        await self.backend.arelease(
+            self.scopes, self.lease, [bucket for bucket in buckets if bucket >= current_bucket]
+        )
 
     async def release(self) -> None:
         """Give the slot back (once; later calls do nothing)."""
@@ -579,14 +667,19 @@ class StreamSlot(LeasedSlot):
         no cap applies, QuotaExceededError (429) when one is reached."""
         quotas = current()
         return await cls.per_session_and_caller(
-            "streams", caller, session_id, ("STREAMS_PER_SESSION", quotas.streams_per_session), ("STREAMS_PER_USER", quotas.streams_per_user)
+            "streams",
+            caller,
+            session_id,
+            ("STREAMS_PER_SESSION", quotas.streams_per_session),
+            ("STREAMS_PER_USER", quotas.streams_per_user),
         )
 
     def refusal(self, limit: str, cap: int) -> QuotaExceededError:
         scope = "session" if limit == "STREAMS_PER_SESSION" else "user"
         return QuotaExceededError(
             f"Too many open streams: this {scope} already has {cap} open ({limit}); close one first",
-            limit=limit, details={"max": cap},
+            limit=limit,
+            details={"max": cap},
         )
 
 
@@ -600,17 +693,29 @@ class RunningSlot(LeasedSlot):
     async def acquire(cls, caller: Caller, session_id: str | None) -> LeasedSlot | None:
         quotas = current()
         return await cls.per_session_and_caller(
-            "running", caller, session_id, ("RUNNING_PER_SESSION", quotas.running_per_session), ("RUNNING_PER_USER", quotas.running_per_user)
+            "running",
+            caller,
+            session_id,
+            ("RUNNING_PER_SESSION", quotas.running_per_session),
+            ("RUNNING_PER_USER", quotas.running_per_user),
         )
 
     def refusal(self, limit: str, cap: int) -> QuotaExceededError:
         who = next(w for name, w, _ in self.counters if name == limit)
-        scope = "session" if limit == "RUNNING_PER_SESSION" else "client address" if who.startswith("address:") else "user"
+        scope = (
+            "session"
+            if limit == "RUNNING_PER_SESSION"
+            else "client address"
+            if who.startswith("address:")
+            else "user"
+        )
         # Most tool calls end within seconds: worth retrying soon.
         return QuotaExceededError(
             f"Too many running requests: this {scope} already has {cap} tool calls running ({limit}); "
             "wait for one to end or cancel one",
-            limit=limit, retry_after=1, details={"max": cap},
+            limit=limit,
+            retry_after=1,
+            details={"max": cap},
         )
 
 

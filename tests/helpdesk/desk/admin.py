@@ -26,7 +26,17 @@ def summarize(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Any)
 
 @admin.register(Ticket)
 class TicketAdmin(admin.ModelAdmin):
-    list_display = ["subject", "customer", "team", "status", "priority", "assignee", "metadata", "attachment", "created_at"]
+    list_display = [
+        "subject",
+        "customer",
+        "team",
+        "status",
+        "priority",
+        "assignee",
+        "metadata",
+        "attachment",
+        "created_at",
+    ]
     list_filter = ["status", "priority", "team"]
     search_fields = ["subject", "description", "customer__name"]
     readonly_fields = ["created_at"]

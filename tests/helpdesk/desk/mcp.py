@@ -40,7 +40,13 @@ def open_tickets(ctx: Context, priority: Ticket.Priority | None = None) -> list[
     if priority is not None:
         tickets = tickets.filter(priority=priority)
     return [
-        TicketSummary(id=t.pk, subject=t.subject, status=t.status, priority=t.priority, customer=t.customer.name)
+        TicketSummary(
+            id=t.pk,
+            subject=t.subject,
+            status=t.status,
+            priority=t.priority,
+            customer=t.customer.name,
+        )
         for t in tickets.order_by("subject")
     ]
 
@@ -74,7 +80,9 @@ def complete_team(value: str, ctx: Context) -> list[str]:
     return list(teams.order_by("name").values_list("name", flat=True))
 
 
-@site.resource("helpdesk://queues/{team}", mime_type="application/json", complete={"team": complete_team})
+@site.resource(
+    "helpdesk://queues/{team}", mime_type="application/json", complete={"team": complete_team}
+)
 def queue(team: str, ctx: Context) -> dict[str, object]:
     """The open tickets of a team's queue (those you may see)."""
     tickets = visible_tickets(ctx.user).filter(team__name=team, status=Ticket.Status.OPEN)

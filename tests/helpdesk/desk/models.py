@@ -20,7 +20,9 @@ class Team(models.Model):
 
 class User(AbstractUser):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="agents")
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="agents"
+    )
 
 
 class Tag(models.Model):
@@ -56,7 +58,9 @@ class Ticket(models.Model):
     description = models.TextField(blank=True)
     customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="tickets")
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="tickets")
-    assignee = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
     priority = models.CharField(max_length=10, choices=Priority.choices, default=Priority.NORMAL)
     metadata = models.JSONField(default=dict, blank=True)

@@ -10,67 +10,147 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('testapp', '0001_initial'),
+        ("testapp", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Tag',
+            name="Tag",
             fields=[
-                ('slug', models.SlugField(primary_key=True, serialize=False)),
+                ("slug", models.SlugField(primary_key=True, serialize=False)),
             ],
         ),
         migrations.CreateModel(
-            name='Specimen',
+            name="Specimen",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('char', models.CharField(max_length=50)),
-                ('char_null', models.CharField(blank=True, max_length=50, null=True)),
-                ('char_choice', models.CharField(choices=[('new', 'New'), ('paid', 'Paid')], default='new', max_length=10)),
-                ('text', models.TextField(blank=True)),
-                ('slug', models.SlugField(blank=True)),
-                ('unicode_slug', models.SlugField(allow_unicode=True, blank=True)),
-                ('email', models.EmailField(blank=True, max_length=254)),
-                ('url', models.URLField(blank=True)),
-                ('ip', models.GenericIPAddressField(blank=True, null=True)),
-                ('ipv4', models.GenericIPAddressField(blank=True, null=True, protocol='IPv4')),
-                ('uuid', models.UUIDField(blank=True, null=True)),
-                ('small', models.SmallIntegerField(default=0)),
-                ('integer', models.IntegerField(default=0)),
-                ('big', models.BigIntegerField(default=0)),
-                ('positive_small', models.PositiveSmallIntegerField(default=0)),
-                ('positive', models.PositiveIntegerField(default=0)),
-                ('positive_big', models.PositiveBigIntegerField(default=0)),
-                ('int_choice', models.IntegerField(blank=True, choices=[(1, 'One'), (2, 'Two')], null=True)),
-                ('floating', models.FloatField(blank=True, null=True)),
-                ('price', models.DecimalField(decimal_places=2, default=0, max_digits=8)),
-                ('rate', models.DecimalField(blank=True, decimal_places=4, max_digits=5, null=True)),
-                ('whole', models.DecimalField(blank=True, decimal_places=0, max_digits=6, null=True)),
-                ('flag', models.BooleanField(default=False)),
-                ('maybe', models.BooleanField(blank=True, null=True)),
-                ('day', models.DateField(blank=True, null=True)),
-                ('moment', models.DateTimeField(blank=True, null=True)),
-                ('clock', models.TimeField(blank=True, null=True)),
-                ('duration', models.DurationField(blank=True, null=True)),
-                ('binary', models.BinaryField(blank=True, null=True)),
-                ('upload', models.FileField(blank=True, upload_to='specimens/')),
-                ('path', models.FilePathField(blank=True, path='/tmp')),
-                ('data', models.JSONField(blank=True, null=True)),
-                ('code', models.CharField(blank=True, max_length=12, validators=[django.core.validators.RegexValidator('\\A[A-Z]{2}-\\d{4}\\Z'), django.core.validators.RegexValidator('(?i)^x', inverse_match=True)])),
-                ('username_like', models.CharField(blank=True, max_length=150, validators=[django.contrib.auth.validators.UnicodeUsernameValidator()])),
-                ('ascii_name', models.CharField(blank=True, max_length=150, validators=[django.contrib.auth.validators.ASCIIUsernameValidator()])),
-                ('bounded', models.IntegerField(default=1, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(99)])),
-                ('discount', models.DecimalField(decimal_places=2, default=0, max_digits=5, validators=[django.core.validators.MinValueValidator(Decimal('0')), django.core.validators.MaxValueValidator(Decimal('50.5'))])),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('twin', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='testapp.specimen')),
-                ('tags', models.ManyToManyField(blank=True, to='testapp.tag')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("char", models.CharField(max_length=50)),
+                ("char_null", models.CharField(blank=True, max_length=50, null=True)),
+                (
+                    "char_choice",
+                    models.CharField(
+                        choices=[("new", "New"), ("paid", "Paid")], default="new", max_length=10
+                    ),
+                ),
+                ("text", models.TextField(blank=True)),
+                ("slug", models.SlugField(blank=True)),
+                ("unicode_slug", models.SlugField(allow_unicode=True, blank=True)),
+                ("email", models.EmailField(blank=True, max_length=254)),
+                ("url", models.URLField(blank=True)),
+                ("ip", models.GenericIPAddressField(blank=True, null=True)),
+                ("ipv4", models.GenericIPAddressField(blank=True, null=True, protocol="IPv4")),
+                ("uuid", models.UUIDField(blank=True, null=True)),
+                ("small", models.SmallIntegerField(default=0)),
+                ("integer", models.IntegerField(default=0)),
+                ("big", models.BigIntegerField(default=0)),
+                ("positive_small", models.PositiveSmallIntegerField(default=0)),
+                ("positive", models.PositiveIntegerField(default=0)),
+                ("positive_big", models.PositiveBigIntegerField(default=0)),
+                (
+                    "int_choice",
+                    models.IntegerField(blank=True, choices=[(1, "One"), (2, "Two")], null=True),
+                ),
+                ("floating", models.FloatField(blank=True, null=True)),
+                ("price", models.DecimalField(decimal_places=2, default=0, max_digits=8)),
+                (
+                    "rate",
+                    models.DecimalField(blank=True, decimal_places=4, max_digits=5, null=True),
+                ),
+                (
+                    "whole",
+                    models.DecimalField(blank=True, decimal_places=0, max_digits=6, null=True),
+                ),
+                ("flag", models.BooleanField(default=False)),
+                ("maybe", models.BooleanField(blank=True, null=True)),
+                ("day", models.DateField(blank=True, null=True)),
+                ("moment", models.DateTimeField(blank=True, null=True)),
+                ("clock", models.TimeField(blank=True, null=True)),
+                ("duration", models.DurationField(blank=True, null=True)),
+                ("binary", models.BinaryField(blank=True, null=True)),
+                ("upload", models.FileField(blank=True, upload_to="specimens/")),
+                ("path", models.FilePathField(blank=True, path="/tmp")),
+                ("data", models.JSONField(blank=True, null=True)),
+                (
+                    "code",
+                    models.CharField(
+                        blank=True,
+                        max_length=12,
+                        validators=[
+                            django.core.validators.RegexValidator("\\A[A-Z]{2}-\\d{4}\\Z"),
+                            django.core.validators.RegexValidator("(?i)^x", inverse_match=True),
+                        ],
+                    ),
+                ),
+                (
+                    "username_like",
+                    models.CharField(
+                        blank=True,
+                        max_length=150,
+                        validators=[django.contrib.auth.validators.UnicodeUsernameValidator()],
+                    ),
+                ),
+                (
+                    "ascii_name",
+                    models.CharField(
+                        blank=True,
+                        max_length=150,
+                        validators=[django.contrib.auth.validators.ASCIIUsernameValidator()],
+                    ),
+                ),
+                (
+                    "bounded",
+                    models.IntegerField(
+                        default=1,
+                        validators=[
+                            django.core.validators.MinValueValidator(1),
+                            django.core.validators.MaxValueValidator(99),
+                        ],
+                    ),
+                ),
+                (
+                    "discount",
+                    models.DecimalField(
+                        decimal_places=2,
+                        default=0,
+                        max_digits=5,
+                        validators=[
+                            django.core.validators.MinValueValidator(Decimal("0")),
+                            django.core.validators.MaxValueValidator(Decimal("50.5")),
+                        ],
+                    ),
+                ),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "twin",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="testapp.specimen",
+                    ),
+                ),
+                ("tags", models.ManyToManyField(blank=True, to="testapp.tag")),
             ],
             options={
-                'ordering': ['pk'],
+                "ordering": ["pk"],
             },
         ),
     ]

@@ -5,15 +5,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('testapp', '0002_every_field'),
+        ("testapp", "0002_every_field"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='specimen',
-            name='period',
-            field=models.CharField(blank=True, max_length=7, validators=[django.core.validators.RegexValidator('\\A(?P<year>\\d{4})\\-(?P<month>\\d{2})\\Z')]),
+            model_name="specimen",
+            name="period",
+            field=models.CharField(
+                blank=True,
+                max_length=7,
+                validators=[
+                    django.core.validators.RegexValidator(
+                        "\\A(?P<year>\\d{4})\\-(?P<month>\\d{2})\\Z"
+                    )
+                ],
+            ),
         ),
     ]

@@ -18,7 +18,12 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
-from oauth2_provider.models import get_access_token_model, get_application_model, get_grant_model, get_refresh_token_model
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
 from oauth2_provider.settings import oauth2_settings
 
 
@@ -30,8 +35,15 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--days", type=int, default=30, help="Keep clients registered in the last DAYS days (default 30).")
-        parser.add_argument("--dry-run", action="store_true", help="Only count what would be deleted.")
+        parser.add_argument(
+            "--days",
+            type=int,
+            default=30,
+            help="Keep clients registered in the last DAYS days (default 30).",
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Only count what would be deleted."
+        )
 
     def handle(self, *args: Any, days: int, dry_run: bool, **options: Any) -> None:
         if days < 0:
@@ -40,7 +52,8 @@ class Command(BaseCommand):
         now = timezone.now()
         with transaction.atomic():
             candidates = Application.objects.select_for_update().filter(
-                registration_source=Application.RegistrationSource.DCR, created__lt=now - timedelta(days=days)
+                registration_source=Application.RegistrationSource.DCR,
+                created__lt=now - timedelta(days=days),
             )
             live = set()
             for queryset in (
@@ -50,7 +63,11 @@ class Command(BaseCommand):
                 get_refresh_token_model().objects.filter(revoked__isnull=True),
                 get_grant_model().objects.filter(expires__gt=now),
             ):
-                live.update(queryset.filter(application__in=candidates).values_list("application_id", flat=True))
+                live.update(
+                    queryset.filter(application__in=candidates).values_list(
+                        "application_id", flat=True
+                    )
+                )
             prunable = candidates.exclude(pk__in=live)
             count = prunable.count()
             if not dry_run:

@@ -38,7 +38,7 @@ class Command(BaseCommand):
             "",
             # Daphne alone spools whole bodies to disk and times nothing out (mcp_django.W184).
             "  This Daphne on 127.0.0.1 is for local use only. On the internet, put a reverse proxy with",
-            "  body-size and timeout limits in front of the server: docs/howto/deploy.md, \"In front of the server\".",
+            '  body-size and timeout limits in front of the server: docs/howto/deploy.md, "In front of the server".',
             "",
         ]
         self.stdout.write("\n".join(lines))

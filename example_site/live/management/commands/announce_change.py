@@ -24,14 +24,22 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         # No choices=: argparse rejects an empty nargs="*" list against choices (Python < 3.12).
-        parser.add_argument("kinds", nargs="*", metavar="{tools,resources,prompts}", help="Which lists changed.")
         parser.add_argument(
-            "--resource", action="append", default=[], metavar="URI", help="A resource URI that changed (repeatable)."
+            "kinds", nargs="*", metavar="{tools,resources,prompts}", help="Which lists changed."
+        )
+        parser.add_argument(
+            "--resource",
+            action="append",
+            default=[],
+            metavar="URI",
+            help="A resource URI that changed (repeatable).",
         )
 
     def handle(self, *args: Any, kinds: list[str], resource: list[str], **options: Any) -> None:
         if not kinds and not resource:
-            raise CommandError("Name at least one of tools, resources, prompts, or give --resource URI.")
+            raise CommandError(
+                "Name at least one of tools, resources, prompts, or give --resource URI."
+            )
         unknown = [kind for kind in kinds if kind not in LIST_KINDS]
         if unknown:
             raise CommandError(f"Unknown list {unknown[0]!r}: choose from {', '.join(LIST_KINDS)}.")
@@ -40,4 +48,6 @@ class Command(BaseCommand):
             self.stdout.write(f"notifications/{kind}/list_changed sent to {count} session(s).")
         for uri in dict.fromkeys(resource):
             count = site.notify_resource_updated(uri)
-            self.stdout.write(f"notifications/resources/updated for {uri} sent to {count} subscribed session(s).")
+            self.stdout.write(
+                f"notifications/resources/updated for {uri} sent to {count} subscribed session(s)."
+            )

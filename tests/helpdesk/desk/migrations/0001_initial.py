@@ -22,7 +22,12 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="Customer",
             fields=[
-                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
                 ("name", models.CharField(max_length=200)),
                 ("email", models.EmailField(max_length=254)),
             ],
@@ -30,14 +35,24 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="Tag",
             fields=[
-                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
                 ("name", models.SlugField(unique=True)),
             ],
         ),
         migrations.CreateModel(
             name="Team",
             fields=[
-                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
                 ("name", models.CharField(max_length=100, unique=True)),
             ],
         ),
@@ -45,7 +60,10 @@ class Migration(migrations.Migration):
             name="User",
             fields=[
                 ("password", models.CharField(max_length=128, verbose_name="password")),
-                ("last_login", models.DateTimeField(blank=True, null=True, verbose_name="last login")),
+                (
+                    "last_login",
+                    models.DateTimeField(blank=True, null=True, verbose_name="last login"),
+                ),
                 (
                     "is_superuser",
                     models.BooleanField(
@@ -65,12 +83,25 @@ class Migration(migrations.Migration):
                         verbose_name="username",
                     ),
                 ),
-                ("first_name", models.CharField(blank=True, max_length=150, verbose_name="first name")),
-                ("last_name", models.CharField(blank=True, max_length=150, verbose_name="last name")),
-                ("email", models.EmailField(blank=True, max_length=254, verbose_name="email address")),
+                (
+                    "first_name",
+                    models.CharField(blank=True, max_length=150, verbose_name="first name"),
+                ),
+                (
+                    "last_name",
+                    models.CharField(blank=True, max_length=150, verbose_name="last name"),
+                ),
+                (
+                    "email",
+                    models.EmailField(blank=True, max_length=254, verbose_name="email address"),
+                ),
                 (
                     "is_staff",
-                    models.BooleanField(default=False, help_text="Designates whether the user can log into this admin site.", verbose_name="staff status"),
+                    models.BooleanField(
+                        default=False,
+                        help_text="Designates whether the user can log into this admin site.",
+                        verbose_name="staff status",
+                    ),
                 ),
                 (
                     "is_active",
@@ -80,8 +111,18 @@ class Migration(migrations.Migration):
                         verbose_name="active",
                     ),
                 ),
-                ("date_joined", models.DateTimeField(default=django.utils.timezone.now, verbose_name="date joined")),
-                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                (
+                    "date_joined",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, verbose_name="date joined"
+                    ),
+                ),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
                 (
                     "groups",
                     models.ManyToManyField(
@@ -104,7 +145,16 @@ class Migration(migrations.Migration):
                         verbose_name="user permissions",
                     ),
                 ),
-                ("team", models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="agents", to="desk.team")),
+                (
+                    "team",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="agents",
+                        to="desk.team",
+                    ),
+                ),
             ],
             options={
                 "verbose_name": "user",
@@ -118,30 +168,82 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="Note",
             fields=[
-                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
                 ("object_id", models.CharField(max_length=36)),
                 ("text", models.TextField()),
-                ("content_type", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="contenttypes.contenttype")),
+                (
+                    "content_type",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="contenttypes.contenttype"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
             name="Ticket",
             fields=[
-                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
                 ("subject", models.CharField(max_length=200)),
                 ("description", models.TextField(blank=True)),
                 (
                     "status",
-                    models.CharField(choices=[("open", "Open"), ("pending", "Waiting on customer"), ("resolved", "Resolved")], default="open", max_length=10),
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("pending", "Waiting on customer"),
+                            ("resolved", "Resolved"),
+                        ],
+                        default="open",
+                        max_length=10,
+                    ),
                 ),
-                ("priority", models.CharField(choices=[("low", "Low"), ("normal", "Normal"), ("urgent", "Urgent")], default="normal", max_length=10)),
+                (
+                    "priority",
+                    models.CharField(
+                        choices=[("low", "Low"), ("normal", "Normal"), ("urgent", "Urgent")],
+                        default="normal",
+                        max_length=10,
+                    ),
+                ),
                 ("metadata", models.JSONField(blank=True, default=dict)),
                 ("attachment", models.FileField(blank=True, upload_to="attachments/")),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
-                ("assignee", models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ("customer", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="tickets", to="desk.customer")),
+                (
+                    "assignee",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "customer",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="tickets",
+                        to="desk.customer",
+                    ),
+                ),
                 ("tags", models.ManyToManyField(blank=True, related_name="tickets", to="desk.tag")),
-                ("team", models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="tickets", to="desk.team")),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="tickets",
+                        to="desk.team",
+                    ),
+                ),
             ],
             options={
                 "ordering": ["subject"],
@@ -150,11 +252,28 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="Comment",
             fields=[
-                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
                 ("body", models.TextField()),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
-                ("author", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to=settings.AUTH_USER_MODEL)),
-                ("ticket", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="comments", to="desk.ticket")),
+                (
+                    "author",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "ticket",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="comments",
+                        to="desk.ticket",
+                    ),
+                ),
             ],
         ),
     ]
