@@ -94,7 +94,8 @@ def autodiscover() -> None:
 
 
 def register(*models: type[Model], site: MCPSite | None = None) -> Callable[[_MC], _MC]:
-    """Register models with a ``ModelMCP`` subclass: ``@register(Book)`` (like ``admin.register``)."""
+    """Register models with a ``ModelMCP`` subclass: ``@register(Book)`` (like
+    ``admin.register``)."""
 
     def wrapper(model_mcp_class: _MC) -> _MC:
         (site or _load("site")).register(models, model_mcp_class)

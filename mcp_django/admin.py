@@ -327,7 +327,8 @@ class RunningRequestAdmin(ReadOnlyMixin, _ModelAdmin[RunningRequest]):
 
 @admin.register(Elicitation)
 class ElicitationAdmin(ReadOnlyMixin, _ModelAdmin[Elicitation]):
-    """URL elicitations: who was asked what, and how it ended. Nothing entered on the pages is here."""
+    """URL elicitations: who was asked what, and how it ended. Nothing entered on the pages is
+    here."""
 
     list_display = [
         "id_short",
@@ -429,7 +430,8 @@ FORMULA_TRIGGERS = frozenset("=+-@|")
 def _csv_cell(value: str) -> str:
     """``value`` as data, never a spreadsheet formula (CSV injection): a cell led by a tab or a
     carriage return, or whose first visible character is a formula trigger once normalised
-    (" =1+1", "\\n=1+1", a full-width equals sign), gets a leading single quote, as OWASP advises."""
+    (" =1+1", "\\n=1+1", a full-width equals sign), gets a leading single quote, as OWASP
+    advises."""
     if value[:1] in ("\t", "\r"):
         return "'" + value
     # Spreadsheets skip leading blanks and read full-width signs as ASCII ones; so does this.

@@ -57,14 +57,16 @@ class SimpleMcpDjangoConfig(AppConfig):
         # Imports nothing of OpenTelemetry until a request arrives with TRACING on.
         tracing.install()
 
-        # Every tools/call, on every transport, goes to the audit trail while AUDIT_TOOL_CALLS is on.
+        # Every tools/call, on every transport, goes to the audit trail while AUDIT_TOOL_CALLS is
+        # on.
         audit.install()
 
         # The bus's sweep after dead processes also fails their durable tasks, polled or not.
         sweeping.connect(
             taskrun.on_sweep, dispatch_uid="mcp_django.extensions.tasks.runner.on_sweep"
         )
-        # A revoked token fails the parked tasks it alone allowed (running ones stop at a heartbeat).
+        # A revoked token fails the parked tasks it alone allowed (running ones stop at a
+        # heartbeat).
         taskrun.connect_revocations()
 
         bridge = mcp_settings.log_bridge_loggers

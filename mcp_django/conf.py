@@ -103,13 +103,16 @@ DEFAULTS: dict[str, Any] = {
         "SESSIONS_PER_USER": 100,  # live sessions of an authenticated user
         "SESSIONS_PER_ADDRESS": 100,  # live sessions of anonymous callers from one client address
         "RUNNING_PER_SESSION": 32,  # tools/call running at once in one session
-        "RUNNING_PER_USER": 64,  # tools/call running at once for one user (anonymous: client address)
+        # tools/call running at once for one user (anonymous: one client address)
+        "RUNNING_PER_USER": 64,
         "STREAMS_PER_SESSION": 64,  # open SSE streams of one session (each streamed request is one)
         "STREAMS_PER_USER": 256,  # open SSE streams of one user (anonymous: client address)
         "PENDING_ELICITATIONS_PER_USER": 20,  # URL elicitations waiting for their page
-        "LIVE_TASKS_PER_USER": 100,  # tasks working or waiting for input, per user (anonymous: client address)
-        "WAITING_TASKS_PER_USER": 20,  # tasks parked waiting for the client's input, per user (anonymous: client address)
-        "NEW_TASKS_PER_USER": "60/minute",  # durable tasks created, per user (anonymous: client address)
+        # Per user (anonymous: per client address): tasks working or waiting for input, tasks parked
+        # waiting for the client's input, durable tasks created.
+        "LIVE_TASKS_PER_USER": 100,
+        "WAITING_TASKS_PER_USER": 20,
+        "NEW_TASKS_PER_USER": "60/minute",
     },
     # Durable tasks (2026-07-28, the io.modelcontextprotocol/tasks extension; README "Durable
     # tasks"). The alias in Django's TASKS setting whose backend runs them (django.tasks, or the

@@ -399,11 +399,14 @@ class ToolCall(models.Model):
         TIMED_OUT = "timed_out", _("timed out")
         #: 2026-07-28: the tool stopped to ask the client something; the client retries the call.
         INPUT_REQUIRED = "input_required", _("input required")
-        #: AUDIT_DURABLE: written as the call starts, and updated with its outcome before it is answered.
+        #: AUDIT_DURABLE: written as the call starts, and updated with its outcome before it is
+        #: answered.
         RUNNING = "running", _("running")
-        #: AUDIT_DURABLE: the process died while the call ran (its lease lapsed; see audit.close_interrupted).
+        #: AUDIT_DURABLE: the process died while the call ran (its lease lapsed; see
+        #: audit.close_interrupted).
         INTERRUPTED = "interrupted", _("interrupted")
-        #: 2026-07-28 tasks extension: the call was answered with a task (``task_id``), which runs on.
+        #: 2026-07-28 tasks extension: the call was answered with a task (``task_id``), which runs
+        #: on.
         TASK = "task", _("handed to a task")
 
     started_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)
@@ -544,7 +547,8 @@ class Task(models.Model):
     poll_interval_ms = models.PositiveIntegerField(_("poll interval (ms)"), default=1000)
     #: Which TASKS backend runs it ("" : the web process that made it).
     backend = models.CharField(_("backend"), max_length=100, blank=True)
-    #: The id of its job in that backend (django.tasks' TaskResult id), to find it in the worker's admin.
+    #: The id of its job in that backend (django.tasks' TaskResult id), to find it in the worker's
+    #: admin.
     backend_task_id = models.CharField(_("backend job id"), max_length=100, blank=True)
     #: The process running it (host:pid), once started.
     worker = models.CharField(_("worker"), max_length=200, blank=True)

@@ -212,7 +212,8 @@ class RedisWire:
             )
         except asyncio.TimeoutError:
             raise TimeoutError(
-                f"could not connect to Redis at {self.host}:{self.port} within {self.connect_timeout:g} s"
+                f"could not connect to Redis at {self.host}:{self.port} within "
+                f"{self.connect_timeout:g} s"
             ) from None
         # uvloop may return before it called connection_made.
         protocol.transport = transport

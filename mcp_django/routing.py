@@ -87,7 +87,8 @@ class MCPRouter:
         return self._apps[key]
 
     def metadata_for(self, path: str) -> Any:
-        """The protected-resource metadata app for ``/.well-known/oauth-protected-resource[/<endpoint>]``,
+        """The protected-resource metadata app for
+        ``/.well-known/oauth-protected-resource[/<endpoint>]``,
         when the server authenticates with OAuth; None otherwise."""
         if not path.startswith(PRM_PATH) or mcp_settings.authentication != "oauth":
             return None
@@ -109,7 +110,8 @@ class MCPRouter:
 
     @staticmethod
     def _site_for(path: str) -> Any:
-        """The MCPSite whose endpoint is at ``path`` (with or without the trailing slash), or None."""
+        """The MCPSite whose endpoint is at ``path`` (with or without the trailing slash), or
+        None."""
         for candidate in (path, path + "/"):
             try:
                 site = getattr(resolve(candidate).func, "mcp_site", None)

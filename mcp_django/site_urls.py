@@ -46,6 +46,7 @@ def site_urlpatterns(site: MCPSite) -> list[Any]:
             connect.ConnectCallbackView.as_view(site=site),
             name="connect-callback",
         ),
-        # Readiness for load balancers (database and channel layer); a Django view, off the MCP path.
+        # Readiness for load balancers (database and channel layer); a Django view, off the MCP
+        # path.
         path("health/", health_view(), name="health"),
     ]

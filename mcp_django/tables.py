@@ -64,4 +64,7 @@ def names_missing_table(exc: DatabaseError) -> bool:
 
 def missing_tables_message(pending: list[str], using: str) -> str:
     """The sentence every surface uses for unapplied migrations on the database ``using``."""
-    return f"mcp_django's migrations {', '.join(pending)} are not applied on the database {using!r}. {MIGRATE_HINT}"
+    return (
+        f"mcp_django's migrations {', '.join(pending)} are not applied on the database "
+        f"{using!r}. {MIGRATE_HINT}"
+    )

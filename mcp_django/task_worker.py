@@ -2,7 +2,8 @@
 
 With ``MCP_DJANGO["TASKS_BACKEND"]`` naming an alias of ``TASKS`` (django-tasks-db's
 ``DatabaseBackend`` run by ``manage.py db_worker``, RQ, Celery...), each task becomes one job of
-:data:`run_mcp_task` there. The job runs the task from its row (``mcp_django.extensions.tasks.runner.Runner``):
+:data:`run_mcp_task` there. The job runs the task from its row
+(``mcp_django.extensions.tasks.runner.Runner``):
 the worker needs the project's settings and apps, as any job of that backend does.
 """
 

@@ -100,7 +100,8 @@ class Response:
         return [item for item in self.sse() if isinstance(item, SSEEvent)]
 
     def messages(self) -> list[Any]:
-        """Return the JSON-RPC messages of the body, whether JSON or SSE (priming events skipped)."""
+        """Return the JSON-RPC messages of the body, whether JSON or SSE (priming events
+        skipped)."""
         if self.is_sse:
             return [event.json() for event in self.events() if event.data]
         if not self.body:
@@ -465,7 +466,8 @@ class MCPTestClient:
         self, message: Any, headers: dict[str, str | None] | None = None
     ) -> EventStream:
         """POST ``message`` and return its answer as a stream once the response headers arrived:
-        an SSE answer is read event by event (a 2026-07-28 ``subscriptions/listen``, a long tool)."""
+        an SSE answer is read event by event (a 2026-07-28 ``subscriptions/listen``, a long
+        tool)."""
         return await self._open("POST", orjson.dumps(message), headers or {})
 
     async def _open(self, method: str, body: bytes, extra: dict[str, str | None]) -> EventStream:
@@ -570,7 +572,8 @@ class MCPTestClient:
         if not response.is_sse:
             if response.content_type != "application/json":
                 raise AssertionError(
-                    f"{method} was answered {response.status} {response.content_type!r}: {body[:200]!r}"
+                    f"{method} was answered {response.status} {response.content_type!r}: "
+                    f"{body[:200]!r}"
                 )
             data = response.json()
             if not isinstance(data, dict):
@@ -585,7 +588,8 @@ class MCPTestClient:
             async with await self.open_stream(last_event_id=last_id) as resumed:
                 if resumed.status != 200:
                     raise AssertionError(
-                        f"resuming {last_id!r} was answered {resumed.status}: {resumed.body[:200]!r}"
+                        f"resuming {last_id!r} was answered {resumed.status}: "
+                        f"{resumed.body[:200]!r}"
                     )
                 found = await self._consume(resumed, request_id)
         return found
@@ -625,7 +629,8 @@ class MCPTestClient:
         reply = await self.post(answer)
         if reply.status != 202:
             raise AssertionError(
-                f"the answer to {message['method']} was refused with {reply.status}: {reply.body[:200]!r}"
+                f"the answer to {message['method']} was refused with {reply.status}: "
+                f"{reply.body[:200]!r}"
             )
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> Response:
@@ -636,7 +641,8 @@ class MCPTestClient:
         return await self.post(message)
 
     async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Send a request and return its ``result``; raise :class:`JSONRPCErrorResponse` on an error."""
+        """Send a request and return its ``result``; raise :class:`JSONRPCErrorResponse` on an
+        error."""
         return _result(await self.request(method, params))
 
     async def call_tool(

@@ -30,7 +30,8 @@ class BaseAuthentication:
     """Decide who is calling. Return a user, or None when anonymous calls are allowed."""
 
     async def authenticate(self, request: HttpRequest) -> Any:
-        """Return the user making ``request``, or None; raise :class:`AuthenticationFailed` to refuse it."""
+        """Return the user making ``request``, or None; raise :class:`AuthenticationFailed` to
+        refuse it."""
         raise NotImplementedError(
             "Authentication classes must implement async authenticate(request) -> user or None"
         )

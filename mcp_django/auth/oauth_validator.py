@@ -105,7 +105,8 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
             return True
         reason = cache.get(_refusal_key(client_id)) if is_cimd_client_id(client_id) else None
         if reason:
-            # Shown on the error page (never a redirect: the client is unknown) as error_description.
+            # Shown on the error page (never a redirect: the client is unknown) as
+            # error_description.
             raise errors.InvalidClientIdError(
                 description=f"This client's metadata document was refused: {reason}.",
                 request=request,
@@ -120,7 +121,10 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
             if not is_mcp_resource(resource):
                 raise errors.CustomOAuth2Error(
                     error="invalid_target",
-                    description=f"This server issues tokens only for {mcp_resource()}, not for {resource!r}.",
+                    description=(
+                        f"This server issues tokens only for {mcp_resource()}, not for "
+                        f"{resource!r}."
+                    ),
                     request=request,
                 )
 

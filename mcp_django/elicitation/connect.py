@@ -125,7 +125,10 @@ class ConnectCallbackView(LoginRequiredMixin, View):
         return self.done(elicitation, Elicitation.State.COMPLETED, config)
 
     def done(self, elicitation: Elicitation, state: str, config: dict[str, Any]) -> HttpResponse:
-        title = f"{config.get('label', elicitation.params['provider'])}: {'connected' if state == 'completed' else 'not connected'}"
+        title = (
+            f"{config.get('label', elicitation.params['provider'])}: "
+            f"{'connected' if state == 'completed' else 'not connected'}"
+        )
         return render(
             self.request,
             self.template_name,

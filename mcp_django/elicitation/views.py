@@ -31,7 +31,8 @@ else:
 
 @method_decorator([csrf_protect, never_cache], name="dispatch")
 class ElicitationView(LoginRequiredMixin, _FormView):
-    """Base page of one elicitation. Subclasses set ``form_class`` and implement :meth:`complete`."""
+    """Base page of one elicitation. Subclasses set ``form_class`` and implement
+    :meth:`complete`."""
 
     #: The MCP site, when the page is one of a site's own (``as_view(site=site)``).
     site: Any = None
@@ -88,7 +89,8 @@ class ElicitationView(LoginRequiredMixin, _FormView):
         return self.finish(self.complete(form))
 
     def finish(self, state: str) -> HttpResponse:
-        """Close the elicitation in ``state``, tell the waiting tool and the client, and show the done page."""
+        """Close the elicitation in ``state``, tell the waiting tool and the client, and show the
+        done page."""
         services.finish(self.elicitation, state)
         context = {"elicitation": self.elicitation, "state": state, "title": self.get_title()}
         return self.response_class(

@@ -128,7 +128,8 @@ class UI:
         return {"ui": ui, LEGACY_RESOURCE_URI_KEY: self.resource_uri}
 
     def resource_meta(self) -> dict[str, Any]:
-        """``_meta.ui`` of the resource (``McpUiResourceMeta``): CSP, permissions, domain, border."""
+        """``_meta.ui`` of the resource (``McpUiResourceMeta``): CSP, permissions, domain,
+        border."""
         meta: dict[str, Any] = {}
         csp = {
             wire: list(getattr(self, attribute))
@@ -247,8 +248,13 @@ def check_ui_resources(resources: Iterable[UIResource]) -> list[CheckMessage]:
         except TemplateDoesNotExist as exc:
             errors.append(
                 Error(
-                    f"The UI template {resource.ui.template!r} of {tools} ({resource.uri}) does not exist.",
-                    hint=f"Create it in an app's templates/ folder (the loaders looked for {exc}), or fix ui= on the tool.",
+                    f"The UI template {resource.ui.template!r} of {tools} ({resource.uri}) does "
+                    "not "
+                    "exist.",
+                    hint=(
+                        f"Create it in an app's templates/ folder (the loaders looked for {exc}), "
+                        "or fix ui= on the tool."
+                    ),
                     obj=resource,
                     id="mcp_django.E200",
                 )
@@ -256,9 +262,13 @@ def check_ui_resources(resources: Iterable[UIResource]) -> list[CheckMessage]:
         except Exception as exc:  # any error of the template's own code: reported, not raised
             errors.append(
                 Error(
-                    f"The UI template {resource.ui.template!r} of {tools} ({resource.uri}) fails to render: {type(exc).__name__}: {exc}.",
-                    hint="It is rendered without a request or user (hosts fetch it before any call): "
-                    "take the data from the tool's result in the page's script, not from the template context.",
+                    f"The UI template {resource.ui.template!r} of {tools} ({resource.uri}) fails "
+                    "to "
+                    f"render: {type(exc).__name__}: {exc}.",
+                    hint="It is rendered without a request or user (hosts fetch it before any "
+                    "call): "
+                    "take the data from the tool's result in the page's script, not from the "
+                    "template context.",
                     obj=resource,
                     id="mcp_django.E201",
                 )

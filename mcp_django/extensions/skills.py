@@ -203,7 +203,9 @@ def parse_frontmatter(text: str) -> dict[str, Any]:
             [
                 Problem(
                     "mcp_django.E190",
-                    "The frontmatter of SKILL.md holds a value JSON cannot carry (a date, a binary, a non-text key).",
+                    "The frontmatter of SKILL.md holds a value JSON cannot carry (a date, a "
+                    "binary, "
+                    "a non-text key).",
                     "Quote it, so that YAML reads a string.",
                 )
             ]
@@ -221,7 +223,8 @@ def frontmatter_problems(frontmatter: dict[str, Any], folder_name: str) -> list[
             Problem(
                 "mcp_django.E191",
                 f"The skill name {name!r} breaks the naming rules.",
-                "1-64 characters: lowercase letters, digits and hyphens; no hyphen first, last or twice in a row.",
+                "1-64 characters: lowercase letters, digits and hyphens; no hyphen first, last or "
+                "twice in a row.",
             )
         )
     elif name != folder_name:
@@ -229,7 +232,8 @@ def frontmatter_problems(frontmatter: dict[str, Any], folder_name: str) -> list[
             Problem(
                 "mcp_django.E191",
                 f"The skill name {name!r} is not its folder's name {folder_name!r}.",
-                "Rename the folder or the name: a skill's URI is skill://<name>/SKILL.md, its folder's name.",
+                "Rename the folder or the name: a skill's URI is skill://<name>/SKILL.md, its "
+                "folder's name.",
             )
         )
     description = frontmatter.get("description")
@@ -285,7 +289,8 @@ def frontmatter_problems(frontmatter: dict[str, Any], folder_name: str) -> list[
         problems.append(
             Problem(
                 "mcp_django.W190",
-                f"The skill's metadata uses keys under {RESERVED_METADATA_PREFIX!r}, reserved for MCP extensions.",
+                f"The skill's metadata uses keys under {RESERVED_METADATA_PREFIX!r}, reserved for "
+                "MCP extensions.",
                 "Use a prefix of your own.",
             )
         )
@@ -294,7 +299,8 @@ def frontmatter_problems(frontmatter: dict[str, Any], folder_name: str) -> list[
         problems.append(
             Problem(
                 "mcp_django.W190",
-                f"The skill's frontmatter has fields the Agent Skills specification does not define: {', '.join(unknown)}.",
+                "The skill's frontmatter has fields the Agent Skills specification does not "
+                f"define: {', '.join(unknown)}.",
                 "Move them under metadata.",
             )
         )
@@ -450,7 +456,8 @@ class Skill:
             problems.append(
                 Problem(
                     "mcp_django.E195",
-                    f"The skill {self.name!r} has {len(files)} files; at most {MAX_RESOURCES} are served.",
+                    f"The skill {self.name!r} has {len(files)} files; at most {MAX_RESOURCES} are "
+                    "served.",
                     "Split it into skills, or move what it does not need out of its folder.",
                 )
             )
@@ -459,7 +466,8 @@ class Skill:
             problems.append(
                 Problem(
                     "mcp_django.E196",
-                    f"The skill {self.name!r} holds {total} bytes; at most {MAX_TOTAL_BYTES} (16 MiB) are served.",
+                    f"The skill {self.name!r} holds {total} bytes; at most {MAX_TOTAL_BYTES} (16 "
+                    "MiB) are served.",
                     "Move large files out, or serve them as resources of their own.",
                 )
             )

@@ -1,7 +1,8 @@
 """What the engine tells its observers about each request it runs.
 
 Every request a transport hands the engine, on every transport and revision, runs inside
-:meth:`~mcp_django.server.engine.Engine.run`, which opens each enabled observer around it. An observer
+:meth:`~mcp_django.server.engine.Engine.run`, which opens each enabled observer around it. An
+observer
 is a factory of async context managers: it sees the request before it runs and, on the way out,
 its response (or the exception that ended it: a client's cancel is ``CancelledError``, a
 2026-07-28 question to the client is ``InputRequired``). The audit trail and tracing are

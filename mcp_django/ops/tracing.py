@@ -1,4 +1,5 @@
-"""OpenTelemetry spans and metrics for every MCP request (``pip install "django-mcp-site[tracing]"``).
+"""OpenTelemetry spans and metrics for every MCP request (``pip install
+"django-mcp-site[tracing]"``).
 
 One ``SERVER`` span per request, named and described as OpenTelemetry's MCP semantic
 conventions say (``{mcp.method.name} {target}``, ``mcp.method.name``, ``gen_ai.tool.name``,
@@ -46,7 +47,8 @@ logger = logging.getLogger(__name__)
 
 INSTRUMENTATION_NAME = "mcp_django"
 
-#: The conventions' advice for ``mcp.server.operation.duration`` and ``mcp.server.session.duration``.
+#: The conventions' advice for ``mcp.server.operation.duration`` and
+#: ``mcp.server.session.duration``.
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 
 #: Methods the conventions name besides a site's handler table (and the 2026-07-28 additions).
@@ -117,7 +119,10 @@ class Telemetry:
             "mcp.server.operation.duration",
             unit="s",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-            description="MCP request duration as observed on the receiver from the time it was received until the result is sent.",
+            description=(
+                "MCP request duration as observed on the receiver from the time it was "
+                "received until the result is sent."
+            ),
         )
         self.session_duration = meter.create_histogram(
             "mcp.server.session.duration",

@@ -82,7 +82,8 @@ class InvalidRequestError(MCPError):
 
 
 class MethodNotFoundError(MCPError):
-    """-32601: the method (or the tool, resource or prompt it names) is not offered to this caller."""
+    """-32601: the method (or the tool, resource or prompt it names) is not offered to this
+    caller."""
 
     code = METHOD_NOT_FOUND
     default_message = "Method not found"
@@ -113,7 +114,8 @@ class ResourceNotFoundError(MCPError):
 
 
 class URLElicitationRequiredError(MCPError):
-    """-32042: the user must first finish a page of this site; ``data.elicitations`` holds its URL."""
+    """-32042: the user must first finish a page of this site; ``data.elicitations`` holds its
+    URL."""
 
     code = URL_ELICITATION_REQUIRED
     default_message = "This request requires more information."
@@ -159,7 +161,8 @@ class MissingRequiredClientCapabilityError(MCPError):
 
 
 class UnsupportedProtocolVersionError(MCPError):
-    """The requested version is not served; ``data`` lists what is, so the client can retry (HTTP 400)."""
+    """The requested version is not served; ``data`` lists what is, so the client can retry (HTTP
+    400)."""
 
     code = UNSUPPORTED_PROTOCOL_VERSION
     default_message = "Unsupported protocol version"

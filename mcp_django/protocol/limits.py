@@ -58,7 +58,8 @@ def check_request_id(value: str | int, max_length: int) -> None:
     """Refuse (-32600) a request id too long to echo into stored events."""
     if not id_within_bounds(value, max_length):
         raise InvalidRequestError(
-            f'Invalid Request: "id" must be a string of at most {max_length} characters or an integer within ±(2**53 - 1)'
+            f'Invalid Request: "id" must be a string of at most {max_length} characters or an '
+            "integer within ±(2**53 - 1)"
         )
 
 
@@ -78,7 +79,8 @@ def check_progress_token(params: dict[str, Any], max_length: int) -> None:
         or not id_within_bounds(token, max_length)
     ):
         raise InvalidParamsError(
-            f'Invalid params: "_meta.progressToken" must be a string of at most {max_length} characters '
+            f'Invalid params: "_meta.progressToken" must be a string of at most {max_length} '
+            "characters "
             "or an integer within ±(2**53 - 1)"
         )
 

@@ -38,7 +38,8 @@ V2026_07_28: Final = "2026-07-28"
 #: Stateless revisions served, newest first.
 MODERN_VERSIONS: Final[tuple[str, ...]] = (V2026_07_28,)
 #: Every revision the server speaks, modern then handshake-era: what an
-#: ``UnsupportedProtocolVersionError`` lists, so a dual-era client may also fall back to ``initialize``.
+#: ``UnsupportedProtocolVersionError`` lists, so a dual-era client may also fall back to
+#: ``initialize``.
 ADVERTISED_VERSIONS: Final[tuple[str, ...]] = MODERN_VERSIONS + SUPPORTED_VERSIONS
 
 # Reserved ``_meta`` keys (basic/index.mdx, "Reserved keys").
@@ -75,7 +76,8 @@ REMOVED_METHODS: Final[frozenset[str]] = frozenset(
     }
 )
 
-#: The requests a server may answer with an ``InputRequiredResult`` (mrtr.mdx, "Supported Requests").
+#: The requests a server may answer with an ``InputRequiredResult`` (mrtr.mdx, "Supported
+#: Requests").
 INPUT_METHODS: Final[frozenset[str]] = frozenset({"tools/call", "prompts/get", "resources/read"})
 
 RESULT_TYPE_COMPLETE: Final = "complete"
@@ -87,7 +89,8 @@ HEADER_METHOD: Final = "mcp-method"
 HEADER_NAME: Final = "mcp-name"
 HEADER_PARAM_PREFIX: Final = "mcp-param-"
 
-#: The body field ``Mcp-Name`` mirrors, per method (streamable-http.mdx, "Standard Request Headers").
+#: The body field ``Mcp-Name`` mirrors, per method (streamable-http.mdx, "Standard Request
+#: Headers").
 NAME_HEADER_SOURCES: Final[Mapping[str, str]] = {
     "tools/call": "name",
     "resources/read": "uri",
@@ -171,7 +174,8 @@ def parse_request_meta(
     max_capabilities_bytes: int = 64 * 1024,
     max_depth: int = 16,
 ) -> RequestMeta:
-    """Validate a modern request's per-request ``_meta`` against its ``MCP-Protocol-Version`` header.
+    """Validate a modern request's per-request ``_meta`` against its ``MCP-Protocol-Version``
+    header.
 
     Missing or mistyped required fields: -32602 (:class:`InvalidRequestMetaError`, HTTP 400, per
     basic/index.mdx). A missing, malformed or different header: -32020. A version not served:
@@ -182,7 +186,8 @@ def parse_request_meta(
     meta = params.get("_meta") if isinstance(params, dict) else None
     if not isinstance(meta, dict):
         raise InvalidRequestMetaError(
-            f'Invalid params: "_meta" must be an object carrying "{META_PROTOCOL_VERSION}" and "{META_CLIENT_CAPABILITIES}"'
+            f'Invalid params: "_meta" must be an object carrying "{META_PROTOCOL_VERSION}" and '
+            f'"{META_CLIENT_CAPABILITIES}"'
         )
     version = meta.get(META_PROTOCOL_VERSION)
     if not isinstance(version, str) or not version:
@@ -200,7 +205,8 @@ def parse_request_meta(
     header = _field_value("MCP-Protocol-Version", header_version)
     if header != version:
         raise HeaderMismatchError(
-            f"Header mismatch: MCP-Protocol-Version header value {_show(header)} does not match body value {_show(version)}"
+            f"Header mismatch: MCP-Protocol-Version header value {_show(header)} does not match "
+            f"body value {_show(version)}"
         )
     if version not in MODERN_VERSIONS:
         raise UnsupportedProtocolVersionError(
@@ -221,7 +227,8 @@ def parse_request_meta(
                 )
             if len(client_info.get(key, "")) > limit:
                 raise InvalidRequestMetaError(
-                    f'Invalid params: "_meta.{META_CLIENT_INFO}.{key}" is longer than {limit} characters'
+                    f'Invalid params: "_meta.{META_CLIENT_INFO}.{key}" is longer than {limit} '
+                    "characters"
                 )
         _bounded(
             f"_meta.{META_CLIENT_INFO}",
@@ -256,7 +263,8 @@ def parse_request_meta(
 
 
 def _field_value(header: str, value: str) -> str:
-    """Drop the optional whitespace around a field value and refuse characters a header cannot carry."""
+    """Drop the optional whitespace around a field value and refuse characters a header cannot
+    carry."""
     value = value.strip(_OWS)
     if _FIELD_VALUE_RE.fullmatch(value) is None:
         raise HeaderMismatchError(
@@ -330,7 +338,8 @@ def check_request_headers(method: str, params: dict[str, Any], headers: Mapping[
     sent_method = _field_value("Mcp-Method", sent_method)
     if sent_method != method:
         raise HeaderMismatchError(
-            f"Header mismatch: Mcp-Method header value {_show(sent_method)} does not match body value {_show(method)}"
+            f"Header mismatch: Mcp-Method header value {_show(sent_method)} does not match body "
+            f"value {_show(method)}"
         )
 
     source = NAME_HEADER_SOURCES.get(method)
@@ -343,11 +352,13 @@ def check_request_headers(method: str, params: dict[str, Any], headers: Mapping[
     body_name = params.get(source) if isinstance(params, dict) else None
     if not isinstance(body_name, str):
         raise HeaderMismatchError(
-            f'Header mismatch: Mcp-Name header value {_show(name)} has no string "params.{source}" to match'
+            f'Header mismatch: Mcp-Name header value {_show(name)} has no string "params.{source}" '
+            "to match"
         )
     if name != body_name:
         raise HeaderMismatchError(
-            f"Header mismatch: Mcp-Name header value {_show(name)} does not match body value {_show(body_name)}"
+            f"Header mismatch: Mcp-Name header value {_show(name)} does not match body value "
+            f"{_show(body_name)}"
         )
 
 
@@ -392,7 +403,8 @@ def _check_header_type(name: str, path: tuple[str, ...], schema: dict[str, Any])
     primitive = [t for t in types if t != "null"]
     if declared is None or len(primitive) != 1 or primitive[0] not in _HEADER_TYPES:
         raise ValueError(
-            f"{where}: the property's type must be one of string, integer or boolean (optionally with null), not {declared!r}"
+            f"{where}: the property's type must be one of string, integer or boolean (optionally "
+            f"with null), not {declared!r}"
         )
 
 
@@ -429,20 +441,24 @@ def mcp_header_params(input_schema: dict[str, Any]) -> dict[str, tuple[str, ...]
                     else "a subschema not reachable through 'properties' alone"
                 )
                 raise ValueError(
-                    f"x-mcp-header {name!r} is on {where}; it may only annotate properties reached through 'properties' keys"
+                    f"x-mcp-header {name!r} is on {where}; it may only annotate properties reached "
+                    "through 'properties' keys"
                 )
             if not isinstance(name, str) or not name:
                 raise ValueError(
-                    f"x-mcp-header on property {'.'.join(path)!r} must be a non-empty string, not {name!r}"
+                    f"x-mcp-header on property {'.'.join(path)!r} must be a non-empty string, not "
+                    f"{name!r}"
                 )
             if _TOKEN_RE.fullmatch(name) is None:
                 raise ValueError(
-                    f"x-mcp-header {name!r} on property {'.'.join(path)!r} is not an HTTP field-name token (RFC 9110 tchar only)"
+                    f"x-mcp-header {name!r} on property {'.'.join(path)!r} is not an HTTP "
+                    "field-name token (RFC 9110 tchar only)"
                 )
             folded = name.lower()
             if folded in seen:
                 raise ValueError(
-                    f"x-mcp-header {name!r} duplicates {seen[folded]!r} (header names are case-insensitive)"
+                    f"x-mcp-header {name!r} duplicates {seen[folded]!r} (header names are "
+                    "case-insensitive)"
                 )
             _check_header_type(name, path, schema)
             seen[folded] = name
@@ -505,17 +521,21 @@ def check_param_headers(
         if value is None:
             if sent is not None:
                 raise HeaderMismatchError(
-                    f"Header mismatch: {header} header sent but argument {'.'.join(path)!r} is absent or null"
+                    f"Header mismatch: {header} header sent but argument {'.'.join(path)!r} is "
+                    "absent or null"
                 )
             continue
         if sent is None:
             raise HeaderMismatchError(
-                f"Header mismatch: the {header} header is required when argument {'.'.join(path)!r} is given"
+                f"Header mismatch: the {header} header is required when argument "
+                f"{'.'.join(path)!r} "
+                "is given"
             )
         decoded = _decode(header, sent)
         if not _matches(decoded, value):
             raise HeaderMismatchError(
-                f"Header mismatch: {header} header value {_show(decoded)} does not match argument {'.'.join(path)!r}"
+                f"Header mismatch: {header} header value {_show(decoded)} does not match argument "
+                f"{'.'.join(path)!r}"
             )
 
 

@@ -54,7 +54,8 @@ def check_protocol_version_header(value: str | None) -> str:
     if value not in SUPPORTED_VERSIONS:
         raise TransportError(
             400,
-            f"Bad Request: unsupported MCP-Protocol-Version {value[:40]!r}; supported: {', '.join(SUPPORTED_VERSIONS)}",
+            f"Bad Request: unsupported MCP-Protocol-Version {value[:40]!r}; supported: "
+            f"{', '.join(SUPPORTED_VERSIONS)}",
         )
     return value
 

@@ -338,7 +338,8 @@ class CompleteParams:
 
 @dataclass(frozen=True, slots=True)
 class TaskParams:
-    """``tasks/get``, ``tasks/cancel``: any id; one that names no task of the caller's is "not found"."""
+    """``tasks/get``, ``tasks/cancel``: any id; one that names no task of the caller's is "not
+    found"."""
 
     task_id: Any = param("taskId")
 

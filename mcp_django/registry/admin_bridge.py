@@ -593,7 +593,10 @@ class AdminActionTool(ToolEntry):
                     "content": [
                         {
                             "type": "text",
-                            "text": "This action answers with a web page or a download; use the admin for it.",
+                            "text": (
+                                "This action answers with a web page or a download; "
+                                "use the admin for it."
+                            ),
                         }
                     ],
                     "isError": True,
@@ -735,7 +738,8 @@ class TaskActions:
             return
         if not isinstance(option, dict):
             raise ImproperlyConfigured(
-                f'register_admin(task_actions=...) takes a dict of action names to "optional" or "required", or "__all__", not {option!r}.'
+                'register_admin(task_actions=...) takes a dict of action names to "optional" or '
+                f'"required", or "__all__", not {option!r}.'
             )
         for name, support in option.items():
             if not isinstance(name, str) or support not in TASK_SUPPORT:
@@ -870,6 +874,7 @@ def model_labels(models_option: Any) -> frozenset[str] | None:
             labels.add(item.lower())
         else:
             raise ImproperlyConfigured(
-                f"register_admin(models=...) takes model classes or 'app_label.Model' labels, not {item!r}."
+                "register_admin(models=...) takes model classes or 'app_label.Model' labels, not "
+                f"{item!r}."
             )
     return frozenset(labels)

@@ -119,7 +119,8 @@ def _serialize_rows(value: Any, ctx: Context | None, tool: str) -> Any:
     )
     if model_mcp is None:
         raise ImproperlyConfigured(
-            f"Tool {tool!r} returned {model.__name__} rows, but {model.__name__} has no ModelMCP on "
+            f"Tool {tool!r} returned {model.__name__} rows, but {model.__name__} has no ModelMCP "
+            "on "
             "this site: return a dict or a pydantic model, or register a ModelMCP for it"
         )
     request = ctx.request if ctx is not None else None
@@ -296,7 +297,8 @@ def _cache_ttl(value: int | None, uri: str) -> int | None:
     """A resource's own ``ttlMs`` for 2026-07-28 clients (None: READ_CACHE_TTL_MS)."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise ImproperlyConfigured(
-            f"Resource {uri!r}: cache_ttl_ms must be a non-negative integer (milliseconds), not {value!r}"
+            f"Resource {uri!r}: cache_ttl_ms must be a non-negative integer (milliseconds), not "
+            f"{value!r}"
         )
     return value
 
@@ -376,11 +378,13 @@ class FunctionTool(PermissionGated, ToolEntry):
         self.ui = ui
         if task not in TASK_SUPPORT:
             raise ImproperlyConfigured(
-                f"Tool {self.name!r}: task must be 'forbidden', 'optional' or 'required', not {task!r}"
+                f"Tool {self.name!r}: task must be 'forbidden', 'optional' or 'required', not "
+                f"{task!r}"
             )
         if prelude and task == "forbidden":
             raise ImproperlyConfigured(
-                f"Tool {self.name!r}: prelude=True is for task tools (task='optional' or 'required')"
+                f"Tool {self.name!r}: prelude=True is for task tools (task='optional' or "
+                "'required')"
             )
         #: Whether a call may (or must) run as a durable task (2026-07-28 tasks extension).
         self.task_support = task
@@ -388,7 +392,8 @@ class FunctionTool(PermissionGated, ToolEntry):
         self.prelude = prelude
         if not TOOL_NAME_RE.match(self.name):
             raise ImproperlyConfigured(
-                f"Invalid tool name {self.name!r}: use 1-128 characters from A-Z, a-z, 0-9, '_', '-' and '.'"
+                f"Invalid tool name {self.name!r}: use 1-128 characters from A-Z, a-z, 0-9, '_', "
+                "'-' and '.'"
             )
         if isinstance(sensitive, str) or not all(isinstance(n, str) and n for n in sensitive or ()):
             raise ImproperlyConfigured(
@@ -419,7 +424,8 @@ class FunctionTool(PermissionGated, ToolEntry):
             nowhere = unresolvable_refs(input_schema)
             if nowhere:
                 raise ImproperlyConfigured(
-                    f"Tool {self.name!r}: input_schema has a $ref that does not resolve inside it: {', '.join(nowhere)}"
+                    f"Tool {self.name!r}: input_schema has a $ref that does not resolve inside it: "
+                    f"{', '.join(nowhere)}"
                 )
             self._validator = Draft202012Validator(input_schema)
         self.input_schema = (
@@ -653,7 +659,9 @@ class FunctionResource(PermissionGated, ResourceEntry):
         self.signature = Signature(func, f"resource {uri!r}")
         if self.signature.names:
             raise ImproperlyConfigured(
-                f"Resource {uri!r} takes parameters {self.signature.names}; use a URI template with matching variables"
+                f"Resource {uri!r} takes parameters {self.signature.names}; use a URI template "
+                "with "
+                "matching variables"
             )
 
     def definition(self) -> dict[str, Any]:

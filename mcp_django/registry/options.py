@@ -70,7 +70,8 @@ M = TypeVar("M", bound=models.Model, default=models.Model)
 
 
 def uri_scheme() -> str:
-    """The scheme of model resource URIs (``MCP_DJANGO["MODEL_URI_SCHEME"]``, "django" by default)."""
+    """The scheme of model resource URIs (``MCP_DJANGO["MODEL_URI_SCHEME"]``, "django" by
+    default)."""
     return str(mcp_settings.model_uri_scheme)
 
 
@@ -112,8 +113,10 @@ class ModelMCPChecks:
                 errors.append(
                     self._error(
                         model_mcp,
-                        f"'{attr}' refers to {name!r}, which is not a field of {model_mcp.opts.label}.",
-                        f"Fields of {model_mcp.opts.label}: {', '.join(f.name for f in model_mcp.opts.get_fields())}.",
+                        f"'{attr}' refers to {name!r}, which is not a field of "
+                        f"{model_mcp.opts.label}.",
+                        f"Fields of {model_mcp.opts.label}: "
+                        f"{', '.join(f.name for f in model_mcp.opts.get_fields())}.",
                         "mcp_django.E102",
                     )
                 )
@@ -145,7 +148,8 @@ class ModelMCPChecks:
                     errors.append(
                         self._error(
                             model_mcp,
-                            f"'{attr}' refers to {lookup!r}, which does not resolve on {model_mcp.opts.label}.",
+                            f"'{attr}' refers to {lookup!r}, which does not resolve on "
+                            f"{model_mcp.opts.label}.",
                             "Use field names, following relations with '__'.",
                             "mcp_django.E103",
                         )
@@ -225,7 +229,8 @@ class ModelMCP(Generic[M]):
     #: Generated tools to offer: any of "search", "get", "create", "update", "delete".
     tools: list[str] | tuple[str, ...] = ()
     #: Generated tools that may run as durable tasks (2026-07-28 tasks extension), like
-    #: ``{"update": "optional"}`` ("required": only as a task), or "__all__" for every tool "optional".
+    #: ``{"update": "optional"}`` ("required": only as a task), or "__all__" for every tool
+    #: "optional".
     task_tools: dict[str, str] | str = {}
     #: The ``<name>`` in ``django://<app_label>/<name>/{pk}``; the model name by default.
     uri_name: str | None = None
@@ -807,7 +812,8 @@ class ModelTool(ToolEntry):
                 except DjangoValidationError as exc:
                     return self._error(f"{name}: {' '.join(exc.messages)}")
                 if field.is_relation and not field.auto_created:
-                    # A related row the user may not see matches nothing, as one that does not exist.
+                    # A related row the user may not see matches nothing, as one that does not
+                    # exist.
                     related = mm.get_related_queryset(
                         request, cast("models.Field[Any, Any]", field)
                     )
@@ -993,7 +999,8 @@ def log_change(request: HttpRequest, obj: Any, action: str, message: str) -> Non
     user = getattr(request, "user", None)
     if user is None or not getattr(user, "is_authenticated", False):
         return
-    # Optional app, checked above: importing admin's models without django.contrib.admin installed raises.
+    # Optional app, checked above: importing admin's models without django.contrib.admin installed
+    # raises.
     from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 
     flag = {"add": ADDITION, "change": CHANGE, "delete": DELETION}[action]

@@ -94,7 +94,8 @@ class URLElicitation:
     id: str
     #: The page's absolute URL, sent to the client.
     url: str
-    #: The client's answer to being sent there: ``"accept"`` (the user agreed to open it), ``"decline"`` or ``"cancel"``.
+    #: The client's answer to being sent there: ``"accept"`` (the user agreed to open it),
+    #: ``"decline"`` or ``"cancel"``.
     action: str
 
 
@@ -143,13 +144,16 @@ def elicitation_schema(schema: Any) -> tuple[dict[str, Any], Any]:
                 )
         elif kind not in _PRIMITIVES:
             raise ValueError(
-                f"Elicitation property {name!r} must be a string, number, integer, boolean or enum, not {kind!r}"
+                f"Elicitation property {name!r} must be a string, number, integer, boolean or "
+                "enum, "
+                f"not {kind!r}"
             )
     return result, model
 
 
 class Log:
-    """``ctx.log.info("...")`` and friends: ``notifications/message`` at or above the session's level."""
+    """``ctx.log.info("...")`` and friends: ``notifications/message`` at or above the session's
+    level."""
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
@@ -231,10 +235,12 @@ class Context:
     ) -> None:
         #: The :class:`~mcp_django.registry.sites.MCPSite` serving the request.
         self.site = site
-        #: The Django ``HttpRequest`` the call came with (over stdio, one that carries the ``--user``).
+        #: The Django ``HttpRequest`` the call came with (over stdio, one that carries the
+        #: ``--user``).
         self.request = request
         #: The calling user, as Django has it: an ``AnonymousUser`` when nobody is signed in (as
-        #: ``request.user``), so ``ctx.user.is_authenticated`` and ``ctx.user.is_superuser`` just work.
+        #: ``request.user``), so ``ctx.user.is_authenticated`` and ``ctx.user.is_superuser`` just
+        #: work.
         self.user = user if user is not None else _anonymous_user()
         #: The ``Session`` row of a session's request; None in 2026-07-28.
         self.session = session
@@ -369,7 +375,8 @@ class Context:
         if "error" in response:
             error = response["error"]
             raise ClientRequestError(
-                f"The client refused {method}: {error.get('message', 'error')} ({error.get('code')})"
+                f"The client refused {method}: {error.get('message', 'error')} "
+                f"({error.get('code')})"
             )
         result = response.get("result") or {}
         if not isinstance(result, dict):
@@ -544,7 +551,8 @@ class Context:
     async def wait_for_elicitation(
         self, elicitation: URLElicitation | str, timeout: float | None = None
     ) -> str:
-        """Wait until the page is finished; return "completed", "declined", "cancelled" or "expired"."""
+        """Wait until the page is finished; return "completed", "declined", "cancelled" or
+        "expired"."""
         from ..elicitation import (
             services,
         )  # app loading: its models; this module imports before apps are ready
@@ -580,7 +588,8 @@ class Context:
         )
 
     async def get_connection(self, provider: str) -> dict[str, Any] | None:
-        """The calling user's tokens for a third-party provider (``CONNECT_PROVIDERS``), if connected."""
+        """The calling user's tokens for a third-party provider (``CONNECT_PROVIDERS``), if
+        connected."""
         stored = await self.get_secret(f"connect:{provider}")
         return json.loads(stored) if stored else None
 
@@ -610,7 +619,8 @@ class Context:
         refused: str,
         missing: str,
     ) -> T:
-        """Return ``await read()``; when it gives None, send the user to ``view``, wait, read again."""
+        """Return ``await read()``; when it gives None, send the user to ``view``, wait, read
+        again."""
         value = await read()
         if value is not None:
             return value
@@ -641,7 +651,8 @@ class Context:
 
         if self.session_id is None:
             raise ClientRequestError(
-                "There is no session to keep state in (2026-07-28 requests have none: use ctx.user_state)"
+                "There is no session to keep state in (2026-07-28 requests have none: use "
+                "ctx.user_state)"
             )
         return SessionStateStore(self.session_id)
 

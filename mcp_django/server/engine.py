@@ -386,12 +386,14 @@ class Engine:
         if not negotiation.supports_batches(session.protocol_version):
             raise TransportError(
                 400,
-                f"Invalid Request: JSON-RPC batches are not supported in protocol revision {session.protocol_version}",
+                "Invalid Request: JSON-RPC batches are not supported in protocol revision "
+                f"{session.protocol_version}",
             )
         if len(decoded.messages) > self.settings.max_batch_size:
             raise TransportError(
                 400,
-                f"Invalid Request: a batch may hold at most {self.settings.max_batch_size} messages",
+                f"Invalid Request: a batch may hold at most {self.settings.max_batch_size} "
+                "messages",
             )
 
     async def receive(self, principal: Principal, session: Session, decoded: Decoded) -> Received:
@@ -494,7 +496,8 @@ class Engine:
                 resource_url(request, getattr(request, "mcp_endpoint_path", None)), base + needed
             )
 
-    # -- quotas (mcp_django.ops.quotas.limits) --------------------------------------------------------
+    # -- quotas (mcp_django.ops.quotas.limits)
+    # --------------------------------------------------------
 
     async def check_quotas(
         self,
@@ -570,7 +573,8 @@ class Engine:
 
     async def stream_slot(self, principal: Principal, session_id: str | None) -> LeasedSlot | None:
         """A slot for one more open SSE stream of this caller (and session), to release when the
-        stream ends; refused (-32029, HTTP 429) at ``STREAMS_PER_SESSION`` or ``STREAMS_PER_USER``."""
+        stream ends; refused (-32029, HTTP 429) at ``STREAMS_PER_SESSION`` or
+        ``STREAMS_PER_USER``."""
         try:
             return await StreamSlot.acquire(principal.caller, session_id)
         except QuotaExceededError as error:

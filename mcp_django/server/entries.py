@@ -173,7 +173,8 @@ class PromptEntry(Entry, Protocol):
 
 
 class SkillEntry(Gated, Protocol):
-    """A skill (the skills extension: ``mcp_django.extensions.skills.Skill``) as the server sees it. What
+    """A skill (the skills extension: ``mcp_django.extensions.skills.Skill``) as the server sees it.
+    What
     its files are now comes from :meth:`loaded`, and is handed back to the other methods, so
     one request reads the disk once."""
 

@@ -180,7 +180,8 @@ def _list_resources_page(
     page_size: int,
     extra: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
-    """Function resources first (then ``extra``: the skills' SKILL.md), then each model's rows by primary key.
+    """Function resources first (then ``extra``: the skills' SKILL.md), then each model's rows by
+    primary key.
 
     The cursor holds the section and the last primary key seen (keyset pagination): page 1,000
     of a large table costs what page 1 costs, one query per section touched.

@@ -293,8 +293,10 @@ class Coalescer:
                     del self._pending[key]
             if lost:
                 logger.warning(
-                    "%d change notification(s) were not sent: this Python cannot start threads at exit. "
-                    "Call mcp_django.server.notifications.coalescer.flush_now() before the program ends.",
+                    "%d change notification(s) were not sent: this Python cannot start threads at "
+                    "exit. "
+                    "Call mcp_django.server.notifications.coalescer.flush_now() before the program "
+                    "ends.",
                     len(lost),
                 )
             return
@@ -323,7 +325,8 @@ class Coalescer:
             self._run_due(due, loop)
         finally:
             if loop is None:
-                connections.close_all()  # this timer thread's own connections, opened by the announcements
+                # This timer thread's own connections, opened by the announcements.
+                connections.close_all()
 
     def _run_due(self, due: list[_Pending], loop: asyncio.AbstractEventLoop | None) -> None:
         for entry in due:
@@ -396,7 +399,8 @@ async def _logged(coroutine_function: Any, *args: Any, **kwargs: Any) -> None:
 
 
 def schedule(key: Hashable, function: Any, args: tuple[Any, ...], item: Any = None) -> None:
-    """Hand an announcement to the coalescer: now from an event loop, after commit from sync code."""
+    """Hand an announcement to the coalescer: now from an event loop, after commit from sync
+    code."""
     try:
         loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:

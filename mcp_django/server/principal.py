@@ -1,6 +1,7 @@
 """Who a message comes from, as a transport authenticated them.
 
-Storage layer, beside :mod:`~mcp_django.ops.quotas.limits`: a principal's :attr:`~Principal.caller` is
+Storage layer, beside :mod:`~mcp_django.ops.quotas.limits`: a principal's :attr:`~Principal.caller`
+is
 who quotas count, made once per principal. The transports build principals, and the server
 (the engine, the audit trail) reads them; both sit above, so the imports point down.
 """

@@ -149,7 +149,8 @@ def seal(payload: dict[str, Any], *, principal: str, binding: str, compress: boo
     body = orjson.dumps(payload)
     if len(body) > limit:
         raise ValueError(
-            f"requestState payload is {len(body)} bytes as JSON, more than MAX_REQUEST_STATE_BYTES ({limit})"
+            f"requestState payload is {len(body)} bytes as JSON, more than MAX_REQUEST_STATE_BYTES "
+            f"({limit})"
         )
     flags = 0
     if compress:
@@ -166,7 +167,8 @@ def seal(payload: dict[str, Any], *, principal: str, binding: str, compress: boo
     token = base64.urlsafe_b64encode(header + nonce + sealed).rstrip(b"=").decode("ascii")
     if len(token) > limit:
         raise ValueError(
-            f"requestState would be {len(token)} characters, more than MAX_REQUEST_STATE_BYTES ({limit})"
+            f"requestState would be {len(token)} characters, more than MAX_REQUEST_STATE_BYTES "
+            f"({limit})"
         )
     return token
 

@@ -21,7 +21,8 @@ from .rows import insert_rows
 
 @dataclass(slots=True, frozen=True)
 class StoredEvent:
-    """An event as replayed: its sequence number, exact JSON text, and whether it ends the stream."""
+    """An event as replayed: its sequence number, exact JSON text, and whether it ends the
+    stream."""
 
     seq: int
     payload: str

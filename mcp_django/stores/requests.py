@@ -194,7 +194,8 @@ class RunningRequestStore:
             for session_id, request_ids in by_session.items():
                 marks = ", ".join(["%s"] * len(request_ids))
                 cursor.execute(
-                    f"DELETE FROM {table} WHERE {session_column} = %s AND {request_column} IN ({marks})",
+                    f"DELETE FROM {table} WHERE {session_column} = %s AND {request_column} IN "
+                    f"({marks})",
                     [session_id, *request_ids],
                 )
 

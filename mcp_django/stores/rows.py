@@ -27,7 +27,8 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     any transaction: one autocommitted INSERT). For the hot paths (every streamed event, every
     audited call): bulk_create builds a model instance per row and goes through the whole query
     compiler, which bench/profile.py found to be most of the cost. Values go through each
-    field's get_db_prep_save, as bulk_create's would; no signals are sent, as bulk_create sends none."""
+    field's get_db_prep_save, as bulk_create's would; no signals are sent, as bulk_create sends
+    none."""
     if not rows:
         return
     alias = router.db_for_write(model)
@@ -254,7 +255,8 @@ class _Plan:
     def values(
         self, row: dict[str, Any], connection: Any, adapt: Callable[[datetime], Any]
     ) -> list[Any]:
-        """``row``'s values as the INSERT takes them; ``adapt`` is :func:`_moments` of ``connection``."""
+        """``row``'s values as the INSERT takes them; ``adapt`` is :func:`_moments` of
+        ``connection``."""
         try:
             given = self._get(row)
         except KeyError:  # a field left to its default
@@ -294,7 +296,8 @@ def _moments(connection: Any) -> Callable[[datetime], Any]:
 
 
 def _utc_text(value: datetime) -> Any:
-    """SQLite's adapt_datetimefield_value under :func:`_naive_utc`: the value in UTC, naive, as text."""
+    """SQLite's adapt_datetimefield_value under :func:`_naive_utc`: the value in UTC, naive, as
+    text."""
     if value.tzinfo is not timezone.utc:
         value = value.astimezone(timezone.utc)
     return str(value.replace(tzinfo=None))
@@ -377,7 +380,8 @@ def _as_is(text: str) -> str:
 
 
 def _json_param(field: Any, value: RawJSON, connection: Any) -> Any:
-    """What ``field.get_db_prep_save`` makes of the JSON ``value`` stands for, without parsing it."""
+    """What ``field.get_db_prep_save`` makes of the JSON ``value`` stands for, without parsing
+    it."""
     if not isinstance(field, models.JSONField):
         raise TypeError(f"RawJSON is for a JSONField, not {field!r}")
     adapt = type(connection.ops).adapt_json_value

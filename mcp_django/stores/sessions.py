@@ -66,9 +66,14 @@ class SessionStore:
         client_address: str | None = None,
     ) -> Session:
         session = self._new(
-            site_name=site_name, user_id=user_id, protocol_version=protocol_version, client_info=client_info,
-            capabilities=capabilities, transport=transport, client_address=client_address,
-        )  # fmt: skip
+            site_name=site_name,
+            user_id=user_id,
+            protocol_version=protocol_version,
+            client_info=client_info,
+            capabilities=capabilities,
+            transport=transport,
+            client_address=client_address,
+        )
         _insert([session])
         return session
 
@@ -83,7 +88,8 @@ class SessionStore:
         transport: str = "streamable-http",
         client_address: str | None = None,
     ) -> Session:
-        """The unsaved row of a new session (no query: made on the event loop by :meth:`acreate`)."""
+        """The unsaved row of a new session (no query: made on the event loop by
+        :meth:`acreate`)."""
         now = timezone.now()
         return Session(
             site_name=site_name,

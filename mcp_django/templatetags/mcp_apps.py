@@ -2,7 +2,8 @@
 that loads nothing from an origin the UI did not declare, so its own scripts and styles are
 inlined from the project's static files (docs/howto/apps.md).
 
-``{% inline_script "library/availability.js" %}`` and ``{% inline_style "library/availability.css" %}``
+``{% inline_script "library/availability.js" %}`` and ``{% inline_style "library/availability.css"
+%}``
 write the file, found by the staticfiles finders as ``{% static %}`` would find it, in a
 ``<script>`` or ``<style>`` element.
 """

@@ -65,7 +65,8 @@ logger = logging.getLogger(__name__)
 #: the client may send again shortly, not a bug to report.
 UNAVAILABLE = TransportError(
     503,
-    "Service Unavailable: the server could not reach its database, cache or channel layer; try again shortly",
+    "Service Unavailable: the server could not reach its database, cache or channel layer; try "
+    "again shortly",
     code=INTERNAL_ERROR,
     headers={"Retry-After": "1"},
 )
@@ -185,7 +186,8 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
                 await self.send_transport_error(unmigrated)
             elif is_unreachable(exc):
                 logger.warning(
-                    "Could not answer a request to the MCP endpoint: a backing service is unreachable (%r)",
+                    "Could not answer a request to the MCP endpoint: a backing service is "
+                    "unreachable (%r)",
                     exc,
                 )
                 await self.send_transport_error(UNAVAILABLE)
@@ -233,7 +235,8 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
     # -- subclass implementation --------------------------------------------------------
 
     async def handle(self, body: bytes) -> None:
-        """Answer the request whose whole ``body`` was read (the headers are in ``self.headers``)."""
+        """Answer the request whose whole ``body`` was read (the headers are in
+        ``self.headers``)."""
         raise NotImplementedError("subclasses of BaseMCPConsumer must implement handle(body)")
 
     # -- writing --------------------------------------------------------------------------
@@ -275,7 +278,8 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
             channel = self.channel_name = await self.channel_layer.new_channel()
         if self.inbox is None:
             self.inbox = open_inbox(self.channel_layer, channel, self.joined)
-        # Listed first: group_add_many notes a channel with an inbox as a local member of its groups.
+        # Listed first: group_add_many notes a channel with an inbox as a local member of its
+        # groups.
         self.joined.extend(groups)
         await group_add_many(self.channel_layer, list(groups), channel)
 

@@ -24,7 +24,8 @@ WITHOUT_ROUTER_MESSAGE = (
     "project is served by WSGI (runserver without daphne, gunicorn) or its ASGI application does "
     'not wrap Django\'s. Put "daphne" first in INSTALLED_APPS for runserver (or serve asgi.py '
     "with an ASGI server), and in asgi.py use "
-    "application = mcp_django.routing.MCPRouter(get_asgi_application()). manage.py check says what is missing."
+    "application = mcp_django.routing.MCPRouter(get_asgi_application()). manage.py check says what "
+    "is missing."
 )
 
 

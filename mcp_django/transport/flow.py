@@ -106,14 +106,16 @@ class ResumeSlots:
         if self.sessions[session_id] >= settings.max_resumes_per_session:
             raise TransportError(
                 429,
-                f"Too Many Requests: this session already has {settings.max_resumes_per_session} resumes replaying",
+                f"Too Many Requests: this session already has {settings.max_resumes_per_session} "
+                "resumes replaying",
                 code=SERVER_BUSY,
                 headers=retry,
             )
         if user_key is not None and self.users[user_key] >= settings.max_resumes_per_user:
             raise TransportError(
                 429,
-                f"Too Many Requests: this user already has {settings.max_resumes_per_user} resumes replaying",
+                f"Too Many Requests: this user already has {settings.max_resumes_per_user} resumes "
+                "replaying",
                 code=SERVER_BUSY,
                 headers=retry,
             )

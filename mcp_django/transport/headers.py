@@ -29,7 +29,10 @@ security_logger = logging.getLogger("django.security.DisallowedHost")
 
 #: The request headers a browser-based client may send, in every revision: 2026-07-28 requests
 #: also carry ``Mcp-Method``, ``Mcp-Name`` and one ``Mcp-Param-{Name}`` per mirrored argument.
-ALLOWED_REQUEST_HEADERS = "Accept, Authorization, Content-Type, Last-Event-ID, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name"
+ALLOWED_REQUEST_HEADERS = (
+    "Accept, Authorization, Content-Type, Last-Event-ID, Mcp-Session-Id, "
+    "MCP-Protocol-Version, Mcp-Method, Mcp-Name"
+)
 
 #: What a CORS preflight from an allowed origin is told, besides the headers it may send.
 PREFLIGHT_HEADERS = {

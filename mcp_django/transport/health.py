@@ -69,7 +69,8 @@ def _unapplied_migrations() -> list[str]:
 
 
 class HealthView(View):
-    """``{"status": "ok"|"unavailable", "checks": {"database": ..., "migrations": ..., "channel_layer": ...}}``,
+    """``{"status": "ok"|"unavailable", "checks": {"database": ..., "migrations": ...,
+    "channel_layer": ...}}``,
     200 or 503 (``Cache-Control: no-store``); with unapplied migrations, also
     ``"unapplied_migrations": [...]`` and a ``"hint"`` to run ``migrate``."""
 

@@ -68,7 +68,8 @@ class HTTPSSEConsumer(MCPConsumer):
         if not self.settings.http_sse:
             raise TransportError(
                 404,
-                "Not Found: the 2024-11-05 HTTP+SSE transport is turned off (MCP_DJANGO['HTTP_SSE'])",
+                "Not Found: the 2024-11-05 HTTP+SSE transport is turned off "
+                "(MCP_DJANGO['HTTP_SSE'])",
             )
         await super().handle(body)
 

@@ -299,7 +299,8 @@ async def stream_dropped(stream: str) -> None:
 
 
 async def stream_resumed(stream: str) -> None:
-    """A client resumed POST stream ``stream``: its requests are not cancelled, wherever they run."""
+    """A client resumed POST stream ``stream``: its requests are not cancelled, wherever they
+    run."""
     if not orphans.resumed(stream):
         await get_layer().group_send(
             SESSIONS_GROUP, {"type": "mcp.stream.resumed", "stream": stream}

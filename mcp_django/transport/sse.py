@@ -457,7 +457,8 @@ class ListenStream:
         await self.connection.channel_layer.send(self.connection.channel_name, {"type": "mcp.end"})
 
     async def end(self) -> None:
-        """End gracefully: a complete result to the listen request, then close (subscriptions spec)."""
+        """End gracefully: a complete result to the listen request, then close (subscriptions
+        spec)."""
         if not self.closed:
             await self.send(result_message(self.subscription_id, {"resultType": "complete"}))
             self.closed = True

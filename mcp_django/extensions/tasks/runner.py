@@ -11,7 +11,8 @@ one, in the web process that made it. Whatever process runs it:
   so far into its payload, and its run ends, holding no worker while the client thinks. The
   client's ``tasks/update`` (on any web process) answers them; the last answer runs the task
   again, and the tool replays from its first line with every answer, as a 2026-07-28 input
-  round does (:mod:`mcp_django.server.rounds`). A task parked longer than ``TASK_INPUT_TIMEOUT`` fails;
+  round does (:mod:`mcp_django.server.rounds`). A task parked longer than ``TASK_INPUT_TIMEOUT``
+  fails;
 - it renews a heartbeat every ``TASK_HEARTBEAT_SECONDS`` and polls its row every
   ``TASK_POLL_INTERVAL_MS`` for cancellation, so ``tasks/cancel`` on any process stops it, and
   a task whose process died is failed after ``TASK_HEARTBEAT_TIMEOUT``;
@@ -146,7 +147,8 @@ async def call(tool: ToolEntry, arguments: dict[str, Any], ctx: Context) -> dict
     if not declares_tasks(ctx):
         if support == "required" and ctx.request_meta is not None:
             raise MissingRequiredClientCapabilityError(
-                f"The tool {tool.name!r} runs only as a task: declare the {TASKS_EXTENSION} extension",
+                f"The tool {tool.name!r} runs only as a task: declare the {TASKS_EXTENSION} "
+                "extension",
                 required_capabilities=required_capability(),
             )
         return await tool.call(arguments, ctx)
@@ -217,7 +219,8 @@ async def create(
         )
         if task is None:
             raise QuotaExceededError(
-                f"Too many live tasks: at most {cap} per user; wait for one to finish or cancel one",
+                f"Too many live tasks: at most {cap} per user; wait for one to finish or cancel "
+                "one",
                 limit="LIVE_TASKS_PER_USER",
             )
         return task
@@ -597,7 +600,8 @@ class Runner:
         def refused(cap: int) -> dict[str, Any]:
             return _error_object(
                 QuotaExceededError(
-                    f"Too many tasks waiting for input: at most {cap} per user; answer or cancel one",
+                    f"Too many tasks waiting for input: at most {cap} per user; answer or cancel "
+                    "one",
                     limit="WAITING_TASKS_PER_USER",
                 )
             )
@@ -683,7 +687,8 @@ async def update_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     except taskstore.TooLarge as exc:
         raise InvalidParamsError(f"Invalid params: {exc}") from None
     if answered == "resumed":
-        # The last answer: run it again (it was parked, no process holds it), where it was made to run.
+        # The last answer: run it again (it was parked, no process holds it), where it was made to
+        # run.
         await _start_or_fail(ctx.site, task, task.backend)
     if answered:
         await announce(task.pk, task.user_id)

@@ -17,11 +17,19 @@ from mcp_django.stores import RunningRequestStore, ServerRequestStore, get_event
 
 class Command(BaseCommand):
     help = (
-        "Delete MCP sessions that ended (expired or terminated) more than SESSION_RETENTION seconds ago, "
-        "with their events, and events older than EVENT_RETENTION seconds; end the streams of requests whose process "
-        "died, expire and prune server-to-client requests older than SERVER_REQUEST_TTL, and delete URL elicitations "
-        "that expired more than SESSION_RETENTION seconds ago or whose session is deleted, and tool calls of the "
-        "audit trail older than AUDIT_RETENTION_DAYS; fail durable tasks whose process died (no heartbeat for "
+        "Delete MCP sessions that ended (expired or terminated) more than SESSION_RETENTION "
+        "seconds "
+        "ago, "
+        "with their events, and events older than EVENT_RETENTION seconds; end the streams of "
+        "requests whose process "
+        "died, expire and prune server-to-client requests older than SERVER_REQUEST_TTL, and "
+        "delete "
+        "URL elicitations "
+        "that expired more than SESSION_RETENTION seconds ago or whose session is deleted, and "
+        "tool "
+        "calls of the "
+        "audit trail older than AUDIT_RETENTION_DAYS; fail durable tasks whose process died (no "
+        "heartbeat for "
         "TASK_HEARTBEAT_TIMEOUT) and delete those whose TTL ran out. "
         "Run it from cron, like clearsessions."
     )
@@ -40,7 +48,8 @@ class Command(BaseCommand):
         event_cutoff = now - timedelta(seconds=int(mcp_settings.event_retention))
         # Past their expiry every elicitation is over, whatever its state, and is kept
         # SESSION_RETENTION for the admin; one whose session goes goes with it, as its events do,
-        # since nothing can wait for its answer any more (deleting the session would only unlink it).
+        # since nothing can wait for its answer any more (deleting the session would only unlink
+        # it).
         old_elicitations = Elicitation.objects.filter(
             Q(expires_at__lt=cutoff) | Q(session__in=ended)
         )
@@ -52,14 +61,16 @@ class Command(BaseCommand):
             else ToolCall.objects.none()
         )
         if dry_run:
+            old_events = Event.objects.filter(Q(session__in=ended) | Q(created_at__lt=event_cutoff))
             self.stdout.write(
                 f"Would delete {ended.count()} sessions, "
-                f"{Event.objects.filter(Q(session__in=ended) | Q(created_at__lt=event_cutoff)).count()} events and "
+                f"{old_events.count()} events and "
                 f"{old_elicitations.count()} elicitations."
             )
             self.stdout.write(f"Would delete {old_calls.count()} tool calls of the audit trail.")
             self.stdout.write(
-                f"Would fail {taskstore.stale().count()} stale tasks and delete {taskstore.expired().count()} expired tasks."
+                f"Would fail {taskstore.stale().count()} stale tasks and delete "
+                f"{taskstore.expired().count()} expired tasks."
             )
             return
         elicitations, _ = old_elicitations.delete()
@@ -79,7 +90,8 @@ class Command(BaseCommand):
         )
         self.stdout.write(
             self.style.SUCCESS(
-                f"Deleted {sessions} sessions, {events} events and {elicitations} elicitations; ended {orphans} orphaned "
+                f"Deleted {sessions} sessions, {events} events and {elicitations} elicitations; "
+                f"ended {orphans} orphaned "
                 f"requests; expired {expired} and pruned {pruned} server requests."
             )
         )

@@ -33,7 +33,8 @@ class PipeRequest(HttpRequest):
         parts = urlsplit(base_url or "http://localhost")
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise CommandError(
-                f"--base-url must be an http(s) origin such as https://library.example.com, not {base_url!r}"
+                "--base-url must be an http(s) origin such as https://library.example.com, not "
+                f"{base_url!r}"
             )
         self._scheme = parts.scheme
         self.META["HTTP_HOST"] = parts.netloc
@@ -59,7 +60,8 @@ def find_user(value: str, field: str | None = None) -> AbstractBaseUser:
         email = User.get_email_field_name()
         if not _has_field(User, email):
             raise CommandError(
-                f"No user {value!r}: pass an existing {User._meta.verbose_name}'s username to --user."
+                f"No user {value!r}: pass an existing {User._meta.verbose_name}'s username to "
+                "--user."
             )
         # Addresses are matched case-insensitively, as Django's password reset matches them.
         field, lookup = email, f"{email}__iexact"
@@ -96,7 +98,8 @@ def _has_field(model: type[Any], name: str) -> bool:
 
 class Command(BaseCommand):
     help = (
-        "Serve MCP over stdin and stdout (newline-delimited JSON-RPC), as the given user. Only JSON-RPC is "
+        "Serve MCP over stdin and stdout (newline-delimited JSON-RPC), as the given user. Only "
+        "JSON-RPC is "
         "written to stdout; logging, warnings and anything a tool prints go to stderr."
     )
     # The protocol owns stdout: no system-check output may precede it.
@@ -126,7 +129,9 @@ class Command(BaseCommand):
             "--base-url",
             metavar="URL",
             default=None,
-            help="The site's public origin (e.g. https://library.example.com), for the pages of URL elicitations "
+            help="The site's public origin (e.g. https://library.example.com), for the pages of "
+            "URL "
+            "elicitations "
             "(default: the origin of RESOURCE_URL, else http://localhost).",
         )
 
@@ -171,7 +176,9 @@ class Command(BaseCommand):
                 )
             if not issubclass(mcp_settings.authentication_class, NoAuthentication):
                 raise CommandError(
-                    "This site's MCP_DJANGO['AUTHENTICATION'] requires a user: run mcp_stdio --user USERNAME "
+                    "This site's MCP_DJANGO['AUTHENTICATION'] requires a user: run mcp_stdio "
+                    "--user "
+                    "USERNAME "
                     "(the tools then act with that user's permissions)."
                 )
             request.user = AnonymousUser()

@@ -1,6 +1,7 @@
 """The counters quotas keep, one backend per cache (:func:`counters_for`).
 
-:mod:`mcp_django.ops.quotas.limits` decides what to count and when to refuse; a backend only counts, in
+:mod:`mcp_django.ops.quotas.limits` decides what to count and when to refuse; a backend only counts,
+in
 the cache ``QUOTAS["CACHE"]`` names. Which backend counts for a cache is chosen once, when this
 process first makes its client of that cache:
 
@@ -102,7 +103,8 @@ class BaseCounters:
 
     async def aadd(self, amounts: Sequence[tuple[str, int]], timeout: float) -> list[int]:
         """Add each (key, amount) of ``amounts`` (a new counter lapses ``timeout`` s after it was
-        made); the new counts. What :mod:`mcp_django.ops.quotas.batches` takes units in batches with."""
+        made); the new counts. What :mod:`mcp_django.ops.quotas.batches` takes units in batches
+        with."""
         raise NotImplementedError(f"{type(self).__name__} does not count in batches")
 
     async def asubtract(self, amounts: Sequence[tuple[str, int]]) -> None:
@@ -118,7 +120,8 @@ class BaseCounters:
         raise NotImplementedError("only counters that count inline hold a slot without a lease")
 
     def release(self, scopes: Sequence[Scope]) -> None:
-        """Give back a slot :meth:`hold` took in each of ``scopes`` (:attr:`inline` counters only)."""
+        """Give back a slot :meth:`hold` took in each of ``scopes`` (:attr:`inline` counters
+        only)."""
         raise NotImplementedError("only counters that count inline hold a slot without a lease")
 
     # -- held slots: built on the above, which a subclass shouldn't need to override ----------
@@ -319,7 +322,10 @@ class CacheCounters(BaseCounters):
 
 
 #: DECRBY ARGV[1] only a counter that is there (a lapsed one stays gone), in one round trip.
-_DECR_EXISTING = "if redis.call('exists', KEYS[1]) == 1 then return redis.call('decrby', KEYS[1], ARGV[1]) end return nil"
+_DECR_EXISTING = (
+    "if redis.call('exists', KEYS[1]) == 1 then return redis.call('decrby', KEYS[1], "
+    "ARGV[1]) end return nil"
+)
 
 
 @dataclass(frozen=True)
@@ -479,7 +485,8 @@ class RedisCounters(BaseCounters):
         if self.wires is not None:
             self.wires.close()
         # A Redis cache dropped with its pool still connected leaves its sockets to the garbage
-        # collector, which closes them with a ResourceWarning (whenever it next runs, in whatever code).
+        # collector, which closes them with a ResourceWarning (whenever it next runs, in whatever
+        # code).
         for pool in self.redis.pools.values():
             pool.disconnect()
 

@@ -99,7 +99,8 @@ class SlotPool:
         return True
 
     def put_back(self) -> None:
-        """A request gives its slot back; past two batches spare, all but one go back to the cache."""
+        """A request gives its slot back; past two batches spare, all but one go back to the
+        cache."""
         self.held -= 1
         if self.reserved - self.held > 2 * self.batch and not self.trimming:
             self.trimming = True

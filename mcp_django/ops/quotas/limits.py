@@ -98,7 +98,8 @@ class Rate:
 
 
 def parse_rate(value: Any) -> Rate:
-    """``"600/minute"`` (or ``"10/5m"``, ``"2/second"``...) as a :class:`Rate`; ValueError otherwise."""
+    """``"600/minute"`` (or ``"10/5m"``, ``"2/second"``...) as a :class:`Rate`; ValueError
+    otherwise."""
     match = _RATE_RE.fullmatch(value) if isinstance(value, str) else None
     unit = UNITS.get(match.group(3).lower()) if match else None
     if match is None or unit is None:
@@ -214,7 +215,8 @@ class Caller:
 
 
 def caller_of(request: Any, user: Any) -> Caller:
-    """The caller of ``request`` made by ``user`` (None when anonymous); see the module's docstring."""
+    """The caller of ``request`` made by ``user`` (None when anonymous); see the module's
+    docstring."""
     user_id = getattr(user, "pk", None)
     token = getattr(request, "auth_token", None)
     application = getattr(token, "application_id", None)
@@ -333,7 +335,8 @@ class _Limit:
             **({"tool": self.tool} if self.name == "PER_TOOL" else {}),
         }
         return QuotaExceededError(
-            f"Too many requests: {self.what} are limited to {self.rate.text} ({self.name}); retry in {retry} s",
+            f"Too many requests: {self.what} are limited to {self.rate.text} ({self.name}); retry "
+            f"in {retry} s",
             limit=self.name,
             retry_after=retry,
             details=details,
@@ -462,7 +465,8 @@ def check_pending_elicitations(user_id: Any) -> QuotaExceededError | None:
     first = pending.order_by("expires_at").values_list("expires_at", flat=True).first()
     retry = max(1, math.ceil((first - at).total_seconds())) if first is not None else None
     return QuotaExceededError(
-        f"Too many URL elicitations: this user already has {count} pages waiting, and PENDING_ELICITATIONS_PER_USER is {cap}",
+        f"Too many URL elicitations: this user already has {count} pages waiting, and "
+        f"PENDING_ELICITATIONS_PER_USER is {cap}",
         limit="PENDING_ELICITATIONS_PER_USER",
         retry_after=retry,
         details={"max": cap},
@@ -641,7 +645,8 @@ class LeasedSlot:
         self.released = True
         if self.pools is not None:
             for pool in self.pools:
-                pool.put_back()  # in this process: the pool gives spare slots back in the background
+                # In this process: the pool gives spare slots back in the background.
+                pool.put_back()
             return
         if self.backend.inline:
             # In this process: nothing suspends, so a cancellation cannot cut it short (no shield).
@@ -677,7 +682,8 @@ class StreamSlot(LeasedSlot):
     def refusal(self, limit: str, cap: int) -> QuotaExceededError:
         scope = "session" if limit == "STREAMS_PER_SESSION" else "user"
         return QuotaExceededError(
-            f"Too many open streams: this {scope} already has {cap} open ({limit}); close one first",
+            f"Too many open streams: this {scope} already has {cap} open ({limit}); close one "
+            "first",
             limit=limit,
             details={"max": cap},
         )
@@ -711,7 +717,8 @@ class RunningSlot(LeasedSlot):
         )
         # Most tool calls end within seconds: worth retrying soon.
         return QuotaExceededError(
-            f"Too many running requests: this {scope} already has {cap} tool calls running ({limit}); "
+            f"Too many running requests: this {scope} already has {cap} tool calls running "
+            f"({limit}); "
             "wait for one to end or cancel one",
             limit=limit,
             retry_after=1,
