@@ -26,6 +26,7 @@ import inspect
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 import orjson
@@ -480,7 +481,7 @@ class MCPTestClient:
             await exchange.stop()
             raise
         stream = EventStream(exchange)
-        if not (stream.status == 200 and stream.is_sse):
+        if not (stream.status == HTTPStatus.OK and stream.is_sse):
             try:
                 stream.body = await exchange.read_to_end()
             finally:
@@ -520,7 +521,7 @@ class MCPTestClient:
         self.protocol_version = result.get("protocolVersion")
         self._state.initialize_result = result
         answer = await self.notify("notifications/initialized")
-        if answer.status != 202:
+        if answer.status != HTTPStatus.ACCEPTED:
             raise AssertionError(
                 f"notifications/initialized was answered {answer.status}: {answer.body[:200]!r}"
             )
@@ -557,7 +558,10 @@ class MCPTestClient:
         )
         try:
             await exchange.start(orjson.dumps(message))
-            if exchange.status == 200 and _media_type(exchange.headers) == "text/event-stream":
+            if (
+                exchange.status == HTTPStatus.OK
+                and _media_type(exchange.headers) == "text/event-stream"
+            ):
                 stream = EventStream(exchange)
                 found = await self._consume(stream, request_id)
                 body = stream.body
@@ -586,7 +590,7 @@ class MCPTestClient:
                 raise StreamClosed(f"the SSE answer to {method} ended without its response")
             resumes += 1
             async with await self.open_stream(last_event_id=last_id) as resumed:
-                if resumed.status != 200:
+                if resumed.status != HTTPStatus.OK:
                     raise AssertionError(
                         f"resuming {last_id!r} was answered {resumed.status}: "
                         f"{resumed.body[:200]!r}"
@@ -627,7 +631,7 @@ class MCPTestClient:
                 result = await result
             answer["result"] = result
         reply = await self.post(answer)
-        if reply.status != 202:
+        if reply.status != HTTPStatus.ACCEPTED:
             raise AssertionError(
                 f"the answer to {message['method']} was refused with {reply.status}: "
                 f"{reply.body[:200]!r}"

@@ -5,6 +5,7 @@ A session id is never a credential: the session only binds to the user a policy 
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from importlib import import_module
 from typing import Any
 
@@ -18,7 +19,10 @@ class AuthenticationFailed(Exception):
     """Refuse the request with ``status`` (401 or 403) and these response headers."""
 
     def __init__(
-        self, message: str, status: int = 401, headers: dict[str, str] | None = None
+        self,
+        message: str,
+        status: int = HTTPStatus.UNAUTHORIZED,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.message = message
         self.status = status

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection, Sequence
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -139,7 +140,7 @@ class InsufficientScope(AuthenticationFailed):
     def __init__(self, resource: str, scopes: list[str]) -> None:
         super().__init__(
             f"Insufficient scope: this operation needs {' '.join(scopes)}",
-            status=403,
+            status=HTTPStatus.FORBIDDEN,
             headers={
                 "WWW-Authenticate": challenge(
                     resource,
@@ -160,7 +161,7 @@ class OAuthAuthentication(BaseAuthentication):
         resource: str,
         message: str,
         error: str | None = "invalid_token",
-        status: int = 401,
+        status: int = HTTPStatus.UNAUTHORIZED,
         request: HttpRequest | None = None,
     ) -> AuthenticationFailed:
         # The transport puts a function on the request that gives the site's declared scopes
@@ -179,7 +180,9 @@ class OAuthAuthentication(BaseAuthentication):
             message = (
                 "Access tokens are not accepted in the query string; use the Authorization header."
             )
-            raise self._fail(resource, message, "invalid_request", 400, request=request)
+            raise self._fail(
+                resource, message, "invalid_request", HTTPStatus.BAD_REQUEST, request=request
+            )
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
         if not header:
@@ -197,7 +200,7 @@ class OAuthAuthentication(BaseAuthentication):
                 resource,
                 "The Authorization header must be 'Bearer <token>'.",
                 "invalid_request",
-                400,
+                HTTPStatus.BAD_REQUEST,
                 request=request,
             )
         found = await sync_to_async(self._load)(token.strip())

@@ -15,6 +15,7 @@ import secrets
 import urllib.error
 import urllib.parse
 import urllib.request
+from http import HTTPStatus
 from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin
@@ -119,7 +120,7 @@ class ConnectCallbackView(LoginRequiredMixin, View):
                 "title": f"Could not connect {config.get('label', name)}",
                 "error": str(exc)[:200],
             }
-            return render(request, self.template_name, context, status=502)
+            return render(request, self.template_name, context, status=HTTPStatus.BAD_GATEWAY)
         services.store_secret(request.user, f"connect:{name}", json.dumps(tokens))
         services.finish(elicitation, Elicitation.State.COMPLETED)
         return self.done(elicitation, Elicitation.State.COMPLETED, config)

@@ -7,6 +7,7 @@ one, ``http_status``. Handlers raise them; the dispatcher turns them into JSON-R
 from __future__ import annotations
 
 from collections.abc import Sequence
+from http import HTTPStatus
 from typing import Any, Final
 
 PARSE_ERROR: Final = -32700
@@ -127,7 +128,7 @@ class InvalidRequestMetaError(InvalidParamsError):
     The 2026-07-28 spec (basic/index, "_meta") demands HTTP 400 here, unlike other -32602s.
     """
 
-    http_status = 400
+    http_status = HTTPStatus.BAD_REQUEST
 
 
 class HeaderMismatchError(MCPError):
@@ -135,7 +136,7 @@ class HeaderMismatchError(MCPError):
 
     code = HEADER_MISMATCH
     default_message = "Header mismatch"
-    http_status = 400
+    http_status = HTTPStatus.BAD_REQUEST
 
 
 class MissingRequiredClientCapabilityError(MCPError):
@@ -146,7 +147,7 @@ class MissingRequiredClientCapabilityError(MCPError):
 
     code = MISSING_REQUIRED_CLIENT_CAPABILITY
     default_message = "Missing required client capability"
-    http_status = 400
+    http_status = HTTPStatus.BAD_REQUEST
 
     def __init__(
         self,
@@ -166,7 +167,7 @@ class UnsupportedProtocolVersionError(MCPError):
 
     code = UNSUPPORTED_PROTOCOL_VERSION
     default_message = "Unsupported protocol version"
-    http_status = 400
+    http_status = HTTPStatus.BAD_REQUEST
 
     def __init__(
         self,
@@ -190,7 +191,7 @@ class QuotaExceededError(MCPError):
 
     code = QUOTA_EXCEEDED
     default_message = "Too many requests"
-    http_status = 429
+    http_status = HTTPStatus.TOO_MANY_REQUESTS
 
     def __init__(
         self,
@@ -213,10 +214,10 @@ class QuotaExceededError(MCPError):
 # How a JSON-RPC error travels over HTTP when it is the whole answer to a POST that carried no
 # request we could attribute it to (parse failures, rejected batches, header problems).
 ERROR_CODE_HTTP_STATUS: Final[dict[int, int]] = {
-    PARSE_ERROR: 400,
-    INVALID_REQUEST: 400,
-    INVALID_PARAMS: 400,
-    METHOD_NOT_FOUND: 404,
+    PARSE_ERROR: HTTPStatus.BAD_REQUEST,
+    INVALID_REQUEST: HTTPStatus.BAD_REQUEST,
+    INVALID_PARAMS: HTTPStatus.BAD_REQUEST,
+    METHOD_NOT_FOUND: HTTPStatus.NOT_FOUND,
 }
 
 

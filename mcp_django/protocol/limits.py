@@ -3,6 +3,7 @@ into stored events. Pure functions; the transport passes the limits from the set
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any, Final
 
 import orjson
@@ -87,4 +88,7 @@ def check_progress_token(params: dict[str, Any], max_length: int) -> None:
 
 def body_too_large(max_bytes: int) -> TransportError:
     """The answer (413) to a request body over ``max_bytes``, declared or counted."""
-    return TransportError(413, f"Payload Too Large: the body exceeds {max_bytes} bytes")
+    return TransportError(
+        HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+        f"Payload Too Large: the body exceeds {max_bytes} bytes",
+    )

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from http import HTTPStatus
 from typing import Any, Final, Literal
 
 from .errors import (
@@ -627,12 +628,12 @@ def discover_result(
 #: absent: only a malformed ``_meta`` makes it a 400, and that is refused before dispatch
 #: (:class:`InvalidRequestMetaError` carries its own ``http_status``).
 ERROR_HTTP_STATUS: Final[Mapping[int, int]] = {
-    PARSE_ERROR: 400,
-    INVALID_REQUEST: 400,
-    METHOD_NOT_FOUND: 404,
-    HEADER_MISMATCH: 400,
-    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
-    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    PARSE_ERROR: HTTPStatus.BAD_REQUEST,
+    INVALID_REQUEST: HTTPStatus.BAD_REQUEST,
+    METHOD_NOT_FOUND: HTTPStatus.NOT_FOUND,
+    HEADER_MISMATCH: HTTPStatus.BAD_REQUEST,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: HTTPStatus.BAD_REQUEST,
+    UNSUPPORTED_PROTOCOL_VERSION: HTTPStatus.BAD_REQUEST,
 }
 
 
@@ -645,9 +646,9 @@ def http_status(response: Mapping[str, Any]) -> int:
     """
     error = response.get("error")
     if not isinstance(error, Mapping):
-        return 200
+        return HTTPStatus.OK
     code = error.get("code")
-    return ERROR_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200
+    return ERROR_HTTP_STATUS.get(code, HTTPStatus.OK) if isinstance(code, int) else HTTPStatus.OK
 
 
 def tag_subscription(message: dict[str, Any], subscription_id: Any) -> dict[str, Any]:

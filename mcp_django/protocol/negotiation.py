@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
+from http import HTTPStatus
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -53,7 +54,7 @@ def check_protocol_version_header(value: str | None) -> str:
     value = value.strip()
     if value not in SUPPORTED_VERSIONS:
         raise TransportError(
-            400,
+            HTTPStatus.BAD_REQUEST,
             f"Bad Request: unsupported MCP-Protocol-Version {value[:40]!r}; supported: "
             f"{', '.join(SUPPORTED_VERSIONS)}",
         )
@@ -110,7 +111,7 @@ def check_post_accept(accept: str | None) -> None:
     """Require a POST to accept both JSON and SSE answers, as the transport spec says (406)."""
     if not (accepts(accept, JSON) and accepts(accept, SSE)):
         raise TransportError(
-            406,
+            HTTPStatus.NOT_ACCEPTABLE,
             "Not Acceptable: the client must accept both application/json and text/event-stream",
         )
 
@@ -118,20 +119,28 @@ def check_post_accept(accept: str | None) -> None:
 def check_get_accept(accept: str | None) -> None:
     """Require a GET to accept an SSE stream (406)."""
     if not accepts(accept, SSE):
-        raise TransportError(406, "Not Acceptable: the client must accept text/event-stream")
+        raise TransportError(
+            HTTPStatus.NOT_ACCEPTABLE, "Not Acceptable: the client must accept text/event-stream"
+        )
 
 
 def check_content_type(content_type: str | None) -> None:
     """Require a JSON body on POST (415)."""
     media = (content_type or "").split(";", 1)[0].strip().lower()
     if media != JSON:
-        raise TransportError(415, "Unsupported Media Type: Content-Type must be application/json")
+        raise TransportError(
+            HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type: Content-Type must be application/json",
+        )
 
 
 def check_body_size(length: int, limit: int) -> None:
     """Refuse bodies over ``limit`` bytes (413)."""
     if length > limit:
-        raise TransportError(413, f"Payload Too Large: the body exceeds {limit} bytes")
+        raise TransportError(
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+            f"Payload Too Large: the body exceeds {limit} bytes",
+        )
 
 
 def is_valid_session_id(value: str) -> bool:
@@ -181,4 +190,4 @@ def origin_allowed(origin: str, host: str, scheme: str, allowed: Iterable[str]) 
 def check_origin(origin: str | None, host: str, scheme: str, allowed: Iterable[str]) -> None:
     """403 when an ``Origin`` header is present and not allowed (2025-11-25 transports spec)."""
     if origin is not None and not origin_allowed(origin, host, scheme, allowed):
-        raise TransportError(403, "Forbidden: Origin not allowed")
+        raise TransportError(HTTPStatus.FORBIDDEN, "Forbidden: Origin not allowed")

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, cast
 
 from ..auth.base import NoAuthentication
@@ -358,14 +359,15 @@ class Engine:
             invalid_session_logger.warning(
                 "%s", InvalidSessionId(f"Malformed Mcp-Session-Id ({len(session_id)} characters)")
             )
-            raise TransportError(400, "Bad Request: malformed Mcp-Session-Id")
+            raise TransportError(HTTPStatus.BAD_REQUEST, "Bad Request: malformed Mcp-Session-Id")
         session = await self.sessions.aload(
             session_id, site_name=self.site.name, user_id=principal.user_id
         )
         if session is None:
             # Unknown, expired, terminated and someone else's: the same answer for all.
             raise TransportError(
-                404, "Not Found: session not found or terminated; initialize a new session"
+                HTTPStatus.NOT_FOUND,
+                "Not Found: session not found or terminated; initialize a new session",
             )
         return session
 
@@ -385,13 +387,13 @@ class Engine:
             return
         if not negotiation.supports_batches(session.protocol_version):
             raise TransportError(
-                400,
+                HTTPStatus.BAD_REQUEST,
                 "Invalid Request: JSON-RPC batches are not supported in protocol revision "
                 f"{session.protocol_version}",
             )
         if len(decoded.messages) > self.settings.max_batch_size:
             raise TransportError(
-                400,
+                HTTPStatus.BAD_REQUEST,
                 f"Invalid Request: a batch may hold at most {self.settings.max_batch_size} "
                 "messages",
             )

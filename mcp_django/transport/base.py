@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -64,7 +65,7 @@ logger = logging.getLogger(__name__)
 #: The answer when the database, the cache or the channel layer cannot be reached: a request
 #: the client may send again shortly, not a bug to report.
 UNAVAILABLE = TransportError(
-    503,
+    HTTPStatus.SERVICE_UNAVAILABLE,
     "Service Unavailable: the server could not reach its database, cache or channel layer; try "
     "again shortly",
     code=INTERNAL_ERROR,
@@ -173,7 +174,9 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
             )
         except MCPError as exc:
             # Refused before any request could be answered (a cap on sessions or streams).
-            await self.send_answer(exc.http_status or 400, error_message(None, exc))
+            await self.send_answer(
+                exc.http_status or HTTPStatus.BAD_REQUEST, error_message(None, exc)
+            )
         except StopConsumer:
             raise
         except Exception as exc:
@@ -195,7 +198,9 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
             else:
                 logger.exception("Could not answer a request to the MCP endpoint")
                 await self.send_transport_error(
-                    TransportError(500, "Internal error", code=INTERNAL_ERROR)
+                    TransportError(
+                        HTTPStatus.INTERNAL_SERVER_ERROR, "Internal error", code=INTERNAL_ERROR
+                    )
                 )
         if not self.streaming:
             raise StopConsumer()
@@ -241,10 +246,11 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
 
     # -- writing --------------------------------------------------------------------------
 
-    async def send_headers(self, *, status: int = 200, headers: Any = None) -> None:
+    async def send_headers(self, *, status: int = HTTPStatus.OK, headers: Any = None) -> None:
         raw = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
         self.answered = True
-        await super().send_headers(status=status, headers=raw + self.cors_headers)
+        # A plain int on the wire: ASGI servers are not all sure to take an IntEnum.
+        await super().send_headers(status=int(status), headers=raw + self.cors_headers)
 
     async def send_answer(
         self, status: int, answer: dict[str, Any], headers: dict[str, str] | None = None
@@ -346,7 +352,9 @@ async def unmigrated_error(exc: DatabaseError) -> TransportError | None:
     logger.error(
         "An MCP request failed on a missing table: %s", missing_tables_message(pending, using)
     )
-    return TransportError(503, missing_tables_message(pending, using), code=INTERNAL_ERROR)
+    return TransportError(
+        HTTPStatus.SERVICE_UNAVAILABLE, missing_tables_message(pending, using), code=INTERNAL_ERROR
+    )
 
 
 def http_answer(answer: dict[str, Any], status: int) -> tuple[int, dict[str, str]]:
@@ -357,7 +365,7 @@ def http_answer(answer: dict[str, Any], status: int) -> tuple[int, dict[str, str
         return status, {}
     data = error.get("data")
     retry = data.get("retryAfter") if isinstance(data, dict) else None
-    return 429, (
+    return HTTPStatus.TOO_MANY_REQUESTS, (
         {"Retry-After": str(retry)}
         if isinstance(retry, int) and not isinstance(retry, bool)
         else {}

@@ -15,6 +15,7 @@ takes :mod:`~mcp_django.transport.stateless` instead.
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from channels.exceptions import StopConsumer
@@ -47,7 +48,7 @@ class MCPConsumer(BaseMCPConsumer):
         checks.check_origin_and_host(request, self.headers, self.settings)
         method = self.scope["method"]
         if self.cors_headers and method == "OPTIONS":
-            await self.send_empty(204, checks.preflight_headers(self.headers))
+            await self.send_empty(HTTPStatus.NO_CONTENT, checks.preflight_headers(self.headers))
             return
         # The 401 challenge names every scope the site uses: OAuthAuthentication calls this
         # when it sends one (walking the registry on every request would cost every request).
@@ -66,7 +67,8 @@ class MCPConsumer(BaseMCPConsumer):
         session_id = self.headers.get("mcp-session-id")
         if session_id is None:
             raise TransportError(
-                400, "Bad Request: Mcp-Session-Id header is required; send initialize first"
+                HTTPStatus.BAD_REQUEST,
+                "Bad Request: Mcp-Session-Id header is required; send initialize first",
             )
         return await self.engine.load_session(principal, session_id)
 
@@ -75,7 +77,7 @@ class MCPConsumer(BaseMCPConsumer):
         try:
             decoded = decode(body)
         except MCPError as exc:
-            await self.send_json(400, error_message(exc.request_id, exc))
+            await self.send_json(HTTPStatus.BAD_REQUEST, error_message(exc.request_id, exc))
             return
         first = decoded.messages[0]
         # The era is chosen per request: 2026-07-28 _meta (or header) means stateless, even on
@@ -100,7 +102,7 @@ class MCPConsumer(BaseMCPConsumer):
         ping = lone_ping(decoded)
         if ping is not None and self.headers.get("mcp-session-id") is None:
             # ping is the one request allowed before initialize (lifecycle spec).
-            await self.send_json(200, result_message(ping.id, {}))
+            await self.send_json(HTTPStatus.OK, result_message(ping.id, {}))
             return
         session = await self.session(principal)
         received = await self.engine.receive(principal, session, decoded)
@@ -114,11 +116,11 @@ class MCPConsumer(BaseMCPConsumer):
     ) -> None:
         if not received.requests:
             if not received.replies:
-                await self.send_empty(202)
+                await self.send_empty(HTTPStatus.ACCEPTED)
             elif decoded.is_batch:
-                await self.send_json(200, received.replies)
+                await self.send_json(HTTPStatus.OK, received.replies)
             else:
-                await self.send_answer(400, received.replies[0])
+                await self.send_answer(HTTPStatus.BAD_REQUEST, received.replies[0])
         elif self.engine.needs_stream(received.requests):
             await self.answer_as_stream(principal, session, received.requests, received.replies)
         else:
@@ -130,20 +132,23 @@ class MCPConsumer(BaseMCPConsumer):
                 raise StopConsumer()
             answers = received.replies + answered
             if decoded.is_batch:
-                await self.send_json(200, answers)
+                await self.send_json(HTTPStatus.OK, answers)
             else:
-                await self.send_answer(200, answers[0])
+                await self.send_answer(HTTPStatus.OK, answers[0])
 
     async def initialize(self, principal: Principal, decoded: Decoded) -> None:
         if decoded.is_batch:
-            raise TransportError(400, "Invalid Request: initialize must not be part of a batch")
+            raise TransportError(
+                HTTPStatus.BAD_REQUEST, "Invalid Request: initialize must not be part of a batch"
+            )
         if self.headers.get("mcp-session-id") is not None:
             raise TransportError(
-                400, "Invalid Request: initialize must be sent without Mcp-Session-Id"
+                HTTPStatus.BAD_REQUEST,
+                "Invalid Request: initialize must be sent without Mcp-Session-Id",
             )
         answer, session = await self.engine.initialize(principal, decoded.messages[0])  # type: ignore[arg-type]
         await self.send_answer(
-            200, answer, {"mcp-session-id": session.pk} if session is not None else None
+            HTTPStatus.OK, answer, {"mcp-session-id": session.pk} if session is not None else None
         )
 
     async def answer_as_stream(
@@ -177,9 +182,13 @@ class MCPConsumer(BaseMCPConsumer):
         try:
             stream, after = parse_event_id(last_event_id)
         except ValueError:
-            raise TransportError(400, "Bad Request: malformed Last-Event-ID") from None
+            raise TransportError(
+                HTTPStatus.BAD_REQUEST, "Bad Request: malformed Last-Event-ID"
+            ) from None
         if not stream_belongs_to(session.pk, stream):
-            raise TransportError(400, "Bad Request: Last-Event-ID names no stream of this session")
+            raise TransportError(
+                HTTPStatus.BAD_REQUEST, "Bad Request: Last-Event-ID names no stream of this session"
+            )
         await self.hold_stream_slot(principal, session.pk)
         sse.take_resume_slot()
         self.sse = sse
@@ -192,7 +201,7 @@ class MCPConsumer(BaseMCPConsumer):
     async def delete(self, principal: Principal) -> None:
         checks.refuse_stateless(self.headers, "DELETE")
         await self.engine.terminate(await self.session(principal))
-        await self.send_empty(204)
+        await self.send_empty(HTTPStatus.NO_CONTENT)
 
 
 def lone_ping(decoded: Decoded) -> Request | None:

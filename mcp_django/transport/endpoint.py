@@ -7,6 +7,7 @@ view means the wrapper is missing, which is answered clearly instead of half-wor
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest, JsonResponse
@@ -36,7 +37,9 @@ def endpoint_view(site: MCPSite, transport: str = "streamable-http") -> Any:
     @csrf_exempt
     def mcp_endpoint(request: HttpRequest) -> JsonResponse:
         error = {"code": INTERNAL_ERROR, "message": WITHOUT_ROUTER_MESSAGE}
-        return JsonResponse({"jsonrpc": "2.0", "id": None, "error": error}, status=503)
+        return JsonResponse(
+            {"jsonrpc": "2.0", "id": None, "error": error}, status=HTTPStatus.SERVICE_UNAVAILABLE
+        )
 
     mcp_endpoint.mcp_site = site  # type: ignore[attr-defined]
     mcp_endpoint.mcp_transport = transport  # type: ignore[attr-defined]

@@ -15,6 +15,7 @@ import asyncio
 import functools
 import math
 from collections import Counter
+from http import HTTPStatus
 from typing import Any
 
 from ..protocol.errors import TransportError
@@ -105,7 +106,7 @@ class ResumeSlots:
         retry = {"Retry-After": str(max(1, math.ceil(settings.sse_retry_ms / 1000)))}
         if self.sessions[session_id] >= settings.max_resumes_per_session:
             raise TransportError(
-                429,
+                HTTPStatus.TOO_MANY_REQUESTS,
                 f"Too Many Requests: this session already has {settings.max_resumes_per_session} "
                 "resumes replaying",
                 code=SERVER_BUSY,
@@ -113,7 +114,7 @@ class ResumeSlots:
             )
         if user_key is not None and self.users[user_key] >= settings.max_resumes_per_user:
             raise TransportError(
-                429,
+                HTTPStatus.TOO_MANY_REQUESTS,
                 f"Too Many Requests: this user already has {settings.max_resumes_per_user} resumes "
                 "replaying",
                 code=SERVER_BUSY,
@@ -121,7 +122,7 @@ class ResumeSlots:
             )
         if self.total >= settings.max_resumes:
             raise TransportError(
-                503,
+                HTTPStatus.SERVICE_UNAVAILABLE,
                 "Service Unavailable: too many resumes replaying; retry later",
                 code=SERVER_BUSY,
                 headers=retry,

@@ -127,7 +127,7 @@ def check_origin_and_host(request: HttpRequest, headers: Headers, settings: MCPS
         host = request.get_host()
     except DisallowedHost as exc:
         security_logger.error(str(exc))
-        raise TransportError(400, "Bad Request: invalid Host header") from None
+        raise TransportError(HTTPStatus.BAD_REQUEST, "Bad Request: invalid Host header") from None
     negotiation.check_origin(
         headers.get("origin"), host, request.scheme or "http", settings.allowed_origins
     )
@@ -170,11 +170,13 @@ def refuse_stateless(headers: Headers, method: str) -> None:
     to delete (transports spec, "Earlier Streamable HTTP Revisions")."""
     if modern.is_modern_version(headers.get("mcp-protocol-version")):
         raise TransportError(
-            405,
+            HTTPStatus.METHOD_NOT_ALLOWED,
             f"Method Not Allowed: {method} is not part of MCP 2026-07-28",
             headers={"Allow": "POST"},
         )
 
 
 def method_not_allowed() -> TransportError:
-    return TransportError(405, "Method Not Allowed", headers={"Allow": ALLOWED_METHODS})
+    return TransportError(
+        HTTPStatus.METHOD_NOT_ALLOWED, "Method Not Allowed", headers={"Allow": ALLOWED_METHODS}
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from http import HTTPStatus
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -92,7 +93,7 @@ class HealthView(View):
         if pending:
             # A deployment step left out, not a secret: say which, and what to run.
             body.update(unapplied_migrations=pending, hint=MIGRATE_HINT)
-        response = JsonResponse(body, status=200 if healthy else 503)
+        response = JsonResponse(body, status=HTTPStatus.OK if healthy else 503)
         response["Cache-Control"] = "no-store"
         return response
 

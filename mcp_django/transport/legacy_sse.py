@@ -10,6 +10,7 @@ endpoint; ``MCP_DJANGO["HTTP_SSE"] = False`` turns it off.
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
@@ -67,7 +68,7 @@ class HTTPSSEConsumer(MCPConsumer):
     async def handle(self, body: bytes) -> None:
         if not self.settings.http_sse:
             raise TransportError(
-                404,
+                HTTPStatus.NOT_FOUND,
                 "Not Found: the 2024-11-05 HTTP+SSE transport is turned off "
                 "(MCP_DJANGO['HTTP_SSE'])",
             )
@@ -75,7 +76,9 @@ class HTTPSSEConsumer(MCPConsumer):
 
     async def get(self, principal: Principal) -> None:
         if self.kind != "sse":
-            raise TransportError(405, "Method Not Allowed", headers={"Allow": "POST"})
+            raise TransportError(
+                HTTPStatus.METHOD_NOT_ALLOWED, "Method Not Allowed", headers={"Allow": "POST"}
+            )
         self.check_accepts_events()
         session = await self.engine.open_session(principal, transport="sse")
         self.opened = session
@@ -93,32 +96,38 @@ class HTTPSSEConsumer(MCPConsumer):
 
     async def post(self, principal: Principal, body: bytes) -> None:
         if self.kind != "messages":
-            raise TransportError(405, "Method Not Allowed", headers={"Allow": "GET"})
+            raise TransportError(
+                HTTPStatus.METHOD_NOT_ALLOWED, "Method Not Allowed", headers={"Allow": "GET"}
+            )
         negotiation.check_content_type(self.headers.get("content-type"))
         session_id = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get(
             "session_id", [""]
         )[0]
         if not session_id:
             raise TransportError(
-                400, "Bad Request: session_id is required; open the stream with GET .../sse first"
+                HTTPStatus.BAD_REQUEST,
+                "Bad Request: session_id is required; open the stream with GET .../sse first",
             )
         session = await self.engine.load_session(principal, session_id)
         try:
             decoded = decode(body)
         except MCPError as exc:
-            await self.send_json(400, error_message(exc.request_id, exc))
+            await self.send_json(HTTPStatus.BAD_REQUEST, error_message(exc.request_id, exc))
             return
         emitter = SessionStreamEmitter(session.pk)
         first = decoded.messages[0]
         if isinstance(first, Request) and first.method == "initialize":
             if decoded.is_batch:
-                raise TransportError(400, "Invalid Request: initialize must not be part of a batch")
+                raise TransportError(
+                    HTTPStatus.BAD_REQUEST,
+                    "Invalid Request: initialize must not be part of a batch",
+                )
             await emitter.send(await self.engine.initialize_session(principal, session, first))
-            await self.send_empty(202)
+            await self.send_empty(HTTPStatus.ACCEPTED)
             return
         received = await self.engine.receive(principal, session, decoded)
         # Accepted now; the answers (and what the tools send while they run) go on the stream.
-        await self.send_empty(202)
+        await self.send_empty(HTTPStatus.ACCEPTED)
         if received.requests:
             streamed = await self.engine.stream(principal, session, received.requests, emitter)
             await streamed.start(received.replies)
@@ -128,7 +137,7 @@ class HTTPSSEConsumer(MCPConsumer):
 
     async def delete(self, principal: Principal) -> None:
         raise TransportError(
-            405,
+            HTTPStatus.METHOD_NOT_ALLOWED,
             "Method Not Allowed: closing the stream ends the session",
             headers={"Allow": "GET, POST"},
         )

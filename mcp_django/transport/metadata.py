@@ -7,6 +7,7 @@ project's URLconf, so no extra URL pattern is needed.
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from io import BytesIO
 from typing import Any
 
@@ -36,20 +37,24 @@ class MetadataConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # channels shi
         method = self.scope["method"]
         if method == "OPTIONS":
             await self.send_response(
-                204,
+                HTTPStatus.NO_CONTENT,
                 b"",
                 headers=[*cors, (b"access-control-allow-headers", b"MCP-Protocol-Version")],
             )
             return
         if method not in ("GET", "HEAD"):
-            await self.send_response(405, b"", headers=[(b"allow", b"GET, HEAD, OPTIONS")])
+            await self.send_response(
+                HTTPStatus.METHOD_NOT_ALLOWED, b"", headers=[(b"allow", b"GET, HEAD, OPTIONS")]
+            )
             return
         request = ASGIRequest(self.scope, BytesIO(body))
         try:
             resource = resource_url(request, self.endpoint_path)
         except DisallowedHost:
             await self.send_response(
-                400, b"Bad Request: invalid Host header", headers=[(b"content-type", b"text/plain")]
+                HTTPStatus.BAD_REQUEST,
+                b"Bad Request: invalid Host header",
+                headers=[(b"content-type", b"text/plain")],
             )
             return
         declared = self.site.get_scopes() if self.site is not None else []
@@ -59,4 +64,6 @@ class MetadataConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # channels shi
             (b"cache-control", b"public, max-age=3600"),
             *cors,
         ]
-        await self.send_response(200, b"" if method == "HEAD" else document, headers=headers)
+        await self.send_response(
+            HTTPStatus.OK, b"" if method == "HEAD" else document, headers=headers
+        )

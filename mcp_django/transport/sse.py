@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from channels.exceptions import StopConsumer
@@ -58,7 +59,7 @@ class Connection(Protocol):
     channel_layer: Any
     channel_name: str | None
 
-    async def send_headers(self, *, status: int = 200, headers: Any = None) -> None: ...
+    async def send_headers(self, *, status: int = HTTPStatus.OK, headers: Any = None) -> None: ...
 
     async def send_body(self, body: bytes, *, more_body: bool = False) -> None: ...
 
@@ -97,7 +98,8 @@ class SSEStream:
 
     async def _send_headers(self) -> None:
         await self.connection.send_headers(
-            status=200, headers=[*SSE_HEADERS, (b"mcp-session-id", self.session_id.encode())]
+            status=HTTPStatus.OK,
+            headers=[*SSE_HEADERS, (b"mcp-session-id", self.session_id.encode())],
         )
 
     async def _prime(self, seq: int) -> None:
@@ -180,7 +182,7 @@ class SSEStream:
             get_stream_group(self.session_id), session_group(self.session_id)
         )
         self.last_seq = await self.store.alast_seq(self.session_id, GET_STREAM)
-        await self.connection.send_headers(status=200, headers=SSE_HEADERS)
+        await self.connection.send_headers(status=HTTPStatus.OK, headers=SSE_HEADERS)
         await self.connection.send_body(first, more_body=True)
         self.start_timers()
 
@@ -364,7 +366,7 @@ class ResponseStream:
         if not self.started:
             self.started = True
             stream_opened(self, "response")  # closed by finish(), or when collected after a cancel
-            await self.connection.send_headers(status=200, headers=SSE_HEADERS)
+            await self.connection.send_headers(status=HTTPStatus.OK, headers=SSE_HEADERS)
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.open()
@@ -434,7 +436,7 @@ class ListenStream:
 
     async def open(self, agreed: dict[str, Any]) -> None:
         await self.connection.join(LISTEN_GROUP)
-        await self.connection.send_headers(status=200, headers=SSE_HEADERS)
+        await self.connection.send_headers(status=HTTPStatus.OK, headers=SSE_HEADERS)
         stream_opened(self, "listen")
         await self.send(listen_acknowledgement(agreed, self.subscription_id))
         loop = asyncio.get_running_loop()

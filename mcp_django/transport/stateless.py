@@ -8,6 +8,8 @@ response) that the client cancels by closing; ``subscriptions/listen`` stays ope
 
 from __future__ import annotations
 
+from http import HTTPStatus
+
 from channels.exceptions import StopConsumer
 
 from ..protocol import modern
@@ -23,13 +25,17 @@ async def post(
 ) -> None:
     """Answer one 2026-07-28 message on ``consumer``'s connection."""
     if isinstance(message, Notification):
-        await consumer.send_empty(202)  # none is defined over HTTP in this revision; accepted
+        await consumer.send_empty(
+            HTTPStatus.ACCEPTED
+        )  # none is defined over HTTP in this revision; accepted
         return
     engine = consumer.engine
     try:
         meta = await engine.stateless_meta(principal, message, consumer.headers)
     except MCPError as exc:
-        await consumer.send_answer(exc.http_status or 400, error_message(message.id, exc))
+        await consumer.send_answer(
+            exc.http_status or HTTPStatus.BAD_REQUEST, error_message(message.id, exc)
+        )
         return
     if message.method == "subscriptions/listen":
         await open_listen(consumer, principal, message)
@@ -56,7 +62,9 @@ async def answer(
     try:
         await consumer.hold_stream_slot(principal, None)
     except MCPError as exc:
-        await consumer.send_answer(exc.http_status or 400, error_message(message.id, exc))
+        await consumer.send_answer(
+            exc.http_status or HTTPStatus.BAD_REQUEST, error_message(message.id, exc)
+        )
         return
     stream = ResponseStream(consumer)
     streamed = await stream.run(

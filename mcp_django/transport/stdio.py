@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import modern
@@ -153,7 +154,7 @@ class StdioServer:
                 self.engine.check_batch(decoded, self.session)
             elif decoded.is_batch:
                 raise TransportError(
-                    400,
+                    HTTPStatus.BAD_REQUEST,
                     "Invalid Request: JSON-RPC batches are only allowed in a 2025-03-26 session",
                 )
         except TransportError as exc:

@@ -36,7 +36,7 @@ from typing import Any
 
 from .backends import BaseCounters, Scope, slot_key
 
-logger = logging.getLogger("mcp_django.ops.quotas.limits")
+logger = logging.getLogger("mcp_django.ops.quotas")
 
 #: Seconds between two sweeps of the rate windows that ended.
 SWEEP = 10.0

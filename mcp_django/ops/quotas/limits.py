@@ -80,7 +80,7 @@ UNITS = {
 }
 _RATE_RE = re.compile(r"\s*(\d+)\s*/\s*(\d*)\s*([a-z]+)\s*")
 
-logger = logging.getLogger("mcp_django.ops.quotas.limits")
+logger = logging.getLogger("mcp_django.ops.quotas")
 
 
 def now() -> float:
