@@ -5,6 +5,7 @@
 #   MCP_TASKS_BACKEND=database make run    ... with django-tasks-db's worker running durable tasks
 #   make test             the whole test suite
 #   make test ARGS="tests/e2e -q"
+#   make test COVERAGE=1  ... under coverage.py (branch coverage); then `make coverage` prints the report
 #   make test-fast        the inner loop: in-process tests only (no servers, browsers or other processes)
 #   make test-fast ARGS="-x tests/test_sites.py"
 #   make matrix           the other Python/Django cells (noxfile.py), all of which CI runs
@@ -26,7 +27,7 @@ DAPHNE = $(BIN)/daphne -b 127.0.0.1 -p $(PORT) example_site.asgi:application
 # Touched after each successful install: pip runs again only when requirements.txt is newer.
 STAMP := $(VENV)/.requirements.stamp
 
-.PHONY: run test test-fast matrix multihost docs screenshots venv clean
+.PHONY: run test coverage test-fast matrix multihost docs screenshots venv clean
 
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
@@ -38,7 +39,19 @@ run: $(STAMP)
 	if [ -n "$$MCP_TASKS_BACKEND" ]; then exec $(BIN)/python -m example_site.with_worker -- $(DAPHNE); else exec $(DAPHNE); fi
 
 test: $(STAMP)
+ifdef COVERAGE
+	$(BIN)/coverage erase
+	$(BIN)/coverage run -m pytest $(ARGS)
+else
 	$(BIN)/python -m pytest $(ARGS)
+endif
+
+# The last `make test COVERAGE=1`: the total, then the 25 modules with the most uncovered lines.
+coverage: $(STAMP)
+	@$(BIN)/coverage report > $(VENV)/coverage.txt
+	@echo "branch coverage of mcp_django: $$($(BIN)/coverage report --format=total)%"
+	@head -n 27 $(VENV)/coverage.txt
+	@grep -E "^TOTAL|skipped" $(VENV)/coverage.txt
 
 # What to run while working: the markers below start servers, browsers or processes (make test runs them).
 test-fast: $(STAMP)
@@ -73,6 +86,6 @@ $(STAMP): requirements.txt | $(BIN)/python
 	touch $@
 
 clean:
-	rm -rf $(VENV) .nox .pytest_cache .hypothesis build dist *.egg-info docs/_build
+	rm -rf $(VENV) .nox .pytest_cache .hypothesis build dist *.egg-info docs/_build .coverage .coverage.*
 	rm -f example_site.sqlite3 example_site.sqlite3-shm example_site.sqlite3-wal
 	find . -type d -name __pycache__ -prune -exec rm -rf {} +
