@@ -249,7 +249,8 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
     async def send_headers(self, *, status: int = HTTPStatus.OK, headers: Any = None) -> None:
         raw = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
         self.answered = True
-        # A plain int on the wire: ASGI servers are not all sure to take an IntEnum.
+        # A plain int on the wire: on Python 3.10 str(HTTPStatus.OK) is "HTTPStatus.OK", and
+        # Twisted (under Daphne) writes the status line with str().
         await super().send_headers(status=int(status), headers=raw + self.cors_headers)
 
     async def send_answer(

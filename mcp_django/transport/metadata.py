@@ -28,6 +28,10 @@ class MetadataConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # channels shi
         #: The MCPSite served at the endpoint, whose entries' scopes are advertised; None: none.
         self.site = site
 
+    async def send_headers(self, *, status: int = HTTPStatus.OK, headers: Any = None) -> None:
+        # A plain int on the wire: on Python 3.10 str(HTTPStatus.OK) is "HTTPStatus.OK".
+        await super().send_headers(status=int(status), headers=headers)
+
     async def handle(self, body: bytes) -> None:
         # Public metadata that browser-based clients must be able to read from any origin.
         cors = [

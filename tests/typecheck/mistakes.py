@@ -46,10 +46,11 @@ def misannotated() -> None: ...
 def misspelt_annotation() -> None: ...
 
 
-@site.tool(
-    icons=[{"url": "https://example.com/i.png"}]
-)  # error: typeddict-item, typeddict-unknown-key
+# The expected errors must stay on the line mypy reports them on.
+# fmt: off
+@site.tool(icons=[{"url": "https://example.com/i.png"}])  # error: typeddict-item, typeddict-unknown-key
 def iconless() -> None: ...
+# fmt: on
 
 
 @site.resource("library://count", mime_tipe="text/plain")  # error: call-arg
