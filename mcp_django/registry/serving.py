@@ -73,7 +73,8 @@ class ServingMixin:
         return [e for e in self._registry.values() if isinstance(e, ModelMCP)]
 
     def get_model_mcp_for_uri(self, uri: str) -> tuple[ModelMCP[Any], str] | None:
-        """Find the ModelMCP of a ``django://<app_label>/<name>/<pk>`` URI; return it with the pk."""
+        """Find the ModelMCP of a ``django://<app_label>/<name>/<pk>`` URI; return it with the
+        pk."""
         prefix = f"{uri_scheme()}://"
         if not uri.startswith(prefix):
             return None
@@ -150,7 +151,8 @@ class ServingMixin:
 
     def get_scopes(self) -> list[str]:
         """Every OAuth scope an entry of this site declares, in registration order: what the
-        protected-resource metadata and the 401 challenge advertise, so a client can ask up front."""
+        protected-resource metadata and the 401 challenge advertise, so a client can ask up
+        front."""
         entries: list[Any] = [
             *self.get_tools(),
             *self.get_resources(),
@@ -208,7 +210,8 @@ class ServingMixin:
         return await anotify_resource_updated(self, uri)
 
     def notify_list_changed(self, kind: str) -> int:
-        """Tell every live session that the ``"tools"``, ``"resources"`` or ``"prompts"`` list changed."""
+        """Tell every live session that the ``"tools"``, ``"resources"`` or ``"prompts"`` list
+        changed."""
         from ..server.notifications import (
             notify_list_changed,
         )  # app loading: notifications imports models (see the imports above)
@@ -226,7 +229,11 @@ class ServingMixin:
     # -- protocol -----------------------------------------------------------------------
 
     def get_capabilities(self) -> dict[str, Any]:
-        """Declare exactly what this site offers (lifecycle spec: capability negotiation)."""
+        """Declare exactly what this site offers (lifecycle spec: capability negotiation).
+
+        Extensions are named under ``extensions`` (SEP-1724: a server names the extensions it
+        serves); MCP Apps defines no server settings, so its entry is empty.
+        """
         capabilities: dict[str, Any] = {"logging": {}, "completions": {}}
         if self.get_tools():
             capabilities["tools"] = {"listChanged": True}
@@ -242,7 +249,7 @@ class ServingMixin:
                 **skills_capability(),
             }
         if self._of(UIResource):
-            # SEP-1724: a server names the extensions it serves; MCP Apps defines no server settings.
+            # Some tool has an app: announce the extension, which has no settings.
             capabilities["extensions"] = {**capabilities.get("extensions", {}), UI_EXTENSION: {}}
         return capabilities
 

@@ -169,7 +169,8 @@ class MCPSite(ServingMixin):
             # An explicit registration wins over the admin bridge, whichever came first.
             if model in self._registry and not isinstance(self._registry[model], AdminModelMCP):
                 raise AlreadyRegistered(
-                    f"The model {model.__name__} is already registered with {self._registry[model].__class__.__name__} on {self!r}."
+                    f"The model {model.__name__} is already registered with "
+                    f"{self._registry[model].__class__.__name__} on {self!r}."
                 )
             cls = model_mcp_class or ModelMCP
             if options:
@@ -254,9 +255,9 @@ class MCPSite(ServingMixin):
                 shared = other.shared_with(bridge)
                 if shared is not None:
                     raise AlreadyRegistered(
-                        f"The admin site {admin_site.name!r} is already registered on {self!r} for {shared}: "
-                        "register_admin() was called twice with it. Call it once per model of the admin site "
-                        "(models= gives each call its own)."
+                        f"The admin site {admin_site.name!r} is already registered on {self!r} "
+                        f"for {shared}: register_admin() was called twice with it. Call it once "
+                        "per model of the admin site (models= gives each call its own)."
                     )
             for other in earlier:
                 other.make_room(bridge)
@@ -266,7 +267,8 @@ class MCPSite(ServingMixin):
             self._apply_admin_bridges()
 
     def _apply_admin_bridges(self) -> None:
-        """Expose what the bridged admin sites registered since last time (cheap when nothing did)."""
+        """Expose what the bridged admin sites registered since last time (cheap when nothing
+        did)."""
         if not any(b.is_stale() for b in self._bridges):
             return
 
@@ -311,12 +313,17 @@ class MCPSite(ServingMixin):
                             if isinstance(holder, AdminActionTool):
                                 # Two admin sites bridged here register the same model and action.
                                 hint = (
-                                    f"The model is also registered on the admin site {holder.model_admin.admin_site.name!r}, "
-                                    "bridged too: leave it out of one register_admin() call with models=, or pass actions=False to one."
+                                    "The model is also registered on the admin site "
+                                    f"{holder.model_admin.admin_site.name!r}, bridged too: leave "
+                                    "it out of one register_admin() call with models=, or pass "
+                                    "actions=False to one."
                                 )
                                 bridge.conflicts.append((tool.name, hint))
                             elif holder is not None:
-                                hint = "Rename the admin action or the tool, or pass actions=False to register_admin()."
+                                hint = (
+                                    "Rename the admin action or the tool, or pass actions=False "
+                                    "to register_admin()."
+                                )
                                 bridge.conflicts.append((tool.name, hint))
                             else:
                                 self._entries[("tool", tool.name)] = tool
@@ -335,12 +342,14 @@ class MCPSite(ServingMixin):
             return None
         if not isinstance(existing, UIResource):
             raise AlreadyRegistered(
-                f"The resource {ui.resource_uri!r} is already registered on {self!r} ({existing!r}), so it cannot be a tool's UI."
+                f"The resource {ui.resource_uri!r} is already registered on {self!r} "
+                f"({existing!r}), so it cannot be a tool's UI."
             )
         if existing.ui != ui:
             raise ImproperlyConfigured(
-                f"The UI {ui.resource_uri!r} is declared twice on {self!r} with different options: tools that share a UI "
-                "must pass the same mcp_django.UI (one object, or equal ones)."
+                f"The UI {ui.resource_uri!r} is declared twice on {self!r} with different "
+                "options: tools that share a UI must pass the same mcp_django.UI (one object, "
+                "or equal ones)."
             )
         return existing
 
@@ -377,7 +386,8 @@ class MCPSite(ServingMixin):
         self._changed("model" if name is None else model_or_kind)
 
     def is_registered(self, model_or_kind: Any, name: str | None = None) -> bool:
-        """Whether a model (``is_registered(Book)``) or a named entry (``is_registered("tool", "add")``) is registered."""
+        """Whether a model (``is_registered(Book)``) or a named entry
+        (``is_registered("tool", "add")``) is registered."""
         return (model_or_kind if name is None else (model_or_kind, name)) in self._registry
 
     def get_model_mcp(self, model: Any) -> ModelMCP[Any]:
@@ -631,7 +641,10 @@ class MCPSite(ServingMixin):
         only by those who may. It takes the place of an app folder's skill of the same name, so
         registering an app's own folder is how to gate it::
 
-            site.skill(Path(__file__).parent / "mcp_skills" / "lend-books", permission="library.add_loan")
+            site.skill(
+                Path(__file__).parent / "mcp_skills" / "lend-books",
+                permission="library.add_loan",
+            )
         """
         entry = Skill(directory, permission=permission, scopes=scopes)
         self.register_entry(entry)
@@ -644,17 +657,20 @@ class MCPSite(ServingMixin):
     urlpatterns_builder: ClassVar[Callable[[MCPSite], list[Any]] | None] = None
 
     def get_urls(self) -> list[Any]:
-        """The endpoint and the URL-elicitation pages, built on demand like ``AdminSite.get_urls``."""
+        """The endpoint and the URL-elicitation pages, built on demand like
+        ``AdminSite.get_urls``."""
         builder = type(self).urlpatterns_builder
         if builder is None:
             raise ImproperlyConfigured(
-                "MCPSite.urls needs 'mcp_django' in INSTALLED_APPS (its AppConfig provides the views)."
+                "MCPSite.urls needs 'mcp_django' in INSTALLED_APPS (its AppConfig provides the "
+                "views)."
             )
         return builder(self)
 
     @property
     def urls(self) -> tuple[list[Any], str, str]:
-        """For a URLconf, as ``admin.site.urls``: ``path("mcp/", site.urls)`` (namespace ``mcp_django``, instance ``name``)."""
+        """For a URLconf, as ``admin.site.urls``: ``path("mcp/", site.urls)`` (namespace
+        ``mcp_django``, instance ``name``)."""
         return self.get_urls(), "mcp_django", self.name
 
     # -- checks -------------------------------------------------------------------------
@@ -671,7 +687,8 @@ class MCPSite(ServingMixin):
                 CheckWarning(
                     f"The admin action {action!r} of {model_admin} can return an HTTP response "
                     "(a download or an intermediate page), so it is not exposed over MCP.",
-                    hint="Split the work from the response into an action that returns None, or add an @site.tool.",
+                    hint="Split the work from the response into an action that returns None, "
+                    "or add an @site.tool.",
                     obj=model_admin.__class__,
                     id="mcp_django.W101",
                 )
@@ -696,7 +713,8 @@ class MCPSite(ServingMixin):
             for name, hint in bridge.conflicts:
                 errors.append(
                     Error(
-                        f"The admin action tool {name!r} from {bridge.admin_site!r} is already registered on {self!r}.",
+                        f"The admin action tool {name!r} from {bridge.admin_site!r} is already "
+                        f"registered on {self!r}.",
                         hint=hint,
                         id="mcp_django.E120",
                     )
@@ -706,7 +724,8 @@ class MCPSite(ServingMixin):
                 for label in sorted(bridge.labels - registered):
                     errors.append(
                         CheckWarning(
-                            f"register_admin(models=...) names {label}, which {bridge.admin_site!r} does not register.",
+                            f"register_admin(models=...) names {label}, which "
+                            f"{bridge.admin_site!r} does not register.",
                             hint="Register it on the admin site, or remove it from models=.",
                             id="mcp_django.W120",
                         )
@@ -719,8 +738,10 @@ class MCPSite(ServingMixin):
             for action in bridge.task_actions.unknown():
                 errors.append(
                     CheckWarning(
-                        f"register_admin(task_actions=...) names {action!r}, which no ModelAdmin it exposes has as an action.",
-                        hint="Use the action's name (its function name, or the name given to AdminSite.add_action).",
+                        f"register_admin(task_actions=...) names {action!r}, which no "
+                        "ModelAdmin it exposes has as an action.",
+                        hint="Use the action's name (its function name, or the name given to "
+                        "AdminSite.add_action).",
                         id="mcp_django.W121",
                     )
                 )
@@ -780,8 +801,8 @@ class DefaultMCPSite(LazyObject):  # type: ignore[type-arg]  # generic only in d
             # Reached by including mcp_django.urls (or using `site`) in a project that did not
             # install the app: a LookupError from the app registry would not say what to do.
             raise ImproperlyConfigured(
-                'mcp_django is not in INSTALLED_APPS: add "mcp_django" to INSTALLED_APPS before using its site or '
-                'including "mcp_django.urls".'
+                'mcp_django is not in INSTALLED_APPS: add "mcp_django" to INSTALLED_APPS before '
+                'using its site or including "mcp_django.urls".'
             ) from None
         site_class = import_string(config.default_site)  # type: ignore[attr-defined]  # MCPDjangoConfig's
         self._wrapped = site_class()
