@@ -80,8 +80,9 @@ Entry = (
 class MCPSite(ServingMixin):
     """One MCP server: a registry of tools, resources and prompts, and its URL patterns.
 
-    This module registers (and checks what was registered); what a request sees of it, the
-    entry lists, capabilities and method table, comes from :class:`ServingMixin` (``serving``).
+    The methods here register entries, check them and build the URLs; what a request sees of
+    the site, its entry lists, capabilities and method table, comes from ``ServingMixin``
+    (mcp_django.registry.serving).
     """
 
     def __init__(self, name: str = "mcp") -> None:
