@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field, SecretStr
 from mcp_django import Context, ToolError
 from mcp_django.checks import check_settings
 from mcp_django.models import RunningRequest, Session, ToolCall
-from mcp_django.ops import audit
+from mcp_django.ops.audit import record as audit
 from mcp_django.protocol.errors import INVALID_PARAMS
 from mcp_django.protocol.modern import (
     META_CLIENT_CAPABILITIES,

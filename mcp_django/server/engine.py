@@ -22,7 +22,7 @@ from ..auth.oauth import InsufficientScope, resource_url
 from ..conf import mcp_settings
 from ..exceptions import InvalidSessionId
 from ..extensions.tasks import runner as taskrun
-from ..ops import audit
+from ..ops.audit.record import arecord_refused
 from ..ops.observation import Observation, Observer, active_observers
 from ..ops.quotas.limits import (
     LeasedSlot,
@@ -487,7 +487,7 @@ class Engine:
         if needed:
             base = [s for s in self.settings.required_scopes if s not in needed]
             for message in requests:  # the whole body is refused: each call in it is denied
-                await audit.arecord_refused(
+                await arecord_refused(
                     principal,
                     session,
                     message,
@@ -602,7 +602,7 @@ class Engine:
             principal.transport,
         )
         if message is not None:
-            await audit.arecord_refused(
+            await arecord_refused(
                 principal,
                 session,
                 message,

@@ -45,7 +45,8 @@ from django.utils.module_loading import import_string
 from ...auth.oauth import access_token_model
 from ...conf import mcp_settings
 from ...models import Task
-from ...ops import audit, tracing
+from ...ops import tracing
+from ...ops.audit.record import sensitive_names, stored_arguments
 from ...ops.quotas import limits as quotas
 from ...ops.quotas.limits import Caller, RunningSlot, caller_of
 from ...protocol.errors import (
@@ -212,7 +213,7 @@ async def create(
             scopes=_scopes(ctx.request),
             tool_name=tool.name,
             backend=backend,
-            arguments=audit.stored_arguments(arguments, audit.sensitive_names(tool)),
+            arguments=stored_arguments(arguments, sensitive_names(tool)),
             payload=sealed,
             heartbeat_at=None,
             trace_context=trace_context,

@@ -48,21 +48,21 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connectio
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from ..conf import mcp_settings
-from ..models import ToolCall
-from ..protocol.errors import INVALID_PARAMS
-from ..protocol.modern import META_PROTOCOL_VERSION
-from ..server.entries import Access, agate
-from ..server.rounds import InputRequired
-from ..signals import request_orphaned, sweeping
-from ..stores import RawJSON, column, insert_values, prepare_row
-from ..transport.process import leases
-from .observation import Observation, register_observer
+from ...conf import mcp_settings
+from ...models import ToolCall
+from ...protocol.errors import INVALID_PARAMS
+from ...protocol.modern import META_PROTOCOL_VERSION
+from ...server.entries import Access, agate
+from ...server.rounds import InputRequired
+from ...signals import request_orphaned, sweeping
+from ...stores import RawJSON, column, insert_values, prepare_row
+from ...transport.process import leases
+from ..observation import Observation, register_observer
 
 if TYPE_CHECKING:
-    from ..models import Session
-    from ..protocol.jsonrpc import Request
-    from ..server.principal import Principal
+    from ...models import Session
+    from ...protocol.jsonrpc import Request
+    from ...server.principal import Principal
 
 logger = logging.getLogger(__name__)
 
