@@ -48,7 +48,7 @@ from bench.servers import (
 # Where a sample's time goes: the innermost frame from one of these places decides (so the ORM
 # called by our code counts as the ORM, our code called by Channels as ours). First match wins.
 LAYERS = (
-    ("audit trail", ("mcp_django/audit.py",)),
+    ("audit trail", ("mcp_django/ops/audit/",)),
     ("event store", ("mcp_django/stores/",)),
     ("quotas", ("mcp_django/quotas.py", "mcp_django/quota_backends.py")),
     ("tracing", ("mcp_django/tracing.py",)),

@@ -191,7 +191,7 @@ class RunningRequest(models.Model):
     lease_until = models.DateTimeField(_("lease until"), db_index=True)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     #: For a ``tools/call`` the buffered audit trail has no row of yet: the row to write,
-    #: "interrupted", should the process die with it (``audit.on_request_orphaned``).
+    #: "interrupted", should the process die with it (``audit.trail.on_request_orphaned``).
     tool_call = models.JSONField(
         _("audit record"), null=True, blank=True, encoder=DjangoJSONEncoder
     )
@@ -403,7 +403,7 @@ class ToolCall(models.Model):
         #: answered.
         RUNNING = "running", _("running")
         #: AUDIT_DURABLE: the process died while the call ran (its lease lapsed; see
-        #: audit.close_interrupted).
+        #: audit.trail.close_interrupted).
         INTERRUPTED = "interrupted", _("interrupted")
         #: 2026-07-28 tasks extension: the call was answered with a task (``task_id``), which runs
         #: on.

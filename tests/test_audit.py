@@ -31,7 +31,15 @@ from pydantic import BaseModel, Field, SecretStr
 from mcp_django import Context, ToolError
 from mcp_django.checks import check_settings
 from mcp_django.models import RunningRequest, Session, ToolCall
-from mcp_django.ops.audit import record as audit
+from mcp_django.ops.audit import buffer as audit_buffer
+from mcp_django.ops.audit import record as audit_record
+from mcp_django.ops.audit.redaction import (
+    REDACTED,
+    redact,
+    sensitive_names,
+    write_only_properties,
+)
+from mcp_django.ops.audit.trail import INTERRUPTED_MESSAGE, durable, on_request_orphaned
 from mcp_django.protocol.errors import INVALID_PARAMS
 from mcp_django.protocol.modern import (
     META_CLIENT_CAPABILITIES,
@@ -53,9 +61,9 @@ Outcome = ToolCall.Outcome
 @pytest.fixture(autouse=True)
 def empty_buffer() -> Iterator[None]:
     """Calls buffered by an earlier test (or left by this one) must not reach another test's rows."""
-    audit.writer.discard()
+    audit_buffer.writer.discard()
     yield
-    audit.writer.discard()
+    audit_buffer.writer.discard()
 
 
 def settings(**overrides: Any) -> Any:
@@ -121,7 +129,7 @@ def client_for(mcp: MCPSite, **kwargs: Any) -> MCPTestClient:
 
 async def rows() -> list[ToolCall]:
     """Write what is buffered, then read every ToolCall, oldest first."""
-    assert await audit.aflush() == 0
+    assert await audit_buffer.aflush() == 0
     return [call async for call in ToolCall.objects.order_by("started_at", "pk")]
 
 
@@ -303,7 +311,7 @@ async def call_then_hang_up(site_name: str) -> None:
 async def test_a_call_cancelled_by_the_client_is_recorded_as_cancelled() -> None:
     await call_then_hang_up("cancel")
     await until(
-        lambda: len(audit.writer), failure="the cancelled call was never recorded"
+        lambda: len(audit_buffer.writer), failure="the cancelled call was never recorded"
     )  # on its way out
     (call,) = await rows()
     assert (call.tool_name, call.outcome, call.protocol_version) == (
@@ -387,7 +395,7 @@ async def test_the_off_switch_records_nothing() -> None:
     with settings(AUDIT_TOOL_CALLS=False):
         await client.initialize()
         await client.call_tool("echo", {"text": "unseen"})
-        assert len(audit.writer) == 0
+        assert len(audit_buffer.writer) == 0
     assert await rows() == []
 
 
@@ -401,7 +409,7 @@ async def test_the_buffer_is_written_in_the_background_without_a_flush() -> None
             ToolCall.objects.acount, failure="the background writer wrote nothing"
         )  # its task runs on this loop
     assert [c.arguments async for c in ToolCall.objects.all()] == [{"text": "later"}]
-    assert len(audit.writer) == 0
+    assert len(audit_buffer.writer) == 0
 
 
 @pytest.mark.django_db(transaction=True)
@@ -409,8 +417,8 @@ async def test_the_background_writer_takes_one_batch_per_trip_to_the_sync_thread
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Sync tools run on the same thread: queued behind a whole buffer's write, they all waited.
-    writer = audit.AuditWriter()
-    monkeypatch.setattr(audit, "BATCH_SIZE", 2)
+    writer = audit_buffer.AuditWriter()
+    monkeypatch.setattr(audit_buffer, "BATCH_SIZE", 2)
     trips: list[int] = []
     flush_batch = writer._flush_batch
 
@@ -434,8 +442,8 @@ async def test_a_partial_batch_ends_the_writers_round_and_what_came_meanwhile_wa
 ) -> None:
     # Under load a trip to the sync thread waits for the GIL while calls keep coming: writing
     # them at once made batches of a dozen rows, each paying the thread hop, BEGIN and COMMIT.
-    writer = audit.AuditWriter()
-    monkeypatch.setattr(audit, "BATCH_SIZE", 2)
+    writer = audit_buffer.AuditWriter()
+    monkeypatch.setattr(audit_buffer, "BATCH_SIZE", 2)
     events: list[str] = []
     flush_batch = writer._flush_batch
 
@@ -455,7 +463,7 @@ async def test_a_partial_batch_ends_the_writers_round_and_what_came_meanwhile_wa
             await asyncio.sleep(0)
 
     monkeypatch.setattr(writer, "_flush_batch", counted)
-    monkeypatch.setattr(audit, "asyncio", Clock())
+    monkeypatch.setattr(audit_buffer, "asyncio", Clock())
     writer.add(_record(1))
     assert writer._task is not None
     await writer._task
@@ -488,7 +496,7 @@ async def test_sensitive_arguments_are_redacted_by_setting_by_tool_and_by_write_
     with settings(AUDIT_SENSITIVE_ARGUMENTS=["door"]):
         await client.call_tool("unlock", {"door": "back", "pin": "1111"})
     echo, unlock, connect, custom = await rows()
-    hidden = audit.REDACTED
+    hidden = REDACTED
     assert echo.arguments == {
         "text": "t",
         "api_key": hidden,
@@ -546,8 +554,8 @@ async def test_sensitive_arguments_are_redacted_by_setting_by_tool_and_by_write_
 def test_a_name_holding_a_secret_word_is_redacted_in_any_case_separator_or_position(
     name: str,
 ) -> None:
-    assert audit.redact({name: "s3cr3t", "kept": 1}, frozenset()) == {
-        name: audit.REDACTED,
+    assert redact({name: "s3cr3t", "kept": 1}, frozenset()) == {
+        name: REDACTED,
         "kept": 1,
     }
 
@@ -570,7 +578,7 @@ def test_a_name_holding_a_secret_word_is_redacted_in_any_case_separator_or_posit
     ],
 )
 def test_a_name_merely_containing_the_letters_of_a_secret_word_is_kept(name: str) -> None:
-    assert audit.redact({name: "v"}, frozenset()) == {name: "v"}
+    assert redact({name: "v"}, frozenset()) == {name: "v"}
 
 
 def test_secret_words_are_redacted_nested_in_dicts_and_lists() -> None:
@@ -578,33 +586,33 @@ def test_secret_words_are_redacted_nested_in_dicts_and_lists() -> None:
         "items": [{"dbPassword": "a"}, [{"inner": {"X-Api-Key": "b", "n": 2}}]],
         "headers": {"Cookie": "c"},
     }
-    assert audit.redact(value, frozenset()) == {
+    assert redact(value, frozenset()) == {
         "items": [
-            {"dbPassword": audit.REDACTED},
-            [{"inner": {"X-Api-Key": audit.REDACTED, "n": 2}}],
+            {"dbPassword": REDACTED},
+            [{"inner": {"X-Api-Key": REDACTED, "n": 2}}],
         ],
-        "headers": {"Cookie": audit.REDACTED},
+        "headers": {"Cookie": REDACTED},
     }
 
 
 def test_explicit_names_match_in_any_case_or_separator() -> None:
     with settings(AUDIT_SENSITIVE_ARGUMENTS=["account_number"]):
-        names = audit.sensitive_names()
-        assert audit.redact({"accountNumber": 1, "ACCOUNT-NUMBER": 2, "account": 3}, names) == {
-            "accountNumber": audit.REDACTED,
-            "ACCOUNT-NUMBER": audit.REDACTED,
+        names = sensitive_names()
+        assert redact({"accountNumber": 1, "ACCOUNT-NUMBER": 2, "account": 3}, names) == {
+            "accountNumber": REDACTED,
+            "ACCOUNT-NUMBER": REDACTED,
             "account": 3,
         }
 
 
 def test_the_allowed_setting_gives_a_name_back_but_never_an_explicit_one() -> None:
     with settings(AUDIT_ALLOWED_ARGUMENTS=["maxToken", "pin"], AUDIT_SENSITIVE_ARGUMENTS=["pin"]):
-        names = audit.sensitive_names()
-        assert audit.redact({"max_token": 5, "MAX-TOKEN": 6, "token": "t", "pin": "0"}, names) == {
+        names = sensitive_names()
+        assert redact({"max_token": 5, "MAX-TOKEN": 6, "token": "t", "pin": "0"}, names) == {
             "max_token": 5,
             "MAX-TOKEN": 6,
-            "token": audit.REDACTED,
-            "pin": audit.REDACTED,
+            "token": REDACTED,
+            "pin": REDACTED,
         }
 
 
@@ -642,17 +650,17 @@ async def test_secrets_are_redacted_from_rejected_unknown_and_failed_calls_and_t
         "98765" in (await client.call_tool("door", {"pin": "98765"}))["content"][0]["text"]
     )  # the client is told
     assert (
-        door_call.arguments == {"pin": audit.REDACTED}
+        door_call.arguments == {"pin": REDACTED}
         and "98765" not in door_call.error
-        and audit.REDACTED in door_call.error
+        and REDACTED in door_call.error
     )
-    assert echo.arguments == {"text": 5, "x_api_key": audit.REDACTED}
+    assert echo.arguments == {"text": 5, "x_api_key": REDACTED}
     assert (unknown.outcome, unknown.arguments) == (
         Outcome.DENIED,
-        {"sessionToken": audit.REDACTED},
+        {"sessionToken": REDACTED},
     )
-    assert login_call.arguments == {"user": "ann", "db_password": audit.REDACTED}
-    assert login_call.error == f"wrong password '{audit.REDACTED}' for ann"
+    assert login_call.arguments == {"user": "ann", "db_password": REDACTED}
+    assert login_call.error == f"wrong password '{REDACTED}' for ann"
 
 
 def test_refused_calls_with_their_site_redact_secret_words() -> None:
@@ -661,19 +669,19 @@ def test_refused_calls_with_their_site_redact_secret_words() -> None:
     from mcp_django.protocol.jsonrpc import Request
     from mcp_django.server.engine import Principal
 
-    fresh = audit.AuditWriter()
-    audit.writer, original = fresh, audit.writer
+    fresh = audit_buffer.AuditWriter()
+    audit_record.writer, original = fresh, audit_record.writer
     try:
         message = Request(
             1, "tools/call", {"name": "echo", "arguments": {"text": "t", "bearer": "b"}}
         )
-        audit.record_refused(
+        audit_record.record_refused(
             Principal(HttpRequest(), None), None, message, "quota", site=audited_site()
         )
     finally:
-        audit.writer = original
+        audit_record.writer = original
     (record,) = list(fresh._buffer)
-    assert orjson.loads(str(record["arguments"])) == {"text": "t", "bearer": audit.REDACTED}
+    assert orjson.loads(str(record["arguments"])) == {"text": "t", "bearer": REDACTED}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -713,7 +721,7 @@ def test_write_only_properties_are_found_at_any_depth_and_through_defs() -> None
         },
         "$defs": {"Secret": {"type": "string", "writeOnly": True}},
     }
-    assert audit.write_only_properties(schema) == {"pw", "ref", "key_id"}
+    assert write_only_properties(schema) == {"pw", "ref", "key_id"}
 
 
 def test_a_tool_declaring_sensitive_as_a_string_is_improperly_configured() -> None:
@@ -727,25 +735,25 @@ def test_refused_calls_without_their_site_keep_no_argument_value() -> None:
     from mcp_django.protocol.jsonrpc import Request
     from mcp_django.server.engine import Principal
 
-    fresh = audit.AuditWriter()
-    audit.writer, original = fresh, audit.writer
+    fresh = audit_buffer.AuditWriter()
+    audit_record.writer, original = fresh, audit_record.writer
     try:
-        audit.record_refused(
+        audit_record.record_refused(
             Principal(HttpRequest(), None),
             None,
             Request(1, "tools/call", {"name": "t", "arguments": {"q": "v"}}),
             "quota",
         )
-        audit.record_refused(
+        audit_record.record_refused(
             Principal(HttpRequest(), None), None, Request(2, "tools/list", {}), "quota"
         )
     finally:
-        audit.writer = original
+        audit_record.writer = original
     (record,) = list(fresh._buffer)
     assert (record["outcome"], record["error"], orjson.loads(str(record["arguments"]))) == (
         Outcome.DENIED,
         "quota",
-        {"q": audit.REDACTED},
+        {"q": REDACTED},
     )
 
 
@@ -761,7 +769,7 @@ async def test_durable_mode_writes_each_call_before_it_is_answered() -> None:
         await client.call_tool("fail", {"reason": "no"})
         # No flush: the rows are in the table as the answers arrive, and nothing is buffered.
         calls = [c async for c in ToolCall.objects.order_by("pk")]
-    assert len(audit.writer) == 0
+    assert len(audit_buffer.writer) == 0
     assert [(c.tool_name, c.outcome, c.arguments, c.lease_until) for c in calls] == [
         ("echo", Outcome.OK, {"text": "hi"}, None),
         ("fail", Outcome.TOOL_ERROR, {"reason": "no"}, None),
@@ -790,16 +798,16 @@ async def test_durable_mode_shows_a_call_as_running_under_a_lease_while_it_runs(
         call = asyncio.ensure_future(client.call_tool("slow", {"db_password": "p"}))
         await asyncio.wait_for(started.wait(), 10)
         running = await ToolCall.objects.aget()
-        assert audit.durable.running == {running.pk}
+        assert durable.running == {running.pk}
         release.set()
         await asyncio.wait_for(call, 10)
     assert (running.outcome, running.arguments) == (
         Outcome.RUNNING,
-        {"db_password": audit.REDACTED},
+        {"db_password": REDACTED},
     )
     assert running.lease_until is not None and running.lease_until > timezone.now()
     finished = await ToolCall.objects.aget()
-    assert (finished.outcome, finished.lease_until, audit.durable.running) == (
+    assert (finished.outcome, finished.lease_until, durable.running) == (
         Outcome.OK,
         None,
         set(),
@@ -823,7 +831,7 @@ async def test_durable_mode_records_a_cancelled_call_on_its_running_row() -> Non
         Outcome.CANCELLED,
         None,
     )
-    assert len(audit.writer) == 0 and audit.durable.running == set()
+    assert len(audit_buffer.writer) == 0 and durable.running == set()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -837,15 +845,15 @@ async def test_durable_mode_writes_a_refused_call_before_the_refusal_is_answered
         1, "tools/call", {"name": "echo", "arguments": {"text": "t", "sessionToken": "x"}}
     )
     with settings(AUDIT_DURABLE=True):
-        await audit.arecord_refused(
+        await audit_record.arecord_refused(
             Principal(HttpRequest(), None), None, message, "quota: calls", site=audited_site()
         )
-    assert len(audit.writer) == 0
+    assert len(audit_buffer.writer) == 0
     call = await ToolCall.objects.aget()
     assert (call.outcome, call.error, call.arguments) == (
         Outcome.DENIED,
         "quota: calls",
-        {"text": "t", "sessionToken": audit.REDACTED},
+        {"text": "t", "sessionToken": REDACTED},
     )
 
 
@@ -870,7 +878,7 @@ async def test_the_sweep_marks_running_calls_whose_lease_lapsed_interrupted() ->
     await sweep()  # what every process runs at its first request and on each lease renewal
     states = {c.tool_name: (c.outcome, c.error) async for c in ToolCall.objects.all()}
     assert states == {
-        "dead": (Outcome.INTERRUPTED, audit.INTERRUPTED_MESSAGE),
+        "dead": (Outcome.INTERRUPTED, INTERRUPTED_MESSAGE),
         "alive": (Outcome.RUNNING, ""),
         "done": (Outcome.OK, ""),
     }
@@ -938,10 +946,10 @@ async def test_in_the_buffered_default_the_sweep_writes_a_streamed_call_its_dead
             interrupted = await ToolCall.objects.select_related("user").aget()
             assert (interrupted.outcome, interrupted.error, interrupted.tool_name) == (
                 Outcome.INTERRUPTED,
-                audit.INTERRUPTED_MESSAGE,
+                INTERRUPTED_MESSAGE,
                 "slow",
             )
-            assert interrupted.arguments == {"db_password": audit.REDACTED, "note": "kept"}
+            assert interrupted.arguments == {"db_password": REDACTED, "note": "kept"}
             assert (interrupted.user, interrupted.username, interrupted.session_id) == (
                 alice,
                 "alice-crash",
@@ -954,7 +962,7 @@ async def test_in_the_buffered_default_the_sweep_writes_a_streamed_call_its_dead
             )
             assert interrupted.started_at <= claim.created_at
             # The same orphan reported twice (two processes sweeping) is written once.
-            await sync_to_async(audit.on_request_orphaned)(
+            await sync_to_async(on_request_orphaned)(
                 None,
                 session_id=client.session_id,
                 request_id=claim.request_id,
@@ -965,7 +973,7 @@ async def test_in_the_buffered_default_the_sweep_writes_a_streamed_call_its_dead
             release.set()
             # Its stream was ended with the orphan's error by the sweep.
             await asyncio.wait_for(asyncio.gather(call, return_exceptions=True), 10)
-            audit.writer.discard()  # this process did not die: its own record of the call is not the point
+            audit_buffer.writer.discard()  # this process did not die: its own record of the call is not the point
 
 
 @pytest.mark.django_db(transaction=True)
@@ -1025,10 +1033,10 @@ def _record(n: int) -> dict[str, Any]:
 def test_a_full_buffer_drops_and_counts_new_calls_and_logs_it_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    writer = audit.AuditWriter()
+    writer = audit_buffer.AuditWriter()
     with (
         settings(AUDIT_BUFFER_SIZE=2),
-        caplog.at_level(logging.WARNING, logger="mcp_django.ops.audit"),
+        caplog.at_level(logging.WARNING, logger="mcp_django.ops.audit.buffer"),
     ):
         for n in range(5):
             writer.add(_record(n))
@@ -1049,9 +1057,9 @@ def test_each_row_is_made_as_its_call_is_added_and_the_writer_only_inserts(
 ) -> None:
     # The rows are made on the event loop, a call at a time: made by the writer's thread, a
     # batch's Python work kept the loop waiting for the GIL (the p99 of tools/call, bench/).
-    writer = audit.AuditWriter()
+    writer = audit_buffer.AuditWriter()
     made_later: list[Any] = []
-    real = audit.prepare_row
+    real = audit_buffer.prepare_row
 
     def failing_once(model: Any, row: dict[str, Any]) -> list[Any]:
         if row["tool_name"] == "t2" and not made_later:
@@ -1059,14 +1067,14 @@ def test_each_row_is_made_as_its_call_is_added_and_the_writer_only_inserts(
             raise ValueError("cannot be made now")
         return real(model, row)
 
-    monkeypatch.setattr(audit, "prepare_row", failing_once)
+    monkeypatch.setattr(audit_buffer, "prepare_row", failing_once)
     for n in (1, 2, 3):
         writer.add(_record(n))
     assert [type(r["_row"]) for r in writer._buffer] == [list, type(None), list]
 
     in_writer: list[str] = []
     monkeypatch.setattr(
-        audit,
+        audit_buffer,
         "prepare_row",
         lambda model, row: in_writer.append(row["tool_name"]) or real(model, row),
     )
@@ -1079,7 +1087,7 @@ def test_each_row_is_made_as_its_call_is_added_and_the_writer_only_inserts(
 
 @pytest.mark.django_db(transaction=True)  # the foreign key is checked when the INSERT commits
 def test_a_call_of_a_user_deleted_before_the_write_is_kept_unlinked() -> None:
-    writer = audit.AuditWriter()
+    writer = audit_buffer.AuditWriter()
     gone = get_user_model().objects.create_user("gone")
     record = {**_record(1), "user_id": gone.pk, "username": "gone"}
     gone.delete()
@@ -1092,7 +1100,7 @@ def test_a_call_of_a_user_deleted_before_the_write_is_kept_unlinked() -> None:
 @pytest.mark.django_db
 def test_a_call_recorded_against_another_database_is_not_written_to_this_one() -> None:
     """A test run's calls, still buffered when its test database is gone, never reach the real one."""
-    writer = audit.AuditWriter()
+    writer = audit_buffer.AuditWriter()
     writer.add(_record(1))
     writer.add(_record(2))
     writer._buffer[0]["_database"] = "another-database"
@@ -1239,7 +1247,7 @@ def crashed(trail: list[ToolCall]) -> list[ToolCall]:
             tool_name="shelve_book",
             username="carol",
             outcome=Outcome.INTERRUPTED,
-            error=audit.INTERRUPTED_MESSAGE,
+            error=INTERRUPTED_MESSAGE,
         ),
         _call(
             timedelta(hours=4),

@@ -46,7 +46,7 @@ from ...auth.oauth import access_token_model
 from ...conf import mcp_settings
 from ...models import Task
 from ...ops import tracing
-from ...ops.audit.record import sensitive_names, stored_arguments
+from ...ops.audit.redaction import sensitive_names, stored_arguments
 from ...ops.quotas import limits as quotas
 from ...ops.quotas.limits import Caller, RunningSlot, caller_of
 from ...protocol.errors import (
