@@ -1,0 +1,139 @@
+"""Checks of who may call and see what: the OAuth settings, and whether model permissions can
+be granted at all (the authentication backends, trial mode's anonymous caller)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.apps import apps
+from django.conf import settings
+from django.contrib.auth import load_backend
+from django.contrib.auth.models import AnonymousUser
+from django.core.checks import CheckMessage, Error, Warning
+from django.http import HttpRequest
+
+from ..auth.base import NoAuthentication
+from ..conf import DEFAULTS, mcp_settings
+from ..registry.sites import all_sites
+
+
+def check_oauth(user: dict[str, Any], auth: Any) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    for key in ("SCOPES_SUPPORTED", "REQUIRED_SCOPES", "AUTHORIZATION_SERVERS"):
+        value = user.get(key, DEFAULTS[key])
+        if value is not None and (
+            not isinstance(value, (list, tuple))
+            or not all(isinstance(v, str) and v and " " not in v for v in value)
+        ):
+            errors.append(
+                Error(
+                    f"MCP_DJANGO[{key!r}] must be a list of strings without spaces.",
+                    id="mcp_django.E013",
+                )
+            )
+    resource = user.get("RESOURCE_URL")
+    if resource is not None:
+        parts = urlsplit(str(resource))
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
+            errors.append(
+                Error(
+                    f"MCP_DJANGO['RESOURCE_URL'] is {resource!r}, which is not an absolute http(s) "
+                    "URI without a fragment.",
+                    hint='Give the endpoint\'s public URL, e.g. "https://api.example.com/mcp".',
+                    id="mcp_django.E012",
+                )
+            )
+    if auth != "oauth":
+        return errors
+    if not apps.is_installed("oauth2_provider"):
+        errors.append(
+            Error(
+                "MCP_DJANGO['AUTHENTICATION'] is 'oauth' but django-oauth-toolkit is not "
+                "installed.",
+                hint="pip install django-oauth-toolkit and add 'oauth2_provider' to "
+                "INSTALLED_APPS.",
+                id="mcp_django.E011",
+            )
+        )
+    if resource is None and not settings.DEBUG:
+        errors.append(
+            Warning(
+                "MCP_DJANGO['RESOURCE_URL'] is not set: the audience of tokens is checked against "
+                "a URL built from each request.",
+                hint="Set it to the endpoint's public URL, so the check holds behind proxies and "
+                "cannot follow the Host header.",
+                id="mcp_django.W005",
+            )
+        )
+    return errors
+
+
+def _model_entries() -> list[Any]:
+    """Every ModelMCP of every site (admin-bridged models included): the entries that the
+    user's model permissions gate."""
+    return [model_mcp for site in list(all_sites) for model_mcp in site.get_model_mcps()]
+
+
+def check_permission_sources() -> list[CheckMessage]:
+    """Model entries are gated by ``user.has_perm``, which Django answers only from backends
+    that implement it: without one (or in trial mode, as the anonymous user) they vanish
+    silently."""
+    entries = _model_entries()
+    if not entries:
+        return []
+    try:
+        auth_class = mcp_settings.authentication_class
+    except Exception:
+        return []  # check_settings reports an AUTHENTICATION that does not resolve
+    if issubclass(auth_class, NoAuthentication):
+        return [message for site in list(all_sites) for message in _check_anonymous_entries(site)]
+    try:
+        backends = [load_backend(path) for path in settings.AUTHENTICATION_BACKENDS]
+    except ImportError:
+        # Django's own checks and the first request report a backend that does not import.
+        return []
+    if any(hasattr(backend, "has_perm") for backend in backends):
+        return []
+    return [
+        Warning(
+            "No authentication backend can grant model permissions (none has has_perm), so only "
+            f"superusers see the {len(entries)} model entr{'y' if len(entries) == 1 else 'ies'} "
+            "(ModelMCP, register_admin).",
+            hint="Add 'django.contrib.auth.backends.ModelBackend' to AUTHENTICATION_BACKENDS, or "
+            "implement has_perm(user_obj, perm, obj=None) in one of your backends.",
+            id="mcp_django.W210",
+        )
+    ]
+
+
+def _check_anonymous_entries(site: Any) -> list[CheckMessage]:
+    """Trial mode: ask each model entry of ``site`` its own hook, as the gate will, whether an
+    anonymous caller sees it."""
+    request = HttpRequest()
+    request.user = AnonymousUser()
+    hidden: list[str] = []
+    for entry in site.get_model_mcps():
+        try:
+            visible = entry.has_permission(request)
+        except Exception:
+            visible = False  # a hook that fails for an anonymous user hides the entry too
+        if not visible:
+            hidden.append(entry.opts.label)
+    if not hidden:
+        return []
+    shown = ", ".join(sorted(set(hidden))[:10]) + (", ..." if len(set(hidden)) > 10 else "")
+    return [
+        Warning(
+            'AUTHENTICATION is "none": the anonymous caller holds no permissions, so '
+            f"{len(hidden)} model entr{'y' if len(hidden) == 1 else 'ies'} of the MCP site "
+            f"{site.name!r} {'is' if len(hidden) == 1 else 'are'} hidden from every client: "
+            f"{shown}.",
+            hint="To open a ModelMCP for a trial, override its has_view_permission (and "
+            "has_add/change/delete_permission for writes) to return True when "
+            "request.user.is_anonymous; admin-bridged models follow the admin site, which "
+            'admits only staff. Or sign in: AUTHENTICATION = "django".',
+            obj=site,
+            id="mcp_django.W211",
+        )
+    ]

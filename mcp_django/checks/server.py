@@ -1,0 +1,272 @@
+"""Checks of the server's settings and wiring: bounds on what a client may make it hold, the
+sealed request state, the channel layer (and redis-py's socket timeout under it), the ASGI
+application, and whether anything points at an ASGI server at all."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning
+from django.utils.module_loading import import_string
+
+from ..conf import DEFAULTS
+from ..routing import routes_through_router
+
+#: Bounds on what a client may make the server hold (mcp_django.E150).
+LIMITS = (
+    "SESSION_CACHE_MAX_ENTRIES",
+    "SESSION_CACHE_MAX_BYTES",
+    "MAX_CLIENT_INFO_BYTES",
+    "MAX_CLIENT_CAPABILITIES_BYTES",
+    "MAX_CLIENT_VALUE_DEPTH",
+    "MAX_CLIENT_ID_LENGTH",
+    "REPLAY_PAGE_EVENTS",
+    "REPLAY_PAGE_BYTES",
+    "MAX_RESUMES_PER_SESSION",
+    "MAX_RESUMES_PER_USER",
+    "MAX_RESUMES",
+    "MAX_STREAM_EVENTS",
+    "MAX_STREAM_BYTES",
+)
+
+
+def check_limits(user: dict[str, Any]) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    for key in LIMITS:
+        value = user.get(key, DEFAULTS[key])
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            errors.append(
+                Error(
+                    f"MCP_DJANGO[{key!r}] must be a positive integer, not {value!r}.",
+                    hint=f"Remove it to use the default, {DEFAULTS[key]!r}.",
+                    id="mcp_django.E150",
+                )
+            )
+    timeout = user.get("SSE_WRITE_TIMEOUT", DEFAULTS["SSE_WRITE_TIMEOUT"])
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        errors.append(
+            Error(
+                "MCP_DJANGO['SSE_WRITE_TIMEOUT'] must be a positive number of seconds, not "
+                f"{timeout!r}.",
+                hint="A stream must give up on a client that reads nothing; the default is 60.",
+                id="mcp_django.E151",
+            )
+        )
+    if errors:
+        return errors
+    page, stream = (
+        user.get("REPLAY_PAGE_BYTES", DEFAULTS["REPLAY_PAGE_BYTES"]),
+        user.get("MAX_STREAM_BYTES", DEFAULTS["MAX_STREAM_BYTES"]),
+    )
+    if page > stream:
+        errors.append(
+            Warning(
+                f"MCP_DJANGO['REPLAY_PAGE_BYTES'] ({page}) is larger than MAX_STREAM_BYTES "
+                f"({stream}).",
+                hint="A replay page never needs to hold more than a whole stream; lower "
+                "REPLAY_PAGE_BYTES.",
+                id="mcp_django.W150",
+            )
+        )
+    body = user.get("MAX_BODY_SIZE", DEFAULTS["MAX_BODY_SIZE"])
+    for key in ("MAX_CLIENT_INFO_BYTES", "MAX_CLIENT_CAPABILITIES_BYTES"):
+        if (
+            isinstance(body, int)
+            and not isinstance(body, bool)
+            and 0 < body < user.get(key, DEFAULTS[key])
+        ):
+            errors.append(
+                Warning(
+                    f"MCP_DJANGO[{key!r}] is larger than MAX_BODY_SIZE ({body}), which bounds it "
+                    "first.",
+                    hint=f"Lower {key} to what you mean to keep per session.",
+                    id="mcp_django.W151",
+                )
+            )
+    return errors
+
+
+#: Smallest MAX_REQUEST_STATE_BYTES that holds a sealed state with a little payload.
+MIN_REQUEST_STATE_BYTES = 256
+
+
+def check_request_state(user: dict[str, Any]) -> list[CheckMessage]:
+    """Settings of the sealed ``requestState`` of input-required results (2026-07-28)."""
+    errors: list[CheckMessage] = []
+    keys = user.get("REQUEST_STATE_KEYS", DEFAULTS["REQUEST_STATE_KEYS"])
+    # Short keys are guessable offline from any token; the same bar as SECRETS_KEYS (E014).
+    if not isinstance(keys, (list, tuple)) or not all(
+        isinstance(k, str) and len(k) >= 32 for k in keys
+    ):
+        errors.append(
+            Error(
+                "MCP_DJANGO['REQUEST_STATE_KEYS'] must be a list of strings of 32 characters or "
+                "more (empty: derive from SECRET_KEY).",
+                hint="Generate one with: python -c 'import secrets; "
+                "print(secrets.token_urlsafe(48))'",
+                id="mcp_django.E020",
+            )
+        )
+    ttl = user.get("REQUEST_STATE_TTL", DEFAULTS["REQUEST_STATE_TTL"])
+    if (
+        not isinstance(ttl, (int, float))
+        or isinstance(ttl, bool)
+        or not math.isfinite(ttl)
+        or ttl <= 0
+    ):
+        errors.append(
+            Error(
+                "MCP_DJANGO['REQUEST_STATE_TTL'] must be a positive number of seconds, not "
+                f"{ttl!r}.",
+                hint="A state that never expires can be replayed forever, and 0 expires at once; "
+                "the default is 600.",
+                id="mcp_django.E021",
+            )
+        )
+    size = user.get("MAX_REQUEST_STATE_BYTES", DEFAULTS["MAX_REQUEST_STATE_BYTES"])
+    if not isinstance(size, int) or isinstance(size, bool) or size < MIN_REQUEST_STATE_BYTES:
+        errors.append(
+            Error(
+                "MCP_DJANGO['MAX_REQUEST_STATE_BYTES'] must be an integer of at least "
+                f"{MIN_REQUEST_STATE_BYTES}, not {size!r}.",
+                hint="Less cannot hold a sealed state; remove it to use the default, "
+                f"{DEFAULTS['MAX_REQUEST_STATE_BYTES']!r}.",
+                id="mcp_django.E022",
+            )
+        )
+    return errors
+
+
+def check_channel_layer(user: dict[str, Any]) -> list[CheckMessage]:
+    alias = user.get("CHANNEL_LAYER", DEFAULTS["CHANNEL_LAYER"])
+    layers = getattr(settings, "CHANNEL_LAYERS", None)
+    if not layers:
+        return [
+            Warning(
+                "CHANNEL_LAYERS is not set: mcp_django uses a process-local in-memory layer.",
+                hint="That only works with one server process. Configure channels_redis to run "
+                "several.",
+                id="mcp_django.W001",
+            )
+        ]
+    if alias not in layers:
+        return [
+            Error(
+                f"MCP_DJANGO['CHANNEL_LAYER'] is {alias!r}, which is not in CHANNEL_LAYERS.",
+                id="mcp_django.E008",
+            )
+        ]
+    return _check_redis_socket_timeout(alias, layers[alias])
+
+
+def _check_redis_socket_timeout(alias: str, layer: Any) -> list[CheckMessage]:
+    """channels_redis waits for messages with a blocking BZPOPMIN of ``brpop_timeout`` (5 s);
+    redis-py 8 times a socket read out after 5 s unless told otherwise, so an idle consumer's
+    receive fails with TimeoutError every few seconds (django/channels_redis#422)."""
+    try:
+        backend = import_string(layer.get("BACKEND", ""))
+    except (ImportError, AttributeError):
+        return []
+    # By name: importing channels_redis (and redis, which imports OpenTelemetry) for a project
+    # that does not use it would cost every `check` that start-up.
+    if not any(
+        f"{c.__module__}.{c.__qualname__}" == "channels_redis.core.RedisChannelLayer"
+        for c in getattr(backend, "__mro__", ())
+    ):
+        return []
+    import redis  # optional dependency (the redis extra), installed with channels_redis
+
+    if int(redis.__version__.split(".", 1)[0]) < 8:
+        return []  # no socket timeout by default before 8.0
+    hosts = (layer.get("CONFIG") or {}).get("hosts") or [("localhost", 6379)]
+    brpop = getattr(backend, "brpop_timeout", 5)
+    short = [
+        host
+        for host in hosts
+        if not isinstance(host, dict)
+        or (host.get("socket_timeout", 5) is not None and host.get("socket_timeout", 5) <= brpop)
+    ]
+    if not short:
+        return []
+    return [
+        Warning(
+            f"CHANNEL_LAYERS[{alias!r}] uses channels_redis with redis-py {redis.__version__}, "
+            f"whose socket timeout (5 s unless set) is not longer than the layer's {brpop} s "
+            "blocking receive: idle streams and consumers fail with TimeoutError.",
+            hint='Give each host a longer socket timeout, e.g. "hosts": [{"address": '
+            '"redis://...", "socket_timeout": 15}].',
+            id="mcp_django.W006",
+        )
+    ]
+
+
+#: What to write in asgi.py, for every check about the ASGI wiring.
+ROUTER_HINT = (
+    "In asgi.py: application = mcp_django.routing.MCPRouter(get_asgi_application()), and set "
+    "ASGI_APPLICATION to it."
+)
+
+
+def check_asgi() -> list[CheckMessage]:
+    path = getattr(settings, "ASGI_APPLICATION", None)
+    if not path:
+        if "daphne" not in settings.INSTALLED_APPS:
+            return []  # nothing points at ASGI at all: W171 says so, with both lines to add
+        # daphne's runserver refuses to start without it.
+        return [
+            Warning(
+                "ASGI_APPLICATION is not set; the MCP endpoint is served only under ASGI with "
+                "mcp_django's router.",
+                hint=ROUTER_HINT,
+                id="mcp_django.W003",
+            )
+        ]
+    try:
+        app = import_string(path)
+    except ImportError as exc:
+        return [
+            Error(f"ASGI_APPLICATION {path!r} cannot be imported: {exc}.", id="mcp_django.E009")
+        ]
+    routed = routes_through_router(app)
+    if routed is False:
+        return [
+            Error(
+                f"ASGI_APPLICATION {path!r} serves HTTP with Django's handler alone, not through "
+                "mcp_django.routing.MCPRouter: every MCP request gets a 503 saying so.",
+                hint=ROUTER_HINT,
+                id="mcp_django.E172",
+            )
+        ]
+    if routed is None:
+        return [
+            Warning(
+                f"Cannot tell whether ASGI_APPLICATION {path!r} routes HTTP through "
+                "mcp_django.routing.MCPRouter.",
+                hint=ROUTER_HINT
+                + " If a wrapper of your own hides it, keep the wrapped application in an "
+                '"application", "inner" or "app" attribute, or add "mcp_django.W172" to '
+                "SILENCED_SYSTEM_CHECKS.",
+                id="mcp_django.W172",
+            )
+        ]
+    return []
+
+
+def check_server() -> list[CheckMessage]:
+    """Without daphne, runserver serves WSGI; without ASGI_APPLICATION too, nothing in the
+    settings points at an ASGI server, so the project most likely runs WSGI only."""
+    if "daphne" in settings.INSTALLED_APPS or getattr(settings, "ASGI_APPLICATION", None):
+        return []
+    return [
+        Warning(
+            "This project is served by WSGI only ('daphne' is not in INSTALLED_APPS and "
+            "ASGI_APPLICATION is not set): `manage.py runserver` and gunicorn answer every MCP "
+            "request with a 503 saying that it needs an ASGI server.",
+            hint='Put "daphne" first in INSTALLED_APPS and set ASGI_APPLICATION = '
+            '"<project>.asgi.application". If you serve asgi.py with uvicorn or hypercorn, '
+            "set ASGI_APPLICATION to it all the same, so that its wiring is checked too.",
+            id="mcp_django.W171",
+        )
+    ]
