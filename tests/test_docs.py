@@ -97,3 +97,43 @@ def test_commands_reference_has_a_section_for_every_management_command() -> None
     text = (DOCS / "reference" / "commands.md").read_text(encoding="utf-8")
     sections = re.findall(r"^## `([a-z_]+)`$", text, re.MULTILINE)
     assert sorted(commands) == sorted(sections)
+
+
+def _architecture_tree() -> set[str]:
+    """The paths the tree in docs/architecture.md names, relative to mcp_django/: modules, and
+    folders written with no lines under them (they stand for all their modules)."""
+    text = (DOCS / "architecture.md").read_text()
+    block = text.split("## The tree", 1)[1].split("```", 2)[1]
+    lines = [line for line in block.splitlines()[1:] if line.strip()]
+    assert lines[0] == "mcp_django/", lines[0]
+    named: set[str] = set()
+    stack: list[tuple[int, str]] = []  # (indent, folder path)
+    for index, line in enumerate(lines[1:], 1):
+        indent = len(line) - len(line.lstrip())
+        names = re.split(r"\s{2,}", line.strip())[0].split()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        prefix = stack[-1][1] if stack else ""
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        has_children = len(following) - len(following.lstrip()) > indent
+        for name in names:
+            if name.endswith("/") and has_children and len(names) == 1:
+                stack.append((indent, prefix + name))
+            else:
+                named.add(prefix + name)
+    return named
+
+
+def test_the_architecture_tree_names_every_module_and_nothing_else() -> None:
+    package = Path(mcp_django.__file__).parent
+    named = _architecture_tree()
+    missing_paths = [name for name in named if not (package / name.rstrip("/")).exists()]
+    assert not missing_paths, f"docs/architecture.md names what is not there: {missing_paths}"
+    folders = tuple(name for name in named if name.endswith("/"))
+    modules = {
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path.name != "__init__.py" or path.parent == package
+    }
+    unnamed = sorted(m for m in modules if m not in named and not m.startswith(folders))
+    assert not unnamed, f"docs/architecture.md's tree leaves out: {unnamed}"
