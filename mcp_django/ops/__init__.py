@@ -1,6 +1,6 @@
 """Operations: what a team running the server watches and limits.
 
-What lives here: the audit trail of every request (``audit``), OpenTelemetry spans and metrics
+What lives here: the audit trail of every request (``audit/``), OpenTelemetry spans and metrics
 (``tracing``) and the observer hook both hang on (``observation``), and quotas (``quotas/``:
 the limits and when to refuse, the counters of each cache backend, and the batches a process
 takes from a shared cache).

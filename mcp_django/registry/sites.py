@@ -208,7 +208,8 @@ class MCPSite(ServingMixin):
 
         ``models`` (model classes or ``"app_label.Model"`` labels) limits it to those models.
         Without it, the user, group, permission, session, admin log and django-oauth-toolkit
-        models are left out (see ``adminsite.DEFAULT_EXCLUDED_MODELS``); name them to expose them.
+        models are left out (see ``admin_bridge.DEFAULT_EXCLUDED_MODELS``); name them to expose
+        them.
         mcp_django's own models are never exposed. The admin site is read lazily, on first use
         of this site once apps are ready, so the order of apps and registrations does not matter;
         a model registered here explicitly keeps its ModelMCP, and its admin actions are added.
