@@ -12,9 +12,8 @@ closed.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
@@ -22,6 +21,8 @@ import mcp
 from django.conf import settings
 from django.utils.module_loading import import_string
 from mcp.client.streamable_http import streamable_http_client
+
+from .multiprocess.sdk import Inbox
 
 URL = "http://testserver/mcp/"
 WAIT = 5.0
@@ -171,41 +172,13 @@ class StreamingASGITransport(httpx2.AsyncBaseTransport):
                 raise error
 
 
-class Inbox:
-    """Every notification the client session received, in order, with bounded waits."""
-
-    def __init__(self) -> None:
-        self.items: list[Any] = []
-        self._changed = asyncio.Event()
-
-    async def __call__(self, message: Any) -> None:  # the session's message_handler
-        if isinstance(message, Exception):
-            raise message
-        self.items.append(message)
-        self._changed.set()
-
-    async def wait_for(self, predicate: Callable[[Any], bool], timeout: float = WAIT) -> Any:
-        """Return the first notification that matches ``predicate``."""
-        deadline = time.monotonic() + timeout
-        while True:
-            for item in self.items:
-                if predicate(item):
-                    return item
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"no matching notification within {timeout}s: {self.items}")
-            self._changed.clear()
-            with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
-
-
 @asynccontextmanager
 async def sdk_session(
     application: Any = None, **session_options: Any
 ) -> AsyncIterator[tuple[mcp.ClientSession, Inbox, StreamingASGITransport]]:
     """An initialized SDK session on the application's ``/mcp/`` endpoint, with its inbox and
     its transport (which lists the requests the application answered)."""
-    inbox = Inbox()
+    inbox = Inbox(raise_errors=True)
     transport = StreamingASGITransport(application)
     http = httpx2.AsyncClient(transport=transport, timeout=httpx2.Timeout(WAIT, read=WAIT * 2))
     async with (

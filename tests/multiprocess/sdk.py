@@ -21,12 +21,17 @@ WAIT = 15.0
 class Inbox:
     """Every notification a client session received, in order, with bounded waits."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, raise_errors: bool = False) -> None:
         self.items: list[Any] = []
         self._changed = asyncio.Event()
+        #: Re-raise an exception the session hands over (in-process: any is a bug), rather than
+        #: drop it (a process killed under a test's feet is expected there).
+        self.raise_errors = raise_errors
 
     async def __call__(self, message: Any) -> None:  # the session's message_handler
         if isinstance(message, Exception):
+            if self.raise_errors:
+                raise message
             return
         self.items.append(message)
         self._changed.set()
