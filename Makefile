@@ -5,7 +5,7 @@
 #   MCP_TASKS_BACKEND=database make run    ... with django-tasks-db's worker running durable tasks
 #   make test             the whole test suite
 #   make test ARGS="tests/e2e -q"
-#   make test COVERAGE=1  ... under coverage.py (branch coverage); then `make coverage` prints the report
+#   make test-fast COVERAGE=1   ... under coverage.py (branch coverage); then `make coverage` prints it
 #   make test-fast        the inner loop: in-process tests only (no servers, browsers or other processes)
 #   make test-fast ARGS="-x tests/test_sites.py"
 #   make matrix           the other Python/Django cells (noxfile.py), all of which CI runs
@@ -23,6 +23,8 @@ ARGS ?=
 NOX_ARGS ?=
 
 BIN := $(VENV)/bin
+# COVERAGE=1: under coverage.py (branches; [tool.coverage] in pyproject.toml), a fresh measurement.
+PYTEST = $(if $(COVERAGE),$(BIN)/coverage erase && $(BIN)/coverage run -m pytest,$(BIN)/python -m pytest)
 DAPHNE = $(BIN)/daphne -b 127.0.0.1 -p $(PORT) example_site.asgi:application
 # Touched after each successful install: pip runs again only when requirements.txt is newer.
 STAMP := $(VENV)/.requirements.stamp
@@ -39,14 +41,9 @@ run: $(STAMP)
 	if [ -n "$$MCP_TASKS_BACKEND" ]; then exec $(BIN)/python -m example_site.with_worker -- $(DAPHNE); else exec $(DAPHNE); fi
 
 test: $(STAMP)
-ifdef COVERAGE
-	$(BIN)/coverage erase
-	$(BIN)/coverage run -m pytest $(ARGS)
-else
-	$(BIN)/python -m pytest $(ARGS)
-endif
+	$(PYTEST) $(ARGS)
 
-# The last `make test COVERAGE=1`: the total, then the 25 modules with the most uncovered lines.
+# The last run with COVERAGE=1: the total, then the 25 modules with the most uncovered lines.
 coverage: $(STAMP)
 	@$(BIN)/coverage report > $(VENV)/coverage.txt
 	@echo "branch coverage of mcp_django: $$($(BIN)/coverage report --format=total)%"
@@ -55,7 +52,7 @@ coverage: $(STAMP)
 
 # What to run while working: the markers below start servers, browsers or processes (make test runs them).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m 'not e2e and not conformance and not multiprocess and not browser' $(ARGS)
+	$(PYTEST) -m 'not e2e and not conformance and not multiprocess and not browser' $(ARGS)
 
 # The in-process suite and one end-to-end test on each other cell, in a venv of its own (.nox/).
 matrix: $(STAMP)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,41 @@ from tests import fuzzing
 # The wheel and its venv (test_packaging.py, test_tutorial.py). Defined once here: imported into
 # each module, they would be one fixture per module, and build twice a session.
 from tests.packaging_helpers import built, installed  # noqa: F401
+
+
+#: Marks of the tests that share a server (or a deployment) for the session or a module, as
+#: starting one costs seconds. pytest-randomly shuffles every other test; these run after them, as
+#: without it: grouped by server, in the order they are written. Some read demo data that others
+#: change (a book added, a loan made, quota counters spent): shuffling them found that.
+SHARED_SERVER_MARKS = ("e2e", "conformance", "multiprocess", "browser")
+_WRITTEN_ORDER = pytest.StashKey[int]()
+_collected = itertools.count()
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    item.stash[_WRITTEN_ORDER] = next(_collected)
+
+
+def _shares_a_server(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(mark) for mark in SHARED_SERVER_MARKS)
+
+
+def _server(item: pytest.Item) -> object:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("asgi_server") if callspec is not None else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    shared = sorted(
+        (i for i in items if _shares_a_server(i)), key=lambda i: i.stash[_WRITTEN_ORDER]
+    )
+    servers: dict[object, int] = {}
+    for item in shared:
+        servers.setdefault(_server(item), len(servers))
+    shared.sort(key=lambda item: servers[_server(item)])  # stable: written order within a server
+    items[:] = [item for item in items if not _shares_a_server(item)] + shared
+
 
 fuzzing.load_profile()
 
