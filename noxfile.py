@@ -120,6 +120,10 @@ def tests(session: nox.Session, django: str) -> None:
     # A fifth of the property tests' examples (tests/fuzzing.py): the default cell tries them all.
     env = {"MCP_TEST_SERVERS": "daphne", "MCP_TEST_EXAMPLES": "matrix"}
     pytest = ("python", "-m", "pytest", "-p", "no:cacheprovider", "-q")
+    # .ci/run keeps the written order here (MCP_MATRIX_WRITTEN_ORDER, see there); elsewhere each
+    # run is shuffled by pytest-randomly.
+    if os.environ.get("MCP_MATRIX_WRITTEN_ORDER"):
+        pytest = (*pytest, "-p", "no:randomly")
     if session.posargs:
         session.run(*pytest, *session.posargs, env=env)
         return
