@@ -50,8 +50,8 @@ from bench.servers import (
 LAYERS = (
     ("audit trail", ("mcp_django/ops/audit/",)),
     ("event store", ("mcp_django/stores/",)),
-    ("quotas", ("mcp_django/quotas.py", "mcp_django/quota_backends.py")),
-    ("tracing", ("mcp_django/tracing.py",)),
+    ("quotas", ("mcp_django/ops/quotas/",)),
+    ("tracing", ("mcp_django/ops/tracing.py",)),
     (
         "channel layer (ours, channels_redis)",
         ("mcp_django/transport/layers.py", "(channels_redis/"),
