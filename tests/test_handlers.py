@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from mcp_django.extensions.skills import SKILL_HANDLERS
+from mcp_django.extensions.tasks.handshake import HANDSHAKE_TASK_HANDLERS
 from mcp_django.extensions.tasks.runner import TASK_HANDLERS
 from mcp_django.protocol.params import METHOD_PARAMS
 from mcp_django.server.handlers import STANDARD_HANDLERS
 
 
 def test_every_standard_task_and_skill_method_declares_its_params() -> None:
-    assert set(STANDARD_HANDLERS) | set(TASK_HANDLERS) | set(SKILL_HANDLERS) == set(METHOD_PARAMS)
+    served = set(STANDARD_HANDLERS) | set(TASK_HANDLERS) | set(HANDSHAKE_TASK_HANDLERS)
+    assert served | set(SKILL_HANDLERS) == set(METHOD_PARAMS)
 
 
 def test_standard_and_skill_handlers_take_their_methods_typed_params() -> None:

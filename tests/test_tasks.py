@@ -174,10 +174,22 @@ async def test_discover_offers_the_extension_and_tools_declare_their_task_suppor
     assert "execution" not in tools["plain"]
 
 
-async def test_a_session_lists_no_task_support_and_calls_task_tools_directly(client):
-    await client.initialize()
+async def test_a_session_before_2025_11_25_lists_no_task_support_and_calls_tools_directly(client):
+    await client.initialize(protocol_version="2025-06-18")
     tools = {t["name"]: t for t in (await client.call("tools/list"))["tools"]}
     assert "execution" not in tools["count"] and "execution" not in tools["broken"]
+    # That revision has no tasks: params.task means nothing there.
+    answer = await client.call(
+        "tools/call", {"name": "count", "arguments": {"upto": 2}, "task": {}}
+    )
+    assert answer["content"][0]["text"] == "counted to 2"
+    assert await Task.objects.acount() == 0
+
+
+async def test_a_2025_11_25_session_without_params_task_calls_task_tools_directly(client):
+    await client.initialize()
+    tools = {t["name"]: t for t in (await client.call("tools/list"))["tools"]}
+    assert tools["count"]["execution"] == {"taskSupport": "optional"}
     assert (await client.call_tool("count", {"upto": 2}))["content"][0]["text"] == "counted to 2"
     assert await Task.objects.acount() == 0
 

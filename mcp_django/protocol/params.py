@@ -172,6 +172,16 @@ def bounded(max_bytes: int, max_depth: int) -> Check:
     return check
 
 
+def non_negative_int_or_none(value: Any, label: str) -> int | None:
+    """A whole number of at least 0 (JSON has no integer type: ``5.0`` is one), or nothing."""
+    if value is None:
+        return None
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole or value < 0:
+        raise invalid(label, "must be a non-negative integer")
+    return int(value)
+
+
 def request_id_or_none(value: Any, label: str) -> Any:
     """A request id (string or integer), or None for anything else: a notification that names
     no request is not answered, so it has nothing to be refused with."""
@@ -270,6 +280,9 @@ class SetLevelParams:
 class CallToolParams:
     name: str = param("name", IDENTIFIER)
     arguments: dict[str, Any] = param("arguments", optional_object)
+    #: 2025-11-25 tasks: an object (``{"ttl": ms}``) asks for the call to run as a task.
+    task: dict[str, Any] | None = param("task", object_or_none)
+    task_ttl: int | None = param("task.ttl", non_negative_int_or_none, label="task.ttl")
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,6 +449,8 @@ METHOD_PARAMS: Final[Mapping[str, type[Any]]] = {
     "tasks/get": TaskParams,
     "tasks/update": UpdateTaskParams,
     "tasks/cancel": TaskParams,
+    "tasks/result": TaskParams,
+    "tasks/list": ListParams,
     "skills/list": ListParams,
     "skills/get": SkillParams,
     "resources/directory/read": DirectoryParams,

@@ -383,6 +383,20 @@ class Context:
             raise ClientRequestError(f"The client's answer to {method} is not an object")
         return result
 
+    async def relay(
+        self, method: str, params: dict[str, Any], timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Send the client a question asked elsewhere (a parked task's, relayed by 2025-11-25
+        ``tasks/result``) on this request's stream; its answer as a JSON-RPC body (``result``
+        or ``error``). ClientRequestError without a stream, or when the client is silent."""
+        if self._emitter is None:
+            raise ClientRequestError(
+                f"{method} needs a streamed answer; this request is answered as JSON"
+            )
+        return await self._send_request(
+            method, params, timeout or mcp_settings.client_request_timeout
+        )
+
     async def _send_request(
         self, method: str, params: dict[str, Any], timeout: float
     ) -> dict[str, Any]:

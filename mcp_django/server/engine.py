@@ -21,6 +21,7 @@ from ..auth.base import NoAuthentication
 from ..auth.oauth import InsufficientScope, resource_url
 from ..conf import mcp_settings
 from ..exceptions import InvalidSessionId
+from ..extensions.tasks import handshake as handshake_tasks
 from ..extensions.tasks import runner as taskrun
 from ..ops.audit.record import arecord_refused
 from ..ops.observation import Observation, Observer, active_observers
@@ -169,7 +170,7 @@ class StreamedRequests:
             await self._started.wait()
             ctx = self.engine.context(self.principal, self.session, message, self.emitter)
             response = await self.engine.run(
-                self.principal, message, self.engine.site.get_handlers(), ctx
+                self.principal, message, self.engine.session_handlers(self.session), ctx
             )
         except asyncio.CancelledError:
             response = None  # cancelled by the client: no response is sent (cancellation spec)
@@ -214,6 +215,7 @@ class Engine:
         self.sessions = SessionStore()
         self.settings = mcp_settings
         self._stateless: tuple[dict[str, Handler], dict[str, Handler]] | None = None
+        self._handshake_tasks: tuple[dict[str, Handler], dict[str, Handler]] | None = None
         #: Running slots taken by check_quotas for calls that have not run yet, by id(request).
         self._held: dict[int, LeasedSlot] = {}
 
@@ -295,13 +297,37 @@ class Engine:
         )
 
     def _initialize_result(self, message: Request, version: str) -> dict[str, Any]:
+        capabilities = self.site.offered_capabilities()
+        if version == negotiation.V2025_11_25 and self._has_task_tools():
+            capabilities["tasks"] = handshake_tasks.capability()
         result = initialize_result(
             version,
-            self.site.offered_capabilities(),
+            capabilities,
             self.site.get_server_info(),
             self.site.get_instructions(),
         )
         return result_message(message.id, result)
+
+    def _has_task_tools(self) -> bool:
+        """Whether a tool of the site may run as a task (read from the 2026-07-28 table, which
+        is rebuilt with the site's, so the tools are not walked on every request)."""
+        return "tasks/get" in self.stateless_handlers()
+
+    def session_handlers(self, session: Session | None) -> Mapping[str, Handler]:
+        """The method table of a handshake-era session: the site's, plus the 2025-11-25 form
+        of tasks for a session of that revision on a site with a task tool (its initialize
+        declared ``capabilities.tasks``). Built once per site table."""
+        site_table = self.site.get_handlers()
+        if (
+            session is None
+            or session.protocol_version != negotiation.V2025_11_25
+            or not self._has_task_tools()
+        ):
+            return site_table
+        if self._handshake_tasks is None or self._handshake_tasks[0] is not site_table:
+            table = {**site_table, **handshake_tasks.HANDSHAKE_TASK_HANDLERS}
+            self._handshake_tasks = (site_table, table)
+        return self._handshake_tasks[1]
 
     async def open_session(self, principal: Principal, *, transport: str) -> Session:
         """A session opened before its ``initialize`` (2024-11-05 HTTP+SSE: the stream comes
@@ -616,6 +642,11 @@ class Engine:
         if self.settings.response_mode == "sse":
             return True
         for message in requests:
+            if message.method == "tasks/result":
+                # It blocks until the task ends and relays the task's questions meanwhile: a
+                # stream carries them (the 2025-11-25 tasks page suggests it), and keeps the
+                # connection alive while it waits.
+                return True
             tool = self._tool_called(message)
             if tool is not None and tool.streams:
                 return True
@@ -638,7 +669,7 @@ class Engine:
     ) -> list[dict[str, Any]]:
         """Run ``requests`` concurrently and return their responses, in order (``emitter``: where
         progress, logs and questions to the client go, for a transport that writes them at once)."""
-        table = self.site.get_handlers()
+        table = self.session_handlers(session)
         if len(requests) == 1:
             # Most bodies hold one request: awaited here, without gather's task around it.
             return [

@@ -29,6 +29,7 @@ from ..protocol.params import (
     PromptRef,
     ResourceParams,
     SetLevelParams,
+    TaskParams,
     UpdateTaskParams,
     peek,
     takes,
@@ -112,6 +113,8 @@ _TARGETS: dict[str, tuple[type[Any], str]] = {
     "resources/directory/read": (ResourceParams, "uri"),
     # Answering a task's question lets its tool go on: it needs what calling the tool needs.
     "tasks/update": (UpdateTaskParams, "task_id"),
+    # 2025-11-25: tasks/result relays the task's questions and returns what the tool returned.
+    "tasks/result": (TaskParams, "task_id"),
 }
 
 
@@ -129,7 +132,7 @@ async def target(
     if method == "resources/read":
         found = await find_resource(site, request, value)
         return found.entry, found.access
-    if method == "tasks/update":
+    if method in ("tasks/update", "tasks/result"):
         tool = await taskrun.task_tool(site, request, value)
         return tool, await agate(tool, request)
     if method in skills.SKILL_HANDLERS:
@@ -143,8 +146,8 @@ async def target(
 @takes("tools/list")
 async def list_tools(params: ListParams, ctx: Context) -> dict[str, Any]:
     tools = [t.definition() for t in await visible(ctx.site.get_tools(), ctx)]
-    if ctx.request_meta is None:
-        # Tasks are a 2026-07-28 extension here: older revisions call every tool plainly.
+    if ctx.request_meta is None and not taskrun.speaks_handshake_tasks(ctx):
+        # Revisions before 2025-11-25 have no tasks: they call every tool plainly.
         tools = [_without_task_support(t) for t in tools]
     return _page(tools, params, "tools")
 
@@ -168,8 +171,8 @@ async def call_tool(params: CallToolParams, ctx: Context) -> dict[str, Any]:
     # lacking the scopes of a tool the user may use got its 403 from the transport already.)
     if tool is None or await agate(tool, ctx.request) is not Access.VISIBLE:
         raise InvalidParamsError(f"Unknown tool: {name[:128]}")
-    if tool.task_support != "forbidden":
-        return await taskrun.call(tool, arguments, ctx)
+    if tool.task_support != "forbidden" or params.task is not None:
+        return await taskrun.call(tool, arguments, ctx, params.task, params.task_ttl)
     return await tool.call(arguments, ctx)
 
 

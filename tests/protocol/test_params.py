@@ -151,9 +151,26 @@ def test_a_name_is_checked_before_the_arguments() -> None:
 
 def test_parse_returns_the_typed_params() -> None:
     assert parse("tools/call", {"name": "add", "arguments": {"a": 1}}) == CallToolParams(
-        name="add", arguments={"a": 1}
+        name="add", arguments={"a": 1}, task=None, task_ttl=None
     )
     assert parse("tools/call", {"name": "add", "arguments": None}).arguments == {}
+
+
+@pytest.mark.parametrize(
+    ("task", "ttl"), [({}, None), ({"ttl": None}, None), ({"ttl": 60000}, 60000), ({"ttl": 5.0}, 5)]
+)
+def test_a_2025_11_25_task_request_is_read_with_its_ttl(task: Any, ttl: Any) -> None:
+    parsed = parse("tools/call", {"name": "add", "task": task})
+    assert parsed.task == task and parsed.task_ttl == ttl
+
+
+@pytest.mark.parametrize(
+    "task", [3, "x", [], {"ttl": -1}, {"ttl": 1.5}, {"ttl": "9"}, {"ttl": True}, {"ttl": 1e400}]
+)
+def test_a_malformed_task_request_is_invalid_params(task: Any) -> None:
+    with pytest.raises(InvalidParamsError) as refused:
+        parse("tools/call", {"name": "add", "task": task})
+    assert refused.value.message.startswith('Invalid params: "task')
 
 
 def test_completion_params_read_the_ref_by_its_type() -> None:
@@ -211,7 +228,7 @@ async def test_takes_hands_the_handler_its_typed_params() -> None:
         return {}
 
     assert await handler({"name": "add"}, "ctx") == {}
-    assert seen == [(CallToolParams(name="add", arguments={}), "ctx")]
+    assert seen == [(CallToolParams(name="add", arguments={}, task=None, task_ttl=None), "ctx")]
     assert handler.__name__ == "handler"
     with pytest.raises(InvalidParamsError):
         await handler({"name": ""}, "ctx")

@@ -22,6 +22,11 @@ one, in the web process that made it. Whatever process runs it:
 A tool declared with ``prelude=True`` first runs in the request until it awaits
 ``ctx.start_task()``: its questions before that are answered with input-required rounds, and the
 task replays that part with the same answers.
+
+The same rows serve the 2025-11-25 form of tasks (SEP-1686, experimental in that revision) to
+handshake-era sessions: a ``tools/call`` with ``params.task`` is answered with that form's
+``CreateTaskResult`` (:func:`handshake_wire`), and :mod:`.handshake` answers its ``tasks/*``
+methods. Runner, store, admin, quotas and revocation are the same for both forms.
 """
 
 from __future__ import annotations
@@ -54,16 +59,20 @@ from ...protocol.errors import (
     InternalError,
     InvalidParamsError,
     MCPError,
+    MethodNotFoundError,
     MissingRequiredClientCapabilityError,
     QuotaExceededError,
 )
+from ...protocol.jsonrpc import notification_message
 from ...protocol.modern import RequestMeta
+from ...protocol.negotiation import V2025_11_25
 from ...protocol.params import TaskParams, UpdateTaskParams, parse_as
 from ...server.context import Context
 from ...server.entries import TASK_SUPPORT as TASK_SUPPORT  # its values, kept importable from here
 from ...server.entries import Access, ToolEntry, agate, gate
 from ...server.notifications import tell_listeners
 from ...server.rounds import InputRequired, InputRounds, StartTask, well_formed
+from ...transport.streams import send_to_session
 from . import store as taskstore
 
 if TYPE_CHECKING:
@@ -72,6 +81,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_django.tasks")
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+#: The ``_meta`` key tying a message to its task (2025-11-25 form).
+RELATED_TASK: Final = "io.modelcontextprotocol/related-task"
+#: What a host may pass its model at once for a 2025-11-25 task (that revision's provisional key).
+IMMEDIATE_RESPONSE: Final = "io.modelcontextprotocol/model-immediate-response"
+#: The longest lifetime a client may ask for when TASK_TTL_MS sets none (30 days).
+MAX_REQUESTED_TTL_MS: Final = 30 * 24 * 3600 * 1000
 #: The django.tasks task that runs a task in a worker (a module-level Task, as django.tasks needs).
 WORKER_TASK: Final = "mcp_django.task_worker.run_mcp_task"
 #: This process, as the rows name the process running a task.
@@ -97,6 +112,16 @@ def declares_tasks(ctx: Context) -> bool:
 def declares_tasks_in(capabilities: dict[str, Any]) -> bool:
     extensions = capabilities.get("extensions")
     return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def speaks_handshake_tasks(ctx: Context) -> bool:
+    """Whether the request comes from a handshake-era session of the revision whose tasks are
+    the 2025-11-25 form (earlier revisions have no tasks; 2026-07-28 has the extension)."""
+    return (
+        ctx.request_meta is None
+        and ctx.session is not None
+        and ctx.session.protocol_version == V2025_11_25
+    )
 
 
 def _iso(moment: datetime) -> str:
@@ -126,7 +151,32 @@ def wire(task: Task, *, detailed: bool = True) -> dict[str, Any]:
     return shown
 
 
-def _client_id(request: Any) -> str:
+def handshake_status(task: Task) -> str:
+    """The task's status in the 2025-11-25 form: a tool result with ``isError`` ends it
+    ``failed`` there (its result is still what ``tasks/result`` returns)."""
+    if task.status == Status.COMPLETED and (task.result or {}).get("isError") is True:
+        return str(Status.FAILED)
+    return str(task.status)
+
+
+def handshake_wire(task: Task) -> dict[str, Any]:
+    """The task as the 2025-11-25 form shows it (``Task``: tasks/get, tasks/list, tasks/cancel,
+    notifications/tasks/status, and inside that form's ``CreateTaskResult``)."""
+    shown: dict[str, Any] = {
+        "taskId": task.pk,
+        "status": handshake_status(task),
+        "createdAt": _iso(task.created_at),
+        "lastUpdatedAt": _iso(task.updated_at),
+        "ttl": task.ttl_ms,
+        "pollInterval": task.poll_interval_ms,
+    }
+    message = task.status_message or (task.error or {}).get("message")
+    if message:
+        shown["statusMessage"] = str(message)
+    return shown
+
+
+def client_id(request: Any) -> str:
     """The OAuth client of the request's token, "" without one (sync: may read the application)."""
     token = getattr(request, "auth_token", None)
     application = getattr(token, "application", None) if token is not None else None
@@ -141,11 +191,33 @@ def _scopes(request: Any) -> list[str] | None:
 # -- the request: a call answered with a task ------------------------------------------------
 
 
-async def call(tool: ToolEntry, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
+async def call(
+    tool: ToolEntry,
+    arguments: dict[str, Any],
+    ctx: Context,
+    task: dict[str, Any] | None = None,
+    ttl_ms: int | None = None,
+) -> dict[str, Any]:
     """Answer a ``tools/call`` of a tool that may run as a task: with a task when the request
-    declares the extension, synchronously otherwise (-32021 for a ``required`` tool)."""
+    declares the extension, or (2025-11-25 sessions) carries ``params.task`` (``task``, asking
+    for ``ttl_ms``); synchronously otherwise (-32021, or -32601 in 2025-11-25, for a
+    ``required`` tool)."""
     support = tool.task_support
-    if not declares_tasks(ctx):
+    if speaks_handshake_tasks(ctx):
+        # SEP-1686's tool-level negotiation: -32601 for a call that breaks the tool's taskSupport.
+        if task is not None and support == "forbidden":
+            raise MethodNotFoundError(
+                f"The tool {tool.name!r} does not run as a task: call it without params.task"
+            )
+        if task is None:
+            if support == "required":
+                raise MethodNotFoundError(
+                    f"The tool {tool.name!r} runs only as a task: call it with params.task"
+                )
+            return await tool.call(arguments, ctx)
+    elif support == "forbidden":
+        return await tool.call(arguments, ctx)  # params.task means nothing outside 2025-11-25
+    elif not declares_tasks(ctx):
         if support == "required" and ctx.request_meta is not None:
             raise MissingRequiredClientCapabilityError(
                 f"The tool {tool.name!r} runs only as a task: declare the {TASKS_EXTENSION} "
@@ -166,7 +238,36 @@ async def call(tool: ToolEntry, arguments: dict[str, Any], ctx: Context) -> dict
         except StartTask:
             if ctx._rounds is not None:
                 answers, notes = dict(ctx._rounds.answers), dict(ctx._rounds.notes)
-    return await create(tool, arguments, ctx, answers, notes)
+    return await create(tool, arguments, ctx, answers, notes, ttl_ms=ttl_ms)
+
+
+def _client_meta(ctx: Context) -> dict[str, Any] | None:
+    """What the run's Context needs of the client: the request's ``_meta`` (2026-07-28), or its
+    session's (2025-11-25 tasks), as a ``RequestMeta`` is built from in :meth:`Runner._prepare`."""
+    meta, session = ctx.request_meta, ctx.session
+    if meta is not None:
+        return {
+            "version": meta.version,
+            "capabilities": meta.client_capabilities,
+            "client_info": meta.client_info,
+            "log_level": meta.log_level,
+        }
+    if session is not None:
+        return {
+            "version": session.protocol_version,
+            "capabilities": session.client_capabilities,
+            "client_info": session.client_info,
+            "log_level": session.log_level or None,
+        }
+    return None
+
+
+def _lifetime(requested: int | None) -> int | None:
+    """The task's TTL: the client's ``requested`` one (2025-11-25), within ``TASK_TTL_MS``."""
+    configured = mcp_settings.task_ttl_ms
+    if requested is None:
+        return configured
+    return min(requested, configured if configured is not None else MAX_REQUESTED_TTL_MS)
 
 
 async def create(
@@ -175,24 +276,23 @@ async def create(
     ctx: Context,
     answers: dict[str, Any],
     notes: dict[str, Any] | None = None,
+    *,
+    ttl_ms: int | None = None,
 ) -> dict[str, Any]:
-    """Write the task's row, start it, and return the ``CreateTaskResult`` (the row exists
-    before the answer leaves: a tasks/get right after it finds the task)."""
+    """Write the task's row, start it, and return the ``CreateTaskResult`` of the request's form
+    (the row exists before the answer leaves: a tasks/get right after it finds the task)."""
     caller = caller_of(ctx.request, ctx.user)
-    meta = ctx.request_meta
+    handshake = speaks_handshake_tasks(ctx)
     payload = {
         "arguments": arguments,
         "answers": answers,
         "notes": notes or {},
-        "meta": {
-            "version": meta.version,
-            "capabilities": meta.client_capabilities,
-            "client_info": meta.client_info,
-            "log_level": meta.log_level,
-        }
-        if meta is not None
-        else None,
+        "meta": _client_meta(ctx),
     }
+    ttl = _lifetime(ttl_ms)
+    # A 2025-11-25 task belongs to its session too: its status notifications go there, and an
+    # anonymous caller's tasks are told apart by it.
+    session_id = ctx.session.pk if handshake and ctx.session is not None else None
     try:
         # Bounded before anything is written: the payload stays in the row until the task ends.
         sealed = taskstore.seal(payload)
@@ -209,7 +309,7 @@ async def create(
             site_name=ctx.site.name,
             user_id=getattr(ctx.user, "pk", None),
             owner=caller.key,
-            client_id=_client_id(ctx.request),
+            client_id=client_id(ctx.request),
             scopes=_scopes(ctx.request),
             tool_name=tool.name,
             backend=backend,
@@ -217,6 +317,8 @@ async def create(
             payload=sealed,
             heartbeat_at=None,
             trace_context=trace_context,
+            session_id=session_id,
+            ttl_ms=ttl,
         )
         if task is None:
             raise QuotaExceededError(
@@ -228,11 +330,19 @@ async def create(
 
     await quotas.acheck_new_task(caller)
     task = await sync_to_async(write)()
-    await _start_or_fail(ctx.site, task, backend)
+    await start_or_fail(ctx.site, task, backend)
+    if handshake:
+        return {
+            "task": handshake_wire(task),
+            "_meta": {
+                IMMEDIATE_RESPONSE: f"Started {tool.name} as task {task.pk}; its result will "
+                "follow when it is done."
+            },
+        }
     return {"resultType": "task", **wire(task, detailed=False)}
 
 
-async def _start_or_fail(site: ServedSite, task: Task, backend: str) -> None:
+async def start_or_fail(site: ServedSite, task: Task, backend: str) -> None:
     """:func:`start`; a task that cannot be started is failed (and InternalError raised)."""
     try:
         await start(site, task, backend)
@@ -282,8 +392,15 @@ def wake(task_id: str) -> None:
 
 
 async def announce(task_id: str, user_id: Any) -> None:
-    """Tell listen streams (on every process) that the task changed (notifications/tasks)."""
+    """Tell listen streams (on every process) that the task changed (notifications/tasks), and
+    a 2025-11-25 task's session (``notifications/tasks/status``, that form's full Task)."""
     await tell_listeners(site=None, task=task_id, users=[user_id])
+    task = await Task.objects.filter(pk=task_id, session__isnull=False).afirst()
+    if task is not None and task.session_id is not None:
+        await send_to_session(
+            task.session_id,
+            notification_message("notifications/tasks/status", handshake_wire(task)),
+        )
 
 
 def _sweep() -> list[tuple[str, Any]]:
@@ -636,13 +753,13 @@ async def afind(site: ServedSite, request: Any, user: Any, task_id: Any) -> Task
             task_id,
             site_name=site.name,
             user_id=getattr(user, "pk", None),
-            client_id=_client_id(request),
+            client_id=client_id(request),
         )
 
     return await sync_to_async(find)()
 
 
-def _not_found() -> InvalidParamsError:
+def not_found() -> InvalidParamsError:
     """What any tasks/* method answers for a task that is not the caller's (or not there)."""
     return InvalidParamsError("Failed to retrieve task: Task not found")
 
@@ -665,7 +782,7 @@ async def _find(params: dict[str, Any], ctx: Context) -> Task:
         )
     task = await afind(ctx.site, ctx.request, ctx.user, parse_as(TaskParams, params).task_id)
     if task is None:
-        raise _not_found()
+        raise not_found()
     return task
 
 
@@ -679,7 +796,7 @@ async def update_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     # (handlers.target); a tool the user may no longer use is not theirs to go on with.
     tool = ctx.site.get_tool(task.tool_name)
     if await agate(tool, ctx.request) is not Access.VISIBLE:
-        raise _not_found()
+        raise not_found()
     update = parse_as(UpdateTaskParams, params)
     try:
         answered = await sync_to_async(taskstore.answer)(
@@ -690,7 +807,7 @@ async def update_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     if answered == "resumed":
         # The last answer: run it again (it was parked, no process holds it), where it was made to
         # run.
-        await _start_or_fail(ctx.site, task, task.backend)
+        await start_or_fail(ctx.site, task, task.backend)
     if answered:
         await announce(task.pk, task.user_id)
     return {}

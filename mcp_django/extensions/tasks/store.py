@@ -76,8 +76,7 @@ def unseal(text: str) -> dict[str, Any]:
 def create(**fields: Any) -> Task:
     """Write a new task; it exists (tasks/get finds it) when this returns."""
     now = _now()
-    ttl_ms = mcp_settings.task_ttl_ms
-    fields.setdefault("ttl_ms", ttl_ms)
+    ttl_ms = fields.setdefault("ttl_ms", mcp_settings.task_ttl_ms)
     fields.setdefault("poll_interval_ms", mcp_settings.task_poll_interval_ms)
     fields.setdefault(
         "expires_at", now + timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None
