@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import httpx
+from mcp_types import _v2025_11_25 as schema
 
 from tests import polling
 
@@ -152,5 +153,164 @@ class TasksClient:
             failure=lambda: (
                 f"task {task_id} not {' or '.join(until)}; statuses seen {seen}, last: {last}"
             ),
+        )
+        return task, seen
+
+
+# -- the 2025-11-25 form (SEP-1686), in a handshake-era session ---------------------------------
+
+
+HANDSHAKE_VERSION = "2025-11-25"
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+
+
+class HandshakeTasksClient:
+    """A client of the 2025-11-25 form of tasks written to that revision's schema: one session
+    (initialize, notifications/initialized, Mcp-Session-Id), JSON or SSE answers, and the
+    server's requests on an SSE answer (a task's questions on tasks/result) answered with
+    ``answers[method](params)``. Every result is checked against the revision's schema (the
+    SDK's generated ``mcp_types`` models); the SDK's own client has no tasks."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        url: str,
+        answers: dict[str, Any] | None = None,
+        extra_headers: dict[str, str] | None = None,
+    ) -> None:
+        self.http = http
+        self.url = url
+        self.answers = dict(answers or {})
+        self.extra_headers = extra_headers or {}
+        self.session_id: str | None = None
+        #: The server's requests seen on SSE answers, in order.
+        self.server_requests: list[dict[str, Any]] = []
+        self.capabilities: dict[str, Any] = {}
+
+    def _headers(self) -> dict[str, str]:
+        sent = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "mcp-protocol-version": HANDSHAKE_VERSION,
+            **self.extra_headers,
+        }
+        if self.session_id is not None:
+            sent["mcp-session-id"] = self.session_id
+        return sent
+
+    async def initialize(self, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = {
+            "jsonrpc": "2.0",
+            "id": next(_ids),
+            "method": "initialize",
+            "params": {
+                "protocolVersion": HANDSHAKE_VERSION,
+                "capabilities": capabilities if capabilities is not None else {"elicitation": {}},
+                "clientInfo": {"name": "handshake-tasks-tests", "version": "1"},
+            },
+        }
+        response = await self.http.post(self.url, json=body, headers=self._headers())
+        assert response.status_code == 200, response.text
+        result = answer_of(body, response.headers["content-type"], response.text)["result"]
+        schema.InitializeResult.model_validate(result)
+        self.session_id = response.headers["mcp-session-id"]
+        self.capabilities = result["capabilities"]
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        sent = await self.http.post(self.url, json=initialized, headers=self._headers())
+        assert sent.status_code == 202, sent.text
+        return dict(result)
+
+    async def send(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One request; its JSON-RPC response. The server's requests met on its SSE answer are
+        answered (POSTed back) before the response is read on."""
+        body = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
+        async with self.http.stream(
+            "POST", self.url, json=body, headers=self._headers()
+        ) as response:
+            assert response.status_code == 200, (response.status_code, await response.aread())
+            if not response.headers["content-type"].startswith("text/event-stream"):
+                return dict(json.loads(await response.aread()))
+            data: list[str] = []
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    data.append(line[5:].removeprefix(" "))
+                    continue
+                if line or not data:
+                    continue
+                text, data = "\n".join(data), []
+                if not text:
+                    continue  # a priming event
+                message = json.loads(text)
+                if "method" in message and "id" in message:
+                    await self._answer(message)
+                elif message.get("id") == body["id"]:
+                    return dict(message)
+        raise AssertionError(f"the SSE answer to {method} ended without its response")
+
+    async def _answer(self, request: dict[str, Any]) -> None:
+        self.server_requests.append(request)
+        answer = self.answers.get(request["method"])
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        if answer is None:
+            reply["error"] = {"code": -32601, "message": f"Method not found: {request['method']}"}
+        else:
+            reply["result"] = answer(request.get("params") or {})
+        sent = await self.http.post(self.url, json=reply, headers=self._headers())
+        assert sent.status_code == 202, sent.text
+
+    async def result(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        answer = await self.send(method, params)
+        assert "result" in answer, answer
+        return dict(answer["result"])
+
+    async def create(
+        self, name: str, arguments: dict[str, Any] | None = None, ttl: int | None = None
+    ) -> str:
+        """Call ``name`` with ``params.task``; the id of the task it answered with."""
+        task: dict[str, Any] = {} if ttl is None else {"ttl": ttl}
+        created = await self.result(
+            "tools/call", {"name": name, "arguments": arguments or {}, "task": task}
+        )
+        schema.CreateTaskResult.model_validate(created)
+        assert created["task"]["status"] == "working", created
+        return str(created["task"]["taskId"])
+
+    async def get(self, task_id: str) -> dict[str, Any]:
+        task = await self.result("tasks/get", {"taskId": task_id})
+        schema.GetTaskResult.model_validate(task)
+        return task
+
+    async def outcome(self, task_id: str) -> dict[str, Any]:
+        """tasks/result: the JSON-RPC response (it blocks until the task ends)."""
+        return await self.send("tasks/result", {"taskId": task_id})
+
+    async def list(self, cursor: str | None = None) -> dict[str, Any]:
+        page = await self.result("tasks/list", {"cursor": cursor} if cursor else {})
+        schema.ListTasksResult.model_validate(page)
+        return page
+
+    async def cancel(self, task_id: str) -> dict[str, Any]:
+        cancelled = await self.result("tasks/cancel", {"taskId": task_id})
+        schema.CancelTaskResult.model_validate(cancelled)
+        return cancelled
+
+    async def wait(
+        self, task_id: str, *until: str, timeout: float = WAIT
+    ) -> tuple[dict[str, Any], list[str]]:
+        """Poll tasks/get until the task's status is one of ``until`` (bounded)."""
+        seen: list[str] = []
+        last: dict[str, Any] = {}
+
+        async def there() -> dict[str, Any] | None:
+            last.update(await self.get(task_id))
+            if not seen or seen[-1] != last["status"]:
+                seen.append(last["status"])
+            return dict(last) if last["status"] in until else None
+
+        task = await polling.until(
+            there,
+            timeout,
+            interval=0.1,
+            failure=lambda: f"task {task_id} not {' or '.join(until)}; seen {seen}, last {last}",
         )
         return task, seen

@@ -3,9 +3,10 @@ Daphne web processes of the example site and django-tasks-db's ``db_worker``, ki
 SIGKILL where a machine would die.
 
 - each answer mode (JSON, SSE), tasks run in the web process (the embedded default): a question
-  answered with tasks/update, a tool error, a protocol error, a cancellation;
+  answered with tasks/update, a tool error, a protocol error, a cancellation; and the same in
+  the 2025-11-25 form a handshake-era session uses (the question relayed on tasks/result);
 - worker backend: the task outlives the web process that made it, and a worker that dies fails
-  its task (heartbeat) instead of leaving it "working" for ever;
+  its task (heartbeat) instead of leaving it "working" for ever, in both forms;
 - tasks/cancel on one process stops the task running on another;
 - PostgreSQL + Redis: created on one web process, answered on another, run by a worker;
 - PostgreSQL: concurrent creates on two web processes never pass LIVE_TASKS_PER_USER.
@@ -27,7 +28,7 @@ import httpx
 import pytest
 
 from tests.polling import until
-from tests.tasks_wire import TasksClient
+from tests.tasks_wire import RELATED_TASK, HandshakeTasksClient, TasksClient
 
 from .servers import (
     Deployment,
@@ -182,6 +183,60 @@ async def test_tasks_cancel_ends_a_running_task_cancelled(
     assert (await client.get(url, task_id))["status"] == "cancelled"
 
 
+async def test_the_2025_11_25_form_in_a_session_from_the_same_rows(
+    single: Deployment, http: httpx.AsyncClient
+) -> None:
+    confirm = {"action": "accept", "content": {"confirm": True}}
+    client = HandshakeTasksClient(
+        http, single.p1.url, answers={"elicitation/create": lambda params: confirm}
+    )
+    offered = await client.initialize()
+    assert offered["capabilities"]["tasks"] == {
+        "list": {},
+        "cancel": {},
+        "requests": {"tools": {"call": {}}},
+    }
+    # A question: the task waits for input, and tasks/result relays it on its stream.
+    task_id = await client.create("confirm_delete", {"filename": "report.txt"}, ttl=60_000)
+    await client.wait(task_id, "input_required")
+    answer = await client.outcome(task_id)
+    assert answer["result"]["content"] == [{"type": "text", "text": "Deleted report.txt"}]
+    assert answer["result"]["_meta"][RELATED_TASK] == {"taskId": task_id}
+    (question,) = client.server_requests
+    assert question["method"] == "elicitation/create"
+    assert question["params"]["message"] == "Delete report.txt?"
+    assert question["params"]["_meta"][RELATED_TASK] == {"taskId": task_id}
+    done = await client.get(task_id)
+    assert done["status"] == "completed" and done["ttl"] == 60_000
+    row = await single.db.task(task_id)
+    assert row["worker"] == runs_on(single.p1) and row["status"] == "completed"
+
+    # A tool error: the task is failed in this form, and tasks/result returns the tool's result.
+    failing = await client.create("failing_job")
+    failed = await client.outcome(failing)
+    assert failed["result"]["isError"] is True
+    assert (await client.get(failing))["status"] == "failed"
+
+    # A protocol error is what tasks/result answers.
+    broken = await client.create("protocol_error_job")
+    error = (await client.outcome(broken))["error"]
+    assert error == {
+        "code": -32603,
+        "message": "The job could not run: its backing service is down",
+    }
+
+    # Cancelled while it runs; cancelling it again is refused.
+    slow = await client.create("slow_compute", {"seconds": 60, "label": "cancelled"})
+    await single.db.wait_task_started(slow)
+    assert (await client.cancel(slow))["status"] == "cancelled"
+    again = await client.send("tasks/cancel", {"taskId": slow})
+    assert again["error"]["code"] == -32602
+
+    # The session's tasks, newest first.
+    listed = [t["taskId"] for t in (await client.list())["tasks"]]
+    assert listed[:4] == [slow, broken, failing, task_id]
+
+
 # -- 2. the task outlives the web process that made it (worker backend) --------------------------
 
 
@@ -243,6 +298,34 @@ async def test_a_task_whose_worker_was_killed_ends_failed(
         assert "process running this task stopped" in ended["error"]["message"], ended["error"]
         row = await deployment.db.task(task_id)
         assert row["status"] == "failed" and row["finished_at"] is not None
+
+
+async def test_a_2025_11_25_task_whose_worker_was_killed_ends_failed(
+    tmp_path: Path, http: httpx.AsyncClient, logs: list[Deployment]
+) -> None:
+    with sqlite(
+        "worker-death-2025",
+        tmp_path,
+        ["web"],
+        workers=1,
+        MCP_TASKS_BACKEND="database",
+        MCP_TASK_HEARTBEAT_SECONDS="0.5",
+        MCP_TASK_HEARTBEAT_TIMEOUT="2",
+        MCP_TASK_POLL_INTERVAL_MS="200",
+    ) as deployment:
+        logs.append(deployment)
+        worker = deployment.workers[0]
+        client = HandshakeTasksClient(http, deployment.p1.url)
+        await client.initialize()
+        task_id = await client.create("slow_compute", {"seconds": 60, "label": "orphan"})
+        assert (await deployment.db.wait_task_started(task_id))["worker"] == runs_on(worker)
+        worker.kill()
+
+        ended, seen = await client.wait(task_id, "completed", "failed", "cancelled", timeout=15)
+        assert ended["status"] == "failed", (ended, seen)
+        assert "process running this task stopped" in ended["statusMessage"], ended
+        error = (await client.outcome(task_id))["error"]
+        assert error["code"] == -32603 and "process running this task stopped" in error["message"]
 
 
 # -- 4. tasks/cancel on one process stops the task running on another -------------------------------
