@@ -25,7 +25,7 @@ from mcp_django import Context
 from mcp_django.extensions.tasks import runner as taskrun
 from mcp_django.models import Task
 from mcp_django.registry.sites import MCPSite
-from mcp_django.testing import MCPTestClient
+from mcp_django.testing import JSONRPCErrorResponse, MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import BASE_SETTINGS, make_user
 from tests.polling import until
@@ -469,3 +469,78 @@ async def test_a_parked_task_outlives_a_refresh_that_keeps_its_scopes(
     await revoke(made_with)  # as a refresh does: the old token goes, the new one holds the scopes
 
     assert (await Task.objects.aget(pk=task_id)).status == Task.Status.INPUT_REQUIRED
+
+
+# -- the 2025-11-25 form: the same rules in a handshake-era session ----------------------------
+
+
+async def handshake_client(site: MCPSite, raw: str) -> MCPTestClient:
+    """A 2025-11-25 session of the token ``raw`` (it asks its tasks with params.task)."""
+    client = token_client(site, raw)
+    await client.initialize(capabilities={"elicitation": {"form": {}}})
+    return client
+
+
+async def handshake_waiting_task(owner: MCPTestClient) -> str:
+    created = await owner.call("tools/call", {"name": "ask_first", "arguments": {}, "task": {}})
+    task_id = str(created["task"]["taskId"])
+
+    async def asking() -> bool:
+        return (await owner.call("tasks/get", {"taskId": task_id}))["status"] == "input_required"
+
+    await until(asking, failure=f"task {task_id} never asked its question")
+    return task_id
+
+
+@pytest.mark.usefixtures("oauth")
+async def test_in_the_2025_11_25_form_another_oauth_client_cannot_reach_the_task(
+    site: MCPSite,
+) -> None:
+    made_with, other_client = await _tokens("mona", "desktop app", "web app")
+    owner = await handshake_client(site, made_with)
+    task_id = await handshake_waiting_task(owner)
+    other = await handshake_client(site, other_client)
+    for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+        with pytest.raises(JSONRPCErrorResponse) as refused:
+            await other.call(method, {"taskId": task_id})
+        assert refused.value.response["error"] == {
+            "code": -32602,
+            "message": "Failed to retrieve task: Task not found",
+        }
+    assert (await other.call("tasks/list"))["tasks"] == []
+    assert [t["taskId"] for t in (await owner.call("tasks/list"))["tasks"]] == [task_id]
+    assert (await owner.call("tasks/cancel", {"taskId": task_id}))["status"] == "cancelled"
+
+
+@pytest.mark.usefixtures("oauth")
+async def test_in_the_2025_11_25_form_a_parked_task_whose_token_is_revoked_fails(
+    site: MCPSite,
+) -> None:
+    (raw,) = await _tokens("nina", "desktop app", scope=READ_WRITE)
+    task_id = await handshake_waiting_task(await handshake_client(site, raw))
+
+    await revoke(raw)
+
+    ended = await Task.objects.aget(pk=task_id)
+    assert ended.status == Task.Status.FAILED
+    assert ended.error is not None and ended.error["message"] == "authorization revoked"
+
+
+@pytest.mark.usefixtures("oauth")
+async def test_in_the_2025_11_25_form_tasks_result_needs_the_tools_scopes(site: MCPSite) -> None:
+    made_with, read_only = await _tokens("omar", "desktop app", "desktop app", scope=READ_WRITE)
+    await narrow(read_only, "notes:read")
+    owner = await handshake_client(site, made_with)
+    created = await owner.call(
+        "tools/call", {"name": "confirm_write", "arguments": {"text": "confirmed"}, "task": {}}
+    )
+    task_id = str(created["task"]["taskId"])
+    narrowed = await handshake_client(site, read_only)
+    response = await narrowed.post(
+        {"jsonrpc": "2.0", "id": 7, "method": "tasks/result", "params": {"taskId": task_id}}
+    )
+    assert response.status == 403
+    challenge = response.headers.get("www-authenticate", "")
+    assert "notes:write" in challenge.split('scope="')[1], challenge
+    assert (await owner.call("tasks/cancel", {"taskId": task_id}))["status"] == "cancelled"
+    assert written == []

@@ -146,8 +146,10 @@ async def task_result(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 
 def _page(
-    site_name: str, user_id: Any, client_id: str, session_id: str | None, cursor: str | None
+    site_name: str, request: Any, user_id: Any, session_id: str | None, cursor: str | None
 ) -> dict[str, Any]:
+    # The client id in here: reading the token's application may query (sync only).
+    client_id = runner.client_id(request)
     tasks = Task.objects.filter(site_name=site_name, user_id=user_id, client_id=client_id)
     if user_id is None:
         tasks = tasks.filter(session_id=session_id)
@@ -176,8 +178,8 @@ async def list_tasks(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     cursor = parse_as(ListParams, params).cursor
     return await sync_to_async(_page)(
         ctx.site.name,
+        ctx.request,
         getattr(ctx.user, "pk", None),
-        runner.client_id(ctx.request),
         ctx.session.pk if ctx.session is not None else None,
         cursor,
     )
