@@ -270,6 +270,14 @@ async def test_a_task_on_the_worker_outlives_the_web_process_that_made_it(
 
 # -- 3. a worker that dies fails its task -----------------------------------------------------------
 
+#: A worker backend whose dead worker is noticed within seconds (a heartbeat every 0.5 s).
+MORTAL_WORKER = {
+    "MCP_TASKS_BACKEND": "database",
+    "MCP_TASK_HEARTBEAT_SECONDS": "0.5",
+    "MCP_TASK_HEARTBEAT_TIMEOUT": "2",
+    "MCP_TASK_POLL_INTERVAL_MS": "200",
+}
+
 
 async def test_a_task_whose_worker_was_killed_ends_failed(
     tmp_path: Path, client: TasksClient, logs: list[Deployment]
@@ -279,10 +287,7 @@ async def test_a_task_whose_worker_was_killed_ends_failed(
         tmp_path,
         ["web"],
         workers=1,
-        MCP_TASKS_BACKEND="database",
-        MCP_TASK_HEARTBEAT_SECONDS="0.5",
-        MCP_TASK_HEARTBEAT_TIMEOUT="2",
-        MCP_TASK_POLL_INTERVAL_MS="200",
+        **MORTAL_WORKER,
     ) as deployment:
         logs.append(deployment)
         url, worker = deployment.p1.url, deployment.workers[0]
@@ -308,10 +313,7 @@ async def test_a_2025_11_25_task_whose_worker_was_killed_ends_failed(
         tmp_path,
         ["web"],
         workers=1,
-        MCP_TASKS_BACKEND="database",
-        MCP_TASK_HEARTBEAT_SECONDS="0.5",
-        MCP_TASK_HEARTBEAT_TIMEOUT="2",
-        MCP_TASK_POLL_INTERVAL_MS="200",
+        **MORTAL_WORKER,
     ) as deployment:
         logs.append(deployment)
         worker = deployment.workers[0]
