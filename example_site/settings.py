@@ -329,8 +329,9 @@ CORS_ALLOW_HEADERS = (*default_headers, "mcp-protocol-version")
 OAUTH2_PROVIDER = {
     # Scopes in words: the consent page shows these sentences.
     "SCOPES": {
-        "library:read": "Read the catalogue and your loans",
-        "library:write": "Borrow, return and renew books, edit the catalogue",
+        "library:read": "Read the books and authors in the catalogue, and see your loans",
+        # Also: loans of any member for staff with the desk permission, clear_reading_history.
+        "library:write": "Borrow, return and renew books, add and change books in the catalogue",
     },
     # A client that asks for no scope gets reading only (DOT's default is every scope).
     "DEFAULT_SCOPES": ["library:read"],

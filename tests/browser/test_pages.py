@@ -81,7 +81,7 @@ async def test_the_user_signs_in_and_allows_the_client_then_the_client_calls_a_t
         assert f"{CLIENT_NAME} wants to use Example Library as you" in text
         assert "You are signed in as reader" in text
         assert "127.0.0.1:33420" in text  # where the answer goes
-        assert "Read the catalogue and your loans" in text
+        assert "Read the books and authors in the catalogue, and see your loans" in text
         screenshot("consent.png")
         consent.find_element(By.NAME, "allow").click()
         wait_until(

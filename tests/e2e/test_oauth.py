@@ -73,6 +73,9 @@ def isbn(first12: str) -> str:
 
 
 POEMS = isbn("978000090001")  # Emily Dickinson, 2 copies, not on loan in the demo data
+# What the consent page says each scope allows (example_site/settings.py OAUTH2_PROVIDER["SCOPES"]).
+READ_SENTENCE = "Read the books and authors in the catalogue, and see your loans"
+WRITE_SENTENCE = "Borrow, return and renew books, add and change books in the catalogue"
 
 
 # -- fixtures -----------------------------------------------------------------------------------------
@@ -521,8 +524,8 @@ async def test_sdk_client_registers_dynamically_and_calls_tools(
     page = handlers.browser.consent_pages[0]
     assert "E2E registered client" in page
     assert "127.0.0.1:33418" in page  # the redirect host
-    assert "Read the catalogue and your loans" in page
-    assert "Borrow, return and renew" in page
+    assert READ_SENTENCE in page
+    assert WRITE_SENTENCE in page
 
 
 async def test_sdk_client_identified_by_a_metadata_document(
@@ -678,7 +681,7 @@ async def test_read_only_token_lists_the_write_tools_and_the_sdk_steps_up_on_use
         "library:read",
         "library:write",
     ]
-    assert "Borrow, return and renew books, edit the catalogue" in handlers.browser.consent_pages[0]
+    assert WRITE_SENTENCE in handlers.browser.consent_pages[0]
     assert storage.tokens is not None and set(storage.tokens.scope.split()) == {
         "library:read",
         "library:write",
@@ -1045,7 +1048,7 @@ async def test_empty_scope_is_read_as_no_scope(
             )
         )
         assert "code" in query_of(location), location
-        assert "Read the catalogue and your loans" in browser.consent_pages[0]
+        assert READ_SENTENCE in browser.consent_pages[0]
 
 
 async def test_denied_consent_returns_access_denied(
@@ -1183,7 +1186,7 @@ async def test_any_user_sees_and_revokes_connected_applications(
         assert page.status_code == 200
         assert "E2E raw client" in page.text
         assert "127.0.0.1:33418" in page.text
-        assert "Read the catalogue and your loans" in page.text
+        assert READ_SENTENCE in page.text
         await revoke_on_connected_page(reader, page, "E2E raw client")
     assert (await mcp_post(http, tokens["access_token"], INITIALIZE)).status_code == 401
 
@@ -1249,7 +1252,7 @@ async def test_consent_is_asked_once_per_client_and_scopes_until_revoked(
     wider = await session(write=True)
     assert len(wider.authorization_urls) == 1
     assert len(wider.browser.consent_pages) == 1
-    assert "Borrow, return and renew books, edit the catalogue" in wider.browser.consent_pages[0]
+    assert WRITE_SENTENCE in wider.browser.consent_pages[0]
     # And is remembered in turn.
     assert not (await session(write=True)).browser.consent_pages
 
