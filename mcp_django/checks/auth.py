@@ -56,6 +56,8 @@ def check_oauth(user: dict[str, Any], auth: Any) -> list[CheckMessage]:
                 id="mcp_django.E011",
             )
         )
+    elif _serves_own_authorization_server(user, resource):
+        errors += _check_hosted_clients()
     if resource is None and not settings.DEBUG:
         errors.append(
             Warning(
@@ -67,6 +69,54 @@ def check_oauth(user: dict[str, Any], auth: Any) -> list[CheckMessage]:
             )
         )
     return errors
+
+
+def _origin(url: Any) -> tuple[str, str]:
+    parts = urlsplit(str(url))
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+def _serves_own_authorization_server(user: dict[str, Any], resource: Any) -> bool:
+    """Whether django-oauth-toolkit on this site is the authorization server clients are sent
+    to: AUTHORIZATION_SERVERS unset (it defaults to the resource's origin), or naming that
+    origin. Unknown without RESOURCE_URL, taken as yes (DOT is installed for a reason)."""
+    servers = user.get("AUTHORIZATION_SERVERS")
+    if not servers or resource is None or not isinstance(servers, (list, tuple)):
+        return True
+    return any(_origin(server) == _origin(resource) for server in servers)
+
+
+def _check_hosted_clients() -> list[CheckMessage]:
+    """Claude (and other hosted clients) use a client ID metadata document only when the RFC
+    8414 metadata says client_id_metadata_document_supported and lists "none" among the token
+    endpoint's auth methods; django-oauth-toolkit's defaults say neither. Read from the
+    OAUTH2_PROVIDER dict with DOT's defaults, as its metadata view will."""
+    provider = getattr(settings, "OAUTH2_PROVIDER", None) or {}
+    if not isinstance(provider, dict):
+        return []  # DOT's own settings loading reports that
+    cimd = provider.get("CIMD_ENABLED", False)
+    methods = provider.get(
+        "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED",
+        ["client_secret_post", "client_secret_basic"],
+    )
+    missing = []
+    if cimd is not True:
+        missing.append("CIMD_ENABLED is not True")
+    if not isinstance(methods, (list, tuple)) or "none" not in methods:
+        missing.append('OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED does not list "none"')
+    if not missing:
+        return []
+    return [
+        Warning(
+            f"OAUTH2_PROVIDER: {' and '.join(missing)}, so the authorization server metadata does "
+            "not offer client ID metadata documents to public clients: Claude and other hosted "
+            "clients will not identify themselves by one.",
+            hint='Set OAUTH2_PROVIDER["CIMD_ENABLED"] = True and add "none" to '
+            'OAUTH2_PROVIDER["OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED"] '
+            "(docs/howto/oauth-hosted-client.md, Claude).",
+            id="mcp_django.W007",
+        )
+    ]
 
 
 def _model_entries() -> list[Any]:
