@@ -502,8 +502,9 @@ async def test_loan_ids_are_completed_and_read_only_from_the_users_own_loans(
         read = await client.read_resource(f"library://loans/{own['loans'][0]['loan_id']}")
         with pytest.raises(MCPError) as theirs:
             await client.read_resource(f"library://loans/{alice_loan}")
+    # Both sides in numeric order: as strings, "10" would sort before "6".
     assert sorted(completed.completion.values, key=int) == sorted(
-        str(loan["loan_id"]) for loan in own["loans"]
+        (str(loan["loan_id"]) for loan in own["loans"]), key=int
     )
     assert str(alice_loan) not in completed.completion.values
     (contents,) = read.contents
