@@ -254,30 +254,30 @@ async def test_claude_gets_every_tool_from_the_first_challenge_without_a_step_up
     claude_server: ExampleServer, claude_documents: DocumentHost, era: str
 ) -> None:
     tokens, challenged, consent_page = await claude_authorizes(claude_server, claude_documents)
-    assert challenged == ["library:read", "library:write"]
-    assert set(tokens["scope"].split()) == set(challenged)
-    # The metadata document was fetched, and the consent page says what each scope allows.
-    assert CLAUDE_DOCUMENT in claude_documents.fetched
-    assert f"127.0.0.1:{urlsplit(claude_documents.base_url).port}" in consent_page
-    assert READ_SENTENCE in consent_page and WRITE_SENTENCE in consent_page
-
-    statuses: list[tuple[int, str]] = []
-
-    async def record(response: httpx2.Response) -> None:
-        statuses.append((response.status_code, response.headers.get("www-authenticate", "")))
-
-    headers = {"Authorization": f"Bearer {tokens['access_token']}"}
-    async with httpx2.AsyncClient(
-        headers=headers, timeout=30, event_hooks={"response": [record]}
-    ) as http:
-        # Like Claude: no sampling, elicitation or roots callbacks, so none declared.
-        transport = streamable_http_client(claude_server.mcp_url, http_client=http)
-        async with Client(transport, read_timeout_seconds=30, mode=era) as client:
-            assert client.protocol_version == ("2025-11-25" if era == "legacy" else era)
-            names = await tool_names(client)
-            outcomes = await call_every_tool(client, names, era)
-
     try:
+        assert challenged == ["library:read", "library:write"]
+        assert set(tokens["scope"].split()) == set(challenged)
+        # The metadata document was fetched, and the consent page says what each scope allows.
+        assert CLAUDE_DOCUMENT in claude_documents.fetched
+        assert f"127.0.0.1:{urlsplit(claude_documents.base_url).port}" in consent_page
+        assert READ_SENTENCE in consent_page and WRITE_SENTENCE in consent_page
+
+        statuses: list[tuple[int, str]] = []
+
+        async def record(response: httpx2.Response) -> None:
+            statuses.append((response.status_code, response.headers.get("www-authenticate", "")))
+
+        headers = {"Authorization": f"Bearer {tokens['access_token']}"}
+        async with httpx2.AsyncClient(
+            headers=headers, timeout=30, event_hooks={"response": [record]}
+        ) as http:
+            # Like Claude: no sampling, elicitation or roots callbacks, so none declared.
+            transport = streamable_http_client(claude_server.mcp_url, http_client=http)
+            async with Client(transport, read_timeout_seconds=30, mode=era) as client:
+                assert client.protocol_version == ("2025-11-25" if era == "legacy" else era)
+                names = await tool_names(client)
+                outcomes = await call_every_tool(client, names, era)
+
         unexpected = {
             name: outcome
             for name, outcome in outcomes.items()
@@ -303,7 +303,8 @@ async def test_claude_gets_every_tool_from_the_first_challenge_without_a_step_up
         assert statuses and not refused, refused
         assert not any(challenge for _, challenge in statuses), statuses
     finally:
-        # What the test added to the shared demo database goes: its books and its approval.
+        # What the test added to the shared demo database goes: its books and its approval
+        # (so that the next era's authorization shows the consent page again).
         manage(
             claude_server.env,
             "shell",
