@@ -540,6 +540,7 @@ class ToolCallAdmin(ServerMixin, _ModelAdmin[ToolCall]):
         "tool_name",
         ("username", admin.AllValuesFieldListFilter),
         "transport",
+        "result_cut",
         "started_at",
         ToolCallServerFilter,
     ]
@@ -566,6 +567,7 @@ class ToolCallAdmin(ServerMixin, _ModelAdmin[ToolCall]):
         "duration_ms",
         "trace_id",
         "task_link",
+        "result_cut",
         "lease_until",
     ]
     readonly_fields = fields  # type: ignore[assignment]  # one list of plain names; the stubs type fields wider

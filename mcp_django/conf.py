@@ -145,6 +145,9 @@ DEFAULTS: dict[str, Any] = {
     # Seconds an event is kept for replay, even in a live session.
     "EVENT_RETENTION": 24 * 3600,
     "PAGE_SIZE": 50,
+    # Characters of a tools/call result's JSON beyond which it is cut, with a notice (near what
+    # clients give their model: Claude Code 25,000 tokens, about 100,000 characters). None: off.
+    "MAX_RESULT_CHARS": 100_000,
     # Scheme of model resources: "<scheme>://<app_label>/<name>/{pk}".
     "MODEL_URI_SCHEME": "django",
     "SSE_RETRY_MS": 1000,
@@ -370,6 +373,7 @@ class MCPSettings:
     allowed_origins: Setting[list[str]] = Setting("ALLOWED_ORIGINS", list)
     session_ttl: Setting[int] = Setting("SESSION_TTL", int)
     page_size: Setting[int] = Setting("PAGE_SIZE", int)
+    max_result_chars: Setting[int | None] = Setting("MAX_RESULT_CHARS", _as_is)
     sse_retry_ms: Setting[int] = Setting("SSE_RETRY_MS", int)
     sse_keepalive_seconds: Setting[float] = Setting("SSE_KEEPALIVE_SECONDS", float)
     cache_ttl_ms: Setting[int] = Setting("CACHE_TTL_MS", int)

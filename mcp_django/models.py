@@ -448,6 +448,8 @@ class ToolCall(models.Model):
     lease_until = models.DateTimeField(_("lease until"), null=True, blank=True)
     #: The task the call was answered with (outcome "task"): its row tells how the work ended.
     task_id = models.CharField(_("task id"), max_length=64, blank=True, db_index=True)
+    #: The result was over MAX_RESULT_CHARS and was answered cut, with a notice.
+    result_cut = models.BooleanField(_("result cut"), default=False)
 
     class Meta:
         verbose_name = _("tool call")

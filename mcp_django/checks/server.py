@@ -13,6 +13,7 @@ from django.utils.module_loading import import_string
 
 from ..conf import DEFAULTS
 from ..routing import routes_through_router
+from ..server.sizing import MIN_RESULT_CHARS
 
 #: Bounds on what a client may make the server hold (mcp_django.E150).
 LIMITS = (
@@ -30,6 +31,23 @@ LIMITS = (
     "MAX_STREAM_EVENTS",
     "MAX_STREAM_BYTES",
 )
+
+
+def _check_result_limit(user: dict[str, Any]) -> list[CheckMessage]:
+    value = user.get("MAX_RESULT_CHARS", DEFAULTS["MAX_RESULT_CHARS"])
+    if value is None or (
+        isinstance(value, int) and not isinstance(value, bool) and value >= MIN_RESULT_CHARS
+    ):
+        return []
+    return [
+        Error(
+            f"MCP_DJANGO['MAX_RESULT_CHARS'] must be None or an integer of at least "
+            f"{MIN_RESULT_CHARS}, not {value!r}.",
+            hint="None turns the limit off; a result needs room for its notice. The default "
+            f"is {DEFAULTS['MAX_RESULT_CHARS']}.",
+            id="mcp_django.E152",
+        )
+    ]
 
 
 def check_limits(user: dict[str, Any]) -> list[CheckMessage]:
@@ -54,6 +72,7 @@ def check_limits(user: dict[str, Any]) -> list[CheckMessage]:
                 id="mcp_django.E151",
             )
         )
+    errors.extend(_check_result_limit(user))
     if errors:
         return errors
     page, stream = (

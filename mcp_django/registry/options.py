@@ -41,6 +41,7 @@ from ..conf import mcp_settings
 from ..db import in_healthy_thread
 from ..protocol.errors import InvalidParamsError
 from ..protocol.pagination import decode_cursor, encode_cursor
+from ..server import sizing
 from ..server.context import Completions
 from ..server.entries import TASK_SUPPORT, TaskSupport, ToolEntry, with_task_support
 from .functions import TOOL_NAME_RE
@@ -849,12 +850,21 @@ class ModelTool(ToolEntry):
             queryset = queryset.select_related(*mm.list_select_related)
         rows = list(queryset[offset : offset + limit + 1])
         serializer = mm.get_serializer_class()(rows[:limit], many=True)
-        next_cursor = None
-        if len(rows) > limit:
-            next_cursor = encode_cursor(
-                keyset.position(rows[limit - 1]) if keyset is not None else {"o": offset + limit}
+
+        def cursor_after(index: int) -> str:
+            return encode_cursor(
+                keyset.position(rows[index]) if keyset is not None else {"o": offset + index + 1}
             )
-        return self._result({"items": list(serializer.data), "nextCursor": next_cursor})
+
+        # A page too large for the client's model keeps its first items and a cursor right after
+        # the last one kept (sizing.fit_page): nothing is skipped, nothing repeated.
+        return sizing.fit_page(
+            list(serializer.data),
+            cursor_after(limit - 1) if len(rows) > limit else None,
+            cursor_after,
+            lambda items, cursor: self._result({"items": items, "nextCursor": cursor}),
+            mcp_settings.max_result_chars,
+        )[0]
 
     def _get(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
         obj = self.model_mcp.get_object(request, arguments["pk"])

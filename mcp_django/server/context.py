@@ -266,6 +266,8 @@ class Context:
         self.task_phase: Literal["prelude", "task"] | None = None
         #: The id of the task this context runs in (inside a task only).
         self.task_id: str | None = None
+        #: Whether the call's result was cut to MAX_RESULT_CHARS (the audit trail records it).
+        self.result_cut = False
 
     @property
     def log(self) -> Log:

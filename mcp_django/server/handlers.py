@@ -35,6 +35,7 @@ from ..protocol.params import (
     takes,
 )
 from ..stores import SessionStore, SubscriptionStore
+from . import sizing
 from .context import Context
 from .entries import Access, Completable, agate, gate, listed, queries
 
@@ -172,8 +173,16 @@ async def call_tool(params: CallToolParams, ctx: Context) -> dict[str, Any]:
     if tool is None or await agate(tool, ctx.request) is not Access.VISIBLE:
         raise InvalidParamsError(f"Unknown tool: {name[:128]}")
     if tool.task_support != "forbidden" or params.task is not None:
-        return await taskrun.call(tool, arguments, ctx, params.task, params.task_ttl)
-    return await tool.call(arguments, ctx)
+        result = await taskrun.call(tool, arguments, ctx, params.task, params.task_ttl)
+    else:
+        result = await tool.call(arguments, ctx)
+    if "content" not in result:
+        return result  # a task's handle, not the tool's result (a task fits its own: Runner.end)
+    result, cut = sizing.fit_result(result, mcp_settings.max_result_chars)
+    if cut:
+        ctx.result_cut = True  # the audit trail records it
+        result = dict(result)
+    return result
 
 
 def _list_resources_page(

@@ -67,6 +67,7 @@ from ...protocol.jsonrpc import notification_message
 from ...protocol.modern import RequestMeta
 from ...protocol.negotiation import V2025_11_25
 from ...protocol.params import TaskParams, UpdateTaskParams, parse_as
+from ...server import sizing
 from ...server.context import Context
 from ...server.entries import TASK_SUPPORT as TASK_SUPPORT  # its values, kept importable from here
 from ...server.entries import Access, ToolEntry, agate, gate
@@ -545,6 +546,9 @@ class Runner:
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
     ) -> None:
+        if result is not None and "content" in result:
+            # Read by the client's model like a plain call's: the same limit, the same notice.
+            result = dict(sizing.fit_result(result, mcp_settings.max_result_chars)[0])
         if result is not None:
             try:
                 taskstore.measured(

@@ -81,6 +81,7 @@ def _record(
     trace_id: str | None = None,
     started_at: Any = None,
     task_id: str = "",
+    result_cut: bool = False,
 ) -> dict[str, Any]:
     name = message.params.get("name")
     tool = site.get_tool(name) if site is not None and isinstance(name, str) else None
@@ -110,6 +111,7 @@ def _record(
         "duration_ms": round(duration * 1000, 3),
         "trace_id": clean(trace_id or "", 32),
         "task_id": clean(task_id, 64),
+        "result_cut": result_cut,
         "lease_until": None,
     }
 
@@ -198,6 +200,7 @@ def _from_observation(
         trace_id=observation.trace_id,
         started_at=observation.started_at,
         task_id=str(result.get("taskId", "")) if isinstance(result, dict) else "",
+        result_cut=ctx.result_cut,
     )
 
 

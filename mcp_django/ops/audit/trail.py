@@ -100,6 +100,7 @@ class DurableTrail:
             duration_ms=record["duration_ms"],
             trace_id=record["trace_id"],
             task_id=record["task_id"],
+            result_cut=record["result_cut"],
             lease_until=None,
         )
 
