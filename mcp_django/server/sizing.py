@@ -67,19 +67,16 @@ def _too_large(total: int, limit: int, why: str) -> Cut:
 def _cut_text(block: dict[str, Any], budget: int) -> dict[str, Any] | None:
     """``block`` with its text cut so the block's JSON is at most ``budget`` characters."""
     text = block["text"]
-    keep = budget - size({**block, "text": ""})
-    if keep <= 0:
-        return None
-    cut = {**block, "text": text[:keep]}
-    over = size(cut) - budget
-    if over > 0:
-        # Escapes (quotes, newlines, control characters) serialize longer than they read; each
-        # character dropped drops at least one serialized character, so one step suffices.
-        keep -= over
-        if keep <= 0:
-            return None
-        cut = {**block, "text": text[:keep]}
-    return cut
+    # Escapes (quotes, newlines, control characters) serialize longer than they read: search for
+    # the longest prefix that fits (a few dozen serializations at most).
+    low, high = 0, max(0, min(len(text), budget - size({**block, "text": ""})))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if size({**block, "text": text[:middle]}) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return {**block, "text": text[:low]} if low > 0 else None
 
 
 def fit_result(result: dict[str, Any], limit: int | None) -> tuple[dict[str, Any], bool]:
