@@ -27,6 +27,7 @@ from mcp_django.transport.consumers import MCPConsumer
 from tests.conftest import BASE_SETTINGS, make_user
 from tests.fuzzing import examples
 from tests.test_audit import modern, modern_headers
+from tests.test_tasks import reached, start
 from tests.testapp.models import Note
 
 
@@ -277,6 +278,26 @@ async def test_a_search_cut_by_the_tool_itself_is_recorded_as_cut() -> None:
     assert 0 < len(page["structuredContent"]["items"]) < 20
     assert page["structuredContent"]["nextCursor"] in last_text(page)
     assert call.result_cut is True
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_tasks_stored_result_is_cut_like_a_plain_calls() -> None:
+    mcp = MCPSite(name="big-tasks")
+
+    @mcp.tool(task="optional")
+    def long_task() -> str:
+        """A long text, as a task."""
+        return "t" * 20_000
+
+    client = MCPTestClient(MCPConsumer.as_asgi(site=mcp))
+    with override_settings(
+        MCP_DJANGO={**BASE_SETTINGS, "TASK_POLL_INTERVAL_MS": 50, "MAX_RESULT_CHARS": 2000}
+    ):
+        created = await start(client, "long_task")
+        done = await reached(client, created["taskId"], "completed")
+    assert size(done["result"]) <= 2000
+    assert done["result"]["content"][0]["text"].startswith("ttt")
+    assert "[Result cut: 20,0" in last_text(done["result"])
 
 
 # -- the setting's check ----------------------------------------------------------------------
