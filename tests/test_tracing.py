@@ -213,6 +213,17 @@ async def test_tool_error_result_is_error_type_tool_error(client, otel):
     assert "rpc.response.status_code" not in span.attributes  # the JSON-RPC call itself succeeded
 
 
+async def test_a_result_cut_to_max_result_chars_is_marked_on_the_span(client, otel):
+    with override_settings(MCP_DJANGO={**BASE_SETTINGS, "MAX_RESULT_CHARS": 1000}):
+        await client.call_tool("echo", {"text": "short"})
+        result = await client.call_tool("echo", {"text": "long " * 1000})
+    assert result["content"][-1]["text"].startswith("[Result cut:")
+    short, cut = [s for s in otel.spans.get_finished_spans() if s.name == "tools/call echo"]
+    assert "mcp_django.result_cut" not in short.attributes
+    assert cut.attributes["mcp_django.result_cut"] is True
+    assert "error.type" not in cut.attributes  # cut is not failed
+
+
 async def test_unknown_method_and_tool_names_stay_out_of_span_names(client, otel):
     assert (await client.request("made/up"))["error"]["code"] == METHOD_NOT_FOUND
     await client.request("tools/call", {"name": "no_such_tool", "arguments": {}})

@@ -262,6 +262,8 @@ class RequestSpan(AbstractAsyncContextManager[None]):
             error_type, description = _outcome(
                 self.observation.message.method, self.observation.response, attributes
             )
+            if self.observation.ctx.result_cut:
+                span.set_attribute("mcp_django.result_cut", True)  # over MAX_RESULT_CHARS
         elif isinstance(exc, asyncio.CancelledError):
             error_type, description = "cancelled", "cancelled by the client"
         elif isinstance(exc, InputRequired):
