@@ -227,6 +227,11 @@ for _name in ("TASK_HEARTBEAT_SECONDS", "TASK_HEARTBEAT_TIMEOUT"):
         MCP_DJANGO[_name] = float(os.environ[f"MCP_{_name}"])
 if os.environ.get("MCP_TASK_POLL_INTERVAL_MS"):
     MCP_DJANGO["TASK_POLL_INTERVAL_MS"] = int(os.environ["MCP_TASK_POLL_INTERVAL_MS"])
+# Clients without tasks (Claude, Cursor, ChatGPT) get a task tool's result within 240 s, under
+# Claude's 300 s call limit, or the task's id to follow with task_status / task_result.
+# MCP_TASK_DEADLINE_SECONDS=off calls task tools directly for them instead.
+_deadline = os.environ.get("MCP_TASK_DEADLINE_SECONDS", "240")
+MCP_DJANGO["TASK_DEADLINE_SECONDS"] = None if _deadline == "off" else float(_deadline)
 
 # Quotas (README "Quotas and limits"): counted in CACHES["default"], so with REDIS_URL every
 # process counts together. "off" turns a limit off; unset keeps mcp_django's default.

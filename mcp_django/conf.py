@@ -133,6 +133,11 @@ DEFAULTS: dict[str, Any] = {
     # holds it) before it is failed with "input timed out"; each answer the client sends
     # restarts the wait.
     "TASK_INPUT_TIMEOUT": 3600,
+    # Seconds a call of a task tool from a client without tasks waits for its task before it
+    # answers with the task's id (tools task_status, task_result and task_cancel follow it).
+    # None (the default) calls task tools directly for such clients. Under the client's own call
+    # limit: Claude stops a call at 300 s (docs/howto/tasks.md, "Clients without tasks").
+    "TASK_DEADLINE_SECONDS": None,
     # The most a task keeps, as JSON bytes: its payload (arguments, the answers so far and the
     # client's _meta; larger arguments or answers are refused with -32602 and nothing is kept),
     # and its result (a larger one fails the task). Both are kept until the task ends (the
@@ -445,6 +450,7 @@ class MCPSettings:
     task_heartbeat_seconds: Setting[float] = Setting("TASK_HEARTBEAT_SECONDS", float)
     task_heartbeat_timeout: Setting[float] = Setting("TASK_HEARTBEAT_TIMEOUT", float)
     task_input_timeout: Setting[float] = Setting("TASK_INPUT_TIMEOUT", float)
+    task_deadline_seconds: Setting[float | None] = Setting("TASK_DEADLINE_SECONDS", _as_is)
     task_max_payload_bytes: Setting[int] = Setting("TASK_MAX_PAYLOAD_BYTES", int)
     task_max_result_bytes: Setting[int] = Setting("TASK_MAX_RESULT_BYTES", int)
     authentication: Setting[Any] = Setting("AUTHENTICATION", _as_is)

@@ -84,7 +84,37 @@ def check_tasks(user: dict[str, Any]) -> list[CheckMessage]:
                 id="mcp_django.E050",
             )
         )
-    return errors + _check_task_bounds(user, ttl)
+    return errors + _check_task_bounds(user, ttl) + _check_deadline(user)
+
+
+#: Claude stops a call after this many seconds: a deadline at or past it never answers Claude.
+CLAUDE_CALL_LIMIT = 300
+
+
+def _check_deadline(user: dict[str, Any]) -> list[CheckMessage]:
+    """TASK_DEADLINE_SECONDS: off (None), or a number of seconds under the clients' limits."""
+    value = user.get("TASK_DEADLINE_SECONDS", DEFAULTS["TASK_DEADLINE_SECONDS"])
+    if value is None:
+        return []
+    if not positive_number(value):
+        return [
+            Error(
+                "MCP_DJANGO['TASK_DEADLINE_SECONDS'] must be None or a positive number of "
+                f"seconds, not {value!r}.",
+                hint="None (the default) calls task tools directly for clients without tasks.",
+                id="mcp_django.E262",
+            )
+        ]
+    if value >= CLAUDE_CALL_LIMIT:
+        return [
+            Warning(
+                f"MCP_DJANGO['TASK_DEADLINE_SECONDS'] is {value!r}: Claude stops a call after "
+                f"{CLAUDE_CALL_LIMIT} s, before this deadline answers it.",
+                hint="Leave the client time to receive the answer, e.g. 240.",
+                id="mcp_django.W261",
+            )
+        ]
+    return []
 
 
 #: The smallest payload or result cap: a task's payload carries the client's _meta too.

@@ -24,6 +24,7 @@ from ..exceptions import ClientRequestError
 from ..protocol.errors import MissingRequiredClientCapabilityError, URLElicitationRequiredError
 from ..protocol.jsonrpc import RequestId, notification_message
 from ..protocol.lifecycle import LOG_LEVELS, level_enabled
+from ..protocol.modern import MODERN_VERSIONS
 from .entries import (
     Completions as Completions,
 )  # defined with the entries that offer them; kept importable here
@@ -349,8 +350,9 @@ class Context:
 
     def _require_capability(self, name: str) -> dict[str, Any]:
         capability = self.client_capabilities.get(name)
-        if not isinstance(capability, dict) and self.request_meta is not None:
-            # 2026-07-28 names this refusal: the client learns which capability to declare.
+        if not isinstance(capability, dict) and self.protocol_version in MODERN_VERSIONS:
+            # 2026-07-28 names this refusal: the client learns which capability to declare. (A
+            # task a session made runs with its session's revision: it is refused as there.)
             raise MissingRequiredClientCapabilityError(
                 f"This request needs the client capability {name!r}",
                 data={"requiredCapabilities": {name: {}}},
@@ -384,6 +386,11 @@ class Context:
         if not isinstance(result, dict):
             raise ClientRequestError(f"The client's answer to {method} is not an object")
         return result
+
+    def can_relay(self) -> bool:
+        """Whether :meth:`relay` can ask the client: a session's request answered on a stream
+        (2026-07-28 servers send no requests of their own)."""
+        return self._emitter is not None and self.request_meta is None
 
     async def relay(
         self, method: str, params: dict[str, Any], timeout: float | None = None

@@ -658,7 +658,7 @@ class Engine:
         name = (
             peek(CallToolParams, "name", message.params) if message.method == "tools/call" else None
         )
-        return self.site.get_tool(name) if name is not None else None
+        return handlers.site_tool(self.site, name) if name is not None else None
 
     async def answer(
         self,

@@ -16,6 +16,7 @@ from asgiref.sync import sync_to_async
 
 from ..conf import mcp_settings
 from ..extensions import skills
+from ..extensions.tasks import deadline
 from ..extensions.tasks import runner as taskrun
 from ..protocol.dispatcher import Handler
 from ..protocol.errors import InvalidParamsError, ResourceNotFoundError
@@ -42,7 +43,7 @@ from .entries import Access, Completable, agate, gate, listed, queries
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .entries import ServedSite
+    from .entries import ServedSite, ToolEntry
 
 MAX_COMPLETIONS = 100
 
@@ -63,6 +64,19 @@ async def set_log_level(params: SetLevelParams, ctx: Context) -> dict[str, Any]:
         ctx.session.log_level = level
         await SessionStore().aupdate(ctx.session.pk, log_level=level)
     return {}
+
+
+def site_tools(site: ServedSite) -> list[ToolEntry]:
+    """Every tool ``site`` serves: those it registered and generated, then the ones the tasks
+    extension adds while ``TASK_DEADLINE_SECONDS`` is set (task_status, task_result,
+    task_cancel: they need the task rows, which a registry cannot reach while it loads)."""
+    tools = list(site.get_tools())
+    return [*tools, *deadline.polling_tools(tools)]
+
+
+def site_tool(site: ServedSite, name: str) -> ToolEntry | None:
+    """The tool ``name`` of :func:`site_tools`, or None."""
+    return site.get_tool(name) or deadline.polling_tool(site, name)
 
 
 async def visible(entries: Sequence[Any], ctx: Context) -> list[Any]:
@@ -140,13 +154,13 @@ async def target(
         name = skills.skill_name(value)
         skill = site.get_skill(name) if name is not None else None
         return skill, await agate(skill, request)
-    entry = site.get_tool(value) if method == "tools/call" else site.get_prompt(value)
+    entry = site_tool(site, value) if method == "tools/call" else site.get_prompt(value)
     return entry, await agate(entry, request)
 
 
 @takes("tools/list")
 async def list_tools(params: ListParams, ctx: Context) -> dict[str, Any]:
-    tools = [t.definition() for t in await visible(ctx.site.get_tools(), ctx)]
+    tools = [t.definition() for t in await visible(site_tools(ctx.site), ctx)]
     if ctx.request_meta is None and not taskrun.speaks_handshake_tasks(ctx):
         # Revisions before 2025-11-25 have no tasks: they call every tool plainly.
         tools = [_without_task_support(t) for t in tools]
@@ -167,12 +181,14 @@ def _without_task_support(tool: dict[str, Any]) -> dict[str, Any]:
 @takes("tools/call")
 async def call_tool(params: CallToolParams, ctx: Context) -> dict[str, Any]:
     name, arguments = params.name, params.arguments
-    tool = ctx.site.get_tool(name)
+    tool = site_tool(ctx.site, name)
     # A tool the user may not use answers like one that does not exist: nothing leaks. (A token
     # lacking the scopes of a tool the user may use got its 403 from the transport already.)
     if tool is None or await agate(tool, ctx.request) is not Access.VISIBLE:
         raise InvalidParamsError(f"Unknown tool: {name[:128]}")
-    if tool.task_support != "forbidden" or params.task is not None:
+    if deadline.applies(tool, ctx, params.task):
+        result = await deadline.call(tool, arguments, ctx)
+    elif tool.task_support != "forbidden" or params.task is not None:
         result = await taskrun.call(tool, arguments, ctx, params.task, params.task_ttl)
     else:
         result = await tool.call(arguments, ctx)

@@ -46,6 +46,7 @@ from .test_oauth import (
 pytestmark = pytest.mark.e2e
 
 USER = "librarian"
+RELATED = "io.modelcontextprotocol/related-task"
 CLAUDE_DOCUMENT = "/clients/claude.json"
 
 # Tools that need what Claude never offers: an answer from the client (sampling, elicitation,
@@ -127,6 +128,8 @@ def claude_server(
         "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp",
         "OAUTH_CIMD_ALLOW_LOOPBACK": "1",
         "OAUTH_CIMD_LOOPBACK_CA_FILE": str(claude_documents.ca_file),
+        # Long work answers within 3 s here (240 s as deployed), then Claude follows it.
+        "MCP_TASK_DEADLINE_SECONDS": "3",
     }
     log_path = example_server.log_path.with_name(f"{example_server.server}-claude.log")
     with run_server(env, log_path, port=port, server=example_server.server) as server:
@@ -243,6 +246,13 @@ async def call_every_tool(client: Client, names: set[str], era: str) -> dict[str
     await call("library_book_update", {"pk": book["id"], "summary": "A test book."})
     await call("library_book_add_copy", {"pks": [book["id"]]})
     await call("clear_reading_history", {})
+    # Long work past TASK_DEADLINE_SECONDS: the call names its task, and Claude, which has no
+    # tasks, follows it with the generated tools.
+    running = await client.call_tool("slow_compute", {"seconds": 30, "label": "followed"})
+    await call("task_status", {"taskId": (running.meta or {})[RELATED]["taskId"]})
+    await call("task_cancel", {"taskId": (running.meta or {})[RELATED]["taskId"]})
+    awaited = await client.call_tool("slow_compute", {"seconds": 4.5, "label": "awaited"})
+    await call("task_result", {"taskId": (awaited.meta or {})[RELATED]["taskId"]})
 
     for name in sorted(names - outcomes.keys()):
         await call(name, ARGUMENTS.get(name, {}))

@@ -30,7 +30,7 @@ from django.db.models import Q
 from ...conf import mcp_settings
 from ...exceptions import ClientRequestError
 from ...models import Task
-from ...protocol.errors import INTERNAL_ERROR, InvalidParamsError, MCPError
+from ...protocol.errors import INTERNAL_ERROR, InvalidParamsError
 from ...protocol.pagination import decode_cursor, encode_cursor
 from ...protocol.params import ListParams, TaskParams, parse_as
 from ...server.context import Context
@@ -67,23 +67,31 @@ def _related(task: Task) -> dict[str, Any]:
 
 
 def _outcome(task: Task) -> dict[str, Any]:
-    """What the call would have answered, for an ended task: its result, or its error raised."""
-    if task.status == Status.COMPLETED:
-        result = dict(task.result or {"content": []})
-        result["_meta"] = {**(result.get("_meta") or {}), **_related(task)}
-        return result
-    error: dict[str, Any] = (
-        task.error
-        if task.status == Status.FAILED and task.error
-        else {"code": INTERNAL_ERROR, "message": task.status_message or "The task was cancelled"}
+    """What the call would have answered, with the related-task ``_meta`` on a result."""
+    result = runner.outcome(task)
+    result["_meta"] = {**(result.get("_meta") or {}), **_related(task)}
+    return result
+
+
+#: The client capability each question a task may ask needs.
+QUESTION_CAPABILITIES: Final = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+
+
+def can_answer(task: Task, ctx: Context) -> bool:
+    """Whether this request can put the task's questions to its client: a session's request on
+    a stream, from a client that declared what each question needs."""
+    declared = ctx.client_capabilities
+    return ctx.can_relay() and all(
+        isinstance(declared.get(QUESTION_CAPABILITIES.get(str(q.get("method")), "")), dict)
+        for q in task.input_requests.values()
     )
-    failure = MCPError(str(error.get("message") or "Internal error"), error.get("data"))
-    code = error.get("code")
-    failure.code = code if isinstance(code, int) else INTERNAL_ERROR
-    raise failure
 
 
-async def _relay_questions(task: Task, ctx: Context) -> None:
+async def relay_questions(task: Task, ctx: Context) -> None:
     """Ask the client the parked task's questions on this stream, and give the task its answers
     (the last one runs it again). A question the client refuses fails the task, as it fails a
     plain call's tool."""
@@ -94,6 +102,13 @@ async def _relay_questions(task: Task, ctx: Context) -> None:
     questions = dict(task.input_requests)
     answers: dict[str, Any] = {}
     try:
+        if not can_answer(task, ctx):
+            # Never sent to a client that did not declare it can answer (nor without a stream).
+            methods = sorted({str(q.get("method")) for q in questions.values()})
+            raise ClientRequestError(
+                f"The client cannot answer the task's questions ({', '.join(methods)}): it did "
+                "not declare the capability they need"
+            )
         for key, question in questions.items():
             method, params = str(question.get("method")), dict(question.get("params") or {})
             params["_meta"] = {**(params.get("_meta") or {}), **_related(task)}
@@ -137,7 +152,7 @@ async def task_result(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         asked = tuple(sorted(task.input_requests))
         if task.status == Status.INPUT_REQUIRED and asked and asked not in relayed:
             relayed.add(asked)  # asked once per call: a client that will not answer is not re-asked
-            await _relay_questions(task, ctx)
+            await relay_questions(task, ctx)
             continue
         await asyncio.sleep(max(task.poll_interval_ms, 50) / 1000)
 

@@ -282,6 +282,28 @@ async def create(
 ) -> dict[str, Any]:
     """Write the task's row, start it, and return the ``CreateTaskResult`` of the request's form
     (the row exists before the answer leaves: a tasks/get right after it finds the task)."""
+    task = await open_task(tool, arguments, ctx, answers, notes, ttl_ms=ttl_ms)
+    if speaks_handshake_tasks(ctx):
+        return {
+            "task": handshake_wire(task),
+            "_meta": {
+                IMMEDIATE_RESPONSE: f"Started {tool.name} as task {task.pk}; its result will "
+                "follow when it is done."
+            },
+        }
+    return {"resultType": "task", **wire(task, detailed=False)}
+
+
+async def open_task(
+    tool: ToolEntry,
+    arguments: dict[str, Any],
+    ctx: Context,
+    answers: dict[str, Any],
+    notes: dict[str, Any] | None = None,
+    *,
+    ttl_ms: int | None = None,
+) -> Task:
+    """Write the task's row (within the caller's caps) and start it; the row."""
     caller = caller_of(ctx.request, ctx.user)
     handshake = speaks_handshake_tasks(ctx)
     payload = {
@@ -332,15 +354,23 @@ async def create(
     await quotas.acheck_new_task(caller)
     task = await sync_to_async(write)()
     await start_or_fail(ctx.site, task, backend)
-    if handshake:
-        return {
-            "task": handshake_wire(task),
-            "_meta": {
-                IMMEDIATE_RESPONSE: f"Started {tool.name} as task {task.pk}; its result will "
-                "follow when it is done."
-            },
-        }
-    return {"resultType": "task", **wire(task, detailed=False)}
+    return task
+
+
+def outcome(task: Task) -> dict[str, Any]:
+    """What the call would have answered, for an ended task: its result, or its error raised
+    (a cancelled task's is an internal error saying so)."""
+    if task.status == Status.COMPLETED:
+        return dict(task.result or {"content": []})
+    error: dict[str, Any] = (
+        task.error
+        if task.status == Status.FAILED and task.error
+        else {"code": INTERNAL_ERROR, "message": task.status_message or "The task was cancelled"}
+    )
+    failure = MCPError(str(error.get("message") or "Internal error"), error.get("data"))
+    code = error.get("code")
+    failure.code = code if isinstance(code, int) else INTERNAL_ERROR
+    raise failure
 
 
 async def start_or_fail(site: ServedSite, task: Task, backend: str) -> None:
