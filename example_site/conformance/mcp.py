@@ -81,25 +81,32 @@ STEP_DELAY = 0.05
 # -- tools ----------------------------------------------------------------------------------
 
 
-@site.tool(name="test_simple_text")
+# The labels hosted clients require (Claude's directory: a title and both hints on every tool):
+# these tools only read or compute, but the few that change a list or pretend to delete.
+READS = {"readOnlyHint": True, "destructiveHint": False}
+ADDS = {"readOnlyHint": False, "destructiveHint": False}
+DELETES = {"readOnlyHint": False, "destructiveHint": True}
+
+
+@site.tool(name="test_simple_text", title="Simple text", annotations=READS)
 def simple_text() -> str:
     """Return a simple text response."""
     return "This is a simple text response for testing."
 
 
-@site.tool(name="test_image_content")
+@site.tool(name="test_image_content", title="Image content", annotations=READS)
 def image_content() -> Image:
     """Return a 1x1 PNG image."""
     return Image(PNG, mime_type="image/png")
 
 
-@site.tool(name="test_audio_content")
+@site.tool(name="test_audio_content", title="Audio content", annotations=READS)
 def audio_content() -> Audio:
     """Return a short WAV tone."""
     return Audio(WAV, mime_type="audio/wav")
 
 
-@site.tool(name="test_embedded_resource")
+@site.tool(name="test_embedded_resource", title="Embedded resource", annotations=READS)
 def embedded_resource() -> EmbeddedResource:
     """Return an embedded text resource."""
     return EmbeddedResource(
@@ -109,7 +116,7 @@ def embedded_resource() -> EmbeddedResource:
     )
 
 
-@site.tool(name="test_multiple_content_types")
+@site.tool(name="test_multiple_content_types", title="Multiple content types", annotations=READS)
 def multiple_content_types() -> ToolResult:
     """Return text, an image and an embedded resource in one result."""
     return ToolResult(
@@ -133,7 +140,7 @@ async def _log_steps(ctx: Context, *messages: str) -> None:
         await ctx.log.info(message)
 
 
-@site.tool(name="test_tool_with_logging")
+@site.tool(name="test_tool_with_logging", title="Tool with logging", annotations=READS)
 async def tool_with_logging(ctx: Context) -> str:
     """Send three log notifications while running."""
     await _log_steps(
@@ -142,7 +149,7 @@ async def tool_with_logging(ctx: Context) -> str:
     return "Tool with logging executed successfully"
 
 
-@site.tool(name="test_tool_with_progress")
+@site.tool(name="test_tool_with_progress", title="Tool with progress", annotations=READS)
 async def tool_with_progress(ctx: Context) -> str:
     """Report progress 0, 50 and 100 of 100 with the client's progress token."""
     await ctx.report_progress(0, 100)
@@ -153,7 +160,7 @@ async def tool_with_progress(ctx: Context) -> str:
     return f"Progress test completed (token: {ctx.progress_token!r})"
 
 
-@site.tool(name="test_error_handling")
+@site.tool(name="test_error_handling", title="Error handling", annotations=READS)
 def error_handling() -> str:
     """Always fail with a tool error (isError result, not a protocol error)."""
     raise ToolError("This tool intentionally returns an error for testing")
@@ -167,7 +174,7 @@ def _result_text(result: Any) -> str:
     return "".join(texts) or json.dumps(content)
 
 
-@site.tool(name="test_sampling")
+@site.tool(name="test_sampling", title="Sampling", annotations=READS)
 async def sampling(ctx: Context, prompt: str) -> str:
     """Ask the client's LLM to answer the prompt (sampling/createMessage)."""
     # Context refuses (isError) when the client lacks the capability, as the suite asks.
@@ -181,7 +188,7 @@ def _content_json(content: Any) -> str:
     return json.dumps(content, separators=(",", ":"))
 
 
-@site.tool(name="test_elicitation")
+@site.tool(name="test_elicitation", title="Elicitation", annotations=READS)
 async def elicitation(ctx: Context, message: str) -> str:
     """Ask the user for a username and an email address (elicitation/create)."""
     schema = {
@@ -196,7 +203,11 @@ async def elicitation(ctx: Context, message: str) -> str:
     return f"User response: action={result.action}, content={_content_json(result.content)}"
 
 
-@site.tool(name="test_elicitation_sep1034_defaults")
+@site.tool(
+    name="test_elicitation_sep1034_defaults",
+    title="Elicitation sep1034 defaults",
+    annotations=READS,
+)
 async def elicitation_sep1034_defaults(ctx: Context) -> str:
     """Ask for one value of each primitive type, each with a default (SEP-1034)."""
     schema = {
@@ -219,7 +230,9 @@ async def elicitation_sep1034_defaults(ctx: Context) -> str:
     return f"Elicitation completed: action={result.action}, content={_content_json(result.content)}"
 
 
-@site.tool(name="test_elicitation_sep1330_enums")
+@site.tool(
+    name="test_elicitation_sep1330_enums", title="Elicitation sep1330 enums", annotations=READS
+)
 async def elicitation_sep1330_enums(ctx: Context) -> str:
     """Ask for values in each of the five enum shapes of SEP-1330."""
     schema = {
@@ -297,7 +310,12 @@ JSON_SCHEMA_2020_12 = {
 }
 
 
-@site.tool(name="json_schema_2020_12_tool", input_schema=JSON_SCHEMA_2020_12)
+@site.tool(
+    name="json_schema_2020_12_tool",
+    input_schema=JSON_SCHEMA_2020_12,
+    title="Json schema 2020 12 tool",
+    annotations=READS,
+)
 def json_schema_2020_12_tool(
     name: str | None = None,
     address: dict[str, Any] | None = None,
@@ -316,7 +334,7 @@ def json_schema_2020_12_tool(
     return f"JSON Schema 2020-12 tool called with: {_content_json({k: v for k, v in arguments.items() if v is not None})}"
 
 
-@site.tool(name="test_reconnection")
+@site.tool(name="test_reconnection", title="Reconnection", annotations=READS)
 async def reconnection(ctx: Context) -> str:
     """Close the SSE stream mid-call; the result is delivered when the client resumes."""
     await ctx.close_stream()
@@ -349,7 +367,11 @@ def _roots_text(roots: list[dict[str, Any]]) -> str:
     return ", ".join(str(r.get("uri")) for r in roots) or "(none)"
 
 
-@site.tool(name="test_input_required_result_elicitation")
+@site.tool(
+    name="test_input_required_result_elicitation",
+    title="Input required result elicitation",
+    annotations=READS,
+)
 async def input_required_result_elicitation(ctx: Context) -> str:
     """Ask the user's name (one elicitation; inputRequests key "user_name" in 2026-07-28)."""
     answer = await ctx.elicit("What is your name?", ASK_NAME, key="user_name")
@@ -357,7 +379,11 @@ async def input_required_result_elicitation(ctx: Context) -> str:
     return f"Hello, {name}!"
 
 
-@site.tool(name="test_input_required_result_sampling")
+@site.tool(
+    name="test_input_required_result_sampling",
+    title="Input required result sampling",
+    annotations=READS,
+)
 async def input_required_result_sampling(ctx: Context) -> str:
     """Ask the client's LLM one question (one sampling request; key "capital_question")."""
     result = await ctx.sample(
@@ -366,14 +392,22 @@ async def input_required_result_sampling(ctx: Context) -> str:
     return f"Sampling response: {_result_text(result)}"
 
 
-@site.tool(name="test_input_required_result_list_roots")
+@site.tool(
+    name="test_input_required_result_list_roots",
+    title="Input required result list roots",
+    annotations=READS,
+)
 async def input_required_result_list_roots(ctx: Context) -> str:
     """Ask the client for its roots (one roots/list request; key "client_roots")."""
     roots = await ctx.list_roots(key="client_roots")
     return f"Client roots: {_roots_text(roots)}"
 
 
-@site.tool(name="test_input_required_result_request_state")
+@site.tool(
+    name="test_input_required_result_request_state",
+    title="Input required result request state",
+    annotations=READS,
+)
 async def input_required_result_request_state(ctx: Context) -> str:
     """Ask for a confirmation; the answer only counts with the requestState of the first round."""
     answer = await ctx.elicit("Please confirm", ASK_OK, key="confirm")
@@ -383,7 +417,11 @@ async def input_required_result_request_state(ctx: Context) -> str:
     return f"state-ok: confirmed={str(ok).lower()}"
 
 
-@site.tool(name="test_input_required_result_multiple_inputs")
+@site.tool(
+    name="test_input_required_result_multiple_inputs",
+    title="Input required result multiple inputs",
+    annotations=READS,
+)
 async def input_required_result_multiple_inputs(ctx: Context) -> str:
     """Ask for a name, a greeting and the roots at once (three input requests in one round)."""
     # Concurrent awaits: in 2026-07-28 all three must land in ONE input-required result.
@@ -396,7 +434,11 @@ async def input_required_result_multiple_inputs(ctx: Context) -> str:
     return f"name={name}, greeting={_result_text(greeting)}, roots={_roots_text(roots)}"
 
 
-@site.tool(name="test_input_required_result_multi_round")
+@site.tool(
+    name="test_input_required_result_multi_round",
+    title="Input required result multi round",
+    annotations=READS,
+)
 async def input_required_result_multi_round(ctx: Context) -> str:
     """Ask two questions one after the other (two rounds, keys "step1" then "step2")."""
     first = await ctx.elicit("Step 1: What is your name?", ASK_NAME, key="step1")
@@ -406,14 +448,22 @@ async def input_required_result_multi_round(ctx: Context) -> str:
     return f"{name} likes {color}"
 
 
-@site.tool(name="test_input_required_result_tampered_state")
+@site.tool(
+    name="test_input_required_result_tampered_state",
+    title="Input required result tampered state",
+    annotations=READS,
+)
 async def input_required_result_tampered_state(ctx: Context) -> str:
     """Ask for a confirmation; a retry with an altered requestState must be refused (-32602)."""
     answer = await ctx.elicit("Please confirm", ASK_OK, key="confirm")
     return f"Confirmed: {_content_json(answer.content)}"
 
 
-@site.tool(name="test_input_required_result_capabilities")
+@site.tool(
+    name="test_input_required_result_capabilities",
+    title="Input required result capabilities",
+    annotations=READS,
+)
 async def input_required_result_capabilities(ctx: Context) -> str:
     """Ask only through what the client declared: elicitation if it can, sampling if it can."""
     capabilities = ctx.client_capabilities or {}
@@ -427,14 +477,14 @@ async def input_required_result_capabilities(ctx: Context) -> str:
     return "Capabilities used: " + (", ".join(parts) or "none")
 
 
-@site.tool(name="test_missing_capability")
+@site.tool(name="test_missing_capability", title="Missing capability", annotations=READS)
 async def missing_capability(ctx: Context) -> str:
     """Needs the client's sampling capability; without it the call is refused (-32021 in 2026-07-28)."""
     result = await ctx.sample("Reply with OK", max_tokens=10)
     return f"Sampling response: {_result_text(result)}"
 
 
-@site.tool(name="test_streaming_elicitation")
+@site.tool(name="test_streaming_elicitation", title="Streaming elicitation", annotations=READS)
 async def streaming_elicitation(ctx: Context) -> str:
     """Elicit while the call's response is streamed (2026-07-28: an input-required result, never a request)."""
     await ctx.report_progress(0, 1, "asking the user")
@@ -442,14 +492,14 @@ async def streaming_elicitation(ctx: Context) -> str:
     return f"User response: action={answer.action}, content={_content_json(answer.content)}"
 
 
-@site.tool(name="test_logging_tool")
+@site.tool(name="test_logging_tool", title="Logging tool", annotations=READS)
 async def logging_tool(ctx: Context) -> str:
     """Log three messages; in 2026-07-28 they are sent only when the request set a logLevel."""
     await _log_steps(ctx, "Logging tool started", "Logging tool working", "Logging tool completed")
     return "Logging tool executed"
 
 
-@site.tool(name="test_custom_header")
+@site.tool(name="test_custom_header", title="Custom header", annotations=READS)
 def custom_header(
     region: Annotated[
         str, Field(description="Where to run", json_schema_extra={"x-mcp-header": "Region"})
@@ -460,14 +510,14 @@ def custom_header(
     return f"{query} in {region}"
 
 
-@site.tool(name="test_trigger_tool_change")
+@site.tool(name="test_trigger_tool_change", title="Trigger tool change", annotations=ADDS)
 async def trigger_tool_change() -> str:
     """Tell every listener that the tool list changed (notifications/tools/list_changed)."""
     sent = await site.anotify_list_changed("tools")
     return f"tools/list_changed sent to {sent} listener(s)"
 
 
-@site.tool(name="test_trigger_prompt_change")
+@site.tool(name="test_trigger_prompt_change", title="Trigger prompt change", annotations=ADDS)
 async def trigger_prompt_change() -> str:
     """Tell every listener that the prompt list changed (notifications/prompts/list_changed)."""
     sent = await site.anotify_list_changed("prompts")
@@ -569,34 +619,36 @@ ASK_NAME_AND_CONFIRM = {
 }
 
 
-@site.tool(name="greet")
+@site.tool(name="greet", title="Greet", annotations=READS)
 def greet(name: str) -> str:
     """Greet someone (a plain tool: never a task)."""
     return f"Hello, {name}!"
 
 
-@site.tool(name="slow_compute", task="optional")
+@site.tool(name="slow_compute", task="optional", title="Slow compute", annotations=READS)
 async def slow_compute(seconds: Annotated[float, Field(ge=0, le=600)] = 1, label: str = "") -> str:
     """Work for `seconds` seconds, as a task when the client takes tasks (tasks/cancel stops it)."""
     await asyncio.sleep(seconds)
     return f"Computed {label or 'result'} in {seconds:g} s"
 
 
-@site.tool(name="failing_job", task="required")
+@site.tool(name="failing_job", task="required", title="Failing job", annotations=READS)
 async def failing_job() -> str:
     """A job that always fails after about a second, with a tool error (isError): only as a task."""
     await asyncio.sleep(1)
     raise ToolError("The job failed: the input data is corrupt")
 
 
-@site.tool(name="protocol_error_job", task="optional")
+@site.tool(
+    name="protocol_error_job", task="optional", title="Protocol error job", annotations=READS
+)
 async def protocol_error_job() -> str:
     """A job that ends in a protocol error (the task ends "failed", with the JSON-RPC error)."""
     await asyncio.sleep(0.2)
     raise InternalError("The job could not run: its backing service is down")
 
 
-@site.tool(name="confirm_delete", task="optional")
+@site.tool(name="confirm_delete", task="optional", title="Confirm delete", annotations=DELETES)
 async def confirm_delete(ctx: Context, filename: str) -> str:
     """Ask for confirmation while the task runs (input_required, answered with tasks/update)."""
     answer = await ctx.elicit(f"Delete {filename}?", ASK_CONFIRM, key="confirm_delete")
@@ -605,7 +657,7 @@ async def confirm_delete(ctx: Context, filename: str) -> str:
     return f"Kept {filename}"
 
 
-@site.tool(name="multi_input", task="optional")
+@site.tool(name="multi_input", task="optional", title="Multi input", annotations=READS)
 async def multi_input(ctx: Context) -> str:
     """Ask two questions at once while the task runs; it goes on when both are answered."""
     first, second = await asyncio.gather(
@@ -615,7 +667,13 @@ async def multi_input(ctx: Context) -> str:
     return f"first={_content_json(first.content)}, second={_content_json(second.content)}"
 
 
-@site.tool(name="test_tool_with_task", task="required", prelude=True)
+@site.tool(
+    name="test_tool_with_task",
+    task="required",
+    prelude=True,
+    title="Tool with task",
+    annotations=READS,
+)
 async def tool_with_task(ctx: Context) -> str:
     """Ask the user's name in the request (an input-required round), then go on as a task."""
     answer = await ctx.elicit("What is your name?", ASK_NAME, key="user_name")

@@ -429,7 +429,6 @@ class AdminActionTool(ToolEntry):
 
     kind = "tool"
     streams = False
-    title = None
     icons = None
     meta = None
     permissions = ("admin action",)  # always checked against ModelAdmin.get_actions(request)
@@ -457,6 +456,8 @@ class AdminActionTool(ToolEntry):
         self.func = func
         opts = model_admin.model._meta
         self.name = _safe_name(f"{opts.app_label}_{opts.model_name}_{action_name}")
+        #: The admin's own label for the action ("Mark selected loans as returned").
+        self.title = str(description)
         self.description = (
             f"{description} (admin action on {opts.verbose_name_plural}; give the primary keys)."
         )
@@ -482,6 +483,7 @@ class AdminActionTool(ToolEntry):
     def definition(self) -> dict[str, Any]:
         definition = {
             "name": self.name,
+            "title": self.title,
             "description": self.description,
             "inputSchema": self.input_schema,
             "annotations": self.annotations,

@@ -55,6 +55,7 @@ from ..server.entries import (
     ToolEntry,
     with_task_support,
 )
+from .labels import explicit_hints, humanized
 from .schemas import (
     argument_error,
     ecma_patterns,
@@ -404,6 +405,12 @@ class FunctionTool(PermissionGated, ToolEntry):
         self.title = title
         self.description = _description(func, description)
         self.annotations = annotations
+        #: What its author chose of the labels hosted clients require (checked: W131).
+        self.declared_labels = {
+            "title": bool(title),
+            "hints": annotations is not None
+            and ("readOnlyHint" in annotations or "destructiveHint" in annotations),
+        }
         self.icons = icons
         self.meta = meta
         self.signature = Signature(func, f"tool {self.name!r}")
@@ -487,15 +494,14 @@ class FunctionTool(PermissionGated, ToolEntry):
             "description": self.description,
             "inputSchema": self.input_schema,
         }
-        if self.title:
-            tool["title"] = self.title
+        # Hosted clients require a title and both hints: the spec's defaults, made explicit.
+        tool["title"] = self.title or humanized(self.name)
         output_schema = (
             self.output_schema if self.result_model is None else self.model_output_schema()
         )
         if output_schema is not None:
             tool["outputSchema"] = output_schema
-        if self.annotations:
-            tool["annotations"] = self.annotations
+        tool["annotations"] = explicit_hints(self.annotations)
         if self.icons:
             tool["icons"] = self.icons
         if self.meta or self.ui is not None:

@@ -239,6 +239,9 @@ class ModelMCP(Generic[M]):
     list_select_related: list[str] | tuple[str, ...] = ()
     #: Upper bound (and default) of the ``search`` tool's ``limit``.
     search_limit: int = 50
+    #: The start of the generated tools' names, ``<tool_prefix>_search`` and so on; None:
+    #: ``<app_label>_<name>``. Shorten it when hosted clients refuse the names (64 characters).
+    tool_prefix: str | None = None
     #: The description of the resource template (default: "One <verbose name> by primary key.").
     description: str | None = None
     #: How long 2026-07-28 clients may keep a row they read, in ms (None: READ_CACHE_TTL_MS).
@@ -531,7 +534,6 @@ class ModelTool(ToolEntry):
 
     kind = "tool"
     streams = False
-    title: str | None = None
     icons = None
     meta = None
 
@@ -540,10 +542,18 @@ class ModelTool(ToolEntry):
         self.action = action
         self.task_support = model_mcp.get_task_support(action)
         opts = model_mcp.opts
-        self.name = _safe_name(f"{opts.app_label}_{model_mcp.name}_{action}")
+        prefix = model_mcp.tool_prefix or f"{opts.app_label}_{model_mcp.name}"
+        self.name = _safe_name(f"{prefix}_{action}")
         if not TOOL_NAME_RE.match(self.name):
             raise ValueError(f"Generated tool name {self.name!r} is not a valid tool name")
         verbose, plural = str(opts.verbose_name), str(opts.verbose_name_plural)
+        self.title = {
+            "search": f"Search {plural}",
+            "get": f"Get one {verbose}",
+            "create": f"Create one {verbose}",
+            "update": f"Change one {verbose}",
+            "delete": f"Delete one {verbose}",
+        }[action]
         self.description = {
             "search": f"Search {plural}"
             + (f" by {', '.join(model_mcp.search_fields)}" if model_mcp.search_fields else "")
@@ -556,8 +566,8 @@ class ModelTool(ToolEntry):
             "delete": f"Delete one {verbose}.",
         }[action]
         self.annotations = {
-            "search": {"readOnlyHint": True, "openWorldHint": False},
-            "get": {"readOnlyHint": True, "openWorldHint": False},
+            "search": {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False},
+            "get": {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False},
             "create": {
                 "readOnlyHint": False,
                 "destructiveHint": False,
@@ -654,6 +664,7 @@ class ModelTool(ToolEntry):
     def definition(self) -> dict[str, Any]:
         definition = {
             "name": self.name,
+            "title": self.title,
             "description": self.description,
             "inputSchema": self.input_schema,
             "outputSchema": self.output_schema,

@@ -51,6 +51,7 @@ from .functions import (
     FunctionResourceTemplate,
     FunctionTool,
 )
+from .labels import label_checks
 from .options import ModelMCP
 from .serving import ServingMixin
 
@@ -696,6 +697,7 @@ class MCPSite(ServingMixin):
                 )
             )
 
+        errors += label_checks(self.get_tools())
         for tool in self.get_tools():
             # Checked here, not at @site.tool: the ModelMCP may be registered after the tool.
             model = getattr(tool, "result_model", None)
