@@ -20,6 +20,7 @@ from ..protocol.dispatcher import Handler
 from ..protocol.lifecycle import LIST_KINDS
 from .functions import FunctionPrompt, FunctionResource, FunctionResourceTemplate
 from .options import ModelMCP, uri_scheme
+from .search_fetch import SearchFetchTool
 
 # changes, notifications, handlers and engine reach the models: the methods that need them import
 # them, because this module imports before apps are ready (sites imports it).
@@ -49,6 +50,9 @@ class ServingMixin:
     #: Whether the site serves the skills of the installed apps' ``mcp_skills/`` folders
     #: (mcp_django.extensions.skills) besides those registered with :meth:`skill`.
     app_skills: ClassVar[bool] = True
+    #: Whether the site serves ChatGPT's ``search`` and ``fetch`` tools over its models
+    #: (mcp_django.registry.search_fetch). Off unless a site sets it.
+    search_fetch: ClassVar[bool] = False
 
     #: The site's name and its registered entries: MCPSite's (``_registry`` applies the pending
     #: register_admin() calls first).
@@ -93,6 +97,9 @@ class ServingMixin:
         ]
         for model_mcp in self.get_model_mcps():
             tools.extend(model_mcp.get_generated_tools())
+        # -- ChatGPT's search and fetch (opt-in) --
+        if self.search_fetch:
+            tools.extend(SearchFetchTool(self, action) for action in ("search", "fetch"))
         return tools
 
     def get_tool(self, name: str) -> ToolEntry | None:
@@ -104,6 +111,9 @@ class ServingMixin:
             for tool in model_mcp.get_generated_tools():
                 if tool.name == name:
                     return tool
+        # -- ChatGPT's search and fetch (opt-in) --
+        if self.search_fetch and name in ("search", "fetch"):
+            return SearchFetchTool(self, name)
         return None
 
     def get_resources(self) -> list[ResourceEntry]:
