@@ -17,7 +17,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
-from ..server.entries import Access, gate
+from ..server.entries import TaskSupport, ToolEntry
 
 if TYPE_CHECKING:
     from .options import ModelMCP
@@ -78,12 +78,12 @@ def object_url(request: HttpRequest, model_mcp: ModelMCP[Any], obj: Any) -> str:
     return model_mcp.uri_for(obj)
 
 
-class SearchFetchTool:
+class SearchFetchTool(ToolEntry):
     """``search`` or ``fetch`` of one site (``action``)."""
 
     kind: ClassVar[str] = "tool"
     streams = False
-    task_support = "forbidden"
+    task_support: TaskSupport = "forbidden"
     prelude = False
     icons = None
     meta = None
@@ -102,9 +102,6 @@ class SearchFetchTool:
 
     def has_permission(self, request: HttpRequest) -> bool:
         return True
-
-    def is_visible(self, request: Any) -> bool:
-        return gate(self, request) is Access.VISIBLE
 
     def definition(self) -> dict[str, Any]:
         arg = "query" if self.action == "search" else "id"
