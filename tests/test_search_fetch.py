@@ -155,3 +155,17 @@ async def test_bad_input_is_a_clear_tool_error(name: str, arguments: dict[str, A
     result = await (await _client_for(alice)).call_tool(name, arguments)
     assert result["isError"] is True
     assert result["content"][0]["text"]
+
+
+@pytest.mark.usefixtures("search_fetch_on")
+async def test_the_url_is_the_rows_absolute_url_when_the_model_has_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(Note, "get_absolute_url", lambda self: f"/notes/{self.pk}/", raising=False)
+    alice = await sync_to_async(make_user)("alice", "view_note")
+    note = await Note.objects.acreate(owner=alice, title="apple", body="")
+    client = await _client_for(alice)
+    found = _payload(await client.call_tool("search", {"query": "apple"}), SEARCH_SCHEMA)
+    assert found["results"][0]["url"] == f"http://testserver/notes/{note.pk}/"
+    doc = _payload(await client.call_tool("fetch", {"id": found["results"][0]["id"]}), FETCH_SCHEMA)
+    assert doc["url"] == f"http://testserver/notes/{note.pk}/"
