@@ -543,6 +543,10 @@ site.register_admin(
     admin.site, models=[Loan, Member, Book], write_scopes=tuple(WRITE), action_rows="model_mcp"
 )
 
+# ChatGPT's connectors and deep research call only ``search`` and ``fetch``: serve them, over
+# the models above, each row as its own tools let the user read it (docs/howto/chatgpt.md).
+site.search_fetch = True
+
 
 # -- prompts ----------------------------------------------------------------------------------
 
