@@ -169,3 +169,41 @@ async def test_the_url_is_the_rows_absolute_url_when_the_model_has_one(
     assert found["results"][0]["url"] == f"http://testserver/notes/{note.pk}/"
     doc = _payload(await client.call_tool("fetch", {"id": found["results"][0]["id"]}), FETCH_SCHEMA)
     assert doc["url"] == f"http://testserver/notes/{note.pk}/"
+
+
+class Handbook:
+    """A project's own documents, readable by signed-in users only."""
+
+    name = "handbook"
+    pages = {"leave": ("Leave policy", "Ask two weeks ahead.")}
+
+    def search(self, request: Any, query: str, limit: int) -> list[dict[str, str]]:
+        if not request.user.is_authenticated:
+            return []
+        return [
+            {"id": key, "title": title, "url": f"https://intra.example/{key}"}
+            for key, (title, _) in self.pages.items()
+            if query.lower() in title.lower()
+        ][:limit]
+
+    def fetch(self, request: Any, id: str) -> dict[str, Any] | None:
+        if not request.user.is_authenticated or id not in self.pages:
+            return None
+        title, text = self.pages[id]
+        return {"title": title, "text": text, "url": f"https://intra.example/{id}"}
+
+
+@pytest.mark.usefixtures("search_fetch_on")
+async def test_a_providers_documents_are_searched_and_fetched_by_namespaced_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(site, "search_providers", [Handbook()])
+    alice = await sync_to_async(make_user)("alice", "view_note")
+    client = await _client_for(alice)
+    found = _payload(await client.call_tool("search", {"query": "leave"}), SEARCH_SCHEMA)
+    assert found["results"] == [
+        {"id": "handbook:leave", "title": "Leave policy", "url": "https://intra.example/leave"}
+    ]
+    doc = _payload(await client.call_tool("fetch", {"id": "handbook:leave"}), FETCH_SCHEMA)
+    assert doc["text"] == "Ask two weeks ahead." and doc["metadata"] == {}
+    assert (await client.call_tool("fetch", {"id": "handbook:nope"}))["isError"] is True

@@ -9,7 +9,7 @@ the model's own ``get_queryset``, view permission and ``read_scopes``, as the ge
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -78,6 +78,21 @@ def object_url(request: HttpRequest, model_mcp: ModelMCP[Any], obj: Any) -> str:
     return model_mcp.uri_for(obj)
 
 
+class SearchProvider(Protocol):
+    """A project's own source for ``search``/``fetch`` (documents no registered model holds).
+
+    ``search`` answers ``{"id", "title", "url"}`` dicts; ``fetch`` a ``{"title", "text", "url",
+    "metadata"?}`` dict, or None when the id is unknown or the user may not read it. Each
+    checks the request's user itself. Its ids are namespaced ``<name>:<id>`` by the tools.
+    """
+
+    name: str
+
+    def search(self, request: HttpRequest, query: str, limit: int) -> list[dict[str, str]]: ...
+
+    def fetch(self, request: HttpRequest, id: str) -> dict[str, Any] | None: ...
+
+
 class SearchFetchTool(ToolEntry):
     """``search`` or ``fetch`` of one site (``action``)."""
 
@@ -140,13 +155,14 @@ class SearchFetchTool(ToolEntry):
 
     def _search(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
         query = arguments["query"].strip()
+        providers = self._providers()
         readable = [
             mm
             for mm in self.site.get_model_mcps()
             if mm.search_fields and mm.has_read_scopes(request) and mm.has_view_permission(request)
         ]
         results: list[dict[str, str]] = []
-        share = max(1, self.max_results // max(1, len(readable)))
+        share = max(1, self.max_results // max(1, len(readable) + len(providers)))
         for mm in readable:
             if len(results) >= self.max_results:
                 break
@@ -162,12 +178,41 @@ class SearchFetchTool(ToolEntry):
                         "url": object_url(request, mm, obj),
                     }
                 )
+        for provider in self._providers():
+            room = self.max_results - len(results)
+            if room <= 0:
+                break
+            for hit in provider.search(request, query, min(room, share))[:room]:
+                results.append(
+                    {
+                        "id": f"{provider.name}:{hit['id']}",
+                        "title": str(hit["title"]),
+                        "url": str(hit["url"]),
+                    }
+                )
         return _result({"results": results[: self.max_results]})
+
+    def _providers(self) -> list[SearchProvider]:
+        return list(getattr(self.site, "search_providers", ()))
 
     def _fetch(self, arguments: dict[str, Any], request: HttpRequest) -> dict[str, Any]:
         id_ = arguments["id"]
         label, _, pk = id_.partition(":")
         app_label, _, name = label.partition(".")
+        for provider in self._providers():
+            if label == provider.name and pk:
+                doc = provider.fetch(request, pk)
+                if doc is None:
+                    break
+                return _result(
+                    {
+                        "id": id_,
+                        "title": str(doc["title"]),
+                        "text": str(doc["text"]),
+                        "url": str(doc["url"]),
+                        "metadata": {k: str(v) for k, v in (doc.get("metadata") or {}).items()},
+                    }
+                )
         for mm in self.site.get_model_mcps():
             if mm.opts.app_label == app_label and mm.name == name and pk:
                 obj = mm.get_object(request, pk)

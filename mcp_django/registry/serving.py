@@ -20,7 +20,7 @@ from ..protocol.dispatcher import Handler
 from ..protocol.lifecycle import LIST_KINDS
 from .functions import FunctionPrompt, FunctionResource, FunctionResourceTemplate
 from .options import ModelMCP, uri_scheme
-from .search_fetch import SearchFetchTool
+from .search_fetch import SearchFetchTool, SearchProvider
 
 # changes, notifications, handlers and engine reach the models: the methods that need them import
 # them, because this module imports before apps are ready (sites imports it).
@@ -53,6 +53,9 @@ class ServingMixin:
     #: Whether the site serves ChatGPT's ``search`` and ``fetch`` tools over its models
     #: (mcp_django.registry.search_fetch). Off unless a site sets it.
     search_fetch: ClassVar[bool] = False
+    #: The project's own sources those tools search besides the models
+    #: (:class:`~mcp_django.registry.search_fetch.SearchProvider`); append to it.
+    search_providers: list[SearchProvider]
 
     #: The site's name and its registered entries: MCPSite's (``_registry`` applies the pending
     #: register_admin() calls first).
@@ -66,6 +69,7 @@ class ServingMixin:
         self._engine: Engine | None = None
         # Set once this site answers requests in this process: only then can clients be listening.
         self.serving = False
+        self.search_providers = []
 
     # -- lookups ------------------------------------------------------------------------
 
