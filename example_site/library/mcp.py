@@ -546,6 +546,9 @@ site.register_admin(
 # ChatGPT's connectors and deep research call only ``search`` and ``fetch``: serve them, over
 # the models above, each row as its own tools let the user read it (docs/howto/chatgpt.md).
 site.search_fetch = True
+# Most hosts never read resources on their own, and none calls the skills methods: the library's
+# books, authors and skills reach them as tools too (list_resources, read_resource, list_skills).
+site.resource_tools = True
 
 
 # -- prompts ----------------------------------------------------------------------------------

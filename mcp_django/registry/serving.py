@@ -53,6 +53,10 @@ class ServingMixin:
     #: Whether the site serves ChatGPT's ``search`` and ``fetch`` tools over its models
     #: (mcp_django.registry.search_fetch). Off unless a site sets it.
     search_fetch: ClassVar[bool] = False
+    #: Whether the site also serves its resources and skills as tools (list_resources,
+    #: read_resource, list_skills, ...: mcp_django.server.entry_tools), for hosts that only
+    #: call tools. Off unless a site sets it.
+    resource_tools: ClassVar[bool] = False
     #: The project's own sources those tools search besides the models
     #: (:class:`~mcp_django.registry.search_fetch.SearchProvider`); append to it.
     search_providers: list[SearchProvider]
@@ -249,7 +253,7 @@ class ServingMixin:
         serves); MCP Apps defines no server settings, so its entry is empty.
         """
         capabilities: dict[str, Any] = {"logging": {}, "completions": {}}
-        if self.get_tools():
+        if self.get_tools() or self.resource_tools:
             capabilities["tools"] = {"listChanged": True}
         skills = self.get_skills()
         # Skill files are read with resources/read: the extension requires the capability.

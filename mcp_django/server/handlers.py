@@ -39,6 +39,7 @@ from ..stores import SessionStore, SubscriptionStore
 from . import sizing
 from .context import Context
 from .entries import Access, Completable, agate, gate, listed, queries
+from .entry_tools import entry_tools
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -69,14 +70,19 @@ async def set_log_level(params: SetLevelParams, ctx: Context) -> dict[str, Any]:
 def site_tools(site: ServedSite) -> list[ToolEntry]:
     """Every tool ``site`` serves: those it registered and generated, then the ones the tasks
     extension adds while ``TASK_DEADLINE_SECONDS`` is set (task_status, task_result,
-    task_cancel: they need the task rows, which a registry cannot reach while it loads)."""
+    task_cancel: they need the task rows, which a registry cannot reach while it loads), and
+    its resources and skills as tools when it sets ``resource_tools`` (they run its methods)."""
     tools = list(site.get_tools())
-    return [*tools, *deadline.polling_tools(tools)]
+    return [*tools, *deadline.polling_tools(tools), *entry_tools(site)]
 
 
 def site_tool(site: ServedSite, name: str) -> ToolEntry | None:
     """The tool ``name`` of :func:`site_tools`, or None."""
-    return site.get_tool(name) or deadline.polling_tool(site, name)
+    return (
+        site.get_tool(name)
+        or deadline.polling_tool(site, name)
+        or next((t for t in entry_tools(site) if t.name == name), None)
+    )
 
 
 async def visible(entries: Sequence[Any], ctx: Context) -> list[Any]:
