@@ -30,10 +30,9 @@ from asgiref.sync import sync_to_async
 
 from ...conf import mcp_settings
 from ...models import Task
-from ...protocol.errors import InvalidParamsError
 from ...server.context import Context
 from ...server.entries import Access, ToolEntry, agate
-from ...server.rounds import InputRequired, well_formed
+from ...server.rounds import InputRequired
 from . import handshake, runner
 from . import store as taskstore
 
@@ -177,14 +176,7 @@ async def call(tool: ToolEntry, arguments: dict[str, Any], ctx: Context) -> dict
         if found is None:
             raise runner.not_found()
         task = found
-        try:
-            answered = await sync_to_async(taskstore.answer)(task.pk, rounds.answers, well_formed)
-        except taskstore.TooLarge as exc:
-            raise InvalidParamsError(f"Invalid params: {exc}") from None
-        if answered == "resumed":
-            await runner.start_or_fail(ctx.site, task, task.backend)
-        if answered:
-            await runner.announce(task.pk, task.user_id)
+        await runner.give_answers(ctx.site, task, rounds.answers)
     seconds = deadline() or 0.0
     return _answer(await wait(task, ctx, seconds, rounds=True), tool, seconds)
 

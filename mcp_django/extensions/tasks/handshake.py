@@ -35,7 +35,6 @@ from ...protocol.pagination import decode_cursor, encode_cursor
 from ...protocol.params import ListParams, TaskParams, parse_as
 from ...server.context import Context
 from ...server.entries import Access, agate
-from ...server.rounds import well_formed
 from . import runner
 from . import store as taskstore
 
@@ -127,14 +126,7 @@ async def relay_questions(task: Task, ctx: Context) -> None:
         ):
             await runner.announce(task.pk, task.user_id)
         return
-    try:
-        answered = await sync_to_async(taskstore.answer)(task.pk, answers, well_formed)
-    except taskstore.TooLarge as exc:
-        raise InvalidParamsError(f"Invalid params: {exc}") from None
-    if answered == "resumed":
-        await runner.start_or_fail(ctx.site, task, task.backend)
-    if answered:
-        await runner.announce(task.pk, task.user_id)
+    await runner.give_answers(ctx.site, task, answers)
 
 
 async def task_result(params: dict[str, Any], ctx: Context) -> dict[str, Any]:

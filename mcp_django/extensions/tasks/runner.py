@@ -831,20 +831,22 @@ async def update_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
     tool = ctx.site.get_tool(task.tool_name)
     if await agate(tool, ctx.request) is not Access.VISIBLE:
         raise not_found()
-    update = parse_as(UpdateTaskParams, params)
+    await give_answers(ctx.site, task, parse_as(UpdateTaskParams, params).input_responses)
+    return {}
+
+
+async def give_answers(site: ServedSite, task: Task, answers: dict[str, Any]) -> None:
+    """Give a parked task the client's answers (tasks/update, a relayed question, a deadline
+    round's retry): kept in its payload, and the last one runs it again where it was made to run
+    (it was parked: no process holds it). -32602 past ``TASK_MAX_PAYLOAD_BYTES``."""
     try:
-        answered = await sync_to_async(taskstore.answer)(
-            task.pk, update.input_responses, well_formed
-        )
+        answered = await sync_to_async(taskstore.answer)(task.pk, answers, well_formed)
     except taskstore.TooLarge as exc:
         raise InvalidParamsError(f"Invalid params: {exc}") from None
     if answered == "resumed":
-        # The last answer: run it again (it was parked, no process holds it), where it was made to
-        # run.
-        await start_or_fail(ctx.site, task, task.backend)
+        await start_or_fail(site, task, task.backend)
     if answered:
         await announce(task.pk, task.user_id)
-    return {}
 
 
 async def cancel_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
