@@ -133,7 +133,7 @@ PROJECT_FILES = {
         from mcp_django import site
 
 
-        @site.tool
+        @site.tool(title="Add", annotations={"readOnlyHint": True})
         def add(a: int, b: int) -> int:
             \"\"\"Add two integers.\"\"\"
             return a + b

@@ -106,6 +106,11 @@ ARGUMENTS: dict[str, dict[str, Any]] = {
     "library_member_get": {"pk": 1},
     "library_loan_search": {"query": "poems"},
     "library_loan_get": {"pk": 1},
+    # ChatGPT's pair, and the resources and skills as tools (the example site turns both on).
+    "search": {"query": "wells"},
+    "fetch": {"id": "library.book:1"},
+    "read_resource": {"uri": "library://catalogue/stats"},
+    "read_skill": {"uri": "skill://find-a-book/SKILL.md"},
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -65,7 +66,8 @@ def test_the_typescript_sdks_task_client_runs_the_export_as_a_task(
     assert not result.get("isError") and result["structuredContent"]["format"] == "csv"
     assert result["_meta"][RELATED] == {"taskId": task_id}
     ((question,),) = [seen["asked"]]
-    assert question["message"] == "Export 30 books: in which format?"
+    # The catalogue's size depends on what other tests of the shared server added before.
+    assert re.fullmatch(r"Export \d+ books: in which format\?", question["message"]), question
     assert question["meta"][RELATED] == {"taskId": task_id}
 
     cancelled = seen["cancelled"]

@@ -17,7 +17,7 @@ class CheckMCP(ModelMCP):
         return super().get_queryset(request).filter(owner_id=request.user.pk)
 
 
-@site.tool()
+@site.tool(title="Who am I", annotations={"readOnlyHint": True})
 def whoami(ctx: Context) -> str:
     """The signed-in user's email."""
     return str(ctx.user.email)
