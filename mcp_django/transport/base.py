@@ -270,14 +270,31 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
     ) -> None:
         raw = [(b"content-type", b"application/json")]
         raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
-        await self.send_response(status, encode(body), headers=raw)
+        await self.send_whole(status, encode(body), raw)
+
+    async def send_whole(
+        self, status: int, body: bytes, headers: list[tuple[bytes, bytes]]
+    ) -> None:
+        """Send a response that is complete in hand: its length in ``Content-Length`` and the
+        body as one message, so the server writes it at once (without a length, Daphne and
+        uvicorn send it chunked, with a closing chunk of its own)."""
+        self.answered = True
+        headers.append((b"content-length", str(len(body)).encode("ascii")))
+        await self.base_send(
+            {
+                "type": "http.response.start",
+                "status": int(status),
+                "headers": headers + self.cors_headers,
+            }
+        )
+        await self.base_send({"type": "http.response.body", "body": body})
 
     async def send_transport_error(self, exc: TransportError) -> None:
         await self.send_json(exc.status, exc.to_body(), exc.headers)
 
     async def send_empty(self, status: int, headers: dict[str, str] | None = None) -> None:
         raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
-        await self.send_response(status, b"", headers=raw)
+        await self.send_whole(status, b"", raw)
 
     async def join(self, *groups: str) -> None:
         channel = self.channel_name

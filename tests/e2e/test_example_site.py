@@ -676,3 +676,38 @@ def test_server_logged_no_errors(
     log = request.getfixturevalue(server).log()
     assert "Traceback" not in log, log
     assert not [line for line in log.splitlines() if ERROR_LINE.search(line)], log
+
+
+def test_json_answers_carry_their_length_and_are_not_chunked(example_server: ExampleServer) -> None:
+    """On the real server a JSON answer is one body with ``Content-Length`` (issue 45): Daphne
+    and uvicorn write it at once, not as chunks with a closing chunk of their own."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "greet", "arguments": {"name": "Ada"}, "_meta": meta},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "greet",
+    }
+    with httpx.Client(timeout=10) as http:
+        answer = http.post(example_server.mcp_url, json=body, headers=headers)
+        refused = http.post(
+            example_server.mcp_url,
+            content=b"{",
+            headers={**headers, "content-type": "application/json"},
+        )
+    for response in (answer, refused):
+        assert response.headers["content-type"].startswith("application/json"), response.headers
+        assert "transfer-encoding" not in response.headers, response.headers
+        assert int(response.headers["content-length"]) == len(response.content)
+    assert answer.status_code == 200 and "Ada" in answer.text, answer.text
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == -32700
