@@ -83,7 +83,7 @@ from ..transport.process import (
 from ..transport.streams import StreamEmitter, deliver_response
 from . import handlers, request_state
 from .context import Context, Emitter
-from .entries import Access, agate
+from .entries import Access, ToolEntry, agate
 from .principal import (
     Principal as Principal,
 )  # re-exported: transports and projects import it from here
@@ -113,6 +113,9 @@ CACHEABLE_METHODS = frozenset(
         "skills/get",
     }
 )
+
+#: Tools whose x-mcp-header paths Engine keeps (the registry's own are a few hundred at most).
+HEADER_PATHS_KEPT = 4096
 
 logger = logging.getLogger("mcp_django.server.engine")
 invalid_session_logger = logging.getLogger("django.security.InvalidSessionId")
@@ -218,6 +221,8 @@ class Engine:
         self._handshake_tasks: tuple[dict[str, Handler], dict[str, Handler]] | None = None
         #: Running slots taken by check_quotas for calls that have not run yet, by id(request).
         self._held: dict[int, LeasedSlot] = {}
+        #: Each tool's x-mcp-header paths, by id(tool) (with the tool, so an id reused is seen).
+        self._header_paths: dict[int, tuple[ToolEntry, dict[str, tuple[str, ...]]]] = {}
 
     def context(
         self,
@@ -840,13 +845,25 @@ class Engine:
         """``Mcp-Param-*`` headers of a call against its arguments, for a tool this user may use
         (an unknown or hidden tool is refused by its handler, revealing nothing here)."""
         tool = self._tool_called(message)
-        if tool is None or await agate(tool, principal.request) is Access.HIDDEN:
+        if tool is None:
             return
-        paths = modern.mcp_header_params(tool.definition().get("inputSchema") or {})
-        if paths:
+        paths = self._header_params(tool)
+        if paths and await agate(tool, principal.request) is not Access.HIDDEN:
             modern.check_param_headers(
                 paths, peek(CallToolParams, "arguments", message.params) or {}, headers
             )
+
+    def _header_params(self, tool: ToolEntry) -> dict[str, tuple[str, ...]]:
+        """The ``x-mcp-header`` paths of ``tool``'s input schema, found once per tool: walking
+        the schema (and building the definition) on every call cost a tenth of a call."""
+        known = self._header_paths.get(id(tool))
+        if known is not None and known[0] is tool:
+            return known[1]
+        paths = modern.mcp_header_params(tool.definition().get("inputSchema") or {})
+        if len(self._header_paths) >= HEADER_PATHS_KEPT:
+            self._header_paths.clear()  # tools made per request (none of ours today): no growth
+        self._header_paths[id(tool)] = (tool, paths)
+        return paths
 
     async def listen_filter(self, principal: Principal, message: Request) -> dict[str, Any]:
         """The part of a ``subscriptions/listen`` filter this server honours for this user: list
