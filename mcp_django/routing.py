@@ -26,6 +26,7 @@ from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 
 from .auth.oauth import PRM_PATH
 from .conf import mcp_settings
+from .transport.daphne import remember_content_types
 
 
 class MCPRouter:
@@ -40,6 +41,9 @@ class MCPRouter:
         from .transport.consumers import MCPConsumer
         from .transport.legacy_sse import HTTPSSEConsumer
         from .transport.metadata import MetadataConsumer
+
+        # Under Daphne (Twisted imported by now): its Content-Type parsing, made cheap.
+        remember_content_types()
 
         self.consumer, self.sse_consumer, self.metadata_consumer = (
             MCPConsumer,
