@@ -26,6 +26,14 @@ INITIALIZE = {
     },
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+# 2026-07-28: no handshake and no session; each request carries its version and the client's
+# capabilities in `_meta`, and names its method (and tool) in headers (bench/wrk/modern_call.lua).
+MODERN_VERSION = "2026-07-28"
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+}
 
 
 class HTTPError(Exception):
@@ -201,6 +209,37 @@ async def open_session(
     if resp.status not in (200, 202):
         raise HTTPError(f"notifications/initialized: HTTP {resp.status}: {resp.body[:300]!r}")
     return session
+
+
+async def modern_echo(host: str, port: int, text: str, path: str = "/mcp") -> dict:
+    """One 2026-07-28 tools/call of echo, on a connection of its own; raises unless the answer
+    is a result holding `text`."""
+    conn = Connection(host, port)
+    try:
+        msg = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": text}, "_meta": MODERN_META},
+        }
+        headers = {
+            "Accept": ACCEPT_BOTH,
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": MODERN_VERSION,
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": "echo",
+        }
+        resp = await conn.request("POST", path, headers, json.dumps(msg).encode())
+        if resp.status != 200:
+            raise HTTPError(f"2026-07-28 tools/call: HTTP {resp.status}: {resp.body[:300]!r}")
+        for m in resp.messages():
+            if m.get("id") == 1 and "result" in m:
+                content = m["result"].get("content") or [{}]
+                if not m["result"].get("isError") and content[0].get("text") == text:
+                    return m["result"]
+        raise HTTPError(f"2026-07-28 tools/call: unexpected answer {resp.body[:300]!r}")
+    finally:
+        await conn.close()
 
 
 async def functional_check(host: str, port: int) -> dict:

@@ -4,7 +4,9 @@ Kinds: ours under three ASGI servers (Daphne, uvicorn, Granian), all serving
 bench.oursite.asgi (the example site plus bench.surface), and the reference, the official SDK's
 MCPServer under uvicorn (bench/reference_server.py). For the tools/call case, each server's
 floor: a bare ASGI app that parses JSON-RPC and answers (bench/floor_server.py), under uvicorn
-and under Daphne, what any server's cost starts from on that server.
+and under Daphne, what any server's cost starts from on that server. For the 2026-07-28 case,
+the peer: django-mcpz, a plain sync Django view, under gunicorn in its own virtualenv
+(bench/peer/).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 from bench import client as mcp_client
@@ -45,12 +48,38 @@ OPS_OFF = "ours-uvicorn-opsoff"
 # Kinds a full run adds to the tools/call case only, in report order: what the targets are
 # judged against besides the reference.
 TOOLS_ONLY = (OPS_OFF, FLOOR, FLOOR_DAPHNE)
+# Ours under Daphne with the audit trail and every quota off, the twin of OPS_OFF on Daphne: the
+# modern case judges the operations layer on both servers (issue 45).
+OPS_OFF_DAPHNE = "ours-daphne-opsoff"
+OPS_OFF_TWINS = {"ours-uvicorn": OPS_OFF, "ours-daphne": OPS_OFF_DAPHNE}
+OPS_OFF_KINDS = tuple(OPS_OFF_TWINS.values())
+# The Django peer: django-mcpz 1.2.0, a plain sync view, under gunicorn with one sync worker, in
+# its own virtualenv (peer_python), serving bench/peer/'s echo tool. It speaks 2026-07-28 and
+# the 2025 revisions statelessly (no session ids), so it serves the modern case only.
+PEER = "peer"
+PEER_DIR = BENCH / "peer"
+PEER_VENV = BENCH / ".venvs" / "peer"
+# Kinds only the 2026-07-28 case runs, in report order.
+MODERN_ONLY = (OPS_OFF_DAPHNE, PEER)
+# Every kind the 2026-07-28 case runs, in report order.
+MODERN_KINDS = (
+    "ours-uvicorn",
+    "ours-daphne",
+    REFERENCE,
+    PEER,
+    OPS_OFF,
+    OPS_OFF_DAPHNE,
+    FLOOR,
+    FLOOR_DAPHNE,
+)
 # The kinds that are a script of bench/ under uvicorn.run, not our site.
 SCRIPTS = {REFERENCE: "reference_server.py", FLOOR: "floor_server.py"}
 FLOOR_APP = "bench.floor_server:application"
 # 10,000 idle streams are 10,000 requests in flight: no server may cap them below that.
 BACKLOG = 8192
 MAX_IN_FLIGHT = 32768
+# --pin: each server's process tree on one CPU, wrk on the other.
+SERVER_CPU, LOADGEN_CPU = 0, 1
 POSTGRES_ADMIN_URL = os.environ.get(
     "BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"
 )
@@ -61,7 +90,15 @@ def server_command(kind: str, port: int, mode: str) -> list[str]:
     py = sys.executable
     if kind in SCRIPTS:
         return [py, str(BENCH / SCRIPTS[kind]), "--port", str(port), f"--{mode}"]
-    if kind in ("ours-daphne", FLOOR_DAPHNE):
+    if kind == PEER:
+        # One sync worker under gunicorn's master (the CPU meter sums both); gunicorn writes no
+        # access log unless told to. A sync worker closes the connection after each answer: that
+        # is how this deployment serves, so wrk reconnects for each call.
+        return [str(peer_python()), "-m", "gunicorn", "--chdir", str(PEER_DIR),
+                "--bind", f"{HOST}:{port}", "--workers", "1", "--worker-class", "sync",
+                "--backlog", str(BACKLOG), "--log-level", "warning",
+                "peersite.wsgi:application"]  # fmt: skip
+    if kind in ("ours-daphne", OPS_OFF_DAPHNE, FLOOR_DAPHNE):
         # -v 0: no access log, like the reference; an explicit endpoint so the listen backlog is
         # not Twisted's default of 50. The floor's mode comes from its environment (floor_env).
         app = FLOOR_APP if kind == FLOOR_DAPHNE else APP
@@ -87,6 +124,60 @@ def server_command(kind: str, port: int, mode: str) -> list[str]:
                 "--backlog", str(BACKLOG), "--backpressure", str(MAX_IN_FLIGHT), "--no-ws",
                 "--log-level", "warning", "--no-access-log", APP]  # fmt: skip
     raise ValueError(f"unknown server kind {kind!r}")
+
+
+def peer_packages() -> list[str]:
+    """What the peer's virtualenv holds: django-mcpz 1.2.0, gunicorn and our Django's major."""
+    major = metadata.version("Django").split(".")[0]
+    return ["django-mcpz==1.2.0", "gunicorn", f"Django=={major}.*"]
+
+
+def peer_python() -> Path:
+    """The python of the peer's virtualenv, bench/.venvs/peer/, made (or remade, when the
+    packages it should hold changed) on first use; never the project's .venv."""
+    python = PEER_VENV / "bin" / "python"
+    marker = PEER_VENV / "bench-packages.txt"
+    wanted = "\n".join(peer_packages()) + "\n"
+    if python.exists() and marker.exists() and marker.read_text() == wanted:
+        return python
+    steps = [
+        [sys.executable, "-m", "venv", "--clear", str(PEER_VENV)],
+        [str(python), "-m", "pip", "install", "--quiet", *peer_packages()],
+    ]
+    for cmd in steps:
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+        except subprocess.TimeoutExpired:
+            raise ServerError(f"making the peer's virtualenv timed out: {' '.join(cmd)}") from None
+        if p.returncode != 0:
+            raise ServerError(
+                f"making the peer's virtualenv failed (exit {p.returncode}): {' '.join(cmd)}\n"
+                f"{(p.stdout + p.stderr)[-2000:]}"
+            )
+    marker.write_text(wanted)
+    return python
+
+
+def pinned(cmd: list[str], cpu: int | None) -> list[str]:
+    """`cmd` under `taskset -c cpu` (which execs it: same pid, and every process and thread it
+    starts inherits the CPU), or as it is for None. Issue 45 measured with the server on one
+    core and wrk on the other."""
+    if cpu is None:
+        return cmd
+    return ["taskset", "-c", str(cpu), *cmd]
+
+
+def can_pin() -> str | None:
+    """Why servers and wrk cannot each get a CPU of their own here, or None."""
+    if shutil.which("taskset") is None:
+        return "taskset is not installed (util-linux)"
+    cpus = os.sched_getaffinity(0)
+    if not {SERVER_CPU, LOADGEN_CPU} <= cpus:
+        return (
+            f"CPUs {SERVER_CPU} and {LOADGEN_CPU} are not both available "
+            f"(this process may use {sorted(cpus)})"
+        )
+    return None
 
 
 def free_port() -> int:
@@ -201,22 +292,37 @@ def start_server(
     database_url: str | None = None,
     redis_url: str | None = None,
     tag: str = "",
+    probe: str = "initialize",
+    pin: bool = False,
 ) -> Server:
-    """Start one server and wait until it answers initialize. Ours runs on a fresh SQLite file
-    with the in-memory channel layer, or on `database_url` (already migrated) and `redis_url`."""
+    """Start one server and wait until it answers initialize (`probe="modern"`: a 2026-07-28
+    tools/call of echo, which is all the peer answers). Ours runs on a fresh SQLite file with the
+    in-memory channel layer, or on `database_url` (already migrated) and `redis_url`. `pin`
+    pins the server's whole process tree to CPU 0 (wrk then runs on CPU 1)."""
     port = free_port()
     log_path = env.logs / f"{kind}-{mode}{tag}-{port}.log"
-    cmd = server_command(kind, port, mode)
+    cmd = pinned(server_command(kind, port, mode), SERVER_CPU if pin else None)
     if kind in SCRIPTS:
         proc_env = dict(os.environ, PYTHONUNBUFFERED="1")
+    elif kind == PEER:
+        proc_env = dict(
+            os.environ, PYTHONUNBUFFERED="1", DJANGO_SETTINGS_MODULE="peersite.settings"
+        )
+        for key in ("PYTHONPATH", "VIRTUAL_ENV"):
+            proc_env.pop(key, None)
     elif kind == FLOOR_DAPHNE:
         proc_env = floor_env(mode)
     elif database_url:
         proc_env = ours_env(
-            mode, database_url=database_url, redis_url=redis_url, operations=kind != OPS_OFF
+            mode,
+            database_url=database_url,
+            redis_url=redis_url,
+            operations=kind not in OPS_OFF_KINDS,
         )
     else:
-        proc_env = ours_env(mode, db_path=env.sqlite_file(port), operations=kind != OPS_OFF)
+        proc_env = ours_env(
+            mode, db_path=env.sqlite_file(port), operations=kind not in OPS_OFF_KINDS
+        )
     with open(log_path, "wb") as logf:
         # The fd limit is inherited: run.main() raised it before any server starts.
         proc = subprocess.Popen(
@@ -240,7 +346,7 @@ def start_server(
                 f"{kind} server exited with {proc.returncode} before serving:\n{server.log_tail()}"
             )
         try:
-            asyncio.run(asyncio.wait_for(_probe(port), 5))
+            asyncio.run(asyncio.wait_for(_probe(port, probe), 5))
             return server
         except mcp_client.HTTPError as exc:
             first_answer = first_answer or time.monotonic()
@@ -250,11 +356,15 @@ def start_server(
         time.sleep(0.3)
     stop_server(server)
     raise ServerError(
-        f"{kind} server did not serve initialize; last error: {last_err}\nserver log:\n{server.log_tail()}"
+        f"{kind} server did not serve {probe}; last error: {last_err}\n"
+        f"server log:\n{server.log_tail()}"
     )
 
 
-async def _probe(port: int) -> None:
+async def _probe(port: int, probe: str) -> None:
+    if probe == "modern":
+        await mcp_client.modern_echo(HOST, port, "bench-probe")
+        return
     session = await mcp_client.open_session(HOST, port)
     await session.conn.close()
 
