@@ -2,7 +2,9 @@
 
 It is not an MCP server. It knows the three messages the tools/call and session set-up cases
 send (initialize, notifications/initialized, tools/call of ``echo``), keeps session ids in a set
-and answers in JSON or as one SSE event, with none of a real server's work: no validation
+and answers in JSON or as one SSE event; a tools/call of ``echo`` whose
+``MCP-Protocol-Version`` header is 2026-07-28 (the modern case) needs no session, as that
+revision has none, with none of a real server's work: no validation
 beyond the message's shape, no authentication, permissions, quotas, audit or storage. Its CPU
 per call is the part of every server's cost that the ASGI server, the event loop and JSON take,
 so ``bench/run.py --servers reference ours-uvicorn ours-daphne floor floor-daphne --cases tools``
@@ -24,6 +26,8 @@ import orjson
 import uvicorn
 
 PROTOCOL_VERSION = "2025-11-25"
+# A request in this revision stands alone: no initialize, no session id.
+STATELESS_VERSION = b"2026-07-28"
 MAX_BODY = 4 * 1024 * 1024
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -77,7 +81,12 @@ def make_app(sse: bool) -> App:
         if scope["method"] != "POST" or scope["path"] != "/mcp":
             await answer(send, 405)
             return
-        session = next((v for k, v in scope["headers"] if k == b"mcp-session-id"), None)
+        session = version = None
+        for k, v in scope["headers"]:
+            if k == b"mcp-session-id":
+                session = v
+            elif k == b"mcp-protocol-version":
+                version = v
         body = await read_body(receive)
         if body is None:
             await answer(send, 413)
@@ -126,7 +135,7 @@ def make_app(sse: bool) -> App:
                 [(b"mcp-session-id", sid)],
             )
             return
-        if session not in sessions:
+        if session not in sessions and version != STATELESS_VERSION:
             await answer(send, 404)
             return
         if "id" not in message:

@@ -78,6 +78,14 @@ def service_cpu() -> dict[int, float]:
     return {pid: cpu_of(st) for pid, st in all_processes().items() if st[0] in SERVICE_NAMES}
 
 
+def affinity(pid: int) -> set[int]:
+    """The CPUs the process (its main thread) may run on; empty if it is gone."""
+    try:
+        return os.sched_getaffinity(pid)
+    except OSError:
+        return set()
+
+
 def status_bytes(pid: int, key: str) -> int:
     """A kB field of /proc/PID/status, in bytes."""
     with open(f"/proc/{pid}/status") as f:

@@ -7,6 +7,9 @@
 Ours runs under Daphne, uvicorn and Granian; the reference is the SDK's MCPServer under uvicorn.
 The tools/call case also runs ours-uvicorn with the audit trail and quotas off (what the
 operations layer costs) and each server's floor, a bare ASGI app under uvicorn and under Daphne.
+The modern case is a 2026-07-28 (stateless) tools/call against the same, ours-daphne with the
+operations layer off, and the Django peer, django-mcpz under gunicorn (issue 45), each server
+pinned to one core and wrk to the other.
 Each server is a single-process subprocess on a free 127.0.0.1 port, driven from outside over
 loopback: wrk for throughput and latency, a lean asyncio client (bench/client.py) for functional
 checks and for holding idle GET streams. Every throughput figure also comes per second of server
@@ -42,6 +45,9 @@ from bench.servers import (  # noqa: E402
     FLOORS,
     HOST,
     KINDS,
+    LOADGEN_CPU,
+    MODERN_KINDS,
+    MODERN_ONLY,
     OPS_OFF,
     OURS,
     TOOLS_ONLY,
@@ -49,8 +55,10 @@ from bench.servers import (  # noqa: E402
     PostgresDatabase,
     RedisDatabase,
     Server,
+    can_pin,
     migrate,
     ours_env,
+    pinned,
     services_problem,
     start_server,
     stop_server,
@@ -59,7 +67,9 @@ from bench.servers import (  # noqa: E402
 RESULTS = BENCH / "results"
 MODES = ("json", "sse")
 CONCURRENCIES = (1, 8, 32)
-CASES = ("tools", "setup", "notify", "memory", "scaleout")
+CASES = ("tools", "setup", "notify", "memory", "scaleout", "modern")
+# Cases whose servers and wrk are pinned (server on CPU 0, wrk on CPU 1) unless --pin/--no-pin.
+PINNED_BY_DEFAULT = ("modern",)
 # Seconds the whole run may spend waiting for other processes to leave the CPU alone.
 QUIET_BUDGET = {"left": 60.0}
 
@@ -113,17 +123,22 @@ def _parse_wrk(p: subprocess.CompletedProcess) -> dict:
     )
 
 
-def run_wrk(args: list[str], timeout: float) -> dict:
-    p = subprocess.run(["wrk", *args], capture_output=True, text=True, timeout=timeout, check=False)
+def run_wrk(args: list[str], timeout: float, pin: bool = False) -> dict:
+    cmd = pinned(["wrk", *args], LOADGEN_CPU if pin else None)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     return _parse_wrk(p)
 
 
-def run_wrks(arg_lists: list[list[str]], timeout: float) -> dict:
-    """Run several wrk at once (one per server process of a deployment) and add them up."""
+def run_wrks(arg_lists: list[list[str]], timeout: float, pin: bool = False) -> dict:
+    """Run several wrk at once (one per server process of a deployment) and add them up; `pin`
+    runs them on LOADGEN_CPU."""
     if len(arg_lists) == 1:
-        return run_wrk(arg_lists[0], timeout)
+        return run_wrk(arg_lists[0], timeout, pin)
+    cpu = LOADGEN_CPU if pin else None
     ps = [
-        subprocess.Popen(["wrk", *a], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            pinned(["wrk", *a], cpu), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for a in arg_lists
     ]
     outs = []
@@ -207,6 +222,13 @@ def tools_call_args(conc: int, sessions: dict[str, str], token: str):
     return make
 
 
+def modern_call_args(conc: int, token: str):
+    def make(kind: str, servers: list[Server]) -> list[list[str]]:
+        return [wrk_args(conc, script("modern_call.lua"), url(servers[0]), token)]
+
+    return make
+
+
 def session_setup_args(conc: int):
     def make(kind: str, servers: list[Server]) -> list[list[str]]:
         return [wrk_args(conc, script("session_setup.lua"), url(servers[0]))]
@@ -241,9 +263,10 @@ def interleaved(
     duration: int,
     warmup: int,
     services: bool = False,
+    pin: bool = False,
 ) -> dict[str, list | str]:
     """Run wrk against each target (a server, or the processes of one deployment) in turn,
-    `prof.rounds` times, alternating the order.
+    `prof.rounds` times, alternating the order (`pin`: wrk on LOADGEN_CPU).
 
     Other load on a shared 2-core machine drifts over minutes; alternating short bursts puts
     every server under the same drift, and the least disturbed burst is reported.
@@ -260,12 +283,12 @@ def interleaved(
                 s.check_alive()
             args = make_args(kind, servers)
             if not measure:
-                run_wrks([["-d", f"{seconds}s", *a] for a in args], timeout=seconds + 30)
+                run_wrks([["-d", f"{seconds}s", *a] for a in args], seconds + 30, pin)
                 return
             waited = procs.wait_for_quiet(QUIET_BUDGET)
             cpu = procs.CpuMeter([s.pid for s in servers], services=services)
             with cpu:
-                r = run_wrks([["-d", f"{seconds}s", *a] for a in args], timeout=seconds + 60)
+                r = run_wrks([["-d", f"{seconds}s", *a] for a in args], seconds + 60, pin)
             out[kind].append(
                 Burst(r, cpu.result, cpu.wall, cpu.server_seconds, cpu.service_seconds, waited)
             )  # type: ignore[union-attr]
@@ -390,13 +413,14 @@ def guarded(results: dict, key: str, fn, *args, **kwargs) -> dict:
 
 
 @contextlib.contextmanager
-def with_servers(results: dict, kinds: list[str], mode: str, env: Env, prefix):
+def with_servers(results: dict, kinds: list[str], mode: str, env: Env, prefix, probe: str = "initialize",
+                 pin: bool = False):  # fmt: skip
     """Start one fresh server of each kind; yields those that started, stops them all after."""
     servers: dict[str, Server] = {}
     try:
         for kind in kinds:
             try:
-                servers[kind] = start_server(kind, mode, env)
+                servers[kind] = start_server(kind, mode, env, probe=probe, pin=pin)
             except Exception as exc:
                 results[f"{prefix(kind)}.start"] = {"error": f"{type(exc).__name__}: {exc}"}
                 log(f"  {prefix(kind)}.start failed: {str(exc)[:300]}")
@@ -412,8 +436,8 @@ def with_servers(results: dict, kinds: list[str], mode: str, env: Env, prefix):
 
 
 def interleaved_case(cases: dict, targets: dict[str, list[Server]], name, make_args, prof: Profile, duration: int,
-                     warmup: int, result_fn, conc: int, services: bool = False) -> None:  # fmt: skip
-    per = interleaved(targets, make_args, prof, duration, warmup, services)
+                     warmup: int, result_fn, conc: int, services: bool = False, pin: bool = False) -> None:  # fmt: skip
+    per = interleaved(targets, make_args, prof, duration, warmup, services, pin)
     for kind, bursts in per.items():
         key = name(kind)
         record(
@@ -431,11 +455,11 @@ def sessions_for(cases: dict, servers: dict[str, Server], key) -> dict[str, str]
     return sessions
 
 
-def tools_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
+def tools_case(cases: dict, kinds: list[str], prof: Profile, env: Env, pin: bool = False) -> None:
     for mode in MODES:
         log(f"tools/call, {mode} answers: {', '.join(kinds)} interleaved")
         with with_servers(
-            cases, kinds, mode, env, lambda k, m=mode: f"{k}.{m}.tools_call"
+            cases, kinds, mode, env, lambda k, m=mode: f"{k}.{m}.tools_call", pin=pin
         ) as servers:
             for kind, server in list(servers.items()):
                 if kind in FLOORS.values():
@@ -454,34 +478,55 @@ def tools_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
                 sessions = sessions_for(cases, servers, name)
                 live = {k: [s] for k, s in servers.items() if k in sessions}
                 interleaved_case(cases, live, name, tools_call_args(conc, sessions, token), prof, prof.duration, prof.warmup,
-                                 tools_call_result, conc)  # fmt: skip
+                                 tools_call_result, conc, pin=pin)  # fmt: skip
 
 
-def setup_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
+def modern_case(cases: dict, kinds: list[str], prof: Profile, env: Env, pin: bool) -> None:
+    """2026-07-28 tools/call of echo, JSON answers, no session: each request stands alone."""
+    where = ", each server on CPU 0 and wrk on CPU 1" if pin else ""
+    log(f"tools/call 2026-07-28, json answers{where}: {', '.join(kinds)} interleaved")
+    with with_servers(cases, kinds, "json", env, lambda k: f"{k}.json.modern_call", probe="modern",
+                      pin=pin) as servers:  # fmt: skip
+        # Which CPUs each server's processes may use, as the kernel says (the gunicorn worker and
+        # granian's are children, started after the pin).
+        cpus = {
+            k: sorted({c for pid in procs.tree([s.pid]) for c in procs.affinity(pid)})
+            for k, s in servers.items()
+        }
+        token = "bench-" + uuid.uuid4().hex[:8]
+        for conc in prof.concurrencies:
+            name = f"{{}}.json.modern_call.c{conc}".format
+            interleaved_case(cases, {k: [s] for k, s in servers.items()}, name, modern_call_args(conc, token), prof,
+                             prof.duration, prof.warmup, tools_call_result, conc, pin=pin)  # fmt: skip
+            for kind in servers:
+                cases[name(kind)].update(pinned=pin, server_cpus=cpus[kind])
+
+
+def setup_case(cases: dict, kinds: list[str], prof: Profile, env: Env, pin: bool = False) -> None:
     for mode in MODES:
         log(f"session set-up, {mode} answers: {', '.join(kinds)} interleaved")
         with with_servers(
-            cases, kinds, mode, env, lambda k, m=mode: f"{k}.{m}.session_setup"
+            cases, kinds, mode, env, lambda k, m=mode: f"{k}.{m}.session_setup", pin=pin
         ) as servers:
             for conc in (1, 8):
                 name = f"{{}}.{mode}.session_setup.c{conc}".format
                 interleaved_case(cases, {k: [s] for k, s in servers.items()}, name, session_setup_args(conc), prof,
-                                 prof.setup_duration, min(prof.warmup, 1), session_setup_result, conc)  # fmt: skip
+                                 prof.setup_duration, min(prof.warmup, 1), session_setup_result, conc, pin=pin)  # fmt: skip
 
 
-def notify_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
+def notify_case(cases: dict, kinds: list[str], prof: Profile, env: Env, pin: bool = False) -> None:
     # SSE answers: the notifications travel on the POST's own stream, and ours persists each
     # one as an Event row before it is sent (the reference keeps nothing).
     log(
         f"notifications on a POST stream ({prof.notify_count} per call): {', '.join(kinds)} interleaved"
     )
-    with with_servers(cases, kinds, "sse", env, lambda k: f"{k}.sse.notify") as servers:
+    with with_servers(cases, kinds, "sse", env, lambda k: f"{k}.sse.notify", pin=pin) as servers:
         for conc in prof.notify_concurrency:
             name = f"{{}}.sse.notify.c{conc}".format
             sessions = sessions_for(cases, servers, name)
             live = {k: [s] for k, s in servers.items() if k in sessions}
             interleaved_case(cases, live, name, notify_args(conc, sessions, prof.notify_count), prof, prof.notify_duration,
-                             prof.warmup, notify_result, conc)  # fmt: skip
+                             prof.warmup, notify_result, conc, pin=pin)  # fmt: skip
 
 
 def memory_case(cases: dict, kinds: list[str], prof: Profile, env: Env) -> None:
@@ -597,7 +642,11 @@ def scaleout_case(cases: dict, kind: str, prof: Profile, env: Env) -> None:
 def kinds_for(case: str, servers: list[str], named: bool) -> list[str]:
     """The server kinds a case runs: by default ours-uvicorn-opsoff and the floors serve only
     tools/call (what its targets are judged against); named with --servers, they run in every
-    case they can serve (the floors: tools and setup)."""
+    case they can serve (the floors: tools and setup). The modern case runs MODERN_KINDS, and
+    ours-daphne-opsoff and the peer run in no other case."""
+    if case == "modern":
+        return [k for k in servers if k in MODERN_KINDS]
+    servers = [k for k in servers if k not in MODERN_ONLY]
     if case == "tools":
         return servers
     if not named:
@@ -611,11 +660,21 @@ def run_all(args, prof: Profile, env: Env) -> dict:
     cases: dict[str, dict] = {}
     named = args.named_servers
     if "tools" in args.cases:
-        tools_case(cases, kinds_for("tools", args.servers, named), prof, env)
+        tools_case(
+            cases, kinds_for("tools", args.servers, named), prof, env, "tools" in args.pinned
+        )
+    if "modern" in args.cases:
+        modern_case(
+            cases, kinds_for("modern", args.servers, named), prof, env, "modern" in args.pinned
+        )
     if "setup" in args.cases:
-        setup_case(cases, kinds_for("setup", args.servers, named), prof, env)
+        setup_case(
+            cases, kinds_for("setup", args.servers, named), prof, env, "setup" in args.pinned
+        )
     if "notify" in args.cases:
-        notify_case(cases, kinds_for("notify", args.servers, named), prof, env)
+        notify_case(
+            cases, kinds_for("notify", args.servers, named), prof, env, "notify" in args.pinned
+        )
     if "memory" in args.cases:
         memory_case(cases, kinds_for("memory", args.servers, named), prof, env)
     if "scaleout" in args.cases:
@@ -633,12 +692,19 @@ def main() -> int:
     )
     size.add_argument("--smoke", action="store_true", help="prove the code paths and the report only: a second per burst, "
                       "no warm-up, no waiting for quiet, tools/call at c=1 and 8, a few idle streams; the figures mean nothing")  # fmt: skip
-    ap.add_argument("--servers", nargs="+", choices=(*KINDS, "ours", *TOOLS_ONLY), default=None,
+    ap.add_argument("--servers", nargs="+", choices=(*KINDS, "ours", *TOOLS_ONLY, *MODERN_ONLY), default=None,
                     help='server kinds to run ("ours" = every ours-*); default all, where ours-uvicorn-opsoff (ours-uvicorn '
                          'with the audit trail and quotas off) and the floors (bench/floor_server.py under uvicorn and '
-                         'Daphne) run in the tools case only; named, they run in every case they can serve (the floors: '
-                         'tools and setup)')  # fmt: skip
+                         'Daphne) run in the tools and modern cases only; named, they run in every case they can serve (the '
+                         'floors: tools, modern and setup); ours-daphne-opsoff and peer (django-mcpz under gunicorn) run in '
+                         'the modern case only')  # fmt: skip
     ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    ap.add_argument("--pin", dest="pin", action="store_true", default=None,
+                    help="pin each server's process tree to CPU 0 and wrk to CPU 1 in every wrk case with one server "
+                         "process (tools, modern, setup, notify); default: the modern case only")  # fmt: skip
+    ap.add_argument(
+        "--no-pin", dest="pin", action="store_false", help="pin nothing, not even the modern case"
+    )
     ap.add_argument(
         "--scaleout-server",
         choices=OURS,
@@ -656,11 +722,20 @@ def main() -> int:
     )
     args = ap.parse_args()
     args.named_servers = args.servers is not None
-    named = args.servers if args.named_servers else [*KINDS, *TOOLS_ONLY]
-    # "ours" expanded, in report order; ours-uvicorn-opsoff and the floors kept.
+    named = args.servers if args.named_servers else [*KINDS, *TOOLS_ONLY, *MODERN_ONLY]
+    # "ours" expanded, in report order; ours-uvicorn-opsoff, the floors and the modern case's
+    # own kinds kept.
     args.servers = [
-        k for k in (*KINDS, *TOOLS_ONLY) if k in named or ("ours" in named and k in OURS)
+        k
+        for k in (*KINDS, *TOOLS_ONLY, *MODERN_ONLY)
+        if k in named or ("ours" in named and k in OURS)
     ]
+    pinnable = ("tools", "modern", "setup", "notify")
+    wanted = pinnable if args.pin else () if args.pin is False else PINNED_BY_DEFAULT
+    args.pin_unavailable = can_pin() if wanted else None
+    args.pinned = [] if args.pin_unavailable else [c for c in wanted if c in args.cases]
+    if args.pin_unavailable and not args.render:
+        log(f"not pinning servers and wrk to CPUs: {args.pin_unavailable}")
     if args.render:
         rep = json.loads(Path(args.render).read_text())
         rep["summary"] = report.summarize(rep)  # the targets as they are now
@@ -675,7 +750,7 @@ def main() -> int:
         # Only a full run measures every target: every server of the report, every case.
         args.docs = (
             not (args.quick or args.smoke)
-            and set(KINDS) | set(TOOLS_ONLY) <= set(args.servers)
+            and set(KINDS) | set(TOOLS_ONLY) | set(MODERN_ONLY) <= set(args.servers)
             and set(args.cases) == set(CASES)
         )
     if shutil.which("wrk") is None:
@@ -703,6 +778,9 @@ def main() -> int:
         "profile": asdict(prof),
         "servers": args.servers,
         "scaleout_server": args.scaleout_server,
+        # Cases whose servers ran on CPU 0 and wrk on CPU 1 (--pin), and why none could, if so.
+        "pinned_cases": args.pinned,
+        "pin_unavailable": args.pin_unavailable,
         "machine": report.machine_facts(nofile),
         "ours_source_at_start": src_start,
         "ours_source_at_end": report.source_state(),
