@@ -1,11 +1,13 @@
 """Turn a run's figures into ratios against the reference and against each server's floor,
-verdicts against issue 27's targets, and the generated block of docs/performance.md."""
+verdicts against issue 27's targets (and issue 45's, for the 2026-07-28 case against the
+Django peer), and the generated block of docs/performance.md."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import hashlib
+import json
 import os
 import platform
 import subprocess
@@ -13,7 +15,16 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from bench.servers import FLOORS, OPS_OFF, OURS, REFERENCE
+from bench.servers import (
+    FLOORS,
+    MODERN_KINDS,
+    OPS_OFF,
+    OPS_OFF_TWINS,
+    OURS,
+    PEER,
+    PEER_VENV,
+    REFERENCE,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "performance.md"
@@ -97,6 +108,17 @@ STREAM_GROWTH = _both(Target("le", 1.2, on="value"))
 # Issue 27: CPU per call with PostgreSQL + Redis and two processes, against one SQLite process.
 SCALEOUT = {"json": Target("le", 1.3), "sse": Target("le", 1.6)}
 
+# Issue 45's targets for the 2026-07-28 tools/call (the modern case), every default on, per
+# server core-second, each server on one pinned core: against the Django peer (django-mcpz under
+# gunicorn), the operations layer against each server's opsoff twin, and what ours costs above
+# its floor on Daphne against on uvicorn.
+MODERN_VS_PEER = {"ours-daphne": Target("ge", 1.0), "ours-uvicorn": Target("ge", 2.0)}
+MODERN_P99_VS_PEER = {"ours-daphne": Target("le", 1.2)}
+MODERN_P99_CONCURRENCY = 1  # the p99 target is judged at c=1 only; other concurrencies are shown
+MODERN_OPERATIONS = Target("ge", 0.85)
+MODERN_ABOVE_FLOOR = Target("le", 1.5)
+MODERN_SECTION = "tools/call 2026-07-28"
+
 METRIC_NAMES = {
     "calls_per_s": "calls/s",
     "calls_per_core_s": "calls per server core-s",
@@ -173,6 +195,22 @@ def _service_versions() -> dict:
         finally:
             client.close()
     return out
+
+
+def peer_versions() -> dict:
+    """The packages of the peer's virtualenv (bench/.venvs/peer/), if it has been made."""
+    python = PEER_VENV / "bin" / "python"
+    if not python.exists():
+        return {}
+    code = (
+        "import json, importlib.metadata as m; print(json.dumps({p: m.version(p) for p in "
+        "('django-mcpz', 'Django', 'gunicorn', 'msgspec', 'django-msgspec')}))"
+    )
+    p = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
+    try:
+        return json.loads(p.stdout)
+    except ValueError:
+        return {}
 
 
 def source_state() -> dict:
@@ -296,6 +334,7 @@ def summarize(rep: dict) -> dict:
     rows += _stream_rows(cases, kinds, with_ref, prof)
     scaleout = _scaleout(cases, rep.get("scaleout_server"))
     operations = _operations(cases, concurrencies)
+    modern = _modern(cases, concurrencies)
     misses = [
         {
             "section": row["section"],
@@ -336,13 +375,96 @@ def summarize(rep: dict) -> dict:
         for o in operations
         if o.get("meets") is False
     ]
+    misses += [
+        {
+            "section": MODERN_SECTION,
+            "case": f"json, c={conc}",
+            "metric": row["label"],
+            "kind": row["kind"],
+            "target": c["target"],
+            "figure": c["checked"],
+            "miss_pct": c["miss_pct"],
+        }
+        for row in modern["comparisons"]
+        for conc, c in row["cells"].items()
+        if c.get("meets") is False
+    ]
     return {
         "rows": rows,
         "floors": _floors(cases, kinds, concurrencies),
         "operations": operations,
         "scaleout": scaleout,
+        "modern": modern,
         "misses": misses,
     }
+
+
+def _modern(cases: dict, concurrencies: tuple[int, ...]) -> dict:
+    """The 2026-07-28 case: each server's figures per concurrency, and issue 45's comparisons
+    (ours against the peer, the reference, its opsoff twin; ours's CPU above its floor), each
+    with its verdict where the issue sets a target."""
+    fields = ("calls_per_s", "calls_per_core_s", "server_cpu_us_per_call", "p99_ms")
+    servers: dict[str, dict] = {}
+    for kind in MODERN_KINDS:
+        servers[kind] = {}
+        for conc in concurrencies:
+            key = f"{kind}.json.modern_call.c{conc}"
+            values = {f: metric(cases, key, f)[0] for f in fields}
+            servers[kind][conc] = {
+                **values,
+                "error": metric(cases, key, "calls_per_core_s")[1],
+                "other_cores": ((cases.get(key) or {}).get("cpu") or {}).get("other_cores", 0.0),
+            }
+
+    def fig(kind: str, conc: int, field_name: str):
+        return servers[kind][conc][field_name]
+
+    def above_floor(kind: str, conc: int) -> float | None:
+        ours, floor = (
+            fig(kind, conc, "server_cpu_us_per_call"),
+            fig(FLOORS[kind], conc, "server_cpu_us_per_call"),
+        )
+        return None if ours is None or floor is None else round(ours - floor, 1)
+
+    comparisons: list[dict] = []
+
+    def compare(label: str, kind: str, against: str, target: Target | None, num, den, judged=lambda conc: True,
+                value: bool = False) -> None:  # fmt: skip
+        """One comparison row: num(conc) / den(conc), or num(conc) itself for `value` rows."""
+        cells = {}
+        for conc in concurrencies:
+            n, d = num(conc), (None if value else den(conc))
+            t = target if target is not None and judged(conc) else None
+            if t is None:
+                checked = n if value else ratio(n, d, digits=3)
+                cells[conc] = {"checked": checked, "meets": None, "miss_pct": None, "target": None}
+            else:
+                cells[conc] = judge(t, n, d, against=against)
+        comparisons.append({"label": label, "kind": kind, "target": target.text() if target else None,
+                            "value": value, "cells": cells})  # fmt: skip
+
+    per_core = "calls per server core-s"
+    for kind in ("ours-daphne", "ours-uvicorn"):
+        compare(f"{kind} / {PEER}, {per_core}", kind, PEER, MODERN_VS_PEER[kind],
+                lambda c, k=kind: fig(k, c, "calls_per_core_s"), lambda c: fig(PEER, c, "calls_per_core_s"))  # fmt: skip
+    compare(f"ours-uvicorn / {REFERENCE}, {per_core}", "ours-uvicorn", REFERENCE, None,
+            lambda c: fig("ours-uvicorn", c, "calls_per_core_s"), lambda c: fig(REFERENCE, c, "calls_per_core_s"))  # fmt: skip
+    for kind in ("ours-daphne", "ours-uvicorn"):
+        t = MODERN_P99_VS_PEER.get(kind)
+        compare(f"{kind} / {PEER}, p99", kind, PEER, t, lambda c, k=kind: fig(k, c, "p99_ms"),
+                lambda c: fig(PEER, c, "p99_ms"), judged=lambda c: c == MODERN_P99_CONCURRENCY)  # fmt: skip
+    for kind in ("ours-daphne", "ours-uvicorn"):
+        twin = OPS_OFF_TWINS[kind]
+        compare(f"{kind} / {twin} (operations layer), {per_core}", kind, twin, MODERN_OPERATIONS,
+                lambda c, k=kind: fig(k, c, "calls_per_core_s"), lambda c, t=twin: fig(t, c, "calls_per_core_s"))  # fmt: skip
+    for kind in ("ours-daphne", "ours-uvicorn"):
+        compare(f"{kind} above {FLOORS[kind]}, server CPU µs per call", kind, FLOORS[kind], None,
+                lambda c, k=kind: above_floor(k, c), None, value=True)  # fmt: skip
+    compare("ours-daphne's CPU above its floor / ours-uvicorn's", "ours-daphne", "ours-uvicorn's cost above its floor",
+            MODERN_ABOVE_FLOOR, lambda c: above_floor("ours-daphne", c), lambda c: above_floor("ours-uvicorn", c))  # fmt: skip
+    measured = any(c["error"] is None for cells in servers.values() for c in cells.values())
+    return {"measured": measured, "concurrencies": list(concurrencies), "servers": servers,
+            "comparisons": comparisons}  # fmt: skip
 
 
 def operations_cost(cases: dict) -> dict[str, float]:
@@ -643,6 +765,7 @@ def render_markdown(rep: dict) -> str:
             lines += _floor_lines(summary.get("floors", [])) + _operations_lines(
                 summary.get("operations", [])
             )
+    lines += _modern_lines(rep, summary.get("modern"))
     if summary["scaleout"]:
         server = summary["scaleout"][0]["server"]
         lines += [
@@ -681,7 +804,16 @@ def render_markdown(rep: dict) -> str:
         ]
     noisy_rows = [
         r
-        for r in (*summary["rows"], *summary["scaleout"], *summary.get("operations", []))
+        for r in (
+            *summary["rows"],
+            *summary["scaleout"],
+            *summary.get("operations", []),
+            *(
+                c
+                for cells in (summary.get("modern") or {}).get("servers", {}).values()
+                for c in cells.values()
+            ),
+        )
         if r["other_cores"] > NOISY_CORES
     ]
     if noisy_rows:
@@ -718,6 +850,71 @@ def render_markdown(rep: dict) -> str:
         lines.append("")
     lines += [f"Raw figures: `bench/results/{rep['results_file']}` (not committed).", "", END]
     return "\n".join(lines)
+
+
+def _modern_lines(rep: dict, modern: dict | None) -> list[str]:
+    """The 2026-07-28 case: each server's figures, then issue 45's comparisons and verdicts."""
+    lines = [
+        f"### {MODERN_SECTION[len('tools/call ') :]} tools/call (`echo`), stateless: against the Django peer",
+        "",
+    ]
+    if not modern or not modern["measured"]:
+        return [*lines, "Not measured in this run (`bench/run.py --cases modern`).", ""]
+    pinned = "modern" in rep.get("pinned_cases", [])
+    peer = rep.get("peer_packages") or {}
+    peer_text = ", ".join(f"{k} {v}" for k, v in peer.items())
+    lines += [
+        "Each request stands alone (no initialize, no session id): a 2026-07-28 `tools/call` of `echo` with its "
+        "version and client capabilities in `_meta` and the `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` "
+        "headers (`bench/wrk/modern_call.lua`), JSON answers. The peer is django-mcpz, a plain sync Django view "
+        "(`bench/peer/`, Django's default middleware), under gunicorn with one sync worker"
+        + (f" ({peer_text})" if peer_text else "")
+        + "; a sync worker closes the connection after each answer, so wrk reconnects for every call to it. "
+        "The opsoff kinds are ours with the audit trail and every quota off; the floors are "
+        "`bench/floor_server.py` under uvicorn and Daphne. "
+        + (
+            "Every server's processes ran on CPU 0 and wrk on CPU 1 (taskset), as issue 45 measured."
+            if pinned
+            else "Servers and wrk were not pinned to CPUs in this run"
+            + (f" ({rep['pin_unavailable']})." if rep.get("pin_unavailable") else ".")
+        ),
+        "",
+        "| c | server | calls/s | calls per server core-s | server CPU µs per call | p99 ms |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    concs = modern["concurrencies"]
+    for conc in concs:
+        for kind, cells in modern["servers"].items():
+            c = cells.get(conc) or cells.get(str(conc))
+            noisy = " †" if c["other_cores"] > NOISY_CORES else ""
+            if c["error"] is not None:
+                shown = "not measured" if c["error"] == "not run" else "error (see below)"
+                lines.append(f"| {conc}{noisy} | {kind} | {shown} | | | |")
+                continue
+            lines.append(
+                f"| {conc}{noisy} | {kind} | {fmt(c['calls_per_s'])} | {fmt(c['calls_per_core_s'])} | "
+                f"{fmt(c['server_cpu_us_per_call'])} | {fmt(c['p99_ms'])} |"
+            )
+    lines += [
+        "",
+        "Issue 45's targets, every default on, throughput per server core-s: each cell is the figure and its "
+        "verdict; the p99 target is judged at c=" + str(MODERN_P99_CONCURRENCY) + " only.",
+        "",
+        "| comparison | " + " | ".join(f"c={c}" for c in concs) + " | target |",
+        "|---|" + "---:|" * len(concs) + "---|",
+    ]
+    for row in modern["comparisons"]:
+        cells = []
+        for conc in concs:
+            c = row["cells"].get(conc) or row["cells"].get(str(conc))
+            if c["checked"] is None:
+                cells.append(c.get("unjudged") or "not measured")
+                continue
+            shown = fmt(c["checked"]) + ("" if row["value"] else "×")  # noqa: RUF001
+            v = verdict(c)
+            cells.append(shown + (f" ({v})" if v else ""))
+        lines.append(f"| {row['label']} | " + " | ".join(cells) + f" | {row['target'] or ''} |")
+    return [*lines, ""]
 
 
 def _floor_lines(floors: list[dict]) -> list[str]:

@@ -781,6 +781,7 @@ def main() -> int:
         # Cases whose servers ran on CPU 0 and wrk on CPU 1 (--pin), and why none could, if so.
         "pinned_cases": args.pinned,
         "pin_unavailable": args.pin_unavailable,
+        "peer_packages": report.peer_versions(),
         "machine": report.machine_facts(nofile),
         "ours_source_at_start": src_start,
         "ours_source_at_end": report.source_state(),
