@@ -4,7 +4,7 @@ figures dict, no server started."""
 from __future__ import annotations
 
 from bench import report
-from bench.servers import FLOOR_DAPHNE, OPS_OFF, REFERENCE
+from bench.servers import FLOOR, FLOOR_DAPHNE, OPS_OFF, OPS_OFF_DAPHNE, PEER, REFERENCE
 
 SMOKE = {
     "rounds": 1,
@@ -154,3 +154,55 @@ def test_stream_open_growth_is_judged_against_the_companion_s_opens_at_the_same_
     # A run without a companion (it did not start) is judged on the one server.
     alone = {"open_median_ms": 3.0, "get_median_ms": 1.5}
     assert open_growth(early, alone)["growth"] == 1.5
+
+
+def _modern_case(per_core: float, p99: float, cpu_us: float) -> dict:
+    return {**_case(per_core, p99), "server_cpu_us_per_call": cpu_us}
+
+
+def _modern_row(summary: dict, label: str) -> dict:
+    return next(r for r in summary["modern"]["comparisons"] if r["label"] == label)
+
+
+def test_modern_calls_are_judged_against_the_peer_the_opsoff_twins_and_the_floors() -> None:
+    figures = {
+        "ours-uvicorn": _modern_case(4000, 2.0, 250),
+        "ours-daphne": _modern_case(1800, 2.5, 550),
+        PEER: _modern_case(2000, 2.0, 500),
+        OPS_OFF: _modern_case(4400, 1.8, 227),
+        OPS_OFF_DAPHNE: _modern_case(2400, 2.2, 416),
+        FLOOR: _modern_case(20000, 0.5, 50),
+        FLOOR_DAPHNE: _modern_case(4000, 1.0, 250),
+    }
+    rep = _run({}, [])
+    rep["cases"] = {f"{kind}.json.modern_call.c8": v for kind, v in figures.items()}
+    rep["profile"]["concurrencies"] = [1, 8]
+    rep["cases"].update({f"{kind}.json.modern_call.c1": v for kind, v in figures.items()})
+    rep["summary"] = report.summarize(rep)
+
+    summary = rep["summary"]
+    daphne = _modern_row(summary, f"ours-daphne / {PEER}, calls per server core-s")["cells"][8]
+    assert (daphne["checked"], daphne["meets"], daphne["miss_pct"]) == (0.9, False, 10.0)
+    uvicorn = _modern_row(summary, f"ours-uvicorn / {PEER}, calls per server core-s")["cells"][8]
+    assert uvicorn["meets"] is True
+    p99 = _modern_row(summary, f"ours-daphne / {PEER}, p99")["cells"]
+    assert (p99[1]["meets"], p99[1]["miss_pct"], p99[8]["meets"]) == (False, 4.2, None)
+    ops = f"ours-daphne / {OPS_OFF_DAPHNE} (operations layer), calls per server core-s"
+    assert _modern_row(summary, ops)["cells"][8]["checked"] == 0.75
+    # 550 - 250 = 300 µs above the floor on Daphne, 250 - 50 = 200 on uvicorn: 1.5, just met.
+    floors = _modern_row(summary, "ours-daphne's CPU above its floor / ours-uvicorn's")["cells"][8]
+    assert (floors["checked"], floors["meets"]) == (1.5, True)
+    markdown = report.render_markdown(rep)
+    assert "| 8 | peer | 2,000 | 2,000 | 500 | 2.00 |" in markdown
+    assert "| ours-daphne / peer, calls per server core-s | 0.90× (misses by 10 %) |" in markdown  # noqa: RUF001
+
+
+def test_a_run_without_the_modern_case_says_it_was_not_measured() -> None:
+    rep = _run({REFERENCE: _case(1000, 5.0)}, [REFERENCE])
+    rep["summary"] = report.summarize(rep)
+
+    assert not rep["summary"]["modern"]["measured"]
+    assert rep["summary"]["misses"] == []
+    assert "Not measured in this run (`bench/run.py --cases modern`)." in report.render_markdown(
+        rep
+    )
