@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings as django_settings
 from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
@@ -32,6 +33,7 @@ from mcp_django import Context, ToolError
 from mcp_django.checks import check_settings
 from mcp_django.models import RunningRequest, Session, ToolCall
 from mcp_django.ops.audit import buffer as audit_buffer
+from mcp_django.stores import column
 from mcp_django.ops.audit import record as audit_record
 from mcp_django.ops.audit.redaction import (
     REDACTED,
@@ -64,6 +66,35 @@ def empty_buffer() -> Iterator[None]:
     audit_buffer.writer.discard()
     yield
     audit_buffer.writer.discard()
+
+
+@pytest.fixture(autouse=True)
+def template_rows_match_whole_rows(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every call of every test here made from a row template (AuditWriter.add_like) is also
+    made whole, the way the first call of its caller and tool is, and both rows must match."""
+    compared: list[str] = []
+    add_like = audit_buffer.AuditWriter.add_like
+
+    def checked(
+        self: audit_buffer.AuditWriter, key: Any, varying: Any, whole: Any
+    ) -> None:
+        full = (audit_buffer._database(), django_settings.USE_TZ, *key)
+        template = audit_buffer._templates.get(full)
+        if template is not None:
+            expected = audit_buffer._prepared(whole())
+            made = template.make(varying)
+            # The duration is read from the clock each time: made again later, it differs.
+            for row in (made, expected):
+                assert row is not None
+                row[column(ToolCall, "duration_ms")] = None
+            assert made == expected
+            compared.append(key[-1])
+        add_like(self, key, varying, whole)
+
+    monkeypatch.setattr(audit_buffer.AuditWriter, "add_like", checked)
+    audit_buffer._templates.clear()
+    yield compared
+    audit_buffer._templates.clear()
 
 
 def settings(**overrides: Any) -> Any:
@@ -1490,3 +1521,30 @@ def test_the_session_page_shows_its_calls_and_links_to_all_of_them(admin_client:
     )
     assert "All 25 calls of this session in the audit trail" in content
     assert reverse(CHANGELIST) + "?session_id=" + session.pk in content
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_callers_later_calls_are_made_from_the_template_and_stored_alike(
+    template_rows_match_whole_rows: list[str],
+) -> None:
+    """The second call on of a caller and tool is made from the first one's row template
+    (issue 45): the rows read back are what the calls were, arguments and outcomes included."""
+    client = client_for(audited_site())
+    await client.initialize()
+    for text in ("one", "two\x00nul", "three"):
+        await client.call_tool("echo", {"text": text, "api_key": "sk-1"})
+    await client.call_tool("fail", {"reason": "no"})
+    await client.call_tool("fail", {"reason": "again"})
+    stored = await rows()
+    assert [(r.tool_name, r.outcome) for r in stored] == [
+        ("echo", Outcome.OK),
+        ("echo", Outcome.OK),
+        ("echo", Outcome.OK),
+        ("fail", Outcome.TOOL_ERROR),
+        ("fail", Outcome.TOOL_ERROR),
+    ]
+    assert [r.arguments["text"] for r in stored[:3]] == ["one", "two\ufffdnul", "three"]
+    assert {r.arguments["api_key"] for r in stored[:3]} == {REDACTED}
+    assert [r.error for r in stored[3:]] == ["refused: no", "refused: again"]
+    assert len({r.request_id for r in stored}) == 5
+    assert template_rows_match_whole_rows == ["echo", "echo", "fail"]

@@ -14,7 +14,15 @@ from .cache import SessionCache, session_cache
 from .events import BaseEventStore, DatabaseEventStore, StoredEvent, cut_page, get_event_store
 from .grouped import GroupWrite
 from .requests import ORPHAN_MESSAGE, RunningRequestStore, ServerRequestStore
-from .rows import RawJSON, column, insert_rows, insert_values, prepare_row, update_row
+from .rows import (
+    RawJSON,
+    RowTemplate,
+    column,
+    insert_rows,
+    insert_values,
+    prepare_row,
+    update_row,
+)
 from .sessions import (
     InitializedMarks,
     SessionStore,
@@ -31,6 +39,7 @@ __all__ = [
     "GroupWrite",
     "InitializedMarks",
     "RawJSON",
+    "RowTemplate",
     "RunningRequestStore",
     "ServerRequestStore",
     "SessionCache",

@@ -78,6 +78,42 @@ def _preparer(
     )
 
 
+class RowTemplate:
+    """Rows of ``model`` that share most of their values, made as :func:`prepare_row` makes
+    them: the shared values prepared once, from a first ``row``, and per row only those of
+    ``varying`` (attnames), given in that order. For the audit trail, whose rows differ from the
+    caller's previous call of the same tool in a handful of columns: a row from the template
+    costs a third of a row prepared whole."""
+
+    __slots__ = ("_adapt", "_base", "_columns", "_connection")
+
+    def __init__(self, model: type[models.Model], row: dict[str, Any], varying: tuple[str, ...]):
+        alias = router.db_for_write(model)
+        preparer = _preparer(model, alias, settings.USE_TZ)
+        plan: _Plan = preparer.func.__self__  # type: ignore[attr-defined]
+        self._connection = preparer.keywords["connection"]
+        self._adapt = preparer.keywords["adapt"]
+        self._base = preparer(row)
+        self._columns = [
+            (n, plan.plain[n], plan.fields[n], plan.moments[n])
+            for n in map(plan.attnames.index, varying)
+        ]
+
+    def make(self, values: tuple[Any, ...]) -> list[Any]:
+        """A row: the shared values, and ``values`` for the varying columns."""
+        row = self._base.copy()
+        connection, adapt = self._connection, self._adapt
+        for (n, same, field, moment), value in zip(self._columns, values, strict=True):
+            row[n] = (
+                value
+                if type(value) in same
+                else adapt(value)
+                if moment and type(value) is datetime and value.tzinfo is not None
+                else _prepare(field, value, connection)
+            )
+        return row
+
+
 def column(model: type[models.Model], attname: str) -> int:
     """Where the value of ``attname`` is in a row made by :func:`prepare_row`."""
     return _plan(model, "", False, settings.USE_TZ).attnames.index(attname)

@@ -14,6 +14,7 @@ import contextvars
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -24,7 +25,7 @@ from django.utils import timezone
 
 from ...conf import mcp_settings
 from ...models import ToolCall
-from ...stores import RawJSON, column, insert_values, prepare_row
+from ...stores import RawJSON, RowTemplate, column, insert_values, prepare_row
 from .redaction import clean
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,33 @@ class AuditWriter:
         record["_row"] = (
             _prepared(record) if len(self._buffer) < mcp_settings.audit_buffer_size else None
         )
+        self._append(record)
+
+    def add_like(
+        self, key: tuple[Any, ...], varying: tuple[Any, ...], whole: Callable[[], dict[str, Any]]
+    ) -> None:
+        """Buffer a call whose row shares every column but :data:`VARYING` with the earlier
+        calls of the same ``key`` (caller, tool, site, transport, revision), and has ``varying``
+        in those (as :func:`_fields` leaves them). The first call of a key is made ``whole()``
+        and its row becomes the template of the next ones: no record, and a third of the row's
+        making, per call after it (issue 45)."""
+        database = _database()
+        full = (database, settings.USE_TZ, *key)
+        template = _templates.get(full)
+        if template is None or len(self._buffer) >= mcp_settings.audit_buffer_size:
+            record = whole()
+            self.add(record)
+            if template is None and record["_row"] is not None:
+                if len(_templates) >= TEMPLATES_KEPT:
+                    _templates.clear()  # callers come and go: what is kept is bounded
+                _templates[full] = RowTemplate(ToolCall, record, VARYING)
+            return
+        # What the writer reads of a call: its row, database and OAuth application.
+        self._append(
+            {"_row": template.make(varying), "_database": database, "application_id": key[0]}
+        )
+
+    def _append(self, record: dict[str, Any]) -> None:
         with self._lock:
             full = len(self._buffer) >= mcp_settings.audit_buffer_size
             if full:
@@ -259,6 +287,26 @@ def _fields(record: dict[str, Any]) -> dict[str, Any]:
         record["started_at"] = timezone.make_naive(record["started_at"])
     record["client_id"] = ""  # an OAuth application's is read by the writer (AuditWriter._rows)
     return record
+
+
+#: The columns in which one caller's calls of one tool differ (AuditWriter.add_like), in the
+#: order their values are given.
+VARYING = (
+    "started_at",
+    "session_id",
+    "request_id",
+    "arguments",
+    "outcome",
+    "error",
+    "error_code",
+    "duration_ms",
+    "trace_id",
+    "task_id",
+    "result_cut",
+)
+#: Row templates kept, one per database, caller, tool, site, transport and revision.
+TEMPLATES_KEPT = 1024
+_templates: dict[tuple[Any, ...], RowTemplate] = {}
 
 
 def _prepared(record: dict[str, Any]) -> list[Any] | None:

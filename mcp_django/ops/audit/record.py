@@ -20,6 +20,7 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from django.conf import settings
 from django.utils import timezone
 
 from ...conf import mcp_settings
@@ -28,6 +29,7 @@ from ...protocol.errors import INVALID_PARAMS
 from ...protocol.modern import META_PROTOCOL_VERSION
 from ...server.entries import Access, agate
 from ...server.rounds import InputRequired
+from ...stores import RawJSON
 from ..observation import Observation
 from .buffer import writer
 from .redaction import clean, scrub, sensitive_names, stored_with_json
@@ -292,13 +294,60 @@ def _keep(
 ) -> None:
     """Record the call's end without waiting: buffered, or (a durable row) updated by a task."""
     try:
-        record = _from_observation(observation, outcome, error, error_code)
         if row is None:
-            writer.add(record)
+            _buffer(observation, outcome, error, error_code)
         else:
-            durable.finish_soon(row, record)
+            durable.finish_soon(row, _from_observation(observation, outcome, error, error_code))
     except Exception:
         logger.exception("Could not record a tools/call in the audit trail")
+
+
+def _buffer(observation: Observation, outcome: str, error: str, error_code: int | None) -> None:
+    """Buffer the call's row: only the values of the columns in which it differs from its
+    caller's earlier calls of the same tool (buffer.VARYING) are worked out here, as
+    :func:`_from_observation` works them out; the writer makes the row from those calls'
+    template (AuditWriter.add_like)."""
+    ctx, message = observation.ctx, observation.message
+    site, name = ctx.site, message.params.get("name")
+    if site is None or not isinstance(name, str):
+        writer.add(_from_observation(observation, outcome, error, error_code))
+        return
+    who = _who(ctx.user, ctx.request)
+    key = (
+        who["application_id"],
+        who["user_id"],
+        who["username"],
+        getattr(site, "name", ""),
+        observation.transport,
+        observation.revision,
+        name,
+    )
+    hidden: list[str] = []
+    given = message.params.get("arguments")
+    names = sensitive_names(site.get_tool(name))
+    arguments = (
+        None if given is None else RawJSON(stored_with_json(given, names, hidden)[1].decode())
+    )
+    started_at = observation.started_at or timezone.now()
+    if not settings.USE_TZ and started_at.tzinfo is not None:
+        started_at = timezone.make_naive(started_at)
+    result = (observation.response or {}).get("result") if outcome == Outcome.TASK else None
+    varying = (
+        started_at,
+        clean(ctx.session_id or "", 64),
+        _request_id(message),
+        arguments,
+        outcome,
+        clean(scrub(error, hidden) if hidden else error, MAX_ERROR),
+        error_code if isinstance(error_code, int) and not isinstance(error_code, bool) else None,
+        round(observation.duration * 1000, 3),
+        clean(observation.trace_id or "", 32),
+        clean(str(result.get("taskId", "")) if isinstance(result, dict) else "", 64),
+        ctx.result_cut,
+    )
+    writer.add_like(
+        key, varying, lambda: _from_observation(observation, outcome, error, error_code)
+    )
 
 
 async def _akeep(
