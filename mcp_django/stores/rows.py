@@ -59,23 +59,21 @@ def prepare_row(model: type[models.Model], row: dict[str, Any]) -> list[Any]:
     loop, a few microseconds at a time, and leaves its writer's thread only the INSERT (the
     writer's Python work, done in stretches while the loop waited for the GIL, made the p99
     of tools/call, bench/)."""
-    return _preparer(model, router.db_for_write(model), settings.USE_TZ)(row)
+    plan, connection, adapt = _preparer(model, router.db_for_write(model), settings.USE_TZ)
+    return plan.values(row, connection, adapt)
 
 
 @functools.lru_cache(maxsize=16)
 def _preparer(
     model: type[models.Model], alias: str, use_tz: bool
-) -> Callable[[dict[str, Any]], list[Any]]:
-    """:func:`prepare_row` for one model, database and USE_TZ, worked out once. Its connection
-    object never connects: it only says how the database takes dates and JSON.
-    ``connections[alias]`` on the event loop makes a new one in each asyncio context: 9 us, and
-    60 us of a tools/call's CPU at concurrency 1 (bench/, same run)."""
+) -> tuple[_Plan, Any, Callable[[datetime], Any]]:
+    """What :func:`prepare_row` needs for one model, database and USE_TZ, worked out once: the
+    plan, a connection object, and how it takes an aware datetime. The connection never
+    connects: it only says how the database takes dates and JSON. ``connections[alias]`` on
+    the event loop makes a new one in each asyncio context: 9 us, and 60 us of a tools/call's
+    CPU at concurrency 1 (bench/, same run)."""
     connection = connections.create_connection(alias)
-    return functools.partial(
-        _plan(model, connection.vendor, False, use_tz).values,
-        connection=connection,
-        adapt=_moments(connection),
-    )
+    return _plan(model, connection.vendor, False, use_tz), connection, _moments(connection)
 
 
 class RowTemplate:
@@ -88,12 +86,10 @@ class RowTemplate:
     __slots__ = ("_adapt", "_base", "_columns", "_connection")
 
     def __init__(self, model: type[models.Model], row: dict[str, Any], varying: tuple[str, ...]):
-        alias = router.db_for_write(model)
-        preparer = _preparer(model, alias, settings.USE_TZ)
-        plan: _Plan = preparer.func.__self__  # type: ignore[attr-defined]
-        self._connection = preparer.keywords["connection"]
-        self._adapt = preparer.keywords["adapt"]
-        self._base = preparer(row)
+        plan, self._connection, self._adapt = _preparer(
+            model, router.db_for_write(model), settings.USE_TZ
+        )
+        self._base = plan.values(row, self._connection, self._adapt)
         self._columns = [
             (n, plan.plain[n], plan.fields[n], plan.moments[n])
             for n in map(plan.attnames.index, varying)
