@@ -5,7 +5,8 @@ handlers (``handlers``), what a tool sees while it runs (``context``: ``Context`
 progress, elicitation and sampling), the questions a 2026-07-28 request puts back to the client
 (``rounds``) and their sealed state (``request_state``), the protocols every tool, resource and
 prompt implements with the one gate that decides who may see and call them (``entries``), the
-bus of change notifications (``notifications``), the bridge from Python logging to the client
+base of the tools the server makes for itself (``handler_tools``), the bus of change
+notifications (``notifications``), the bridge from Python logging to the client
 (``log_bridge``), who a message comes from (``principal``) and the content helpers tools return
 (``content``).
 

@@ -11,13 +11,14 @@ not exist.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 import orjson
 
 from ..protocol.errors import MCPError
 from .context import Context
-from .entries import ServedSite, ToolEntry
+from .entries import ServedSite
+from .handler_tools import HandlerTool, tool_error
 
 #: The longest URI or cursor a client may give (as resources/read bounds nothing shorter).
 MAX_ARGUMENT = 2000
@@ -42,36 +43,16 @@ _URI: Final = {
 }
 
 
-def _error(text: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": text}], "isError": True}
-
-
-class EntryTool(ToolEntry):
+class EntryTool(HandlerTool):
     """A tool standing for one read-only method of the site (``resources/list``, ...)."""
 
-    kind: ClassVar[str] = "tool"
-    streams = False
-    scopes: tuple[str, ...] = ()
-
     def __init__(self, name: str, title: str, method: str, description: str, argument: str):
-        self.name = name
-        self.title = title
+        super().__init__(
+            name, title, description, _CURSOR if argument == "cursor" else _URI, _READS
+        )
         self.method = method
-        self.description = description
         #: "cursor" (a list page) or "uri" (a read).
         self.argument = argument
-
-    def definition(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "inputSchema": _CURSOR if self.argument == "cursor" else _URI,
-            "annotations": _READS,
-        }
-
-    def has_permission(self, request: Any) -> bool:
-        return True  # each entry it reaches is gated by the method it runs
 
     async def check_arguments(
         self, arguments: dict[str, Any], ctx: Context
@@ -79,26 +60,23 @@ class EntryTool(ToolEntry):
         value = arguments.get(self.argument)
         required = self.argument == "uri"
         if set(arguments) - {self.argument} or (value is None and required):
-            return _error(f'Invalid arguments: give only "{self.argument}", a string.')
+            return tool_error(f'Invalid arguments: give only "{self.argument}", a string.')
         if value is not None and (not isinstance(value, str) or len(value) > MAX_ARGUMENT):
-            return _error(
+            return tool_error(
                 f'Invalid arguments: "{self.argument}" must be a string of at most '
                 f"{MAX_ARGUMENT} characters."
             )
         return None
 
-    async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        invalid = await self.check_arguments(arguments, ctx)
-        if invalid is not None:
-            return invalid
+    async def answer(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
         handler = ctx.site.get_handlers().get(self.method)
         if handler is None:
-            return _error(f"This site serves no {self.method}.")
+            return tool_error(f"This site serves no {self.method}.")
         try:
             result = await handler(dict(arguments), ctx)
         except MCPError as exc:
             # Unknown and forbidden URIs get the same answer from the method: so here.
-            return _error(exc.message)
+            return tool_error(exc.message)
         if self.method == "resources/read":
             return {
                 "content": [

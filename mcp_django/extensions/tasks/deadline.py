@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from asgiref.sync import sync_to_async
 
@@ -32,6 +32,7 @@ from ...conf import mcp_settings
 from ...models import Task
 from ...server.context import Context
 from ...server.entries import Access, ToolEntry, agate
+from ...server.handler_tools import HandlerTool, tool_error
 from ...server.rounds import InputRequired
 from . import handshake, runner
 from . import store as taskstore
@@ -198,58 +199,34 @@ TASK_ID_SCHEMA: Final = {
 }
 
 
-def _error(text: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": text}], "isError": True}
-
-
-class PollingTool(ToolEntry):
+class PollingTool(HandlerTool):
     """One of the generated tools that follow a task (``task_status``, ``task_result``,
     ``task_cancel``): the caller's own tasks only, as ``tasks/get`` finds them."""
-
-    kind: ClassVar[str] = "tool"
-    streams = False
-    scopes: tuple[str, ...] = ()
 
     def __init__(
         self, name: str, title: str, description: str, annotations: dict[str, bool]
     ) -> None:
-        self.name = name
-        self.title = title
-        self.description = description
-        self.annotations = annotations
-
-    def definition(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "inputSchema": TASK_ID_SCHEMA,
-            "annotations": {**self.annotations, "openWorldHint": False},
-        }
-
-    def has_permission(self, request: Any) -> bool:
-        return True  # each task is checked against its own tool's gate
+        super().__init__(
+            name, title, description, TASK_ID_SCHEMA, {**annotations, "openWorldHint": False}
+        )
 
     def is_visible(self, request: Any) -> bool:
-        return True
+        return True  # each task is checked against its own tool's gate
 
     async def check_arguments(
         self, arguments: dict[str, Any], ctx: Context
     ) -> dict[str, Any] | None:
         task_id = arguments.get("taskId")
         if not isinstance(task_id, str) or set(arguments) != {"taskId"}:
-            return _error('Invalid arguments: give exactly "taskId", a string.')
+            return tool_error('Invalid arguments: give exactly "taskId", a string.')
         return None
 
-    async def call(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        invalid = await self.check_arguments(arguments, ctx)
-        if invalid is not None:
-            return invalid
+    async def answer(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
         task = await runner.afind(ctx.site, ctx.request, ctx.user, arguments["taskId"])
         tool = ctx.site.get_tool(task.tool_name) if task is not None else None
         # A task of someone else's, of a tool this user may no longer use, or unknown: the same.
         if task is None or await agate(tool, ctx.request) is not Access.VISIBLE:
-            return _error(f"No task {str(arguments['taskId'])[:80]!r} of yours.")
+            return tool_error(f"No task {str(arguments['taskId'])[:80]!r} of yours.")
         assert tool is not None  # the gate said VISIBLE
         if self.name == "task_status":
             return await self._task_status(task, tool, ctx)
@@ -272,16 +249,16 @@ class PollingTool(ToolEntry):
         seconds = deadline() or 0.0
         ended = await wait(task, ctx, seconds)
         if ended.status == Status.CANCELLED:
-            return _error(f"Task {task.pk} was cancelled: it has no result.")
+            return tool_error(f"Task {task.pk} was cancelled: it has no result.")
         if ended.status == Status.FAILED:
             error = ended.error or {}
-            return _error(f"Task {task.pk} failed: {error.get('message', 'internal error')}")
+            return tool_error(f"Task {task.pk} failed: {error.get('message', 'internal error')}")
         return _answer(ended, tool, seconds)
 
     async def _task_cancel(self, task: Task, tool: ToolEntry, ctx: Context) -> dict[str, Any]:
         if not await sync_to_async(taskstore.cancel)(task.pk):
             status = runner.handshake_status(await _settled(task.pk))
-            return _error(f"Task {task.pk} had already ended ({status}).")
+            return tool_error(f"Task {task.pk} had already ended ({status}).")
         runner.wake(task.pk)
         await runner.announce(task.pk, task.user_id)
         return {"content": [{"type": "text", "text": f"Task {task.pk} was cancelled."}]}
