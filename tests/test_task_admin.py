@@ -38,7 +38,7 @@ Status = Task.Status
 
 
 def make_task(tool_name: str = "report", **fields: Any) -> Task:
-    """A task row as taskrun.create writes it (nothing runs it)."""
+    """A task row as taskrun.open_task writes it (nothing runs it)."""
     defaults: dict[str, Any] = {
         "site_name": "mcp",
         "user_id": None,

@@ -239,7 +239,8 @@ async def call(
         except StartTask:
             if ctx._rounds is not None:
                 answers, notes = dict(ctx._rounds.answers), dict(ctx._rounds.notes)
-    return await create(tool, arguments, ctx, answers, notes, ttl_ms=ttl_ms)
+    opened = await open_task(tool, arguments, ctx, answers, notes, ttl_ms=ttl_ms)
+    return created(tool, opened, ctx)
 
 
 def _client_meta(ctx: Context) -> dict[str, Any] | None:
@@ -271,18 +272,10 @@ def _lifetime(requested: int | None) -> int | None:
     return min(requested, configured if configured is not None else MAX_REQUESTED_TTL_MS)
 
 
-async def create(
-    tool: ToolEntry,
-    arguments: dict[str, Any],
-    ctx: Context,
-    answers: dict[str, Any],
-    notes: dict[str, Any] | None = None,
-    *,
-    ttl_ms: int | None = None,
-) -> dict[str, Any]:
-    """Write the task's row, start it, and return the ``CreateTaskResult`` of the request's form
-    (the row exists before the answer leaves: a tasks/get right after it finds the task)."""
-    task = await open_task(tool, arguments, ctx, answers, notes, ttl_ms=ttl_ms)
+def created(tool: ToolEntry, task: Task, ctx: Context) -> dict[str, Any]:
+    """The ``CreateTaskResult`` of the request's form for ``task``, just opened by
+    :func:`open_task` (the row exists before the answer leaves: a tasks/get right after it finds
+    the task)."""
     if speaks_handshake_tasks(ctx):
         return {
             "task": handshake_wire(task),
