@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -81,6 +82,22 @@ def acknowledged(result: dict[str, Any]) -> None:
     """tasks/update and tasks/cancel answer an empty complete result (``_meta`` aside)."""
     assert result.get("resultType") == "complete", result
     assert set(result) <= {"resultType", "_meta"}, result
+
+
+async def reached_by(
+    get: Callable[[], Awaitable[dict[str, Any]]], task_id: str, statuses: tuple[str, ...]
+) -> dict[str, Any]:
+    """``get()`` (the task, as either form's tasks/get answers it) until its status is one of
+    ``statuses`` (a bounded wait); the task."""
+    last: dict[str, Any] = {}
+
+    async def there() -> dict[str, Any] | None:
+        last.update(await get())
+        return dict(last) if last["status"] in statuses else None
+
+    return await polling.until(
+        there, failure=lambda: f"task {task_id} never reached {statuses}: {last}"
+    )
 
 
 class TasksClient:

@@ -19,7 +19,7 @@ from mcp_django.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
-from tests.polling import until
+from tests.tasks_wire import reached_by
 from tests.test_checks import ids, settings_errors
 from tests.test_task_tools import django_auth, note_site, staff_client
 from tests.transport.conftest import mcp_settings
@@ -117,11 +117,10 @@ async def created(client: MCPTestClient, name: str, arguments: dict[str, Any] | 
 
 
 async def reached(client: MCPTestClient, task_id: str, *statuses: str) -> dict[str, Any]:
-    async def there() -> dict[str, Any] | None:
-        task = (await send(client, "tasks/get", {"taskId": task_id}))["result"]
-        return dict(task) if task["status"] in statuses else None
+    async def get() -> dict[str, Any]:
+        return dict((await send(client, "tasks/get", {"taskId": task_id}))["result"])
 
-    return await until(there, failure=f"task {task_id} never reached {statuses}")
+    return await reached_by(get, task_id, statuses)
 
 
 # -- arguments are validated before the row ---------------------------------------------------

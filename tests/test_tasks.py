@@ -28,6 +28,7 @@ from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.polling import until
+from tests.tasks_wire import reached_by
 from tests.transport.conftest import mcp_settings
 from tests.transport.test_stateless import body, headers
 
@@ -139,13 +140,7 @@ async def get(client: MCPTestClient, task_id: str) -> dict[str, Any]:
 
 async def reached(client: MCPTestClient, task_id: str, *statuses: str) -> dict[str, Any]:
     """tasks/get until the task's status is one of ``statuses`` (a bounded wait)."""
-    last: dict[str, Any] = {}
-
-    async def there() -> dict[str, Any] | None:
-        last.update(await get(client, task_id))
-        return dict(last) if last["status"] in statuses else None
-
-    return await until(there, failure=lambda: f"task {task_id} never reached {statuses}: {last}")
+    return await reached_by(lambda: get(client, task_id), task_id, statuses)
 
 
 async def started(name: str) -> None:

@@ -20,6 +20,7 @@ from mcp_django.registry.sites import MCPSite
 from mcp_django.testing import JSONRPCErrorResponse, MCPTestClient
 from mcp_django.transport.consumers import MCPConsumer
 from tests.polling import until
+from tests.tasks_wire import reached_by
 from tests.transport.conftest import mcp_settings
 
 from .test_tasks import seen, task_site
@@ -64,13 +65,8 @@ async def get(client: MCPTestClient, task_id: str) -> dict[str, Any]:
 
 
 async def reached(client: MCPTestClient, task_id: str, *statuses: str) -> dict[str, Any]:
-    last: dict[str, Any] = {}
-
-    async def there() -> dict[str, Any] | None:
-        last.update(await get(client, task_id))
-        return dict(last) if last["status"] in statuses else None
-
-    return await until(there, failure=lambda: f"task {task_id} never reached {statuses}: {last}")
+    """tasks/get in this session until the task's status is one of ``statuses`` (bounded)."""
+    return await reached_by(lambda: get(client, task_id), task_id, statuses)
 
 
 def error_of(exc: pytest.ExceptionInfo[JSONRPCErrorResponse]) -> dict[str, Any]:

@@ -13,8 +13,9 @@ session-scoped per server, so pytest groups the tests and starts each server onc
 ``example_server`` serves without authentication (``MCP_AUTH=none``; the site defaults to OAuth)
 on its own copy of the demo database; ``example_server_django_auth`` is a second process on the
 same database with ``MCP_AUTH=django``, started only when a test asks for it; ``test_oauth.py``
-starts a third, with ``MCP_AUTH=oauth``. ``example_database`` is a copy no server uses, for
-the tests that run ``manage.py`` commands only (stdio).
+and ``test_claude_flow.py`` start others with ``MCP_AUTH=oauth`` (``run_oauth_server``), which
+fetch client ID metadata documents from ``document_host``. ``example_database`` is a copy no
+server uses, for the tests that run ``manage.py`` commands only (stdio).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests import asgi_servers
+
+from .oauth_helpers import DocumentHost
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 30.0
@@ -281,6 +284,39 @@ def example_server_django_auth(example_server: ExampleServer) -> Iterator[Exampl
     env = {**example_server.env, "MCP_AUTH": "django"}
     log_path = example_server.log_path.with_name(f"{example_server.server}-django-auth.log")
     with run_server(env, log_path, server=example_server.server) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def document_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocumentHost]:
+    """The https host on loopback of the tests' client ID metadata documents."""
+    with DocumentHost(tmp_path_factory.mktemp("cimd")) as host:
+        yield host
+
+
+@contextmanager
+def run_oauth_server(
+    example_server: ExampleServer,
+    documents: DocumentHost,
+    name: str,
+    settings: dict[str, str],
+) -> Iterator[ExampleServer]:
+    """Another process of the example site on ``example_server``'s database, with OAuth on
+    (``MCP_AUTH=oauth``), at a URL it knows in advance, fetching metadata documents from
+    ``documents``; ``settings`` adds to its environment, ``name`` names its log."""
+    port = asgi_servers.free_port()
+    env = {
+        **example_server.env,
+        "MCP_AUTH": "oauth",
+        "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp",
+        # Fetch the test's metadata documents from 127.0.0.1, trusting the test's CA.
+        "OAUTH_CIMD_ALLOW_LOOPBACK": "1",
+        "OAUTH_CIMD_LOOPBACK_CA_FILE": str(documents.ca_file),
+        **settings,
+    }
+    log_path = example_server.log_path.with_name(f"{example_server.server}-{name}.log")
+    with run_server(env, log_path, port=port, server=example_server.server) as server:
+        assert server.base_url == f"http://127.0.0.1:{port}"
         yield server
 
 

@@ -26,9 +26,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.asgi_servers import free_port
-
-from .conftest import ExampleServer, manage, run_server, tool_names
+from .conftest import ExampleServer, manage, run_oauth_server, tool_names
 from .oauth_helpers import Browser, DocumentHost, query_of
 from .test_oauth import (
     ACCEPT_BOTH,
@@ -115,29 +113,14 @@ ARGUMENTS: dict[str, dict[str, Any]] = {
 
 
 @pytest.fixture(scope="module")
-def claude_documents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocumentHost]:
-    with DocumentHost(tmp_path_factory.mktemp("claude-cimd")) as host:
-        yield host
-
-
-@pytest.fixture(scope="module")
 def claude_server(
-    example_server: ExampleServer, claude_documents: DocumentHost
+    example_server: ExampleServer, document_host: DocumentHost
 ) -> Iterator[ExampleServer]:
     """The example site as deployed (MCP_AUTH=oauth, its own settings), fetching metadata
     documents from the test's loopback host."""
-    port = free_port()
-    env = {
-        **example_server.env,
-        "MCP_AUTH": "oauth",
-        "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp",
-        "OAUTH_CIMD_ALLOW_LOOPBACK": "1",
-        "OAUTH_CIMD_LOOPBACK_CA_FILE": str(claude_documents.ca_file),
-        # Long work answers within 3 s here (240 s as deployed), then Claude follows it.
-        "MCP_TASK_DEADLINE_SECONDS": "3",
-    }
-    log_path = example_server.log_path.with_name(f"{example_server.server}-claude.log")
-    with run_server(env, log_path, port=port, server=example_server.server) as server:
+    # Long work answers within 3 s here (240 s as deployed), then Claude follows it.
+    settings = {"MCP_TASK_DEADLINE_SECONDS": "3"}
+    with run_oauth_server(example_server, document_host, "claude", settings) as server:
         yield server
 
 
@@ -266,15 +249,15 @@ async def call_every_tool(client: Client, names: set[str], era: str) -> dict[str
 
 @pytest.mark.parametrize("era", ["legacy", "2026-07-28"])
 async def test_claude_gets_every_tool_from_the_first_challenge_without_a_step_up(
-    claude_server: ExampleServer, claude_documents: DocumentHost, era: str
+    claude_server: ExampleServer, document_host: DocumentHost, era: str
 ) -> None:
-    tokens, challenged, consent_page = await claude_authorizes(claude_server, claude_documents)
+    tokens, challenged, consent_page = await claude_authorizes(claude_server, document_host)
     try:
         assert challenged == ["library:read", "library:write"]
         assert set(tokens["scope"].split()) == set(challenged)
         # The metadata document was fetched, and the consent page says what each scope allows.
-        assert CLAUDE_DOCUMENT in claude_documents.fetched
-        assert f"127.0.0.1:{urlsplit(claude_documents.base_url).port}" in consent_page
+        assert CLAUDE_DOCUMENT in document_host.fetched
+        assert f"127.0.0.1:{urlsplit(document_host.base_url).port}" in consent_page
         assert READ_SENTENCE in consent_page and WRITE_SENTENCE in consent_page
 
         statuses: list[tuple[int, str]] = []

@@ -37,7 +37,7 @@ from tests.asgi_servers import free_port
 from tests.e2e.test_example_tasks import WAIT, poll, rpc
 from tests.polling import until
 
-from .conftest import ExampleServer, manage, run_server
+from .conftest import ExampleServer, manage, run_oauth_server, run_server
 from .oauth_helpers import (
     Browser,
     BrowserHandlers,
@@ -82,31 +82,16 @@ WRITE_SENTENCE = "Borrow, return and renew books, add and change books in the ca
 
 
 @pytest.fixture(scope="session")
-def document_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocumentHost]:
-    with DocumentHost(tmp_path_factory.mktemp("cimd")) as host:
-        yield host
-
-
-@pytest.fixture(scope="session")
 def oauth_server(
     example_server: ExampleServer, document_host: DocumentHost
 ) -> Iterator[ExampleServer]:
     """The example site with OAuth on, on the e2e database, at a URL it knows in advance."""
-    port = free_port()
-    env = {
-        **example_server.env,
-        "MCP_AUTH": "oauth",
-        "MCP_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp",
-        # Fetch the test's metadata documents from 127.0.0.1, trusting the test's CA.
-        "OAUTH_CIMD_ALLOW_LOOPBACK": "1",
-        "OAUTH_CIMD_LOOPBACK_CA_FILE": str(document_host.ca_file),
+    settings = {
         "OAUTH_DCR_RATE_LIMIT": f"{DCR_RATE_LIMIT}/3600",
         # The MCP Inspector's web UI may call /mcp and the OAuth endpoints from its own origin.
         "MCP_ALLOWED_ORIGINS": INSPECTOR,
     }
-    log_path = example_server.log_path.with_name(f"{example_server.server}-oauth.log")
-    with run_server(env, log_path, port=port, server=example_server.server) as server:
-        assert server.base_url == f"http://127.0.0.1:{port}"
+    with run_oauth_server(example_server, document_host, "oauth", settings) as server:
         yield server
 
 
