@@ -275,3 +275,24 @@ async def users_tasks(site: MCPSite) -> None:
     assert (await stranger.call("tasks/list"))["tasks"] == []
     with pytest.raises(JSONRPCErrorResponse):
         await stranger.call("tasks/get", {"taskId": task_id})
+
+
+async def test_a_prelude_asks_once_and_the_task_replays_its_answer(site):
+    """A task tool with prelude=True asks in the request, on the call's stream; the task runs
+    the tool again from its first line with that answer, without asking the user again (a
+    session has no request state: the answers go with the task, as 2026-07-28 rounds' do)."""
+    asked: list[str] = []
+
+    def answer(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params["message"])
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    client = client_of(site, request_handlers={"elicitation/create": answer})
+    await client.initialize(capabilities=ELICITING)
+    task_id = (await create(client, "named"))["task"]["taskId"]
+    done = await reached(client, task_id, "completed")
+    assert done["status"] == "completed"
+    result = await client.call("tasks/result", {"taskId": task_id})
+    assert result["content"][0]["text"] == "hello Ada"
+    assert asked == ["Name?"]
+    assert seen["named_runs"] == ["prelude", "task"]

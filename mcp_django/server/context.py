@@ -28,7 +28,7 @@ from ..protocol.modern import MODERN_VERSIONS
 from .entries import (
     Completions as Completions,
 )  # defined with the entries that offer them; kept importable here
-from .rounds import StartTask
+from .rounds import InputRounds, StartTask
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from ..models import Session
     from ..protocol.modern import RequestMeta
     from .entries import ServedSite
-    from .rounds import InputRounds
 
 logger = logging.getLogger(__name__)
 
@@ -265,6 +264,9 @@ class Context:
         #: 2026-07-28 tasks: "prelude" in the request of a task tool declared with prelude=True
         #: (start_task() hands the rest to a task), "task" inside the task, None otherwise.
         self.task_phase: Literal["prelude", "task"] | None = None
+        #: A session's prelude: the answers its questions got on the call's stream, keyed as
+        #: input rounds key them, so the task replays them instead of asking again.
+        self.prelude_answers: InputRounds | None = None
         #: The id of the task this context runs in (inside a task only).
         self.task_id: str | None = None
         #: Whether the call's result was cut to MAX_RESULT_CHARS (the audit trail records it).
@@ -373,9 +375,13 @@ class Context:
                 f"{method} needs a streamed answer; this request is answered as JSON"
             )
         else:
+            asked = self._prelude_key(method, key)
             response = await self._send_request(
                 method, params, timeout or mcp_settings.client_request_timeout
             )
+            if asked is not None and isinstance(response.get("result"), dict):
+                assert self.prelude_answers is not None
+                self.prelude_answers.answers[asked] = response["result"]
         if "error" in response:
             error = response["error"]
             raise ClientRequestError(
@@ -386,6 +392,15 @@ class Context:
         if not isinstance(result, dict):
             raise ClientRequestError(f"The client's answer to {method} is not an object")
         return result
+
+    def _prelude_key(self, method: str, key: str | None) -> str | None:
+        """The round key of a question a session's prelude asks on the call's stream (its answer
+        goes with the task, as a 2026-07-28 round's does), or None outside a prelude."""
+        if self.task_phase != "prelude":
+            return None
+        if self.prelude_answers is None:
+            self.prelude_answers = InputRounds()
+        return self.prelude_answers.key_for(method, key)
 
     def can_relay(self) -> bool:
         """Whether :meth:`relay` can ask the client: a session's request answered on a stream

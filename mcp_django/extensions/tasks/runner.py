@@ -237,8 +237,11 @@ async def call(
         try:
             return await tool.call(arguments, ctx)  # it ended before it started a task
         except StartTask:
-            if ctx._rounds is not None:
-                answers, notes = dict(ctx._rounds.answers), dict(ctx._rounds.notes)
+            # The prelude's answers: its input rounds (2026-07-28), or what a session's client
+            # answered on the call's stream; the task replays the prelude with them.
+            rounds = ctx._rounds if ctx._rounds is not None else ctx.prelude_answers
+            if rounds is not None:
+                answers, notes = dict(rounds.answers), dict(rounds.notes)
     opened = await open_task(tool, arguments, ctx, answers, notes, ttl_ms=ttl_ms)
     return created(tool, opened, ctx)
 
