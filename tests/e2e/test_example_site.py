@@ -711,3 +711,32 @@ def test_json_answers_carry_their_length_and_are_not_chunked(example_server: Exa
         assert int(response.headers["content-length"]) == len(response.content)
     assert answer.status_code == 200 and "Ada" in answer.text, answer.text
     assert refused.status_code == 400 and refused.json()["error"]["code"] == -32700
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+async def test_chatgpts_search_and_fetch_with_the_official_client(
+    example_server_django_auth: ExampleServer, mode: str
+) -> None:
+    """ChatGPT's pair, as its connectors call them, on the served example site: search gives ids,
+    titles and URLs, fetch one document; a staff user's URL is the row's admin page, a member's
+    (who may not open the admin) the row's resource URI."""
+    found: dict[str, Any] = {}
+    for username in ("admin", "reader"):
+        async with connect_as(example_server_django_auth, username, mode=mode) as client:
+            searched = await client.call_tool("search", {"query": "Time Machine"})
+            assert not searched.is_error, text_of(searched)
+            results = json.loads(text_of(searched))["results"]
+            book = next(r for r in results if r["id"].startswith("library.book:"))
+            fetched = await client.call_tool("fetch", {"id": book["id"]})
+            assert not fetched.is_error, text_of(fetched)
+            found[username] = (book, json.loads(text_of(fetched)))
+    admin_book, admin_document = found["admin"]
+    reader_book, reader_document = found["reader"]
+    assert admin_book["id"] == reader_book["id"] and admin_book["id"].startswith("library.book:")
+    assert re.search(r"/admin/library/book/\d+/change/$", admin_book["url"]), admin_book
+    assert reader_book["url"] == f"django://library/book/{admin_book['id'].split(':')[1]}"
+    for document in (admin_document, reader_document):
+        assert document["id"] == admin_book["id"]
+        assert document["title"] == admin_book["title"] == "The Time Machine (H. G. Wells)"
+        assert json.loads(document["text"])["isbn"] == "9780000300010"
+    assert reader_document["url"] == reader_book["url"]
