@@ -239,10 +239,12 @@ def test_sigterm_cancels_what_runs_and_ends_the_session(example_database: Exampl
     assert process.returncode == 0, err.decode()
     assert b'"id":2' not in out  # a cancelled request gets no answer
     # Nothing lost: the session row says it ended, and the tool recorded its cancellation.
+    # This call's own run, by the pk it logged: the database is shared with other tests' runs.
+    run = started["params"]["data"]["run"]
     script = (
         "from mcp_django.models import Session; from example_site.live.models import TaskRun; "
         "s = Session.objects.filter(transport='stdio').latest('created_at'); "
-        "print(s.terminated_at is not None, TaskRun.objects.latest('pk').status)"
+        f"print(s.terminated_at is not None, TaskRun.objects.get(pk={int(run)}).status)"
     )
     from .conftest import manage
 
