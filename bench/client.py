@@ -27,7 +27,7 @@ INITIALIZE = {
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 # 2026-07-28: no handshake and no session; each request carries its version and the client's
-# capabilities in `_meta`, and names its method (and tool) in headers (bench/wrk/modern_call.lua).
+# capabilities in `_meta`, and names its method (and tool) in headers (bench/wrk/tools_call.lua).
 MODERN_VERSION = "2026-07-28"
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,

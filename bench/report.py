@@ -866,7 +866,7 @@ def _modern_lines(rep: dict, modern: dict | None) -> list[str]:
     lines += [
         "Each request stands alone (no initialize, no session id): a 2026-07-28 `tools/call` of `echo` with its "
         "version and client capabilities in `_meta` and the `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` "
-        "headers (`bench/wrk/modern_call.lua`), JSON answers. The peer is django-mcpz, a plain sync Django view "
+        "headers (`bench/wrk/tools_call.lua`), JSON answers. The peer is django-mcpz, a plain sync Django view "
         "(`bench/peer/`, Django's default middleware), under gunicorn with one sync worker"
         + (f" ({peer_text})" if peer_text else "")
         + "; a sync worker closes the connection after each answer, so wrk reconnects for every call to it. "

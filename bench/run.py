@@ -224,7 +224,11 @@ def tools_call_args(conc: int, sessions: dict[str, str], token: str):
 
 def modern_call_args(conc: int, token: str):
     def make(kind: str, servers: list[Server]) -> list[list[str]]:
-        return [wrk_args(conc, script("modern_call.lua"), url(servers[0]), token)]
+        return [
+            wrk_args(
+                conc, script("tools_call.lua"), url(servers[0]), mcp_client.MODERN_VERSION, token
+            )
+        ]
 
     return make
 

@@ -1,6 +1,9 @@
--- tools/call load on one pre-made session.
--- Arguments after "--": <session-id> <token>. The token is echoed back, so a 200 that does
--- not contain it (or that carries a JSON-RPC error) counts as a bad answer, not a figure.
+-- tools/call load on one pre-made session, or in 2026-07-28 with none.
+-- Arguments after "--": <session-id> <token>, or "2026-07-28" <token>: then each request stands
+-- alone (no handshake, no session id) and carries its protocol version and the client's
+-- capabilities in params._meta, and its method and tool name in the Mcp-Method and Mcp-Name
+-- headers, as that revision asks. The token is echoed back, so a 200 that does not contain it
+-- (or that carries a JSON-RPC error) counts as a bad answer, not a figure.
 --
 -- Run with one connection per thread (-t N -c N): request() and response() then alternate
 -- strictly, so each thread can time its own requests. We report these raw latencies, not
@@ -30,6 +33,7 @@ function setup(thread)
 end
 
 function init(args)
+  modern = args[1] == "2026-07-28"
   session_id = args[1]
   token = args[2]
   n = 0
@@ -44,14 +48,27 @@ function init(args)
     ["Mcp-Session-Id"] = session_id,
     ["MCP-Protocol-Version"] = "2025-11-25",
   }
+  params = ''
+  if modern then
+    headers = {
+      ["Accept"] = "application/json, text/event-stream",
+      ["Content-Type"] = "application/json",
+      ["MCP-Protocol-Version"] = "2026-07-28",
+      ["Mcp-Method"] = "tools/call",
+      ["Mcp-Name"] = "echo",
+    }
+    params = ',"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",' ..
+      '"io.modelcontextprotocol/clientCapabilities":{},' ..
+      '"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}'
+  end
 end
 
 function request()
   n = n + 1
   -- Unique ids: servers may reject an id that is still in flight on the same session.
   local body = string.format(
-    '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"%s"}}}',
-    tid * 1000000000 + n, token)
+    '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"%s"}%s}}',
+    tid * 1000000000 + n, token, params)
   local req = wrk.format("POST", wrk.path, headers, body)
   started = now_us()
   return req
