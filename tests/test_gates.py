@@ -452,3 +452,35 @@ async def test_control_characters_in_a_uri_or_name_are_invalid_params_and_nothin
     assert error["code"] == INVALID_PARAMS
     assert "control characters" in error["message"]
     assert not await Subscription.objects.aexists()
+
+
+class SearchableNoteMCP(ScopedNoteMCP):
+    search_fields = ["title"]
+
+
+async def test_search_and_fetch_give_nothing_of_a_model_to_a_token_lacking_its_read_scopes() -> (
+    None
+):
+    """ChatGPT's pair reads rows as the model's own tools do: a token without the model's
+    read_scopes finds none of its rows and cannot fetch one by id, though its user may view them;
+    the same user's token with the scope finds and fetches the row."""
+    mcp = MCPSite(name="search-gates")
+    mcp.register(Note, SearchableNoteMCP)
+    mcp.search_fetch = True
+    user, without = await _user_with_token("alice", "notes:write", "view_note")
+    with_scope = await sync_to_async(_token)(user, "notes:read")
+    note = await Note.objects.acreate(owner=user, title="Quarterly plan")
+    note_id = f"testapp.note:{note.pk}"
+
+    async def search_and_fetch(raw: str) -> tuple[list[Any], dict[str, Any]]:
+        client = await _client(raw, mcp)
+        found = await client.call("tools/call", {"name": "search", "arguments": {"query": "plan"}})
+        fetched = await client.call("tools/call", {"name": "fetch", "arguments": {"id": note_id}})
+        return found["structuredContent"]["results"], fetched
+
+    results, fetched = await search_and_fetch(without)
+    assert results == []
+    assert fetched["isError"] and "No record" in fetched["content"][0]["text"]
+    results, fetched = await search_and_fetch(with_scope)
+    assert [r["id"] for r in results] == [note_id]
+    assert not fetched.get("isError") and fetched["structuredContent"]["title"] == str(note)
