@@ -1,7 +1,7 @@
 """Daphne's request parsing, made as cheap as it should be.
 
-Since Twisted replaced ``cgi.parse_header`` (24.7), ``twisted.web.http.Request`` parses the
-Content-Type of every POST by building an ``email.message.EmailMessage``
+Twisted (26.10 here), no longer on ``cgi.parse_header``, parses the Content-Type of every POST
+in ``twisted.web.http.Request`` by building an ``email.message.EmailMessage``
 (``_parseContentType``): a fifth of the CPU of a JSON ``tools/call`` under Daphne, more than all
 of our engine's work for it (issue 45, docs/performance.md). The function is pure, bytes in and
 bytes out, and clients send the same few values, so its answers are remembered: a bounded cache,
