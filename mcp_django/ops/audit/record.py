@@ -31,7 +31,7 @@ from ...server.entries import Access, agate
 from ...server.rounds import InputRequired
 from ...stores import RawJSON
 from ..observation import Observation
-from .buffer import writer
+from .buffer import VARYING, writer
 from .redaction import clean, scrub, sensitive_names, stored_with_json
 from .trail import INTERRUPTED_MESSAGE, durable
 
@@ -75,47 +75,64 @@ def _record(
     request: Any,
     transport: str,
     revision: str,
-    session_id: str | None,
-    outcome: str,
-    error: str = "",
-    error_code: int | None = None,
-    duration: float = 0.0,
-    trace_id: str | None = None,
-    started_at: Any = None,
-    task_id: str = "",
-    result_cut: bool = False,
+    varying: tuple[Any, ...],
 ) -> dict[str, Any]:
+    """A whole record: the call's :func:`_varying` values and the columns its caller's calls of
+    the tool share."""
     name = message.params.get("name")
-    tool = site.get_tool(name) if site is not None and isinstance(name, str) else None
-    # Without the site the tool's own marks are unknown: store no value at all.
-    names = sensitive_names(tool) if site is not None else frozenset({"*"})
-    hidden: list[str] = []
-    given = message.params.get("arguments")
-    # Kept as JSON text, serialised once: written as it is (buffer.orm_fields), and a buffered
-    # row of plain strings and numbers is not tracked by the garbage collector (a str subclass
-    # would be).
-    arguments = None if given is None else stored_with_json(given, names, hidden)[1].decode()
     return {
-        "started_at": started_at or timezone.now(),
+        **dict(zip(VARYING, varying, strict=True)),
         "site_name": clean(str(getattr(site, "name", "") or "mcp"), 100),
         **_who(user, request),
-        "session_id": clean(session_id or "", 64),
         "transport": clean(transport, 20),
         "protocol_version": clean(revision or "", 20),
-        "request_id": _request_id(message),
         "tool_name": clean(name, 200) if isinstance(name, str) else "",
-        "arguments": arguments,
-        "outcome": outcome,
-        "error_code": error_code
-        if isinstance(error_code, int) and not isinstance(error_code, bool)
-        else None,
-        "error": clean(scrub(error, hidden) if hidden else error, MAX_ERROR),
-        "duration_ms": round(duration * 1000, 3),
-        "trace_id": clean(trace_id or "", 32),
-        "task_id": clean(task_id, 64),
-        "result_cut": result_cut,
         "lease_until": None,
     }
+
+
+def _names(site: Any, message: Request) -> frozenset[str]:
+    """The argument names whose values the trail hides, for the tool ``message`` calls."""
+    if site is None:
+        return frozenset({"*"})  # the tool's own marks are unknown: store no value at all
+    name = message.params.get("name")
+    return sensitive_names(site.get_tool(name) if isinstance(name, str) else None)
+
+
+def _varying(
+    message: Request,
+    names: frozenset[str],
+    *,
+    session_id: str | None,
+    outcome: str,
+    error: str,
+    error_code: int | None,
+    duration: float,
+    trace_id: str | None,
+    started_at: Any,
+    task_id: str,
+    result_cut: bool,
+) -> tuple[Any, ...]:
+    """The values of a call's :data:`~.buffer.VARYING` columns, in that order: what a whole
+    record (:func:`_record`) and a row made from its caller's template (:func:`_buffer`) both
+    take. The arguments are redacted of ``names`` and kept as JSON text, serialised once: a
+    row of plain strings and numbers is not tracked by the garbage collector (a str subclass
+    would be)."""
+    hidden: list[str] = []
+    given = message.params.get("arguments")
+    return (
+        started_at or timezone.now(),
+        clean(session_id or "", 64),
+        _request_id(message),
+        None if given is None else stored_with_json(given, names, hidden)[1].decode(),
+        outcome,
+        clean(scrub(error, hidden) if hidden else error, MAX_ERROR),
+        error_code if isinstance(error_code, int) and not isinstance(error_code, bool) else None,
+        round(duration * 1000, 3),
+        clean(trace_id or "", 32),
+        clean(task_id, 64),
+        result_cut,
+    )
 
 
 def _result_text(result: dict[str, Any]) -> str:
@@ -186,7 +203,6 @@ def _from_observation(
     observation: Observation, outcome: str, error: str = "", error_code: int | None = None
 ) -> dict[str, Any]:
     ctx = observation.ctx
-    result = (observation.response or {}).get("result") if outcome == Outcome.TASK else None
     return _record(
         site=ctx.site,
         message=observation.message,
@@ -194,6 +210,24 @@ def _from_observation(
         request=ctx.request,
         transport=observation.transport,
         revision=observation.revision,
+        varying=_observed(
+            observation, outcome, error, error_code, _names(ctx.site, observation.message)
+        ),
+    )
+
+
+def _observed(
+    observation: Observation,
+    outcome: str,
+    error: str,
+    error_code: int | None,
+    names: frozenset[str],
+) -> tuple[Any, ...]:
+    """:func:`_varying` of the call ``observation`` saw end."""
+    ctx = observation.ctx
+    return _varying(
+        observation.message,
+        names,
         session_id=ctx.session_id,
         outcome=outcome,
         error=error,
@@ -201,9 +235,15 @@ def _from_observation(
         duration=observation.duration,
         trace_id=observation.trace_id,
         started_at=observation.started_at,
-        task_id=str(result.get("taskId", "")) if isinstance(result, dict) else "",
+        task_id=_task_id(observation, outcome),
         result_cut=ctx.result_cut,
     )
+
+
+def _task_id(observation: Observation, outcome: str) -> str:
+    """The id of the task a call was answered with, or ""."""
+    result = (observation.response or {}).get("result") if outcome == Outcome.TASK else None
+    return str(result.get("taskId", "")) if isinstance(result, dict) else ""
 
 
 def observe(observation: Observation) -> AbstractAsyncContextManager[None]:
@@ -322,29 +362,16 @@ def _buffer(observation: Observation, outcome: str, error: str, error_code: int 
         observation.revision,
         name,
     )
-    hidden: list[str] = []
-    given = message.params.get("arguments")
-    names = sensitive_names(site.get_tool(name))
-    arguments = (
-        None if given is None else RawJSON(stored_with_json(given, names, hidden)[1].decode())
+    started_at, *rest = _observed(
+        observation, outcome, error, error_code, sensitive_names(site.get_tool(name))
     )
-    started_at = observation.started_at or timezone.now()
+    # As the writer's _fields leaves a whole record's: the JSON text marked, the time naive
+    # without USE_TZ.
     if not settings.USE_TZ and started_at.tzinfo is not None:
         started_at = timezone.make_naive(started_at)
-    result = (observation.response or {}).get("result") if outcome == Outcome.TASK else None
-    varying = (
-        started_at,
-        clean(ctx.session_id or "", 64),
-        _request_id(message),
-        arguments,
-        outcome,
-        clean(scrub(error, hidden) if hidden else error, MAX_ERROR),
-        error_code if isinstance(error_code, int) and not isinstance(error_code, bool) else None,
-        round(observation.duration * 1000, 3),
-        clean(observation.trace_id or "", 32),
-        clean(str(result.get("taskId", "")) if isinstance(result, dict) else "", 64),
-        ctx.result_cut,
-    )
+    if rest[2] is not None:
+        rest[2] = RawJSON(rest[2])
+    varying = (started_at, *rest)
     writer.add_like(
         key, varying, lambda: _from_observation(observation, outcome, error, error_code)
     )
@@ -393,10 +420,19 @@ def _refused(
         request=principal.request,
         transport=principal.transport,
         revision=revision,
-        session_id=session.pk if session is not None else None,
-        outcome=Outcome.DENIED,
-        error=reason,
-        error_code=error_code,
+        varying=_varying(
+            message,
+            _names(site, message),
+            session_id=session.pk if session is not None else None,
+            outcome=Outcome.DENIED,
+            error=reason,
+            error_code=error_code,
+            duration=0.0,
+            trace_id=None,
+            started_at=None,
+            task_id="",
+            result_cut=False,
+        ),
     )
 
 
