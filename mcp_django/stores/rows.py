@@ -101,11 +101,7 @@ class RowTemplate:
         connection, adapt = self._connection, self._adapt
         for (n, same, field, moment), value in zip(self._columns, values, strict=True):
             row[n] = (
-                value
-                if type(value) in same
-                else adapt(value)
-                if moment and type(value) is datetime and value.tzinfo is not None
-                else _prepare(field, value, connection)
+                value if type(value) in same else _adapted(value, field, moment, connection, adapt)
             )
         return row
 
@@ -303,15 +299,21 @@ class _Plan:
                 }
             )
         return [
-            value
-            if type(value) in same
-            else adapt(value)
-            if moment and type(value) is datetime and value.tzinfo is not None
-            else _prepare(f, value, connection)
+            value if type(value) in same else _adapted(value, f, moment, connection, adapt)
             for value, same, f, moment in zip(
                 given, self.plain, self.fields, self.moments, strict=True
             )
         ]
+
+
+def _adapted(
+    value: Any, field: Any, moment: bool, connection: Any, adapt: Callable[[datetime], Any]
+) -> Any:
+    """``value`` of ``field`` as the INSERT takes it, when not as it is: an aware datetime of a
+    DateTimeField (``moment``) through ``adapt``, anything else through the field."""
+    if moment and type(value) is datetime and value.tzinfo is not None:
+        return adapt(value)
+    return _prepare(field, value, connection)
 
 
 def _moments(connection: Any) -> Callable[[datetime], Any]:
