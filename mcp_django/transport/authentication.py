@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AnonymousUser
 from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest
 
 from ..auth.base import AuthenticationFailed
 from ..server.principal import Principal
@@ -22,13 +23,19 @@ logger = logging.getLogger("mcp_django.transport")
 def build_request(scope: dict[str, Any], body: bytes = b"") -> ASGIRequest:
     """Django's request for this ASGI scope: what policies and permission hooks read."""
     request = ASGIRequest(scope, BytesIO(body))
-    # The canonical URI of the endpoint has no trailing slash (RFC 9728 resource).
-    request.mcp_endpoint_path = request.path.rstrip("/") or "/"  # type: ignore[attr-defined]
+    mark_endpoint(request)
     return request
 
 
+def mark_endpoint(request: HttpRequest) -> None:
+    """Note on ``request`` the path of the endpoint it reached, which the OAuth policy and the
+    engine's step-up challenge name as the protected resource."""
+    # The canonical URI of the endpoint has no trailing slash (RFC 9728 resource).
+    request.mcp_endpoint_path = request.path.rstrip("/") or "/"  # type: ignore[attr-defined]
+
+
 async def authenticate(
-    request: ASGIRequest, settings: MCPSettings, *, transport: str = "streamable-http"
+    request: HttpRequest, settings: MCPSettings, *, transport: str = "streamable-http"
 ) -> Principal:
     """Run the policy; raises :class:`AuthenticationFailed` (401/403 with a challenge)."""
     user = await settings.authentication_class().authenticate(request)

@@ -11,35 +11,18 @@ channel-layer messages to an open stream.
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
-from django.db import DatabaseError
 
-from ..auth.base import AuthenticationFailed
 from ..conf import mcp_settings
-from ..db import aclose_broken_connections, is_unreachable
-from ..protocol.errors import (
-    INTERNAL_ERROR,
-    QUOTA_EXCEEDED,
-    InvalidRequestError,
-    MCPError,
-    TransportError,
-)
-from ..protocol.jsonrpc import encode, error_message
+from ..protocol.errors import TransportError
+from ..protocol.jsonrpc import encode
 from ..protocol.limits import body_too_large
 from ..server.engine import Engine, Principal
-from ..tables import (
-    missing_tables_message,
-    names_missing_table,
-    sessions_database,
-    unapplied_migrations,
-)
 from . import headers as checks
 from .dispatch import dispatch_many
 from .layers import (
@@ -53,24 +36,12 @@ from .layers import (
     open_inbox,
 )
 from .process import stream_dropped
+from .refusals import failure, of_transport_error, refusal, whole_answer
 from .sse import ListenStream, SSEStream
 
 if TYPE_CHECKING:
     from ..ops.quotas.limits import LeasedSlot
     from ..registry.sites import MCPSite
-
-
-logger = logging.getLogger(__name__)
-
-#: The answer when the database, the cache or the channel layer cannot be reached: a request
-#: the client may send again shortly, not a bug to report.
-UNAVAILABLE = TransportError(
-    HTTPStatus.SERVICE_UNAVAILABLE,
-    "Service Unavailable: the server could not reach its database, cache or channel layer; try "
-    "again shortly",
-    code=INTERNAL_ERROR,
-    headers={"Retry-After": "1"},
-)
 
 
 class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ships no type information
@@ -150,7 +121,9 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
     async def http_request(self, message: dict[str, Any]) -> None:
         if self.body_size == 0 and not self.body:
             # Set before any answer (even a 413) so the browser can read it.
-            self.cors_headers = checks.cors_headers(self.scope, self.headers, self.settings)
+            self.cors_headers = checks.cors_headers(
+                self.scope.get("scheme", "http"), self.headers, self.settings
+            )
             try:
                 checks.check_declared_length(self.headers, self.settings)
             except TransportError as exc:
@@ -166,42 +139,17 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
             return
         try:
             await self.handle(b"".join(self.body))
-        except TransportError as exc:
-            await self.send_transport_error(exc)
-        except AuthenticationFailed as exc:
-            await self.send_json(
-                exc.status, error_message(None, InvalidRequestError(exc.message)), exc.headers
-            )
-        except MCPError as exc:
-            # Refused before any request could be answered (a cap on sessions or streams).
-            await self.send_answer(
-                exc.http_status or HTTPStatus.BAD_REQUEST, error_message(None, exc)
-            )
         except StopConsumer:
             raise
         except Exception as exc:
-            # The request's top level: a database or cache that cannot be reached (or a bug) is
-            # logged and answered with a JSON-RPC error, not left to the server's bare 500.
-            if self.streaming or self.answered:
-                raise
-            unmigrated = await unmigrated_error(exc) if isinstance(exc, DatabaseError) else None
-            if unmigrated is not None:
-                await self.send_transport_error(unmigrated)
-            elif is_unreachable(exc):
-                logger.warning(
-                    "Could not answer a request to the MCP endpoint: a backing service is "
-                    "unreachable (%r)",
-                    exc,
-                )
-                await self.send_transport_error(UNAVAILABLE)
-                await aclose_broken_connections()  # the next request reconnects
-            else:
-                logger.exception("Could not answer a request to the MCP endpoint")
-                await self.send_transport_error(
-                    TransportError(
-                        HTTPStatus.INTERNAL_SERVER_ERROR, "Internal error", code=INTERNAL_ERROR
-                    )
-                )
+            # The request's top level: a refusal, or a database or cache that cannot be reached
+            # (or a bug), logged and answered with a JSON-RPC error, not the server's bare 500.
+            answer = refusal(exc)
+            if answer is None:
+                if self.streaming or self.answered:
+                    raise
+                answer = await failure(exc)
+            await self.send_json(answer.status, answer.body, answer.headers)
         if not self.streaming:
             raise StopConsumer()
 
@@ -258,8 +206,8 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
     ) -> None:
         """Send one JSON-RPC answer as the whole HTTP response: 429 with Retry-After when a quota
         refused it, else ``status``."""
-        status, extra = http_answer(answer, status)
-        await self.send_json(status, answer, {**(headers or {}), **extra})
+        whole = whole_answer(status, answer, headers)
+        await self.send_json(whole.status, whole.body, whole.headers)
 
     async def hold_stream_slot(self, principal: Principal, session_id: str | None) -> None:
         """Count this connection against the stream caps until it ends (429 when one is reached)."""
@@ -290,7 +238,8 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
         await self.base_send({"type": "http.response.body", "body": body})
 
     async def send_transport_error(self, exc: TransportError) -> None:
-        await self.send_json(exc.status, exc.to_body(), exc.headers)
+        answer = of_transport_error(exc)
+        await self.send_json(answer.status, answer.body, answer.headers)
 
     async def send_empty(self, status: int, headers: dict[str, str] | None = None) -> None:
         raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
@@ -352,39 +301,3 @@ class BaseMCPConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # Channels ship
     def stream(self) -> SSEStream:
         assert self.sse is not None, "channel-layer messages reach only a consumer with a stream"
         return self.sse
-
-
-async def unmigrated_error(exc: DatabaseError) -> TransportError | None:
-    """The 503 for a request that failed on one of mcp_django's tables because ``migrate`` was
-    not run, or None when the tables are there (another failure, for the server's 500). The
-    migrations are read only here, after such a failure, never on the way of a request."""
-    if not names_missing_table(exc):
-        return None
-    using = sessions_database()
-    try:
-        pending = await sync_to_async(unapplied_migrations)(using)
-    except DatabaseError:
-        return None
-    if not pending:
-        return None
-    logger.error(
-        "An MCP request failed on a missing table: %s", missing_tables_message(pending, using)
-    )
-    return TransportError(
-        HTTPStatus.SERVICE_UNAVAILABLE, missing_tables_message(pending, using), code=INTERNAL_ERROR
-    )
-
-
-def http_answer(answer: dict[str, Any], status: int) -> tuple[int, dict[str, str]]:
-    """The status and extra headers of ``answer`` sent as a whole HTTP response: 429 and
-    ``Retry-After`` (whole seconds, when the error says) for a quota refusal, else ``status``."""
-    error = answer.get("error")
-    if not isinstance(error, dict) or error.get("code") != QUOTA_EXCEEDED:
-        return status, {}
-    data = error.get("data")
-    retry = data.get("retryAfter") if isinstance(data, dict) else None
-    return HTTPStatus.TOO_MANY_REQUESTS, (
-        {"Retry-After": str(retry)}
-        if isinstance(retry, int) and not isinstance(retry, bool)
-        else {}
-    )

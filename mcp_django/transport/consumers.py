@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from channels.exceptions import StopConsumer
 
-from ..protocol import modern
 from ..protocol.errors import MCPError, TransportError
-from ..protocol.jsonrpc import Decoded, Notification, Request, decode, error_message, result_message
+from ..protocol.jsonrpc import Decoded, Request, decode, error_message, result_message
 from ..protocol.sse import parse_event_id
 from ..server.engine import Principal, Received
 from . import headers as checks
@@ -64,13 +63,7 @@ class MCPConsumer(BaseMCPConsumer):
             raise checks.method_not_allowed()
 
     async def session(self, principal: Principal) -> Session:
-        session_id = self.headers.get("mcp-session-id")
-        if session_id is None:
-            raise TransportError(
-                HTTPStatus.BAD_REQUEST,
-                "Bad Request: Mcp-Session-Id header is required; send initialize first",
-            )
-        return await self.engine.load_session(principal, session_id)
+        return await self.engine.load_session(principal, checks.session_id(self.headers))
 
     async def post(self, principal: Principal, body: bytes) -> None:
         checks.check_post(self.headers)
@@ -79,29 +72,17 @@ class MCPConsumer(BaseMCPConsumer):
         except MCPError as exc:
             await self.send_json(HTTPStatus.BAD_REQUEST, error_message(exc.request_id, exc))
             return
-        first = decoded.messages[0]
-        # The era is chosen per request: 2026-07-28 _meta (or header) means stateless, even on
-        # initialize (a removed method there: 404); anything else is the handshake era
-        # (versioning spec, "dual-era" servers).
-        if (
-            not decoded.is_batch
-            and isinstance(first, (Request, Notification))
-            and modern.is_modern_request(self.headers.get("mcp-protocol-version"), first.params)
-        ):
-            await stateless.post(self, principal, first)
+        modern_message = checks.modern_message(self.headers, decoded)
+        if modern_message is not None:
+            await stateless.post(self, principal, modern_message)
             return
-        if decoded.is_batch:
-            checks.refuse_modern_batch(
-                self.headers,
-                (m.params for m in decoded.messages if isinstance(m, (Request, Notification))),
-            )
-        checks.check_version(self.headers)
-        if any(isinstance(m, Request) and m.method == "initialize" for m in decoded.messages):
-            await self.initialize(principal, decoded)
+        checks.check_handshake_post(self.headers, decoded)
+        initialize = checks.initialize_request(self.headers, decoded)
+        if initialize is not None:
+            await self.initialize(principal, initialize)
             return
-        ping = lone_ping(decoded)
-        if ping is not None and self.headers.get("mcp-session-id") is None:
-            # ping is the one request allowed before initialize (lifecycle spec).
+        ping = checks.sessionless_ping(self.headers, decoded)
+        if ping is not None:
             await self.send_json(HTTPStatus.OK, result_message(ping.id, {}))
             return
         session = await self.session(principal)
@@ -136,17 +117,8 @@ class MCPConsumer(BaseMCPConsumer):
             else:
                 await self.send_answer(HTTPStatus.OK, answers[0])
 
-    async def initialize(self, principal: Principal, decoded: Decoded) -> None:
-        if decoded.is_batch:
-            raise TransportError(
-                HTTPStatus.BAD_REQUEST, "Invalid Request: initialize must not be part of a batch"
-            )
-        if self.headers.get("mcp-session-id") is not None:
-            raise TransportError(
-                HTTPStatus.BAD_REQUEST,
-                "Invalid Request: initialize must be sent without Mcp-Session-Id",
-            )
-        answer, session = await self.engine.initialize(principal, decoded.messages[0])  # type: ignore[arg-type]
+    async def initialize(self, principal: Principal, message: Request) -> None:
+        answer, session = await self.engine.initialize(principal, message)
         await self.send_answer(
             HTTPStatus.OK, answer, {"mcp-session-id": session.pk} if session is not None else None
         )
@@ -202,12 +174,3 @@ class MCPConsumer(BaseMCPConsumer):
         checks.refuse_stateless(self.headers, "DELETE")
         await self.engine.terminate(await self.session(principal))
         await self.send_empty(HTTPStatus.NO_CONTENT)
-
-
-def lone_ping(decoded: Decoded) -> Request | None:
-    first = decoded.messages[0]
-    return (
-        first
-        if not decoded.is_batch and isinstance(first, Request) and first.method == "ping"
-        else None
-    )

@@ -18,6 +18,7 @@ from django.core.exceptions import DisallowedHost
 
 from ..protocol import modern, negotiation
 from ..protocol.errors import TransportError
+from ..protocol.jsonrpc import Decoded, Notification, Request
 from ..protocol.limits import body_too_large
 
 if TYPE_CHECKING:
@@ -60,6 +61,14 @@ class Headers(Mapping[str, str]):
             headers[name] = f"{headers[name]}, {text}" if name in headers else text
         self._headers = headers
 
+    @classmethod
+    def of_request(cls, request: HttpRequest) -> Headers:
+        """The headers of a Django request (the plain view's; the WSGI server joined repeated
+        headers already)."""
+        headers = cls.__new__(cls)
+        headers._headers = {name.lower(): value for name, value in request.headers.items()}
+        return headers
+
     def __getitem__(self, name: str) -> str:
         return self._headers[name]
 
@@ -70,15 +79,13 @@ class Headers(Mapping[str, str]):
         return len(self._headers)
 
 
-def cors_headers(
-    scope: dict[str, Any], headers: Headers, settings: MCPSettings
-) -> list[tuple[bytes, bytes]]:
-    """The CORS headers for an explicitly allowed cross-origin caller (a browser-based client);
-    none for a same-origin or non-browser request, or an origin not in ``ALLOWED_ORIGINS``."""
+def cors_headers(scheme: str, headers: Headers, settings: MCPSettings) -> list[tuple[bytes, bytes]]:
+    """The CORS headers for an explicitly allowed cross-origin caller (a browser-based client)
+    of a request made over ``scheme``; none for a same-origin or non-browser request, or an
+    origin not in ``ALLOWED_ORIGINS``."""
     origin = headers.get("origin")
     if origin is None or not settings.allowed_origins:
         return []
-    scheme = scope.get("scheme", "http")
     host = headers.get("host") or ""
     if negotiation.origin_allowed(origin, host, scheme, []):
         return []  # same-origin: no CORS needed
@@ -152,6 +159,74 @@ def refuse_modern_batch(headers: Headers, params: Iterable[dict[str, Any]]) -> N
             "Invalid Request: MCP 2026-07-28 takes one JSON-RPC message per request, not a batch "
             "(JSON-RPC batches are only allowed in a 2025-03-26 session)",
         )
+
+
+def modern_message(headers: Headers, decoded: Decoded) -> Request | Notification | None:
+    """The one message of a 2026-07-28 POST, or None for the handshake era.
+
+    The era is chosen per request: 2026-07-28 ``_meta`` (or header) means stateless, even on
+    initialize (a removed method there: 404); anything else is the handshake era (versioning
+    spec, "dual-era" servers)."""
+    first = decoded.messages[0]
+    if (
+        not decoded.is_batch
+        and isinstance(first, (Request, Notification))
+        and modern.is_modern_request(headers.get("mcp-protocol-version"), first.params)
+    ):
+        return first
+    return None
+
+
+def check_handshake_post(headers: Headers, decoded: Decoded) -> None:
+    """A handshake-era POST: no batch sent as 2026-07-28, and its ``MCP-Protocol-Version``."""
+    if decoded.is_batch:
+        refuse_modern_batch(
+            headers,
+            (m.params for m in decoded.messages if isinstance(m, (Request, Notification))),
+        )
+    check_version(headers)
+
+
+def initialize_request(headers: Headers, decoded: Decoded) -> Request | None:
+    """The ``initialize`` request of a POST, or None; 400 when it is batched or sent with a
+    session id."""
+    if not any(isinstance(m, Request) and m.method == "initialize" for m in decoded.messages):
+        return None
+    if decoded.is_batch:
+        raise TransportError(
+            HTTPStatus.BAD_REQUEST, "Invalid Request: initialize must not be part of a batch"
+        )
+    if headers.get("mcp-session-id") is not None:
+        raise TransportError(
+            HTTPStatus.BAD_REQUEST,
+            "Invalid Request: initialize must be sent without Mcp-Session-Id",
+        )
+    return decoded.messages[0]  # type: ignore[return-value]
+
+
+def sessionless_ping(headers: Headers, decoded: Decoded) -> Request | None:
+    """A lone ``ping`` sent without a session: the one request allowed before initialize
+    (lifecycle spec), answered at once."""
+    first = decoded.messages[0]
+    if (
+        not decoded.is_batch
+        and isinstance(first, Request)
+        and first.method == "ping"
+        and headers.get("mcp-session-id") is None
+    ):
+        return first
+    return None
+
+
+def session_id(headers: Headers) -> str:
+    """The ``Mcp-Session-Id`` of a request in a session; 400 without one."""
+    value = headers.get("mcp-session-id")
+    if value is None:
+        raise TransportError(
+            HTTPStatus.BAD_REQUEST,
+            "Bad Request: Mcp-Session-Id header is required; send initialize first",
+        )
+    return value
 
 
 def check_version(headers: Headers) -> None:
