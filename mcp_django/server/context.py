@@ -217,6 +217,17 @@ def _anonymous_user() -> Any:
     return AnonymousUser()
 
 
+def no_stream_message(method: str) -> str:
+    """Why ``method`` cannot be sent to the client: this request is answered as one JSON body,
+    with no stream to ask on (a request that cannot stream under the ASGI router, or any
+    request to the endpoint's plain view under WSGI, which holds no stream)."""
+    return (
+        f"{method} needs a streamed answer, and this request is answered as JSON: questions to "
+        "the client go on a stream held by mcp_django's ASGI deployment (MCPRouter), which the "
+        "endpoint's plain view (WSGI) does not hold"
+    )
+
+
 class Context:
     """What a tool knows about the request it serves, and how it talks back while it runs."""
 
@@ -371,9 +382,7 @@ class Context:
         if self._rounds is not None:
             response = await self._rounds.ask(method, params, key)
         elif self._emitter is None:
-            raise ClientRequestError(
-                f"{method} needs a streamed answer; this request is answered as JSON"
-            )
+            raise ClientRequestError(no_stream_message(method))
         else:
             asked = self._prelude_key(method, key)
             response = await self._send_request(
@@ -414,9 +423,7 @@ class Context:
         ``tasks/result``) on this request's stream; its answer as a JSON-RPC body (``result``
         or ``error``). ClientRequestError without a stream, or when the client is silent."""
         if self._emitter is None:
-            raise ClientRequestError(
-                f"{method} needs a streamed answer; this request is answered as JSON"
-            )
+            raise ClientRequestError(no_stream_message(method))
         return await self._send_request(
             method, params, timeout or mcp_settings.client_request_timeout
         )

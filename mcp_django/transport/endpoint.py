@@ -1,8 +1,13 @@
-"""The URLconf side of the endpoint: a view that marks where MCP lives.
+"""The URLconf side of the endpoint: the view that marks where MCP lives, and serves it there
+when mcp_django's ASGI router is not in front.
 
-Requests to it are served by :class:`~mcp_django.transport.consumers.MCPConsumer` once the
-project's ASGI application is wrapped by :class:`~mcp_django.routing.MCPRouter`. Reaching this
-view means the wrapper is missing, which is answered clearly instead of half-working.
+Under ASGI with :class:`~mcp_django.routing.MCPRouter`, requests to the endpoint go to
+:class:`~mcp_django.transport.consumers.MCPConsumer` and never reach this view; the router finds
+the site and the transport through the view's ``mcp_site`` and ``mcp_transport``. Anywhere
+else (WSGI, or ASGI without the router) the view answers itself:
+:class:`~mcp_django.transport.plain.PlainEndpoint` serves what fits one request and one
+response, and the 2024-11-05 HTTP+SSE transport, all of whose answers go on a held stream,
+says that it needs the ASGI deployment.
 """
 
 from __future__ import annotations
@@ -10,37 +15,50 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from ..protocol.errors import INTERNAL_ERROR
+from .plain import ASGI_HINT, PlainEndpoint
 
 if TYPE_CHECKING:
     from ..registry.sites import MCPSite
 
 
-#: The answer to every request that reaches the endpoint without the router, on any path form.
-WITHOUT_ROUTER_MESSAGE = (
-    "This MCP endpoint was reached without mcp_django's ASGI router, so it cannot answer: the "
-    "project is served by WSGI (runserver without daphne, gunicorn) or its ASGI application does "
-    'not wrap Django\'s. Put "daphne" first in INSTALLED_APPS for runserver (or serve asgi.py '
-    "with an ASGI server), and in asgi.py use "
-    "application = mcp_django.routing.MCPRouter(get_asgi_application()). manage.py check says what "
-    "is missing."
+#: The answer to the 2024-11-05 HTTP+SSE transport's paths reached without the router.
+HTTP_SSE_WITHOUT_ROUTER_MESSAGE = (
+    "The 2024-11-05 HTTP+SSE transport answers every request on a stream held open between "
+    "requests, which this deployment cannot: its endpoint was reached without mcp_django's ASGI "
+    "router (the project is served by WSGI, or its ASGI application does not wrap Django's). "
+    f"Use the Streamable HTTP endpoint, or {ASGI_HINT}. manage.py check says what is missing."
 )
 
 
 def endpoint_view(site: MCPSite, transport: str = "streamable-http") -> Any:
     """Return the view for ``site``'s endpoint, tagged so the ASGI router can find the site and
-    the transport it serves there ("streamable-http", or "sse" / "messages" for 2024-11-05)."""
+    the transport it serves there ("streamable-http", or "sse" / "messages" for 2024-11-05).
 
-    @csrf_exempt
-    def mcp_endpoint(request: HttpRequest) -> JsonResponse:
-        error = {"code": INTERNAL_ERROR, "message": WITHOUT_ROUTER_MESSAGE}
-        return JsonResponse(
-            {"jsonrpc": "2.0", "id": None, "error": error}, status=HTTPStatus.SERVICE_UNAVAILABLE
-        )
+    The view is a coroutine function: Django awaits it under ASGI and runs it through
+    ``async_to_sync`` under WSGI (see :mod:`~mcp_django.transport.plain`). It is CSRF exempt
+    (clients send no CSRF token; Origin is checked instead) and exempt from
+    ``LoginRequiredMiddleware`` (the site's authentication policy answers 401 itself).
+    """
+    if transport == "streamable-http":
+        plain = PlainEndpoint(site)
 
-    mcp_endpoint.mcp_site = site  # type: ignore[attr-defined]
-    mcp_endpoint.mcp_transport = transport  # type: ignore[attr-defined]
-    return mcp_endpoint
+        async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+            return await plain(request)
+    else:
+
+        async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+            error = {"code": INTERNAL_ERROR, "message": HTTP_SSE_WITHOUT_ROUTER_MESSAGE}
+            return JsonResponse(
+                {"jsonrpc": "2.0", "id": None, "error": error},
+                status=HTTPStatus.SERVICE_UNAVAILABLE,
+            )
+
+    view = csrf_exempt(mcp_endpoint)
+    view.login_required = False  # type: ignore[attr-defined]
+    view.mcp_site = site  # type: ignore[attr-defined]
+    view.mcp_transport = transport  # type: ignore[attr-defined]
+    return view

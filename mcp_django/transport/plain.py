@@ -1,0 +1,277 @@
+"""The endpoint as a plain Django view: MCP where mcp_django's ASGI router is not in front.
+
+Under WSGI (gunicorn, uWSGI, mod_wsgi, ``runserver`` without daphne), or under ASGI without
+:class:`~mcp_django.routing.MCPRouter`, requests to the endpoint reach this view instead of
+:class:`~mcp_django.transport.consumers.MCPConsumer`. It serves what fits one request and one
+response: every 2026-07-28 request (the ones that would stream are answered as JSON, without
+their notifications), and the handshake era in JSON answer mode (initialize, sessions, every
+request and notification, DELETE). What needs a stream held between requests answers that it
+needs the ASGI deployment: the GET stream and its resumption (405, as the transports spec
+allows), ``subscriptions/listen`` and the questions a tool asks the client on a session's
+stream (JSON-RPC errors naming it).
+
+The checks are the consumer's, called the same way and in the same order (Host and Origin,
+CORS, ``MAX_BODY_SIZE``, the site's authentication policy, Accept, Content-Type and
+``MCP-Protocol-Version``), and the engine does the rest as for every transport: the gate,
+scopes, quotas and the audit trail.
+
+**One async view, for both deployments.** Django runs a coroutine view natively under ASGI, and
+under WSGI wraps it in ``async_to_sync`` itself: a loop made for the request, whose
+thread-sensitive ORM calls (the engine's ``sync_to_async``) run on the calling thread, the WSGI
+worker's own, with its database connection. So the same coroutine serves both; what differs is
+whether the loop outlives the request (:func:`loop_outlives`). Under WSGI it does not, and what
+the engine leaves to the loop's background is done before the answer goes (:func:`settle`):
+tasks started without a ``TASKS`` backend run to their end, the audit trail's buffer and the
+``initialized`` marks are written; and sessions are read from the database (no process channel
+can tell this loop that another process changed one).
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse
+
+from ..conf import mcp_settings
+from ..extensions.tasks.runner import run_local_to_end
+from ..ops.audit.buffer import aflush as flush_audit_trail
+from ..ops.audit.buffer import writer as audit_writer
+from ..protocol import modern
+from ..protocol.errors import MCPError, MethodNotFoundError, TransportError
+from ..protocol.jsonrpc import (
+    Decoded,
+    Notification,
+    Request,
+    decode,
+    encode,
+    error_message,
+    result_message,
+)
+from ..protocol.limits import body_too_large
+from ..server.engine import Principal
+from ..stores import initialized_marks, session_cache
+from . import headers as checks
+from .authentication import authenticate, mark_endpoint
+from .process import process_channel
+from .refusals import Answer, failure, refusal, whole_answer
+
+if TYPE_CHECKING:
+    from ..conf import MCPSettings
+    from ..models import Session
+    from ..registry.sites import MCPSite
+    from ..server.engine import Engine
+
+#: Said by every answer this view gives instead of a held stream: what to deploy for it.
+ASGI_HINT = (
+    "serve the project's asgi.py with an ASGI server (daphne, uvicorn, granian) and "
+    "application = mcp_django.routing.MCPRouter(get_asgi_application())"
+)
+
+#: The GET stream (and its resumption) answer 405 here: the transports spec lets a server
+#: offer no stream at the endpoint's GET.
+GET_STREAM_REFUSED = (
+    "Method Not Allowed: this endpoint is served by its plain Django view (WSGI, or ASGI "
+    "without mcp_django's router), which holds no stream open between requests, so it offers no "
+    "GET stream; server messages come only in answer to a POST. For the GET stream, "
+    f"{ASGI_HINT}."
+)
+RESUME_REFUSED = (
+    "Method Not Allowed: resuming a stream (Last-Event-ID) needs the stream held by "
+    "mcp_django's ASGI deployment; this endpoint is served by its plain Django view (WSGI, or "
+    f"ASGI without mcp_django's router), whose answers are whole JSON bodies. To resume streams, "
+    f"{ASGI_HINT}."
+)
+LISTEN_REFUSED = (
+    "subscriptions/listen holds a stream open between requests, which this endpoint cannot: it "
+    "is served by its plain Django view (WSGI, or ASGI without mcp_django's router). To listen, "
+    f"{ASGI_HINT}."
+)
+#: What a GET or DELETE of the handshake era may be here (DELETE ends a session).
+ALLOWED_WITHOUT_STREAMS = "POST, DELETE"
+
+
+def loop_outlives(request: HttpRequest) -> bool:
+    """Whether the event loop running this request outlives it: under ASGI the server's loop
+    runs the view; under WSGI Django runs it through ``async_to_sync``, in a loop of its own
+    that ends with the request (and cancels whatever it still runs)."""
+    return isinstance(request, ASGIRequest)
+
+
+class PlainEndpoint:
+    """One site's endpoint as a plain view: a request in, a whole response out."""
+
+    settings: MCPSettings = mcp_settings
+
+    def __init__(self, site: MCPSite) -> None:
+        self.site = site
+
+    @property
+    def engine(self) -> Engine:
+        return self.site.engine
+
+    async def __call__(self, request: HttpRequest) -> HttpResponse:
+        self.site.serving = True
+        headers = checks.Headers.of_request(request)
+        # Computed before any answer (even a 413), so that an allowed browser can read it.
+        cors = checks.cors_headers(request.scheme or "http", headers, self.settings)
+        lasting = loop_outlives(request)
+        try:
+            answer = await self.handle(request, headers, cors, lasting)
+        except Exception as exc:
+            # The request's top level: what the consumer answers, as the consumer does.
+            answer = refusal(exc) or await failure(exc)
+        if not lasting:
+            await settle()
+        return respond(answer, cors)
+
+    async def handle(
+        self,
+        request: HttpRequest,
+        headers: checks.Headers,
+        cors: list[tuple[bytes, bytes]],
+        lasting: bool,
+    ) -> Answer:
+        checks.check_declared_length(headers, self.settings)
+        limit = self.settings.max_body_size
+        body = request.read(limit + 1)
+        if len(body) > limit:
+            raise body_too_large(limit)
+        if lasting:
+            # As in the consumer: this process hears of session changes before it serves
+            # sessions from memory. Under WSGI no listener outlives the request (see load).
+            await process_channel.ensure()
+        checks.check_origin_and_host(request, headers, self.settings)
+        method = request.method
+        if cors and method == "OPTIONS":
+            return Answer(HTTPStatus.NO_CONTENT, None, checks.preflight_headers(headers))
+        # The 401 challenge names every scope the site uses (see MCPConsumer.handle).
+        request.mcp_declared_scopes = self.site.get_scopes  # type: ignore[attr-defined]
+        mark_endpoint(request)
+        principal = await authenticate(request, self.settings)
+        if method == "POST":
+            return await self.post(principal, headers, body, lasting)
+        if method == "GET":
+            checks.refuse_stateless(headers, "GET")
+            refused = RESUME_REFUSED if headers.get("last-event-id") else GET_STREAM_REFUSED
+            raise TransportError(
+                HTTPStatus.METHOD_NOT_ALLOWED, refused, headers={"Allow": ALLOWED_WITHOUT_STREAMS}
+            )
+        if method == "DELETE":
+            checks.refuse_stateless(headers, "DELETE")
+            await self.engine.terminate(await self.load(principal, headers, lasting))
+            return Answer(HTTPStatus.NO_CONTENT, None)
+        raise checks.method_not_allowed()
+
+    async def load(self, principal: Principal, headers: checks.Headers, lasting: bool) -> Session:
+        session_id = checks.session_id(headers)
+        if not lasting:
+            # Read from the database: a copy cached by an earlier request of this process may
+            # be stale, since no process channel tells this loop of changes made elsewhere.
+            session_cache.drop(session_id)
+        return await self.engine.load_session(principal, session_id)
+
+    async def post(
+        self, principal: Principal, headers: checks.Headers, body: bytes, lasting: bool
+    ) -> Answer:
+        checks.check_post(headers)
+        try:
+            decoded = decode(body)
+        except MCPError as exc:
+            return Answer(HTTPStatus.BAD_REQUEST, error_message(exc.request_id, exc))
+        message = checks.modern_message(headers, decoded)
+        if message is not None:
+            return await self.post_modern(principal, headers, message)
+        checks.check_handshake_post(headers, decoded)
+        initialize = checks.initialize_request(headers, decoded)
+        if initialize is not None:
+            answer, session = await self.engine.initialize(principal, initialize)
+            return whole_answer(
+                HTTPStatus.OK, answer, {"mcp-session-id": session.pk} if session else None
+            )
+        ping = checks.sessionless_ping(headers, decoded)
+        if ping is not None:
+            return Answer(HTTPStatus.OK, result_message(ping.id, {}))
+        session = await self.load(principal, headers, lasting)
+        received = await self.engine.receive(principal, session, decoded)
+        try:
+            return await self.answer_received(
+                principal, session, decoded, received.requests, received.replies
+            )
+        finally:
+            await self.engine.release_held(received.requests)  # those that never ran
+
+    async def answer_received(
+        self,
+        principal: Principal,
+        session: Session,
+        decoded: Decoded,
+        requests: list[Request],
+        replies: list[dict[str, Any]],
+    ) -> Answer:
+        """The handshake era in JSON answer mode: the requests' answers in one body, whatever
+        ``RESPONSE_MODE`` says and whether or not a tool streams (its notifications are dropped,
+        and a question it asks the client fails: there is no stream to ask it on)."""
+        if not requests:
+            if not replies:
+                return Answer(HTTPStatus.ACCEPTED, None)
+            if decoded.is_batch:
+                return Answer(HTTPStatus.OK, replies)
+            return whole_answer(HTTPStatus.BAD_REQUEST, replies[0])
+        answers = replies + await self.engine.answer(principal, session, requests)
+        if decoded.is_batch:
+            return Answer(HTTPStatus.OK, answers)
+        return whole_answer(HTTPStatus.OK, answers[0])
+
+    async def post_modern(
+        self, principal: Principal, headers: checks.Headers, message: Request | Notification
+    ) -> Answer:
+        """One 2026-07-28 message (see :func:`mcp_django.transport.stateless.post`)."""
+        if isinstance(message, Notification):
+            return Answer(HTTPStatus.ACCEPTED, None)  # none is defined over HTTP in this revision
+        try:
+            meta = await self.engine.stateless_meta(principal, message, headers)
+        except MCPError as exc:
+            return whole_answer(
+                exc.http_status or HTTPStatus.BAD_REQUEST, error_message(message.id, exc)
+            )
+        try:
+            if message.method == "subscriptions/listen":
+                refused = error_message(message.id, MethodNotFoundError(LISTEN_REFUSED))
+                return whole_answer(modern.http_status(refused), refused)
+            # Seam: a request the consumer would answer on its own SSE stream
+            # (engine.needs_stream_stateless) is answered here as JSON, its progress and logs
+            # dropped; a StreamingHttpResponse for it goes here.
+            response = await self.engine.answer_stateless(principal, message, meta)
+            return whole_answer(modern.http_status(response), response)
+        finally:
+            await self.engine.release_held([message])  # when it never ran
+
+
+async def settle() -> None:
+    """Do now what the engine left to the event loop's background, before a loop that ends
+    with the request (WSGI) cancels it: run the tasks it started without a ``TASKS`` backend
+    to their end (they hold the request meanwhile: ``check`` says so, mcp_django.W174), then
+    write the audit trail's buffer and the sessions' ``initialized`` marks."""
+    await run_local_to_end()
+    if len(audit_writer):
+        await flush_audit_trail()
+    await initialized_marks.flush()
+
+
+def respond(answer: Answer, cors: list[tuple[bytes, bytes]]) -> HttpResponse:
+    """The Django response for ``answer``: JSON in one body with its ``Content-Length`` (as the
+    consumer sends it), or empty."""
+    body = b"" if answer.body is None else encode(answer.body)
+    response = HttpResponse(body, status=answer.status)
+    if answer.body is None:
+        del response["Content-Type"]  # empty: not Django's default text/html
+    else:
+        response["Content-Type"] = "application/json"
+    response["Content-Length"] = str(len(body))
+    for name, value in answer.headers.items():
+        response[name] = value
+    for raw_name, raw_value in cors:
+        response[raw_name.decode("latin-1")] = raw_value.decode("latin-1")
+    return response
