@@ -1,5 +1,5 @@
 """ASGI applications wired in the ways projects do, for the checks on ASGI_APPLICATION
-(mcp_django.E172 and W172): each is named by its dotted path in ``override_settings``."""
+(mcp_django.W173 and W172): each is named by its dotted path in ``override_settings``."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ with override_settings(STATIC_URL="/static/"):  # read when the handler is built
     static_files = ASGIStaticFilesHandler(router)  # type: ignore[arg-type]  # stubs say ASGIHandler; any ASGI app works
     static_files_without_mcp = ASGIStaticFilesHandler(django_asgi_app)
 starlette_style = StarletteStyleMiddleware(router)
-# Django's handler alone, however wrapped (E172).
+# Django's handler alone, however wrapped (W173).
 protocol_router_without_mcp = ProtocolTypeRouter({"http": AuthMiddlewareStack(django_asgi_app)})
 websocket_only = ProtocolTypeRouter({"websocket": URLRouter([])})
 # Nothing to look into (W172).

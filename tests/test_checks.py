@@ -10,7 +10,7 @@ from django.test import override_settings
 
 from mcp_django import site
 from mcp_django.checks import check_deployment, check_proxy, check_settings, check_sites, check_urls
-from mcp_django.registry.sites import MCPSite
+from mcp_django.registry.sites import MCPSite, all_sites
 
 # Django 6.1's ``check`` runs the model checks against every database (a JSONField asks SQLite
 # whether it supports JSON): a full ``manage.py check`` needs the test database.
@@ -447,26 +447,65 @@ def manage_py_check(*args: str) -> str:
     return out.getvalue()
 
 
-def test_w171_a_project_without_daphne_or_asgi_application_runs_wsgi_only():
-    [warning] = project_errors(INSTALLED_APPS=without_daphne(), ASGI_APPLICATION=None)
-    assert warning.id == "mcp_django.W171"
-    assert '"daphne"' in warning.hint and "ASGI_APPLICATION" in warning.hint
+def wsgi_only_messages(**mcp: Any) -> list[checks.CheckMessage]:
+    """What check_settings says of a project served by WSGI only (other tests' sites may add
+    W174 for their task tools: callers pick by id)."""
+    with override_settings(MCP_DJANGO={**BASE, **mcp}):
+        return project_errors(INSTALLED_APPS=without_daphne(), ASGI_APPLICATION=None)
 
 
-def test_w171_is_reported_by_manage_py_check():
+def test_i171_a_wsgi_only_project_is_told_what_its_plain_view_serves_not_warned():
+    [info] = [m for m in wsgi_only_messages() if m.id == "mcp_django.I171"]
+
+    assert info.level == checks.INFO
+    assert "plain view" in info.msg and "2026-07-28" in info.msg
+    assert "subscriptions/listen" in info.msg
+    assert '"daphne"' in info.hint and "MCPRouter" in info.hint
+
+
+def test_i171_names_the_tools_whose_progress_needs_asgi():
+    [info] = [m for m in wsgi_only_messages() if m.id == "mcp_django.I171"]
+
+    assert "progress" in info.msg  # the test site's tool of that name takes a Context
+
+
+def test_i171_names_the_http_sse_transport_when_it_is_on():
+    [info] = [m for m in wsgi_only_messages(HTTP_SSE=True) if m.id == "mcp_django.I171"]
+
+    assert "HTTP_SSE" in info.msg
+
+
+def test_w174_task_tools_without_a_tasks_backend_under_wsgi():
+    mcp = MCPSite(name="wsgi-task-check")
+
+    @mcp.tool(task="optional")
+    def slow() -> str:
+        return "done"
+
+    try:
+        [warning] = [m for m in wsgi_only_messages() if m.id == "mcp_django.W174"]
+        quiet = [m for m in wsgi_only_messages(TASKS_BACKEND="queued") if m.id == "mcp_django.W174"]
+    finally:
+        all_sites.discard(mcp)
+
+    assert "slow" in warning.msg and "TASKS_BACKEND" in warning.hint
+    assert quiet == []
+
+
+def test_i171_is_reported_by_manage_py_check():
     # Only mcp_django's checks: daphne's own returns None once daphne is taken out this way.
     with override_settings(INSTALLED_APPS=without_daphne(), ASGI_APPLICATION=None):
-        assert "mcp_django.W171" in manage_py_check("--tag", "mcp_django")
+        assert "mcp_django.I171" in manage_py_check("--tag", "mcp_django")
 
 
-def test_w171_is_quiet_when_asgi_application_names_what_uvicorn_serves():
+def test_i171_is_quiet_when_asgi_application_names_what_uvicorn_serves():
     # No daphne, but ASGI_APPLICATION says which application is served: its wiring is checked.
     assert project_errors(INSTALLED_APPS=without_daphne()) == []
     assert ids(
         project_errors(
             INSTALLED_APPS=without_daphne(), ASGI_APPLICATION="tests.asgi.django_asgi_app"
         )
-    ) == ["mcp_django.E172"]
+    ) == ["mcp_django.W173"]
 
 
 def test_w003_without_asgi_application_under_daphne():
@@ -485,16 +524,19 @@ def test_w003_without_asgi_application_under_daphne():
         "tests.asgi_variants.static_files_without_mcp",
     ],
 )
-def test_e172_asgi_application_without_the_router(path):
-    [error] = project_errors(ASGI_APPLICATION=path)
-    assert error.id == "mcp_django.E172"
-    assert "MCPRouter(get_asgi_application())" in error.hint
+def test_w173_asgi_application_without_the_router_gets_the_plain_view(path):
+    [warning] = project_errors(ASGI_APPLICATION=path)
+
+    assert warning.id == "mcp_django.W173"
+    assert warning.level == checks.WARNING
+    assert "plain view" in warning.msg and "subscriptions/listen" in warning.msg
+    assert "MCPRouter(get_asgi_application())" in warning.hint
 
 
 @needs_database_for_model_checks
-def test_e172_is_reported_by_manage_py_check():
+def test_w173_is_reported_by_manage_py_check():
     with override_settings(ASGI_APPLICATION="tests.asgi.django_asgi_app"):
-        assert "mcp_django.E172" in manage_py_check()
+        assert "mcp_django.W173" in manage_py_check()
 
 
 @pytest.mark.parametrize(

@@ -8,12 +8,14 @@ import math
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Warning
+from django.core.checks import CheckMessage, Error, Info, Warning
 from django.utils.module_loading import import_string
 
 from ..conf import DEFAULTS
+from ..registry.sites import all_sites
 from ..routing import routes_through_router
 from ..server.sizing import MIN_RESULT_CHARS
+from .values import user_settings
 
 #: Bounds on what a client may make the server hold (mcp_django.E150).
 LIMITS = (
@@ -232,7 +234,7 @@ def check_asgi() -> list[CheckMessage]:
     path = getattr(settings, "ASGI_APPLICATION", None)
     if not path:
         if "daphne" not in settings.INSTALLED_APPS:
-            return []  # nothing points at ASGI at all: W171 says so, with both lines to add
+            return []  # nothing points at ASGI at all: I171 says so, with both lines to add
         # daphne's runserver refuses to start without it.
         return [
             Warning(
@@ -251,11 +253,12 @@ def check_asgi() -> list[CheckMessage]:
     routed = routes_through_router(app)
     if routed is False:
         return [
-            Error(
+            Warning(
                 f"ASGI_APPLICATION {path!r} serves HTTP with Django's handler alone, not through "
-                "mcp_django.routing.MCPRouter: every MCP request gets a 503 saying so.",
+                "mcp_django.routing.MCPRouter: the MCP endpoint is served by its plain view, "
+                f"as under WSGI. {PLAIN_VIEW_SERVES} {needs_asgi_sentence()}",
                 hint=ROUTER_HINT,
-                id="mcp_django.E172",
+                id="mcp_django.W173",
             )
         ]
     if routed is None:
@@ -273,19 +276,85 @@ def check_asgi() -> list[CheckMessage]:
     return []
 
 
+#: What the endpoint's plain view serves (transport.plain): said by every check about a
+#: deployment without the router.
+PLAIN_VIEW_SERVES = (
+    "It serves every 2026-07-28 request and the handshake era in JSON answer mode, each answer "
+    "one JSON body."
+)
+
+
+def needs_asgi() -> list[str]:
+    """What the settings and the registered sites use that only the ASGI deployment (with
+    MCPRouter) serves: everything that needs a stream held between requests."""
+    needs = [
+        "notifications of list and resource changes (the GET stream, subscriptions/listen) and "
+        "resuming a stream (Last-Event-ID)"
+    ]
+    streaming = sorted(
+        {tool.name for site in list(all_sites) for tool in site.get_tools() if tool.streams}
+    )
+    if streaming:
+        more = f" and {len(streaming) - 5} more" if len(streaming) > 5 else ""
+        shown = ", ".join(streaming[:5]) + more
+        needs.append(
+            f"the progress and logs of the tools that take a Context ({shown}), and the "
+            "questions they ask the client in a handshake-era session"
+        )
+    user = user_settings()
+    if isinstance(user, dict) and user.get("HTTP_SSE"):
+        needs.append("the 2024-11-05 HTTP+SSE transport (MCP_DJANGO['HTTP_SSE'])")
+    return needs
+
+
+def needs_asgi_sentence() -> str:
+    return "Only the ASGI deployment serves " + "; ".join(needs_asgi()) + "."
+
+
+def _task_tools() -> list[str]:
+    return sorted(
+        {
+            tool.name
+            for site in list(all_sites)
+            for tool in site.get_tools()
+            if tool.task_support != "forbidden"
+        }
+    )
+
+
 def check_server() -> list[CheckMessage]:
     """Without daphne, runserver serves WSGI; without ASGI_APPLICATION too, nothing in the
-    settings points at an ASGI server, so the project most likely runs WSGI only."""
+    settings points at an ASGI server, so the project most likely runs WSGI only: its endpoint
+    is the plain view. Said as what it gets (Info), and warned of durable tasks that would run
+    in their request."""
     if "daphne" in settings.INSTALLED_APPS or getattr(settings, "ASGI_APPLICATION", None):
         return []
-    return [
-        Warning(
+    messages: list[CheckMessage] = [
+        Info(
             "This project is served by WSGI only ('daphne' is not in INSTALLED_APPS and "
-            "ASGI_APPLICATION is not set): `manage.py runserver` and gunicorn answer every MCP "
-            "request with a 503 saying that it needs an ASGI server.",
-            hint='Put "daphne" first in INSTALLED_APPS and set ASGI_APPLICATION = '
-            '"<project>.asgi.application". If you serve asgi.py with uvicorn or hypercorn, '
-            "set ASGI_APPLICATION to it all the same, so that its wiring is checked too.",
-            id="mcp_django.W171",
+            "ASGI_APPLICATION is not set): `manage.py runserver` and gunicorn serve the MCP "
+            f"endpoint with its plain view. {PLAIN_VIEW_SERVES} {needs_asgi_sentence()}",
+            hint='For those, put "daphne" first in INSTALLED_APPS and set ASGI_APPLICATION = '
+            '"<project>.asgi.application" with ' + ROUTER_HINT.removeprefix("In ") + " If you "
+            "serve asgi.py with uvicorn or granian, set ASGI_APPLICATION to it all the same, so "
+            "that its wiring is checked too.",
+            id="mcp_django.I171",
         )
     ]
+    user = user_settings()
+    backend = user.get("TASKS_BACKEND") if isinstance(user, dict) else None
+    tasks = _task_tools()
+    if tasks and not backend:
+        messages.append(
+            Warning(
+                f"Tools may run as durable tasks ({', '.join(tasks[:5])}) and "
+                "MCP_DJANGO['TASKS_BACKEND'] is not set, so each task runs in the web process "
+                "that made it; under WSGI that process's event loop ends with the request, so "
+                "the request that creates a task is answered only once the task ends or waits "
+                "for input.",
+                hint='Set MCP_DJANGO["TASKS_BACKEND"] to an alias of TASKS whose worker runs '
+                'them (django-tasks-db\'s DatabaseBackend and "manage.py db_worker").',
+                id="mcp_django.W174",
+            )
+        )
+    return messages
