@@ -1,0 +1,398 @@
+"""The endpoint's plain view (WSGI, or ASGI without the router), through Django's test Client:
+a real WSGI handler, so the view runs through ``async_to_sync`` as under gunicorn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client, override_settings
+
+from mcp_django.models import Session, Task, ToolCall
+from mcp_django.protocol.errors import METHOD_NOT_FOUND, QUOTA_EXCEEDED
+from mcp_django.protocol.negotiation import LATEST_VERSION
+from mcp_django.transport.plain import GET_STREAM_REFUSED, LISTEN_REFUSED, RESUME_REFUSED
+from tests.conftest import BASE_SETTINGS
+
+from .conftest import mcp_settings
+from .test_stateless import ALL_CAPABILITIES, body, headers
+
+pytestmark = pytest.mark.django_db
+
+ACCEPT = "application/json, text/event-stream"
+TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def post(client: Client, message: Any, **extra: str) -> Any:
+    """POST ``message`` as JSON, with ``extra`` headers by lower-case name."""
+    return client.post(
+        "/mcp/",
+        orjson.dumps(message),
+        content_type="application/json",
+        headers={"accept": ACCEPT, **extra},
+    )
+
+
+def post_modern(client: Client, message: dict[str, Any], **extra: str) -> Any:
+    sent = {k: v for k, v in headers(message).items() if v is not None}
+    return post(client, message, **sent, **extra)
+
+
+def initialize(client: Client) -> str:
+    """Open a handshake-era session; return its id."""
+    response = post(
+        client,
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LATEST_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "wsgi-test", "version": "1"},
+            },
+        },
+    )
+    assert response.status_code == 200, response.content
+    return str(response["mcp-session-id"])
+
+
+def in_session(client: Client, session_id: str, message: Any) -> Any:
+    return post(
+        client, message, **{"mcp-session-id": session_id, "mcp-protocol-version": LATEST_VERSION}
+    )
+
+
+def call(name: str, arguments: dict[str, Any], request_id: int = 1) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+
+
+# --- the handshake era, in JSON answer mode ---------------------------------------------------
+
+
+def test_initialize_makes_a_session_row_and_answers_json_with_its_id():
+    client = Client()
+
+    session_id = initialize(client)
+
+    assert Session.objects.filter(pk=session_id, terminated_at__isnull=True).exists()
+
+
+def test_a_session_calls_a_tool_and_its_notification_is_accepted():
+    client = Client()
+    session_id = initialize(client)
+
+    accepted = in_session(
+        client, session_id, {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    )
+    answered = in_session(client, session_id, call("add", {"a": 2, "b": 3}))
+
+    assert accepted.status_code == 202 and accepted.content == b""
+    assert answered.status_code == 200
+    assert answered["Content-Type"] == "application/json"
+    assert int(answered["Content-Length"]) == len(answered.content)
+    assert answered.json()["result"]["structuredContent"] == {"result": 5}
+
+
+def test_a_tool_that_streams_is_answered_as_json_without_its_progress():
+    client = Client()
+    session_id = initialize(client)
+    message = call("progress", {"steps": 2})
+    message["params"]["_meta"] = {"progressToken": "p"}
+
+    response = in_session(client, session_id, message)
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["result"]["content"][0]["text"] == "done 2"
+
+
+def test_a_question_to_the_client_in_a_session_fails_naming_the_asgi_deployment():
+    client = Client()
+    response = post(
+        client,
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LATEST_VERSION,
+                "capabilities": {"sampling": {}, "elicitation": {}},
+                "clientInfo": {"name": "wsgi-test", "version": "1"},
+            },
+        },
+    )
+    session_id = response["mcp-session-id"]
+
+    result = in_session(client, session_id, call("ask", {"question": "Why?"})).json()["result"]
+
+    assert result["isError"] is True
+    assert "ASGI" in result["content"][0]["text"]
+
+
+def test_delete_ends_the_session_and_later_requests_get_404():
+    client = Client()
+    session_id = initialize(client)
+
+    deleted = client.delete(
+        "/mcp/", headers={"mcp-session-id": session_id, "mcp-protocol-version": LATEST_VERSION}
+    )
+    after = in_session(client, session_id, call("add", {"a": 1, "b": 1}))
+
+    assert deleted.status_code == 204
+    assert after.status_code == 404
+
+
+def test_a_request_without_a_session_id_is_refused_with_400():
+    response = post(
+        Client(), call("add", {"a": 1, "b": 1}), **{"mcp-protocol-version": LATEST_VERSION}
+    )
+
+    assert response.status_code == 400
+
+
+def test_ping_before_initialize_is_answered():
+    response = post(Client(), {"jsonrpc": "2.0", "id": 7, "method": "ping"})
+
+    assert response.status_code == 200
+    assert response.json() == {"jsonrpc": "2.0", "id": 7, "result": {}}
+
+
+# --- the 2026-07-28 revision ------------------------------------------------------------------
+
+
+def test_server_discover_is_answered_without_a_session():
+    response = post_modern(Client(), body("server/discover"))
+
+    assert response.status_code == 200
+    result = response.json()["result"]
+    assert "2026-07-28" in result["supportedVersions"]
+    assert Session.objects.count() == 0
+
+
+def test_a_2026_call_is_answered_in_full():
+    response = post_modern(
+        Client(), body("tools/call", {"name": "add", "arguments": {"a": 4, "b": 5}})
+    )
+
+    result = response.json()["result"]
+    assert result["resultType"] == "complete"
+    assert result["structuredContent"] == {"result": 9}
+
+
+def test_a_2026_call_that_would_stream_is_answered_as_json():
+    message = body("tools/call", {"name": "progress", "arguments": {"steps": 2}})
+    message["params"]["_meta"]["progressToken"] = "p"
+
+    response = post_modern(Client(), message)
+
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["result"]["content"][0]["text"] == "done 2"
+
+
+def test_a_2026_input_round_carries_request_state_to_the_retry():
+    client = Client()
+    arguments = {"name": "ask", "arguments": {"question": "Why?"}}
+
+    first = post_modern(
+        client, body("tools/call", arguments, capabilities=ALL_CAPABILITIES)
+    ).json()["result"]
+    sampled = {"role": "assistant", "content": {"type": "text", "text": "Because"}, "model": "m"}
+    second = post_modern(
+        client,
+        body(
+            "tools/call",
+            {
+                **arguments,
+                "requestState": first["requestState"],
+                "inputResponses": {"sampling-1": sampled},
+            },
+            request_id=2,
+            capabilities=ALL_CAPABILITIES,
+        ),
+    ).json()["result"]
+    final = post_modern(
+        client,
+        body(
+            "tools/call",
+            {
+                **arguments,
+                "requestState": second["requestState"],
+                "inputResponses": {"elicitation-2": {"action": "accept", "content": {"ok": True}}},
+            },
+            request_id=3,
+            capabilities=ALL_CAPABILITIES,
+        ),
+    ).json()["result"]
+
+    assert first["resultType"] == "input_required"
+    assert list(first["inputRequests"]) == ["sampling-1"]
+    assert second["resultType"] == "input_required"
+    assert final["resultType"] == "complete"
+    assert final["content"][0]["text"] == "Because / accept {'ok': True}"
+
+
+def test_subscriptions_listen_answers_an_error_naming_the_asgi_deployment():
+    response = post_modern(Client(), body("subscriptions/listen", {"notifications": {}}))
+
+    assert response.status_code == 404
+    error = response.json()["error"]
+    assert error["code"] == METHOD_NOT_FOUND
+    assert error["message"] == LISTEN_REFUSED
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.urls("tests.urls_plain_tasks")
+@pytest.mark.parametrize("backend", [None, "default"])
+def test_a_task_is_created_run_by_the_backend_and_polled(backend):
+    client = Client()
+
+    with mcp_settings(TASKS_BACKEND=backend, TASK_POLL_INTERVAL_MS=50):
+        created = post_modern(
+            client,
+            body("tools/call", {"name": "count", "arguments": {"upto": 2}}, capabilities=TASKS),
+        ).json()["result"]
+        polled = post_modern(
+            client,
+            body("tasks/get", {"taskId": created["taskId"]}, request_id=2, capabilities=TASKS),
+            **{"mcp-name": created["taskId"]},
+        ).json()["result"]
+
+    assert created["status"] == "working"
+    assert polled["status"] == "completed"
+    assert Task.objects.get(pk=created["taskId"]).status == "completed"
+
+
+# --- refusals ---------------------------------------------------------------------------------
+
+
+def test_the_get_stream_answers_405_with_allow():
+    client = Client()
+    session_id = initialize(client)
+
+    response = client.get(
+        "/mcp/",
+        headers={
+            "accept": "text/event-stream",
+            "mcp-session-id": session_id,
+            "mcp-protocol-version": LATEST_VERSION,
+        },
+    )
+
+    assert response.status_code == 405
+    assert response["Allow"] == "POST, DELETE"
+    assert response.json()["error"]["message"] == GET_STREAM_REFUSED
+
+
+def test_resumption_answers_405_naming_the_asgi_deployment():
+    client = Client()
+    session_id = initialize(client)
+
+    response = client.get(
+        "/mcp/",
+        headers={
+            "accept": "text/event-stream",
+            "mcp-session-id": session_id,
+            "mcp-protocol-version": LATEST_VERSION,
+            "last-event-id": "abc:1",
+        },
+    )
+
+    assert response.status_code == 405
+    assert response.json()["error"]["message"] == RESUME_REFUSED
+
+
+def test_a_body_over_max_body_size_is_refused_with_413():
+    with mcp_settings(MAX_BODY_SIZE=100):
+        response = post(Client(), call("echo", {"text": "x" * 200}))
+
+    assert response.status_code == 413
+
+
+def test_a_foreign_origin_is_refused_with_403():
+    response = post(
+        Client(), {"jsonrpc": "2.0", "id": 1, "method": "ping"}, origin="https://evil.example"
+    )
+
+    assert response.status_code == 403
+
+
+def test_an_allowed_origin_gets_its_preflight_and_cors_headers():
+    client = Client()
+    origin = "https://app.example"
+
+    with mcp_settings(ALLOWED_ORIGINS=[origin]):
+        preflight = client.options(
+            "/mcp/", headers={"origin": origin, "access-control-request-method": "POST"}
+        )
+        answered = post(client, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, origin=origin)
+
+    assert preflight.status_code == 204
+    assert "POST" in preflight["Access-Control-Allow-Methods"]
+    assert answered["Access-Control-Allow-Origin"] == origin
+
+
+def test_the_view_is_csrf_exempt():
+    client = Client(enforce_csrf_checks=True)
+
+    response = post(client, {"jsonrpc": "2.0", "id": 1, "method": "ping"})
+
+    assert response.status_code == 200
+
+
+def test_without_credentials_the_django_policy_answers_401_with_a_challenge():
+    with mcp_settings(AUTHENTICATION="django"):
+        response = post(Client(), {"jsonrpc": "2.0", "id": 1, "method": "ping"})
+
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == 'Session realm="mcp"'
+
+
+def test_a_user_logged_in_through_django_sessions_is_served_as_that_user():
+    user = get_user_model().objects.create_user("alice", password="pw")
+    client = Client()
+    client.force_login(user)
+
+    with mcp_settings(AUTHENTICATION="django"):
+        session_id = initialize(client)
+
+    assert Session.objects.get(pk=session_id).user_id == user.pk
+
+
+def test_a_tools_call_writes_its_audit_row_before_the_request_ends():
+    client = Client()
+    session_id = initialize(client)
+
+    in_session(client, session_id, call("add", {"a": 1, "b": 2}))
+
+    # No flush here: under WSGI the view writes the buffer before its loop ends.
+    row = ToolCall.objects.get(tool_name="add")
+    assert row.outcome == ToolCall.Outcome.OK
+    assert row.session_id == session_id
+
+
+def test_a_quota_refusal_is_answered_429_and_audited():
+    client = Client()
+    quotas = {"TOOL_CALLS": "1/minute"}
+
+    with override_settings(MCP_DJANGO={**BASE_SETTINGS, "QUOTAS": quotas}):
+        first = post_modern(
+            client, body("tools/call", {"name": "add", "arguments": {"a": 1, "b": 1}})
+        )
+        second = post_modern(
+            client,
+            body("tools/call", {"name": "add", "arguments": {"a": 1, "b": 1}}, request_id=2),
+        )
+
+    assert first.status_code == 200
+    assert second.status_code == 429
+    assert second.json()["error"]["code"] == QUOTA_EXCEEDED
+    assert "Retry-After" in second
+    assert ToolCall.objects.filter(tool_name="add", outcome=ToolCall.Outcome.DENIED).count() == 1

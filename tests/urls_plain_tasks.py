@@ -1,0 +1,20 @@
+"""A project whose MCP site has a tool that may run as a durable task, for the plain view
+(tests/transport/test_plain.py)."""
+
+from django.urls import path
+
+from mcp_django import Context
+from mcp_django.registry.sites import MCPSite
+
+tasks_site = MCPSite(name="plain-tasks")
+
+
+@tasks_site.tool(task="optional")
+async def count(ctx: Context, upto: int = 3) -> str:
+    """Count, reporting progress."""
+    for i in range(1, upto + 1):
+        await ctx.report_progress(i, upto)
+    return f"counted to {upto}"
+
+
+urlpatterns = [path("mcp/", tasks_site.urls)]
