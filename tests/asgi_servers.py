@@ -29,6 +29,8 @@ CI_SERVERS = ("daphne", "uvicorn")
 GRACEFUL_SECONDS = 5
 
 APPLICATION = "example_site.asgi:application"
+#: The example site's WSGI application, which gunicorn serves (the endpoint's plain view).
+WSGI_APPLICATION = "example_site.wsgi:application"
 
 
 def free_port() -> int:
@@ -79,6 +81,17 @@ def server_command(server: str, port: int, application: str = APPLICATION) -> li
             "--port",
             str(port),
             "--workers-kill-timeout",
+            str(GRACEFUL_SECONDS),
+        ]
+    elif server == "gunicorn":
+        # A WSGI server (not one of SERVERS): one sync worker, serving the WSGI application.
+        arguments = [
+            "gunicorn",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "1",
+            "--graceful-timeout",
             str(GRACEFUL_SECONDS),
         ]
     else:
