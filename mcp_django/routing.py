@@ -222,9 +222,10 @@ def serve_endpoint_without_slash(
     sender: Any, environ: Any = None, scope: Any = None, **kwargs: Any
 ) -> None:
     """``request_started``: when Django itself serves the endpoint (WSGI, or ASGI without
-    :class:`MCPRouter`), send ``/mcp`` to the ``/mcp/`` view, which says what is missing in
-    JSON. Otherwise APPEND_SLASH answers a POST with a 500 (DEBUG) or a redirect that drops
-    its body. Under the router this never sees an endpoint path: the router answers first."""
+    :class:`MCPRouter`), send ``/mcp`` to the ``/mcp/`` view, which serves it (the plain
+    view, :mod:`mcp_django.transport.plain`). Otherwise APPEND_SLASH answers a POST with a 500
+    (DEBUG) or a redirect that drops its body. Under the router this never sees an endpoint
+    path: the router answers first."""
     if environ is not None:
         path = environ.get("PATH_INFO", "")
         if path and not path.endswith("/") and _slash_form_of_endpoint(path):

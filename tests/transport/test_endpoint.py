@@ -1373,43 +1373,46 @@ async def test_mcp_router_answers_lifespan_for_django() -> None:
 
 
 # --- Without MCPRouter (WSGI, or Django's bare ASGI handler) ---------------------------------
+# The plain view serves the endpoint there (tests/transport/test_plain.py); here, only that
+# both path forms reach it.
 
 
-def assert_needs_the_router(status: int, content_type: str, body: bytes) -> None:
-    """The endpoint's answer without MCPRouter: 503 and a JSON-RPC error that says what to add."""
-    assert status == 503, body
-    assert content_type == "application/json"
-    answer = orjson.loads(body)
-    assert answer["jsonrpc"] == "2.0" and answer["id"] is None
-    assert answer["error"]["code"] == INTERNAL_ERROR
-    message = answer["error"]["message"]
-    assert "MCPRouter(get_asgi_application())" in message and '"daphne"' in message
-
-
-@pytest.mark.parametrize("method", ["POST", "GET", "DELETE"])
+@pytest.mark.parametrize(("method", "status"), [("POST", 200), ("GET", 405), ("DELETE", 400)])
 @pytest.mark.parametrize("debug", [True, False])
-def test_under_wsgi_both_paths_get_the_same_json_error(method, debug, settings):
-    """runserver without daphne, gunicorn: no consumer, so the view says what is missing. The
+def test_under_wsgi_both_paths_reach_the_plain_view(method, status, debug, settings):
+    """runserver without daphne, gunicorn: no consumer, so the plain view answers. The
     no-slash form must not meet APPEND_SLASH (a 500 under DEBUG, a redirect dropping the POST)."""
     from django.test import Client
 
     settings.DEBUG = debug
     bodies = []
     for path in ("/mcp", "/mcp/"):
-        response = Client().generic(method, path, ping_body(), content_type="application/json")
-        assert_needs_the_router(response.status_code, response["content-type"], response.content)
+        response = Client().generic(
+            method,
+            path,
+            ping_body(),
+            content_type="application/json",
+            headers={"accept": "application/json, text/event-stream"},
+        )
+        assert response.status_code == status, response.content
+        assert response["content-type"] == "application/json"
         bodies.append(response.content)
     assert bodies[0] == bodies[1]
 
 
-async def test_under_bare_django_asgi_both_paths_get_the_same_json_error():
+async def test_under_bare_django_asgi_both_paths_reach_the_plain_view():
     from django.core.asgi import get_asgi_application
 
     bodies = []
     for path in ("/mcp", "/mcp/"):
         client = MCPTestClient(get_asgi_application(), path=path)
-        response = await client.send("POST", ping_body(), {"content-type": "application/json"})
-        assert_needs_the_router(response.status, response.content_type, response.body)
+        response = await client.send(
+            "POST",
+            ping_body(),
+            {"content-type": "application/json", "accept": "application/json, text/event-stream"},
+        )
+        assert response.status == 200, response.body
+        assert response.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
         bodies.append(response.body)
     assert bodies[0] == bodies[1]
 
