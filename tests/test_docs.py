@@ -26,7 +26,7 @@ DOCS = ROOT / "docs"
 PACKAGE = Path(mcp_django.__file__).resolve().parent
 
 #: A check id as the code writes it, and as the reference's tables list it (first column).
-CHECK_ID_RE = re.compile(r"mcp_django\.[EW]\d{3}")
+CHECK_ID_RE = re.compile(r"mcp_django\.[EIW]\d{3}")
 TABLE_KEY_RE = re.compile(r"^\| `([^`]+)` \|", re.MULTILINE)
 
 

@@ -295,16 +295,21 @@ def needs_asgi() -> list[str]:
         {tool.name for site in list(all_sites) for tool in site.get_tools() if tool.streams}
     )
     if streaming:
-        more = f" and {len(streaming) - 5} more" if len(streaming) > 5 else ""
-        shown = ", ".join(streaming[:5]) + more
         needs.append(
-            f"the progress and logs of the tools that take a Context ({shown}), and the "
+            f"the progress and logs of the tools that take a Context ({shown_names(streaming)}), "
+            "and the "
             "questions they ask the client in a handshake-era session"
         )
     user = user_settings()
     if isinstance(user, dict) and user.get("HTTP_SSE"):
         needs.append("the 2024-11-05 HTTP+SSE transport (MCP_DJANGO['HTTP_SSE'])")
     return needs
+
+
+def shown_names(names: list[str], shown: int = 5) -> str:
+    """The first ``shown`` of ``names``, and how many more."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def needs_asgi_sentence() -> str:
@@ -347,7 +352,7 @@ def check_server() -> list[CheckMessage]:
     if tasks and not backend:
         messages.append(
             Warning(
-                f"Tools may run as durable tasks ({', '.join(tasks[:5])}) and "
+                f"Tools may run as durable tasks ({shown_names(tasks)}) and "
                 "MCP_DJANGO['TASKS_BACKEND'] is not set, so each task runs in the web process "
                 "that made it; under WSGI that process's event loop ends with the request, so "
                 "the request that creates a task is answered only once the task ends or waits "
