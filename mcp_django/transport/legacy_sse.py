@@ -85,11 +85,10 @@ class HTTPSSEConsumer(MCPConsumer):
         # Refused at a stream cap, the session just opened ends with the connection (cleanup).
         await self.hold_stream_slot(principal, session.pk)
         self.sse = SSEStream(self, session.pk, principal.user_id, self.settings)
-        messages = (
-            self.scope.get("root_path", "")
-            + self.scope["path"].rstrip("/").removesuffix("/sse")
-            + "/messages/"
-        )
+        root, path = self.scope.get("root_path", ""), self.scope["path"]
+        # The public path: uvicorn (and the ASGI spec) put root_path in front of path, Daphne not.
+        path = path if path.startswith(root) else root + path
+        messages = path.rstrip("/").removesuffix("/sse") + "/messages/"
         await self.sse.open_session_stream(
             encode_event(f"{messages}?session_id={session.pk}", event="endpoint")
         )
