@@ -18,14 +18,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.handlers.asgi import ASGIHandler
-from django.urls import NoReverseMatch, Resolver404, resolve, reverse
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.urls import Resolver404, resolve, set_script_prefix
 
-from .auth.oauth import PRM_PATH
-from .conf import mcp_settings
 from .transport.daphne import remember_content_types
 
 
@@ -40,7 +37,7 @@ class MCPRouter:
         # Django is ready.
         from .transport.consumers import MCPConsumer
         from .transport.legacy_sse import HTTPSSEConsumer
-        from .transport.metadata import MetadataConsumer
+        from .transport.metadata import MetadataConsumer, metadata_target
 
         # Under Daphne (Twisted imported by now): its Content-Type parsing, made cheap.
         remember_content_types()
@@ -50,6 +47,7 @@ class MCPRouter:
             HTTPSSEConsumer,
             MetadataConsumer,
         )
+        self.metadata_target = metadata_target
         self.application = application
         self._paths: OrderedDict[str, Any] = OrderedDict()
         self._apps: dict[tuple[int, str], Any] = {}
@@ -90,40 +88,16 @@ class MCPRouter:
                 self._apps[key] = self.sse_consumer.as_asgi(site=site, kind=transport)
         return self._apps[key]
 
-    def metadata_for(self, path: str) -> Any:
+    def metadata_for(self, path: str, mount: str = "") -> Any:
         """The protected-resource metadata app for
-        ``/.well-known/oauth-protected-resource[/<endpoint>]``,
-        when the server authenticates with OAuth; None otherwise."""
-        if not path.startswith(PRM_PATH) or mcp_settings.authentication != "oauth":
+        ``/.well-known/oauth-protected-resource[/<endpoint>]`` (``path`` below the script name
+        ``mount``: :func:`~mcp_django.transport.metadata.metadata_target`), when the server
+        authenticates with OAuth; None otherwise."""
+        found = self.metadata_target(path, mount)
+        if found is None:
             return None
-        endpoint = path[len(PRM_PATH) :]
-        if endpoint in ("", "/"):
-            configured = mcp_settings.resource_url
-            if configured:
-                endpoint = urlsplit(configured).path
-            else:
-                try:
-                    endpoint = reverse("mcp_django:endpoint")
-                except NoReverseMatch:
-                    return None
-        elif self.endpoint_for(endpoint) is None:
-            return None
-
-        endpoint = endpoint.rstrip("/") or "/"
-        return self.metadata_consumer.as_asgi(endpoint_path=endpoint, site=self._site_for(endpoint))
-
-    @staticmethod
-    def _site_for(path: str) -> Any:
-        """The MCPSite whose endpoint is at ``path`` (with or without the trailing slash), or
-        None."""
-        for candidate in (path, path + "/"):
-            try:
-                site = getattr(resolve(candidate).func, "mcp_site", None)
-            except Resolver404:
-                continue
-            if site is not None:
-                return site
-        return None
+        endpoint, site = found
+        return self.metadata_consumer.as_asgi(endpoint_path=endpoint, site=site)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         if scope["type"] == "lifespan" and not _handles_lifespan(self.application):
@@ -132,9 +106,16 @@ class MCPRouter:
             return await _answer_lifespan(receive, send)
         if scope["type"] == "http":
             path = scope.get("path", "")
-            root = scope.get("root_path", "")
-            path = path[len(root) :] if root and path.startswith(root) else path
-            app = self.endpoint_for(path) or self.metadata_for(path)
+            # What Django's handler takes as the script name: root_path, or FORCE_SCRIPT_NAME.
+            # uvicorn's --root-path puts it in front of "path" (as the ASGI spec says); Daphne's
+            # does not.
+            prefix = get_script_prefix(scope)
+            path, mount = path.removeprefix(prefix) if prefix else path, prefix.rstrip("/")
+            if mount:
+                # As Django's handler does: reverse() (the root form of the metadata, the pages
+                # of URL elicitations) then gives the public paths.
+                set_script_prefix(mount)
+            app = self.endpoint_for(path) or self.metadata_for(path, mount)
             if app is not None:
                 consumer = getattr(app, "consumer_class", None)
                 if consumer is not None:

@@ -298,6 +298,8 @@ class MCPTestClient:
 
     ``application`` defaults to the project's ``ASGI_APPLICATION``; ``path`` is where the
     endpoint is mounted. ``headers`` are sent with every request (e.g. a ``cookie``).
+    ``root_path`` serves the site under a path prefix, as uvicorn's ``--root-path`` does: the
+    scope's ``root_path`` is set and every request's path starts with it.
     """
 
     def __init__(
@@ -311,9 +313,11 @@ class MCPTestClient:
         session_id: str | None = None,
         protocol_version: str | None = None,
         request_handlers: dict[str, Callable[[dict[str, Any]], Any]] | None = None,
+        root_path: str = "",
     ) -> None:
         self._application = application
         self.path = path
+        self.root_path = root_path.rstrip("/")
         self.host = host
         self.timeout = timeout
         self.headers: dict[str, str] = {k.lower(): v for k, v in (headers or {}).items()}
@@ -402,6 +406,7 @@ class MCPTestClient:
         """Return the ASGI HTTP scope of a request to the endpoint."""
         path = self.path if path is None else path
         path, _, query = path.partition("?")
+        path = self.root_path + path
         return {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -411,7 +416,7 @@ class MCPTestClient:
             "path": path,
             "raw_path": path.encode("latin-1", "replace"),
             "query_string": query.encode("latin-1", "replace"),
-            "root_path": "",
+            "root_path": self.root_path,
             "headers": headers,
             "client": ("127.0.0.1", 50000),
             "server": ("testserver", 80),

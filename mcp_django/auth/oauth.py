@@ -42,8 +42,23 @@ def canonical(uri: str) -> str:
     return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
+def script_name(request: HttpRequest) -> str:
+    """The path prefix the site is mounted under, without its trailing slash: ``SCRIPT_NAME``
+    under WSGI, ``root_path`` under ASGI (or ``FORCE_SCRIPT_NAME``); "" at the host's root."""
+    return str(request.META.get("SCRIPT_NAME") or "").rstrip("/")
+
+
+def public_path(request: HttpRequest) -> str:
+    """The request's path as clients sent it: the script name, then the path below it. Not
+    ``request.path`` itself: Daphne's ``--root-path`` leaves the prefix out of the ASGI
+    ``path``, which Django's ``ASGIRequest.path`` then lacks too."""
+    return script_name(request) + request.path_info
+
+
 def resource_url(request: HttpRequest | None, endpoint_path: str | None = None) -> str:
-    """The canonical URI of the MCP endpoint: the setting, or derived from the request."""
+    """The canonical URI of the MCP endpoint: the setting, or derived from the request
+    (``endpoint_path``: the endpoint's public path, script name included; default the
+    request's own)."""
     configured = mcp_settings.resource_url
     if configured:
         return canonical(configured)
@@ -51,7 +66,7 @@ def resource_url(request: HttpRequest | None, endpoint_path: str | None = None) 
         raise ValueError(
             "MCP_DJANGO['RESOURCE_URL'] is not set and there is no request to derive it from"
         )
-    path = endpoint_path if endpoint_path is not None else request.path
+    path = endpoint_path if endpoint_path is not None else public_path(request)
     return canonical(f"{request.scheme}://{request.get_host()}{path}")
 
 
@@ -66,17 +81,25 @@ def public_url(request: HttpRequest, path: str) -> str:
 
 
 def metadata_url(resource: str) -> str:
-    """The path-inserted RFC 9728 metadata URL for ``resource``."""
+    """The RFC 9728 (section 3.1) metadata URL for ``resource``: the well-known prefix inserted
+    between its host and its path, so ``https://host/app/mcp`` has its document at
+    ``https://host/.well-known/oauth-protected-resource/app/mcp``, at the host's root even when
+    the site is mounted under ``/app`` (the deployment docs say how a proxy sends it there)."""
     parts = urlsplit(resource)
     return urlunsplit((parts.scheme, parts.netloc, PRM_PATH + parts.path, "", ""))
 
 
-def authorization_servers(resource: str) -> list[str]:
+def authorization_servers(resource: str, mount: str = "") -> list[str]:
+    """The issuers clients are sent to: AUTHORIZATION_SERVERS, else this site's own, the
+    resource's origin followed by ``mount``, the script name the site (and the
+    django-oauth-toolkit endpoints it serves) is mounted under. Under ``/app`` that issuer is
+    ``https://host/app``, whose RFC 8414 metadata is at
+    ``https://host/.well-known/oauth-authorization-server/app``."""
     configured = mcp_settings.authorization_servers
     if configured:
         return list(configured)
     parts = urlsplit(resource)
-    return [urlunsplit((parts.scheme, parts.netloc, "", "", ""))]
+    return [urlunsplit((parts.scheme, parts.netloc, mount.rstrip("/"), "", ""))]
 
 
 def advertised_scopes(declared: Sequence[str] = ()) -> list[str]:
@@ -94,11 +117,14 @@ def advertised_scopes(declared: Sequence[str] = ()) -> list[str]:
     )
 
 
-def protected_resource_metadata(resource: str, declared: Sequence[str] = ()) -> dict[str, Any]:
-    """The RFC 9728 document for ``resource``; ``declared``: the scopes the site's entries use."""
+def protected_resource_metadata(
+    resource: str, declared: Sequence[str] = (), mount: str = ""
+) -> dict[str, Any]:
+    """The RFC 9728 document for ``resource``; ``declared``: the scopes the site's entries use;
+    ``mount``: the script name the site is served under (:func:`authorization_servers`)."""
     document: dict[str, Any] = {
         "resource": resource,
-        "authorization_servers": authorization_servers(resource),
+        "authorization_servers": authorization_servers(resource, mount),
         "bearer_methods_supported": ["header"],
     }
     scopes = advertised_scopes(declared)

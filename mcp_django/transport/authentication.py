@@ -12,6 +12,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest
 
 from ..auth.base import AuthenticationFailed
+from ..auth.oauth import public_path
 from ..server.principal import Principal
 
 if TYPE_CHECKING:
@@ -30,8 +31,9 @@ def build_request(scope: dict[str, Any], body: bytes = b"") -> ASGIRequest:
 def mark_endpoint(request: HttpRequest) -> None:
     """Note on ``request`` the path of the endpoint it reached, which the OAuth policy and the
     engine's step-up challenge name as the protected resource."""
-    # The canonical URI of the endpoint has no trailing slash (RFC 9728 resource).
-    request.mcp_endpoint_path = request.path.rstrip("/") or "/"  # type: ignore[attr-defined]
+    # The canonical URI of the endpoint has no trailing slash (RFC 9728 resource), and keeps the
+    # prefix the site is mounted under (root_path, SCRIPT_NAME).
+    request.mcp_endpoint_path = public_path(request).rstrip("/") or "/"  # type: ignore[attr-defined]
 
 
 async def authenticate(
