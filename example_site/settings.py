@@ -27,7 +27,7 @@ ROOT_URLCONF = "example_site.urls"
 ASGI_APPLICATION = "example_site.asgi.application"
 STATIC_URL = "static/"
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "/admin/"
+LOGIN_REDIRECT_URL = "admin:index"  # a URL name: under a path prefix, "/admin/" is not ours
 
 INSTALLED_APPS = [
     "daphne",
@@ -150,9 +150,16 @@ else:
 # (RFC 8707 audience) and the protected-resource metadata announces it. Set it to the public
 # https:// URL in a deployment; the check compares with it, never with the request's own URL.
 MCP_RESOURCE_URL = os.environ.get("MCP_RESOURCE_URL", "http://127.0.0.1:8000/mcp")
-# The authorization server is this site: its issuer is the origin of the MCP endpoint.
+# The authorization server is this site: its issuer is the origin of the MCP endpoint and the
+# prefix the site is mounted under (http://host/app for http://host/app/mcp, served with
+# SCRIPT_NAME or --root-path /app), where its /o/ endpoints are. RFC 8414 puts that issuer's
+# metadata at /.well-known/oauth-authorization-server/app (docs/howto/deploy.md, "Under a path
+# prefix").
 _resource = urlsplit(MCP_RESOURCE_URL)
-OAUTH_ISSUER = os.environ.get("OAUTH_ISSUER", f"{_resource.scheme}://{_resource.netloc}")
+MOUNT_PATH = _resource.path.rstrip("/").removesuffix("/mcp")
+OAUTH_ISSUER = os.environ.get(
+    "OAUTH_ISSUER", f"{_resource.scheme}://{_resource.netloc}{MOUNT_PATH}"
+)
 
 # Origins of browser-based clients (the MCP Inspector's web UI: http://localhost:6274), comma
 # separated: they may call the MCP endpoint (ALLOWED_ORIGINS) and the OAuth token, registration

@@ -5,15 +5,19 @@ from oauth2_provider import urls as oauth2_urls
 from oauth2_provider import views as oauth2_views
 
 from example_site.accounts.views import ConnectedApplicationsView, ConsentView, RegistrationView
+from mcp_django.urls import well_known_urlpatterns
 
 # The authorization server, under DOT's namespace (its views reverse "oauth2_provider:...").
 # Only what an MCP client uses: no implicit or device flow, no introspection (the MCP endpoint
 # reads tokens from the database), no OIDC, no application-management pages (the admin has them).
 oauth2_patterns = [
-    # RFC 8414 metadata at the domain root, where strict clients look for it. DOT's list also
-    # holds its own protected-resource metadata view; mcp_django serves that document (with
-    # this site's resource and scopes), so it is left out rather than shadowed.
-    *(p for p in oauth2_urls.metadata_urlpatterns if p.name == "oauth-server-metadata"),
+    # RFC 8414 metadata at the domain root, where strict clients look for it, and in its
+    # path-suffixed form for an issuer with a path (the site under a prefix: issuer
+    # http://host/app, metadata at /.well-known/oauth-authorization-server/app; the issuer is
+    # OIDC_ISS_ENDPOINT either way). DOT's list also holds its own protected-resource metadata
+    # views; mcp_django serves that document (with this site's resource and scopes), so they
+    # are left out rather than shadowed.
+    *(p for p in oauth2_urls.metadata_urlpatterns if p.name.startswith("oauth-server-metadata")),
     path("o/authorize/", ConsentView.as_view(), name="authorize"),
     path("o/token/", oauth2_views.TokenView.as_view(), name="token"),
     path("o/revoke_token/", oauth2_views.RevokeTokenView.as_view(), name="revoke-token"),
@@ -26,6 +30,8 @@ oauth2_patterns = [
 ]
 
 urlpatterns = [
+    # The endpoint's protected-resource metadata under WSGI (under ASGI the router answers first).
+    *well_known_urlpatterns,
     path("admin/", admin.site.urls),
     # Django's own login page: the consent page sends users here first.
     path("accounts/", include("django.contrib.auth.urls")),
