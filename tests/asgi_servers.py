@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 SERVERS = ("daphne", "uvicorn", "granian")
@@ -55,8 +56,11 @@ def servers_under_test() -> list[str]:
     return names
 
 
-def server_command(server: str, port: int, application: str = APPLICATION) -> list[str]:
-    """The command line serving ``application`` on 127.0.0.1:``port`` (one process, one worker)."""
+def server_command(
+    server: str, port: int, application: str = APPLICATION, options: Sequence[str] = ()
+) -> list[str]:
+    """The command line serving ``application`` on 127.0.0.1:``port`` (one process, one worker);
+    ``options`` go to the server (uvicorn's ``--root-path /app``)."""
     if server == "daphne":
         arguments = ["daphne", "-b", "127.0.0.1", "-p", str(port)]
     elif server == "uvicorn":
@@ -96,7 +100,7 @@ def server_command(server: str, port: int, application: str = APPLICATION) -> li
         ]
     else:
         raise ValueError(f"unknown server {server!r}; choose from {', '.join(SERVERS)}")
-    return [sys.executable, "-m", *arguments, application]
+    return [sys.executable, "-m", *arguments, *options, application]
 
 
 def children(pid: int) -> list[int]:
@@ -125,12 +129,13 @@ def start(
     log_path: Path,
     cwd: Path,
     application: str = APPLICATION,
+    options: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """Start ``server`` in a process group of its own (so that ``stop`` reaches its workers too),
     its output appended to ``log_path``."""
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            server_command(server, port, application),
+            server_command(server, port, application, options),
             cwd=cwd,
             env=env,
             stdout=log,

@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,15 +189,16 @@ def run_server(
     port: int = 0,
     server: str = "daphne",
     application: str = asgi_servers.APPLICATION,
+    options: Sequence[str] = (),
 ) -> Iterator[ExampleServer]:
     """Run the example site (or another ``application``, such as tests/helpdesk's) under
     ``server`` (daphne, uvicorn or granian: tests/asgi_servers.py) until the block ends, whether
     it ends normally or not. ``port`` 0 lets the system choose; a server that must know its own
-    URL up front (OAuth) passes one."""
+    URL up front (OAuth) passes one. ``options`` go to the server's command line."""
     if server != "daphne":
         port = port or asgi_servers.free_port()  # only daphne says which port 0 became
     log_path.unlink(missing_ok=True)
-    process = asgi_servers.start(server, port, env, log_path, ROOT, application)
+    process = asgi_servers.start(server, port, env, log_path, ROOT, application, options)
     try:
         base_url = _wait_until_ready(process, log_path, port)
         yield ExampleServer(
