@@ -39,6 +39,18 @@ async def test_the_stream_names_the_session_to_post_to_and_is_the_session():
     assert session.terminated_at is not None  # closing the stream ends the session
 
 
+async def test_under_a_root_path_the_stream_names_the_messages_path_with_it_once():
+    # uvicorn's --root-path /app: the scope's path already starts with root_path.
+    sse = MCPTestClient(
+        HTTPSSEConsumer.as_asgi(site=site, kind="sse"), path="/mcp/sse/", root_path="/app"
+    )
+
+    async with await sse.open_stream() as stream:
+        event = await stream.next_event()
+
+    assert event.data.startswith("/app/mcp/messages/?session_id=")
+
+
 async def test_refusals():
     assert (await client("messages").send("GET")).status == 405
     assert (await client("sse").post({"jsonrpc": "2.0", "id": 1, "method": "ping"})).status == 405
