@@ -62,20 +62,53 @@ def through_proxy(url: str) -> str:
     return parts.path[len(MOUNT) :]
 
 
-async def asgi_get(url: str) -> Response:
-    """GET ``url`` through the proxy, served under root_path /app as uvicorn's --root-path does."""
-    client = MCPTestClient(root_path=MOUNT)
-    return await client.send("GET", path=through_proxy(url), headers={"accept": "application/json"})
+#: How the site learns its prefix: from the server (ASGI root_path, WSGI SCRIPT_NAME), or from
+#: Django's FORCE_SCRIPT_NAME with the server unaware of it (docs/howto/deploy.md).
+PREFIX_SOURCES = ["server", "FORCE_SCRIPT_NAME"]
 
 
-def wsgi_get(url: str) -> Any:
-    """GET ``url`` through the proxy, served under SCRIPT_NAME /app. The script prefix is set as
-    Django's WSGIHandler sets it from SCRIPT_NAME (the test client's handler does not)."""
+@pytest.fixture(params=PREFIX_SOURCES)
+def prefix_source(request: pytest.FixtureRequest) -> Iterator[str]:
+    with override_settings(FORCE_SCRIPT_NAME=MOUNT if request.param != "server" else None):
+        yield str(request.param)
+
+
+def asgi_client(source: str = "server") -> MCPTestClient:
+    """A client of the site under /app: root_path as uvicorn's --root-path sets it, or none."""
+    return MCPTestClient(root_path=MOUNT if source == "server" else "")
+
+
+async def asgi_get(url: str, source: str = "server") -> Response:
+    """GET ``url`` through the proxy, the site served under /app."""
+    return await asgi_client(source).send(
+        "GET", path=through_proxy(url), headers={"accept": "application/json"}
+    )
+
+
+def wsgi_environ(source: str) -> dict[str, str]:
+    """What a WSGI server passes: SCRIPT_NAME /app, or nothing (FORCE_SCRIPT_NAME says it)."""
+    return {"SCRIPT_NAME": MOUNT} if source == "server" else {}
+
+
+def wsgi_get(url: str, source: str = "server") -> Any:
+    """GET ``url`` through the proxy, served under SCRIPT_NAME /app (or FORCE_SCRIPT_NAME). The
+    script prefix is set as Django's WSGIHandler sets it (the test client's handler does not)."""
     set_script_prefix(MOUNT)
     try:
-        return Client().get(through_proxy(url), SCRIPT_NAME=MOUNT, HTTP_ACCEPT="application/json")
+        return Client().get(
+            through_proxy(url), HTTP_ACCEPT="application/json", **wsgi_environ(source)
+        )
     finally:
         set_script_prefix("/")
+
+
+def wsgi_challenge(source: str) -> str:
+    """The WWW-Authenticate of an unauthenticated WSGI request to the endpoint, as a plain view
+    under WSGI runs the OAuth policy."""
+    request = RequestFactory().post("/mcp/", **wsgi_environ(source))
+    with pytest.raises(AuthenticationFailed) as failed:
+        async_to_sync(OAuthAuthentication().authenticate)(request)
+    return str(failed.value.headers["WWW-Authenticate"])
 
 
 def resource_metadata(challenge: str) -> str:
@@ -132,37 +165,58 @@ async def test_a_suffix_naming_no_endpoint_is_not_found_under_asgi_and_wsgi() ->
     assert (await sync_wsgi_get(url)).status_code == 404
 
 
-async def test_the_discovery_chain_answers_at_every_step_under_asgi() -> None:
-    challenge = (await MCPTestClient(root_path=MOUNT).post(PING)).headers["www-authenticate"]
+async def test_the_discovery_chain_answers_at_every_step_under_asgi(prefix_source: str) -> None:
+    response = await asgi_client(prefix_source).post(PING)
+    challenge = response.headers["www-authenticate"]
 
-    protected = await asgi_get(resource_metadata(challenge))
+    protected = await asgi_get(resource_metadata(challenge), prefix_source)
     [issuer] = orjson.loads(protected.body)["authorization_servers"]
-    server = await asgi_get(rfc8414_url(issuer))
+    server = await asgi_get(rfc8414_url(issuer), prefix_source)
     metadata = orjson.loads(server.body)
 
+    assert resource_metadata(challenge) == PRM_URL
     assert protected.status == 200 and server.status == 200
     assert metadata["issuer"] == issuer == ISSUER
     for field in ENDPOINT_FIELDS:
         assert metadata[field].startswith(ISSUER + "/")
-        assert_answers((await asgi_get(metadata[field])).status, metadata[field])
+        answer = await asgi_get(metadata[field], prefix_source)
+        assert_answers(answer.status, metadata[field])
 
 
-def test_the_discovery_chain_answers_at_every_step_under_wsgi() -> None:
-    request = RequestFactory().post("/mcp/", SCRIPT_NAME=MOUNT)
-    with pytest.raises(AuthenticationFailed) as failed:
-        async_to_sync_authenticate(request)
-    challenge = failed.value.headers["WWW-Authenticate"]
+def test_the_discovery_chain_answers_at_every_step_under_wsgi(prefix_source: str) -> None:
+    challenge = wsgi_challenge(prefix_source)
 
-    protected = wsgi_get(resource_metadata(challenge))
+    protected = wsgi_get(resource_metadata(challenge), prefix_source)
     [issuer] = protected.json()["authorization_servers"]
-    server = wsgi_get(rfc8414_url(issuer))
+    server = wsgi_get(rfc8414_url(issuer), prefix_source)
     metadata = server.json()
 
+    assert resource_metadata(challenge) == PRM_URL
     assert protected.status_code == 200 and server.status_code == 200
     assert metadata["issuer"] == issuer == ISSUER
     for field in ENDPOINT_FIELDS:
         assert metadata[field].startswith(ISSUER + "/")
-        assert_answers(wsgi_get(metadata[field]).status_code, metadata[field])
+        assert_answers(wsgi_get(metadata[field], prefix_source).status_code, metadata[field])
+
+
+def test_without_resource_url_a_wsgi_request_derives_the_prefixed_resource(
+    prefix_source: str,
+) -> None:
+    with override_settings(MCP_DJANGO={**OAUTH, "RESOURCE_URL": None}):
+        challenge = wsgi_challenge(prefix_source)
+        set_script_prefix(MOUNT)
+        try:
+            response = Client().get(
+                urlsplit(resource_metadata(challenge)).path, **wsgi_environ(prefix_source)
+            )
+        finally:
+            set_script_prefix("/")
+
+    assert resource_metadata(challenge) == (
+        "http://testserver/.well-known/oauth-protected-resource/app/mcp"
+    )
+    assert response.json()["resource"] == "http://testserver/app/mcp"
+    assert response.json()["authorization_servers"] == ["http://testserver/app"]
 
 
 async def test_without_resource_url_the_challenge_and_metadata_derive_the_prefixed_resource() -> (
@@ -203,8 +257,3 @@ def rfc8414_url(issuer: str) -> str:
 
 async def sync_wsgi_get(url: str) -> Any:
     return await sync_to_async(wsgi_get)(url)
-
-
-def async_to_sync_authenticate(request: Any) -> Any:
-    """OAuthAuthentication on a WSGI request, as a plain view under WSGI runs it."""
-    return async_to_sync(OAuthAuthentication().authenticate)(request)
