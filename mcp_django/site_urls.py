@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from django.urls import path, re_path
+from django.urls import path
 
 from .elicitation import connect, views
 from .transport.endpoint import endpoint_view
 from .transport.health import health_view
-from .transport.metadata import protected_resource_metadata_view
 
 if TYPE_CHECKING:
     from .registry.sites import MCPSite
@@ -50,18 +49,4 @@ def site_urlpatterns(site: MCPSite) -> list[Any]:
         # Readiness for load balancers (database and channel layer); a Django view, off the MCP
         # path.
         path("health/", health_view(), name="health"),
-    ]
-
-
-def well_known_urlpatterns() -> list[Any]:
-    """The patterns a project's root URLconf adds for what clients fetch at the host's root:
-    each endpoint's RFC 9728 protected-resource metadata (``/.well-known/oauth-protected-resource``,
-    bare or followed by the endpoint's public path). Under MCPRouter the router answers these
-    paths first; the view serves them under WSGI or ASGI without the router."""
-    return [
-        re_path(
-            r"^\.well-known/oauth-protected-resource(?:/.*)?$",
-            protected_resource_metadata_view,
-            name="mcp-protected-resource-metadata",
-        )
     ]

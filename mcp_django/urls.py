@@ -11,8 +11,19 @@ they serve the endpoints' protected-resource metadata where the router does not 
     urlpatterns = [*well_known_urlpatterns, path("mcp/", include("mcp_django.urls")), ...]
 """
 
+from django.urls import re_path
+
 from .registry.sites import site
-from .site_urls import well_known_urlpatterns as _well_known_urlpatterns
+from .transport.metadata import protected_resource_metadata_view
 
 urlpatterns, app_name, _ = site.urls
-well_known_urlpatterns = _well_known_urlpatterns()
+
+#: Each endpoint's RFC 9728 metadata at the host's root: ``/.well-known/oauth-protected-resource``,
+#: bare or followed by the endpoint's public path. Under MCPRouter the router answers first.
+well_known_urlpatterns = [
+    re_path(
+        r"^\.well-known/oauth-protected-resource(?:/.*)?$",
+        protected_resource_metadata_view,
+        name="mcp-protected-resource-metadata",
+    )
+]
