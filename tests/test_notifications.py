@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -220,3 +224,65 @@ def test_at_exit_waiting_announcements_are_sent_or_named_as_lost(
         assert sent == expected and fresh.pending_count() == 0
         assert ("1 change notification(s) were not sent" in caplog.text) is not threads_start
         sent.clear()
+
+
+def test_a_late_announcement_due_while_its_loop_shuts_down_is_sent_and_leaves_no_task_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # asyncio.run (asgiref's async_to_sync, a server's or a test's loop likewise) cancels the
+    # loop's tasks, then keeps it running while it waits for its executor's threads. A flush due
+    # then started tasks nobody would cancel or run to their end: they stayed pending in
+    # _background until the interpreter's exit ("Task was destroyed but it is pending!"), each
+    # counted as running for ever, and what they were to send was lost.
+    started = threading.Event()
+    release: concurrent.futures.Future[None] = concurrent.futures.Future()
+    sent: list[str] = []
+    senders: list[threading.Thread] = []
+
+    async def first(name: str) -> None:
+        sent.append(name)
+
+    async def late(name: str) -> None:
+        senders.append(threading.current_thread())
+        started.set()
+        await asyncio.wrap_future(release)  # still running when the loop is closed
+        sent.append(name)
+
+    monkeypatch.setattr(notifications, "WINDOW", 0.05)  # the loop is shutting down by then
+    fresh = Coalescer()
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loops.append(loop)
+        fresh.submit("k", first, ("first",), loop=loop)  # at once: the window opens
+        fresh.submit("k", late, ("late",), loop=loop)  # waits for the window's end
+        # The shutdown waits for this thread, which waits for the late announcement to start.
+        loop.run_in_executor(None, started.wait, 10)
+
+    asyncio.run(main())
+    (loop,) = loops
+    try:
+        assert [t for t in notifications._background if t.get_loop() is loop] == []
+    finally:
+        release.set_result(None)
+    (sender,) = senders
+    assert sender is not threading.current_thread()  # the timer thread sent it
+    sender.join(10)
+    assert not sender.is_alive() and sent[-1] == "late"
+    assert fresh.pending_count() == 0 and fresh._running == 0
+
+
+def test_what_waits_for_a_loop_closed_without_ending_its_tasks_is_sent_not_dropped() -> None:
+    sent: list[str] = []
+
+    async def announce(name: str) -> None:
+        sent.append(name)
+
+    fresh = Coalescer()
+    loop = asyncio.new_event_loop()
+    loop.close()  # as if run_until_complete then close(), its tasks neither cancelled nor awaited
+    fresh._pending["k"] = notifications._Pending(announce, ("late",), loop, time.monotonic() + 600)
+    fresh.submit("other", announce, ("now",), loop=None)  # the coalescer notices the loop is gone
+    fresh.flush_now()  # the end of its window
+    assert sent == ["now", "late"] and fresh.pending_count() == 0

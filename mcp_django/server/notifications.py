@@ -20,6 +20,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Hashable
 from typing import Any, Protocol
 
@@ -186,6 +187,8 @@ class Coalescer:
     ``MAX_PENDING``; what does not fit is dropped and logged once per window.
     Announcements from an event loop run on that loop; from sync code without one (a
     management command, a worker) in the calling thread, or for late ones in a timer thread.
+    When a loop ends (its tasks cancelled by asyncio.run, asgiref's async_to_sync, a server's
+    shutdown) what still waits for it is sent from the timer thread too, not lost.
     """
 
     def __init__(self) -> None:
@@ -194,6 +197,8 @@ class Coalescer:
         self._sent: dict[Hashable, float] = {}  # key -> when it last went out
         self._running = 0
         self._timers: dict[Any, Any] = {}  # loop (or None for the timer thread) -> its flush handle
+        # Loops whose flush was cancelled: they are being ended, nothing more is started on them.
+        self._ended: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
         self._dropped = 0
         self._dropped_logged_at = -math.inf  # monotonic() may be under WINDOW just after boot
         self._exit_hooked = False
@@ -209,6 +214,9 @@ class Coalescer:
     ) -> None:
         now = time.monotonic()
         with self._lock:
+            handed_over = loop is not None and loop in self._ended
+            if handed_over:
+                loop = None  # a task started on it now would not be run: the timer thread sends it
             entry = self._pending.get(key)
             if entry is not None and not entry.is_dead():
                 entry.changed_at = _wall_clock()
@@ -224,6 +232,7 @@ class Coalescer:
                 (last is None or now - last >= WINDOW)
                 and self._running < MAX_PENDING
                 and len(self._sent) < MAX_PENDING
+                and not handed_over
             )
             if not run_now and len(self._pending) >= MAX_PENDING:
                 self._drop(now)
@@ -232,7 +241,8 @@ class Coalescer:
                 self._sent[key] = now
                 self._running += 1
             else:
-                entry = _Pending(function, args, loop, max(now, (last or now) + WINDOW))
+                opens = now if handed_over and last is None else (last or now) + WINDOW
+                entry = _Pending(function, args, loop, max(now, opens))
                 entry.items = {item} if item is not None else None
                 self._pending[key] = entry
                 self._arm(loop, entry.due - now)
@@ -242,8 +252,16 @@ class Coalescer:
     def _forget_old(self, now: float) -> None:
         if len(self._sent) >= MAX_PENDING // 2:
             self._sent = {k: t for k, t in self._sent.items() if now - t < WINDOW}
-        for key in [k for k, e in self._pending.items() if e.is_dead()]:
-            del self._pending[key]  # its loop is gone (a finished test, a closed server)
+        self._hand_over([e for e in self._pending.values() if e.is_dead()], now)
+
+    def _hand_over(self, entries: list[_Pending], now: float) -> None:
+        """Send these announcements, waiting for a loop that is ending or gone (a finished test,
+        a closed server, an async_to_sync call that returned), from the timer thread (lock held).
+        """
+        for entry in entries:
+            entry.loop = None
+        if entries:
+            self._arm(None, max(0.0, min(entry.due for entry in entries) - now))
 
     def _drop(self, now: float) -> None:
         self._dropped += 1
@@ -270,9 +288,25 @@ class Coalescer:
                 _before_executors_stop(self._flush_at_exit)
             timer.start()
         else:
-            self._timers[loop] = loop.call_later(
-                delay, self._flush, loop, context=contextvars.Context()
+            # A task, not a call_later handle: whoever ends the loop cancels its tasks first, this
+            # one with them, and then keeps it running a while (async generators, the executor's
+            # threads). A callback firing then would start tasks nobody runs to their end.
+            self._timers[loop] = contextvars.Context().run(
+                loop.create_task, self._flush_later(loop, delay)
             )
+
+    async def _flush_later(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
+        try:
+            await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            now = time.monotonic()
+            with self._lock:
+                if self._timers.get(loop) is asyncio.current_task():
+                    del self._timers[loop]
+                self._ended.add(loop)
+                self._hand_over([e for e in self._pending.values() if e.loop is loop], now)
+            raise
+        self._flush(loop)
 
     def _flush_at_exit(self) -> None:
         """Send what sync code left waiting (a management command's last saves) now, while
