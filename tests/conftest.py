@@ -15,12 +15,12 @@ from channels.layers import get_channel_layer
 from django.db import connections
 from django.test import override_settings
 
+from mcp_django.transport.process_loop import process_loop
 from tests import fuzzing
 
 # The wheel and its venv (test_packaging.py, test_tutorial.py). Defined once here: imported into
 # each module, they would be one fixture per module, and build twice a session.
 from tests.packaging_helpers import built, installed  # noqa: F401
-
 
 #: Marks of the tests that share a server (or a deployment) for the session or a module, as
 #: starting one costs seconds. pytest-randomly shuffles every other test; these run after them, as
@@ -82,9 +82,13 @@ async def settle_background_work() -> None:
 
 @pytest.fixture(autouse=True)
 async def _settle_background_work() -> AsyncIterator[None]:
-    """Every test leaves nothing writing to the database when it ends (see above)."""
+    """Every test leaves nothing writing to the database when it ends (see above), on its own
+    loop nor on the process loop the plain view runs on (tests driving it with Django's test
+    Client)."""
     yield
     await settle_background_work()
+    if process_loop.started():
+        process_loop.run(settle_background_work())
 
 
 @pytest.fixture

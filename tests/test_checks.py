@@ -448,8 +448,7 @@ def manage_py_check(*args: str) -> str:
 
 
 def wsgi_only_messages(**mcp: Any) -> list[checks.CheckMessage]:
-    """What check_settings says of a project served by WSGI only (other tests' sites may add
-    W174 for their task tools: callers pick by id)."""
+    """What check_settings says of a project served by WSGI only (callers pick by id)."""
     with override_settings(MCP_DJANGO={**BASE, **mcp}):
         return project_errors(INSTALLED_APPS=without_daphne(), ASGI_APPLICATION=None)
 
@@ -473,25 +472,6 @@ def test_i171_names_the_http_sse_transport_when_it_is_on():
     [info] = [m for m in wsgi_only_messages(HTTP_SSE=True) if m.id == "mcp_django.I171"]
 
     assert "HTTP_SSE" in info.msg
-
-
-def test_w174_task_tools_without_a_tasks_backend_under_wsgi():
-    mcp = MCPSite(name="wsgi-task-check")
-
-    @mcp.tool(task="optional")
-    def slow() -> str:
-        return "done"
-
-    try:
-        [warning] = [m for m in wsgi_only_messages() if m.id == "mcp_django.W174"]
-        quiet = [m for m in wsgi_only_messages(TASKS_BACKEND="queued") if m.id == "mcp_django.W174"]
-    finally:
-        all_sites.discard(mcp)
-
-    # Other tests' sites may still be alive: their task tools may be named before this one.
-    assert "slow" in warning.msg or " more)" in warning.msg
-    assert "TASKS_BACKEND" in warning.hint
-    assert quiet == []
 
 
 def test_i171_is_reported_by_manage_py_check():

@@ -316,25 +316,13 @@ def needs_asgi_sentence() -> str:
     return "Only the ASGI deployment serves " + "; ".join(needs_asgi()) + "."
 
 
-def _task_tools() -> list[str]:
-    return sorted(
-        {
-            tool.name
-            for site in list(all_sites)
-            for tool in site.get_tools()
-            if tool.task_support != "forbidden"
-        }
-    )
-
-
 def check_server() -> list[CheckMessage]:
     """Without daphne, runserver serves WSGI; without ASGI_APPLICATION too, nothing in the
     settings points at an ASGI server, so the project most likely runs WSGI only: its endpoint
-    is the plain view. Said as what it gets (Info), and warned of durable tasks that would run
-    in their request."""
+    is the plain view. Said as what it gets (Info)."""
     if "daphne" in settings.INSTALLED_APPS or getattr(settings, "ASGI_APPLICATION", None):
         return []
-    messages: list[CheckMessage] = [
+    return [
         Info(
             "This project is served by WSGI only ('daphne' is not in INSTALLED_APPS and "
             "ASGI_APPLICATION is not set): `manage.py runserver` and gunicorn serve the MCP "
@@ -346,20 +334,3 @@ def check_server() -> list[CheckMessage]:
             id="mcp_django.I171",
         )
     ]
-    user = user_settings()
-    backend = user.get("TASKS_BACKEND") if isinstance(user, dict) else None
-    tasks = _task_tools()
-    if tasks and not backend:
-        messages.append(
-            Warning(
-                f"Tools may run as durable tasks ({shown_names(tasks)}) and "
-                "MCP_DJANGO['TASKS_BACKEND'] is not set, so each task runs in the web process "
-                "that made it; under WSGI that process's event loop ends with the request, so "
-                "the request that creates a task is answered only once the task ends or waits "
-                "for input.",
-                hint='Set MCP_DJANGO["TASKS_BACKEND"] to an alias of TASKS whose worker runs '
-                'them (django-tasks-db\'s DatabaseBackend and "manage.py db_worker").',
-                id="mcp_django.W174",
-            )
-        )
-    return messages

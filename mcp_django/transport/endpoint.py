@@ -20,6 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from ..protocol.errors import INTERNAL_ERROR
 from .plain import ASGI_HINT, PlainEndpoint
+from .process_loop import process_loop
 
 if TYPE_CHECKING:
     from ..registry.sites import MCPSite
@@ -38,19 +39,22 @@ def endpoint_view(site: MCPSite, transport: str = "streamable-http") -> Any:
     """Return the view for ``site``'s endpoint, tagged so the ASGI router can find the site and
     the transport it serves there ("streamable-http", or "sse" / "messages" for 2024-11-05).
 
-    The view is a coroutine function: Django awaits it under ASGI and runs it through
-    ``async_to_sync`` under WSGI (see :mod:`~mcp_django.transport.plain`). It is CSRF exempt
-    (clients send no CSRF token; Origin is checked instead) and exempt from
-    ``LoginRequiredMiddleware`` (the site's authentication policy answers 401 itself).
+    The view is a plain function, under WSGI and under ASGI alike: it hands the request to
+    :class:`~mcp_django.transport.plain.PlainEndpoint` on this process's event loop
+    (:mod:`~mcp_django.transport.process_loop`) and waits for the answer. A coroutine view
+    would be run by Django under WSGI through ``async_to_sync``, a thread and a loop made and
+    ended for each request. It is CSRF exempt (clients send no CSRF token; Origin is checked
+    instead) and exempt from ``LoginRequiredMiddleware`` (the site's authentication policy
+    answers 401 itself).
     """
     if transport == "streamable-http":
         plain = PlainEndpoint(site)
 
-        async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
-            return await plain(request)
+        def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+            return process_loop.run(plain(request))
     else:
 
-        async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+        def mcp_endpoint(request: HttpRequest) -> HttpResponse:
             error = {"code": INTERNAL_ERROR, "message": HTTP_SSE_WITHOUT_ROUTER_MESSAGE}
             return JsonResponse(
                 {"jsonrpc": "2.0", "id": None, "error": error},

@@ -15,15 +15,13 @@ CORS, ``MAX_BODY_SIZE``, the site's authentication policy, Accept, Content-Type 
 ``MCP-Protocol-Version``), and the engine does the rest as for every transport: the gate,
 scopes, quotas and the audit trail.
 
-**One async view, for both deployments.** Django runs a coroutine view natively under ASGI, and
-under WSGI wraps it in ``async_to_sync`` itself: a loop made for the request, whose
-thread-sensitive ORM calls (the engine's ``sync_to_async``) run on the calling thread, the WSGI
-worker's own, with its database connection. So the same coroutine serves both; what differs is
-whether the loop outlives the request (:func:`loop_outlives`). Under WSGI it does not, and what
-the engine leaves to the loop's background is done before the answer goes (:func:`settle`):
-tasks started without a ``TASKS`` backend run to their end, the audit trail's buffer and the
-``initialized`` marks are written; and sessions are read from the database (no process channel
-can tell this loop that another process changed one).
+**One loop for the process, under both deployments.** The view's coroutine runs on this
+process's event loop (:mod:`~mcp_django.transport.process_loop`), which outlives the request:
+what the engine leaves to the loop's background (the audit trail's writer, the sessions'
+``initialized`` marks, a task run without a ``TASKS`` backend) runs there after the answer, as
+under an ASGI server, and the engine's ORM calls run on asgiref's thread for sync code. No
+process channel tells this loop that another process changed a session, so sessions are read
+from the database for each request.
 """
 
 from __future__ import annotations
@@ -31,13 +29,9 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse
 
 from ..conf import mcp_settings
-from ..extensions.tasks.runner import run_local_to_end
-from ..ops.audit.buffer import aflush as flush_audit_trail
-from ..ops.audit.buffer import writer as audit_writer
 from ..protocol import modern
 from ..protocol.errors import MCPError, MethodNotFoundError, TransportError
 from ..protocol.jsonrpc import (
@@ -51,10 +45,9 @@ from ..protocol.jsonrpc import (
 )
 from ..protocol.limits import body_too_large
 from ..server.engine import Principal
-from ..stores import initialized_marks, session_cache
+from ..stores import session_cache
 from . import headers as checks
 from .authentication import authenticate, mark_endpoint
-from .process import process_channel
 from .refusals import Answer, failure, refusal, whole_answer
 
 if TYPE_CHECKING:
@@ -92,13 +85,6 @@ LISTEN_REFUSED = (
 ALLOWED_WITHOUT_STREAMS = "POST, DELETE"
 
 
-def loop_outlives(request: HttpRequest) -> bool:
-    """Whether the event loop running this request outlives it: under ASGI the server's loop
-    runs the view; under WSGI Django runs it through ``async_to_sync``, in a loop of its own
-    that ends with the request (and cancels whatever it still runs)."""
-    return isinstance(request, ASGIRequest)
-
-
 class PlainEndpoint:
     """One site's endpoint as a plain view: a request in, a whole response out."""
 
@@ -116,14 +102,11 @@ class PlainEndpoint:
         headers = checks.Headers.of_request(request)
         # Computed before any answer (even a 413), so that an allowed browser can read it.
         cors = checks.cors_headers(request.scheme or "http", headers, self.settings)
-        lasting = loop_outlives(request)
         try:
-            answer = await self.handle(request, headers, cors, lasting)
+            answer = await self.handle(request, headers, cors)
         except Exception as exc:
             # The request's top level: what the consumer answers, as the consumer does.
             answer = refusal(exc) or await failure(exc)
-        if not lasting:
-            await settle()
         return respond(answer, cors)
 
     async def handle(
@@ -131,17 +114,12 @@ class PlainEndpoint:
         request: HttpRequest,
         headers: checks.Headers,
         cors: list[tuple[bytes, bytes]],
-        lasting: bool,
     ) -> Answer:
         checks.check_declared_length(headers, self.settings)
         limit = self.settings.max_body_size
         body = request.read(limit + 1)
         if len(body) > limit:
             raise body_too_large(limit)
-        if lasting:
-            # As in the consumer: this process hears of session changes before it serves
-            # sessions from memory. Under WSGI no listener outlives the request (see load).
-            await process_channel.ensure()
         checks.check_origin_and_host(request, headers, self.settings)
         method = request.method
         if cors and method == "OPTIONS":
@@ -151,7 +129,7 @@ class PlainEndpoint:
         mark_endpoint(request)
         principal = await authenticate(request, self.settings)
         if method == "POST":
-            return await self.post(principal, headers, body, lasting)
+            return await self.post(principal, headers, body)
         if method == "GET":
             checks.refuse_stateless(headers, "GET")
             refused = RESUME_REFUSED if headers.get("last-event-id") else GET_STREAM_REFUSED
@@ -160,21 +138,18 @@ class PlainEndpoint:
             )
         if method == "DELETE":
             checks.refuse_stateless(headers, "DELETE")
-            await self.engine.terminate(await self.load(principal, headers, lasting))
+            await self.engine.terminate(await self.load(principal, headers))
             return Answer(HTTPStatus.NO_CONTENT, None)
         raise checks.method_not_allowed()
 
-    async def load(self, principal: Principal, headers: checks.Headers, lasting: bool) -> Session:
+    async def load(self, principal: Principal, headers: checks.Headers) -> Session:
         session_id = checks.session_id(headers)
-        if not lasting:
-            # Read from the database: a copy cached by an earlier request of this process may
-            # be stale, since no process channel tells this loop of changes made elsewhere.
-            session_cache.drop(session_id)
+        # Read from the database: a copy cached by an earlier request of this process may be
+        # stale, since no process channel tells this loop of changes made elsewhere.
+        session_cache.drop(session_id)
         return await self.engine.load_session(principal, session_id)
 
-    async def post(
-        self, principal: Principal, headers: checks.Headers, body: bytes, lasting: bool
-    ) -> Answer:
+    async def post(self, principal: Principal, headers: checks.Headers, body: bytes) -> Answer:
         checks.check_post(headers)
         try:
             decoded = decode(body)
@@ -193,7 +168,7 @@ class PlainEndpoint:
         ping = checks.sessionless_ping(headers, decoded)
         if ping is not None:
             return Answer(HTTPStatus.OK, result_message(ping.id, {}))
-        session = await self.load(principal, headers, lasting)
+        session = await self.load(principal, headers)
         received = await self.engine.receive(principal, session, decoded)
         try:
             return await self.answer_received(
@@ -247,17 +222,6 @@ class PlainEndpoint:
             return whole_answer(modern.http_status(response), response)
         finally:
             await self.engine.release_held([message])  # when it never ran
-
-
-async def settle() -> None:
-    """Do now what the engine left to the event loop's background, before a loop that ends
-    with the request (WSGI) cancels it: run the tasks it started without a ``TASKS`` backend
-    to their end (they hold the request meanwhile: ``check`` says so, mcp_django.W174), then
-    write the audit trail's buffer and the sessions' ``initialized`` marks."""
-    await run_local_to_end()
-    if len(audit_writer):
-        await flush_audit_trail()
-    await initialized_marks.flush()
 
 
 def respond(answer: Answer, cors: list[tuple[bytes, bytes]]) -> HttpResponse:

@@ -400,17 +400,6 @@ async def start(site: ServedSite, task: Task, backend: str) -> None:
     await sync_to_async(Task.objects.filter(pk=task.pk).update)(backend_task_id=str(job.id)[:100])
 
 
-async def run_local_to_end() -> None:
-    """Wait until the tasks this event loop runs (the embedded default, ``TASKS_BACKEND =
-    None``) end, or park. For a loop that ends with its request (the plain view under WSGI),
-    which would otherwise cancel them as it closes: such a task runs in its request."""
-    loop = asyncio.get_running_loop()
-    futures = [runner.future for runner in list(_local.values()) if runner.future is not None]
-    running = [f for f in futures if not f.done() and f.get_loop() is loop]
-    if running:
-        await asyncio.gather(*running, return_exceptions=True)
-
-
 def wake(task_id: str) -> None:
     """Have the runner of ``task_id``, if this process runs it, look at its row now (from any
     thread: the admin's actions run in a worker thread, not in the runner's loop)."""
