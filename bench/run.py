@@ -8,8 +8,9 @@ Ours runs under Daphne, uvicorn and Granian; the reference is the SDK's MCPServe
 The tools/call case also runs ours-uvicorn with the audit trail and quotas off (what the
 operations layer costs) and each server's floor, a bare ASGI app under uvicorn and under Daphne.
 The modern case is a 2026-07-28 (stateless) tools/call against the same, ours-daphne with the
-operations layer off, and the Django peer, django-mcpz under gunicorn (issue 45), each server
-pinned to one core and wrk to the other.
+operations layer off, the Django peer, django-mcpz under gunicorn (issue 45), and ours as a plain
+view under gunicorn's sync and gthread workers (issue 46), each server pinned to one core and wrk
+to the other.
 Each server is a single-process subprocess on a free 127.0.0.1 port, driven from outside over
 loopback: wrk for throughput and latency, a lean asyncio client (bench/client.py) for functional
 checks and for holding idle GET streams. Every throughput figure also comes per second of server
@@ -700,8 +701,8 @@ def main() -> int:
                     help='server kinds to run ("ours" = every ours-*); default all, where ours-uvicorn-opsoff (ours-uvicorn '
                          'with the audit trail and quotas off) and the floors (bench/floor_server.py under uvicorn and '
                          'Daphne) run in the tools and modern cases only; named, they run in every case they can serve (the '
-                         'floors: tools, modern and setup); ours-daphne-opsoff and peer (django-mcpz under gunicorn) run in '
-                         'the modern case only')  # fmt: skip
+                         'floors: tools, modern and setup); ours-daphne-opsoff, peer (django-mcpz under gunicorn) and '
+                         'ours-gunicorn / ours-gthread (our plain view under gunicorn) run in the modern case only')  # fmt: skip
     ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     ap.add_argument("--pin", dest="pin", action="store_true", default=None,
                     help="pin each server's process tree to CPU 0 and wrk to CPU 1 in every wrk case with one server "

@@ -6,7 +6,8 @@ MCPServer under uvicorn (bench/reference_server.py). For the tools/call case, ea
 floor: a bare ASGI app that parses JSON-RPC and answers (bench/floor_server.py), under uvicorn
 and under Daphne, what any server's cost starts from on that server. For the 2026-07-28 case,
 the peer: django-mcpz, a plain sync Django view, under gunicorn in its own virtualenv
-(bench/peer/).
+(bench/peer/), and ours served the same way, as a plain view under gunicorn's sync and gthread
+workers (bench.oursite.wsgi, issue 46).
 """
 
 from __future__ import annotations
@@ -59,14 +60,24 @@ OPS_OFF_KINDS = tuple(OPS_OFF_TWINS.values())
 PEER = "peer"
 PEER_DIR = BENCH / "peer"
 PEER_VENV = BENCH / ".venvs" / "peer"
+# Ours as a WSGI deployment serves it: the endpoint's plain view, no ASGI router, under gunicorn
+# with one worker, sync (as the peer) or gthread. Only what fits one request and one response
+# is served there, so they run the 2026-07-28 case only (issue 46).
+GUNICORN_SYNC = "ours-gunicorn"
+GUNICORN_GTHREAD = "ours-gthread"
+WSGI_KINDS = (GUNICORN_SYNC, GUNICORN_GTHREAD)
+WSGI_APP = "bench.oursite.wsgi:application"
+# gthread's threads per worker: the c=8 load fits without queueing.
+GTHREAD_THREADS = 8
 # Kinds only the 2026-07-28 case runs, in report order.
-MODERN_ONLY = (OPS_OFF_DAPHNE, PEER)
+MODERN_ONLY = (OPS_OFF_DAPHNE, PEER, *WSGI_KINDS)
 # Every kind the 2026-07-28 case runs, in report order.
 MODERN_KINDS = (
     "ours-uvicorn",
     "ours-daphne",
     REFERENCE,
     PEER,
+    *WSGI_KINDS,
     OPS_OFF,
     OPS_OFF_DAPHNE,
     FLOOR,
@@ -98,6 +109,12 @@ def server_command(kind: str, port: int, mode: str) -> list[str]:
                 "--bind", f"{HOST}:{port}", "--workers", "1", "--worker-class", "sync",
                 "--backlog", str(BACKLOG), "--log-level", "warning",
                 "peersite.wsgi:application"]  # fmt: skip
+    if kind in WSGI_KINDS:
+        # The peer's deployment, with our site: one worker under gunicorn's master, no access log.
+        worker = ["--worker-class", "sync"] if kind == GUNICORN_SYNC else [
+            "--worker-class", "gthread", "--threads", str(GTHREAD_THREADS)]  # fmt: skip
+        return [py, "-m", "gunicorn", "--bind", f"{HOST}:{port}", "--workers", "1", *worker,
+                "--backlog", str(BACKLOG), "--log-level", "warning", WSGI_APP]  # fmt: skip
     if kind in ("ours-daphne", OPS_OFF_DAPHNE, FLOOR_DAPHNE):
         # -v 0: no access log, like the reference; an explicit endpoint so the listen backlog is
         # not Twisted's default of 50. The floor's mode comes from its environment (floor_env).

@@ -4,7 +4,16 @@ figures dict, no server started."""
 from __future__ import annotations
 
 from bench import report
-from bench.servers import FLOOR, FLOOR_DAPHNE, OPS_OFF, OPS_OFF_DAPHNE, PEER, REFERENCE
+from bench.servers import (
+    FLOOR,
+    FLOOR_DAPHNE,
+    GUNICORN_GTHREAD,
+    GUNICORN_SYNC,
+    OPS_OFF,
+    OPS_OFF_DAPHNE,
+    PEER,
+    REFERENCE,
+)
 
 SMOKE = {
     "rounds": 1,
@@ -169,6 +178,8 @@ def test_modern_calls_are_judged_against_the_peer_the_opsoff_twins_and_the_floor
         "ours-uvicorn": _modern_case(4000, 2.0, 250),
         "ours-daphne": _modern_case(1800, 2.5, 550),
         PEER: _modern_case(2000, 2.0, 500),
+        GUNICORN_SYNC: _modern_case(2200, 1.5, 455),
+        GUNICORN_GTHREAD: _modern_case(1900, 1.9, 526),
         OPS_OFF: _modern_case(4400, 1.8, 227),
         OPS_OFF_DAPHNE: _modern_case(2400, 2.2, 416),
         FLOOR: _modern_case(20000, 0.5, 50),
@@ -192,6 +203,12 @@ def test_modern_calls_are_judged_against_the_peer_the_opsoff_twins_and_the_floor
     # 550 - 250 = 300 µs above the floor on Daphne, 250 - 50 = 200 on uvicorn: 1.5, just met.
     floors = _modern_row(summary, "ours-daphne's CPU above its floor / ours-uvicorn's")["cells"][8]
     assert (floors["checked"], floors["meets"]) == (1.5, True)
+    # Issue 46: the plain view under gunicorn's sync worker against the peer on the same; the
+    # gthread row is shown, unjudged.
+    wsgi = _modern_row(summary, f"{GUNICORN_SYNC} / {PEER}, calls per server core-s")["cells"]
+    assert (wsgi[8]["checked"], wsgi[8]["meets"]) == (1.1, True)
+    gthread = _modern_row(summary, f"{GUNICORN_GTHREAD} / {PEER}, calls per server core-s")
+    assert (gthread["target"], gthread["cells"][8]["checked"]) == (None, 0.95)
     markdown = report.render_markdown(rep)
     assert "| 8 | peer | 2,000 | 2,000 | 500 | 2.00 |" in markdown
     assert "| ours-daphne / peer, calls per server core-s | 0.90× (misses by 10 %) |" in markdown  # noqa: RUF001
