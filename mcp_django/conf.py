@@ -91,6 +91,15 @@ DEFAULTS: dict[str, Any] = {
     # error and the stream ends.
     "MAX_STREAM_EVENTS": 100_000,
     "MAX_STREAM_BYTES": 32 * 1024 * 1024,
+    # The endpoint's plain view (WSGI, or ASGI without the router) streams a call that sends
+    # progress or logs as its own SSE answer while fewer than this many such answers are open in
+    # the process; each holds a server thread and one for its database calls. Past it a call is
+    # answered as JSON without its notifications, never made to wait.
+    "PLAIN_STREAMS": 8,
+    # Seconds such an answer may stream: then the call is cancelled and answered with an error
+    # (-32603), so that a client that stopped reading, or left unseen (WSGI sees a disconnect
+    # only when a write fails), holds no thread longer. None: no bound.
+    "PLAIN_STREAM_SECONDS": 300,
     # Rate limits on tools/call and caps on what one caller holds open, counted in the cache
     # named by "CACHE" (shared by every process when it is Redis). A rate is "N/second",
     # "N/minute", "N/hour" or "N/day" (also "N/5m"); None turns one limit off. A user's dict
@@ -438,6 +447,13 @@ class MCPSettings:
     sse_write_timeout: Setting[float] = Setting("SSE_WRITE_TIMEOUT", float)
     max_stream_events: Setting[int] = Setting("MAX_STREAM_EVENTS", int)
     max_stream_bytes: Setting[int] = Setting("MAX_STREAM_BYTES", int)
+    plain_streams: Setting[int] = Setting("PLAIN_STREAMS", int)
+
+    @property
+    def plain_stream_seconds(self) -> float | None:
+        value = self.get("PLAIN_STREAM_SECONDS")
+        return None if value is None else float(value)
+
     event_retention: Setting[int] = Setting("EVENT_RETENTION", int)
     event_store_class: Setting[Any] = Setting("EVENT_STORE_CLASS", _as_is)
     instructions: Setting[str | None] = Setting("INSTRUCTIONS", _as_is)

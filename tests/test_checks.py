@@ -98,10 +98,12 @@ def test_e004_authentication_must_be_an_authentication_class(value):
         ("SERVER_REQUEST_TTL", "1", "E017"),
         ("DISCONNECT_GRACE_SECONDS", -1, "E017"),
         ("DISCONNECT_GRACE_SECONDS", "30", "E017"),
+        ("PLAIN_STREAM_SECONDS", -1, "E017"),
+        ("PLAIN_STREAMS", 0, "E150"),
     ],
 )
 def test_e005_e017_numbers_must_be_in_range(key, value, check_id):
-    """E005: a positive integer; E017: a non-negative number or None (one id per rule)."""
+    """E005 and E150: a positive integer; E017: a non-negative number or None (one id per rule)."""
     [error] = settings_errors(**{key: value})
     assert error.id == f"mcp_django.{check_id}"
     assert key in error.msg

@@ -32,6 +32,7 @@ LIMITS = (
     "MAX_RESUMES",
     "MAX_STREAM_EVENTS",
     "MAX_STREAM_BYTES",
+    "PLAIN_STREAMS",
 )
 
 

@@ -117,6 +117,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         "SSE_REAUTH_SECONDS",
         "SERVER_REQUEST_TTL",
         "DISCONNECT_GRACE_SECONDS",
+        "PLAIN_STREAM_SECONDS",
     ):
         value = user.get(key, DEFAULTS[key])
         if value is not None and (
