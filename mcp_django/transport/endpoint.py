@@ -15,7 +15,8 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, JsonResponse
+from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
 from ..protocol.errors import INTERNAL_ERROR
@@ -50,11 +51,11 @@ def endpoint_view(site: MCPSite, transport: str = "streamable-http") -> Any:
     if transport == "streamable-http":
         plain = PlainEndpoint(site)
 
-        def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+        def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
             return process_loop.run(plain(request))
     else:
 
-        def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+        def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
             error = {"code": INTERNAL_ERROR, "message": HTTP_SSE_WITHOUT_ROUTER_MESSAGE}
             return JsonResponse(
                 {"jsonrpc": "2.0", "id": None, "error": error},

@@ -52,9 +52,9 @@ class ProcessLoop:
         """Whether this process's loop runs (it is made on first use)."""
         return self._loop is not None and self._pid == os.getpid() and not self._loop.is_closed()
 
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run ``coroutine`` on the loop, in a copy of the caller's context (what its middleware
-        set: the language, say), and return its result; its exception is raised here."""
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coroutine`` on the loop, in a copy of the caller's context (what its
+        middleware set: the language, say); the future of its result."""
         loop = self.loop()
         done: concurrent.futures.Future[T] = concurrent.futures.Future()
 
@@ -70,7 +70,12 @@ class ProcessLoop:
             loop.create_task(coroutine).add_done_callback(finished)
 
         loop.call_soon_threadsafe(start, context=contextvars.copy_context())
-        return done.result()
+        return done
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the loop (see :meth:`submit`) and return its result; its
+        exception is raised here."""
+        return self.submit(coroutine).result()
 
 
 #: The process's loop.

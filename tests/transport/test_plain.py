@@ -105,42 +105,6 @@ def test_a_session_calls_a_tool_and_its_notification_is_accepted():
     assert answered.json()["result"]["structuredContent"] == {"result": 5}
 
 
-def test_a_tool_that_streams_is_answered_as_json_without_its_progress():
-    client = Client()
-    session_id = initialize(client)
-    message = call("progress", {"steps": 2})
-    message["params"]["_meta"] = {"progressToken": "p"}
-
-    response = in_session(client, session_id, message)
-
-    assert response.status_code == 200
-    assert response["Content-Type"] == "application/json"
-    assert response.json()["result"]["content"][0]["text"] == "done 2"
-
-
-def test_a_question_to_the_client_in_a_session_fails_naming_the_asgi_deployment():
-    client = Client()
-    response = post(
-        client,
-        {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": LATEST_VERSION,
-                "capabilities": {"sampling": {}, "elicitation": {}},
-                "clientInfo": {"name": "wsgi-test", "version": "1"},
-            },
-        },
-    )
-    session_id = response["mcp-session-id"]
-
-    result = in_session(client, session_id, call("ask", {"question": "Why?"})).json()["result"]
-
-    assert result["isError"] is True
-    assert "ASGI" in result["content"][0]["text"]
-
-
 def test_delete_ends_the_session_and_later_requests_get_404():
     client = Client()
     session_id = initialize(client)
@@ -189,16 +153,6 @@ def test_a_2026_call_is_answered_in_full():
     result = response.json()["result"]
     assert result["resultType"] == "complete"
     assert result["structuredContent"] == {"result": 9}
-
-
-def test_a_2026_call_that_would_stream_is_answered_as_json():
-    message = body("tools/call", {"name": "progress", "arguments": {"steps": 2}})
-    message["params"]["_meta"]["progressToken"] = "p"
-
-    response = post_modern(Client(), message)
-
-    assert response["Content-Type"] == "application/json"
-    assert response.json()["result"]["content"][0]["text"] == "done 2"
 
 
 def test_a_2026_input_round_carries_request_state_to_the_retry():
