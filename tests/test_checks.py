@@ -464,10 +464,17 @@ def test_i171_a_wsgi_only_project_is_told_what_its_plain_view_serves_not_warned(
     assert '"daphne"' in info.hint and "MCPRouter" in info.hint
 
 
-def test_i171_names_the_tools_whose_progress_needs_asgi():
+def test_i171_names_the_tools_whose_questions_need_asgi():
     [info] = [m for m in wsgi_only_messages() if m.id == "mcp_django.I171"]
 
+    assert "ask the client" in info.msg
     assert "progress" in info.msg  # the test site's tool of that name takes a Context
+
+
+def test_i171_says_the_plain_view_streams_a_calls_progress_within_its_bounds():
+    [info] = [m for m in wsgi_only_messages() if m.id == "mcp_django.I171"]
+
+    assert "PLAIN_STREAMS" in info.msg and "PLAIN_STREAM_SECONDS" in info.msg
 
 
 def test_i171_names_the_http_sse_transport_when_it_is_on():

@@ -281,7 +281,8 @@ def check_asgi() -> list[CheckMessage]:
 #: deployment without the router.
 PLAIN_VIEW_SERVES = (
     "It serves every 2026-07-28 request and the handshake era in JSON answer mode, each answer "
-    "one JSON body."
+    "one JSON body, but a call's progress and logs on a stream of its own (within "
+    "MCP_DJANGO['PLAIN_STREAMS'] and ['PLAIN_STREAM_SECONDS'])."
 )
 
 
@@ -297,9 +298,8 @@ def needs_asgi() -> list[str]:
     )
     if streaming:
         needs.append(
-            f"the progress and logs of the tools that take a Context ({shown_names(streaming)}), "
-            "and the "
-            "questions they ask the client in a handshake-era session"
+            "the questions that the tools taking a Context "
+            f"({shown_names(streaming)}) ask the client in a handshake-era session"
         )
     user = user_settings()
     if isinstance(user, dict) and user.get("HTTP_SSE"):
