@@ -30,6 +30,9 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "admin:index"  # a URL name: under a path prefix, "/admin/" is not ours
 
 INSTALLED_APPS = [
+    # First, so that `manage.py runserver` serves asgi.py (Daphne's runserver). With
+    # DJANGO_RUNSERVER=wsgi it is left out and runserver is Django's own, serving wsgi.py: the
+    # endpoint's plain view, as under gunicorn (docs/howto/deploy.md, "Under WSGI").
     "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
@@ -48,6 +51,14 @@ INSTALLED_APPS = [
     "example_site.conformance",
     "example_site.integrations",
 ]
+
+if os.environ.get("DJANGO_RUNSERVER", "asgi") == "wsgi":
+    INSTALLED_APPS.remove("daphne")
+elif os.environ.get("DJANGO_RUNSERVER", "asgi") != "asgi":
+    raise ImproperlyConfigured(
+        f'DJANGO_RUNSERVER={os.environ["DJANGO_RUNSERVER"]!r}: use "asgi" (the default) or "wsgi"'
+    )
+WSGI_APPLICATION = "example_site.wsgi.application"
 
 MIDDLEWARE = [
     # First: it answers the OAuth endpoints' CORS preflights before anything else refuses them.

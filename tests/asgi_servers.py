@@ -33,6 +33,16 @@ APPLICATION = "example_site.asgi:application"
 #: The example site's WSGI application, which gunicorn serves (the endpoint's plain view).
 WSGI_APPLICATION = "example_site.wsgi:application"
 
+#: The WSGI servers (not in SERVERS: tests ask for them by name): gunicorn's sync worker, its
+#: gthread worker (threads of one process), and ``manage.py runserver`` without daphne, which
+#: serves the settings' WSGI_APPLICATION whatever ``application`` says.
+WSGI_SERVERS = ("gunicorn", "gunicorn-gthread", "runserver")
+#: Threads of the gthread worker: enough for a client's requests that overlap.
+GTHREAD_THREADS = 4
+#: What tells the example site to leave daphne out of INSTALLED_APPS, so that ``runserver``
+#: serves WSGI (example_site/settings.py).
+RUNSERVER_WSGI_ENV = {"DJANGO_RUNSERVER": "wsgi"}
+
 
 def free_port() -> int:
     """A loopback port free right now (for a server that must know its own URL before it
@@ -87,8 +97,8 @@ def server_command(
             "--workers-kill-timeout",
             str(GRACEFUL_SECONDS),
         ]
-    elif server == "gunicorn":
-        # A WSGI server (not one of SERVERS): one sync worker, serving the WSGI application.
+    elif server in ("gunicorn", "gunicorn-gthread"):
+        # A WSGI server (not one of SERVERS): one worker process, sync or with threads.
         arguments = [
             "gunicorn",
             "--bind",
@@ -98,8 +108,16 @@ def server_command(
             "--graceful-timeout",
             str(GRACEFUL_SECONDS),
         ]
+        if server == "gunicorn-gthread":
+            arguments += ["--worker-class", "gthread", "--threads", str(GTHREAD_THREADS)]
+    elif server == "runserver":
+        # Django's development server, one process (no autoreloader); WSGI once the environment
+        # carries RUNSERVER_WSGI_ENV (with daphne installed it would serve ASGI instead).
+        return [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
     else:
-        raise ValueError(f"unknown server {server!r}; choose from {', '.join(SERVERS)}")
+        raise ValueError(
+            f"unknown server {server!r}; choose from {', '.join(SERVERS + WSGI_SERVERS)}"
+        )
     return [sys.executable, "-m", *arguments, *options, application]
 
 
@@ -133,6 +151,8 @@ def start(
 ) -> subprocess.Popen[bytes]:
     """Start ``server`` in a process group of its own (so that ``stop`` reaches its workers too),
     its output appended to ``log_path``."""
+    if server == "runserver":
+        env = {**env, **RUNSERVER_WSGI_ENV}
     with log_path.open("ab") as log:
         return subprocess.Popen(
             server_command(server, port, application, options),
