@@ -1,5 +1,6 @@
 """The example site passes the official MCP conformance suite (see run_conformance.py), under
-each ASGI server of MCP_TEST_SERVERS (tests/asgi_servers.py)."""
+each ASGI server of MCP_TEST_SERVERS (tests/asgi_servers.py), and its 2026-07-28 requirement set
+under gunicorn (WSGI), where only what needs a held stream may fail."""
 
 from __future__ import annotations
 
@@ -45,12 +46,24 @@ VARIANTS = {
 }
 
 
+# Under gunicorn (wsgi.py: the endpoint's plain view), once whatever the ASGI servers: the
+# 2026-07-28 requirement set, in which only the checks that need a held stream may fail
+# (run_conformance.WSGI_EXPECTED_FAILURES). One answer mode: the plain view answers JSON.
+WSGI_VARIANTS = {
+    "alpha-2026-07-28": ["--requirements", "2026-07-28", "--response-mode", "json"],
+}
+
+
 @pytest.mark.parametrize(
     ("server", "arguments"),
     [
         pytest.param(server, arguments, id=f"{variant}-{server}")
         for server in asgi_servers.servers_under_test()
         for variant, arguments in VARIANTS.items()
+    ]
+    + [
+        pytest.param("gunicorn", arguments, id=f"{variant}-gunicorn")
+        for variant, arguments in WSGI_VARIANTS.items()
     ],
 )
 def test_example_site_passes_the_official_conformance_suite(
