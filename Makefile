@@ -3,6 +3,7 @@
 #   make run              serve the example library on http://127.0.0.1:8000/mcp
 #   make run PORT=8001    ... on another port
 #   MCP_TASKS_BACKEND=database make run    ... with django-tasks-db's worker running durable tasks
+#   make run-wsgi         ... with gunicorn (WSGI, example_site/wsgi.py) and django-tasks-db's worker
 #   make test             the whole test suite
 #   make test ARGS="tests/e2e -q"
 #   make test-fast COVERAGE=1   ... under coverage.py (branch coverage); then `make coverage` prints it
@@ -26,10 +27,12 @@ BIN := $(VENV)/bin
 # COVERAGE=1: under coverage.py (branches; [tool.coverage] in pyproject.toml), a fresh measurement.
 PYTEST = $(if $(COVERAGE),$(BIN)/coverage erase && $(BIN)/coverage run -m pytest,$(BIN)/python -m pytest)
 DAPHNE = $(BIN)/daphne -b 127.0.0.1 -p $(PORT) example_site.asgi:application
+# One process, a few threads (gthread): the SQLite file and the cache's counters stay in one place.
+GUNICORN = $(BIN)/gunicorn --bind 127.0.0.1:$(PORT) --threads 4 example_site.wsgi
 # Touched after each successful install: pip runs again only when requirements.txt is newer.
 STAMP := $(VENV)/.requirements.stamp
 
-.PHONY: run test coverage test-fast matrix multihost docs screenshots venv clean
+.PHONY: run run-wsgi test coverage test-fast matrix multihost docs screenshots venv clean
 
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
@@ -39,6 +42,17 @@ run: $(STAMP)
 # MCP_TASKS_BACKEND=database: django-tasks-db's worker runs durable tasks, started and stopped with Daphne.
 	export MCP_RESOURCE_URL=$${MCP_RESOURCE_URL:-http://127.0.0.1:$(PORT)/mcp}; \
 	if [ -n "$$MCP_TASKS_BACKEND" ]; then exec $(BIN)/python -m example_site.with_worker -- $(DAPHNE); else exec $(DAPHNE); fi
+
+# The same site under WSGI: the endpoint's plain view (docs/howto/deploy.md, "Under WSGI").
+# Durable tasks run in django-tasks-db's worker by default here: without one, each would hold the
+# request that made it (mcp_django.W174). MCP_TASKS_BACKEND= make run-wsgi: no worker.
+run-wsgi: export MCP_TASKS_BACKEND ?= database
+run-wsgi: $(STAMP)
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py load_demo_data
+	@$(BIN)/python manage.py demo_banner --port $(PORT) --server gunicorn
+	export MCP_RESOURCE_URL=$${MCP_RESOURCE_URL:-http://127.0.0.1:$(PORT)/mcp}; \
+	if [ -n "$$MCP_TASKS_BACKEND" ]; then exec $(BIN)/python -m example_site.with_worker -- $(GUNICORN); else exec $(GUNICORN); fi
 
 test: $(STAMP)
 	$(PYTEST) $(ARGS)

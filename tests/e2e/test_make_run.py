@@ -1,6 +1,6 @@
 """What ``make run`` prints matches the README and the authentication it runs with, and the
 demo data loads without a traceback (announcements left waiting at exit are sent, not lost
-to a shut-down executor)."""
+to a shut-down executor). ``make run-wsgi`` serves the site with gunicorn and a task worker."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from mcp import Client
 
-from .conftest import ROOT, manage, server_env
+from tests import asgi_servers
+
+from .conftest import ROOT, _wait_until_ready, manage, server_env
 
 pytestmark = pytest.mark.e2e
 
@@ -96,3 +99,54 @@ def test_the_readme_shows_the_banner_make_run_prints(tmp_path: Path) -> None:
         line for line in out.stdout.splitlines() if line.strip() and line not in README.splitlines()
     ]
     assert missing == []
+
+
+@pytest.mark.parametrize("server", ["daphne", "gunicorn"])
+def test_the_banner_names_the_server(tmp_path: Path, server: str) -> None:
+    env = server_env(tmp_path / "example.sqlite3", auth="none")
+    out = _run(env, "demo_banner", "--server", server)
+    assert out.returncode == 0, out.stderr
+    assert ("(gunicorn, WSGI" in out.stdout) == (server == "gunicorn")
+    assert ("This Daphne" in out.stdout) == (server == "daphne")
+
+
+async def test_make_run_wsgi_serves_the_site_with_gunicorn_and_a_worker(tmp_path: Path) -> None:
+    env = server_env(tmp_path / "example.sqlite3", auth="none")
+    port = asgi_servers.free_port()
+    log_path = tmp_path / "make.log"
+    # -o: the venv of this test run is installed already; make must not run pip into it.
+    command = ["make", "--no-print-directory", "-o", ".venv/.requirements.stamp", "run-wsgi"]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [*command, f"PORT={port}"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        base_url = _wait_until_ready(process, log_path, port)
+        async with Client(f"{base_url}/mcp", read_timeout_seconds=10) as client:
+            version = client.protocol_version
+            result = await client.call_tool("search_books", {"query": "wells"})
+        # make's recipe execs with_worker, which starts db_worker and gunicorn.
+        served = [
+            pid
+            for child in asgi_servers.children(process.pid)
+            for pid in asgi_servers.children(child)
+        ]
+        served += asgi_servers.children(process.pid)
+        commands = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in served]
+    finally:
+        asgi_servers.stop(process)
+    log_text = log_path.read_text(errors="replace")
+
+    assert version == "2026-07-28"
+    assert not result.is_error and result.structured_content
+    assert f"MCP endpoint:  http://127.0.0.1:{port}/mcp   (gunicorn, WSGI" in log_text
+    assert "Durable tasks: run by `manage.py db_worker`" in log_text
+    assert "Using worker: gthread" in log_text
+    if served:  # Linux (/proc)
+        assert any(b"db_worker" in argv for argv in commands), commands
+        assert any(any(part.endswith(b"gunicorn") for part in argv) for argv in commands)

@@ -1,5 +1,5 @@
-"""What ``make run`` prints before it starts Daphne: where things are and how to sign in, for
-the authentication the site runs with (``MCP_AUTH``)."""
+"""What ``make run`` prints before it starts Daphne (``make run-wsgi``: gunicorn): where things
+are and how to sign in, for the authentication the site runs with (``MCP_AUTH``)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--server",
+            choices=["daphne", "gunicorn"],
+            default="daphne",
+            help="daphne: make run (asgi.py); gunicorn: make run-wsgi (wsgi.py)",
+        )
 
-    def handle(self, *args: Any, port: int = 8000, **options: Any) -> None:
+    def handle(self, *args: Any, port: int = 8000, server: str = "daphne", **options: Any) -> None:
         base = f"http://127.0.0.1:{port}"
         sign_in = {
             "oauth": "  OAuth clients: users sign in as reader / reader   (MCP_AUTH=none make run: no sign-in)",
@@ -24,6 +30,8 @@ class Command(BaseCommand):
             "none": "  No sign-in: MCP_AUTH=none, every client is anonymous",
         }.get(str(mcp_settings.get("AUTHENTICATION")), "")
         # MCP_TASKS_BACKEND=database (settings.py) names a TASKS alias; `make run` starts its worker.
+        if server == "gunicorn":
+            return self.wsgi(base, sign_in)
         if mcp_settings.tasks_backend:
             tasks = "  Durable tasks: run by `manage.py db_worker` (django-tasks-db), started beside Daphne"
         else:
@@ -39,6 +47,28 @@ class Command(BaseCommand):
             # Daphne alone spools whole bodies to disk and times nothing out (mcp_django.W184).
             "  This Daphne on 127.0.0.1 is for local use only. On the internet, put a reverse proxy with",
             '  body-size and timeout limits in front of the server: docs/howto/deploy.md, "In front of the server".',
+            "",
+        ]
+        self.stdout.write("\n".join(lines))
+
+    def wsgi(self, base: str, sign_in: str) -> None:
+        """The banner of ``make run-wsgi``: gunicorn serves wsgi.py, the endpoint's plain view."""
+        if mcp_settings.tasks_backend:
+            tasks = "  Durable tasks: run by `manage.py db_worker` (django-tasks-db), started beside gunicorn"
+        else:
+            # mcp_django.W174: each task then runs in the request that made it.
+            tasks = "  Durable tasks: run in the request that makes them   (no worker: MCP_TASKS_BACKEND was empty)"
+        lines = [
+            "",
+            f"  MCP endpoint:  {base}/mcp   (gunicorn, WSGI: the endpoint's plain view)",
+            f"  Django admin:  {base}/admin/   (log in as admin / admin)",
+            sign_in,
+            tasks,
+            "  Stop with Ctrl-C.",
+            "",
+            "  Under WSGI nothing holds a stream between requests: no GET stream, no resumption, no",
+            "  subscriptions/listen (`make run` serves them, with Daphne): docs/howto/deploy.md,",
+            '  "Under WSGI".',
             "",
         ]
         self.stdout.write("\n".join(lines))
