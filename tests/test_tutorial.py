@@ -2,7 +2,8 @@
 is copied here), so an edit that breaks the tutorial fails this test: the project is made with
 the wheel installed in a fresh venv (the ``installed`` fixture, shared with test_packaging.py),
 served by ``manage.py runserver``, and the tutorial's agent.py, run with the librarian's and the
-reader's session cookies, must print exactly the lines the tutorial shows.
+reader's session cookies, must print exactly the lines the tutorial shows; then the WSGI step
+serves the same project with gunicorn (installed from PyPI), and the agent must print them again.
 
 Slow (the build and the venv, unless test_packaging.py made them first), hence the e2e marker.
 """
@@ -24,7 +25,14 @@ import httpx
 import pytest
 
 from tests import asgi_servers
-from tests.packaging_helpers import COMMAND_TIMEOUT, DISTRIBUTION, ROOT, Installed, run
+from tests.packaging_helpers import (
+    COMMAND_TIMEOUT,
+    DISTRIBUTION,
+    PIP_TIMEOUT,
+    ROOT,
+    Installed,
+    run,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -124,10 +132,25 @@ def replace_assignments(source: str, assignments: str) -> str:
 def runserver(installed: Installed, project: Path, address: str) -> Iterator[Path]:
     """``manage.py runserver`` at ``address``, without the autoreloader's second process, until it
     answers; yield its log. Stopped on the way out: terminate, a bounded wait, then kill."""
-    log_path = project / "runserver.log"
+    with serving(
+        [installed.python, "manage.py", "runserver", address, "--noreload"],
+        installed,
+        project / "runserver.log",
+        address,
+    ) as log_path:
+        yield log_path
+
+
+@contextlib.contextmanager
+def serving(
+    command: list[str | Path], installed: Installed, log_path: Path, address: str
+) -> Iterator[Path]:
+    """``command`` (a server) in the project until it answers at ``address``; yield its log.
+    Stopped on the way out: terminate, a bounded wait, then kill."""
+    project = log_path.parent
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [installed.python, "manage.py", "runserver", address, "--noreload"],
+            command,
             cwd=project,
             env=installed.env,
             stdout=log,
@@ -139,7 +162,7 @@ def runserver(installed: Installed, project: Path, address: str) -> Iterator[Pat
         while not _answers(f"http://{address}/"):
             if process.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(
-                    f"runserver did not answer:\n{log_path.read_text(errors='replace')}",
+                    f"{command[-1]} did not answer:\n{log_path.read_text(errors='replace')}",
                     pytrace=False,
                 )
             time.sleep(0.2)  # bounded by the deadline
@@ -198,7 +221,9 @@ def test_the_tutorial_runs_as_written(installed: Installed, tmp_path: Path) -> N
     users = dict(SIGN_IN_RE.findall(markdown))  # username: password, as the tutorial signs in
     # The agent's placeholder argument for each user's cookie: python agent.py LIBRARIAN_SESSIONID.
     sessions: dict[str, str] = {}
-    agent_ran_for: list[str] = []
+    agent_ran_for: list[tuple[str, str]] = []  # (the user's placeholder, the server)
+    served_by: list[str] = []
+    gunicorn_log: Path | None = None
     project = tmp_path
     bin_dir = installed.python.parent
 
@@ -208,14 +233,33 @@ def test_the_tutorial_runs_as_written(installed: Installed, tmp_path: Path) -> N
                 write(project, step, address)
             elif step.argv[:3] == ["python", "-m", "venv"] or step.argv[0] in (".", "source"):
                 continue  # the installed fixture's venv stands for the tutorial's .venv
+            elif step.argv == ["pip", "install", "gunicorn"]:
+                # The WSGI step's server: from PyPI, into the installed fixture's venv.
+                run(
+                    [installed.python, "-m", "pip", "install", "--quiet", "gunicorn"],
+                    timeout=PIP_TIMEOUT,
+                    env=installed.env,
+                )
             elif step.argv[:2] == ["pip", "install"]:
                 # Installed by the fixture, from this checkout's wheel rather than from PyPI.
                 assert step.argv[2:] == [DISTRIBUTION]
+            elif step.argv[0] == "gunicorn":
+                # The WSGI step: runserver stops, gunicorn serves mysite/wsgi.py at its address.
+                server.close()
+                argv = [arg.replace(TUTORIAL_ADDRESS, address) for arg in step.argv[1:]]
+                assert address in argv, step.argv
+                gunicorn_log = server.enter_context(
+                    serving(
+                        [bin_dir / "gunicorn", *argv], installed, project / "gunicorn.log", address
+                    )
+                )
+                served_by.append("gunicorn")
             elif step.argv[0] == "cd":
                 project = project / step.argv[1]
             elif step.argv == ["python", "manage.py", "runserver"]:
                 # The line that says which server runs (Daphne: ASGI); the version is pip's choice.
                 serve_as_written(server, installed, project, address, step.output)
+                served_by.append("runserver")
                 sessions = {
                     f"{username.upper()}_SESSIONID": sign_in(address, username, password)
                     for username, password in users.items()
@@ -236,7 +280,7 @@ def test_the_tutorial_runs_as_written(installed: Installed, tmp_path: Path) -> N
                     env=installed.env,
                 )
                 assert output.splitlines() == step.output
-                agent_ran_for.append(placeholder)
+                agent_ran_for.append((placeholder, served_by[-1]))
             else:
                 command = [
                     bin_dir / step.argv[0],
@@ -247,6 +291,10 @@ def test_the_tutorial_runs_as_written(installed: Installed, tmp_path: Path) -> N
                     assert output.splitlines() == step.output
 
     assert users, "the tutorial signs nobody in"
-    assert sorted(agent_ran_for) == sorted(sessions), (
-        "the agent did not run once for each user signed in"
+    assert {user for user, server in agent_ran_for if server == "runserver"} == set(sessions), (
+        "the agent did not run for each user signed in"
     )
+    # The WSGI step: gunicorn served the same project, and the agent ran against it.
+    assert served_by == ["runserver", "gunicorn"]
+    assert gunicorn_log is not None and "Booting worker" in gunicorn_log.read_text(errors="replace")
+    assert any(server == "gunicorn" for _, server in agent_ran_for)
