@@ -44,8 +44,9 @@ run: $(STAMP)
 	if [ -n "$$MCP_TASKS_BACKEND" ]; then exec $(BIN)/python -m example_site.with_worker -- $(DAPHNE); else exec $(DAPHNE); fi
 
 # The same site under WSGI: the endpoint's plain view (docs/howto/deploy.md, "Under WSGI").
-# Durable tasks run in django-tasks-db's worker by default here: without one, each would hold the
-# request that made it (mcp_django.W174). MCP_TASKS_BACKEND= make run-wsgi: no worker.
+# Durable tasks run in django-tasks-db's worker by default here, as under make run: without one,
+# each runs on the gunicorn worker's event loop and ends with that process. MCP_TASKS_BACKEND=
+# make run-wsgi: no worker.
 run-wsgi: export MCP_TASKS_BACKEND ?= database
 run-wsgi: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput

@@ -116,12 +116,6 @@ WSGI_EXPECTED_FAILURES: dict[str, dict[str, dict[str, str]]] = {
             "sep-2575-server-tags-subscription-id": _LISTEN,
             "sep-2575-server-honors-notification-filter": _LISTEN,
         },
-        "tools-call-with-progress": {
-            "tools-call-with-progress": (
-                "a call's progress goes out on the call's own SSE answer, held open while it "
-                "runs; the plain view answers the call as one JSON body, without its progress"
-            ),
-        },
     },
 }
 
@@ -351,9 +345,8 @@ def running_server(
     """Start the example site with ``server``; yield (endpoint URL, server log path); stop it.
 
     A WSGI server serves wsgi.py (the endpoint's plain view) with django-tasks-db's worker
-    beside it, as a WSGI deployment with durable tasks must (mcp_django.W174): without one, a
-    task runs inside the request that made it, and the tasks-* fixtures that work until
-    cancelled would hold that request, and the worker serving it, to the suite's timeout."""
+    beside it, as ``make run-wsgi`` does: a durable task then outlives the WSGI worker that
+    made it (without a worker it runs on that process's event loop, and ends with it)."""
     wsgi = server in asgi_servers.WSGI_SERVERS
     env = server_env(workdir / f"db-{response_mode}.sqlite3", response_mode)
     if wsgi:

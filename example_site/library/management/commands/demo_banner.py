@@ -56,8 +56,7 @@ class Command(BaseCommand):
         if mcp_settings.tasks_backend:
             tasks = "  Durable tasks: run by `manage.py db_worker` (django-tasks-db), started beside gunicorn"
         else:
-            # mcp_django.W174: each task then runs in the request that made it.
-            tasks = "  Durable tasks: run in the request that makes them   (no worker: MCP_TASKS_BACKEND was empty)"
+            tasks = "  Durable tasks: run in the gunicorn worker's process   (no worker: MCP_TASKS_BACKEND was empty)"
         lines = [
             "",
             f"  MCP endpoint:  {base}/mcp   (gunicorn, WSGI: the endpoint's plain view)",
