@@ -18,7 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 SERVERS = ("daphne", "uvicorn", "granian")
@@ -176,3 +176,25 @@ def stop(process: subprocess.Popen[bytes], timeout: float = GRACEFUL_SECONDS + 1
             process.wait(timeout=10)
     with contextlib.suppress(ProcessLookupError, PermissionError):  # empty group: all have exited
         os.killpg(process.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def db_worker(
+    env: dict[str, str], log_path: Path, cwd: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """django-tasks-db's worker (``manage.py db_worker`` in ``cwd``) on the database ``env``
+    names, its output appended to ``log_path``, until the block ends."""
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "db_worker", "--no-reload"],
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield process
+    finally:
+        # db_worker's first SIGTERM waits for the task in hand; the second stops it.
+        stop(process, timeout=10)

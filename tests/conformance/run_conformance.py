@@ -321,24 +321,6 @@ def _wait_ready(process: subprocess.Popen[bytes], url: str) -> bool:
 
 
 @contextmanager
-def db_worker(env: dict[str, str], log_path: Path) -> Iterator[None]:
-    """django-tasks-db's worker on the server's database, until the block ends."""
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "db_worker", "--no-reload"],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield
-    finally:
-        _stop(process)
-
-
-@contextmanager
 def running_server(
     workdir: Path, response_mode: str, server: str = "daphne"
 ) -> Iterator[tuple[str, Path]]:
@@ -365,7 +347,9 @@ def running_server(
     application = asgi_servers.WSGI_APPLICATION if wsgi else asgi_servers.APPLICATION
     with ExitStack() as worker:
         if wsgi:
-            worker.enter_context(db_worker(env, workdir / f"db_worker-{response_mode}.log"))
+            worker.enter_context(
+                asgi_servers.db_worker(env, workdir / f"db_worker-{response_mode}.log", REPO)
+            )
         for attempt in range(3):  # the port may be taken between free_port() and the bind
             port = asgi_servers.free_port()
             url = f"http://127.0.0.1:{port}/mcp/"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -60,25 +59,6 @@ class WSGISite:
     worker: subprocess.Popen[bytes]
 
 
-@contextlib.contextmanager
-def db_worker(env: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """django-tasks-db's worker on the site's database, until the block ends."""
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "db_worker", "--no-reload"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield process
-    finally:
-        # db_worker's first SIGTERM waits for the task in hand; the second stops it.
-        asgi_servers.stop(process, timeout=10)
-
-
 @pytest.fixture(scope="module", params=asgi_servers.WSGI_SERVERS)
 def wsgi_site(
     request: pytest.FixtureRequest, demo_database: Path, tmp_path_factory: pytest.TempPathFactory
@@ -94,7 +74,7 @@ def wsgi_site(
     }
     manage(env, "migrate", "--noinput")  # django_tasks_db's tables, as `make run-wsgi` does
     with (
-        db_worker(env, workdir / "db_worker.log") as worker,
+        asgi_servers.db_worker(env, workdir / "db_worker.log", ROOT) as worker,
         run_server(
             env,
             workdir / f"{server}.log",
