@@ -44,8 +44,12 @@ def post_modern(client: Client, message: dict[str, Any], **extra: str) -> Any:
     return post(client, message, **sent, **extra)
 
 
-def initialize(client: Client) -> str:
-    """Open a handshake-era session; return its id."""
+def initialize(
+    client: Client,
+    capabilities: dict[str, Any] | None = None,
+    version: str = LATEST_VERSION,
+) -> str:
+    """Open a handshake-era session (the client declaring ``capabilities``); return its id."""
     response = post(
         client,
         {
@@ -53,8 +57,8 @@ def initialize(client: Client) -> str:
             "id": 0,
             "method": "initialize",
             "params": {
-                "protocolVersion": LATEST_VERSION,
-                "capabilities": {},
+                "protocolVersion": version,
+                "capabilities": capabilities or {},
                 "clientInfo": {"name": "wsgi-test", "version": "1"},
             },
         },
@@ -236,7 +240,10 @@ def test_a_task_is_created_run_by_the_backend_and_polled(backend):
 # --- refusals ---------------------------------------------------------------------------------
 
 
-def test_the_get_stream_answers_405_with_allow():
+@pytest.mark.parametrize(
+    ("resume", "refused"), [({}, GET_STREAM_REFUSED), ({"last-event-id": "abc:1"}, RESUME_REFUSED)]
+)
+def test_the_get_stream_and_its_resumption_answer_405_naming_the_asgi_deployment(resume, refused):
     client = Client()
     session_id = initialize(client)
 
@@ -246,30 +253,13 @@ def test_the_get_stream_answers_405_with_allow():
             "accept": "text/event-stream",
             "mcp-session-id": session_id,
             "mcp-protocol-version": LATEST_VERSION,
+            **resume,
         },
     )
 
     assert response.status_code == 405
     assert response["Allow"] == "POST, DELETE"
-    assert response.json()["error"]["message"] == GET_STREAM_REFUSED
-
-
-def test_resumption_answers_405_naming_the_asgi_deployment():
-    client = Client()
-    session_id = initialize(client)
-
-    response = client.get(
-        "/mcp/",
-        headers={
-            "accept": "text/event-stream",
-            "mcp-session-id": session_id,
-            "mcp-protocol-version": LATEST_VERSION,
-            "last-event-id": "abc:1",
-        },
-    )
-
-    assert response.status_code == 405
-    assert response.json()["error"]["message"] == RESUME_REFUSED
+    assert response.json()["error"]["message"] == refused
 
 
 def test_a_body_over_max_body_size_is_refused_with_413():

@@ -20,7 +20,7 @@ from mcp_django.transport.plain_stream import cut_off_message, open_streams
 from tests import urls_plain_streams
 
 from .conftest import mcp_settings
-from .test_plain import call, in_session, initialize, post, post_modern
+from .test_plain import call, in_session, initialize, post_modern
 from .test_stateless import body, headers
 
 # Committed: a stream's database calls (its audit row) run on a thread of its own, as under
@@ -133,20 +133,7 @@ def test_a_streamed_call_is_audited_by_the_writer_of_the_process_loop():
 
 def test_a_question_to_the_client_on_a_streamed_call_fails_naming_the_asgi_deployment():
     client = Client()
-    response = post(
-        client,
-        {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {"sampling": {}},
-                "clientInfo": {"name": "wsgi-test", "version": "1"},
-            },
-        },
-    )
-    session_id = response["mcp-session-id"]
+    session_id = initialize(client, {"sampling": {}}, "2025-11-25")
 
     messages = events(in_session(client, session_id, call("ask", {"question": "Why?"})))
 
