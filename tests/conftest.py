@@ -89,6 +89,20 @@ async def _settle_background_work() -> AsyncIterator[None]:
     await settle_background_work()
     if process_loop.started():
         process_loop.run(settle_background_work())
+    forget_announcements()
+
+
+def forget_announcements() -> None:
+    """What a test changed and the coalescer still holds is not announced during a later test:
+    sent late from the timer thread, it would read that test's database and use its layer."""
+    from django.conf import settings
+
+    if settings.configured:  # tests/protocol run without Django
+        from mcp_django.server import notifications
+
+        # Not a test's stand-in (tests/test_notifications.py records what it is handed).
+        if isinstance(notifications.coalescer, notifications.Coalescer):
+            notifications.coalescer.discard()
 
 
 @pytest.fixture

@@ -411,6 +411,16 @@ class Coalescer:
                     entry.due = 0.0
         self._flush(None)
 
+    def discard(self) -> None:
+        """Forget every announcement waiting, and when each key last went out (tests: what one
+        test changed must not be announced while the next runs, on its layer and database)."""
+        with self._lock:
+            timer = self._timers.pop(None, None)
+            self._pending.clear()
+            self._sent.clear()
+        if timer is not None:
+            timer.cancel()
+
     def pending_count(self) -> int:
         with self._lock:
             return len(self._pending)
