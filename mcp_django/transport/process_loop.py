@@ -12,7 +12,8 @@ under ASGI. The engine's ORM calls (``sync_to_async``, thread-sensitive) run on 
 thread for sync code, as they do under an ASGI server.
 
 The loop is made on first use in each process: gunicorn forks its workers from a master that
-must not hold it.
+must not hold it. It is made again if its thread has ended (something stopped the loop): a
+request handed to a loop nobody runs would wait for ever.
 """
 
 from __future__ import annotations
@@ -34,23 +35,32 @@ class ProcessLoop:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._pid: int | None = None
 
     def loop(self) -> asyncio.AbstractEventLoop:
-        """This process's loop, started if it is not running (first use, or after a fork)."""
-        pid = os.getpid()
+        """This process's loop, started if it is not running (first use, after a fork, or
+        after its thread ended)."""
         with self._lock:
-            if self._loop is None or self._pid != pid or self._loop.is_closed():
+            if not self.started():
                 loop = asyncio.new_event_loop()
-                threading.Thread(
+                thread = threading.Thread(
                     target=loop.run_forever, name="mcp_django process loop", daemon=True
-                ).start()
-                self._loop, self._pid = loop, pid
+                )
+                thread.start()
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+            assert self._loop is not None
             return self._loop
 
     def started(self) -> bool:
         """Whether this process's loop runs (it is made on first use)."""
-        return self._loop is not None and self._pid == os.getpid() and not self._loop.is_closed()
+        return (
+            self._loop is not None
+            and self._pid == os.getpid()
+            and not self._loop.is_closed()
+            and self._thread is not None
+            and self._thread.is_alive()
+        )
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Start ``coroutine`` on the loop, in a copy of the caller's context (what its
