@@ -55,6 +55,7 @@ from . import headers as checks
 from .authentication import authenticate, mark_endpoint
 from .plain_stream import ASGI_HINT as ASGI_HINT
 from .plain_stream import PlainStream, open_streams, streaming_response
+from .process import sweeper
 from .refusals import Answer, failure, refusal, whole_answer
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ class PlainEndpoint:
 
     async def __call__(self, request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
         self.site.serving = True
+        sweeper.ensure()
         headers = checks.Headers.of_request(request)
         # Computed before any answer (even a 413), so that an allowed browser can read it.
         cors = checks.cors_headers(request.scheme or "http", headers, self.settings)

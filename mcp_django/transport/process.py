@@ -7,6 +7,7 @@ the request, and the process running that request (which joined the group) cance
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import secrets
 import time
@@ -284,9 +285,33 @@ class Orphans:
                 task.cancel()
 
 
+class Sweeper:
+    """The sweep after dead processes where no process channel runs one: the endpoint's plain
+    view (WSGI, or ASGI without the router) has no channel to listen on, so its first request
+    starts this on its loop, and it sweeps at once and then every third of a lease, as the
+    channel's heartbeat does. Without it, a durable task left by a gunicorn worker that was
+    killed stayed "working" until someone polled it."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[None] | None = None
+
+    def ensure(self) -> None:
+        """Start the sweeps on the running loop, unless they run there already."""
+        task, loop = self.task, asyncio.get_running_loop()
+        if task is None or task.done() or task.get_loop() is not loop:
+            # In a context of its own: not the first request's (its user, its language).
+            self.task = contextvars.Context().run(loop.create_task, self.run())
+
+    async def run(self) -> None:
+        while True:
+            await sweep()
+            await asyncio.sleep(mcp_settings.request_lease_seconds / 3)
+
+
 leases = Leases()
 orphans = Orphans()
 process_channel = ProcessChannel()
+sweeper = Sweeper()
 
 
 async def stream_dropped(stream: str) -> None:

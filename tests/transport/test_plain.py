@@ -3,20 +3,24 @@ a real WSGI handler, so the view runs through ``async_to_sync`` as under gunicor
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import orjson
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
+from django.utils import timezone
 
 from mcp_django.models import Session, Task, ToolCall
 from mcp_django.ops.audit import buffer as audit_buffer
 from mcp_django.protocol.errors import METHOD_NOT_FOUND, QUOTA_EXCEEDED
 from mcp_django.protocol.negotiation import LATEST_VERSION
 from mcp_django.transport.plain import GET_STREAM_REFUSED, LISTEN_REFUSED, RESUME_REFUSED
+from mcp_django.transport.process import sweeper
 from tests.conftest import BASE_SETTINGS
 from tests.polling import until_sync
+from tests.test_commands import make_task
 
 from .conftest import mcp_settings
 from .test_stateless import ALL_CAPABILITIES, body, headers
@@ -352,3 +356,18 @@ def test_a_quota_refusal_is_answered_429_and_audited():
     assert "Retry-After" in second
     audit_buffer.flush()
     assert ToolCall.objects.filter(tool_name="add", outcome=ToolCall.Outcome.DENIED).count() == 1
+
+
+def test_the_first_request_starts_the_sweep_after_dead_processes():
+    # No process channel runs under WSGI: without this sweep, a task its killed gunicorn worker
+    # was running stayed "working" until a client polled it.
+    now = timezone.now()
+    dead = make_task(heartbeat_at=now - timedelta(hours=1), expires_at=now + timedelta(hours=1))
+    alive = make_task(heartbeat_at=now, expires_at=now + timedelta(hours=1))
+
+    response = post_modern(Client(), body("tools/list", {}))
+
+    assert response.status_code == 200
+    until_sync(lambda: Task.objects.get(pk=dead.pk).status == Task.Status.FAILED)
+    assert Task.objects.get(pk=alive.pk).status == Task.Status.WORKING
+    assert sweeper.task is not None and not sweeper.task.done()
