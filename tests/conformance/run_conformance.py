@@ -9,6 +9,9 @@ Usage::
     .venv/bin/python tests/conformance/run_conformance.py --suite-version alpha
         --requirements 2026-07-28 [--response-mode json,sse] [--scenario NAME] [--verbose] [--keep]
 
+    .venv/bin/python tests/conformance/run_conformance.py --authorization [--server NAME]
+        [--verbose] [--keep]
+
 What it does, every step with a time limit:
 
 1. installs ``@modelcontextprotocol/conformance`` (pinned) and a Node 22 binary (the ``node@22``
@@ -30,30 +33,43 @@ What it does, every step with a time limit:
    ``gunicorn-gthread``, ``runserver``: wsgi.py, with django-tasks-db's worker beside it) the
    checks of WSGI_EXPECTED_FAILURES[revision], which need a held stream, may fail, and only them.
 
+With ``--authorization`` (alpha suite) it runs the suite's authorization-server scenarios
+instead (``conformance authorization``: RFC 8414 metadata, the authorization-code grant) against
+the example site's own authorization server: the site starts with ``MCP_AUTH=oauth`` and the demo
+users (``load_demo_data``), the runner registers the suite's client by dynamic registration, and
+plays the user the grant asks for (AUTHORIZATION_USER signs in and allows on the consent page,
+tests/e2e/oauth_helpers.Browser); every check must run (a SKIPPED one fails), and only the
+scenarios of AUTHORIZATION_EXPECTED_FAILURES may fail.
+
 Exit status: 0 when every check passes except those in EXPECTED_FAILURES (stable suite) or
 ALPHA_EXPECTED_FAILURES[revision] (alpha suite); 1 when a check fails unexpectedly or an
 expected failure passes (so the lists stay honest); 2 when the suite could not run at all
 (install, server start-up, crash, timeout).
 
-Standard library and httpx only, so that it runs from the project's virtualenv as is.
+Standard library, httpx and the tests' own helpers only, so that it runs from the project's
+virtualenv as is.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -62,6 +78,7 @@ if str(REPO) not in sys.path:  # run as a script: the repository's tests package
     sys.path.insert(0, str(REPO))
 
 from tests import asgi_servers  # noqa: E402
+from tests.e2e.oauth_helpers import Browser  # noqa: E402
 
 INSTALL_DIR = REPO / ".conformance"
 RESULTS_DIR = INSTALL_DIR / "results"
@@ -168,10 +185,20 @@ ALPHA_NO_SKIPS: dict[str, dict[str, frozenset[str]]] = {
     "2025-11-25": {name: _SKILLS_2026_ONLY for name in SKILLS_EXTENSION_SCENARIOS},
 }
 
+# The alpha's `authorization` command (--authorization): its authorization-server scenarios
+# (RFC 8414 metadata, the authorization-code grant with PKCE S256 and RFC 8707 resource) against
+# the example site's own authorization server, django-oauth-toolkit with MCP_AUTH=oauth. The
+# runner registers the client and plays the user who signs in and allows on the consent page
+# (run_authorization_suite). Expected failures as above, scenario -> reason; none today.
+AUTHORIZATION_USER = ("reader", "reader")  # load_demo_data's non-staff user: (name, password)
+AUTHORIZATION_EXPECTED_FAILURES: dict[str, str] = {}
+
 # Statuses that neither pass nor fail a scenario (server-sse-polling only ever emits these).
 NEUTRAL = {"WARNING", "INFO", "SKIPPED"}
 
-RESULT_DIR_RE = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
+RESULT_DIR_RE = re.compile(
+    r"^(?:authorization-)?server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$"
+)
 
 
 class RunnerError(Exception):
@@ -278,20 +305,23 @@ def ensure_installed(suite: Suite = STABLE) -> None:
 # -- the server -----------------------------------------------------------------------------
 
 
-def server_env(sqlite_path: Path, response_mode: str) -> dict[str, str]:
+def server_env(sqlite_path: Path, response_mode: str, auth: str = "none") -> dict[str, str]:
     env = dict(os.environ)
     # Self-contained: the embedded defaults (SQLite, in-memory layer), whatever the caller's shell
-    # points at; the default ALLOWED_HOSTS is what dns-rebinding-protection expects.
+    # points at; the default ALLOWED_HOSTS is what dns-rebinding-protection expects. The resource
+    # URL and the issuer follow the port the server gets (running_server).
     for name in (
         "DATABASE_URL",
         "REDIS_URL",
         "DJANGO_ALLOWED_HOSTS",
         "MCP_SSE_MAX_CONNECTION_SECONDS",
+        "MCP_RESOURCE_URL",
+        "OAUTH_ISSUER",
     ):
         env.pop(name, None)
     env.update(
         DJANGO_SETTINGS_MODULE="example_site.settings",
-        MCP_AUTH="none",
+        MCP_AUTH=auth,
         MCP_RESPONSE_MODE=response_mode,
         SQLITE_PATH=str(sqlite_path),
         PYTHONUNBUFFERED="1",
@@ -322,27 +352,34 @@ def _wait_ready(process: subprocess.Popen[bytes], url: str) -> bool:
 
 @contextmanager
 def running_server(
-    workdir: Path, response_mode: str, server: str = "daphne"
+    workdir: Path, response_mode: str, server: str = "daphne", auth: str = "none"
 ) -> Iterator[tuple[str, Path]]:
     """Start the example site with ``server``; yield (endpoint URL, server log path); stop it.
 
     A WSGI server serves wsgi.py (the endpoint's plain view) with django-tasks-db's worker
     beside it, as ``make run-wsgi`` does: a durable task then outlives the WSGI worker that
-    made it (without a worker it runs on that process's event loop, and ends with it)."""
+    made it (without a worker it runs on that process's event loop, and ends with it).
+
+    With ``auth="oauth"`` the site is its own authorization server (MCP_AUTH=oauth), at the
+    URL it is started on (MCP_RESOURCE_URL, hence the issuer), with the demo users to sign in."""
     wsgi = server in asgi_servers.WSGI_SERVERS
-    env = server_env(workdir / f"db-{response_mode}.sqlite3", response_mode)
+    env = server_env(workdir / f"db-{response_mode}.sqlite3", response_mode, auth)
     if wsgi:
         env["MCP_TASKS_BACKEND"] = "database"
-    migrate = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=MIGRATE_TIMEOUT,
-    )
-    if migrate.returncode != 0:
-        raise RunnerError(f"manage.py migrate failed:\n{migrate.stdout}\n{migrate.stderr}")
+    commands = [["migrate", "--noinput", "-v", "0"]]
+    if auth != "none":
+        commands.append(["load_demo_data"])
+    for command in commands:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *command],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=MIGRATE_TIMEOUT,
+        )
+        if done.returncode != 0:
+            raise RunnerError(f"manage.py {command[0]} failed:\n{done.stdout}\n{done.stderr}")
     log_path = workdir / f"server-{response_mode}.log"
     application = asgi_servers.WSGI_APPLICATION if wsgi else asgi_servers.APPLICATION
     with ExitStack() as worker:
@@ -353,6 +390,8 @@ def running_server(
         for attempt in range(3):  # the port may be taken between free_port() and the bind
             port = asgi_servers.free_port()
             url = f"http://127.0.0.1:{port}/mcp/"
+            if auth != "none":
+                env["MCP_RESOURCE_URL"] = f"http://127.0.0.1:{port}/mcp"
             process = asgi_servers.start(server, port, env, log_path, REPO, application)
             try:
                 if _wait_ready(process, url):
@@ -381,10 +420,10 @@ def _tail(path: Path, lines: int = 60) -> str:
 # -- the suite ------------------------------------------------------------------------------
 
 
-def list_scenarios(suite: Suite = STABLE) -> list[str]:
-    """Ask the suite for the names of all its server scenarios."""
+def list_scenarios(suite: Suite = STABLE, kind: str = "server") -> list[str]:
+    """Ask the suite for the names of all its scenarios of ``kind`` (server, authorization)."""
     done = subprocess.run(
-        [str(suite.node), str(suite.entry), "list", "--server"],
+        [str(suite.node), str(suite.entry), "list", f"--{kind}"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -725,8 +764,27 @@ def run_mode(
         problems, lines = judge(
             results, names, expected, not_scored, ALPHA_NO_SKIPS.get(requirements.revision, {})
         )
-    problems = excused + problems
-    print(f"\n=== MCP conformance {label}, {args.server}, MCP_RESPONSE_MODE={response_mode} ===")
+    title = f"{label}, {args.server}, MCP_RESPONSE_MODE={response_mode}"
+    prefix = (
+        f"[{args.server} {requirements.revision} {response_mode}]"
+        if requirements
+        else f"[{args.server} {response_mode}]"
+    )
+    return report(title, prefix, results, excused + problems, lines, outdir, args)
+
+
+def report(
+    title: str,
+    prefix: str,
+    results: dict[str, ScenarioResult],
+    problems: list[str],
+    lines: list[str],
+    outdir: Path,
+    args: argparse.Namespace,
+) -> list[str]:
+    """Print a run's table and its non-passing checks, keep its results folder when something
+    went wrong (or with --keep), and return its problems, each prefixed with ``prefix``."""
+    print(f"\n=== MCP conformance {title} ===")
     print("\n".join(lines))
     notes = [f"  {name}: {_short(note)}" for name, r in sorted(results.items()) for note in r.notes]
     if notes:
@@ -738,12 +796,179 @@ def run_mode(
         print(f"Results kept in {outdir.relative_to(REPO)}/", flush=True)
     else:
         shutil.rmtree(outdir, ignore_errors=True)
-    prefix = (
-        f"[{args.server} {requirements.revision} {response_mode}]"
-        if requirements
-        else f"[{args.server} {response_mode}]"
-    )
     return [f"{prefix} {p}" for p in problems]
+
+
+# -- the authorization server ----------------------------------------------------------------
+
+
+def _play_user(issuer: str, authorization_url: str, redirect_uri: str) -> str | None:
+    """Open the suite's authorization URL as AUTHORIZATION_USER would in a browser: sign in,
+    allow on the consent page, and follow the redirect back to the suite's callback listener.
+    Return what went wrong, if the user could not get back to the client."""
+
+    async def authorize() -> tuple[str, Browser]:
+        async with Browser(issuer, *AUTHORIZATION_USER) as browser:
+            return await browser.authorize(authorization_url), browser
+
+    try:
+        location, browser = asyncio.run(authorize())
+    except (AssertionError, httpx.HTTPError) as exc:
+        return f"the user could not answer the authorization request: {_short(str(exc))}"
+    if not location.startswith(redirect_uri + "?"):
+        return f"the authorization endpoint did not send the user back to the client: {location}"
+    log(
+        f"signed in as {AUTHORIZATION_USER[0]} ({browser.logins} login), "
+        f"{'allowed on the consent page' if browser.consent_pages else 'no consent page'}, "
+        f"back to {redirect_uri}"
+    )
+    try:
+        httpx.get(location, timeout=10)
+    except httpx.HTTPError as exc:
+        return f"the suite's callback listener did not answer: {exc}"
+    return None
+
+
+def run_authorization_suite(
+    suite: Suite, issuer: str, resource: str, outdir: Path, args: argparse.Namespace
+) -> tuple[str, list[str]]:
+    """Run ``conformance authorization`` against ``issuer`` and play its user; return the suite's
+    output and what kept the user from completing the authorization-code grant.
+
+    The client is registered first as an MCP client registers on first contact, by dynamic
+    client registration (RFC 7591): a public client (PKCE, no secret) whose redirect URI is the
+    suite's callback listener on a free loopback port. The grant scenario prints the
+    authorization URL for a person to open in a browser, then waits for the redirect back
+    (up to 5 minutes): the runner reads that URL from the suite's output as it comes, once the
+    listener is up, and plays the person (``_play_user``)."""
+    callback_port = asgi_servers.free_port()
+    redirect_uri = f"http://127.0.0.1:{callback_port}/callback"
+    try:
+        metadata = httpx.get(f"{issuer}/.well-known/oauth-authorization-server", timeout=10).json()
+        registration = httpx.post(
+            metadata["registration_endpoint"],
+            json={
+                "client_name": "MCP conformance suite",
+                "redirect_uris": [redirect_uri],
+                "grant_types": ["authorization_code"],
+                "response_types": ["code"],
+                "token_endpoint_auth_method": "none",
+            },
+            timeout=10,
+        )
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        raise RunnerError(f"could not register the suite's client: {exc!r}") from None
+    if registration.status_code != 201:
+        raise RunnerError(
+            f"dynamic client registration failed: {registration.status_code} {registration.text}"
+        )
+    client_id = registration.json()["client_id"]
+    command = [
+        str(suite.node),
+        str(suite.entry),
+        "authorization",
+        "--url",
+        issuer,
+        "--client-id",
+        client_id,
+        "--resource",
+        resource,
+        "--port",
+        str(callback_port),
+        "-o",
+        str(outdir),
+    ]
+    log("running: conformance " + " ".join(command[2:]))
+    process = subprocess.Popen(
+        command,
+        cwd=suite.install_dir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read(stream: IO[str]) -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, args=(process.stdout,), daemon=True).start()
+    output: list[str] = []
+    problems: list[str] = []
+    authorization_url: str | None = None
+    deadline = time.monotonic() + SUITE_TIMEOUT
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                raise RunnerError(f"the suite did not finish in {SUITE_TIMEOUT} s") from None
+            if line is None:
+                break
+            output.append(line)
+            if args.verbose:
+                print(line, end="", flush=True)
+            if line.startswith(metadata["authorization_endpoint"] + "?"):
+                authorization_url = line.strip()
+            elif line.startswith("Callback server started") and authorization_url:
+                problem = _play_user(issuer, authorization_url, redirect_uri)
+                authorization_url = None
+                if problem:
+                    problems.append(problem)
+                    process.terminate()  # it would wait 5 minutes for a redirect that never comes
+        process.wait(timeout=SERVER_STOP_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        text = "".join(output)
+        (outdir / "suite-output.txt").write_text(text)
+    return text, problems
+
+
+def run_authorization(args: argparse.Namespace, suite: Suite, scenarios: list[str]) -> list[str]:
+    """The authorization-server scenarios against the example site's own authorization server."""
+    with tempfile.TemporaryDirectory(prefix="mcp-conformance-") as tmp:
+        workdir = Path(tmp)
+        with running_server(workdir, "json", args.server, auth="oauth") as (url, server_log):
+            issuer = url.removesuffix("/mcp/")
+            suite.results_dir.mkdir(parents=True, exist_ok=True)
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            outdir = Path(
+                tempfile.mkdtemp(
+                    prefix=f"{stamp}-{args.server}-authorization-", dir=suite.results_dir
+                )
+            )
+            output, browser_problems = run_authorization_suite(
+                suite, issuer, f"{issuer}/mcp", outdir, args
+            )
+        shutil.copy(server_log, outdir / "server.log")
+    results = read_results(outdir)
+    for name, message in crashed_scenarios(output).items():
+        if name not in results:
+            results[name] = ScenarioResult(
+                name, {"FAILURE": 1}, [f"FAILURE {name}: the scenario crashed: {message}"]
+            )
+    # Every check must run: the grant SKIPs when it cannot (no client id, no usable client
+    # authentication method), and a skipped grant proves nothing.
+    problems, lines = judge(
+        results,
+        scenarios,
+        AUTHORIZATION_EXPECTED_FAILURES,
+        no_skips={name: frozenset() for name in scenarios},
+    )
+    title = f"{suite.version} authorization, {args.server}, MCP_AUTH=oauth"
+    return report(
+        title,
+        f"[{args.server} authorization]",
+        results,
+        browser_problems + problems,
+        lines,
+        outdir,
+        args,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -782,17 +1007,32 @@ def main(argv: list[str] | None = None) -> int:
         help="alpha suite only: run the scenarios this spec revision requires, e.g. 2026-07-28 (the "
         "default with --suite-version alpha) or 2025-11-25; implies --suite-version alpha",
     )
+    parser.add_argument(
+        "--authorization",
+        action="store_true",
+        help="alpha suite only: run its authorization-server scenarios (`conformance "
+        "authorization`) against the example site's own authorization server (MCP_AUTH=oauth) "
+        "instead of the server scenarios; implies --suite-version alpha, ignores --response-mode",
+    )
     args = parser.parse_args(argv)
     suite = (
         SUITES[args.suite_version]
         if args.suite_version
-        else (ALPHA if args.requirements else STABLE)
+        else (ALPHA if args.requirements or args.authorization else STABLE)
     )
+    if args.authorization:
+        if suite is STABLE:
+            parser.error(
+                f"--authorization needs the alpha suite: {SUITE_VERSION} has no such command"
+            )
+        if args.requirements or args.suite or args.scenario:
+            # The grant scenario reads what the metadata scenario found: they run together.
+            parser.error("--authorization runs every authorization-server scenario, alone")
     if suite is STABLE and args.requirements:
         parser.error(
             f"--requirements needs the alpha suite (--suite-version alpha), not {SUITE_VERSION}"
         )
-    if suite is ALPHA:
+    if suite is ALPHA and not args.authorization:
         if args.suite:
             parser.error(
                 "--suite is for the stable suite; the alpha runs a requirement set (--requirements)"
@@ -807,6 +1047,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         ensure_installed(suite)
+        if args.authorization:
+            scenarios = list_scenarios(suite, "authorization")
+            return _finish(run_authorization(args, suite, scenarios), started)
         requirements = load_requirements(suite, args.requirements) if suite is ALPHA else None
         if args.scenario:
             scenarios = [args.scenario]
@@ -825,6 +1068,10 @@ def main(argv: list[str] | None = None) -> int:
     except subprocess.TimeoutExpired as exc:
         print(f"\n[conformance] ERROR: timed out: {exc}", file=sys.stderr, flush=True)
         return 2
+    return _finish(problems, started)
+
+
+def _finish(problems: list[str], started: float) -> int:
     elapsed = time.monotonic() - started
     if problems:
         print(f"\n[conformance] {len(problems)} problem(s) in {elapsed:.0f} s:")

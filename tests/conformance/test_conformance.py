@@ -1,6 +1,7 @@
 """The example site passes the official MCP conformance suite (see run_conformance.py), under
 each ASGI server of MCP_TEST_SERVERS (tests/asgi_servers.py), and its 2026-07-28 requirement set
-under gunicorn (WSGI), where only what needs a held stream may fail."""
+under gunicorn (WSGI), where only what needs a held stream may fail. Its own authorization server
+(MCP_AUTH=oauth) passes the suite's authorization-server scenarios under daphne and gunicorn."""
 
 from __future__ import annotations
 
@@ -54,6 +55,12 @@ WSGI_VARIANTS = {
 }
 
 
+# The authorization server (`conformance authorization`: RFC 8414 metadata, the authorization-code
+# grant): Django views whatever serves them, so once under daphne (make run) and once under
+# gunicorn (make run-wsgi), not under every ASGI server.
+AUTHORIZATION_SERVERS = ("daphne", "gunicorn")
+
+
 @pytest.mark.parametrize(
     ("server", "arguments"),
     [
@@ -64,6 +71,10 @@ WSGI_VARIANTS = {
     + [
         pytest.param("gunicorn", arguments, id=f"{variant}-gunicorn")
         for variant, arguments in WSGI_VARIANTS.items()
+    ]
+    + [
+        pytest.param(server, ["--authorization"], id=f"alpha-authorization-{server}")
+        for server in AUTHORIZATION_SERVERS
     ],
 )
 def test_example_site_passes_the_official_conformance_suite(
@@ -104,7 +115,12 @@ def test_example_site_passes_the_official_conformance_suite(
     assert process.returncode == 0, (
         f"run_conformance.py exited with {process.returncode} (see the table above)"
     )
-    if arguments:  # the alpha runs the skills extension's scenarios after each requirement set
+    if "--authorization" in arguments:
+        # The grant went through the site's real sign-in and consent page, not around them.
+        assert "signed in as reader (1 login), allowed on the consent page" in output
+        for name in ("authorization-server-metadata-endpoint", "authorization-code-grant"):
+            assert f"\n{name} " in output, f"{name} did not run"
+    elif arguments:  # the alpha runs the skills extension's scenarios after each requirement set
         for name in (
             "sep-2640-skills-enumeration",
             "sep-2640-skills-manifest",

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from tests.conformance.run_conformance import (
     ALPHA_NO_SKIPS,
+    AUTHORIZATION_EXPECTED_FAILURES,
     WSGI_EXPECTED_FAILURES,
     ScenarioResult,
     excuse_held_streams,
     judge,
+    read_results,
 )
 
 SKILLS = "sep-2640-skills-enumeration"
@@ -97,3 +102,56 @@ def test_every_check_expected_to_fail_under_wsgi_needs_a_held_stream() -> None:
         for reason in by_check.values()
     ]
     assert reasons and all("held open" in r or "holds a stream open" in r for r in reasons)
+
+
+GRANT = "authorization-code-grant"
+METADATA = "authorization-server-metadata-endpoint"
+
+
+def _authorization_results(tmp_path: Path, grant_status: str) -> Path:
+    """Result folders as `conformance authorization -o` writes them (alpha.12's names)."""
+    checks = {
+        METADATA: [
+            {"id": "authorization-server-metadata", "status": "SUCCESS"},
+            {"id": "authorization-server-metadata-cimd", "status": "SUCCESS"},
+        ],
+        GRANT: [
+            {
+                "id": GRANT,
+                "status": grant_status,
+                "errorMessage": "authorization-code-grant requires --client-id",
+            }
+        ],
+    }
+    for name, entries in checks.items():
+        folder = tmp_path / f"authorization-server-{name}-2026-11-29T10-09-10-964Z"
+        folder.mkdir()
+        (folder / "checks.json").write_text(json.dumps(entries))
+    return tmp_path
+
+
+def test_the_authorization_scenarios_are_read_by_their_names(tmp_path: Path) -> None:
+    results = read_results(_authorization_results(tmp_path, "SUCCESS"))
+
+    assert sorted(results) == [GRANT, METADATA]
+    problems, _ = judge(
+        results,
+        [METADATA, GRANT],
+        AUTHORIZATION_EXPECTED_FAILURES,
+        no_skips={METADATA: frozenset(), GRANT: frozenset()},
+    )
+    assert problems == []
+
+
+def test_a_skipped_authorization_code_grant_fails_the_run(tmp_path: Path) -> None:
+    # What the suite writes when it cannot run the grant (no client id, no usable client
+    # authentication method): nothing failed, nothing proven.
+    results = read_results(_authorization_results(tmp_path, "SKIPPED"))
+
+    problems, _ = judge(
+        results,
+        [METADATA, GRANT],
+        AUTHORIZATION_EXPECTED_FAILURES,
+        no_skips={METADATA: frozenset(), GRANT: frozenset()},
+    )
+    assert problems == [f"{GRANT}: checks skipped where every one must run: {GRANT}"]
