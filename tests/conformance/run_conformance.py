@@ -898,6 +898,7 @@ def run_authorization_suite(
     output: list[str] = []
     problems: list[str] = []
     authorization_url: str | None = None
+    listening = False  # the suite's callback listener is up (it says so once bound)
     deadline = time.monotonic() + SUITE_TIMEOUT
     try:
         while True:
@@ -912,9 +913,11 @@ def run_authorization_suite(
                 print(line, end="", flush=True)
             if line.startswith(metadata["authorization_endpoint"] + "?"):
                 authorization_url = line.strip()
-            elif line.startswith("Callback server started") and authorization_url:
+            elif line.startswith("Callback server started"):
+                listening = True
+            if authorization_url and listening:
                 problem = _play_user(issuer, authorization_url, redirect_uri)
-                authorization_url = None
+                authorization_url, listening = None, False
                 if problem:
                     problems.append(problem)
                     process.terminate()  # it would wait 5 minutes for a redirect that never comes
