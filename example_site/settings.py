@@ -44,6 +44,9 @@ INSTALLED_APPS = [
     "corsheaders",
     "mcp_django",
     "oauth2_provider",
+    # Machine clients with the client_credentials grant, acting as a service user
+    # (docs/howto/service-clients.md). Needs oauth2_provider.
+    "mcp_django.auth.service_clients",
     # After oauth2_provider: its admin.py replaces DOT's ModelAdmins.
     "example_site.accounts",
     "example_site.library",
@@ -392,7 +395,8 @@ OAUTH2_PROVIDER = {
     "REFRESH_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,  # then cleartokens removes them
     # RFC 8414 metadata: what this server actually does, and nothing else.
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
-    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    # client_credentials: service clients only (mcp_django.auth.service_clients, installed above).
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token", "client_credentials"],
     # "none": MCP clients are public clients (PKCE instead of a secret).
     "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": [
         "none",

@@ -18,6 +18,7 @@ INSTALLED_APPS = [
     "channels",
     "oauth2_provider",
     "mcp_django",
+    "mcp_django.auth.service_clients",
     "tests.testapp",
 ]
 MIDDLEWARE = [
@@ -46,6 +47,8 @@ DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memor
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CHANNEL_LAYERS = {"default": {"BACKEND": "mcp_django.transport.layers.InMemoryChannelLayer"}}
 MCP_DJANGO = {"AUTHENTICATION": "none", "SERVER_NAME": "mcp-django-tests"}
+# The packaged validator, which issues service clients' tokens (tests/auth/test_service_clients.py).
+OAUTH2_PROVIDER = {"OAUTH2_VALIDATOR_CLASS": "mcp_django.auth.oauth_validator.MCPOAuth2Validator"}
 # W131: the test project's tools are registered bare on purpose (their listed labels are the
 # defaults); tests/test_labels.py checks the warning itself.
 SILENCED_SYSTEM_CHECKS = ["mcp_django.W002", "mcp_django.W131"]

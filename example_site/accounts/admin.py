@@ -30,6 +30,8 @@ from oauth2_provider.models import (
     get_refresh_token_model,
 )
 
+from mcp_django.auth.service_clients.admin import ServiceClientInline
+
 from .tokens import revoke_tokens_of
 
 Application = get_application_model()
@@ -75,10 +77,36 @@ class OwnRowsMixin:
         return filters if sees_everything(request) else [f for f in filters if f != "user"]
 
 
+class ServiceClientTokenFilter(admin.SimpleListFilter):
+    title = _("issued to")
+    parameter_name = "issued_to"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("service", _("A service client")), ("user", _("A client a user authorized"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        marked = Q(application__mcp_service_client__isnull=False)
+        if self.value() == "service":
+            return queryset.filter(marked)
+        if self.value() == "user":
+            return queryset.exclude(marked)
+        return queryset
+
+
 @admin.register(AccessToken)
 class AccessTokenAdmin(OwnRowsMixin, dot_admin.AccessTokenAdmin):
-    list_display = ("application", "user", "scope", "audience", "created", "expires", "is_active")
-    list_filter = ("application",)
+    # A service client's tokens (client_credentials) sit here beside its service user's others.
+    list_display = (
+        "application",
+        "user",
+        "service_client",
+        "scope",
+        "audience",
+        "created",
+        "expires",
+        "is_active",
+    )
+    list_filter = ("application", ServiceClientTokenFilter)
     # Tokens are stored hashed (COMPLIANT_BCP_RFC9700_TOKEN_STORAGE): there is nothing to mask.
     exclude = ("token", "token_checksum", "id_token")
     readonly_fields = (
@@ -101,6 +129,13 @@ class AccessTokenAdmin(OwnRowsMixin, dot_admin.AccessTokenAdmin):
     @admin.display(description=_("active"), boolean=True)
     def is_active(self, obj: Any) -> bool:
         return not obj.is_expired()
+
+    @admin.display(description=_("service client"), boolean=True)
+    def service_client(self, obj: Any) -> bool:
+        return hasattr(obj.application, "mcp_service_client") if obj.application else False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).select_related("application__mcp_service_client")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return self.readonly_fields
@@ -188,6 +223,8 @@ class ApplicationAdmin(dot_admin.ApplicationAdmin):
     list_filter = ("registration_source", AuthorizedByFilter, "client_type")
     search_fields = ("name", "client_id")
     actions = ("revoke_access",)
+    # Superusers mark a confidential client-credentials application as a service client here.
+    inlines = [ServiceClientInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         queryset = super().get_queryset(request)

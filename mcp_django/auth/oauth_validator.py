@@ -10,6 +10,10 @@ endpoint's canonical URI: other resources are refused with ``invalid_target``, a
 without ``resource`` gets this one as the default audience (RFC 8707 section 2 allows a
 predefined default).
 
+With the service clients app installed (``mcp_django.auth.service_clients``), confidential
+applications an admin marked as service clients also get tokens with ``client_credentials``
+(RFC 6749 section 4.4), acting as the service user they are bound to, for the same resource.
+
 Imported only by DOT, through those settings: it needs the ``oauth`` extra.
 """
 
@@ -19,9 +23,11 @@ import hashlib
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.apps import apps as django_apps
 from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
 from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher, is_cimd_client_id
+from oauth2_provider.models import AbstractApplication
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
@@ -36,6 +42,37 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 # (client_credentials, password, device code) and the metadata lists are advertisement only,
 # so the token endpoint enforces this list itself.
 ALLOWED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+
+#: The grant of service clients, allowed only to applications marked as one.
+CLIENT_CREDENTIALS = "client_credentials"
+
+#: The app of service clients, optional (its model needs DOT's).
+SERVICE_CLIENTS_APP = "mcp_django.auth.service_clients"
+
+
+def service_client_of(application: Any) -> Any:
+    """The service client mark of ``application`` with its user, or None (also when the
+    service clients app is not installed)."""
+    if application is None or not django_apps.is_installed(SERVICE_CLIENTS_APP):
+        return None
+    model = django_apps.get_model("mcp_service_clients", "ServiceClient")
+    return model._default_manager.select_related("user").filter(application=application).first()
+
+
+def service_client_refusal(application: Any, service_client: Any) -> str | None:
+    """Why ``application`` may not use ``client_credentials`` now, in words for its owner (it
+    has authenticated with its secret); None when it may."""
+    if application.client_type != AbstractApplication.CLIENT_CONFIDENTIAL:
+        return "Only confidential clients may use the client_credentials grant."
+    if not application.allows_grant_type(AbstractApplication.GRANT_CLIENT_CREDENTIALS):
+        return "This application's grant type is not client credentials."
+    if service_client is None:
+        return "This application is not a service client: an admin has to mark it as one."
+    if not service_client.enabled:
+        return "This service client is disabled."
+    if not service_client.user.is_active:
+        return "This service client's service user is inactive."
+    return None
 
 
 def mcp_resource() -> str:
@@ -151,7 +188,16 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
             wanted = self.get_default_scopes(client_id, request)
         if wanted != list(scopes):
             request.scopes = wanted  # oauthlib reads the validated list back from the request
+        allowed = _service_scopes(request)
+        if allowed is not None and not set(wanted) <= allowed:
+            return False  # invalid_scope: beyond what the admin allowed this service client
         return bool(super().validate_scopes(client_id, wanted, client, request, *args, **kwargs))
+
+    def get_default_scopes(self, client_id: str, request: Any, *args: Any, **kwargs: Any) -> Any:
+        defaults = super().get_default_scopes(client_id, request, *args, **kwargs)
+        allowed = _service_scopes(request)
+        # A service client asking for no scope gets the defaults it is allowed, not a refusal.
+        return defaults if allowed is None else [s for s in defaults if s in allowed]
 
     def validate_redirect_uri(
         self, client_id: str, redirect_uri: str, request: Any, *args: Any, **kwargs: Any
@@ -166,7 +212,36 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
     def validate_grant_type(
         self, client_id: str, grant_type: str, client: Any, request: Any, *args: Any, **kwargs: Any
     ) -> bool:
+        if grant_type == CLIENT_CREDENTIALS:
+            return self._validate_service_client(client, request)
         if grant_type not in ALLOWED_GRANT_TYPES:
             return False
         valid = super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
         return bool(valid)
+
+    def _validate_service_client(self, client: Any, request: Any) -> bool:
+        # oauthlib has authenticated the client (invalid_client otherwise) before asking this.
+        service_client = service_client_of(client)
+        refusal = service_client_refusal(client, service_client) if client is not None else ""
+        if refusal is not None:
+            raise errors.UnauthorizedClientError(description=refusal or None, request=request)
+        request.mcp_service_client = service_client
+        return True
+
+    def _create_access_token(
+        self, expires: Any, request: Any, token: Any, source_refresh_token: Any = None
+    ) -> Any:
+        if request.grant_type == CLIENT_CREDENTIALS:
+            # DOT issues client_credentials tokens for no user; ours act as the service user,
+            # so its permissions and row rules apply on the MCP endpoint like anyone's.
+            request.user = request.mcp_service_client.user
+        return super()._create_access_token(expires, request, token, source_refresh_token)
+
+
+def _service_scopes(request: Any) -> frozenset[str] | None:
+    """The scopes the request's service client may have; None when any scope will do (not a
+    service client's request, or one without a restriction)."""
+    service_client = getattr(request, "mcp_service_client", None)
+    if service_client is None or not service_client.scope.split():
+        return None
+    return frozenset(service_client.scope.split())

@@ -27,6 +27,7 @@ from .server import (
     check_request_state,
     check_server,
 )
+from .service_clients import check_service_clients
 from .tasks import check_tasks
 from .values import user_settings
 
@@ -226,6 +227,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors += check_audit(user)
     errors += check_request_state(user)
     errors += check_oauth(user, auth)
+    errors += check_service_clients()
     errors += check_channel_layer(user)
     errors += check_quota_cache_shared(user)
     errors += check_asgi()

@@ -1,0 +1,8 @@
+"""Service clients: machine clients (a nightly agent, a CI job) that obtain tokens with the OAuth
+``client_credentials`` grant and act as a Django service user an admin binds them to.
+
+An optional Django app (``"mcp_django.auth.service_clients"`` in ``INSTALLED_APPS``, after
+``"oauth2_provider"``): its one model points at django-oauth-toolkit's application model, so
+it can be installed only beside DOT. It sits in the ``auth`` wing and imports only Django, DOT
+and ``mcp_django.conf``; ``auth.oauth_validator`` reads its model through the app registry.
+"""

@@ -1,0 +1,106 @@
+"""A DOT application marked as a service client, and the service user it acts as."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+from oauth2_provider.models import AbstractApplication
+from oauth2_provider.scopes import get_scopes_backend
+from oauth2_provider.settings import oauth2_settings
+
+
+class ServiceClientQuerySet(models.QuerySet["ServiceClient"]):
+    def usable(self) -> ServiceClientQuerySet:
+        """Service clients that may obtain a token now: enabled, for an active service user."""
+        return self.filter(enabled=True, user__is_active=True)
+
+
+class ServiceClient(models.Model):
+    """A confidential application that may use the ``client_credentials`` grant; its tokens act
+    as ``user``, whose permissions and row rules decide what the client can do.
+
+    DOT's ``Application.user`` is not reused for this: it records who registered or owns an
+    application, and turning every owner into an identity the application may assume would
+    silently arm applications that exist today. A service client is a deliberate mark an
+    admin sets, can switch off (``enabled``) without deleting the application, and can
+    narrow (``scope``)."""
+
+    application = models.OneToOneField(
+        oauth2_settings.APPLICATION_MODEL,
+        verbose_name=_("application"),
+        on_delete=models.CASCADE,
+        related_name="mcp_service_client",
+        help_text=_(
+            "A confidential application whose authorization grant type is client credentials."
+        ),
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("service user"),
+        on_delete=models.CASCADE,
+        related_name="mcp_service_clients",
+        help_text=_(
+            "The user the client's tokens act as: its permissions decide what the client may do."
+        ),
+    )
+    enabled = models.BooleanField(
+        _("enabled"),
+        default=True,
+        help_text=_("Off: the client gets no token, and the tokens it holds are revoked."),
+    )
+    scope = models.CharField(
+        _("allowed scopes"),
+        max_length=1000,
+        blank=True,
+        help_text=_(
+            "Space-separated scopes the client may ask for; blank: every scope the "
+            "authorization server offers the application."
+        ),
+    )
+    note = models.TextField(
+        _("note"), blank=True, help_text=_("What runs with it, and who owns it.")
+    )
+    created = models.DateTimeField(_("created"), auto_now_add=True)
+    updated = models.DateTimeField(_("updated"), auto_now=True)
+
+    objects = ServiceClientQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("service client")
+        verbose_name_plural = _("service clients")
+        ordering = ["application__name"]
+
+    def __str__(self) -> str:
+        return f"{self.application} → {self.user}"
+
+    @property
+    def scopes(self) -> list[str]:
+        """The allowed scopes as a list; empty when any scope the application has is allowed."""
+        return self.scope.split()
+
+    def clean(self) -> None:
+        errors: dict[str, list[Any]] = {}
+        application = getattr(self, "application", None)
+        if application is not None:
+            if application.client_type != AbstractApplication.CLIENT_CONFIDENTIAL:
+                # RFC 6749 section 4.4: the grant is for confidential clients only.
+                errors.setdefault("application", []).append(
+                    _(
+                        "A service client must be a confidential application: a public one "
+                        "has no secret."
+                    )
+                )
+            if application.authorization_grant_type != AbstractApplication.GRANT_CLIENT_CREDENTIALS:
+                errors.setdefault("application", []).append(
+                    _("Set the application's authorization grant type to client credentials.")
+                )
+        known = set(get_scopes_backend().get_all_scopes())
+        unknown = [s for s in self.scopes if s not in known]
+        if unknown:
+            errors["scope"] = [_("Unknown scopes: %(scopes)s.") % {"scopes": " ".join(unknown)}]
+        if errors:
+            raise ValidationError(errors)
