@@ -34,6 +34,7 @@ from oauthlib.oauth2.rfc6749 import errors
 
 from ..conf import mcp_settings
 from .oauth import canonical
+from .service_clients import CLIENT_CREDENTIALS, SERVICE_CLIENTS_APP
 
 # RFC 8252 section 7.3 (and the MCP spec): plain-http redirects only to the user's own machine.
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -42,12 +43,6 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 # (client_credentials, password, device code) and the metadata lists are advertisement only,
 # so the token endpoint enforces this list itself.
 ALLOWED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
-
-#: The grant of service clients, allowed only to applications marked as one.
-CLIENT_CREDENTIALS = "client_credentials"
-
-#: The app of service clients, optional (its model needs DOT's).
-SERVICE_CLIENTS_APP = "mcp_django.auth.service_clients"
 
 
 def service_client_of(application: Any) -> Any:
@@ -221,11 +216,17 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
 
     def _validate_service_client(self, client: Any, request: Any) -> bool:
         # oauthlib has authenticated the client (invalid_client otherwise) before asking this.
+        if client is None:
+            return False
         service_client = service_client_of(client)
-        refusal = service_client_refusal(client, service_client) if client is not None else ""
+        refusal = service_client_refusal(client, service_client)
         if refusal is not None:
-            raise errors.UnauthorizedClientError(description=refusal or None, request=request)
+            # unauthorized_client with the reason: the client proved it owns the secret.
+            raise errors.UnauthorizedClientError(description=refusal, request=request)
         request.mcp_service_client = service_client
+        # The audience now, not only when the token is saved: oauthlib answers errors raised
+        # while validating as JSON, but one raised by save_token without its Content-Type.
+        self._check_and_set_request_resource(request)
         return True
 
     def _create_access_token(

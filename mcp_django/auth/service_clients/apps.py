@@ -7,15 +7,10 @@ from django.utils.translation import gettext_lazy as _
 
 
 class ServiceClientsConfig(AppConfig):
-    """Service clients: DOT applications acting as a service user (``client_credentials``)."""
+    """Service clients: DOT applications acting as a service user (``client_credentials``).
+    The receivers that revoke tokens when a mark changes are connected in ``models``."""
 
     name = "mcp_django.auth.service_clients"
     label = "mcp_service_clients"
     verbose_name = _("MCP service clients")
     default_auto_field = "django.db.models.BigAutoField"
-
-    def ready(self) -> None:
-        # App loading: the receivers name the model, which needs the app registry.
-        from . import signals
-
-        signals.connect()

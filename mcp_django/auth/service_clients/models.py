@@ -7,8 +7,10 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models.signals import post_delete, post_save, pre_save
+from django.dispatch import receiver
 from django.utils.translation import gettext_lazy as _
-from oauth2_provider.models import AbstractApplication
+from oauth2_provider.models import AbstractApplication, get_access_token_model
 from oauth2_provider.scopes import get_scopes_backend
 from oauth2_provider.settings import oauth2_settings
 
@@ -104,3 +106,40 @@ class ServiceClient(models.Model):
             errors["scope"] = [_("Unknown scopes: %(scopes)s.") % {"scopes": " ".join(unknown)}]
         if errors:
             raise ValidationError(errors)
+
+
+# -- revoking: a token keeps the user and scopes it was issued with ---------------------------
+
+#: The fields whose change revokes the client's tokens: they decide what a token may do.
+TERMS = ("user_id", "enabled", "scope")
+
+
+def revoke_tokens(service_client: ServiceClient) -> int:
+    """Delete the access tokens of the client's application (DOT revokes by deleting); return
+    how many. ``client_credentials`` issues no refresh token, so these are all it holds."""
+    tokens = get_access_token_model()._default_manager.filter(
+        application_id=service_client.application_id
+    )
+    deleted, _ = tokens.delete()
+    return int(deleted)
+
+
+@receiver(pre_save, sender=ServiceClient, dispatch_uid="mcp_service_clients.remember")
+def remember_terms(sender: Any, instance: ServiceClient, **kwargs: Any) -> None:
+    previous = sender._default_manager.filter(pk=instance.pk).values(*TERMS).first()
+    instance._previous_terms = previous  # type: ignore[attr-defined]
+
+
+@receiver(post_save, sender=ServiceClient, dispatch_uid="mcp_service_clients.change")
+def revoke_on_change(sender: Any, instance: ServiceClient, created: bool, **kwargs: Any) -> None:
+    previous = getattr(instance, "_previous_terms", None)
+    if created or previous is None:
+        return
+    # Changed terms need new tokens: the admin's change holds from the next request on.
+    if any(previous[name] != getattr(instance, name) for name in TERMS):
+        revoke_tokens(instance)
+
+
+@receiver(post_delete, sender=ServiceClient, dispatch_uid="mcp_service_clients.delete")
+def revoke_on_delete(sender: Any, instance: ServiceClient, **kwargs: Any) -> None:
+    revoke_tokens(instance)
