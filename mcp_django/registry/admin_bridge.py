@@ -55,8 +55,8 @@ AUDIENCE_HOOKS = ("get_queryset", "has_permission", "has_view_permission", "has_
 
 # Never exposed, even when named: mcp_django's own sessions, events and secrets. Exposing them
 # let one user read another's streams, and saving an Event announced a change, which saved
-# Events... (an announcement loop).
-NEVER_EXPOSED_APPS = frozenset({"mcp_django"})
+# Events... (an announcement loop). Nor service clients: an agent could bind one to a user.
+NEVER_EXPOSED_APPS = frozenset({"mcp_django", "mcp_django.auth.service_clients"})
 
 # Credential-bearing models an admin commonly registers: left out of register_admin() unless
 # named in its ``models=``. Lower-case ``app_label.model_name`` labels or whole app labels;

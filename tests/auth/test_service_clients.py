@@ -21,6 +21,7 @@ from oauth2_provider.models import AccessToken, Application
 
 from mcp_django.auth.service_clients.models import ServiceClient
 from mcp_django.checks.service_clients import check_service_clients
+from mcp_django.registry.admin_bridge import is_never_exposed
 from mcp_django.testing import MCPTestClient
 from tests.conftest import BASE_SETTINGS, make_user
 from tests.testapp.models import Note
@@ -480,3 +481,8 @@ def test_w271_the_grant_advertised_without_the_service_clients_app() -> None:
 
 def test_a_consistent_configuration_passes_the_checks() -> None:
     assert check_service_clients() == []
+
+
+def test_the_admin_bridge_never_exposes_service_clients_to_mcp_clients() -> None:
+    # An agent acting for a superuser could otherwise bind a service client to any user.
+    assert is_never_exposed(ServiceClient)

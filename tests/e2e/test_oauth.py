@@ -325,7 +325,12 @@ async def test_protected_resource_and_authorization_server_metadata(
     assert asm["registration_endpoint"] == f"{base}/o/register/"
     assert asm["code_challenge_methods_supported"] == ["S256"]
     assert asm["response_types_supported"] == ["code"]
-    assert asm["grant_types_supported"] == ["authorization_code", "refresh_token"]
+    # client_credentials: for service clients only (tests/e2e/test_service_clients.py).
+    assert asm["grant_types_supported"] == [
+        "authorization_code",
+        "refresh_token",
+        "client_credentials",
+    ]
     assert "none" in asm["token_endpoint_auth_methods_supported"]
     assert asm["client_id_metadata_document_supported"] is True
     assert asm["authorization_response_iss_parameter_supported"] is True
