@@ -4,7 +4,8 @@ One module per wing whose settings or objects it checks: ``settings`` (``check_s
 ``MCP_DJANGO`` dict and its generic keys; it calls the other modules' setting checks),
 ``server`` (limits, request state, channel layer, ASGI wiring), ``ops`` (tracing, audit,
 quotas), ``tasks`` (the TASKS backend, timings and bounds), ``auth`` (OAuth, where model
-permissions come from), ``registry`` (sites, empty sites, skills), ``urls`` (the endpoint's
+permissions come from), ``service_clients`` (the validator and metadata they need),
+``registry`` (sites, empty sites, skills), ``urls`` (the endpoint's
 routes and prefixes), ``deploy`` (the ``check --deploy`` checks), and ``values`` (what several
 of them read). Checks sit at the top of the layers, beside ``apps`` and ``admin``: they may
 import any wing, and only ``apps`` imports them, to register the functions named here.
