@@ -169,3 +169,28 @@ def test_the_admin_shows_service_client_tokens_beside_the_users_others(
 
     assert page.status_code == 200
     assert BOT in page.text and "E2E nightly catalogue import" in page.text
+
+
+def test_the_admin_shows_the_mark_on_the_applications_page(
+    service_server: ExampleServer, client_id: str
+) -> None:
+    pk = manage(
+        service_server.env,
+        "shell",
+        "-v0",
+        "-c",
+        "from oauth2_provider.models import Application\n"
+        f"print(Application.objects.get(client_id={client_id!r}).pk)",
+    ).strip()
+    cookies = service_server.login("admin")
+
+    page = httpx.get(
+        f"{service_server.base_url}/admin/oauth2_provider/application/{pk}/change/",
+        cookies=cookies,
+        timeout=20,
+    )
+
+    assert page.status_code == 200
+    assert "Service client (client credentials)" in page.text
+    assert 'name="mcp_service_client-0-scope"' in page.text
+    assert 'value="library:read library:write"' in page.text
