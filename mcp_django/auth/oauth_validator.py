@@ -243,6 +243,6 @@ def _service_scopes(request: Any) -> frozenset[str] | None:
     """The scopes the request's service client may have; None when any scope will do (not a
     service client's request, or one without a restriction)."""
     service_client = getattr(request, "mcp_service_client", None)
-    if service_client is None or not service_client.scope.split():
+    if service_client is None or not service_client.scopes:
         return None
-    return frozenset(service_client.scope.split())
+    return frozenset(service_client.scopes)
