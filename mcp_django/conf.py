@@ -23,14 +23,24 @@ DEFAULTS: dict[str, Any] = {
     "SERVER_VERSION": None,  # None: the installed mcp_django version
     "SERVER_TITLE": None,
     "INSTRUCTIONS": None,
-    # "none", "django", "oauth", or a dotted path to a BaseAuthentication subclass.
+    # "none", "django", "oauth", "jwt", or a dotted path to a BaseAuthentication subclass.
     "AUTHENTICATION": "django",
     # OAuth resource server ("oauth"): the canonical URI of the MCP endpoint, exactly as clients
     # name it in the token request's ``resource`` (e.g. "https://api.example.com/mcp"). Tokens
     # must be issued for it. None derives it from each request (development only: W005).
     "RESOURCE_URL": None,
-    # Issuers of the authorization servers clients should use; None: this site's own origin.
+    # Issuers of the authorization servers clients should use; None: this site's own origin
+    # ("oauth"), or the TRUSTED_ISSUERS ("jwt").
     "AUTHORIZATION_SERVERS": None,
+    # "jwt": the external issuers whose RFC 9068 JWT access tokens are accepted, each a dict:
+    # {"issuer": "https://idp.example.com", "audience": None (RESOURCE_URL), "jwks_uri": None
+    # (from the issuer's metadata), "algorithms": [...] (RS/PS/ES families), "user_claim": "sub",
+    # "user_field": "username", "create_users": False, "scope_prefix": ""}.
+    "TRUSTED_ISSUERS": [],
+    # "jwt": the function (claims, issuer) -> user or None that maps a token to a Django user.
+    "JWT_USER_HOOK": "mcp_django.auth.subjects.default_user_hook",
+    # "jwt": seconds of clock skew allowed when checking a token's exp, nbf and iat.
+    "JWT_LEEWAY": 60,
     # The minimal scopes for basic use, advertised in the metadata and the 401 challenge.
     "SCOPES_SUPPORTED": [],
     # Scopes every request needs (on top of any an individual tool, resource or prompt needs).
@@ -276,6 +286,7 @@ AUTHENTICATION_ALIASES = {
     "none": "mcp_django.auth.base.NoAuthentication",
     "django": "mcp_django.auth.base.DjangoAuthentication",
     "oauth": "mcp_django.auth.oauth.OAuthAuthentication",
+    "jwt": "mcp_django.auth.external.JWTAuthentication",
 }
 
 
@@ -503,6 +514,9 @@ class MCPSettings:
         return self.get("RESOURCE_URL") or None
 
     scopes_supported: Setting[list[str]] = Setting("SCOPES_SUPPORTED", _string_list)
+    trusted_issuers: Setting[Any] = Setting("TRUSTED_ISSUERS", _as_is)
+    jwt_user_hook: Setting[Any] = Setting("JWT_USER_HOOK", _as_is)
+    jwt_leeway: Setting[float] = Setting("JWT_LEEWAY", float)
     unscoped_entries: Setting[str] = Setting("UNSCOPED_ENTRIES", str)
     secrets_keys: Setting[Any] = Setting("SECRETS_KEYS", _as_is)
     request_state_keys: Setting[list[str]] = Setting("REQUEST_STATE_KEYS", _string_list)

@@ -89,17 +89,38 @@ def metadata_url(resource: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, PRM_PATH + parts.path, "", ""))
 
 
-def authorization_servers(resource: str, mount: str = "") -> list[str]:
-    """The issuers clients are sent to: AUTHORIZATION_SERVERS, else this site's own, the
-    resource's origin followed by ``mount``, the script name the site (and the
-    django-oauth-toolkit endpoints it serves) is mounted under. Under ``/app`` that issuer is
-    ``https://host/app``, whose RFC 8414 metadata is at
+def own_authorization_server(resource: str, mount: str = "") -> str:
+    """This site's own issuer: the resource's origin followed by ``mount``, the script name the
+    site (and the django-oauth-toolkit endpoints it serves) is mounted under. Under ``/app``
+    that issuer is ``https://host/app``, whose RFC 8414 metadata is at
     ``https://host/.well-known/oauth-authorization-server/app``."""
+    parts = urlsplit(resource)
+    return urlunsplit((parts.scheme, parts.netloc, mount.rstrip("/"), "", ""))
+
+
+def authorization_servers(resource: str, mount: str = "") -> list[str]:
+    """The issuers clients are sent to: AUTHORIZATION_SERVERS, else those the authentication
+    policy names (:meth:`OAuthAuthentication.issuers`: this site's own for "oauth", the
+    trusted issuers for "jwt")."""
     configured = mcp_settings.authorization_servers
     if configured:
         return list(configured)
-    parts = urlsplit(resource)
-    return [urlunsplit((parts.scheme, parts.netloc, mount.rstrip("/"), "", ""))]
+    policy = mcp_settings.authentication_class
+    if isinstance(policy, type) and issubclass(policy, OAuthAuthentication):
+        return policy.issuers(resource, mount)
+    return [own_authorization_server(resource, mount)]
+
+
+def serves_resource_metadata() -> bool:
+    """Whether the site is an OAuth resource server ("oauth", "jwt", or a subclass of
+    :class:`OAuthAuthentication`), so serves RFC 9728 metadata."""
+    if mcp_settings.authentication in ("oauth", "jwt"):
+        return True
+    try:
+        policy = mcp_settings.authentication_class
+    except ImportError:
+        return False  # E004 reports it
+    return isinstance(policy, type) and issubclass(policy, OAuthAuthentication)
 
 
 def advertised_scopes(declared: Sequence[str] = ()) -> list[str]:
@@ -199,8 +220,15 @@ class OAuthAuthentication(BaseAuthentication):
         )
         return AuthenticationFailed(message, status=status, headers={"WWW-Authenticate": header})
 
-    async def authenticate(self, request: HttpRequest) -> Any:
-        resource = resource_url(request, getattr(request, "mcp_endpoint_path", None))
+    @classmethod
+    def issuers(cls, resource: str, mount: str = "") -> list[str]:
+        """The authorization servers the metadata names when AUTHORIZATION_SERVERS is unset:
+        this site's own."""
+        return [own_authorization_server(resource, mount)]
+
+    def bearer_token(self, request: HttpRequest, resource: str) -> str:
+        """The request's bearer token; refuse the request (400, or 401 with a challenge) when
+        it carries none, or carries it where tokens are not accepted."""
         if "access_token" in request.GET:
             # RFC 6750 section 2.3 is forbidden by OAuth 2.1 and the MCP spec: never read it.
             message = (
@@ -229,7 +257,19 @@ class OAuthAuthentication(BaseAuthentication):
                 HTTPStatus.BAD_REQUEST,
                 request=request,
             )
-        found = await sync_to_async(self._load)(token.strip())
+        return token.strip()
+
+    def require_scopes(self, request: HttpRequest, resource: str, granted: frozenset[str]) -> None:
+        """Keep the token's ``granted`` scopes on the request; refuse it with a step-up
+        challenge when it lacks one of REQUIRED_SCOPES."""
+        request.auth_scopes = granted  # type: ignore[attr-defined]
+        if any(scope not in granted for scope in mcp_settings.required_scopes or []):
+            raise InsufficientScope(resource, list(mcp_settings.required_scopes))
+
+    async def authenticate(self, request: HttpRequest) -> Any:
+        resource = resource_url(request, getattr(request, "mcp_endpoint_path", None))
+        token = self.bearer_token(request, resource)
+        found = await sync_to_async(self._load)(token)
         if found is None:
             raise self._fail(
                 resource, "The access token is unknown, revoked or expired.", request=request
@@ -246,10 +286,7 @@ class OAuthAuthentication(BaseAuthentication):
                 resource, "The access token does not act for an active user.", request=request
             )
         request.auth_token = access_token  # type: ignore[attr-defined]
-        request.auth_scopes = frozenset(access_token.scope.split())  # type: ignore[attr-defined]
-        required = [s for s in mcp_settings.required_scopes or [] if s not in request.auth_scopes]  # type: ignore[attr-defined]
-        if required:
-            raise InsufficientScope(resource, list(mcp_settings.required_scopes))
+        self.require_scopes(request, resource, frozenset(access_token.scope.split()))
         return user
 
     @staticmethod

@@ -1,8 +1,12 @@
-"""Checks of who may call and see what: the OAuth settings, and whether model permissions can
-be granted at all (the authentication backends, trial mode's anonymous caller)."""
+"""Checks of who may call and see what: the OAuth settings, the trusted external issuers, and
+whether model permissions can be granted at all (the authentication backends, trial mode's
+anonymous caller)."""
 
 from __future__ import annotations
 
+import importlib.util
+import math
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -12,9 +16,12 @@ from django.contrib.auth import load_backend
 from django.contrib.auth.models import AnonymousUser
 from django.core.checks import CheckMessage, Error, Warning
 from django.http import HttpRequest
+from django.utils.module_loading import import_string
 
 from ..auth.base import NoAuthentication
-from ..conf import DEFAULTS, mcp_settings
+from ..auth.jwks import ASYMMETRIC_ALGORITHMS, is_loopback
+from ..auth.oauth import canonical
+from ..conf import AUTHENTICATION_ALIASES, DEFAULTS, mcp_settings
 from ..registry.sites import all_sites
 
 
@@ -44,6 +51,8 @@ def check_oauth(user: dict[str, Any], auth: Any) -> list[CheckMessage]:
                     id="mcp_django.E012",
                 )
             )
+    if auth in ("jwt", AUTHENTICATION_ALIASES["jwt"]) or user.get("TRUSTED_ISSUERS"):
+        errors += check_external_issuers(user, auth in ("jwt", AUTHENTICATION_ALIASES["jwt"]))
     if auth != "oauth":
         return errors
     if not apps.is_installed("oauth2_provider"):
@@ -66,6 +75,164 @@ def check_oauth(user: dict[str, Any], auth: Any) -> list[CheckMessage]:
                 hint="Set it to the endpoint's public URL, so the check holds behind proxies and "
                 "cannot follow the Host header.",
                 id="mcp_django.W005",
+            )
+        )
+    return errors
+
+
+def check_external_issuers(user: dict[str, Any], active: bool) -> list[CheckMessage]:
+    """``TRUSTED_ISSUERS``, ``JWT_USER_HOOK`` and ``JWT_LEEWAY``; ``active``: the "jwt"
+    policy is on, so the issuers and a fixed audience are needed, not only well formed."""
+    errors: list[CheckMessage] = []
+    resource = user.get("RESOURCE_URL")
+    entries = user.get("TRUSTED_ISSUERS", DEFAULTS["TRUSTED_ISSUERS"])
+    if not isinstance(entries, (list, tuple)) or (active and not entries):
+        errors.append(
+            Error(
+                'MCP_DJANGO["AUTHENTICATION"] is "jwt" but TRUSTED_ISSUERS names no issuer: '
+                "every token would be refused."
+                if isinstance(entries, (list, tuple))
+                else "MCP_DJANGO['TRUSTED_ISSUERS'] must be a list of dicts.",
+                hint='Set TRUSTED_ISSUERS = [{"issuer": "https://idp.example.com"}], the issuer '
+                "exactly as your identity provider's metadata names it (docs/howto/idp-tokens.md).",
+                id="mcp_django.E070",
+            )
+        )
+        entries = entries if isinstance(entries, (list, tuple)) else []
+    if active and not resource:
+        errors.append(
+            Error(
+                'MCP_DJANGO["AUTHENTICATION"] is "jwt" but RESOURCE_URL is not set: the audience '
+                "tokens must name would follow each request's Host header.",
+                hint="Set RESOURCE_URL to the endpoint's public URL, e.g. "
+                '"https://api.example.com/mcp": your identity provider issues tokens for it.',
+                id="mcp_django.E074",
+            )
+        )
+    subject_issuers = []
+    for index, entry in enumerate(entries):
+        errors += _check_issuer_entry(index, entry, resource)
+        if isinstance(entry, Mapping) and entry.get("user_claim", "sub") == "sub":
+            subject_issuers.append(entry)
+    if len(subject_issuers) > 1 and any(
+        isinstance(e, Mapping) and e.get("user_field", "username") == "username"
+        for e in subject_issuers
+    ):
+        errors.append(
+            Warning(
+                "Several TRUSTED_ISSUERS match users by their sub claim: each issuer chooses its "
+                "subjects, so one issuer's subject may name another issuer's user.",
+                hint='Match by a claim the issuers agree on, such as "user_claim": "email", or '
+                "write a JWT_USER_HOOK that keeps the issuers' users apart.",
+                id="mcp_django.W070",
+            )
+        )
+    if importlib.util.find_spec("jwt") is None and (active or entries):
+        errors.append(
+            Error(
+                "PyJWT is not installed: tokens from TRUSTED_ISSUERS cannot be verified.",
+                hint="pip install 'django-mcp-site[jwt]' (PyJWT with its crypto extra).",
+                id="mcp_django.E075",
+            )
+        )
+    hook = user.get("JWT_USER_HOOK", DEFAULTS["JWT_USER_HOOK"])
+    try:
+        function = import_string(hook) if isinstance(hook, str) else hook
+        if not callable(function):
+            raise TypeError("not callable")
+    except (ImportError, TypeError) as exc:
+        errors.append(
+            Error(
+                f"MCP_DJANGO['JWT_USER_HOOK'] {hook!r} is not usable: {exc}.",
+                hint="The dotted path of a function (claims, issuer) -> user or None, or remove "
+                "the key to use mcp_django.auth.subjects.default_user_hook.",
+                id="mcp_django.E077",
+            )
+        )
+    leeway = user.get("JWT_LEEWAY", DEFAULTS["JWT_LEEWAY"])
+    if (
+        not isinstance(leeway, (int, float))
+        or isinstance(leeway, bool)
+        or not math.isfinite(leeway)
+        or not 0 <= leeway <= 300
+    ):
+        errors.append(
+            Error(
+                f"MCP_DJANGO['JWT_LEEWAY'] is {leeway!r}, not a number of seconds from 0 to 300.",
+                hint="A small clock skew, such as the default 60 seconds.",
+                id="mcp_django.E078",
+            )
+        )
+    return errors
+
+
+def _secure_url(url: Any) -> bool:
+    """An https URL, or http on loopback while DEBUG is on (tests, development)."""
+    parts = urlsplit(str(url))
+    if not parts.netloc or parts.fragment or parts.query:
+        return False
+    if parts.scheme == "https":
+        return True
+    return parts.scheme == "http" and bool(settings.DEBUG) and is_loopback(str(url))
+
+
+def _check_issuer_entry(index: int, entry: Any, resource: Any) -> list[CheckMessage]:
+    name = f"MCP_DJANGO['TRUSTED_ISSUERS'][{index}]"
+    if (
+        not isinstance(entry, Mapping)
+        or not isinstance(entry.get("issuer"), str)
+        or not entry.get("issuer")
+    ):
+        return [
+            Error(
+                f"{name} has no issuer.",
+                hint='Each entry is a dict with at least "issuer": the issuer URL exactly as the '
+                "identity provider's metadata names it.",
+                id="mcp_django.E071",
+            )
+        ]
+    errors: list[CheckMessage] = []
+    for key in ("issuer", "jwks_uri"):
+        value = entry.get(key)
+        if value is not None and not _secure_url(value):
+            errors.append(
+                Error(
+                    f"{name}[{key!r}] is {value!r}, which is not an https URL.",
+                    hint="Keys fetched over plain http could be replaced on the way: use https "
+                    "(http is accepted only for a loopback issuer while DEBUG is on).",
+                    id="mcp_django.E072",
+                )
+            )
+    audience = entry.get("audience")
+    if audience is not None and (
+        resource is None
+        or not isinstance(audience, str)
+        or canonical(audience) != canonical(str(resource))
+    ):
+        errors.append(
+            Error(
+                f"{name}['audience'] is {audience!r}, which is not RESOURCE_URL "
+                f"({resource!r}): tokens issued for another resource would be accepted.",
+                hint="Remove the key (the audience is RESOURCE_URL), and have the identity "
+                "provider put the MCP server's URL in aud (RFC 8707 resource indicators; "
+                "docs/howto/idp-tokens.md says how for each provider). Silence the check only "
+                "when that audience belongs to this server alone.",
+                id="mcp_django.E073",
+            )
+        )
+    algorithms = entry.get("algorithms")
+    if algorithms is not None and (
+        not isinstance(algorithms, (list, tuple))
+        or not algorithms
+        or any(a not in ASYMMETRIC_ALGORITHMS for a in algorithms)
+    ):
+        errors.append(
+            Error(
+                f"{name}['algorithms'] is {algorithms!r}: only asymmetric signature "
+                "algorithms are accepted.",
+                hint="List some of " + ", ".join(sorted(ASYMMETRIC_ALGORITHMS)) + '; never "none" '
+                "or HS256 (its secret would be the issuer's public key), or remove the key.",
+                id="mcp_django.E076",
             )
         )
     return errors

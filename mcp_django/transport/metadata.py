@@ -31,7 +31,13 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 
-from ..auth.oauth import PRM_PATH, protected_resource_metadata, resource_url, script_name
+from ..auth.oauth import (
+    PRM_PATH,
+    protected_resource_metadata,
+    resource_url,
+    script_name,
+    serves_resource_metadata,
+)
 from ..conf import mcp_settings
 from ..protocol.jsonrpc import encode
 
@@ -77,8 +83,9 @@ def metadata_target(path_info: str, mount: str = "") -> tuple[str, Any] | None:
     """Which endpoint the well-known request at ``path_info`` (below the script name ``mount``)
     asks about: its path below the script name, without the trailing slash, and its site (None
     for RESOURCE_URL's path when no endpoint is there); None when the path names none, or
-    OAuth is off. See the module's docstring for the forms answered."""
-    if not path_info.startswith(PRM_PATH) or mcp_settings.authentication != "oauth":
+    the site is no OAuth resource server ("oauth", "jwt"). See the module's docstring for the
+    forms answered."""
+    if not path_info.startswith(PRM_PATH) or not serves_resource_metadata():
         return None
     suffix = path_info[len(PRM_PATH) :]
     if suffix in ("", "/"):
@@ -154,8 +161,8 @@ class MetadataConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # channels shi
 @login_not_required
 def protected_resource_metadata_view(request: HttpRequest) -> HttpResponse:
     """Serve the protected-resource metadata where Django answers (WSGI, or ASGI without the
-    router): the same paths and document as :class:`MetadataConsumer`; 404 when OAuth is off
-    or the path names no endpoint."""
+    router): the same paths and document as :class:`MetadataConsumer`; 404 when the site is no
+    OAuth resource server or the path names no endpoint."""
     found = metadata_target(request.path_info, script_name(request))
     if found is None:
         raise Http404("No MCP endpoint has protected-resource metadata here.")
