@@ -127,7 +127,7 @@ def check_external_issuers(user: dict[str, Any], active: bool) -> list[CheckMess
                 id="mcp_django.W070",
             )
         )
-    if importlib.util.find_spec("jwt") is None and (active or entries):
+    if (active or entries) and importlib.util.find_spec("jwt") is None:
         errors.append(
             Error(
                 "PyJWT is not installed: tokens from TRUSTED_ISSUERS cannot be verified.",
