@@ -191,7 +191,8 @@ MCP_DJANGO = {
     "SERVER_TITLE": "Example Library",
     "INSTRUCTIONS": "A small lending library: search the catalogue, look up books and authors, and manage loans.",
     # "oauth": bearer tokens from the authorization server below. "none" for local trials and
-    # the conformance suite, "django" for the session cookie; the README shows how to switch.
+    # the conformance suite, "django" for the session cookie, "jwt" for an external identity
+    # provider's tokens (MCP_JWT_ISSUER, below); the README shows how to switch.
     "AUTHENTICATION": os.environ.get("MCP_AUTH", "oauth"),
     "RESOURCE_URL": MCP_RESOURCE_URL,
     "AUTHORIZATION_SERVERS": [OAUTH_ISSUER],
@@ -209,6 +210,24 @@ MCP_DJANGO = {
     "AUDIT_RETENTION_DAYS": 90,
     "ALLOWED_ORIGINS": MCP_ALLOWED_ORIGINS,
 }
+# MCP_AUTH=jwt: a pure resource server for an external identity provider, MCP_JWT_ISSUER (its
+# issuer URL exactly as its metadata names it). Its RFC 9068 JWT access tokens, issued for
+# MCP_RESOURCE_URL, are accepted; the protected-resource metadata names that issuer and not
+# this site's own authorization server (docs/howto/idp-tokens.md). The token's sub claim
+# names the user (MCP_JWT_USER_CLAIM and MCP_JWT_USER_FIELD choose others, e.g. email).
+if MCP_DJANGO["AUTHENTICATION"] == "jwt":
+    if not os.environ.get("MCP_JWT_ISSUER"):
+        raise ImproperlyConfigured(
+            "MCP_AUTH=jwt needs MCP_JWT_ISSUER=<the identity provider's issuer URL>"
+        )
+    del MCP_DJANGO["AUTHORIZATION_SERVERS"]
+    MCP_DJANGO["TRUSTED_ISSUERS"] = [
+        {
+            "issuer": os.environ["MCP_JWT_ISSUER"],
+            "user_claim": os.environ.get("MCP_JWT_USER_CLAIM", "sub"),
+            "user_field": os.environ.get("MCP_JWT_USER_FIELD", "username"),
+        }
+    ]
 # "hide": tools a token's scopes do not allow are left out of lists (default "list": step-up on use).
 if os.environ.get("MCP_UNSCOPED_ENTRIES"):
     MCP_DJANGO["UNSCOPED_ENTRIES"] = os.environ["MCP_UNSCOPED_ENTRIES"]

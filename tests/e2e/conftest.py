@@ -68,6 +68,9 @@ UNSET = (
     "MCP_AUDIT_DURABLE",
     "MCP_REQUEST_LEASE_SECONDS",
     "MCP_TASKS_BACKEND",
+    "MCP_JWT_ISSUER",
+    "MCP_JWT_USER_CLAIM",
+    "MCP_JWT_USER_FIELD",
 )
 
 # Prints a session cookie value for a user, as django.test.Client.force_login builds it.

@@ -150,3 +150,23 @@ async def test_make_run_wsgi_serves_the_site_with_gunicorn_and_a_worker(tmp_path
     if served:  # Linux (/proc)
         assert any(b"db_worker" in argv for argv in commands), commands
         assert any(any(part.endswith(b"gunicorn") for part in argv) for argv in commands)
+
+
+def test_the_banner_names_the_external_issuer_in_jwt_mode(tmp_path: Path) -> None:
+    env = {
+        **server_env(tmp_path / "example.sqlite3", auth="jwt"),
+        "MCP_JWT_ISSUER": "https://login.example.com/tenant",
+    }
+
+    out = _run(env, "demo_banner", "--port", "8123")
+
+    assert out.returncode == 0, out.stderr
+    assert "Resource server for https://login.example.com/tenant" in out.stdout
+    assert "MCP_AUTH=jwt" in out.stdout and "reader / reader" not in out.stdout
+
+
+def test_jwt_mode_without_an_issuer_refuses_to_start(tmp_path: Path) -> None:
+    out = _run(server_env(tmp_path / "example.sqlite3", auth="jwt"), "demo_banner")
+
+    assert out.returncode != 0
+    assert "MCP_AUTH=jwt needs MCP_JWT_ISSUER" in out.stderr

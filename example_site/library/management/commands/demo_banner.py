@@ -28,6 +28,9 @@ class Command(BaseCommand):
             "oauth": "  OAuth clients: users sign in as reader / reader   (MCP_AUTH=none make run: no sign-in)",
             "django": f"  Clients send a Django session cookie: sign in at {base}/accounts/login/ as reader / reader",
             "none": "  No sign-in: MCP_AUTH=none, every client is anonymous",
+            "jwt": "  Resource server for "
+            + ", ".join(i.get("issuer", "?") for i in mcp_settings.trusted_issuers)
+            + ": clients sign in there; its JWT access tokens are accepted (MCP_AUTH=jwt)",
         }.get(str(mcp_settings.get("AUTHENTICATION")), "")
         # MCP_TASKS_BACKEND=database (settings.py) names a TASKS alias; `make run` starts its worker.
         if server == "gunicorn":
