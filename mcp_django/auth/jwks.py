@@ -21,12 +21,12 @@ import json
 import logging
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 from asgiref.sync import sync_to_async
 
 logger = logging.getLogger(__name__)
@@ -149,28 +149,32 @@ def fetchable(url: str) -> bool:
     return scheme == "https" or (scheme == "http" and is_loopback(url))
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Refuse redirects: the metadata's own URLs say where the keys are."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirects)
+
+
 def fetch_json(url: str) -> dict[str, Any]:
     """GET ``url`` and parse its JSON object, within :data:`FETCH_TIMEOUT` and
     :data:`MAX_DOCUMENT_BYTES`; raise :class:`KeyDiscoveryError` on any failure."""
     if not fetchable(url):
         raise KeyDiscoveryError(f"{url!r} is not an https URL (http only on loopback)")
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
     try:
-        # No redirects: the metadata's own URLs say where the keys are.
-        with (
-            httpx.Client(timeout=FETCH_TIMEOUT, follow_redirects=False) as client,
-            client.stream("GET", url, headers={"Accept": "application/json"}) as response,
-        ):
-            if response.status_code != 200:
-                raise KeyDiscoveryError(f"{url} answered {response.status_code}")
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > MAX_DOCUMENT_BYTES:
-                    raise KeyDiscoveryError(f"{url} sent more than {MAX_DOCUMENT_BYTES} bytes")
-    except httpx.HTTPError as exc:
+        # The standard library's client: the package needs no HTTP client of its own for this.
+        with _opener.open(request, timeout=FETCH_TIMEOUT) as response:
+            body = response.read(MAX_DOCUMENT_BYTES + 1)
+    except (OSError, ValueError) as exc:  # URLError, HTTPError, timeouts, a bad URL
         raise KeyDiscoveryError(f"{url} could not be fetched: {exc}") from exc
+    if len(body) > MAX_DOCUMENT_BYTES:
+        raise KeyDiscoveryError(f"{url} sent more than {MAX_DOCUMENT_BYTES} bytes")
     try:
-        document = json.loads(bytes(body))
+        document = json.loads(body)
     except ValueError as exc:
         raise KeyDiscoveryError(f"{url} did not send JSON") from exc
     if not isinstance(document, dict):
