@@ -305,15 +305,19 @@ def test_extras_install_what_they_say(installed: Installed, project: Path) -> No
             "pip",
             "install",
             "--quiet",
-            f"{installed.wheel}[redis,oauth,tracing,tasks]",
+            f"{installed.wheel}[redis,oauth,tracing,tasks,jwt]",
         ],
         timeout=PIP_TIMEOUT,
         env=installed.env,
     )
     run([installed.python, "-m", "pip", "check"], timeout=COMMAND_TIMEOUT, env=installed.env)
     # One module each extra is for: the channel layer, the OAuth provider, the tracing API, the
-    # task framework's database backend (and the backport on Django 5.2).
-    imports = "import channels_redis.core, oauth2_provider, opentelemetry.trace, opentelemetry.metrics, django_tasks_db"
+    # task framework's database backend (and the backport on Django 5.2), PyJWT with the
+    # asymmetric algorithms an identity provider's tokens are signed with.
+    imports = (
+        "import channels_redis.core, oauth2_provider, opentelemetry.trace, opentelemetry.metrics,"
+        " django_tasks_db, jwt.algorithms; assert jwt.algorithms.has_crypto"
+    )
     run([installed.python, "-c", imports], timeout=COMMAND_TIMEOUT, env=installed.env)
     settings = project / "smoke" / "settings.py"
     # With the extras in, OAuth, tracing and a worker for durable tasks still pass the system checks.
