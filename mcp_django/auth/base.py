@@ -79,3 +79,14 @@ async def _session_user(request: HttpRequest) -> Any:
     ):
         return await sync_to_async(get_user)(request)
     return await aget_user(request)
+
+
+def token_client(request: Any) -> str:
+    """The OAuth client a request's JWT access token was issued to (its ``client_id`` claim,
+    RFC 9068 section 2.2, or ``azp`` from providers that send that instead), "" without one.
+    django-oauth-toolkit's tokens name theirs by application (``request.auth_token``)."""
+    claims = getattr(request, "auth_claims", None)
+    if not isinstance(claims, dict):
+        return ""
+    client = claims.get("client_id") or claims.get("azp")
+    return client[:255] if isinstance(client, str) else ""

@@ -32,8 +32,10 @@ from mcp_django.auth import external
 from mcp_django.auth.external import token_scopes
 from mcp_django.auth.jwks import KeyStore, TrustedIssuer, discover_jwks_uri
 from mcp_django.checks import check_settings
-from mcp_django.models import Session
-from mcp_django.testing import MCPTestClient
+from mcp_django.models import Session, ToolCall
+from mcp_django.ops.audit import buffer as audit_buffer
+from mcp_django.protocol.errors import QUOTA_EXCEEDED
+from mcp_django.testing import JSONRPCErrorResponse, MCPTestClient
 from tests.conftest import BASE_SETTINGS
 
 RESOURCE = "https://mcp.example.com/mcp"
@@ -827,3 +829,46 @@ def test_the_jwt_alias_resolves_to_the_policy() -> None:
         from mcp_django.conf import mcp_settings
 
         assert mcp_settings.authentication_class is external.JWTAuthentication
+
+
+# -- the client a token was issued to --------------------------------------------------------------
+
+
+async def _call_add(raw: str, request_id: int = 1) -> dict[str, Any]:
+    client = MCPTestClient(headers=_bearer(raw))
+    await client.initialize()
+    return await client.call_tool("add", {"a": 1, "b": request_id})
+
+
+@pytest.mark.usefixtures("settings_for")
+async def test_the_audit_trail_names_the_client_each_token_was_issued_to(
+    provider: Provider, alice: Any
+) -> None:
+    # One user, one tool, three clients: the trail's row template is per caller, so each row must
+    # still carry its own call's client (client_id, else azp, else none).
+    await _call_add(provider.token(client_id="nightly-agent"), 1)
+    await _call_add(provider.token(client_id=None, azp="ide-plugin"), 2)
+    await _call_add(provider.token(client_id=None), 3)
+
+    assert await audit_buffer.aflush() == 0
+    rows = [
+        (row.username, row.client_id)
+        async for row in ToolCall.objects.filter(tool_name="add").order_by("started_at", "pk")
+    ]
+    assert rows == [("alice", "nightly-agent"), ("alice", "ide-plugin"), ("alice", "")]
+
+
+async def test_tool_calls_per_client_count_an_external_client_across_its_users(
+    provider: Provider, store: KeyStore, alice: Any
+) -> None:
+    await User.objects.acreate(username="bob")
+    quotas = {"TOOL_CALLS_PER_CLIENT": "2/minute"}
+    with override_settings(MCP_DJANGO=jwt_settings(provider, QUOTAS=quotas)):
+        assert not (await _call_add(provider.token(client_id="agent", sub="alice"))).get("isError")
+        assert not (await _call_add(provider.token(client_id="agent", sub="bob"))).get("isError")
+        # The same client's third call, whoever it acts for, is over its cap; another is not.
+        with pytest.raises(JSONRPCErrorResponse) as refused:
+            await _call_add(provider.token(client_id="agent", sub="alice"))
+        assert refused.value.code == QUOTA_EXCEEDED
+        assert "OAuth client" in refused.value.message
+        assert not (await _call_add(provider.token(client_id="other", sub="bob"))).get("isError")

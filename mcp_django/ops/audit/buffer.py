@@ -285,7 +285,9 @@ def _fields(record: dict[str, Any]) -> dict[str, Any]:
         record["arguments"] = RawJSON(record["arguments"])  # its JSON text (record._record)
     if not settings.USE_TZ and record["started_at"].tzinfo is not None:
         record["started_at"] = timezone.make_naive(record["started_at"])
-    record["client_id"] = ""  # an OAuth application's is read by the writer (AuditWriter._rows)
+    # An external IdP's token names its client (record._who); an OAuth application's client id
+    # is read by the writer (AuditWriter._rows).
+    record.setdefault("client_id", "")
     return record
 
 
@@ -355,7 +357,9 @@ def orm_fields(record: dict[str, Any], clients: dict[Any, str]) -> dict[str, Any
             if k not in ("application_id", "_retried", "_database", "_row")
         }
     )
-    fields["client_id"] = clean(clients.get(record.get("application_id"), ""), 255)
+    fields["client_id"] = clean(
+        clients.get(record.get("application_id")) or fields.get("client_id") or "", 255
+    )
     return fields
 
 

@@ -23,6 +23,7 @@ import orjson
 from django.conf import settings
 from django.utils import timezone
 
+from ...auth.base import token_client
 from ...conf import mcp_settings
 from ...models import ToolCall
 from ...protocol.errors import INVALID_PARAMS
@@ -59,11 +60,13 @@ def _who(user: Any, request: Any) -> dict[str, Any]:
         get_username = getattr(user, "get_username", None)
         username = str(get_username() if callable(get_username) else user_id)
     token = getattr(request, "auth_token", None) if request is not None else None
-    # The token's application is not loaded with it: its client id is read by the writer.
+    # The token's application is not loaded with it: its client id is read by the writer. An
+    # external IdP's token names its client itself.
     return {
         "user_id": user_id,
         "username": clean(username, 150),
         "application_id": getattr(token, "application_id", None),
+        "client_id": clean(token_client(request), 255),
     }
 
 
@@ -355,6 +358,7 @@ def _buffer(observation: Observation, outcome: str, error: str, error_code: int 
     who = _who(ctx.user, ctx.request)
     key = (
         who["application_id"],
+        who["client_id"],
         who["user_id"],
         who["username"],
         getattr(site, "name", ""),

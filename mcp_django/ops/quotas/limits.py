@@ -14,7 +14,8 @@ Who is counted (:func:`caller_of`):
 * an anonymous caller (authentication ``"none"``), by the client address the ASGI server
   reports (``REMOTE_ADDR``: behind a proxy, run the server with its proxy-headers option), or
   as one ``"anonymous"`` caller where there is none (stdio);
-* with OAuth, the client (the token's application), for ``TOOL_CALLS_PER_CLIENT``.
+* with OAuth, the client (the token's application, or an external IdP token's ``client_id``), for
+  ``TOOL_CALLS_PER_CLIENT``.
 
 Every refusal is a :class:`~mcp_django.protocol.errors.QuotaExceededError` naming the limit;
 the engine hands each one to ``Engine.quota_refused`` before answering it.
@@ -35,6 +36,7 @@ from asgiref.sync import sync_to_async
 from django.core.cache import BaseCache
 from django.utils import timezone
 
+from ...auth.base import token_client
 from ...conf import mcp_settings
 from ...models import Elicitation, Session
 from ...protocol.errors import QuotaExceededError
@@ -220,7 +222,14 @@ def caller_of(request: Any, user: Any) -> Caller:
     user_id = getattr(user, "pk", None)
     token = getattr(request, "auth_token", None)
     application = getattr(token, "application_id", None)
-    client = f"oauth-client:{application}" if application is not None else None
+    issued_to = token_client(request)
+    if application is not None:
+        client: str | None = f"oauth-client:{application}"
+    elif issued_to:
+        # An external IdP's client, by issuer: two providers may use the same client ids.
+        client = f"jwt-client:{request.auth_claims.get('iss')}\x1f{issued_to}"
+    else:
+        client = None
     if user_id is not None:
         return Caller(f"user:{user_id}", user_id, client)
     meta = getattr(request, "META", None)
