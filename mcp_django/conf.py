@@ -41,6 +41,11 @@ DEFAULTS: dict[str, Any] = {
     "JWT_USER_HOOK": "mcp_django.auth.subjects.default_user_hook",
     # "jwt": seconds of clock skew allowed when checking a token's exp, nbf and iat.
     "JWT_LEEWAY": 60,
+    # Identity providers whose ID-JAG assertions this site's own authorization server exchanges
+    # for access tokens (RFC 7523 jwt-bearer grant; docs/howto/managed-connectors.md): entries
+    # shaped like TRUSTED_ISSUERS', "audience" being this authorization server's issuer (None:
+    # OAUTH2_PROVIDER["OIDC_ISS_ENDPOINT"]). Users are found by JWT_USER_HOOK; JWT_LEEWAY applies.
+    "ID_JAG_ISSUERS": [],
     # The minimal scopes for basic use, advertised in the metadata and the 401 challenge.
     "SCOPES_SUPPORTED": [],
     # Scopes every request needs (on top of any an individual tool, resource or prompt needs).
@@ -517,6 +522,7 @@ class MCPSettings:
     trusted_issuers: Setting[Any] = Setting("TRUSTED_ISSUERS", _as_is)
     jwt_user_hook: Setting[Any] = Setting("JWT_USER_HOOK", _as_is)
     jwt_leeway: Setting[float] = Setting("JWT_LEEWAY", float)
+    id_jag_issuers: Setting[Any] = Setting("ID_JAG_ISSUERS", _as_is)
     unscoped_entries: Setting[str] = Setting("UNSCOPED_ENTRIES", str)
     secrets_keys: Setting[Any] = Setting("SECRETS_KEYS", _as_is)
     request_state_keys: Setting[list[str]] = Setting("REQUEST_STATE_KEYS", _string_list)

@@ -581,3 +581,25 @@ class Task(models.Model):
     @property
     def is_live(self) -> bool:
         return self.status in self.LIVE
+
+
+class UsedAssertion(models.Model):
+    """An ID-JAG assertion that has bought an access token, kept until it expires so it cannot
+    buy another (the MCP Enterprise-Managed Authorization profile requires replay detection).
+
+    A table rather than the cache: the refusal must hold across processes whatever cache the
+    project runs (a per-process one would let each process accept the assertion once), and an
+    entry must not be evicted before the assertion expires. The row is written in the same
+    transaction as the token, so a refused or failed exchange leaves none."""
+
+    #: SHA-256 of the issuer and the ``jti``: fixed size whatever the issuer sends, and no claim
+    #: of the assertion in clear.
+    key = models.CharField(_("key"), primary_key=True, max_length=64)
+    expires_at = models.DateTimeField(_("expires at"), db_index=True)
+
+    class Meta:
+        verbose_name = _("used assertion")
+        verbose_name_plural = _("used assertions")
+
+    def __str__(self) -> str:
+        return self.key

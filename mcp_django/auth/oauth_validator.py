@@ -43,6 +43,9 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 # (client_credentials, password, device code) and the metadata lists are advertisement only,
 # so the token endpoint enforces this list itself.
 ALLOWED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+# RFC 7523 with an ID-JAG assertion (mcp_django.auth.oauth_server), while ID_JAG_ISSUERS names
+# identity providers: for confidential clients only (the draft's section 7.1).
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 
 def service_client_of(application: Any) -> Any:
@@ -209,6 +212,10 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
     ) -> bool:
         if grant_type == CLIENT_CREDENTIALS:
             return self._validate_service_client(client, request)
+        if grant_type == JWT_BEARER:
+            return bool(mcp_settings.id_jag_issuers) and (
+                client.client_type == AbstractApplication.CLIENT_CONFIDENTIAL
+            )
         if grant_type not in ALLOWED_GRANT_TYPES:
             return False
         valid = super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
