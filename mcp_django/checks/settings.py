@@ -19,6 +19,7 @@ from ..conf import AUTHENTICATION_ALIASES, DEFAULTS
 from ..protocol.negotiation import normalize_origin
 from ..stores import BaseEventStore
 from .auth import check_oauth
+from .id_jag import check_id_jag
 from .ops import check_audit, check_quota_cache_shared, check_quotas, check_tracing
 from .server import (
     check_asgi,
@@ -228,6 +229,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors += check_request_state(user)
     errors += check_oauth(user, auth)
     errors += check_service_clients()
+    errors += check_id_jag(user)
     errors += check_channel_layer(user)
     errors += check_quota_cache_shared(user)
     errors += check_asgi()

@@ -9,6 +9,7 @@ case, and each refusal is shown to leave no token and no recorded ``jti`` behind
 from __future__ import annotations
 
 import base64
+import importlib.util
 import logging
 from collections.abc import Iterator
 from datetime import timedelta
@@ -25,6 +26,7 @@ from oauth2_provider.models import AccessToken, Application, RefreshToken
 from mcp_django.auth.id_jag import ID_JAG_PROFILE, Assertion, AssertionRefused, spend
 from mcp_django.auth.jwks import TrustedIssuer
 from mcp_django.auth.oauth_validator import JWT_BEARER
+from mcp_django.checks import check_settings
 from mcp_django.models import UsedAssertion
 from mcp_django.testing import MCPTestClient
 from tests.conftest import BASE_SETTINGS
@@ -382,3 +384,68 @@ def test_the_metadata_says_nothing_of_the_grant_without_providers(settings: Any)
 
     assert JWT_BEARER not in document["grant_types_supported"]
     assert "authorization_grant_profiles_supported" not in document
+
+
+# -- system checks -----------------------------------------------------------------------------
+
+
+def id_jag_check_ids() -> list[str]:
+    # DEBUG: the test provider is served over http on loopback.
+    with override_settings(DEBUG=True):
+        found = check_settings()
+    return [e.id for e in found if e.id[len("mcp_django.") + 1 :].startswith("08")]
+
+
+def with_issuers(settings: Any, entries: Any, **mcp: Any) -> None:
+    settings.MCP_DJANGO = {**settings.MCP_DJANGO, "ID_JAG_ISSUERS": entries, **mcp}
+
+
+def test_a_complete_id_jag_configuration_passes_the_checks() -> None:
+    assert id_jag_check_ids() == []
+
+
+def test_an_entry_without_issuer_is_e080(settings: Any) -> None:
+    with_issuers(settings, [{"jwks_uri": "https://idp.example.com/keys"}])
+
+    assert id_jag_check_ids() == ["mcp_django.E080"]
+
+
+def test_an_issuer_over_plain_http_is_e081(settings: Any) -> None:
+    with_issuers(settings, [{"issuer": "http://idp.example.com"}])
+
+    assert id_jag_check_ids() == ["mcp_django.E081"]
+
+
+def test_dot_without_our_server_class_is_e082(settings: Any) -> None:
+    settings.OAUTH2_PROVIDER = oauth2_provider(OAUTH2_SERVER_CLASS="oauthlib.oauth2.Server")
+
+    errors = [e for e in check_settings() if e.id == "mcp_django.E082"]
+
+    assert len(errors) == 1 and "OAUTH2_SERVER_CLASS" in errors[0].msg
+
+
+def test_providers_without_resource_url_is_e083(settings: Any) -> None:
+    settings.MCP_DJANGO = {k: v for k, v in settings.MCP_DJANGO.items() if k != "RESOURCE_URL"}
+
+    assert "mcp_django.E083" in id_jag_check_ids()
+
+
+def test_providers_without_pyjwt_is_e084(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "jwt" else real(name, *a)
+    )
+
+    assert id_jag_check_ids() == ["mcp_django.E084"]
+
+
+def test_no_fixed_issuer_is_w080(settings: Any) -> None:
+    settings.OAUTH2_PROVIDER = oauth2_provider(OIDC_ISS_ENDPOINT=None)
+
+    assert id_jag_check_ids() == ["mcp_django.W080"]
+
+
+def test_dot_s_own_metadata_view_is_w081(settings: Any) -> None:
+    settings.ROOT_URLCONF = "tests.urls_oauth_server"
+
+    assert id_jag_check_ids() == ["mcp_django.W081"]
