@@ -442,6 +442,21 @@ OAUTH2_PROVIDER = {
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
 }
 
+# Managed connectors (enterprise-managed authorization, docs/howto/managed-connectors.md): with
+# MCP_ID_JAG_ISSUER=<the identity provider's issuer URL>, the token endpoint also exchanges that
+# provider's ID-JAG assertions (RFC 7523 jwt-bearer grant) for access tokens, for confidential
+# clients, and the RFC 8414 metadata advertises the grant. The assertion's email claim names
+# the user (MCP_ID_JAG_USER_CLAIM and MCP_ID_JAG_USER_FIELD choose others, e.g. sub/username).
+if os.environ.get("MCP_ID_JAG_ISSUER"):
+    MCP_DJANGO["ID_JAG_ISSUERS"] = [
+        {
+            "issuer": os.environ["MCP_ID_JAG_ISSUER"],
+            "user_claim": os.environ.get("MCP_ID_JAG_USER_CLAIM", "email"),
+            "user_field": os.environ.get("MCP_ID_JAG_USER_FIELD", "email"),
+        }
+    ]
+    OAUTH2_PROVIDER["OAUTH2_SERVER_CLASS"] = "mcp_django.auth.oauth_server.Server"
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -1,10 +1,10 @@
 from django.contrib import admin
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path
-from oauth2_provider import urls as oauth2_urls
 from oauth2_provider import views as oauth2_views
 
 from example_site.accounts.views import ConnectedApplicationsView, ConsentView, RegistrationView
+from mcp_django.auth.oauth_server import metadata_urlpatterns as id_jag_metadata_urlpatterns
 from mcp_django.urls import well_known_urlpatterns
 
 # The authorization server, under DOT's namespace (its views reverse "oauth2_provider:...").
@@ -14,10 +14,11 @@ oauth2_patterns = [
     # RFC 8414 metadata at the domain root, where strict clients look for it, and in its
     # path-suffixed form for an issuer with a path (the site under a prefix: issuer
     # http://host/app, metadata at /.well-known/oauth-authorization-server/app; the issuer is
-    # OIDC_ISS_ENDPOINT either way). DOT's list also holds its own protected-resource metadata
-    # views; mcp_django serves that document (with this site's resource and scopes), so they
-    # are left out rather than shadowed.
-    *(p for p in oauth2_urls.metadata_urlpatterns if p.name.startswith("oauth-server-metadata")),
+    # OIDC_ISS_ENDPOINT either way). mcp_django's view is DOT's, listing the jwt-bearer grant
+    # too while MCP_ID_JAG_ISSUER is set (managed connectors). DOT's protected-resource
+    # metadata views are left out: mcp_django serves that document (this site's resource and
+    # scopes).
+    *id_jag_metadata_urlpatterns,
     path("o/authorize/", ConsentView.as_view(), name="authorize"),
     path("o/token/", oauth2_views.TokenView.as_view(), name="token"),
     path("o/revoke_token/", oauth2_views.RevokeTokenView.as_view(), name="revoke-token"),
