@@ -46,7 +46,7 @@ def check_id_jag(user: dict[str, Any]) -> list[CheckMessage]:
                 "assertions must name, and the tokens are bound to, is unknown.",
                 hint="Set RESOURCE_URL to the MCP endpoint's public URL, e.g. \"https://mcp."
                 'example.com/mcp"; the identity provider puts it in the resource claim.',
-                id="mcp_django.E083",
+                id="mcp_django.E086",
             )
         )
     errors += _check_dot_classes()
@@ -115,7 +115,7 @@ def _check_entries(entries: Any) -> list[CheckMessage]:
                     "algorithms are accepted.",
                     hint="List some of " + ", ".join(sorted(ASYMMETRIC_ALGORITHMS)) + ", or "
                     "remove the key.",
-                    id="mcp_django.E080",
+                    id="mcp_django.E085",
                 )
             )
     return errors

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from cryptography.hazmat.primitives.asymmetric import ec
+from django.apps import apps as django_apps
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 from django.utils import timezone
@@ -51,6 +52,9 @@ def oauth2_provider(**overrides: Any) -> dict[str, Any]:
         "SCOPES": {"notes:read": "Read notes", "notes:write": "Write notes"},
         "DEFAULT_SCOPES": ["notes:read"],
         "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+        # DOT keeps the server its views built on the view class; another test's server (one
+        # without the grant) would otherwise answer here.
+        "ALWAYS_RELOAD_OAUTHLIB_CORE": True,
         **overrides,
     }
 
@@ -424,10 +428,25 @@ def test_dot_without_our_server_class_is_e082(settings: Any) -> None:
     assert len(errors) == 1 and "OAUTH2_SERVER_CLASS" in errors[0].msg
 
 
-def test_providers_without_resource_url_is_e083(settings: Any) -> None:
+def test_providers_without_resource_url_is_e086(settings: Any) -> None:
     settings.MCP_DJANGO = {k: v for k, v in settings.MCP_DJANGO.items() if k != "RESOURCE_URL"}
 
+    assert "mcp_django.E086" in id_jag_check_ids()
+
+
+def test_providers_without_django_oauth_toolkit_is_e083(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = django_apps.is_installed
+    monkeypatch.setattr(
+        django_apps, "is_installed", lambda name: name != "oauth2_provider" and real(name)
+    )
+
     assert "mcp_django.E083" in id_jag_check_ids()
+
+
+def test_an_entry_allowing_hmac_is_e085(settings: Any, idp: IdentityProvider) -> None:
+    with_issuers(settings, [{"issuer": idp.issuer, "algorithms": ["HS256"]}])
+
+    assert id_jag_check_ids() == ["mcp_django.E085"]
 
 
 def test_providers_without_pyjwt_is_e084(monkeypatch: pytest.MonkeyPatch) -> None:
