@@ -32,6 +32,12 @@ class Command(BaseCommand):
             + ", ".join(i.get("issuer", "?") for i in mcp_settings.trusted_issuers)
             + ": clients sign in there; its JWT access tokens are accepted (MCP_AUTH=jwt)",
         }.get(str(mcp_settings.get("AUTHENTICATION")), "")
+        if mcp_settings.id_jag_issuers:
+            sign_in += (
+                "\n  Managed connectors: ID-JAGs of "
+                + ", ".join(i.get("issuer", "?") for i in mcp_settings.id_jag_issuers)
+                + f" are exchanged at {base}/o/token/ (MCP_ID_JAG_ISSUER)"
+            )
         # MCP_TASKS_BACKEND=database (settings.py) names a TASKS alias; `make run` starts its worker.
         if server == "gunicorn":
             return self.wsgi(base, sign_in)
