@@ -16,13 +16,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import jwt
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 
 from ..conf import mcp_settings
-from .jwks import TrustedIssuer, key_store, trusted_issuers
+from .jwks import TrustedIssuer, trusted_issuers
 from .oauth import OAuthAuthentication, canonical, resource_url
+from .signed import Kind, verify_signed
 from .subjects import user_for_claims
 
 logger = logging.getLogger(__name__)
@@ -60,60 +60,24 @@ def _same_audience(value: str, expected: str) -> bool:
     return value == expected
 
 
+#: An RFC 9068 access token, or the plain JWT most providers still send.
+ACCESS_TOKEN = Kind(
+    noun="access token",
+    max_length=MAX_TOKEN_LENGTH,
+    accepts_type=lambda typ: (
+        typ is None or (isinstance(typ, str) and typ.lower() in ACCEPTED_TYPES)
+    ),
+    wrong_type="The token is not an access token.",
+    require=("exp", "iss", "aud"),
+)
+
+
 def verify(
     token: str, resource: str, issuers: list[TrustedIssuer]
 ) -> tuple[dict[str, Any], TrustedIssuer]:
     """The claims of ``token`` and the issuer that signed it, once every check holds; raise
     :class:`InvalidToken` otherwise. Synchronous: it may fetch the issuer's keys."""
-    if len(token) > MAX_TOKEN_LENGTH:
-        raise InvalidToken("The access token is too long.")
-    try:
-        header = jwt.get_unverified_header(token)
-        unverified = jwt.decode(token, options={"verify_signature": False})
-    except jwt.PyJWTError:
-        raise InvalidToken("The access token is not a JWT.") from None
-    typ = header.get("typ")
-    if typ is not None and (not isinstance(typ, str) or typ.lower() not in ACCEPTED_TYPES):
-        raise InvalidToken("The token is not an access token.")
-    issuer = next((i for i in issuers if i.issuer == unverified.get("iss")), None)
-    if issuer is None:
-        raise InvalidToken("The access token was not issued by a trusted issuer.")
-    algorithm = header.get("alg")
-    if algorithm not in issuer.algorithms:
-        raise InvalidToken(f"The access token's algorithm {algorithm!r} is not accepted.")
-    kid = header.get("kid")
-    if kid is not None and not isinstance(kid, str):
-        raise InvalidToken("The access token's key id is not a string.")
-    keys = key_store.signing_keys(issuer, kid)
-    if not keys:
-        raise InvalidToken("The access token is signed with a key the issuer does not publish.")
-    claims: dict[str, Any] | None = None
-    for jwk in keys:
-        try:
-            key = jwt.PyJWK(jwk, algorithm)
-        except jwt.PyJWTError:
-            continue  # a key of another type (an EC key for an RS256 token)
-        try:
-            claims = jwt.decode(
-                token,
-                key=key,
-                algorithms=[algorithm],
-                issuer=issuer.issuer,
-                leeway=mcp_settings.jwt_leeway,
-                # The audience is compared below, as canonical URIs.
-                options={"require": ["exp", "iss", "aud"], "verify_aud": False},
-            )
-            break
-        except jwt.InvalidSignatureError:
-            continue
-        except jwt.ExpiredSignatureError:
-            raise InvalidToken("The access token has expired.") from None
-        except jwt.ImmatureSignatureError:
-            raise InvalidToken("The access token is not valid yet.") from None
-        except jwt.PyJWTError as exc:
-            raise InvalidToken(f"The access token is invalid: {exc}.") from None
-    if claims is None:
-        raise InvalidToken("The access token's signature does not verify.")
+    claims, issuer = verify_signed(token, issuers, ACCESS_TOKEN, InvalidToken)
     audience = claims.get("aud")
     audiences = [audience] if isinstance(audience, str) else audience
     expected = issuer.audience or resource

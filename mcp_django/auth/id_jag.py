@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import jwt
 from django.apps import apps as django_apps
 from django.db import IntegrityError, router, transaction
 from django.utils import timezone as django_timezone
 
 from ..conf import mcp_settings
-from .jwks import TrustedIssuer, key_store, trusted_issuers
+from .jwks import TrustedIssuer, trusted_issuers
 from .oauth import canonical
+from .signed import Kind, verify_signed
 
 #: What RFC 8414 metadata lists in ``authorization_grant_profiles_supported`` (the MCP extension,
 #: section 6): the jwt-bearer grant here takes ID-JAGs.
@@ -80,58 +80,15 @@ def _same_url(value: Any, expected: str) -> bool:
     return isinstance(value, str) and canonical(value) == canonical(expected)
 
 
-def _claims(assertion: str, issuers: list[TrustedIssuer]) -> tuple[dict[str, Any], TrustedIssuer]:
-    """The signature-checked claims and their issuer: typ, iss, alg, key, exp and iat."""
-    if len(assertion) > MAX_ASSERTION_LENGTH:
-        raise AssertionRefused("The assertion is too long.")
-    try:
-        header = jwt.get_unverified_header(assertion)
-        unverified = jwt.decode(assertion, options={"verify_signature": False})
-    except jwt.PyJWTError:
-        raise AssertionRefused("The assertion is not a JWT.") from None
-    typ = header.get("typ")
-    if not isinstance(typ, str) or typ.lower() not in ID_JAG_TYPES:
-        # An ID token or an access token from the same provider is not a grant for this server.
-        raise AssertionRefused("The assertion is not an ID-JAG (typ oauth-id-jag+jwt).")
-    issuer = next((i for i in issuers if i.issuer == unverified.get("iss")), None)
-    if issuer is None:
-        raise AssertionRefused("The assertion was not issued by a trusted identity provider.")
-    algorithm = header.get("alg")
-    if algorithm not in issuer.algorithms:
-        raise AssertionRefused(f"The assertion's algorithm {algorithm!r} is not accepted.")
-    kid = header.get("kid")
-    if kid is not None and not isinstance(kid, str):
-        raise AssertionRefused("The assertion's key id is not a string.")
-    for jwk in key_store.signing_keys(issuer, kid):
-        try:
-            key = jwt.PyJWK(jwk, algorithm)
-        except jwt.PyJWTError:
-            continue  # a key of another type (an EC key for an RS256 assertion)
-        try:
-            claims = jwt.decode(
-                assertion,
-                key=key,
-                algorithms=[algorithm],
-                issuer=issuer.issuer,
-                leeway=mcp_settings.jwt_leeway,
-                # The audience is compared below, as a URL.
-                options={
-                    "require": ["iss", "sub", "aud", "exp", "iat", "jti", "client_id"],
-                    "verify_aud": False,
-                },
-            )
-        except jwt.InvalidSignatureError:
-            continue
-        except jwt.ExpiredSignatureError:
-            raise AssertionRefused("The assertion has expired.") from None
-        except jwt.ImmatureSignatureError:
-            raise AssertionRefused("The assertion was issued in the future.") from None
-        except jwt.MissingRequiredClaimError as exc:
-            raise AssertionRefused(f"The assertion has no {exc.claim} claim.") from None
-        except jwt.PyJWTError:
-            raise AssertionRefused("The assertion's claims are malformed.") from None
-        return claims, issuer
-    raise AssertionRefused("The assertion's signature does not verify with the provider's keys.")
+#: An ID-JAG: only its own type (an ID token or an access token from the same provider is not a
+#: grant for this server), and the claims the draft makes required (section 3).
+ID_JAG = Kind(
+    noun="assertion",
+    max_length=MAX_ASSERTION_LENGTH,
+    accepts_type=lambda typ: isinstance(typ, str) and typ.lower() in ID_JAG_TYPES,
+    wrong_type="The assertion is not an ID-JAG (typ oauth-id-jag+jwt).",
+    require=("iss", "sub", "aud", "exp", "iat", "jti", "client_id"),
+)
 
 
 def verify_assertion(assertion: str, *, client_id: str, audience: str, resource: str) -> Assertion:
@@ -140,7 +97,7 @@ def verify_assertion(assertion: str, *, client_id: str, audience: str, resource:
     raise :class:`AssertionRefused` otherwise. Synchronous: it may fetch the provider's keys.
 
     ``audience`` applies to entries without an ``audience`` of their own."""
-    claims, issuer = _claims(assertion, id_jag_issuers())
+    claims, issuer = verify_signed(assertion, id_jag_issuers(), ID_JAG, AssertionRefused)
     expected = issuer.audience or audience
     aud = claims["aud"]
     if not any(_same_url(a, expected) for a in ([aud] if isinstance(aud, str) else aud or [])):

@@ -56,18 +56,9 @@ ASYMMETRIC_ALGORITHMS = frozenset(
         "EdDSA",
     }
 )
-#: What an issuer may use unless its entry says otherwise: the RS256, PS256 and ES256 families.
-DEFAULT_ALGORITHMS = (
-    "RS256",
-    "RS384",
-    "RS512",
-    "PS256",
-    "PS384",
-    "PS512",
-    "ES256",
-    "ES384",
-    "ES512",
-)
+#: What an issuer may use unless its entry says otherwise: the RS256, PS256 and ES256 families
+#: (EdDSA only where an entry lists it).
+DEFAULT_ALGORITHMS = tuple(sorted(ASYMMETRIC_ALGORITHMS - {"EdDSA"}))
 
 
 class KeyDiscoveryError(Exception):

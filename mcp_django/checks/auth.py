@@ -191,18 +191,7 @@ def _check_issuer_entry(index: int, entry: Any, resource: Any) -> list[CheckMess
                 id="mcp_django.E071",
             )
         ]
-    errors: list[CheckMessage] = []
-    for key in ("issuer", "jwks_uri"):
-        value = entry.get(key)
-        if value is not None and not _secure_url(value):
-            errors.append(
-                Error(
-                    f"{name}[{key!r}] is {value!r}, which is not an https URL.",
-                    hint="Keys fetched over plain http could be replaced on the way: use https "
-                    "(http is accepted only for a loopback issuer while DEBUG is on).",
-                    id="mcp_django.E072",
-                )
-            )
+    errors = issuer_entry_errors(name, entry, urls="mcp_django.E072", algorithms="mcp_django.E076")
     audience = entry.get("audience")
     if audience is not None and (
         resource is None
@@ -220,19 +209,40 @@ def _check_issuer_entry(index: int, entry: Any, resource: Any) -> list[CheckMess
                 id="mcp_django.E073",
             )
         )
-    algorithms = entry.get("algorithms")
-    if algorithms is not None and (
-        not isinstance(algorithms, (list, tuple))
-        or not algorithms
-        or any(a not in ASYMMETRIC_ALGORITHMS for a in algorithms)
+    return errors
+
+
+def issuer_entry_errors(
+    name: str, entry: Mapping[str, Any], *, urls: str, algorithms: str
+) -> list[CheckMessage]:
+    """What every trusted issuer's entry is checked for, ``TRUSTED_ISSUERS``' and
+    ``ID_JAG_ISSUERS``' alike (ids ``urls`` and ``algorithms``): https URLs for its metadata
+    and keys, and asymmetric signature algorithms only."""
+    errors: list[CheckMessage] = []
+    for key in ("issuer", "jwks_uri"):
+        value = entry.get(key)
+        if value is not None and not _secure_url(value):
+            errors.append(
+                Error(
+                    f"{name}[{key!r}] is {value!r}, which is not an https URL.",
+                    hint="Keys fetched over plain http could be replaced on the way: use https "
+                    "(http is accepted only for a loopback issuer while DEBUG is on).",
+                    id=urls,
+                )
+            )
+    listed = entry.get("algorithms")
+    if listed is not None and (
+        not isinstance(listed, (list, tuple))
+        or not listed
+        or any(a not in ASYMMETRIC_ALGORITHMS for a in listed)
     ):
         errors.append(
             Error(
-                f"{name}['algorithms'] is {algorithms!r}: only asymmetric signature "
+                f"{name}['algorithms'] is {listed!r}: only asymmetric signature "
                 "algorithms are accepted.",
                 hint="List some of " + ", ".join(sorted(ASYMMETRIC_ALGORITHMS)) + '; never "none" '
                 "or HS256 (its secret would be the issuer's public key), or remove the key.",
-                id="mcp_django.E076",
+                id=algorithms,
             )
         )
     return errors

@@ -14,8 +14,7 @@ from django.core.checks import CheckMessage, Error, Warning
 from django.urls import NoReverseMatch, resolve, reverse
 from django.utils.module_loading import import_string
 
-from ..auth.jwks import ASYMMETRIC_ALGORITHMS
-from .auth import _secure_url
+from .auth import issuer_entry_errors
 
 SERVER_CLASS = "mcp_django.auth.oauth_server.Server"
 VALIDATOR_CLASS = "mcp_django.auth.oauth_validator.MCPOAuth2Validator"
@@ -92,32 +91,9 @@ def _check_entries(entries: Any) -> list[CheckMessage]:
                 )
             )
             continue
-        for key in ("issuer", "jwks_uri"):
-            value = entry.get(key)
-            if value is not None and not _secure_url(value):
-                errors.append(
-                    Error(
-                        f"{name}[{key!r}] is {value!r}, which is not an https URL: the "
-                        "provider's metadata and keys could be replaced on the way.",
-                        hint="Use https (http is accepted only on loopback while DEBUG is on).",
-                        id="mcp_django.E081",
-                    )
-                )
-        algorithms = entry.get("algorithms")
-        if algorithms is not None and (
-            not isinstance(algorithms, (list, tuple))
-            or not algorithms
-            or any(a not in ASYMMETRIC_ALGORITHMS for a in algorithms)
-        ):
-            errors.append(
-                Error(
-                    f"{name}['algorithms'] is {algorithms!r}: only asymmetric signature "
-                    "algorithms are accepted.",
-                    hint="List some of " + ", ".join(sorted(ASYMMETRIC_ALGORITHMS)) + ", or "
-                    "remove the key.",
-                    id="mcp_django.E085",
-                )
-            )
+        errors += issuer_entry_errors(
+            name, entry, urls="mcp_django.E081", algorithms="mcp_django.E085"
+        )
     return errors
 
 

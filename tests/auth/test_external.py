@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from django.contrib.auth.models import User
 from django.test import override_settings
 
-from mcp_django.auth import external
+from mcp_django.auth import external, signed
 from mcp_django.auth.external import token_scopes
 from mcp_django.auth.jwks import KeyStore, TrustedIssuer, discover_jwks_uri
 from mcp_django.checks import check_settings
@@ -193,7 +193,7 @@ def provider() -> Iterator[Provider]:
 def store(monkeypatch: pytest.MonkeyPatch) -> KeyStore:
     """A fresh key store per test, with its own clock, in place of the process's."""
     fresh = KeyStore(clock=Clock())
-    monkeypatch.setattr(external, "key_store", fresh)
+    monkeypatch.setattr(signed, "key_store", fresh)
     return fresh
 
 
