@@ -99,5 +99,6 @@ $(STAMP): requirements.txt | $(BIN)/python
 
 clean:
 	rm -rf $(VENV) .nox .pytest_cache .hypothesis build dist *.egg-info docs/_build .coverage .coverage.*
+	rm -rf .conformance .oidc-provider .inspector bench/.venvs  # what the tests and bench/ install
 	rm -f example_site.sqlite3 example_site.sqlite3-shm example_site.sqlite3-wal
 	find . -type d -name __pycache__ -prune -exec rm -rf {} +
