@@ -227,7 +227,7 @@ def test_wheel_and_sdist_hold_every_file_of_the_package(built: Built) -> None:
         metadata["Version"] == mcp_django.__version__
     )  # pyproject.toml reads it from mcp_django/version.py
     assert metadata["Requires-Python"] == ">=3.10"
-    assert set(metadata.get_all("Provides-Extra")) == {"redis", "oauth", "tracing", "tasks"}
+    assert set(metadata.get_all("Provides-Extra")) == {"redis", "oauth", "jwt", "tracing", "tasks"}
     classifiers = set(metadata.get_all("Classifier"))
     assert {
         "Framework :: Django :: 5.2",

@@ -846,6 +846,7 @@ async def test_the_audit_trail_names_the_client_each_token_was_issued_to(
 ) -> None:
     # One user, one tool, three clients: the trail's row template is per caller, so each row must
     # still carry its own call's client (client_id, else azp, else none).
+    audit_buffer.writer.discard()  # what earlier tests left buffered is not this test's
     await _call_add(provider.token(client_id="nightly-agent"), 1)
     await _call_add(provider.token(client_id=None, azp="ide-plugin"), 2)
     await _call_add(provider.token(client_id=None), 3)
@@ -853,7 +854,9 @@ async def test_the_audit_trail_names_the_client_each_token_was_issued_to(
     assert await audit_buffer.aflush() == 0
     rows = [
         (row.username, row.client_id)
-        async for row in ToolCall.objects.filter(tool_name="add").order_by("started_at", "pk")
+        async for row in ToolCall.objects.filter(tool_name="add", username="alice").order_by(
+            "started_at", "pk"
+        )
     ]
     assert rows == [("alice", "nightly-agent"), ("alice", "ide-plugin"), ("alice", "")]
 
