@@ -646,16 +646,18 @@ class Engine:
         """Whether the answers go on a stream: the setting, or a tool that streams."""
         if self.settings.response_mode == "sse":
             return True
-        for message in requests:
-            if message.method == "tasks/result":
-                # It blocks until the task ends and relays the task's questions meanwhile: a
-                # stream carries them (the 2025-11-25 tasks page suggests it), and keeps the
-                # connection alive while it waits.
-                return True
-            tool = self._tool_called(message)
-            if tool is not None and tool.streams:
-                return True
-        return False
+        return any(self.streams_answer(message) for message in requests)
+
+    def streams_answer(self, message: Request) -> bool:
+        """Whether a handshake-era request is answered on a stream in either ``RESPONSE_MODE``:
+        ``tasks/result``, or a call of a tool that streams."""
+        if message.method == "tasks/result":
+            # It blocks until the task ends and relays the task's questions meanwhile: a
+            # stream carries them (the 2025-11-25 tasks page suggests it), and keeps the
+            # connection alive while it waits.
+            return True
+        tool = self._tool_called(message)
+        return tool is not None and tool.streams
 
     def _tool_called(self, message: Request) -> Any:
         """The tool a ``tools/call`` names (None for other methods and names of no tool), for

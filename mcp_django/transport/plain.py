@@ -207,7 +207,7 @@ class PlainEndpoint:
             if decoded.is_batch:
                 return Answer(HTTPStatus.OK, replies)
             return whole_answer(HTTPStatus.BAD_REQUEST, replies[0])
-        if any(self.engine.needs_stream_stateless(message) for message in requests):
+        if any(self.engine.streams_answer(message) for message in requests):
 
             async def answer(emitter: Emitter) -> list[dict[str, Any]]:
                 return await self.engine.answer(principal, session, requests, emitter)
@@ -287,7 +287,7 @@ class PlainEndpoint:
             slots.append(stream_slot)
         return PlainStream(
             answer,
-            [message.id for message in requests],
+            requests,
             seconds=self.settings.plain_stream_seconds,
             keepalive=self.settings.sse_keepalive_seconds,
             slots=slots,

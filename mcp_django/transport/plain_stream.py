@@ -27,7 +27,7 @@ from django.http import StreamingHttpResponse
 from ..exceptions import ClientRequestError
 from ..ops.tracing import stream_closed, stream_opened
 from ..protocol.errors import InternalError
-from ..protocol.jsonrpc import encode, error_message
+from ..protocol.jsonrpc import Request, encode, error_message
 from ..protocol.sse import encode_comment, encode_event
 from .process_loop import process_loop
 
@@ -76,6 +76,17 @@ def cut_off_message(seconds: float) -> str:
     )
 
 
+def result_wait_message(seconds: float) -> str:
+    """What a 2025-11-25 ``tasks/result`` is answered when its task has not ended within
+    ``PLAIN_STREAM_SECONDS``: the wait ends there, the task goes on."""
+    return (
+        f"The task had not ended within PLAIN_STREAM_SECONDS ({seconds:g} s), the longest the "
+        "endpoint's plain Django view (WSGI, or ASGI without mcp_django's router) holds a "
+        "server thread for tasks/result; the task goes on. Poll tasks/get and call "
+        f"tasks/result once it has ended, or, to wait for it, {ASGI_HINT}."
+    )
+
+
 class OpenStreams:
     """How many streamed answers this process holds, across its threads and loops."""
 
@@ -120,14 +131,14 @@ class QueueEmitter:
 
 class PlainStream:
     """One streamed answer: ``answer(emitter)`` runs the call (or a body's calls) and returns
-    the responses, which follow the notifications it sent; ``request_ids`` are answered with
-    an error if the time bound cuts it off. ``slots`` (quota slots the call holds) and this
+    the responses, which follow the notifications it sent; ``requests`` are answered with an
+    error if the time bound cuts it off. ``slots`` (quota slots the call holds) and this
     process's count in :data:`open_streams` are given back when it ends, however it ends."""
 
     def __init__(
         self,
         answer: Callable[[Emitter], Awaitable[list[dict[str, Any]]]],
-        request_ids: list[Any],
+        requests: list[Request],
         *,
         seconds: float | None,
         keepalive: float,
@@ -135,7 +146,7 @@ class PlainStream:
         first: list[dict[str, Any]] | None = None,
     ) -> None:
         self.answer = answer
-        self.request_ids = request_ids
+        self.requests = requests
         self.seconds = seconds
         self.keepalive = keepalive
         self.slots = slots
@@ -180,11 +191,16 @@ class PlainStream:
             await self.aclose()
 
     def _cut_off(self) -> bytes:
-        exc = InternalError(cut_off_message(self.seconds or 0))
-        return b"".join(
-            encode_event(encode(error_message(request_id, exc)).decode())
-            for request_id in self.request_ids
-        )
+        seconds = self.seconds or 0
+        events = []
+        for message in self.requests:
+            # tasks/result only waited: its task goes on, unlike a call cut off here.
+            waited = message.method == "tasks/result"
+            why = result_wait_message(seconds) if waited else cut_off_message(seconds)
+            events.append(
+                encode_event(encode(error_message(message.id, InternalError(why))).decode())
+            )
+        return b"".join(events)
 
     async def _run(self) -> None:
         try:
@@ -194,8 +210,8 @@ class PlainStream:
                 # The stream's top level: its client gets an error, as for a JSON answer.
                 logger.exception("A streamed answer of the plain view failed")
                 responses = [
-                    error_message(request_id, InternalError("Internal error"))
-                    for request_id in self.request_ids
+                    error_message(message.id, InternalError("Internal error"))
+                    for message in self.requests
                 ]
             for response in responses:
                 await self.queue.put(encode_event(encode(response).decode()))

@@ -5,6 +5,7 @@ ASGI through its AsyncClient."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,12 +13,14 @@ import orjson
 import pytest
 from django.test import AsyncClient, Client
 
-from mcp_django.models import ToolCall
+from mcp_django.extensions.tasks.handshake import not_waited_message
+from mcp_django.models import Task, ToolCall
 from mcp_django.ops.audit import buffer as audit_buffer
 from mcp_django.protocol.errors import INTERNAL_ERROR
 from mcp_django.protocol.sse import SSEEvent, parse_sse
-from mcp_django.transport.plain_stream import cut_off_message, open_streams
-from tests import urls_plain_streams
+from mcp_django.transport.plain_stream import cut_off_message, open_streams, result_wait_message
+from tests import urls_plain_streams, urls_plain_tasks
+from tests.polling import until_sync
 
 from .conftest import mcp_settings
 from .test_plain import call, in_session, initialize, post_modern
@@ -253,3 +256,90 @@ def test_a_stream_whose_body_is_never_read_gives_back_its_place():
     response.close()
 
     assert open_streams.held == 0
+
+
+# --- 2025-11-25 tasks/result: it waits for the task within the same bounds ------------------------
+
+
+@pytest.fixture
+def held_task() -> Iterator[tuple[Client, str, str]]:
+    """A session (client, its id) and a 2025-11-25 task of ``hold`` it made, running on the
+    process loop until the test is done with it."""
+    urls_plain_tasks.let_go.clear()
+    client = Client()
+    with mcp_settings(TASKS_BACKEND=None, TASK_POLL_INTERVAL_MS=50):
+        session_id = initialize(client, {"tasks": {}})
+        created = in_session(
+            client,
+            session_id,
+            {**call("hold", {}), "params": {"name": "hold", "arguments": {}, "task": {}}},
+        ).json()["result"]
+        try:
+            yield client, session_id, created["task"]["taskId"]
+        finally:
+            urls_plain_tasks.let_go.set()
+            until_sync(
+                lambda: Task.objects.get(pk=created["task"]["taskId"]).status in Task.TERMINAL
+            )
+
+
+def task_result(client: Client, session_id: str, task_id: str) -> Any:
+    return in_session(
+        client,
+        session_id,
+        {"jsonrpc": "2.0", "id": 7, "method": "tasks/result", "params": {"taskId": task_id}},
+    )
+
+
+@pytest.mark.urls("tests.urls_plain_tasks")
+def test_tasks_result_waits_on_its_own_stream_until_the_task_ends(held_task):
+    client, session_id, task_id = held_task
+    threading.Timer(0.2, urls_plain_tasks.let_go.set).start()
+
+    messages = events(task_result(client, session_id, task_id))
+
+    assert messages[-1]["id"] == 7
+    assert messages[-1]["result"]["content"][0]["text"] == "let go"
+
+
+@pytest.mark.urls("tests.urls_plain_tasks")
+def test_tasks_result_past_plain_stream_seconds_says_to_poll_and_leaves_the_task_running(
+    held_task,
+):
+    client, session_id, task_id = held_task
+
+    with mcp_settings(PLAIN_STREAM_SECONDS=0.2):
+        messages = events(task_result(client, session_id, task_id))
+
+    assert messages[-1] == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": INTERNAL_ERROR, "message": result_wait_message(0.2)},
+    }
+    assert Task.objects.get(pk=task_id).status == Task.Status.WORKING
+
+
+@pytest.mark.urls("tests.urls_plain_tasks")
+def test_tasks_result_answered_as_json_does_not_wait_for_a_live_task(held_task, held_streams):
+    client, session_id, task_id = held_task
+
+    response = task_result(client, session_id, task_id)
+
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error"] == {
+        "code": INTERNAL_ERROR,
+        "message": not_waited_message(task_id),
+    }
+    assert Task.objects.get(pk=task_id).status == Task.Status.WORKING
+
+
+@pytest.mark.urls("tests.urls_plain_tasks")
+def test_tasks_result_answered_as_json_gives_an_ended_tasks_result(held_task, held_streams):
+    client, session_id, task_id = held_task
+    urls_plain_tasks.let_go.set()
+    until_sync(lambda: Task.objects.get(pk=task_id).status == Task.Status.COMPLETED)
+
+    response = task_result(client, session_id, task_id)
+
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["result"]["content"][0]["text"] == "let go"

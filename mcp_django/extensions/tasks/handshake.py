@@ -30,7 +30,7 @@ from django.db.models import Q
 from ...conf import mcp_settings
 from ...exceptions import ClientRequestError
 from ...models import Task
-from ...protocol.errors import INTERNAL_ERROR, InvalidParamsError
+from ...protocol.errors import INTERNAL_ERROR, InternalError, InvalidParamsError
 from ...protocol.pagination import decode_cursor, encode_cursor
 from ...protocol.params import ListParams, TaskParams, parse_as
 from ...server.context import Context
@@ -59,6 +59,16 @@ async def get_task(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 
 # -- tasks/result --------------------------------------------------------------------------
+
+
+def not_waited_message(task_id: str) -> str:
+    """What ``tasks/result`` answered without a stream says of a task that has not ended."""
+    return (
+        f"Task {task_id} has not ended, and this answer cannot wait for it: it is not streamed "
+        "(the endpoint's plain Django view, WSGI or ASGI without mcp_django's router, answers "
+        "as JSON when PLAIN_STREAMS answers are open in this process). Poll tasks/get and call "
+        "tasks/result once the task has ended."
+    )
 
 
 def _related(task: Task) -> dict[str, Any]:
@@ -134,6 +144,10 @@ async def task_result(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
     The row is read again every poll interval: whichever process runs the task, its end is
     seen within that, and every read checks again that the task is still the caller's.
+
+    Answered without a stream (only the plain view does, when ``PLAIN_STREAMS`` are all open),
+    it does not wait: a live task's result is an error saying to poll ``tasks/get``, since
+    waiting would hold a server thread for as long as the task runs.
     """
     task_id = parse_as(TaskParams, params).task_id
     relayed: set[tuple[str, ...]] = set()
@@ -141,6 +155,8 @@ async def task_result(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         task = await _find(task_id, ctx)
         if task.status in Task.TERMINAL:
             return _outcome(task)
+        if not ctx.can_relay():
+            raise InternalError(not_waited_message(task.pk))
         asked = tuple(sorted(task.input_requests))
         if task.status == Status.INPUT_REQUIRED and asked and asked not in relayed:
             relayed.add(asked)  # asked once per call: a client that will not answer is not re-asked
