@@ -471,6 +471,15 @@ def test_i171_names_the_tools_whose_questions_need_asgi():
     assert "progress" in info.msg  # the test site's tool of that name takes a Context
 
 
+def test_i171_names_the_task_tools_whose_2025_waits_need_asgi():
+    import tests.urls_plain_tasks  # noqa: F401 (registers the task tools "count" and "hold")
+
+    [info] = [m for m in wsgi_only_messages() if m.id == "mcp_django.I171"]
+
+    assert "tasks/result waiting past PLAIN_STREAM_SECONDS" in info.msg
+    assert "count" in info.msg
+
+
 def test_i171_says_the_plain_view_streams_a_calls_progress_within_its_bounds():
     [info] = [m for m in wsgi_only_messages() if m.id == "mcp_django.I171"]
 

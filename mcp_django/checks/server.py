@@ -301,6 +301,19 @@ def needs_asgi() -> list[str]:
             "the questions that the tools taking a Context "
             f"({shown_names(streaming)}) ask the client in a handshake-era session"
         )
+    tasked = sorted(
+        {
+            tool.name
+            for site in list(all_sites)
+            for tool in site.get_tools()
+            if tool.task_support != "forbidden"
+        }
+    )
+    if tasked:
+        needs.append(
+            "a 2025-11-25 client's tasks/result waiting past PLAIN_STREAM_SECONDS for the end of "
+            f"a task of {shown_names(tasked)}, and the questions those tasks ask it"
+        )
     user = user_settings()
     if isinstance(user, dict) and user.get("HTTP_SSE"):
         needs.append("the 2024-11-05 HTTP+SSE transport (MCP_DJANGO['HTTP_SSE'])")
