@@ -9,7 +9,8 @@ The tools/call case also runs ours-uvicorn with the audit trail and quotas off (
 operations layer costs) and each server's floor, a bare ASGI app under uvicorn and under Daphne.
 The modern case is a 2026-07-28 (stateless) tools/call against the same, ours-daphne with the
 operations layer off, the Django peer, django-mcpz under gunicorn (issue 45), and ours as a plain
-view under gunicorn's sync and gthread workers (issue 46), each server pinned to one core and wrk
+view under gunicorn's sync and gthread workers (issue 46) with the sync worker's opsoff twin and
+floor (Django with ours's settings and one echoing view), each server pinned to one core and wrk
 to the other.
 Each server is a single-process subprocess on a free 127.0.0.1 port, driven from outside over
 loopback: wrk for throughput and latency, a lean asyncio client (bench/client.py) for functional
@@ -648,7 +649,7 @@ def kinds_for(case: str, servers: list[str], named: bool) -> list[str]:
     """The server kinds a case runs: by default ours-uvicorn-opsoff and the floors serve only
     tools/call (what its targets are judged against); named with --servers, they run in every
     case they can serve (the floors: tools and setup). The modern case runs MODERN_KINDS, and
-    ours-daphne-opsoff and the peer run in no other case."""
+    MODERN_ONLY (ours-daphne-opsoff, the peer, the gunicorn kinds) run in no other case."""
     if case == "modern":
         return [k for k in servers if k in MODERN_KINDS]
     servers = [k for k in servers if k not in MODERN_ONLY]
@@ -702,7 +703,8 @@ def main() -> int:
                          'with the audit trail and quotas off) and the floors (bench/floor_server.py under uvicorn and '
                          'Daphne) run in the tools and modern cases only; named, they run in every case they can serve (the '
                          'floors: tools, modern and setup); ours-daphne-opsoff, peer (django-mcpz under gunicorn) and '
-                         'ours-gunicorn / ours-gthread (our plain view under gunicorn) run in the modern case only')  # fmt: skip
+                         'ours-gunicorn / ours-gthread (our plain view under gunicorn), ours-gunicorn-opsoff and floor-gunicorn '
+                         '(Django with our settings and one echoing view, under gunicorn) run in the modern case only')  # fmt: skip
     ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     ap.add_argument("--pin", dest="pin", action="store_true", default=None,
                     help="pin each server's process tree to CPU 0 and wrk to CPU 1 in every wrk case with one server "

@@ -7,7 +7,8 @@ floor: a bare ASGI app that parses JSON-RPC and answers (bench/floor_server.py),
 and under Daphne, what any server's cost starts from on that server. For the 2026-07-28 case,
 the peer: django-mcpz, a plain sync Django view, under gunicorn in its own virtualenv
 (bench/peer/), and ours served the same way, as a plain view under gunicorn's sync and gthread
-workers (bench.oursite.wsgi, issue 46).
+workers (bench.oursite.wsgi, issue 46), with the floor of that deployment: Django with ours's
+settings and one plain view that echoes (bench/floor_wsgi.py) under gunicorn's sync worker.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -34,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 HOST = "127.0.0.1"
 APP = "bench.oursite.asgi:application"
+OURS_SETTINGS = "bench.oursite.settings"
 OURS = ("ours-uvicorn", "ours-daphne", "ours-granian")
 REFERENCE = "reference"
 KINDS = (*OURS, REFERENCE)
@@ -42,7 +45,6 @@ KINDS = (*OURS, REFERENCE)
 # cases only, and the report shows them beside the ours-* kind on the same server.
 FLOOR = "floor"
 FLOOR_DAPHNE = "floor-daphne"
-FLOORS = {"ours-uvicorn": FLOOR, "ours-daphne": FLOOR_DAPHNE}
 # Ours under uvicorn with the audit trail and every quota off: what the operations layer costs is
 # ours-uvicorn against this, in the same run (issue 27).
 OPS_OFF = "ours-uvicorn-opsoff"
@@ -52,8 +54,6 @@ TOOLS_ONLY = (OPS_OFF, FLOOR, FLOOR_DAPHNE)
 # Ours under Daphne with the audit trail and every quota off, the twin of OPS_OFF on Daphne: the
 # modern case judges the operations layer on both servers (issue 45).
 OPS_OFF_DAPHNE = "ours-daphne-opsoff"
-OPS_OFF_TWINS = {"ours-uvicorn": OPS_OFF, "ours-daphne": OPS_OFF_DAPHNE}
-OPS_OFF_KINDS = tuple(OPS_OFF_TWINS.values())
 # The Django peer: django-mcpz 1.2.0, a plain sync view, under gunicorn with one sync worker, in
 # its own virtualenv (peer_python), serving bench/peer/'s echo tool. It speaks 2026-07-28 and
 # the 2025 revisions statelessly (no session ids), so it serves the modern case only.
@@ -69,8 +69,28 @@ WSGI_KINDS = (GUNICORN_SYNC, GUNICORN_GTHREAD)
 WSGI_APP = "bench.oursite.wsgi:application"
 # gthread's threads per worker: the c=8 load fits without queueing.
 GTHREAD_THREADS = 8
+# The floor of ours-gunicorn: Django with ours's settings (apps, middleware, database) but one
+# route, the endpoint's path, to a plain view that parses the call and echoes it
+# (bench/floor_wsgi.py), under gunicorn's sync worker as ours-gunicorn runs: what Django and that
+# server take of any Django MCP server's call. ours-gthread has none: gthread keeps connections
+# alive and runs a thread pool, so a sync floor would not be its server's cost.
+FLOOR_GUNICORN = "floor-gunicorn"
+FLOOR_WSGI_APP = "bench.oursite.floor_wsgi:application"
+FLOOR_WSGI_SETTINGS = "bench.oursite.floor_settings"
+FLOORS = {"ours-uvicorn": FLOOR, "ours-daphne": FLOOR_DAPHNE, GUNICORN_SYNC: FLOOR_GUNICORN}
+# ours-gunicorn with the audit trail and every quota off, its operations layer's twin.
+OPS_OFF_GUNICORN = "ours-gunicorn-opsoff"
+# Each ours-* kind the operations layer is measured on, and its twin with that layer off.
+OPS_OFF_TWINS = {
+    "ours-uvicorn": OPS_OFF,
+    "ours-daphne": OPS_OFF_DAPHNE,
+    GUNICORN_SYNC: OPS_OFF_GUNICORN,
+}
+OPS_OFF_KINDS = tuple(OPS_OFF_TWINS.values())
+# The sync worker's kinds: one command line shape (server_command).
+GUNICORN_SYNC_KINDS = (GUNICORN_SYNC, OPS_OFF_GUNICORN, FLOOR_GUNICORN)
 # Kinds only the 2026-07-28 case runs, in report order.
-MODERN_ONLY = (OPS_OFF_DAPHNE, PEER, *WSGI_KINDS)
+MODERN_ONLY = (OPS_OFF_DAPHNE, PEER, *WSGI_KINDS, OPS_OFF_GUNICORN, FLOOR_GUNICORN)
 # Every kind the 2026-07-28 case runs, in report order.
 MODERN_KINDS = (
     "ours-uvicorn",
@@ -80,8 +100,10 @@ MODERN_KINDS = (
     *WSGI_KINDS,
     OPS_OFF,
     OPS_OFF_DAPHNE,
+    OPS_OFF_GUNICORN,
     FLOOR,
     FLOOR_DAPHNE,
+    FLOOR_GUNICORN,
 )
 # The kinds that are a script of bench/ under uvicorn.run, not our site.
 SCRIPTS = {REFERENCE: "reference_server.py", FLOOR: "floor_server.py"}
@@ -109,12 +131,14 @@ def server_command(kind: str, port: int, mode: str) -> list[str]:
                 "--bind", f"{HOST}:{port}", "--workers", "1", "--worker-class", "sync",
                 "--backlog", str(BACKLOG), "--log-level", "warning",
                 "peersite.wsgi:application"]  # fmt: skip
-    if kind in WSGI_KINDS:
-        # The peer's deployment, with our site: one worker under gunicorn's master, no access log.
-        worker = ["--worker-class", "sync"] if kind == GUNICORN_SYNC else [
+    if kind in WSGI_KINDS or kind in GUNICORN_SYNC_KINDS:
+        # The peer's deployment, with our site (or its floor, whose settings come from its
+        # environment: server_env): one worker under gunicorn's master, no access log.
+        worker = ["--worker-class", "sync"] if kind in GUNICORN_SYNC_KINDS else [
             "--worker-class", "gthread", "--threads", str(GTHREAD_THREADS)]  # fmt: skip
+        app = FLOOR_WSGI_APP if kind == FLOOR_GUNICORN else WSGI_APP
         return [py, "-m", "gunicorn", "--bind", f"{HOST}:{port}", "--workers", "1", *worker,
-                "--backlog", str(BACKLOG), "--log-level", "warning", WSGI_APP]  # fmt: skip
+                "--backlog", str(BACKLOG), "--log-level", "warning", app]  # fmt: skip
     if kind in ("ours-daphne", OPS_OFF_DAPHNE, FLOOR_DAPHNE):
         # -v 0: no access log, like the reference; an explicit endpoint so the listen backlog is
         # not Twisted's default of 50. The floor's mode comes from its environment (floor_env).
@@ -254,13 +278,13 @@ class Env:
 
 
 def ours_env(mode: str, db_path: Path | None = None, database_url: str | None = None, redis_url: str | None = None,
-             operations: bool = True) -> dict[str, str]:  # fmt: skip
+             operations: bool = True, settings: str = OURS_SETTINGS) -> dict[str, str]:  # fmt: skip
     e = dict(os.environ)
     # Only what the case asks for: a DATABASE_URL in the caller's environment must not leak in.
     for key in ("DATABASE_URL", "REDIS_URL", "BENCH_DB_PATH", "BENCH_OPERATIONS"):
         e.pop(key, None)
     e.update(
-        DJANGO_SETTINGS_MODULE="bench.oursite.settings",
+        DJANGO_SETTINGS_MODULE=settings,
         PYTHONPATH=str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else ""),
         BENCH_RESPONSE_MODE=mode,
         PYTHONUNBUFFERED="1",
@@ -281,6 +305,30 @@ def floor_env(mode: str) -> dict[str, str]:
     e = dict(os.environ, PYTHONUNBUFFERED="1", BENCH_RESPONSE_MODE=mode)
     e["PYTHONPATH"] = str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
     return e
+
+
+def server_env(kind: str, mode: str, sqlite_file: Callable[[], Path], database_url: str | None = None,
+               redis_url: str | None = None) -> dict[str, str]:  # fmt: skip
+    """The environment `kind` runs in. Ours and its twins and floor-gunicorn get ours's settings
+    on `database_url`, or else on the SQLite file `sqlite_file` makes (only called then: it
+    migrates); floor-gunicorn's settings module is ours's with its own URLconf."""
+    if kind in SCRIPTS:
+        return dict(os.environ, PYTHONUNBUFFERED="1")
+    if kind == PEER:
+        proc_env = dict(
+            os.environ, PYTHONUNBUFFERED="1", DJANGO_SETTINGS_MODULE="peersite.settings"
+        )
+        for key in ("PYTHONPATH", "VIRTUAL_ENV"):
+            proc_env.pop(key, None)
+        return proc_env
+    if kind == FLOOR_DAPHNE:
+        return floor_env(mode)
+    settings = FLOOR_WSGI_SETTINGS if kind == FLOOR_GUNICORN else OURS_SETTINGS
+    operations = kind not in OPS_OFF_KINDS
+    if database_url:
+        return ours_env(mode, database_url=database_url, redis_url=redis_url, operations=operations,
+                        settings=settings)  # fmt: skip
+    return ours_env(mode, db_path=sqlite_file(), operations=operations, settings=settings)
 
 
 def migrate(proc_env: dict[str, str]) -> None:
@@ -319,27 +367,7 @@ def start_server(
     port = free_port()
     log_path = env.logs / f"{kind}-{mode}{tag}-{port}.log"
     cmd = pinned(server_command(kind, port, mode), SERVER_CPU if pin else None)
-    if kind in SCRIPTS:
-        proc_env = dict(os.environ, PYTHONUNBUFFERED="1")
-    elif kind == PEER:
-        proc_env = dict(
-            os.environ, PYTHONUNBUFFERED="1", DJANGO_SETTINGS_MODULE="peersite.settings"
-        )
-        for key in ("PYTHONPATH", "VIRTUAL_ENV"):
-            proc_env.pop(key, None)
-    elif kind == FLOOR_DAPHNE:
-        proc_env = floor_env(mode)
-    elif database_url:
-        proc_env = ours_env(
-            mode,
-            database_url=database_url,
-            redis_url=redis_url,
-            operations=kind not in OPS_OFF_KINDS,
-        )
-    else:
-        proc_env = ours_env(
-            mode, db_path=env.sqlite_file(port), operations=kind not in OPS_OFF_KINDS
-        )
+    proc_env = server_env(kind, mode, lambda: env.sqlite_file(port), database_url, redis_url)
     with open(log_path, "wb") as logf:
         # The fd limit is inherited: run.main() raised it before any server starts.
         proc = subprocess.Popen(
