@@ -1,18 +1,21 @@
 """A project that forgot ``manage.py migrate``: the health view, the endpoint and ``check
---deploy`` say which of mcp_django's migrations are missing and what to run, on a real SQLite
-file where ``migrate`` never ran (the ``unmigrated_database`` fixture)."""
+--deploy`` say which migrations are missing (mcp_django's; for ``check --deploy`` also its
+service clients app's) and what to run, on a real SQLite file where ``migrate`` never ran (the
+``unmigrated_database`` fixture)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import OperationalError, ProgrammingError, connections
 from django.db.migrations.executor import MigrationExecutor
-from django.test import override_settings
+from django.test import modify_settings, override_settings
 
 import mcp_django
+from mcp_django.auth.service_clients import SERVICE_CLIENTS_APP
 from mcp_django.checks import check_migrations
 from mcp_django.protocol.errors import INTERNAL_ERROR
 from mcp_django.tables import MIGRATE_HINT, names_missing_table, unapplied_migrations
@@ -34,6 +37,21 @@ INITIALIZE = {
         "clientInfo": {"name": "t", "version": "1"},
     },
 }
+# The labels of the apps mcp_django ships that this project installs.
+SHIPPED_LABELS = ("mcp_django", "mcp_service_clients")
+
+
+class ShippedAppsOn:
+    """A database router that puts the models of mcp_django and its service clients app on one
+    alias (the other apps stay where they are)."""
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    def db_for_read(self, model: Any, **hints: Any) -> str | None:
+        return self.alias if model._meta.app_label in SHIPPED_LABELS else None
+
+    db_for_write = db_for_read
 
 
 def labels(names: list[str]) -> list[str]:
@@ -46,6 +64,21 @@ def migrate_sessions_to(alias: str, migration: str) -> None:
         MigrationExecutor(connections[alias]).migrate([("mcp_django", migration)])
     finally:
         # This thread's connection would outlive the fixture's file, for the next test's alias.
+        connections[alias].close()
+
+
+def migrate_service_clients(alias: str) -> None:
+    """Apply the service clients app's migrations on ``alias`` (with DOT's and auth's)."""
+    executor = MigrationExecutor(connections[alias])
+    try:
+        executor.migrate(
+            [
+                (label, name)
+                for label, name in executor.loader.graph.leaf_nodes()
+                if label == "mcp_service_clients"
+            ]
+        )
+    finally:
         connections[alias].close()
 
 
@@ -107,15 +140,44 @@ async def test_initialize_without_migrate_is_a_json_rpc_error_that_says_to_run_m
 
 
 def test_w183_check_deploy_warns_about_unapplied_migrations(unmigrated_database):
-    with override_settings(DATABASE_ROUTERS=[SessionsOn(unmigrated_database)]):
+    with override_settings(DATABASE_ROUTERS=[ShippedAppsOn(unmigrated_database)]):
         messages = check_migrations()
-    assert [m.id for m in messages] == ["mcp_django.W183"]
+
+    assert [m.id for m in messages] == ["mcp_django.W183", "mcp_django.W183"]
     assert "mcp_django.0001_initial" in messages[0].msg and "manage.py migrate" in messages[0].hint
+
+
+def test_w183_names_the_service_clients_app_and_its_unapplied_migrations(unmigrated_database):
+    migrate_sessions_to(unmigrated_database, ALL_MIGRATIONS[-1])
+
+    with override_settings(DATABASE_ROUTERS=[ShippedAppsOn(unmigrated_database)]):
+        messages = check_migrations()
+
+    assert [m.id for m in messages] == ["mcp_django.W183"]
+    assert SERVICE_CLIENTS_APP in messages[0].msg
+    assert "mcp_service_clients.0001_initial" in messages[0].msg
+    assert "manage.py migrate" in messages[0].hint
+
+
+def test_w183_says_nothing_of_the_service_clients_app_when_it_is_not_installed(
+    unmigrated_database,
+):
+    with (
+        modify_settings(INSTALLED_APPS={"remove": [SERVICE_CLIENTS_APP]}),
+        override_settings(DATABASE_ROUTERS=[ShippedAppsOn(unmigrated_database)]),
+    ):
+        messages = check_migrations()
+
+    assert [m.id for m in messages] == ["mcp_django.W183"]
+    assert "mcp_django.0001_initial" in messages[0].msg
+    assert "service_clients" not in messages[0].msg
 
 
 def test_w183_is_silent_once_migrated(unmigrated_database):
     migrate_sessions_to(unmigrated_database, ALL_MIGRATIONS[-1])
-    with override_settings(DATABASE_ROUTERS=[SessionsOn(unmigrated_database)]):
+    migrate_service_clients(unmigrated_database)
+
+    with override_settings(DATABASE_ROUTERS=[ShippedAppsOn(unmigrated_database)]):
         assert check_migrations() == []
 
 
@@ -125,7 +187,7 @@ def test_w183_does_not_fail_without_a_database(django_db_blocker):
     with (
         django_db_blocker.unblock(),
         database_alias("nowhere", dummy) as alias,
-        override_settings(DATABASE_ROUTERS=[SessionsOn(alias)]),
+        override_settings(DATABASE_ROUTERS=[ShippedAppsOn(alias)]),
     ):
         assert check_migrations() == []
 
@@ -135,6 +197,6 @@ def test_w183_does_not_fail_when_the_database_cannot_be_reached(tmp_path, django
     with (
         django_db_blocker.unblock(),
         database_alias("unreachable", config) as alias,
-        override_settings(DATABASE_ROUTERS=[SessionsOn(alias)]),
+        override_settings(DATABASE_ROUTERS=[ShippedAppsOn(alias)]),
     ):
         assert check_migrations() == []

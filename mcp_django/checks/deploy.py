@@ -1,5 +1,5 @@
 """The checks of ``check --deploy`` only: browser origins, the reverse proxy Daphne needs in
-front, and mcp_django's migrations on the database that holds sessions."""
+front, and the migrations of mcp_django and its installed optional apps."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from django.core.checks import CheckMessage, Warning
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 
-from ..tables import MIGRATE_HINT, missing_tables_message, sessions_database, unapplied_migrations
+from ..tables import (
+    MIGRATE_HINT,
+    app_database,
+    missing_tables_message,
+    shipped_apps,
+    unapplied_migrations,
+)
 from .values import user_settings
 
 
@@ -64,16 +70,19 @@ def check_proxy(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 
 
 def check_migrations(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """``check --deploy``: mcp_django's migrations not applied on the database that holds
-    sessions. Django warns of unapplied migrations only when runserver starts; a server started
-    otherwise answers its first MCP request with a missing table."""
-    using = sessions_database()
-    try:
-        pending = unapplied_migrations(using)
-    except (DatabaseError, ImproperlyConfigured):
-        return []  # no database here (a build step, CI without one): nothing to tell
-    if not pending:
-        return []
-    return [
-        Warning(missing_tables_message(pending, using), hint=MIGRATE_HINT, id="mcp_django.W183")
-    ]
+    """``check --deploy``: migrations not applied, one warning per app mcp_django ships that is
+    installed (its own, and optional ones such as ``mcp_django.auth.service_clients``), each on
+    the database that holds that app's tables. Django warns of unapplied migrations only when
+    runserver starts; a server started otherwise fails at its first request on a missing
+    table."""
+    messages: list[CheckMessage] = []
+    for config in shipped_apps():
+        using = app_database(config)
+        try:
+            pending = unapplied_migrations(using, config.label)
+        except (DatabaseError, ImproperlyConfigured):
+            continue  # no database here (a build step, CI without one): nothing to tell
+        if pending:
+            message = missing_tables_message(pending, using, config.name)
+            messages.append(Warning(message, hint=MIGRATE_HINT, id="mcp_django.W183"))
+    return messages
