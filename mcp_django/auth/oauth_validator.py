@@ -35,6 +35,7 @@ from oauthlib.oauth2.rfc6749 import errors
 from ..conf import mcp_settings
 from .oauth import canonical
 from .service_clients import CLIENT_CREDENTIALS, SERVICE_CLIENTS_APP
+from .service_clients.rules import Fault, client_credentials_faults
 
 # RFC 8252 section 7.3 (and the MCP spec): plain-http redirects only to the user's own machine.
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -57,13 +58,19 @@ def service_client_of(application: Any) -> Any:
     return model._default_manager.select_related("user").filter(application=application).first()
 
 
+#: What the token endpoint says of each rule an application breaks for client_credentials.
+CLIENT_CREDENTIALS_FAULTS = {
+    Fault.PUBLIC_CLIENT: "Only confidential clients may use the client_credentials grant.",
+    Fault.OTHER_GRANT_TYPE: "This application's grant type is not client credentials.",
+}
+
+
 def service_client_refusal(application: Any, service_client: Any) -> str | None:
     """Why ``application`` may not use ``client_credentials`` now, in words for its owner (it
     has authenticated with its secret); None when it may."""
-    if application.client_type != AbstractApplication.CLIENT_CONFIDENTIAL:
-        return "Only confidential clients may use the client_credentials grant."
-    if not application.allows_grant_type(AbstractApplication.GRANT_CLIENT_CREDENTIALS):
-        return "This application's grant type is not client credentials."
+    faults = client_credentials_faults(application)
+    if faults:
+        return CLIENT_CREDENTIALS_FAULTS[faults[0]]
     if service_client is None:
         return "This application is not a service client: an admin has to mark it as one."
     if not service_client.enabled:

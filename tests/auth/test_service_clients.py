@@ -182,7 +182,10 @@ def test_an_application_of_another_grant_type_is_refused_with_unauthorized_clien
     app = application("code client", grant=Application.GRANT_AUTHORIZATION_CODE)
     ServiceClient.objects.create(application=app, user=make_user("code-bot"))
 
-    assert refused_with(token_response(app)) == "unauthorized_client"
+    response = token_response(app)
+
+    assert refused_with(response) == "unauthorized_client"
+    assert "grant type is not client credentials" in response.json()["error_description"]
 
 
 def test_a_disabled_service_client_is_refused_with_unauthorized_client() -> None:
@@ -398,6 +401,23 @@ def test_the_mark_refuses_an_application_of_another_grant_type() -> None:
         marked.full_clean()
 
     assert "client credentials" in str(refused.value.message_dict["application"])
+
+
+def test_the_mark_names_both_rules_a_public_application_of_another_grant_type_breaks() -> None:
+    marked = ServiceClient(
+        application=application(
+            client_type=Application.CLIENT_PUBLIC, grant=Application.GRANT_AUTHORIZATION_CODE
+        ),
+        user=make_user("bot"),
+    )
+
+    with pytest.raises(ValidationError) as refused:
+        marked.full_clean()
+
+    assert refused.value.message_dict["application"] == [
+        "A service client must be a confidential application: a public one has no secret.",
+        "Set the application's authorization grant type to client credentials.",
+    ]
 
 
 def test_the_mark_refuses_scopes_the_server_does_not_know() -> None:

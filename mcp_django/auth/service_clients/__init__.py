@@ -4,7 +4,8 @@
 An optional Django app (``"mcp_django.auth.service_clients"`` in ``INSTALLED_APPS``, after
 ``"oauth2_provider"``): its one model points at django-oauth-toolkit's application model, so
 it can be installed only beside DOT. It sits in the ``auth`` wing and imports only Django, DOT
-and ``mcp_django.conf``; ``auth.oauth_validator`` reads its model through the app registry.
+and ``mcp_django.conf``; ``auth.oauth_validator`` reads its model through the app registry, and
+imports ``rules`` (what an application must be to act as a service client) directly.
 This module itself imports nothing, so that the system checks can name the app without DOT.
 """
 

@@ -10,9 +10,21 @@ from django.db import models
 from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 from django.utils.translation import gettext_lazy as _
-from oauth2_provider.models import AbstractApplication, get_access_token_model
+from oauth2_provider.models import get_access_token_model
 from oauth2_provider.scopes import get_scopes_backend
 from oauth2_provider.settings import oauth2_settings
+
+from .rules import Fault, client_credentials_faults
+
+#: What the mark's form says of each rule its application breaks.
+APPLICATION_FAULTS = {
+    Fault.PUBLIC_CLIENT: _(
+        "A service client must be a confidential application: a public one has no secret."
+    ),
+    Fault.OTHER_GRANT_TYPE: _(
+        "Set the application's authorization grant type to client credentials."
+    ),
+}
 
 
 class ServiceClientQuerySet(models.QuerySet["ServiceClient"]):
@@ -87,19 +99,9 @@ class ServiceClient(models.Model):
     def clean(self) -> None:
         errors: dict[str, list[Any]] = {}
         application = getattr(self, "application", None)
-        if application is not None:
-            if application.client_type != AbstractApplication.CLIENT_CONFIDENTIAL:
-                # RFC 6749 section 4.4: the grant is for confidential clients only.
-                errors.setdefault("application", []).append(
-                    _(
-                        "A service client must be a confidential application: a public one "
-                        "has no secret."
-                    )
-                )
-            if application.authorization_grant_type != AbstractApplication.GRANT_CLIENT_CREDENTIALS:
-                errors.setdefault("application", []).append(
-                    _("Set the application's authorization grant type to client credentials.")
-                )
+        faults = client_credentials_faults(application) if application is not None else []
+        if faults:
+            errors["application"] = [APPLICATION_FAULTS[fault] for fault in faults]
         known = set(get_scopes_backend().get_all_scopes())
         unknown = [s for s in self.scopes if s not in known]
         if unknown:
