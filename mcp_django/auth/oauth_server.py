@@ -56,10 +56,11 @@ class IDJAGGrant(GrantTypeBase):  # type: ignore[misc]
     """The RFC 7523 ``jwt-bearer`` grant with an ID-JAG assertion: see the module docstring.
 
     Refusals are ``invalid_request`` (no assertion), ``invalid_client`` (client authentication
-    failed), ``unauthorized_client`` (a public client, or one the validator does not allow this
-    grant), ``invalid_grant`` (the assertion: RFC 7523 section 3.1) and ``invalid_scope``. Each
-    is logged with the client and the reason, never the assertion, and leaves nothing behind:
-    the ``jti`` is recorded in the transaction that saves the token."""
+    failed), ``unauthorized_client`` (the validator does not allow the client this grant: a
+    public client, or no identity provider configured), ``invalid_grant`` (the assertion: RFC
+    7523 section 3.1) and ``invalid_scope``. Each is logged with the client and the reason,
+    never the assertion, and leaves nothing behind: the ``jti`` is recorded in the transaction
+    that saves the token."""
 
     # The provider keeps the decision: when the token expires the client asks it again, so
     # access it withdraws ends within a token's lifetime (a refresh token would outlive it).
@@ -127,20 +128,14 @@ class IDJAGGrant(GrantTypeBase):  # type: ignore[misc]
             validator(request)
 
     def _authenticate_client(self, request: Any) -> None:
-        """A confidential client with its credentials, as DOT checks them for any grant
-        (``invalid_client`` when they fail). A public client proves nothing about who presents
-        the assertion, so anyone holding a leaked one could spend it: refused with
-        ``unauthorized_client`` (the draft's section 7.1: confidential clients only)."""
+        """The client with its credentials, as DOT authenticates it for any grant
+        (``invalid_client`` when they fail); a public client only names itself. Who may use
+        this grant (confidential clients only) is the validator's ``validate_grant_type``, asked
+        next, so that one refusal covers a public client with or without a secret."""
         if self.request_validator.client_authentication_required(request):
             self.validate_client_confidential(request)
-            return
-        if self.request_validator.authenticate_client_id(request.client_id, request):
-            raise errors.UnauthorizedClientError(
-                description="Public clients cannot exchange identity assertions; use the "
-                "authorization code grant.",
-                request=request,
-            )
-        raise errors.InvalidClientError(request=request)
+        else:
+            self.validate_client_public(request)
 
     def _verify(self, request: Any, assertion: str) -> Assertion:
         try:

@@ -220,13 +220,26 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
         if grant_type == CLIENT_CREDENTIALS:
             return self._validate_service_client(client, request)
         if grant_type == JWT_BEARER:
-            return bool(mcp_settings.id_jag_issuers) and (
-                client.client_type == AbstractApplication.CLIENT_CONFIDENTIAL
-            )
+            return self._validate_id_jag_client(client, request)
         if grant_type not in ALLOWED_GRANT_TYPES:
             return False
         valid = super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
         return bool(valid)
+
+    def _validate_id_jag_client(self, client: Any, request: Any) -> bool:
+        # The grant has authenticated the client (invalid_client otherwise) before asking this:
+        # a confidential one with its credentials, a public one by its client_id alone.
+        if not mcp_settings.id_jag_issuers:
+            return False
+        if client.client_type != AbstractApplication.CLIENT_CONFIDENTIAL:
+            # The draft's section 7.1: a public client proves nothing about who presents the
+            # assertion, so anyone holding a leaked one could spend it.
+            raise errors.UnauthorizedClientError(
+                description="Public clients cannot exchange identity assertions; use the "
+                "authorization code grant.",
+                request=request,
+            )
+        return True
 
     def _validate_service_client(self, client: Any, request: Any) -> bool:
         # oauthlib has authenticated the client (invalid_client otherwise) before asking this.

@@ -315,6 +315,27 @@ def test_a_public_client_is_refused_as_unauthorized_client(idp: IdentityProvider
     )
 
     assert_refused(response, "unauthorized_client")
+    assert "Public clients" in response.json()["error_description"]
+
+
+@pytest.mark.usefixtures("alice")
+def test_a_public_client_authenticating_with_its_secret_is_refused_as_unauthorized_client(
+    idp: IdentityProvider,
+) -> None:
+    # DOT authenticates a public client that sends a secret as it would a confidential one.
+    Application.objects.create(
+        name="public with a secret",
+        client_id=CLIENT_ID,
+        client_secret=SECRET,
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="http://127.0.0.1/callback",
+    )
+
+    response = exchange(idp.mint())
+
+    assert_refused(response, "unauthorized_client")
+    assert "Public clients" in response.json()["error_description"]
 
 
 @pytest.mark.usefixtures("alice", "connector")
