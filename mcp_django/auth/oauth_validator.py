@@ -251,10 +251,33 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
             # unauthorized_client with the reason: the client proved it owns the secret.
             raise errors.UnauthorizedClientError(description=refusal, request=request)
         request.mcp_service_client = service_client
-        # The audience now, not only when the token is saved: oauthlib answers errors raised
-        # while validating as JSON, but one raised by save_token without its Content-Type.
-        self._check_and_set_request_resource(request)
+        self._bind_resource(request)
         return True
+
+    def validate_code(
+        self, client_id: str, code: str, client: Any, request: Any, *args: Any, **kwargs: Any
+    ) -> bool:
+        if not super().validate_code(client_id, code, client, request, *args, **kwargs):
+            return False
+        # The code is the client's: its grant's resource, and the request's, can be checked.
+        self._bind_resource(request)
+        return True
+
+    def validate_refresh_token(
+        self, refresh_token: str, client: Any, request: Any, *args: Any, **kwargs: Any
+    ) -> bool:
+        if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
+            return False
+        self._bind_resource(request)
+        return True
+
+    def _bind_resource(self, request: Any) -> None:
+        """Check and set the token's audience while oauthlib validates the request, not only
+        when DOT saves the token: oauthlib answers an error raised while validating as a JSON
+        body with its Content-Type, but lets one raised by ``save_token`` reach DOT's view,
+        which sends the JSON as ``text/html``. DOT checks again when saving, with the same
+        answer: the resources it then finds on the request are the ones checked here."""
+        self._check_and_set_request_resource(request)
 
     def _create_access_token(
         self, expires: Any, request: Any, token: Any, source_refresh_token: Any = None

@@ -9,17 +9,23 @@ The refusals below are DOT's own, raised by its real fetcher where no network is
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 import socket
+from collections.abc import Iterator
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils.module_loading import import_string
 from oauth2_provider.cimd import CIMDError
+from oauth2_provider.models import AccessToken, Application
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.common import Request
 from oauthlib.oauth2.rfc6749 import errors
@@ -31,6 +37,7 @@ from mcp_django.auth.oauth_validator import (
     mcp_resource,
     public_reason,
 )
+from tests.conftest import make_user
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 ENDPOINT = {"AUTHENTICATION": "oauth", "RESOURCE_URL": "https://MCP.example.com/mcp/"}
@@ -136,3 +143,133 @@ def test_the_documents_own_faults_are_shown_as_dot_words_them(url: str) -> None:
     message, reason = refusal(url)
     assert reason == message
     assert reason.startswith("client_id URL must")
+
+
+# -- the authorization-code flow at DOT's real endpoints ----------------------------------------
+
+REDIRECT_URI = "https://client.example.com/callback"
+VERIFIER = "v" * 64
+PROVIDER = {"OAUTH2_VALIDATOR_CLASS": "mcp_django.auth.oauth_validator.MCPOAuth2Validator"}
+
+
+@pytest.fixture
+def own_authorization_server() -> Iterator[None]:
+    with override_settings(
+        ROOT_URLCONF="tests.urls_oauth_server", OAUTH2_PROVIDER=PROVIDER, MCP_DJANGO=ENDPOINT
+    ):
+        yield
+
+
+def authorization_code(
+    client: Client, application: Application, verifier: str, **fields: str
+) -> str:
+    """Sign in, ask /o/authorize/ for a code (the application skips the consent page), and return
+    the code from the redirect."""
+    client.force_login(make_user("alice"))
+    digest = hashlib.sha256(verifier.encode()).digest()
+    challenge = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    response = client.get(
+        "/o/authorize/",
+        {
+            "response_type": "code",
+            "client_id": application.client_id,
+            "redirect_uri": REDIRECT_URI,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            **fields,
+        },
+    )
+    assert response.status_code == 302, response.content
+    return parse_qs(urlsplit(response["Location"]).query)["code"][0]
+
+
+def public_client() -> Application:
+    return Application.objects.create(
+        name="inspector",
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris=REDIRECT_URI,
+        skip_authorization=True,
+    )
+
+
+def exchange(client: Client, application: Application, **fields: str) -> Any:
+    """POST a token request for the public client ``application`` to DOT's /o/token/."""
+    return client.post("/o/token/", {"client_id": application.client_id, **fields})
+
+
+def code_exchange(client: Client, application: Application, code: str, **fields: str) -> Any:
+    return exchange(
+        client,
+        application,
+        grant_type="authorization_code",
+        code=code,
+        redirect_uri=REDIRECT_URI,
+        code_verifier=VERIFIER,
+        **fields,
+    )
+
+
+def assert_json_invalid_target(response: Any) -> None:
+    """RFC 6749 section 5.2 with RFC 8707's code: status 400, a JSON body, said to be JSON."""
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error"] == "invalid_target"
+    assert "only for https://mcp.example.com/mcp" in response.json()["error_description"]
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("own_authorization_server")
+def test_a_code_exchanged_without_resource_gets_a_token_bound_to_the_endpoint() -> None:
+    client, application = Client(), public_client()
+    code = authorization_code(client, application, VERIFIER)
+
+    response = code_exchange(client, application, code)
+
+    assert response.status_code == HTTPStatus.OK, response.content
+    assert AccessToken.objects.get().resource == ["https://mcp.example.com/mcp"]
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("own_authorization_server")
+def test_a_code_exchanged_for_another_resource_is_refused_as_json_invalid_target() -> None:
+    client, application = Client(), public_client()
+    code = authorization_code(client, application, VERIFIER)
+
+    response = code_exchange(client, application, code, resource="https://api.other.example.com/")
+
+    assert_json_invalid_target(response)
+    assert not AccessToken.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("own_authorization_server")
+def test_a_code_granted_for_another_resource_is_refused_as_json_invalid_target() -> None:
+    client, application = Client(), public_client()
+    code = authorization_code(
+        client, application, VERIFIER, resource="https://api.other.example.com/"
+    )
+
+    response = code_exchange(client, application, code)
+
+    assert_json_invalid_target(response)
+    assert not AccessToken.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("own_authorization_server")
+def test_a_refresh_for_another_resource_is_refused_as_json_invalid_target() -> None:
+    client, application = Client(), public_client()
+    code = authorization_code(client, application, VERIFIER)
+    tokens = code_exchange(client, application, code).json()
+
+    response = exchange(
+        client,
+        application,
+        grant_type="refresh_token",
+        refresh_token=tokens["refresh_token"],
+        resource="https://api.other.example.com/",
+    )
+
+    assert_json_invalid_target(response)
+    assert AccessToken.objects.count() == 1  # the first one only
