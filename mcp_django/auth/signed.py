@@ -19,6 +19,11 @@ import jwt
 from ..conf import mcp_settings
 from .jwks import TrustedIssuer, key_store
 
+#: The registered algorithm names a refusal may quote. Any other ``alg`` is whatever the client
+#: wrote (kilobytes of it, characters no HTTP header can carry) and the message goes into the
+#: ``WWW-Authenticate`` challenge, which the ASGI transport encodes as latin-1.
+_NAMED_ALGORITHMS = frozenset(jwt.algorithms.get_default_algorithms())
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -56,7 +61,9 @@ def verify_signed(
         raise refused(f"The {noun} was not issued by a trusted issuer.")
     algorithm = header.get("alg")
     if algorithm not in issuer.algorithms:
-        raise refused(f"The {noun}'s algorithm {algorithm!r} is not accepted.")
+        named = isinstance(algorithm, str) and algorithm in _NAMED_ALGORITHMS
+        shown = f" {algorithm!r}" if named else ""
+        raise refused(f"The {noun}'s algorithm{shown} is not accepted.")
     kid = header.get("kid")
     if kid is not None and not isinstance(kid, str):
         raise refused(f"The {noun}'s key id is not a string.")

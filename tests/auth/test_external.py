@@ -431,6 +431,20 @@ async def test_hs256_signed_with_the_public_key_as_secret_is_refused(
     assert "algorithm 'HS256' is not accepted" in await refused(unsigned + "." + _b64(signature))
 
 
+@pytest.mark.usefixtures("settings_for")
+async def test_an_algorithm_name_no_header_can_carry_is_refused_without_quoting_it(
+    provider: Provider, alice: Any
+) -> None:
+    # Quoted into the challenge, "alg": "中" made the ASGI transport fail to encode the 401's
+    # WWW-Authenticate header (latin-1), so the request crashed instead of being refused.
+    raw = handmade({"alg": "\u4e2d", "typ": "at+jwt", "kid": "k1"}, provider.claims())
+
+    challenge = await refused(raw)
+
+    assert "algorithm is not accepted" in challenge
+    assert "\u4e2d" not in challenge
+
+
 async def test_an_algorithm_the_issuer_entry_does_not_allow_is_refused(
     provider: Provider, store: KeyStore, alice: Any
 ) -> None:
