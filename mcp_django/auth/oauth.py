@@ -28,7 +28,12 @@ PRM_PATH = "/.well-known/oauth-protected-resource"
 def canonical(uri: str) -> str:
     """Normalise a resource URI for comparison: lower-case scheme and host, no default port,
     no fragment, no trailing slash (RFC 8707 and the MCP authorization spec)."""
-    parts = urlsplit(uri.strip())
+    try:
+        parts = urlsplit(uri.strip())
+    except ValueError:
+        # "https://[" is no URI. Token claims and request parameters reach here as their
+        # senders wrote them: kept as it is, such a value equals no endpoint's canonical URI.
+        return uri.strip()
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
     if ":" in host:

@@ -356,6 +356,13 @@ async def test_a_token_for_another_resource_is_refused(
 
 
 @pytest.mark.usefixtures("settings_for")
+async def test_a_token_whose_audience_is_no_uri_is_refused(provider: Provider, alice: Any) -> None:
+    # urlsplit raises on "https://[": the comparison as canonical URIs let that ValueError out
+    # of the policy, and the request failed with a 500 instead of a 401.
+    assert "not issued for this server" in await refused(provider.token(aud="https://["))
+
+
+@pytest.mark.usefixtures("settings_for")
 async def test_an_expired_token_is_refused(provider: Provider, alice: Any) -> None:
     raw = provider.token(exp=int(time.time()) - 120)
 

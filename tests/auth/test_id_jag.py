@@ -221,6 +221,16 @@ def test_an_assertion_for_another_resource_is_refused(idp: IdentityProvider) -> 
 
 
 @pytest.mark.usefixtures("alice", "connector")
+@pytest.mark.parametrize("claim", ["aud", "resource"])
+def test_an_assertion_whose_audience_or_resource_is_no_uri_is_refused(
+    idp: IdentityProvider, claim: str
+) -> None:
+    # urlsplit raises on "http://[::1": the comparison as canonical URIs let that ValueError
+    # out of the grant, and the token endpoint answered 500 instead of invalid_grant.
+    assert_refused(exchange(idp.mint(**{claim: "http://[::1"})), "invalid_grant")
+
+
+@pytest.mark.usefixtures("alice", "connector")
 def test_an_assertion_issued_to_another_client_is_refused(idp: IdentityProvider) -> None:
     response = exchange(idp.mint(client_id="someone-else"))
 
