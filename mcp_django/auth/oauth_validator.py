@@ -158,7 +158,8 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
     def _validate_resource_uris(self, request: Any, resources: list[str]) -> None:
         # Called for the token request's own values and for those inherited from the grant or
         # refresh token, so a resource smuggled in at the authorization endpoint is caught too.
-        super()._validate_resource_uris(request, resources)
+        # Ours first: DOT's check parses each value with urlsplit, which raises on "https://["
+        # (a 500); past ours, only this server's own URI is left for it to parse.
         for resource in resources:
             if not is_mcp_resource(resource):
                 raise errors.CustomOAuth2Error(
@@ -169,6 +170,7 @@ class MCPOAuth2Validator(OAuth2Validator):  # type: ignore[misc]
                     ),
                     request=request,
                 )
+        super()._validate_resource_uris(request, resources)
 
     def _check_and_set_request_resource(self, request: Any) -> None:
         super()._check_and_set_request_resource(request)

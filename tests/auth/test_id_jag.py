@@ -363,6 +363,15 @@ def test_a_resource_parameter_naming_another_resource_is_refused_as_invalid_targ
 
 
 @pytest.mark.usefixtures("alice", "connector")
+def test_a_resource_parameter_that_is_no_uri_is_refused_as_invalid_target(
+    idp: IdentityProvider,
+) -> None:
+    # django-oauth-toolkit's own check of the parameter parses it with urlsplit, which raises
+    # on "https://[": the token endpoint answered 500.
+    assert_refused(exchange(idp.mint(), resource="https://["), "invalid_target")
+
+
+@pytest.mark.usefixtures("alice", "connector")
 def test_without_id_jag_issuers_the_grant_is_unauthorized(
     idp: IdentityProvider, settings: Any
 ) -> None:
