@@ -100,7 +100,9 @@ def verify_assertion(assertion: str, *, client_id: str, audience: str, resource:
     claims, issuer = verify_signed(assertion, id_jag_issuers(), ID_JAG, AssertionRefused)
     expected = issuer.audience or audience
     aud = claims["aud"]
-    if not any(_same_url(a, expected) for a in ([aud] if isinstance(aud, str) else aud or [])):
+    # A string or a list (RFC 7519): any other JSON value (5, an object) names no server.
+    audiences = [aud] if isinstance(aud, str) else aud
+    if not isinstance(audiences, list) or not any(_same_url(a, expected) for a in audiences):
         raise AssertionRefused("The assertion was issued for another authorization server.")
     # The profile makes aud and resource a bound pair (MCP extension section 7.6); a provider
     # that leaves resource out leaves it to the one resource this server issues tokens for.

@@ -231,6 +231,19 @@ def test_an_assertion_whose_audience_or_resource_is_no_uri_is_refused(
 
 
 @pytest.mark.usefixtures("alice", "connector")
+@pytest.mark.parametrize("aud", [5, {"https://mcp.example.com": 1}])
+def test_an_assertion_whose_audience_is_neither_string_nor_list_is_refused(
+    idp: IdentityProvider, aud: Any
+) -> None:
+    # "aud": 5 was iterated (TypeError, a 500); an object was iterated by its keys, one of
+    # which could name this server.
+    response = exchange(idp.mint(aud=aud))
+
+    assert_refused(response, "invalid_grant")
+    assert "another authorization server" in response.json()["error_description"]
+
+
+@pytest.mark.usefixtures("alice", "connector")
 def test_an_assertion_issued_to_another_client_is_refused(idp: IdentityProvider) -> None:
     response = exchange(idp.mint(client_id="someone-else"))
 
