@@ -120,9 +120,14 @@ def verify_assertion(assertion: str, *, client_id: str, audience: str, resource:
         raise AssertionRefused("The assertion's sub is not a string.")
     if "scope" in claims and not isinstance(claims["scope"], str):
         raise AssertionRefused("The assertion's scope is not a string.")
-    usable_until = datetime.fromtimestamp(claims["exp"], tz=timezone.utc) + timedelta(
-        seconds=mcp_settings.jwt_leeway
-    )
+    try:
+        # PyJWT checked exp with int(), which also takes "99999999999" and 1e300; the jti is
+        # kept until this time, which a datetime must hold.
+        usable_until = datetime.fromtimestamp(int(claims["exp"]), tz=timezone.utc) + timedelta(
+            seconds=mcp_settings.jwt_leeway
+        )
+    except (OverflowError, OSError, ValueError):
+        raise AssertionRefused("The assertion's exp is out of range.") from None
     return Assertion(claims=claims, issuer=issuer, usable_until=usable_until)
 
 

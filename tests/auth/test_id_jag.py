@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import importlib.util
 import logging
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -258,6 +259,26 @@ def test_an_expired_assertion_is_refused(idp: IdentityProvider) -> None:
 
     assert_refused(response, "invalid_grant")
     assert "expired" in response.json()["error_description"]
+
+
+@pytest.mark.usefixtures("alice", "connector")
+@pytest.mark.parametrize("exp", [10**20, 1e300, 253_402_300_800])
+def test_an_assertion_expiring_beyond_any_date_is_refused(idp: IdentityProvider, exp: Any) -> None:
+    # PyJWT takes these as future times; turning them into the date the jti is kept until
+    # raised OverflowError or ValueError (year 10000): a 500 at the token endpoint.
+    response = exchange(idp.mint(exp=exp))
+
+    assert_refused(response, "invalid_grant")
+    assert "exp is out of range" in response.json()["error_description"]
+
+
+@pytest.mark.usefixtures("alice", "connector")
+def test_an_assertion_with_a_numeric_string_exp_buys_a_token(idp: IdentityProvider) -> None:
+    # PyJWT reads exp with int(), so a string of digits passes its check, as it does for access
+    # tokens; datetime.fromtimestamp took the string itself (TypeError, a 500).
+    response = exchange(idp.mint(exp=str(int(time.time()) + 300)))
+
+    assert response.status_code == 200, response.content
 
 
 @pytest.mark.usefixtures("alice", "connector")
