@@ -166,7 +166,8 @@ def fetch_json(url: str) -> dict[str, Any]:
         raise KeyDiscoveryError(f"{url} sent more than {MAX_DOCUMENT_BYTES} bytes")
     try:
         document = json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
+        # RecursionError: arrays nested a few thousand deep fit well within the size cap.
         raise KeyDiscoveryError(f"{url} did not send JSON") from exc
     if not isinstance(document, dict):
         raise KeyDiscoveryError(f"{url} did not send a JSON object")

@@ -681,6 +681,18 @@ def test_a_jwks_larger_than_the_cap_is_not_read(provider: Provider) -> None:
     assert keys == []
 
 
+def test_a_jwks_nested_past_the_parsers_depth_gives_no_keys(provider: Provider) -> None:
+    # 50,000 nested arrays fit in the size cap, and json.loads raises RecursionError on them,
+    # which is no ValueError: it escaped the key store and failed the request with a 500.
+    provider.jwks_body = b'{"keys": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+    store = KeyStore(clock=Clock())
+
+    keys = store.signing_keys(TrustedIssuer(issuer=provider.issuer), "k1")
+
+    assert keys == []
+    assert store.fetches[provider.issuer] == 1
+
+
 def test_keys_are_fetched_over_https_only_except_on_loopback() -> None:
     from mcp_django.auth.jwks import KeyDiscoveryError
 
