@@ -16,6 +16,7 @@ Nothing here knows about MCP requests, so a grant on the site's own authorizatio
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import logging
@@ -160,7 +161,9 @@ def fetch_json(url: str) -> dict[str, Any]:
         # The standard library's client: the package needs no HTTP client of its own for this.
         with _opener.open(request, timeout=FETCH_TIMEOUT) as response:
             body = response.read(MAX_DOCUMENT_BYTES + 1)
-    except (OSError, ValueError) as exc:  # URLError, HTTPError, timeouts, a bad URL
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        # URLError, HTTPError, timeouts, a bad URL; and an answer that is not HTTP, or a
+        # chunked body cut short (BadStatusLine, IncompleteRead: http.client's own).
         raise KeyDiscoveryError(f"{url} could not be fetched: {exc}") from exc
     if len(body) > MAX_DOCUMENT_BYTES:
         raise KeyDiscoveryError(f"{url} sent more than {MAX_DOCUMENT_BYTES} bytes")

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import hmac
 import json
+import socket
 import sys
 import threading
 import time
@@ -30,7 +31,13 @@ from django.test import override_settings
 
 from mcp_django.auth import external, signed
 from mcp_django.auth.external import token_scopes
-from mcp_django.auth.jwks import KeyStore, TrustedIssuer, discover_jwks_uri
+from mcp_django.auth.jwks import (
+    KeyDiscoveryError,
+    KeyStore,
+    TrustedIssuer,
+    discover_jwks_uri,
+    fetch_json,
+)
 from mcp_django.checks import check_settings
 from mcp_django.models import Session, ToolCall
 from mcp_django.ops.audit import buffer as audit_buffer
@@ -691,6 +698,28 @@ def test_a_jwks_nested_past_the_parsers_depth_gives_no_keys(provider: Provider) 
 
     assert keys == []
     assert store.fetches[provider.issuer] == 1
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"garbage\r\n", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{}"],
+)
+def test_an_answer_that_is_not_http_is_a_key_discovery_error(answer: bytes) -> None:
+    # BadStatusLine and IncompleteRead are neither OSError nor ValueError: they escaped
+    # fetch_json, and the key store, and the request failed with a 500.
+    with socket.create_server(("127.0.0.1", 0)) as server:
+
+        def reply() -> None:
+            connection, _ = server.accept()
+            with connection:
+                connection.recv(65536)
+                connection.sendall(answer)
+
+        thread = threading.Thread(target=reply, daemon=True)
+        thread.start()
+        with pytest.raises(KeyDiscoveryError, match="could not be fetched"):
+            fetch_json(f"http://127.0.0.1:{server.getsockname()[1]}/keys")
+        thread.join(5)
 
 
 def test_keys_are_fetched_over_https_only_except_on_loopback() -> None:
