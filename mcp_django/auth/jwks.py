@@ -137,7 +137,11 @@ def is_loopback(url: str) -> bool:
 
 def fetchable(url: str) -> bool:
     """Whether keys may be fetched from ``url``: https, or http on loopback (tests, development)."""
-    scheme = urlsplit(url).scheme.lower()
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError:
+        # "http://[::1": a metadata document's jwks_uri is whatever the issuer wrote.
+        return False
     return scheme == "https" or (scheme == "http" and is_loopback(url))
 
 

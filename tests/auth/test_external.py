@@ -722,6 +722,20 @@ def test_an_answer_that_is_not_http_is_a_key_discovery_error(answer: bytes) -> N
         thread.join(5)
 
 
+def test_a_jwks_uri_no_parser_takes_gives_no_keys(
+    provider: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # urlsplit raises ValueError on "http://[::1", and the https check ran it outside any
+    # handler: the metadata's jwks_uri escaped the key store and failed the request with a 500.
+    monkeypatch.setattr(Provider, "jwks_uri", "http://[::1")
+    store = KeyStore(clock=Clock())
+
+    keys = store.signing_keys(TrustedIssuer(issuer=provider.issuer), "k1")
+
+    assert keys == []
+    assert provider.requests == ["/tenant/.well-known/openid-configuration"]
+
+
 def test_keys_are_fetched_over_https_only_except_on_loopback() -> None:
     from mcp_django.auth.jwks import KeyDiscoveryError
 
