@@ -266,7 +266,12 @@ class KeyStore:
         keys = document.get("keys")
         if not isinstance(keys, list):
             raise KeyDiscoveryError(f"{jwks_uri} is not a JWK set")
-        entry.keys = [key for key in keys if isinstance(key, dict) and key.get("use") != "enc"]
+        signing = [key for key in keys if isinstance(key, dict) and key.get("use") != "enc"]
+        # A key published with its private part ("d") is a leaked one: whatever it signed
+        # could be anyone's (and PyJWT fails on an RSA private key with AttributeError).
+        if any("d" in key for key in signing):
+            logger.warning("The JWKS of %s publishes a private key; it is ignored.", issuer.issuer)
+        entry.keys = [key for key in signing if "d" not in key]
         entry.fetched_at = entry.tried_at
 
     def signing_keys(self, issuer: TrustedIssuer, kid: str | None) -> list[dict[str, Any]]:

@@ -427,6 +427,24 @@ async def test_a_token_whose_payload_was_changed_is_refused(provider: Provider, 
 
 
 @pytest.mark.usefixtures("settings_for")
+@pytest.mark.parametrize("kind", ["rsa", "ec"])
+async def test_a_key_published_with_its_private_part_verifies_nothing(
+    provider: Provider, alice: Any, kind: str
+) -> None:
+    # A JWKS holding an RSA private key made PyJWT call verify() on the private key
+    # (AttributeError, a 500); an EC private key verified, though anyone could have signed.
+    provider.add_key("leaked", kind)
+    key = provider.keys["leaked"]
+    algorithm = jwt.algorithms.RSAAlgorithm if kind == "rsa" else jwt.algorithms.ECAlgorithm
+    private = {**algorithm.to_jwk(key, as_dict=True), "kid": "leaked", "use": "sig"}
+    provider.jwks_body = orjson.dumps({"keys": [private]})
+
+    raw = provider.token("leaked", algorithm="RS256" if kind == "rsa" else "ES256")
+
+    assert "a key the issuer does not publish" in await refused(raw)
+
+
+@pytest.mark.usefixtures("settings_for")
 async def test_alg_none_is_refused(provider: Provider, alice: Any) -> None:
     raw = handmade({"alg": "none", "typ": "at+jwt", "kid": "k1"}, provider.claims())
 
