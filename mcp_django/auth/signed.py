@@ -85,7 +85,9 @@ def verify_signed(
                 # Callers compare the audience themselves, as canonical URIs.
                 options={"require": list(kind.require), "verify_aud": False},
             )
-        except jwt.InvalidSignatureError:
+        except (jwt.InvalidSignatureError, jwt.InvalidKeyError):
+            # InvalidKeyError: an EC key on another curve (a P-384 key for an ES256 token) is
+            # only found out here; the next key may be the one.
             continue
         except jwt.ExpiredSignatureError:
             raise refused(f"The {noun} has expired.") from None

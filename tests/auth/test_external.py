@@ -321,6 +321,24 @@ async def test_an_ec_key_among_rsa_keys_verifies_its_es256_tokens(
     assert response.status == 200
 
 
+@pytest.mark.usefixtures("settings_for")
+async def test_an_es256_token_without_key_id_verifies_past_a_key_on_another_curve(
+    provider: Provider, alice: Any
+) -> None:
+    # Without a kid every key is tried; PyJWT refuses a P-384 key for ES256 only when it
+    # verifies, with InvalidKeyError, which refused the token before the P-256 key was tried.
+    other_curve = ec.generate_private_key(ec.SECP384R1()).public_key()
+    provider.add_key("ec1", kind="ec", publish=False)
+    keys = [
+        jwt.algorithms.ECAlgorithm.to_jwk(other_curve, as_dict=True),
+        provider.public_jwk("ec1"),
+    ]
+    provider.jwks_body = orjson.dumps({"keys": keys})
+    raw = jwt.encode(provider.claims(), provider.keys["ec1"], algorithm="ES256")
+
+    assert await session_user(raw) == "alice"
+
+
 async def test_several_issuers_are_trusted_at_once(
     provider: Provider, store: KeyStore, alice: Any
 ) -> None:
