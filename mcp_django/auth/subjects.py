@@ -32,9 +32,16 @@ def default_user_hook(claims: Mapping[str, Any], issuer: TrustedIssuer) -> Any:
         return None
     user_model = get_user_model()
     try:
-        user_model._meta.get_field(issuer.user_field)
+        field = user_model._meta.get_field(issuer.user_field)
     except FieldDoesNotExist:
         logger.error("TRUSTED_ISSUERS: the user model has no field %r", issuer.user_field)
+        return None
+    if not storable(value, field, user_model._meta.get_field(user_model.USERNAME_FIELD)):
+        # PostgreSQL refuses a NUL in a query, and a value longer than the column fails the
+        # insert: a refusal (401), not a server error, whatever an issuer signs.
+        logger.warning(
+            "A token of %s names a %s no user can have; refused.", issuer.issuer, issuer.user_claim
+        )
         return None
     matches = list(user_model._default_manager.filter(**{issuer.user_field: value})[:2])
     if len(matches) == 1:
@@ -54,6 +61,13 @@ def default_user_hook(claims: Mapping[str, Any], issuer: TrustedIssuer) -> Any:
     user.set_unusable_password()  # signs in only through the issuer
     user.save()
     return user
+
+
+def storable(value: str, *fields: Any) -> bool:
+    """Whether ``value`` fits each of ``fields``: no NUL, and no longer than its ``max_length``."""
+    if "\x00" in value:
+        return False
+    return all(getattr(f, "max_length", None) is None or len(value) <= f.max_length for f in fields)
 
 
 def user_for_claims(claims: Mapping[str, Any], issuer: TrustedIssuer) -> Any:

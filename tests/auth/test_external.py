@@ -629,6 +629,20 @@ async def test_users_are_created_only_when_the_issuer_entry_says_so(
     assert not carol.has_usable_password()
 
 
+@pytest.mark.parametrize("sub", ["car\x00ol", "c" * 151])
+async def test_a_subject_no_user_can_have_is_refused_not_a_server_error(
+    provider: Provider, store: KeyStore, sub: str
+) -> None:
+    # A NUL fails any PostgreSQL query and a name past the column fails the insert; SQLite
+    # takes both, so the refusal must not depend on the database.
+    entry = {"create_users": True}
+    with override_settings(MCP_DJANGO=jwt_settings(provider, issuer_entry=entry)):
+        response = await MCPTestClient(headers=_bearer(provider.token(sub=sub))).post(PING)
+
+    assert response.status == 401
+    assert not await User.objects.filter(username__startswith="c").aexists()
+
+
 def hook_by_client(claims: dict[str, Any], issuer: TrustedIssuer) -> Any:
     """A project's hook: tokens of one client act for a service user."""
     if claims.get("client_id") == "nightly-agent" and issuer.extra.get("service_user"):
