@@ -50,6 +50,10 @@ MAX_PREFLIGHT_PARAM_HEADERS = 64
 ALLOWED_METHODS = "GET, POST, DELETE"
 
 
+#: The headers a WSGI server puts in META without the ``HTTP_`` prefix (as HttpHeaders reads them).
+UNPREFIXED_META = {"CONTENT_TYPE": "content-type", "CONTENT_LENGTH": "content-length"}
+
+
 class Headers(Mapping[str, str]):
     """The request's headers by lower-case name; repeated headers joined with ", " (RFC 9110)."""
 
@@ -65,8 +69,16 @@ class Headers(Mapping[str, str]):
     def of_request(cls, request: HttpRequest) -> Headers:
         """The headers of a Django request (the plain view's; the WSGI server joined repeated
         headers already)."""
+        # Read from META as Django's HttpHeaders does, without its title-cased names: building
+        # request.headers cost 9 µs a request, most of it making names we lower-case again.
+        found: dict[str, str] = {}
+        for key, value in request.META.items():
+            if key.startswith("HTTP_"):
+                found[key[5:].replace("_", "-").lower()] = value
+            elif key in UNPREFIXED_META:
+                found[UNPREFIXED_META[key]] = value
         headers = cls.__new__(cls)
-        headers._headers = {name.lower(): value for name, value in request.headers.items()}
+        headers._headers = found
         return headers
 
     def __getitem__(self, name: str) -> str:

@@ -9,14 +9,18 @@ from typing import Any
 import orjson
 import pytest
 from django.contrib.auth import get_user_model
+from django.http import HttpRequest
 from django.test import Client, override_settings
 from django.utils import timezone
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mcp_django.models import Session, Task, ToolCall
 from mcp_django.ops.audit import buffer as audit_buffer
 from mcp_django.protocol.errors import METHOD_NOT_FOUND, QUOTA_EXCEEDED
 from mcp_django.protocol.negotiation import LATEST_VERSION
 from mcp_django.transport.plain import GET_STREAM_REFUSED, LISTEN_REFUSED, RESUME_REFUSED
+from mcp_django.transport import headers as checks
 from mcp_django.transport.process import sweeper
 from tests.conftest import BASE_SETTINGS
 from tests.polling import until_sync
@@ -371,3 +375,20 @@ def test_the_first_request_starts_the_sweep_after_dead_processes():
     until_sync(lambda: Task.objects.get(pk=dead.pk).status == Task.Status.FAILED)
     assert Task.objects.get(pk=alive.pk).status == Task.Status.WORKING
     assert sweeper.task is not None and not sweeper.task.done()
+
+
+# --- the headers, read from META --------------------------------------------------------------
+
+_meta_keys = st.sampled_from(
+    ["CONTENT_TYPE", "CONTENT_LENGTH", "REMOTE_ADDR", "SERVER_NAME", "wsgi.input", "QUERY_STRING"]
+) | st.from_regex(r"HTTP_[A-Z][A-Z0-9_]{0,20}", fullmatch=True)
+
+
+@given(st.dictionaries(_meta_keys, st.text(max_size=20), max_size=12))
+def test_headers_of_a_request_are_djangos_headers_by_lower_case_name(meta):
+    request = HttpRequest()
+    request.META = meta
+
+    headers = checks.Headers.of_request(request)
+
+    assert dict(headers) == {name.lower(): value for name, value in request.headers.items()}
