@@ -197,6 +197,13 @@ def test_w001_without_channel_layers():
     assert ids(project_errors(CHANNEL_LAYERS={})) == ["mcp_django.W001"]
 
 
+def test_w001_not_for_a_wsgi_only_project():
+    # The plain view holds no stream: several WSGI workers need no channel layer, as
+    # docs/howto/deploy.md says, so `check` must not tell a gunicorn project to add Redis.
+    with override_settings(CHANNEL_LAYERS={}):
+        assert ids(wsgi_only_messages()) == ["mcp_django.I171"]
+
+
 REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
 
 

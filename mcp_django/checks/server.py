@@ -165,6 +165,10 @@ def check_channel_layer(user: dict[str, Any]) -> list[CheckMessage]:
     alias = user.get("CHANNEL_LAYER", DEFAULTS["CHANNEL_LAYER"])
     layers = getattr(settings, "CHANNEL_LAYERS", None)
     if not layers:
+        if served_by_wsgi_only():
+            # The plain view holds no stream, so the layer carries nothing between its
+            # processes: several WSGI workers need no Redis (docs/howto/deploy.md, "Under WSGI").
+            return []
         return [
             Warning(
                 "CHANNEL_LAYERS is not set: mcp_django uses a process-local in-memory layer.",
@@ -330,11 +334,18 @@ def needs_asgi_sentence() -> str:
     return "Only the ASGI deployment serves " + "; ".join(needs_asgi()) + "."
 
 
-def check_server() -> list[CheckMessage]:
+def served_by_wsgi_only() -> bool:
     """Without daphne, runserver serves WSGI; without ASGI_APPLICATION too, nothing in the
     settings points at an ASGI server, so the project most likely runs WSGI only: its endpoint
-    is the plain view. Said as what it gets (Info)."""
-    if "daphne" in settings.INSTALLED_APPS or getattr(settings, "ASGI_APPLICATION", None):
+    is the plain view."""
+    return "daphne" not in settings.INSTALLED_APPS and not getattr(
+        settings, "ASGI_APPLICATION", None
+    )
+
+
+def check_server() -> list[CheckMessage]:
+    """A project served by WSGI only is told what its plain view serves (Info)."""
+    if not served_by_wsgi_only():
         return []
     return [
         Info(
