@@ -471,6 +471,16 @@ def test_i171_a_wsgi_only_project_is_told_what_its_plain_view_serves_not_warned(
     assert '"daphne"' in info.hint and "MCPRouter" in info.hint
 
 
+def test_i171_hint_names_this_projects_asgi_module_once():
+    [info] = [m for m in wsgi_only_messages() if m.id == "mcp_django.I171"]
+
+    # The test project's settings are tests.settings, so its asgi.py is tests/asgi.py.
+    assert 'ASGI_APPLICATION = "tests.asgi.application"' in info.hint
+    assert "<project>" not in info.hint
+    assert info.hint.count("ASGI_APPLICATION") == 2  # set it; and set it under uvicorn too
+    assert "application = mcp_django.routing.MCPRouter(get_asgi_application())" in info.hint
+
+
 def test_i171_names_the_tools_whose_questions_need_asgi():
     [info] = [m for m in wsgi_only_messages() if m.id == "mcp_django.I171"]
 

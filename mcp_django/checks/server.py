@@ -5,9 +5,10 @@ application, and whether anything points at an ASGI server at all."""
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
-from django.conf import settings
+from django.conf import ENVIRONMENT_VARIABLE, settings
 from django.core.checks import CheckMessage, Error, Info, Warning
 from django.utils.module_loading import import_string
 
@@ -284,9 +285,9 @@ def check_asgi() -> list[CheckMessage]:
 #: What the endpoint's plain view serves (transport.plain): said by every check about a
 #: deployment without the router.
 PLAIN_VIEW_SERVES = (
-    "It serves every 2026-07-28 request and the handshake era in JSON answer mode, each answer "
-    "one JSON body, but a call's progress and logs on a stream of its own (within "
-    "MCP_DJANGO['PLAIN_STREAMS'] and ['PLAIN_STREAM_SECONDS'])."
+    "It serves every 2026-07-28 request, and the handshake era in JSON answer mode: each answer "
+    "is one JSON body, except that a call sending progress or logs is answered on an SSE stream "
+    "of its own (within MCP_DJANGO['PLAIN_STREAMS'] and ['PLAIN_STREAM_SECONDS'])."
 )
 
 
@@ -343,6 +344,18 @@ def served_by_wsgi_only() -> bool:
     )
 
 
+def project_asgi_application() -> str:
+    """Where startproject put asgi.py: beside settings.py, in the settings module's top
+    package (``mysite.settings``, or ``config.settings.production`` with split settings)."""
+    # override_settings hides SETTINGS_MODULE (None); the environment still names it.
+    module = (
+        getattr(settings, "SETTINGS_MODULE", None)
+        or os.environ.get(ENVIRONMENT_VARIABLE)
+        or "<project>"
+    )
+    return module.split(".")[0] + ".asgi.application"
+
+
 def check_server() -> list[CheckMessage]:
     """A project served by WSGI only is told what its plain view serves (Info)."""
     if not served_by_wsgi_only():
@@ -352,10 +365,11 @@ def check_server() -> list[CheckMessage]:
             "This project is served by WSGI only ('daphne' is not in INSTALLED_APPS and "
             "ASGI_APPLICATION is not set): `manage.py runserver` and gunicorn serve the MCP "
             f"endpoint with its plain view. {PLAIN_VIEW_SERVES} {needs_asgi_sentence()}",
-            hint='For those, put "daphne" first in INSTALLED_APPS and set ASGI_APPLICATION = '
-            '"<project>.asgi.application" with ' + ROUTER_HINT.removeprefix("In ") + " If you "
-            "serve asgi.py with uvicorn or granian, set ASGI_APPLICATION to it all the same, so "
-            "that its wiring is checked too.",
+            hint='For those, put "daphne" first in INSTALLED_APPS, set ASGI_APPLICATION = '
+            f'"{project_asgi_application()}", and in that asgi.py write application = '
+            "mcp_django.routing.MCPRouter(get_asgi_application()). If you serve asgi.py with "
+            "uvicorn or granian, set ASGI_APPLICATION all the same, so that its wiring is "
+            "checked too.",
             id="mcp_django.I171",
         )
     ]
