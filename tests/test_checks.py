@@ -333,6 +333,12 @@ def test_w002_no_authentication_without_debug():
         assert ids(check_settings()) == ["mcp_django.W002"]
 
 
+def test_w002_hint_names_every_built_in_policy():
+    with override_settings(DEBUG=False, MCP_DJANGO=BASE):
+        [warning] = check_settings()
+    assert all(f'"{policy}"' in warning.hint for policy in ("django", "oauth", "jwt"))
+
+
 def test_w002_is_quiet_in_debug():
     assert settings_errors(AUTHENTICATION="none") == []
 

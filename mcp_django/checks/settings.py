@@ -241,8 +241,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             Warning(
                 "MCP_DJANGO['AUTHENTICATION'] is 'none' while DEBUG is False: anyone who reaches "
                 "the endpoint can use it.",
-                hint='Use "django" or your own authentication class in production; "none" is for '
-                "local development and conformance runs.",
+                hint='Use "django" (the session cookie), "oauth" (hosted clients such as Claude '
+                'and ChatGPT), "jwt" (your identity provider\'s tokens) or your own '
+                'authentication class in production; "none" is for local development and '
+                "conformance runs.",
                 id="mcp_django.W002",
             )
         )
