@@ -468,13 +468,28 @@ def wsgi_only_messages(**mcp: Any) -> list[checks.CheckMessage]:
         return project_errors(INSTALLED_APPS=without_daphne(), ASGI_APPLICATION=None)
 
 
-def test_i171_a_wsgi_only_project_is_told_what_its_plain_view_serves_not_warned():
+def wsgi_only_deploy_messages(**mcp: Any) -> list[checks.CheckMessage]:
+    """What ``check --deploy`` adds for a project served by WSGI only (callers pick by id)."""
+    with override_settings(
+        MCP_DJANGO={**BASE, **mcp}, INSTALLED_APPS=without_daphne(), ASGI_APPLICATION=None
+    ):
+        return check_deployment()
+
+
+def i174(**mcp: Any) -> checks.CheckMessage:
+    [info] = [m for m in wsgi_only_deploy_messages(**mcp) if m.id == "mcp_django.I174"]
+    return info
+
+
+def test_i171_a_wsgi_only_project_is_told_in_a_line_that_its_endpoint_is_the_plain_view():
     [info] = [m for m in wsgi_only_messages() if m.id == "mcp_django.I171"]
 
     assert info.level == checks.INFO
-    assert "plain view" in info.msg and "2026-07-28" in info.msg
-    assert "subscriptions/listen" in info.msg
+    assert "plain view" in info.msg and "check --deploy" in info.msg
+    # Django prints it on every management command: a line, not the list (I174 has that).
+    assert len(info.msg) < 400 and "subscriptions/listen" not in info.msg
     assert '"daphne"' in info.hint and "MCPRouter" in info.hint
+    assert '"mcp_django.I171" to SILENCED_SYSTEM_CHECKS' in info.hint
 
 
 def test_i171_hint_names_this_projects_asgi_module_once():
@@ -487,32 +502,43 @@ def test_i171_hint_names_this_projects_asgi_module_once():
     assert "application = mcp_django.routing.MCPRouter(get_asgi_application())" in info.hint
 
 
-def test_i171_names_the_tools_whose_questions_need_asgi():
-    [info] = [m for m in wsgi_only_messages() if m.id == "mcp_django.I171"]
+def test_i174_check_deploy_says_what_the_plain_view_serves_and_what_needs_asgi():
+    info = i174()
+
+    assert info.level == checks.INFO
+    assert "plain view" in info.msg and "2026-07-28" in info.msg
+    assert "subscriptions/listen" in info.msg
+    assert 'ASGI_APPLICATION = "tests.asgi.application"' in info.hint
+
+
+def test_i174_is_not_said_of_a_project_served_by_asgi():
+    assert [m for m in check_deployment() if m.id == "mcp_django.I174"] == []
+
+
+def test_i174_names_the_tools_whose_questions_need_asgi():
+    info = i174()
 
     assert "ask the client" in info.msg
     assert "progress" in info.msg  # the test site's tool of that name takes a Context
 
 
-def test_i171_names_the_task_tools_whose_2025_waits_need_asgi():
+def test_i174_names_the_task_tools_whose_2025_waits_need_asgi():
     import tests.urls_plain_tasks  # noqa: F401 (registers the task tools "count" and "hold")
 
-    [info] = [m for m in wsgi_only_messages() if m.id == "mcp_django.I171"]
+    info = i174()
 
     assert "tasks/result waiting past PLAIN_STREAM_SECONDS" in info.msg
     assert "count" in info.msg
 
 
-def test_i171_says_the_plain_view_streams_a_calls_progress_within_its_bounds():
-    [info] = [m for m in wsgi_only_messages() if m.id == "mcp_django.I171"]
+def test_i174_says_the_plain_view_streams_a_calls_progress_within_its_bounds():
+    info = i174()
 
     assert "PLAIN_STREAMS" in info.msg and "PLAIN_STREAM_SECONDS" in info.msg
 
 
-def test_i171_names_the_http_sse_transport_when_it_is_on():
-    [info] = [m for m in wsgi_only_messages(HTTP_SSE=True) if m.id == "mcp_django.I171"]
-
-    assert "HTTP_SSE" in info.msg
+def test_i174_names_the_http_sse_transport_when_it_is_on():
+    assert "HTTP_SSE" in i174(HTTP_SSE=True).msg
 
 
 def test_i171_is_reported_by_manage_py_check():

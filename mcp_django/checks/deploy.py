@@ -1,5 +1,6 @@
-"""The checks of ``check --deploy`` only: browser origins, the reverse proxy Daphne needs in
-front, and the migrations of mcp_django and its installed optional apps."""
+"""The checks of ``check --deploy`` only: what a WSGI-only project's plain view serves, browser
+origins, the reverse proxy Daphne needs in front, and the migrations of mcp_django and its
+installed optional apps."""
 
 from __future__ import annotations
 
@@ -17,10 +18,15 @@ from ..tables import (
     shipped_apps,
     unapplied_migrations,
 )
+from .server import check_server_deploy
 from .values import user_settings
 
 
 def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_server_deploy() + check_origins()
+
+
+def check_origins() -> list[CheckMessage]:
     user = user_settings()
     origins = user.get("ALLOWED_ORIGINS", []) if isinstance(user, dict) else []
     # A malformed value is E006's to report; this check must not crash on it.

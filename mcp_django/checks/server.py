@@ -356,20 +356,46 @@ def project_asgi_application() -> str:
     return module.split(".")[0] + ".asgi.application"
 
 
+def _to_asgi_hint() -> str:
+    """How a WSGI-only project turns on what needs the ASGI deployment (I171, I174)."""
+    return (
+        f'For those, put "daphne" first in INSTALLED_APPS, set ASGI_APPLICATION = '
+        f'"{project_asgi_application()}", and in that asgi.py write application = '
+        "mcp_django.routing.MCPRouter(get_asgi_application()). If you serve asgi.py with "
+        "uvicorn or granian, set ASGI_APPLICATION all the same, so that its wiring is "
+        "checked too."
+    )
+
+
 def check_server() -> list[CheckMessage]:
-    """A project served by WSGI only is told what its plain view serves (Info)."""
+    """A project served by WSGI only is told, in a line, that its endpoint is the plain view
+    (Info). Django prints an Info on every management command, so the list of what the site
+    uses that needs ASGI waits for ``check --deploy`` (I174)."""
     if not served_by_wsgi_only():
         return []
     return [
         Info(
             "This project is served by WSGI only ('daphne' is not in INSTALLED_APPS and "
-            "ASGI_APPLICATION is not set): `manage.py runserver` and gunicorn serve the MCP "
-            f"endpoint with its plain view. {PLAIN_VIEW_SERVES} {needs_asgi_sentence()}",
-            hint='For those, put "daphne" first in INSTALLED_APPS, set ASGI_APPLICATION = '
-            f'"{project_asgi_application()}", and in that asgi.py write application = '
-            "mcp_django.routing.MCPRouter(get_asgi_application()). If you serve asgi.py with "
-            "uvicorn or granian, set ASGI_APPLICATION all the same, so that its wiring is "
-            "checked too.",
+            "ASGI_APPLICATION is not set): the MCP endpoint is served by its plain view, which "
+            "answers what fits one request and one response; `manage.py check --deploy` lists "
+            "what this site uses that needs the ASGI deployment.",
+            hint=_to_asgi_hint() + ' Once WSGI is your choice, add "mcp_django.I171" to '
+            "SILENCED_SYSTEM_CHECKS.",
             id="mcp_django.I171",
+        )
+    ]
+
+
+def check_server_deploy() -> list[CheckMessage]:
+    """``check --deploy`` of a project served by WSGI only: what its plain view serves, and
+    what this site uses that only the ASGI deployment serves (Info)."""
+    if not served_by_wsgi_only():
+        return []
+    return [
+        Info(
+            "Served by WSGI only, the MCP endpoint is its plain view. "
+            f"{PLAIN_VIEW_SERVES} {needs_asgi_sentence()}",
+            hint=_to_asgi_hint(),
+            id="mcp_django.I174",
         )
     ]
