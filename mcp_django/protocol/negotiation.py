@@ -187,7 +187,11 @@ def origin_allowed(origin: str, host: str, scheme: str, allowed: Iterable[str]) 
     return False
 
 
-def check_origin(origin: str | None, host: str, scheme: str, allowed: Iterable[str]) -> None:
-    """403 when an ``Origin`` header is present and not allowed (2025-11-25 transports spec)."""
+def check_origin(
+    origin: str | None, host: str, scheme: str, allowed: Iterable[str], how_to_allow: str = ""
+) -> None:
+    """403 when an ``Origin`` header is present and not allowed (2025-11-25 transports spec);
+    ``how_to_allow`` (where the server lists the origins it serves) ends the message."""
     if origin is not None and not origin_allowed(origin, host, scheme, allowed):
-        raise TransportError(HTTPStatus.FORBIDDEN, "Forbidden: Origin not allowed")
+        suffix = f" ({how_to_allow})" if how_to_allow else ""
+        raise TransportError(HTTPStatus.FORBIDDEN, f"Forbidden: Origin not allowed{suffix}")

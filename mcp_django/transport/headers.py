@@ -49,6 +49,9 @@ MAX_PREFLIGHT_PARAM_HEADERS = 64
 
 ALLOWED_METHODS = "GET, POST, DELETE"
 
+#: Said by a refused Origin's 403: where this server lists the browser origins it serves.
+ORIGINS_SETTING_HINT = "a browser client's origin must be listed in MCP_DJANGO['ALLOWED_ORIGINS']"
+
 
 #: The headers a WSGI server puts in META without the ``HTTP_`` prefix (as HttpHeaders reads them).
 UNPREFIXED_META = {"CONTENT_TYPE": "content-type", "CONTENT_LENGTH": "content-length"}
@@ -148,7 +151,12 @@ def check_origin_and_host(request: HttpRequest, headers: Headers, settings: MCPS
         security_logger.error(str(exc))
         raise TransportError(HTTPStatus.BAD_REQUEST, "Bad Request: invalid Host header") from None
     negotiation.check_origin(
-        headers.get("origin"), host, request.scheme or "http", settings.allowed_origins
+        headers.get("origin"),
+        host,
+        request.scheme or "http",
+        settings.allowed_origins,
+        # A developer trying a browser client (the Inspector) learns where origins are allowed.
+        how_to_allow=ORIGINS_SETTING_HINT,
     )
 
 

@@ -190,6 +190,8 @@ async def test_session_id_is_visible_ascii(client):
 async def test_foreign_origin_is_refused_with_403(client):
     response = await client.post_raw(ping_body(), {"origin": "http://evil.example"})
     assert_transport_error(response, 403)
+    # The developer behind a refused browser client learns where origins are allowed.
+    assert "MCP_DJANGO['ALLOWED_ORIGINS']" in response.json()["error"]["message"]
 
 
 async def test_foreign_origin_is_refused_before_initialize():
