@@ -13,6 +13,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, aget_user, get_user, load_backend
 from django.http import HttpRequest
+from django.shortcuts import resolve_url
+from django.urls import NoReverseMatch, Resolver404, resolve
 
 
 class AuthenticationFailed(Exception):
@@ -57,11 +59,28 @@ class DjangoAuthentication(BaseAuthentication):
         user = await _session_user(request)
         if not user.is_authenticated or not user.is_active:
             # RFC 9110 requires a challenge with every 401; cookies have no registered scheme.
+            page = login_page()
+            where = f" at {page}" if page else ""
             raise AuthenticationFailed(
-                "Authentication credentials were not provided: log in to this site first.",
+                f"Authentication credentials were not provided: log in to this site first{where}.",
                 headers={"WWW-Authenticate": 'Session realm="mcp"'},
             )
         return user
+
+
+def login_page() -> str | None:
+    """``LOGIN_URL`` as a path, when the URLconf serves it (its default, ``/accounts/login/``,
+    is often not): where the 401 of a session-cookie site sends the user."""
+    try:
+        url = resolve_url(settings.LOGIN_URL)
+    except NoReverseMatch:
+        return None
+    if url.startswith("/"):
+        try:
+            resolve(url)
+        except Resolver404:
+            return None
+    return url
 
 
 async def _session_user(request: HttpRequest) -> Any:

@@ -88,3 +88,22 @@ async def test_a_client_signed_in_through_a_plain_class_backend_lists_and_calls_
     assert "add" in names
     answer = await client.call_tool("add", {"a": 2, "b": 3})
     assert not answer.get("isError") and "5" in str(answer["content"])
+
+
+@pytest.mark.urls("tests.urls_signin")
+async def test_the_401_names_the_login_page_when_the_urlconf_serves_it():
+    request = HttpRequest()  # no session cookie
+
+    with pytest.raises(AuthenticationFailed) as refused:
+        await DjangoAuthentication().authenticate(request)
+
+    assert "log in to this site first at /accounts/login/." in refused.value.message
+
+
+async def test_the_401_names_no_login_page_the_urlconf_does_not_serve():
+    request = HttpRequest()  # no session cookie
+
+    with pytest.raises(AuthenticationFailed) as refused:
+        await DjangoAuthentication().authenticate(request)
+
+    assert refused.value.message.endswith("log in to this site first.")
