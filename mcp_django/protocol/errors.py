@@ -211,13 +211,20 @@ class QuotaExceededError(MCPError):
         self.retry_after = retry_after
 
 
-# How a JSON-RPC error travels over HTTP when it is the whole answer to a POST that carried no
-# request we could attribute it to (parse failures, rejected batches, header problems).
+#: The one table of HTTP statuses for JSON-RPC errors: a 2026-07-28 response answered whole
+#: carries this status for these codes (400 or 404, so that a dual-era client tells a modern
+#: server from a legacy one by a 4xx whose body is a recognised modern error), 200 for any other
+#: (see :func:`mcp_django.protocol.modern.http_status`), as streamable-http.mdx fixes them.
+#: -32602 is absent: only a malformed ``_meta`` makes it a 400, and that is refused before
+#: dispatch (:class:`InvalidRequestMetaError` carries its own ``http_status``). The handshake
+#: era's transport refusals carry their own status (:class:`TransportError`).
 ERROR_CODE_HTTP_STATUS: Final[dict[int, int]] = {
     PARSE_ERROR: HTTPStatus.BAD_REQUEST,
     INVALID_REQUEST: HTTPStatus.BAD_REQUEST,
-    INVALID_PARAMS: HTTPStatus.BAD_REQUEST,
     METHOD_NOT_FOUND: HTTPStatus.NOT_FOUND,
+    HEADER_MISMATCH: HTTPStatus.BAD_REQUEST,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: HTTPStatus.BAD_REQUEST,
+    UNSUPPORTED_PROTOCOL_VERSION: HTTPStatus.BAD_REQUEST,
 }
 
 

@@ -19,12 +19,7 @@ from http import HTTPStatus
 from typing import Any, Final, Literal
 
 from .errors import (
-    HEADER_MISMATCH,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    PARSE_ERROR,
-    UNSUPPORTED_PROTOCOL_VERSION,
+    ERROR_CODE_HTTP_STATUS,
     HeaderMismatchError,
     InvalidParamsError,
     InvalidRequestMetaError,
@@ -624,31 +619,21 @@ def discover_result(
     return result
 
 
-#: HTTP statuses streamable-http.mdx fixes for error responses to modern requests. -32602 is
-#: absent: only a malformed ``_meta`` makes it a 400, and that is refused before dispatch
-#: (:class:`InvalidRequestMetaError` carries its own ``http_status``).
-ERROR_HTTP_STATUS: Final[Mapping[int, int]] = {
-    PARSE_ERROR: HTTPStatus.BAD_REQUEST,
-    INVALID_REQUEST: HTTPStatus.BAD_REQUEST,
-    METHOD_NOT_FOUND: HTTPStatus.NOT_FOUND,
-    HEADER_MISMATCH: HTTPStatus.BAD_REQUEST,
-    MISSING_REQUIRED_CLIENT_CAPABILITY: HTTPStatus.BAD_REQUEST,
-    UNSUPPORTED_PROTOCOL_VERSION: HTTPStatus.BAD_REQUEST,
-}
-
-
 def http_status(response: Mapping[str, Any]) -> int:
     """The HTTP status for a JSON-RPC response answered whole to a modern request.
 
     A result, or an error the spec gives no status, is 200; the codes in
-    :data:`ERROR_HTTP_STATUS` are 400 or 404 because a dual-era client tells a modern server
-    from a legacy one by a 4xx whose body is a recognised modern error.
+    :data:`~mcp_django.protocol.errors.ERROR_CODE_HTTP_STATUS` are 400 or 404 because a
+    dual-era client tells a modern server from a legacy one by a 4xx whose body is a recognised
+    modern error.
     """
     error = response.get("error")
     if not isinstance(error, Mapping):
         return HTTPStatus.OK
     code = error.get("code")
-    return ERROR_HTTP_STATUS.get(code, HTTPStatus.OK) if isinstance(code, int) else HTTPStatus.OK
+    if not isinstance(code, int):
+        return HTTPStatus.OK
+    return ERROR_CODE_HTTP_STATUS.get(code, HTTPStatus.OK)
 
 
 def tag_subscription(message: dict[str, Any], subscription_id: Any) -> dict[str, Any]:

@@ -9,12 +9,15 @@ import pytest
 
 from mcp_django.protocol.errors import (
     ERROR_CODE_HTTP_STATUS,
+    HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
     RESOURCE_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
     URL_ELICITATION_REQUIRED,
     InternalError,
     InvalidParamsError,
@@ -581,12 +584,16 @@ def test_resource_not_found_error_names_the_uri():
 
 
 def test_error_code_http_status_mapping():
+    # streamable-http.mdx's statuses for a modern request's whole error answer; -32602 is 200.
     assert ERROR_CODE_HTTP_STATUS == {
         PARSE_ERROR: 400,
         INVALID_REQUEST: 400,
-        INVALID_PARAMS: 400,
         METHOD_NOT_FOUND: 404,
+        HEADER_MISMATCH: 400,
+        MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+        UNSUPPORTED_PROTOCOL_VERSION: 400,
     }
+    assert INVALID_PARAMS not in ERROR_CODE_HTTP_STATUS
 
 
 def test_transport_error_body_is_an_id_less_json_rpc_error():
