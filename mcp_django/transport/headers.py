@@ -138,7 +138,13 @@ def preflight_headers(headers: Headers) -> dict[str, str]:
 def check_declared_length(headers: Headers, settings: MCPSettings) -> None:
     """Refuse (413) a body whose Content-Length already says it is too large, before reading it."""
     length = headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > settings.max_body_size:
+    # ASCII digits only: str.isdigit() also admits "²" (a latin-1 byte), which int() rejects.
+    if (
+        length is not None
+        and length.isascii()
+        and length.isdigit()
+        and int(length) > settings.max_body_size
+    ):
         raise body_too_large(settings.max_body_size)
 
 

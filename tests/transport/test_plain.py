@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from mcp_django.models import Session, Task, ToolCall
 from mcp_django.ops.audit import buffer as audit_buffer
-from mcp_django.protocol.errors import METHOD_NOT_FOUND, QUOTA_EXCEEDED
+from mcp_django.protocol.errors import METHOD_NOT_FOUND, PARSE_ERROR, QUOTA_EXCEEDED
 from mcp_django.protocol.negotiation import LATEST_VERSION
 from mcp_django.transport.plain import GET_STREAM_REFUSED, LISTEN_REFUSED, RESUME_REFUSED
 from mcp_django.transport import headers as checks
@@ -275,6 +275,20 @@ def test_a_body_over_max_body_size_is_refused_with_413():
         response = post(Client(), call("echo", {"text": "x" * 200}))
 
     assert response.status_code == 413
+
+
+def test_a_content_length_of_a_non_ascii_digit_is_not_a_server_error():
+    # Content-Length "\xb2" (the byte, read as latin-1: "²") passed str.isdigit() and then failed
+    # int(): a 500. runserver hands such a header on; Django reads it as no body.
+    response = Client(raise_request_exception=False).post(
+        "/mcp/",
+        b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
+        content_type="application/json",
+        headers={"accept": ACCEPT, "content-length": "\xb2"},
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == PARSE_ERROR
 
 
 def test_a_foreign_origin_is_refused_with_403():
