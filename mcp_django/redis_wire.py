@@ -158,7 +158,7 @@ class RedisWire:
         if parts.scheme != "redis" or parts.query or not parts.hostname:
             return None
         path = parts.path.strip("/")
-        if path and not path.isdigit():
+        if path and not (path.isascii() and path.isdigit()):  # "²" is a digit int() refuses
             return None
         try:
             port = parts.port or 6379

@@ -209,6 +209,7 @@ async def test_concurrent_callers_share_one_failed_connection_attempt(
         ("rediss://127.0.0.1:6379/0", None, False),  # TLS: redis-py's
         ("unix:///run/redis.sock", None, False),
         ("redis://127.0.0.1:6379/0?protocol=3", None, False),
+        ("redis://127.0.0.1:6379/\u00b2", None, False),  # a digit to isdigit(), not to int()
         ("redis://127.0.0.1:6379/0", {"ssl_cert_reqs": "none"}, False),  # an option of the user's
         (
             "redis://127.0.0.1:6379/0",
