@@ -21,14 +21,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from oauth2_provider.models import AccessToken, Application
 
-from mcp_django.auth import signed
 from mcp_django.auth.id_jag import ID_JAG_TYPES, Assertion, AssertionRefused, verify_assertion
 from mcp_django.auth.jwks import KeyStore
 from mcp_django.auth.oauth import canonical
 from mcp_django.auth.oauth_validator import JWT_BEARER
 from mcp_django.models import UsedAssertion
 from tests.auth import strategies as s
-from tests.auth.test_external import Clock
 from tests.auth.test_id_jag import oauth2_provider
 from tests.conftest import BASE_SETTINGS
 from tests.fuzzing import examples
@@ -69,16 +67,8 @@ BASE_CLAIMS = {
 }
 
 
-@pytest.fixture
-def store(monkeypatch: pytest.MonkeyPatch) -> KeyStore:
-    documents = {s.JWKS_URI: s.published_keys()}
-    fresh = KeyStore(fetch=lambda url: documents[url], clock=Clock())
-    monkeypatch.setattr(signed, "key_store", fresh)
-    return fresh
-
-
 @pytest.fixture(autouse=True)
-def configured(store: KeyStore) -> Iterator[None]:
+def configured(published_store: KeyStore) -> Iterator[None]:
     mcp = {
         **BASE_SETTINGS,
         "AUTHENTICATION": "oauth",

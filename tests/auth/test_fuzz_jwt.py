@@ -23,13 +23,11 @@ from django.test import RequestFactory, override_settings
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mcp_django.auth import signed
 from mcp_django.auth.base import AuthenticationFailed
 from mcp_django.auth.external import ACCEPTED_TYPES, JWTAuthentication
 from mcp_django.auth.jwks import KeyStore
 from mcp_django.auth.oauth import canonical
 from tests.auth import strategies as s
-from tests.auth.test_external import Clock
 from tests.conftest import BASE_SETTINGS
 from tests.fuzzing import examples
 
@@ -44,16 +42,8 @@ FUZZ = settings(
 LEEWAY = 60
 
 
-@pytest.fixture
-def store(monkeypatch: pytest.MonkeyPatch) -> KeyStore:
-    documents = {s.JWKS_URI: s.published_keys()}
-    fresh = KeyStore(fetch=lambda url: documents[url], clock=Clock())
-    monkeypatch.setattr(signed, "key_store", fresh)
-    return fresh
-
-
 @pytest.fixture(autouse=True)
-def configured(store: KeyStore) -> Iterator[None]:
+def configured(published_store: KeyStore) -> Iterator[None]:
     mcp = {
         **BASE_SETTINGS,
         "AUTHENTICATION": "jwt",
