@@ -520,7 +520,18 @@ class MCPSettings:
 
     scopes_supported: Setting[list[str]] = Setting("SCOPES_SUPPORTED", _string_list)
     trusted_issuers: Setting[Any] = Setting("TRUSTED_ISSUERS", _as_is)
-    jwt_user_hook: Setting[Any] = Setting("JWT_USER_HOOK", _as_is)
+
+    @property
+    def jwt_user_hook(self) -> Callable[..., Any]:
+        """JWT_USER_HOOK as the function, imported once per value: each verified token calls it."""
+        cached: Callable[..., Any] | None = self.__dict__.get("_jwt_user_hook")
+        if cached is not None:
+            return cached
+        hook: Callable[..., Any] = perform_import(self.get("JWT_USER_HOOK"), "JWT_USER_HOOK")
+        self._cached.add("_jwt_user_hook")
+        self.__dict__["_jwt_user_hook"] = hook
+        return hook
+
     jwt_leeway: Setting[float] = Setting("JWT_LEEWAY", float)
     id_jag_issuers: Setting[Any] = Setting("ID_JAG_ISSUERS", _as_is)
     unscoped_entries: Setting[str] = Setting("UNSCOPED_ENTRIES", str)

@@ -15,7 +15,6 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist
-from django.utils.module_loading import import_string
 
 from ..conf import mcp_settings
 from .jwks import TrustedIssuer
@@ -73,6 +72,5 @@ def storable(value: str, *fields: Any) -> bool:
 def user_for_claims(claims: Mapping[str, Any], issuer: TrustedIssuer) -> Any:
     """The user the verified ``claims`` of ``issuer`` act for, through ``JWT_USER_HOOK``; None
     when the hook finds none."""
-    hook = mcp_settings.jwt_user_hook
-    function = import_string(hook) if isinstance(hook, str) else hook
-    return function(claims, issuer)
+    # Imported once, by the settings (IMPORT_STRINGS), not on every verified token.
+    return mcp_settings.jwt_user_hook(claims, issuer)
