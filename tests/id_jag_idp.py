@@ -9,14 +9,14 @@ metadata's ``jwks_uri``.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec
+
+from tests.loopback_json import LoopbackJSON
 
 ID_JAG_TYPE = "oauth-id-jag+jwt"
 
@@ -32,27 +32,14 @@ class IdentityProvider:
         self.scope = scope
         self.key = ec.generate_private_key(ec.SECP256R1())
         self.kid = "idp-key-1"
+        self.served = LoopbackJSON(self.document_bytes)
         #: The paths asked for, in order (what the authorization server fetched).
-        self.requests: list[str] = []
-        provider = self
+        self.requests = self.served.requests
+        self.issuer = self.served.origin
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                provider.requests.append(self.path)
-                body = provider.document(self.path)
-                self.send_response(404 if body is None else 200)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(json.dumps(body or {}).encode())
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.issuer = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
+    def document_bytes(self, path: str) -> bytes | None:
+        document = self.document(path)
+        return None if document is None else json.dumps(document).encode()
 
     def document(self, path: str) -> dict[str, Any] | None:
         metadata = {
@@ -98,9 +85,8 @@ class IdentityProvider:
         )
 
     def __enter__(self) -> IdentityProvider:
-        self.thread.start()
+        self.served.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.served.stop()

@@ -18,7 +18,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jwt
@@ -44,6 +43,7 @@ from mcp_django.ops.audit import buffer as audit_buffer
 from mcp_django.protocol.errors import QUOTA_EXCEEDED
 from mcp_django.testing import JSONRPCErrorResponse, MCPTestClient
 from tests.conftest import BASE_SETTINGS
+from tests.loopback_json import LoopbackJSON
 
 RESOURCE = "https://mcp.example.com/mcp"
 PRM_URL = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
@@ -73,28 +73,11 @@ class Provider:
         self.oidc = oidc
         self.keys: dict[str, Any] = {}
         self.published: list[str] = []
-        self.requests: list[str] = []
         self.metadata_issuer: str | None = None
         self.jwks_body: bytes | None = None
-        provider = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                provider.requests.append(self.path)
-                body = provider.document(self.path)
-                self.send_response(404 if body is None else 200)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(body or b"{}")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.issuer = f"http://127.0.0.1:{self.server.server_address[1]}/tenant"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
+        self.served = LoopbackJSON(self.document)
+        self.requests = self.served.requests
+        self.issuer = f"{self.served.origin}/tenant"
 
     def document(self, path: str) -> bytes | None:
         metadata = {"issuer": self.metadata_issuer or self.issuer, "jwks_uri": self.jwks_uri}
@@ -171,12 +154,11 @@ class Provider:
         )
 
     def __enter__(self) -> Provider:
-        self.thread.start()
+        self.served.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.served.stop()
 
 
 def _b64(data: bytes) -> str:
